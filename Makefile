@@ -1,0 +1,39 @@
+# Tephra developer entry points. Everything bootstraps .venv from requirements.lock on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: test lint typecheck layers pytest demo crds bench clean-venv
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check batch integrations tests benchmarks migrations
+	$(BIN)/ruff format --check batch integrations tests benchmarks migrations
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+layers: $(STAMP)
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+
+test: lint typecheck layers pytest
+
+crds: $(STAMP)
+	$(BIN)/tephra crds --out crds/
+
+demo: $(STAMP)
+	$(BIN)/tephra demo
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,4 @@
+"""Volcano-compatible API types, Kubernetes quantities, admission (defaulting and validation) and CRD generation.
+
+The bottom layer: everything else may import it; it imports nothing of Tephra.
+"""

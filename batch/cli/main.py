@@ -1,0 +1,52 @@
+"""Entry point of the `tephra` command.
+
+Subcommands live in their own modules under `batch.cli` and are loaded lazily, so that
+`tephra validate` does not pay for importing the scheduler, kopf or SQLAlchemy. To add a
+subcommand, add one line to `_SUBCOMMANDS`: name -> "module:attribute" of a click command.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+import batch
+
+_SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    # name: ("module:attribute", "short help")
+}
+
+
+class _LazyGroup(click.Group):
+    """A click group that imports each subcommand's module only when it is invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_SUBCOMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _SUBCOMMANDS:
+            target, _help = _SUBCOMMANDS[cmd_name]
+            module_name, _, attr = target.partition(":")
+            command: Any = getattr(importlib.import_module(module_name), attr)
+            if not isinstance(command, click.Command):  # pragma: no cover - programming error
+                raise TypeError(f"{target} is not a click command")
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_t, help_text) in sorted(_SUBCOMMANDS.items())]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup)
+@click.version_option(batch.__version__, prog_name="tephra")
+def main() -> None:
+    """Tephra: gang scheduling, fair queues and a job ledger for AI workloads on Kubernetes."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

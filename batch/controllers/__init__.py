@@ -1,0 +1,1 @@
+"""kopf handlers over pure reconcilers: jobs, queues, podgroups, commands and garbage collection."""

@@ -1,0 +1,1 @@
+"""All Kubernetes I/O: clients, the watch-fed cache, binder, evictor, status writer and leases."""

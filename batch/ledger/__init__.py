@@ -1,0 +1,1 @@
+"""The job ledger: SQLAlchemy models, the idempotent recorder, reports and retention."""

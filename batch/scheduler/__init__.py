@@ -1,0 +1,1 @@
+"""The pure scheduling cycle: session framework, actions, plugins and configuration. No I/O."""
