@@ -1,1 +1,1 @@
-"""The scheduler's cluster model: resource vectors, node arrays, tasks, jobs, queues and the incremental cache."""
+"""The scheduler's cluster model: node arrays, tasks, jobs, queues and the incremental cache."""

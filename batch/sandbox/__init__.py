@@ -1,1 +1,1 @@
-"""The embedded Kubernetes API server and node emulator: the local cluster for tries, tests and benchmarks."""
+"""The embedded Kubernetes API server and node emulator: the local cluster for tests and demos."""
