@@ -1,0 +1,530 @@
+"""The contract between Tephra's PodGroup controller and framework adapters.
+
+Why this exists: framework operators (Kubeflow training-operator, mpi-operator, KubeRay,
+spark-operator, spark-submit) create pods that Tephra must gang-schedule, but ``batch`` never
+imports ``integrations``. So the interface both sides agree on lives here, in the bottom layer:
+
+* an adapter (any object satisfying :class:`WorkloadAdapter`) is published under the
+  entry-point group ``tephra.integrations`` and found with :func:`load_adapters`;
+* for a workload object (a PyTorchJob, RayCluster, ...) the adapter returns a :class:`GangSpec`
+  (PodGroup name, minMember, minTaskMember, minResources, queue, priority, owner, adoption);
+* for a pod it returns a :class:`WorkloadRef` naming the workload and the gang the pod joins,
+  and the pod's role (``volcano.sh/task-spec``);
+* the pure functions :func:`decide_podgroup` (create / update / adopt / wait / nothing) and
+  :func:`mutate_pod_for_gang` (JSON patch for the opt-in mutating pod webhook) carry the rules
+  the controller and webhook apply, so those rules are written and tested once.
+
+Adoption rule (Volcano section 7): when an operator already makes a Volcano PodGroup
+(Kubeflow ``<job>``, KubeRay ``ray-<cluster>-pg``, spark-operator ``spark-<app>-pg``) Tephra uses
+that very name for its gang, never creates a second one and never writes to a PodGroup it did not
+create. A PodGroup Tephra created carries :data:`GANG_HASH_ANNOTATION`; if anybody else changes
+its spec afterwards, Tephra treats it as handed over and stops correcting it.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "CREATED_BY_ANNOTATION",
+    "DEFAULT_QUEUE",
+    "ENTRY_POINT_GROUP",
+    "GANG_HASH_ANNOTATION",
+    "GANG_INJECTION_DISABLED",
+    "GANG_INJECTION_ENABLED",
+    "GANG_INJECTION_LABEL",
+    "GROUP_MIN_MEMBER_ANNOTATION",
+    "GROUP_NAME_ANNOTATION",
+    "PODGROUP_API_VERSION",
+    "QUEUE_NAME_ANNOTATION",
+    "TASK_SPEC_ANNOTATION",
+    "WORKLOAD_KIND_LABEL",
+    "WORKLOAD_NAME_LABEL",
+    "GangSpec",
+    "OwnerRef",
+    "PodGroupAction",
+    "PodGroupDecision",
+    "WorkloadAdapter",
+    "WorkloadKind",
+    "WorkloadRef",
+    "adapter_for_pod",
+    "adapter_for_workload",
+    "decide_podgroup",
+    "desired_podgroup_spec",
+    "gang_injection_enabled",
+    "load_adapters",
+    "mutate_pod_for_gang",
+    "podgroup_manifest",
+    "resolve_queue",
+    "spec_fingerprint",
+]
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "tephra.integrations"
+PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
+DEFAULT_QUEUE = "default"
+
+# Pod / namespace / workload annotation keys (Volcano section 3.3).
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+GROUP_MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
+
+# Tephra's own keys.
+#: Namespace label that opts the namespace into gang injection by the mutating pod webhook.
+GANG_INJECTION_LABEL = "tephra.io/gang-injection"
+GANG_INJECTION_ENABLED = "enabled"
+#: Value of GANG_INJECTION_LABEL that opts out even when the namespace names a queue.
+GANG_INJECTION_DISABLED = "disabled"
+#: On PodGroups Tephra created: fingerprint of the spec Tephra last wrote (see spec_fingerprint).
+GANG_HASH_ANNOTATION = "tephra.io/gang-spec-hash"
+#: On PodGroups Tephra created: the adapter name that derived the gang.
+CREATED_BY_ANNOTATION = "tephra.io/created-by"
+#: Labels put on PodGroups Tephra creates, naming the workload (for listing and GC).
+WORKLOAD_KIND_LABEL = "tephra.io/workload-kind"
+WORKLOAD_NAME_LABEL = "tephra.io/workload-name"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    """A workload resource an adapter handles; the controller watches it.
+
+    ``label_selector`` narrows the watch (used for ``v1`` Pods acting as workloads, e.g. the
+    driver pod of a spark-submit application: ``spark-role=driver``).
+    """
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+    label_selector: str | None = None
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` (a Kubernetes object dict) is of this kind (ignores the selector)."""
+        return obj.get("apiVersion") == self.api_version and obj.get("kind") == self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRef:
+    """Which workload a pod belongs to and which PodGroup (gang) it joins.
+
+    ``gang_name`` is known from the pod alone (operators' label conventions), so the webhook and
+    the controller can annotate a pod without fetching its workload.
+    """
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    gang_name: str
+    uid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The ownerReference Tephra puts on a PodGroup it creates (the workload)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = True
+    block_owner_deletion: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": self.controller,
+            "blockOwnerDeletion": self.block_owner_deletion,
+        }
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """The gang (Volcano PodGroup) a workload needs, as an adapter derives it.
+
+    Fields:
+      name, namespace: the PodGroup's name — the operator's own convention so that Tephra and a
+        Volcano-configured operator can never make two groups for one workload.
+      min_member: pods that must be placed together.
+      min_task_member: per role (``volcano.sh/task-spec`` value) minimum; empty = none.
+      min_resources: ResourceList (canonical quantity strings) admitted at enqueue; None = unset.
+      queue: the queue the workload names; None = it names none (see :func:`resolve_queue`).
+      priority_class_name: None = unset.
+      owner: ownerReference for a PodGroup Tephra creates (None if the workload has no uid yet).
+      labels, annotations: put on a PodGroup Tephra creates.
+      adopt_existing: the workload itself says its operator makes the PodGroup (e.g. a
+        SparkApplication with ``batchScheduler: volcano``): wait for it instead of creating one,
+        for at most ``adopt_grace_seconds`` (after that the operator is evidently not configured
+        for Volcano and Tephra creates the group itself).
+      existing_podgroup_name: the name the operator uses when it makes the PodGroup (normally
+        equal to ``name``).
+      leader_role: role whose pods create the other members (the Spark driver creates its
+        executors). Until a pod of that role runs, the effective minMember/minTaskMember cover the
+        leader only, while minResources still reserves the whole gang at enqueue; once it runs,
+        the rest are placed all-or-nothing (fixes spark-operator#1343 without a deadlock).
+      workload: the workload this gang is for.
+      adapter: name of the adapter that derived it.
+    """
+
+    name: str
+    namespace: str
+    min_member: int
+    workload: WorkloadRef
+    adapter: str
+    min_task_member: Mapping[str, int] = field(default_factory=dict)
+    min_resources: Mapping[str, str] | None = None
+    queue: str | None = None
+    priority_class_name: str | None = None
+    owner: OwnerRef | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    adopt_existing: bool = False
+    existing_podgroup_name: str | None = None
+    adopt_grace_seconds: float = 30.0
+    leader_role: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_member < 0:
+            raise ValueError(f"gang {self.namespace}/{self.name}: minMember must be >= 0")
+        if self.leader_role is not None and self.leader_role not in self.min_task_member:
+            raise ValueError(
+                f"gang {self.namespace}/{self.name}: leader_role {self.leader_role!r} "
+                "must be a key of min_task_member"
+            )
+
+
+@runtime_checkable
+class WorkloadAdapter(Protocol):
+    """What a framework adapter provides (published under the ``tephra.integrations`` group).
+
+    All methods are pure functions of the given objects (plain dicts as the API returns them);
+    they never call the API server. A method returns None for an object it does not handle.
+    """
+
+    @property
+    def name(self) -> str:
+        """Short unique adapter name (``pytorch``, ``ray``, ...)."""
+        ...
+
+    @property
+    def kinds(self) -> Sequence[WorkloadKind]:
+        """Workload kinds to watch and pass to :meth:`gang_for_workload`."""
+        ...
+
+    def gang_for_workload(self, workload: Mapping[str, Any]) -> GangSpec | None:
+        """The gang ``workload`` needs, or None (not handled / not gang-scheduled)."""
+        ...
+
+    def workload_ref_for_pod(self, pod: Mapping[str, Any]) -> WorkloadRef | None:
+        """Which workload (and gang) ``pod`` belongs to, from its operator's labels."""
+        ...
+
+    def existing_podgroup_name(self, workload: Mapping[str, Any]) -> str | None:
+        """Name of the PodGroup the operator makes for ``workload`` when set up for Volcano."""
+        ...
+
+    def role_of_pod(self, pod: Mapping[str, Any]) -> str | None:
+        """The pod's role in the gang (value for ``volcano.sh/task-spec``)."""
+        ...
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def load_adapters(*, group: str = ENTRY_POINT_GROUP) -> list[WorkloadAdapter]:
+    """Load every adapter published under the entry-point group, sorted by adapter name.
+
+    An entry point may name an adapter instance, a class or a zero-argument factory. One that
+    fails to load or does not satisfy :class:`WorkloadAdapter` is logged and skipped, so one
+    broken third-party plugin cannot stop the controller.
+    """
+    found: dict[str, WorkloadAdapter] = {}
+    for ep in entry_points(group=group):
+        try:
+            obj: Any = ep.load()
+            if isinstance(obj, type) or (callable(obj) and not isinstance(obj, WorkloadAdapter)):
+                obj = obj()
+        except Exception:
+            log.exception("integration entry point %s (%s) failed to load", ep.name, ep.value)
+            continue
+        if not isinstance(obj, WorkloadAdapter):
+            log.error("integration entry point %s does not provide a WorkloadAdapter", ep.name)
+            continue
+        if obj.name in found:
+            log.error("integration %r published twice; keeping the first", obj.name)
+            continue
+        found[obj.name] = obj
+    return [found[k] for k in sorted(found)]
+
+
+def adapter_for_workload(
+    workload: Mapping[str, Any], adapters: Iterable[WorkloadAdapter]
+) -> WorkloadAdapter | None:
+    """The first adapter that lists ``workload``'s apiVersion/kind."""
+    for adapter in adapters:
+        if any(k.matches(workload) for k in adapter.kinds):
+            return adapter
+    return None
+
+
+def adapter_for_pod(
+    pod: Mapping[str, Any], adapters: Iterable[WorkloadAdapter]
+) -> tuple[WorkloadAdapter, WorkloadRef] | None:
+    """The first adapter that claims ``pod``, with the workload it maps the pod to."""
+    for adapter in adapters:
+        ref = adapter.workload_ref_for_pod(pod)
+        if ref is not None:
+            return adapter, ref
+    return None
+
+
+# --------------------------------------------------------------------------- PodGroup rules
+
+
+def resolve_queue(gang: GangSpec, namespace_obj: Mapping[str, Any] | None = None) -> str:
+    """The queue for the gang: the workload's, else the namespace annotation, else ``default``."""
+    if gang.queue:
+        return gang.queue
+    if namespace_obj is not None:
+        ns_q = _meta(namespace_obj, "annotations").get(QUEUE_NAME_ANNOTATION)
+        if ns_q:
+            return str(ns_q)
+    return DEFAULT_QUEUE
+
+
+def desired_podgroup_spec(
+    gang: GangSpec,
+    *,
+    leader_running: bool = False,
+    namespace_obj: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The PodGroup ``spec`` Tephra wants for ``gang`` now (camelCase, as the API stores it).
+
+    With a ``leader_role`` and the leader not yet running, minMember and minTaskMember cover the
+    leader only (so it can start and create the rest); minResources always covers the whole gang.
+    """
+    min_member = gang.min_member
+    min_task = dict(gang.min_task_member)
+    if gang.leader_role is not None and not leader_running:
+        lead = gang.min_task_member[gang.leader_role]
+        min_member = min(lead, gang.min_member)
+        min_task = {gang.leader_role: lead}
+    spec: dict[str, Any] = {"minMember": min_member, "queue": resolve_queue(gang, namespace_obj)}
+    if min_task:
+        spec["minTaskMember"] = min_task
+    if gang.min_resources is not None:
+        spec["minResources"] = dict(gang.min_resources)
+    if gang.priority_class_name:
+        spec["priorityClassName"] = gang.priority_class_name
+    return spec
+
+
+_FINGERPRINT_FIELDS = ("minMember", "minTaskMember", "minResources", "priorityClassName", "queue")
+
+
+def spec_fingerprint(spec: Mapping[str, Any]) -> str:
+    """Stable hash of the PodGroup spec fields Tephra manages (order-insensitive)."""
+    picked = {k: spec[k] for k in _FINGERPRINT_FIELDS if spec.get(k) not in (None, {}, "")}
+    blob = json.dumps(picked, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def podgroup_manifest(
+    gang: GangSpec,
+    *,
+    leader_running: bool = False,
+    namespace_obj: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The full PodGroup object Tephra creates for ``gang`` (status is left to the controller)."""
+    spec = desired_podgroup_spec(gang, leader_running=leader_running, namespace_obj=namespace_obj)
+    labels = {
+        WORKLOAD_KIND_LABEL: gang.workload.kind,
+        WORKLOAD_NAME_LABEL: gang.workload.name,
+        **gang.labels,
+    }
+    annotations = {
+        **gang.annotations,
+        CREATED_BY_ANNOTATION: gang.adapter,
+        GANG_HASH_ANNOTATION: spec_fingerprint(spec),
+    }
+    metadata: dict[str, Any] = {
+        "name": gang.name,
+        "namespace": gang.namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if gang.owner is not None:
+        metadata["ownerReferences"] = [gang.owner.to_dict()]
+    return {
+        "apiVersion": PODGROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+class PodGroupAction(enum.Enum):
+    CREATE = "create"  # no PodGroup yet: create `body`
+    UPDATE = "update"  # Tephra's own PodGroup, out of date: merge-patch with `body`
+    ADOPT = "adopt"  # a PodGroup somebody else owns (the operator): use it, write nothing
+    WAIT = "wait"  # the operator is expected to create it: do nothing yet, retry later
+    NOTHING = "nothing"  # Tephra's own PodGroup, up to date
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupDecision:
+    action: PodGroupAction
+    name: str
+    body: dict[str, Any] | None = None
+    reason: str = ""
+
+
+def decide_podgroup(
+    gang: GangSpec,
+    existing: Mapping[str, Any] | None,
+    *,
+    leader_running: bool = False,
+    workload_age_seconds: float = 0.0,
+    namespace_obj: Mapping[str, Any] | None = None,
+) -> PodGroupDecision:
+    """What the PodGroup controller does for ``gang`` given the PodGroup named ``gang.name``.
+
+    * none exists: WAIT while ``gang.adopt_existing`` and the workload is younger than
+      ``gang.adopt_grace_seconds``; else CREATE (:func:`podgroup_manifest`).
+    * one exists without Tephra's fingerprint annotation: ADOPT (the operator owns it).
+    * Tephra's, but its spec no longer matches the fingerprint Tephra wrote: somebody else
+      (an operator that updates existing groups, e.g. training-operator) took it over: ADOPT.
+    * Tephra's and unchanged since: UPDATE when the desired spec differs (the queue of an
+      existing group is never changed), else NOTHING.
+    """
+    name = gang.name
+    if existing is None:
+        if gang.adopt_existing and workload_age_seconds < gang.adopt_grace_seconds:
+            return PodGroupDecision(
+                PodGroupAction.WAIT, name, reason="waiting for the operator's PodGroup"
+            )
+        body = podgroup_manifest(gang, leader_running=leader_running, namespace_obj=namespace_obj)
+        return PodGroupDecision(PodGroupAction.CREATE, name, body, "no PodGroup yet")
+    annotations = _meta(existing, "annotations")
+    written = annotations.get(GANG_HASH_ANNOTATION)
+    current_spec: Mapping[str, Any] = existing.get("spec") or {}
+    if not written:
+        return PodGroupDecision(PodGroupAction.ADOPT, name, reason="PodGroup made by its operator")
+    if spec_fingerprint(current_spec) != written:
+        return PodGroupDecision(
+            PodGroupAction.ADOPT, name, reason="PodGroup changed by another writer; handed over"
+        )
+    desired = desired_podgroup_spec(
+        gang, leader_running=leader_running, namespace_obj=namespace_obj
+    )
+    if current_spec.get("queue"):
+        desired["queue"] = current_spec["queue"]
+    new_hash = spec_fingerprint(desired)
+    if new_hash == written:
+        return PodGroupDecision(PodGroupAction.NOTHING, name)
+    patch_spec: dict[str, Any] = dict(desired)
+    for key in _FINGERPRINT_FIELDS:  # clear managed fields Tephra no longer sets
+        if key in current_spec and key not in desired:
+            patch_spec[key] = None
+    body = {"metadata": {"annotations": {GANG_HASH_ANNOTATION: new_hash}}, "spec": patch_spec}
+    return PodGroupDecision(PodGroupAction.UPDATE, name, body, "gang spec changed")
+
+
+# --------------------------------------------------------------------------- pod webhook
+
+
+def gang_injection_enabled(namespace_obj: Mapping[str, Any] | None) -> bool:
+    """Whether a namespace opted into gang injection.
+
+    Opt in with the label ``tephra.io/gang-injection: enabled`` or by naming a queue with the
+    annotation ``scheduling.volcano.sh/queue-name``; ``tephra.io/gang-injection: disabled``
+    opts out in either case.
+    """
+    if namespace_obj is None:
+        return False
+    value = _meta(namespace_obj, "labels").get(GANG_INJECTION_LABEL)
+    if value == GANG_INJECTION_DISABLED:
+        return False
+    if value == GANG_INJECTION_ENABLED:
+        return True
+    return bool(_meta(namespace_obj, "annotations").get(QUEUE_NAME_ANNOTATION))
+
+
+def mutate_pod_for_gang(
+    pod: Mapping[str, Any],
+    *,
+    namespace_obj: Mapping[str, Any] | None,
+    adapters: Iterable[WorkloadAdapter],
+    scheduler_name: str = "volcano",
+) -> list[dict[str, Any]]:
+    """JSON-patch operations (RFC 6902) the opt-in mutating pod webhook applies on pod CREATE.
+
+    For a pod an adapter claims, in a namespace that opted in (:func:`gang_injection_enabled`):
+    set ``spec.schedulerName`` (only when empty or ``default-scheduler`` — an explicit other
+    scheduler is respected), the annotation ``scheduling.k8s.io/group-name`` = the gang name and
+    ``volcano.sh/task-spec`` = the pod's role. A pod that already names a group (an operator
+    configured for Volcano did it) is left untouched. Returns ``[]`` when nothing is to change.
+    """
+    if not gang_injection_enabled(namespace_obj):
+        return []
+    annotations = _meta(pod, "annotations")
+    if annotations.get(GROUP_NAME_ANNOTATION):
+        return []
+    adapters = list(adapters)
+    claimed = adapter_for_pod(pod, adapters)
+    if claimed is None:
+        return []
+    adapter, ref = claimed
+    ops: list[dict[str, Any]] = []
+    spec = pod.get("spec") or {}
+    current_scheduler = spec.get("schedulerName")
+    if current_scheduler in (None, "", "default-scheduler") and current_scheduler != scheduler_name:
+        op = "replace" if "schedulerName" in spec else "add"
+        ops.append({"op": op, "path": "/spec/schedulerName", "value": scheduler_name})
+    wanted = {GROUP_NAME_ANNOTATION: ref.gang_name}
+    role = annotations.get(TASK_SPEC_ANNOTATION) or adapter.role_of_pod(pod)
+    if role and TASK_SPEC_ANNOTATION not in annotations:
+        wanted[TASK_SPEC_ANNOTATION] = role
+    metadata = pod.get("metadata") or {}
+    if not isinstance(metadata.get("annotations"), Mapping):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": wanted})
+    else:
+        for key, value in wanted.items():
+            ops.append(
+                {"op": "add", "path": "/metadata/annotations/" + _escape(key), "value": value}
+            )
+    return ops
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _meta(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    metadata = obj.get("metadata") or {}
+    value = metadata.get(key) or {}
+    return value if isinstance(value, Mapping) else {}
+
+
+def _escape(key: str) -> str:
+    """JSON-pointer escape (RFC 6901) of one path segment."""
+    return key.replace("~", "~0").replace("/", "~1")
