@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from batch.api.quantity import QuantityError
+from batch.api.resources import Resource, parse_resource_list
+
 __all__ = [
     "CREATED_BY_ANNOTATION",
     "DEFAULT_QUEUE",
@@ -47,6 +50,7 @@ __all__ = [
     "TASK_SPEC_ANNOTATION",
     "WORKLOAD_KIND_LABEL",
     "WORKLOAD_NAME_LABEL",
+    "GangError",
     "GangSpec",
     "OwnerRef",
     "PodGroupAction",
@@ -56,11 +60,16 @@ __all__ = [
     "WorkloadRef",
     "adapter_for_pod",
     "adapter_for_workload",
+    "annotations_of",
+    "container_requests",
     "decide_podgroup",
     "desired_podgroup_spec",
     "gang_injection_enabled",
+    "labels_of",
     "load_adapters",
     "mutate_pod_for_gang",
+    "owner_ref_of",
+    "pod_requests",
     "podgroup_manifest",
     "resolve_queue",
     "spec_fingerprint",
@@ -91,6 +100,15 @@ CREATED_BY_ANNOTATION = "tephra.io/created-by"
 #: Labels put on PodGroups Tephra creates, naming the workload (for listing and GC).
 WORKLOAD_KIND_LABEL = "tephra.io/workload-kind"
 WORKLOAD_NAME_LABEL = "tephra.io/workload-name"
+
+
+class GangError(ValueError):
+    """A workload the user wrote cannot be turned into a gang.
+
+    The message is one line naming the object, the field path and the rule, e.g.
+    ``PyTorchJob ns/job: spec.pytorchReplicaSpecs.Worker.replicas: must be an integer >= 0``.
+    The controller reports it (event / log) instead of a traceback.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,6 +464,10 @@ def decide_podgroup(
     for key in _FINGERPRINT_FIELDS:  # clear managed fields Tephra no longer sets
         if key in current_spec and key not in desired:
             patch_spec[key] = None
+    for key in ("minTaskMember", "minResources"):  # merge-patch: drop keys no longer wanted
+        old, new = current_spec.get(key), patch_spec.get(key)
+        if isinstance(old, Mapping) and isinstance(new, dict):
+            patch_spec[key] = {**{k: None for k in old if k not in new}, **new}
     body = {"metadata": {"annotations": {GANG_HASH_ANNOTATION: new_hash}}, "spec": patch_spec}
     return PodGroupDecision(PodGroupAction.UPDATE, name, body, "gang spec changed")
 
@@ -514,6 +536,73 @@ def mutate_pod_for_gang(
                 {"op": "add", "path": "/metadata/annotations/" + _escape(key), "value": value}
             )
     return ops
+
+
+# --------------------------------------------------------------------------- object helpers
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """``metadata.labels`` of a Kubernetes object dict (empty when absent)."""
+    return _meta(obj, "labels")
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """``metadata.annotations`` of a Kubernetes object dict (empty when absent)."""
+    return _meta(obj, "annotations")
+
+
+def owner_ref_of(workload: Mapping[str, Any]) -> OwnerRef | None:
+    """The ownerReference pointing at ``workload`` (None while it has no uid)."""
+    metadata = workload.get("metadata") or {}
+    uid, name = metadata.get("uid"), metadata.get("name")
+    if not uid or not name:
+        return None
+    return OwnerRef(str(workload.get("apiVersion", "")), str(workload.get("kind", "")), name, uid)
+
+
+def container_requests(container: Mapping[str, Any]) -> Resource:
+    """One container's effective requests: ``requests``, with ``limits`` standing in for any
+    resource that has a limit but no request (the API server defaults requests that way)."""
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    merged = {**dict(limits), **dict(requests)}
+    name = container.get("name", "?")
+    try:
+        return Resource(parse_resource_list(merged))
+    except QuantityError as exc:
+        raise GangError(f"container {name}: resources: {exc}") from None
+
+
+def pod_requests(pod_spec: Mapping[str, Any] | None) -> Resource:
+    """A pod's effective requests the way kube-scheduler computes them.
+
+    Sum of the app containers and the restartable (sidecar) init containers, or — when larger,
+    per resource — a plain init container plus the sidecars started before it; plus
+    ``spec.overhead``. ``pod_spec`` is a PodSpec dict (``template.spec`` of a workload).
+    """
+    if not pod_spec:
+        return Resource.zero()
+    total = Resource.zero()
+    for container in pod_spec.get("containers") or []:
+        total = total.add(container_requests(container))
+    sidecars = Resource.zero()
+    init_peak = Resource.zero()
+    for container in pod_spec.get("initContainers") or []:
+        req = container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            sidecars = sidecars.add(req)
+            init_peak = init_peak.max(sidecars)
+        else:
+            init_peak = init_peak.max(sidecars.add(req))
+    total = total.add(sidecars).max(init_peak)
+    overhead = pod_spec.get("overhead")
+    if overhead:
+        try:
+            total = total.add(Resource(parse_resource_list(overhead)))
+        except QuantityError as exc:
+            raise GangError(f"spec.overhead: {exc}") from None
+    return total
 
 
 # --------------------------------------------------------------------------- helpers
