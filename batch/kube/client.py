@@ -1,0 +1,277 @@
+"""A small asyncio Kubernetes API client: list, watch, get, create, patch, delete, subresources.
+
+Why this exists: the scheduler must keep a cache of every node and pod in sync and post up to
+thousands of bindings a second. The official client is synchronous and spends most of its time
+in model (de)serialisation; this one keeps objects as plain dicts (which is what the scheduler's
+cache consumes), keeps connections alive, and streams watches line by line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from batch.kube.config import ClusterAccess
+
+__all__ = ["RESOURCES", "ApiError", "KubeClient", "Resource"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API resource: where it lives and whether it is namespaced."""
+
+    api_version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    def path(
+        self, *, namespace: str | None = None, name: str | None = None, sub: str | None = None
+    ) -> str:
+        base = (
+            f"/api/{self.api_version}"
+            if "/" not in self.api_version
+            else (f"/apis/{self.api_version}")
+        )
+        parts = [base]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name:
+            parts.append(quote(name, safe=""))
+        if sub:
+            parts.append(sub)
+        return "/".join(parts)
+
+
+RESOURCES: dict[str, Resource] = {
+    "Node": Resource("v1", "nodes", "Node", namespaced=False),
+    "Pod": Resource("v1", "pods", "Pod"),
+    "Namespace": Resource("v1", "namespaces", "Namespace", namespaced=False),
+    "Event": Resource("v1", "events", "Event"),
+    "PriorityClass": Resource(
+        "scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", namespaced=False
+    ),
+    "Lease": Resource("coordination.k8s.io/v1", "leases", "Lease"),
+    "PodGroup": Resource("scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup"),
+    "Queue": Resource("scheduling.volcano.sh/v1beta1", "queues", "Queue", namespaced=False),
+    "HyperNode": Resource(
+        "topology.volcano.sh/v1alpha1", "hypernodes", "HyperNode", namespaced=False
+    ),
+}
+
+
+class ApiError(Exception):
+    """A non-success answer of the API server, with its Status body."""
+
+    def __init__(self, status: int, body: Mapping[str, Any] | None, what: str) -> None:
+        self.status = status
+        self.body = dict(body or {})
+        self.reason = str(self.body.get("reason", ""))
+        message = self.body.get("message") or ""
+        super().__init__(f"{what}: HTTP {status} {self.reason} {message}".strip())
+
+
+class KubeClient:
+    """Async access to one API server. Use as `async with KubeClient(access) as client:`."""
+
+    def __init__(self, access: ClusterAccess, *, max_connections: int = 64) -> None:
+        self.access = access
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> KubeClient:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, ssl=self.access.ssl_context or False
+            )
+            self._session = aiohttp.ClientSession(
+                base_url=self.access.server,
+                connector=connector,
+                headers={"Accept": "application/json", **self.access.headers},
+                read_bufsize=2**22,
+            )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("KubeClient is not open")
+        return self._session
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        headers = {"Content-Type": content_type} if data is not None else None
+        async with self.session.request(
+            method,
+            path,
+            params=params,
+            data=data,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as resp:
+            raw = await resp.read()
+            try:
+                payload = json.loads(raw) if raw else {}
+            except ValueError:
+                payload = {"message": raw[:200].decode(errors="replace")}
+            if resp.status >= 400:
+                raise ApiError(resp.status, payload, f"{method} {path}")
+            return payload if isinstance(payload, dict) else {"items": payload}
+
+    # -- typed helpers ----------------------------------------------------------------------
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return await self.request("GET", res.path(namespace=namespace, name=name))
+
+    async def list(
+        self, res: Resource, *, namespace: str | None = None, **params: str
+    ) -> dict[str, Any]:
+        """One LIST call, following `continue` tokens; returns the list with all items."""
+        items: list[dict[str, Any]] = []
+        query = {"limit": "5000", **params}
+        while True:
+            page = await self.request(
+                "GET", res.path(namespace=namespace), params=query, timeout=120.0
+            )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                page["items"] = items
+                return page
+            query = {**query, "continue": token}
+
+    async def create(
+        self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self.request("POST", res.path(namespace=namespace), body=obj)
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        sub: str | None = None,
+        patch_type: str = "merge",
+    ) -> dict[str, Any]:
+        ctype = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+        }[patch_type]
+        return await self.request(
+            "PATCH",
+            res.path(namespace=namespace, name=name, sub=sub),
+            body=patch,
+            content_type=ctype,
+        )
+
+    async def replace(
+        self, res: Resource, obj: Mapping[str, Any], *, sub: str | None = None
+    ) -> dict[str, Any]:
+        meta = obj.get("metadata") or {}
+        return await self.request(
+            "PUT",
+            res.path(namespace=meta.get("namespace"), name=meta.get("name"), sub=sub),
+            body=obj,
+        )
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_seconds: int | None = None,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", res.path(namespace=namespace, name=name), body=body)
+
+    async def watch(
+        self,
+        res: Resource,
+        *,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        **params: str,
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Stream watch events `(type, object)` from `resource_version` until the server ends it.
+
+        Raises ApiError(410) when the version is too old (the caller must re-list); an ERROR
+        event carrying a 410 Status is turned into the same exception.
+        """
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+            **params,
+        }
+        async with self.session.get(
+            res.path(),
+            params=query,
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=10, sock_read=timeout_seconds + 30
+            ),
+        ) as resp:
+            if resp.status >= 400:
+                raw = await resp.read()
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = {}
+                raise ApiError(resp.status, body, f"WATCH {res.plural}")
+            seen = 0
+            while True:
+                line = await resp.content.readline()
+                if not line:
+                    return
+                line = line.strip()
+                if not line:
+                    continue
+                event = json.loads(line)
+                etype = event.get("type", "")
+                obj = event.get("object") or {}
+                if etype == "ERROR":
+                    code = int(obj.get("code") or 500)
+                    raise ApiError(code, obj, f"WATCH {res.plural}")
+                yield etype, obj
+                seen += 1
+                if seen % 256 == 0:
+                    # A busy stream never waits on the socket: let other tasks run.
+                    await asyncio.sleep(0)

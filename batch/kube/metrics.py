@@ -1,0 +1,170 @@
+"""Prometheus metrics of the scheduler, under Volcano's names and labels (volcano.md §6).
+
+Why this exists: dashboards and alerts written for Volcano keep working against Tephra. Each
+service gets its own `CollectorRegistry`, so several schedulers can live in one process (the
+sandbox, tests) without colliding on the global registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+from batch.api.resources import CPU, MEMORY
+
+__all__ = ["SchedulerMetrics"]
+
+
+def _exp_buckets(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)]
+
+
+def _buckets_between(low: float, high: float, count: int) -> list[float]:
+    """`count` exponential buckets from low to high, as Volcano declares them."""
+    factor = (high / low) ** (1 / (count - 1))
+    return _exp_buckets(low, factor, count)
+
+
+class SchedulerMetrics:
+    """All scheduler metrics, registered in a private registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        ms = "milliseconds"
+        self.e2e_latency = Histogram(
+            "volcano_e2e_scheduling_latency_milliseconds",
+            "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
+            buckets=_buckets_between(1, 5000, 20),
+            registry=r,
+        )
+        self.open_session = Histogram(
+            "volcano_open_session_duration_milliseconds",
+            "Time to open a session, in milliseconds",
+            buckets=_buckets_between(1, 5000, 20),
+            registry=r,
+        )
+        self.e2e_job_latency = Histogram(
+            "volcano_e2e_job_scheduling_latency_milliseconds",
+            "E2e job scheduling latency in milliseconds",
+            buckets=_buckets_between(100, 120000, 30),
+            registry=r,
+        )
+        self.action_latency = Histogram(
+            f"volcano_action_scheduling_latency_{ms}",
+            "Action scheduling latency in milliseconds",
+            ["action"],
+            buckets=_buckets_between(1, 2000, 20),
+            registry=r,
+        )
+        self.plugin_latency = Histogram(
+            f"volcano_plugin_scheduling_latency_{ms}",
+            "Plugin scheduling latency in milliseconds",
+            ["plugin", "OnSession"],
+            buckets=_buckets_between(0.1, 100, 15),
+            registry=r,
+        )
+        self.task_latency = Histogram(
+            f"volcano_task_scheduling_latency_{ms}",
+            "Task scheduling latency in milliseconds, from pod creation",
+            ["stage"],
+            buckets=_buckets_between(50, 60000, 30),
+            registry=r,
+        )
+        self.stage_duration = Histogram(
+            f"volcano_scheduling_stage_duration_{ms}",
+            "Duration of scheduling stages in milliseconds",
+            ["stage"],
+            buckets=_buckets_between(0.1, 500, 20),
+            registry=r,
+        )
+        self.schedule_attempts = Counter(
+            "volcano_schedule_attempts",
+            "Number of attempts to schedule pods, by the result",
+            ["result"],
+            registry=r,
+        )
+        self.preemption_victims = Gauge(
+            "volcano_pod_preemption_victims", "Number of selected preemption victims", registry=r
+        )
+        # Volcano's Go client exports these two counters without a `_total` suffix;
+        # prometheus_client would add one to a Counter, so they are monotonic Gauges here.
+        self.preemption_attempts = Gauge(
+            "volcano_total_preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            registry=r,
+        )
+        self.eviction_transactions = Counter(
+            "volcano_eviction_transactions",
+            "Committed statements that contain at least one eviction",
+            ["action"],
+            registry=r,
+        )
+        self.unschedule_task_count = Gauge(
+            "volcano_unschedule_task_count",
+            "Number of tasks that could not be scheduled",
+            ["job_id"],
+            registry=r,
+        )
+        self.unschedule_job_count = Gauge(
+            "volcano_unschedule_job_count", "Number of jobs that could not be scheduled", registry=r
+        )
+        self.job_retry_counts = Gauge(
+            "volcano_job_retry_counts", "Number of retries of a job", ["job_id"], registry=r
+        )
+        self.queue_gauges: dict[str, tuple[Gauge, Gauge, Gauge]] = {}
+        for what in ("allocated", "request", "deserved", "capacity", "real_capacity", "inqueue"):
+            self.queue_gauges[what] = (
+                Gauge(
+                    f"volcano_queue_{what}_milli_cpu",
+                    f"CPU {what} of the queue, in milli-cores",
+                    ["queue_name"],
+                    registry=r,
+                ),
+                Gauge(
+                    f"volcano_queue_{what}_memory_bytes",
+                    f"Memory {what} of the queue, in bytes",
+                    ["queue_name"],
+                    registry=r,
+                ),
+                Gauge(
+                    f"volcano_queue_{what}_scalar_resources",
+                    f"Scalar resources {what} of the queue, in milli-units",
+                    ["queue_name", "resource"],
+                    registry=r,
+                ),
+            )
+        self.queue_share = Gauge(
+            "volcano_queue_share", "Share of the queue", ["queue_name"], registry=r
+        )
+        self.queue_weight = Gauge(
+            "volcano_queue_weight", "Weight of the queue", ["queue_name"], registry=r
+        )
+        self.queue_overused = Gauge(
+            "volcano_queue_overused", "Whether the queue is overused", ["queue_name"], registry=r
+        )
+        # Tephra's own, beyond Volcano's set.
+        self.binds = Counter("tephra_binds", "Bind requests by result", ["result"], registry=r)
+        self.evictions = Counter(
+            "tephra_evictions", "Eviction requests by result", ["result"], registry=r
+        )
+        self.status_writes = Counter(
+            "tephra_status_writes", "Status writes by kind", ["kind"], registry=r
+        )
+        self.cache_synced = Gauge(
+            "tephra_cache_synced", "1 once every watched kind has been listed", registry=r
+        )
+        self.is_leader = Gauge("tephra_is_leader", "1 while this replica is the leader", registry=r)
+
+    def set_queue_resources(self, what: str, queue: str, amounts: Mapping[str, int]) -> None:
+        cpu, mem, scalar = self.queue_gauges[what]
+        cpu.labels(queue_name=queue).set(amounts.get(CPU, 0))
+        mem.labels(queue_name=queue).set(amounts.get(MEMORY, 0))
+        for name, value in amounts.items():
+            if name not in (CPU, MEMORY):
+                scalar.labels(queue_name=queue, resource=name).set(value)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

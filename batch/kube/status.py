@@ -1,0 +1,214 @@
+"""Status writer: PodGroup and Queue status, and events — written only when they change.
+
+Why this exists: Volcano rewrites every queue's and PodGroup's status at every session close
+(its issue #3852), which at one session per second loads the API server with writes that change
+nothing. Tephra remembers what the API server last told it (from the watch) and sends a merge
+patch of the changed fields only; conditions are compared without their timestamps so an
+unchanged "Unschedulable" condition is not rewritten every second. Repeated events are
+suppressed for a while instead of being posted every session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from batch.kube.client import RESOURCES, ApiError, KubeClient
+
+__all__ = ["EventSpec", "StatusWriter", "status_patch"]
+
+log = logging.getLogger(__name__)
+_VOLATILE_CONDITION_KEYS = ("lastTransitionTime", "transitionID", "lastProbeTime")
+
+
+def _norm_conditions(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    out = []
+    for cond in value:
+        if isinstance(cond, Mapping):
+            out.append({k: v for k, v in cond.items() if k not in _VOLATILE_CONDITION_KEYS})
+        else:
+            out.append(cond)
+    return sorted(out, key=lambda c: str(c.get("type", "")) if isinstance(c, dict) else "")
+
+
+def _same(key: str, current: Any, desired: Any) -> bool:
+    if key == "conditions":
+        return bool(_norm_conditions(current) == _norm_conditions(desired))
+    if isinstance(current, Mapping) and isinstance(desired, Mapping):
+        return dict(current) == dict(desired)
+    return bool(current == desired)
+
+
+def status_patch(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `desired` that differ from `current` (empty when nothing changed)."""
+    current = current or {}
+    return {k: v for k, v in desired.items() if not _same(k, current.get(k), v)}
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """An event to post about an object."""
+
+    kind: str
+    namespace: str
+    name: str
+    reason: str
+    message: str
+    type: str = "Normal"
+    uid: str = ""
+    api_version: str = ""
+
+
+_API_VERSIONS = {
+    "PodGroup": "scheduling.volcano.sh/v1beta1",
+    "Queue": "scheduling.volcano.sh/v1beta1",
+    "Pod": "v1",
+}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class StatusWriter:
+    """Knows the last observed status of PodGroups and Queues; writes only differences."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        concurrency: int = 32,
+        component: str = "tephra-scheduler",
+        event_interval: float = 60.0,
+    ) -> None:
+        self.client = client
+        self.concurrency = concurrency
+        self.component = component
+        self.event_interval = event_interval
+        self.podgroups: dict[tuple[str, str], dict[str, Any]] = {}
+        self.queues: dict[str, dict[str, Any]] = {}
+        self._recent_events: dict[tuple[str, str, str, str, str], float] = {}
+        self.writes = 0
+
+    # -- fed by the watch -----------------------------------------------------------------
+    def observe(self, kind: str, etype: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if kind == "PodGroup":
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            if etype == "DELETED":
+                self.podgroups.pop(key, None)
+            else:
+                self.podgroups[key] = dict(obj.get("status") or {})
+        elif kind == "Queue":
+            name = str(meta.get("name", ""))
+            if etype == "DELETED":
+                self.queues.pop(name, None)
+            else:
+                self.queues[name] = dict(obj.get("status") or {})
+
+    # -- writes ---------------------------------------------------------------------------
+    async def _patch_status(
+        self, kind: str, name: str, namespace: str | None, patch: dict[str, Any]
+    ) -> bool:
+        try:
+            await self.client.patch(
+                RESOURCES[kind], name, {"status": patch}, namespace=namespace, sub="status"
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                log.warning("status write of %s %s failed: %s", kind, name, exc)
+            return False
+        except Exception as exc:
+            log.warning("status write of %s %s failed: %r", kind, name, exc)
+            return False
+        self.writes += 1
+        return True
+
+    async def _run(self, jobs: list[Any]) -> int:
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(job: Any) -> bool:
+            async with sem:
+                return bool(await job)
+
+        results = await asyncio.gather(*(one(j) for j in jobs))
+        return sum(1 for r in results if r)
+
+    async def write_podgroups(self, desired: Mapping[tuple[str, str], Mapping[str, Any]]) -> int:
+        """Patch PodGroup statuses that changed; returns the number of writes made."""
+        jobs = []
+        for (ns, name), status in desired.items():
+            if (ns, name) not in self.podgroups:
+                continue  # deleted meanwhile, or not yet seen
+            patch = status_patch(self.podgroups[(ns, name)], status)
+            if patch:
+                self.podgroups[(ns, name)] = {**self.podgroups[(ns, name)], **patch}
+                jobs.append(self._patch_status("PodGroup", name, ns, patch))
+        return await self._run(jobs)
+
+    async def write_queues(self, desired: Mapping[str, Mapping[str, Any]]) -> int:
+        """Patch Queue statuses that changed; returns the number of writes made."""
+        jobs = []
+        for name, status in desired.items():
+            if name not in self.queues:
+                continue
+            patch = status_patch(self.queues[name], status)
+            if patch:
+                self.queues[name] = {**self.queues[name], **patch}
+                jobs.append(self._patch_status("Queue", name, None, patch))
+        return await self._run(jobs)
+
+    async def emit_events(self, events: Sequence[EventSpec]) -> int:
+        """Post events, suppressing an identical one posted within `event_interval`."""
+        now = time.monotonic()
+        self._recent_events = {
+            k: t for k, t in self._recent_events.items() if now - t < self.event_interval
+        }
+        jobs = []
+        for ev in events:
+            key = (ev.kind, ev.namespace, ev.name, ev.reason, ev.message)
+            if key in self._recent_events:
+                continue
+            self._recent_events[key] = now
+            jobs.append(self._post_event(ev))
+        return await self._run(jobs)
+
+    async def _post_event(self, ev: EventSpec) -> bool:
+        stamp = _now()
+        namespace = ev.namespace or "default"
+        involved: dict[str, Any] = {
+            "apiVersion": ev.api_version or _API_VERSIONS.get(ev.kind, "v1"),
+            "kind": ev.kind,
+            "name": ev.name,
+        }
+        if ev.namespace:
+            involved["namespace"] = ev.namespace
+        if ev.uid:
+            involved["uid"] = ev.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{ev.name}.", "namespace": namespace},
+            "involvedObject": involved,
+            "reason": ev.reason,
+            "message": ev.message[:1024],
+            "type": ev.type,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            await self.client.create(RESOURCES["Event"], body, namespace)
+        except Exception as exc:
+            log.debug("event post failed: %r", exc)
+            return False
+        return True
