@@ -1,0 +1,118 @@
+"""Unit tests of batch.kube pieces that need no API server."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+import yaml
+
+from batch.kube.client import RESOURCES
+from batch.kube.config import KubeConfigError, load_access
+from batch.kube.metrics import SchedulerMetrics
+from batch.kube.status import status_patch
+
+
+def test_status_patch_only_changed_fields() -> None:
+    current = {"phase": "Inqueue", "running": 0, "conditions": []}
+    assert status_patch(current, {"phase": "Inqueue", "running": 0}) == {}
+    assert status_patch(current, {"phase": "Running", "running": 4}) == {
+        "phase": "Running",
+        "running": 4,
+    }
+    assert status_patch(None, {"phase": "Pending"}) == {"phase": "Pending"}
+
+
+def test_status_patch_ignores_condition_timestamps() -> None:
+    old = [
+        {
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": "NotEnoughResources",
+            "message": "3/4 tasks in gang unschedulable",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+            "transitionID": "a",
+        }
+    ]
+    new = [{**old[0], "lastTransitionTime": "2026-01-01T00:00:05Z", "transitionID": "b"}]
+    assert status_patch({"conditions": old}, {"conditions": new}) == {}
+    changed = [{**new[0], "message": "2/4 tasks in gang unschedulable"}]
+    assert status_patch({"conditions": old}, {"conditions": changed}) == {"conditions": changed}
+
+
+def test_resource_paths() -> None:
+    pod = RESOURCES["Pod"]
+    assert (
+        pod.path(namespace="ns", name="p", sub="binding") == "/api/v1/namespaces/ns/pods/p/binding"
+    )
+    assert pod.path() == "/api/v1/pods"
+    queue = RESOURCES["Queue"]
+    assert queue.path(name="q1", sub="status") == (
+        "/apis/scheduling.volcano.sh/v1beta1/queues/q1/status"
+    )
+    pg = RESOURCES["PodGroup"]
+    assert (
+        pg.path(namespace="a b") == "/apis/scheduling.volcano.sh/v1beta1/namespaces/a%20b/podgroups"
+    )
+
+
+def _kubeconfig(tmp_path: Path, cluster: dict[str, object], user: dict[str, object]) -> Path:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "ns1"}}],
+        "clusters": [{"name": "k", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_kubeconfig_token_over_http(tmp_path: Path) -> None:
+    path = _kubeconfig(tmp_path, {"server": "http://127.0.0.1:1234/"}, {"token": "abc"})
+    access = load_access(path)
+    assert access.server == "http://127.0.0.1:1234"
+    assert access.headers["Authorization"] == "Bearer abc"
+    assert access.ssl_context is None
+    assert access.namespace == "ns1"
+
+
+def test_kubeconfig_basic_auth_and_insecure_https(tmp_path: Path) -> None:
+    path = _kubeconfig(
+        tmp_path,
+        {"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": True},
+        {"username": "admin", "password": "pw"},
+    )
+    access = load_access(path)
+    assert access.ssl_context is not None
+    expected = base64.b64encode(b"admin:pw").decode()
+    assert access.headers["Authorization"] == f"Basic {expected}"
+
+
+def test_kubeconfig_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError, match="cannot read kubeconfig"):
+        load_access(tmp_path / "missing")
+    bad = tmp_path / "bad"
+    bad.write_text("{: not yaml")
+    with pytest.raises(KubeConfigError, match="not valid YAML"):
+        load_access(bad)
+    path = _kubeconfig(tmp_path, {}, {})
+    with pytest.raises(KubeConfigError, match="no server"):
+        load_access(path)
+
+
+def test_metrics_use_volcano_names() -> None:
+    metrics = SchedulerMetrics()
+    metrics.schedule_attempts.labels(result="scheduled").inc()
+    metrics.set_queue_resources("allocated", "q1", {"cpu": 2000, "nvidia.com/gpu": 8000})
+    text = metrics.render().decode()
+    assert "volcano_schedule_attempts_total" in text
+    assert 'volcano_queue_allocated_milli_cpu{queue_name="q1"} 2000.0' in text
+    assert (
+        'volcano_queue_allocated_scalar_resources{queue_name="q1",resource="nvidia.com/gpu"} 8000.0'
+        in text
+    )
+    assert "volcano_e2e_scheduling_latency_milliseconds_bucket" in text
