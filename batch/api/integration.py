@@ -142,15 +142,17 @@ class WorkloadKind:
 class WorkloadRef:
     """Which workload a pod belongs to and which PodGroup (gang) it joins.
 
-    ``gang_name`` is known from the pod alone (operators' label conventions), so the webhook and
-    the controller can annotate a pod without fetching its workload.
+    ``gang_name`` is the PodGroup name when the pod's labels alone determine it (then the webhook
+    can annotate the pod at creation); None when only the workload object does (e.g. the pods of
+    a RayCluster that a RayJob made carry no RayJob label): the controller then takes the name
+    from ``gang_for_workload`` of the referenced workload and patches the pod afterwards.
     """
 
     api_version: str
     kind: str
     namespace: str
     name: str
-    gang_name: str
+    gang_name: str | None
     uid: str | None = None
 
 
@@ -424,11 +426,21 @@ def decide_podgroup(
     leader_running: bool = False,
     workload_age_seconds: float = 0.0,
     namespace_obj: Mapping[str, Any] | None = None,
+    pods_exist: bool = True,
+    pod_group_names: Iterable[str] = (),
 ) -> PodGroupDecision:
     """What the PodGroup controller does for ``gang`` given the PodGroup named ``gang.name``.
 
+    ``pods_exist``: whether the workload has any pod yet; ``pod_group_names``: the
+    ``scheduling.k8s.io/group-name`` values already on its pods.
+
+    * a pod already names another PodGroup (an operator configured for Volcano named its own):
+      ADOPT that one (``decision.name``), never create a second.
     * none exists: WAIT while ``gang.adopt_existing`` and the workload is younger than
-      ``gang.adopt_grace_seconds``; else CREATE (:func:`podgroup_manifest`).
+      ``gang.adopt_grace_seconds``, or while the workload has no pod yet (a Volcano-configured
+      operator makes its PodGroup before its pods, so waiting for the first pod never races it;
+      pods without a PodGroup are not scheduled meanwhile); else CREATE
+      (:func:`podgroup_manifest`).
     * one exists without Tephra's fingerprint annotation: ADOPT (the operator owns it).
     * Tephra's, but its spec no longer matches the fingerprint Tephra wrote: somebody else
       (an operator that updates existing groups, e.g. training-operator) took it over: ADOPT.
@@ -436,10 +448,19 @@ def decide_podgroup(
       existing group is never changed), else NOTHING.
     """
     name = gang.name
+    others = sorted({n for n in pod_group_names if n and n != name})
+    if others:
+        return PodGroupDecision(
+            PodGroupAction.ADOPT, others[0], reason="the workload's pods name their own PodGroup"
+        )
     if existing is None:
         if gang.adopt_existing and workload_age_seconds < gang.adopt_grace_seconds:
             return PodGroupDecision(
                 PodGroupAction.WAIT, name, reason="waiting for the operator's PodGroup"
+            )
+        if not pods_exist:
+            return PodGroupDecision(
+                PodGroupAction.WAIT, name, reason="waiting for the workload's first pod"
             )
         body = podgroup_manifest(gang, leader_running=leader_running, namespace_obj=namespace_obj)
         return PodGroupDecision(PodGroupAction.CREATE, name, body, "no PodGroup yet")
@@ -503,9 +524,11 @@ def mutate_pod_for_gang(
 
     For a pod an adapter claims, in a namespace that opted in (:func:`gang_injection_enabled`):
     set ``spec.schedulerName`` (only when empty or ``default-scheduler`` — an explicit other
-    scheduler is respected), the annotation ``scheduling.k8s.io/group-name`` = the gang name and
-    ``volcano.sh/task-spec`` = the pod's role. A pod that already names a group (an operator
-    configured for Volcano did it) is left untouched. Returns ``[]`` when nothing is to change.
+    scheduler is respected), the annotation ``scheduling.k8s.io/group-name`` = the gang name
+    (when the pod's labels determine it, see :class:`WorkloadRef`; else the controller adds it
+    later) and ``volcano.sh/task-spec`` = the pod's role. A pod that already names a group (an
+    operator configured for Volcano did it) is left untouched. Returns ``[]`` when nothing is
+    to change.
     """
     if not gang_injection_enabled(namespace_obj):
         return []
@@ -523,14 +546,16 @@ def mutate_pod_for_gang(
     if current_scheduler in (None, "", "default-scheduler") and current_scheduler != scheduler_name:
         op = "replace" if "schedulerName" in spec else "add"
         ops.append({"op": op, "path": "/spec/schedulerName", "value": scheduler_name})
-    wanted = {GROUP_NAME_ANNOTATION: ref.gang_name}
+    wanted: dict[str, str] = {}
+    if ref.gang_name:
+        wanted[GROUP_NAME_ANNOTATION] = ref.gang_name
     role = annotations.get(TASK_SPEC_ANNOTATION) or adapter.role_of_pod(pod)
     if role and TASK_SPEC_ANNOTATION not in annotations:
         wanted[TASK_SPEC_ANNOTATION] = role
     metadata = pod.get("metadata") or {}
-    if not isinstance(metadata.get("annotations"), Mapping):
+    if wanted and not isinstance(metadata.get("annotations"), Mapping):
         ops.append({"op": "add", "path": "/metadata/annotations", "value": wanted})
-    else:
+    elif wanted:
         for key, value in wanted.items():
             ops.append(
                 {"op": "add", "path": "/metadata/annotations/" + _escape(key), "value": value}
