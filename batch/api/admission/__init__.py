@@ -1,0 +1,187 @@
+"""Admission for Tephra's kinds as pure functions: defaulting, then validation.
+
+The webhook server, the sandbox API server, `tephra validate` and the simulator all call
+`admit()`. Order follows the Kubernetes API server: mutating admission (CREATE only, as
+Volcano's webhooks), then schema validation (types, enums, bounds, quantities — the same
+models the CRDs are generated from), then the validating webhook's cross-field rules.
+`admit` never raises for bad input: everything wrong is an error in the result.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from batch.api.bus import Command
+from batch.api.constants import BATCH_GROUP
+from batch.api.cronjob import CronJob
+from batch.api.job import Job
+from batch.api.kinds import KINDS
+from batch.api.scheduling import PodGroup, Queue
+from batch.api.topology import HyperNode
+
+from .command import validate_command
+from .common import Errors, as_dict, object_ref, schema_validate
+from .cronjob import validate_cronjob
+from .hypernode import validate_hypernode
+from .job import mutate_job_spec, validate_job_create, validate_job_update
+from .patch import json_patch
+from .pod import validate_pod
+from .podgroup import mutate_podgroup, validate_podgroup
+from .queue import mutate_queue, validate_queue, validate_queue_delete
+from .types import (
+    AdmissionLookup,
+    AdmissionResult,
+    AssumeAllQueues,
+    FieldError,
+    StaticLookup,
+    builtin_queue,
+)
+
+__all__ = [
+    "OPERATIONS",
+    "SERVED_KINDS",
+    "AdmissionLookup",
+    "AdmissionResult",
+    "AssumeAllQueues",
+    "FieldError",
+    "StaticLookup",
+    "admit",
+    "builtin_queue",
+    "json_patch",
+]
+
+log = logging.getLogger(__name__)
+
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+#: Kinds `admit` handles (Kubernetes kind names); anything else is allowed unchanged.
+SERVED_KINDS = frozenset({k.kind for k in KINDS} | {"Pod"})
+_NAMESPACED = {k.kind: k.namespaced for k in KINDS} | {"Pod": True}
+
+
+def admit(
+    *,
+    kind: str,
+    operation: str,
+    obj: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    lookup: AdmissionLookup | None,
+) -> AdmissionResult:
+    """Default and validate one object.
+
+    `kind` is the Kubernetes kind ("Job" means batch.volcano.sh's Job: a Job of another
+    apiVersion is not ours and passes unchanged); `operation` is CREATE, UPDATE or DELETE
+    (for DELETE `old`, when given, is the object being deleted); `lookup=None` skips the checks
+    that need queues or namespaces. Returns the defaulted object, the JSON patch from `obj` to it,
+    and one `FieldError` per violated rule (allowed is False when there is any).
+    """
+    try:
+        return _admit(kind=kind, operation=operation, obj=obj, old=old, lookup=lookup)
+    except Exception as exc:  # a bug, not bad input: still answer, and say so
+        log.exception("admission of %s failed", kind)
+        source = dict(obj) if isinstance(obj, Mapping) else {}
+        err = FieldError(path="", rule="internal", message=f"admission failed: {exc!r}", ref=kind)
+        return AdmissionResult(allowed=False, object=source, errors=[err], patch=[])
+
+
+def _admit(
+    *,
+    kind: str,
+    operation: str,
+    obj: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    lookup: AdmissionLookup | None,
+) -> AdmissionResult:
+    given: Any = obj  # callers may pass anything decoded from JSON or YAML
+    if not isinstance(given, Mapping):
+        err = FieldError(
+            "", "type", f"the object must be a mapping, not {type(given).__name__}", kind
+        )
+        return AdmissionResult(allowed=False, object={}, errors=[err], patch=[])
+    source: dict[str, Any] = copy.deepcopy(dict(obj))
+    errors = Errors(object_ref(kind, source, namespaced=_NAMESPACED.get(kind, True)))
+    if kind not in SERVED_KINDS or operation not in OPERATIONS:
+        if operation not in OPERATIONS:
+            errors.add("", "operation", f"unknown operation {operation!r}")
+        return _result(source, source, errors)
+    if kind in ("Job", "CronJob"):
+        api_version = source.get("apiVersion")
+        if isinstance(api_version, str) and not api_version.startswith(f"{BATCH_GROUP}/"):
+            return _result(source, source, errors)  # e.g. a batch/v1 Job: not ours
+    if operation == "CONNECT":
+        return _result(source, source, errors)
+    if operation == "DELETE":
+        if kind == "Queue":
+            validate_queue_delete(old if isinstance(old, Mapping) else source, lookup, errors)
+        return _result(source, source, errors)
+
+    target = copy.deepcopy(source)
+    if operation == "CREATE":
+        _mutate(kind, target, lookup)
+    if kind == "Pod":
+        validate_pod(target, errors)
+        return _result(source, target, errors)
+    model = _MODELS[kind]
+    typed = schema_validate(model, target, errors)
+    if typed is None:
+        return _result(source, target, errors)
+    old_map = old if isinstance(old, Mapping) else None
+    if kind == "Job":
+        assert isinstance(typed, Job)
+        spec = typed.spec
+        if spec is None:
+            errors.add("spec", "required", "a Job needs a spec")
+        elif operation == "UPDATE" and old_map is not None:
+            validate_job_update(spec, target, old_map, errors)
+        else:
+            validate_job_create(spec, target, source, lookup=lookup, errors=errors)
+    elif kind == "Queue":
+        assert isinstance(typed, Queue)
+        validate_queue(
+            typed, target, operation=operation, old=old_map, lookup=lookup, errors=errors
+        )
+    elif kind == "PodGroup":
+        assert isinstance(typed, PodGroup)
+        validate_podgroup(typed, operation=operation, lookup=lookup, errors=errors)
+    elif kind == "Command":
+        assert isinstance(typed, Command)
+        validate_command(typed, errors)
+    elif kind == "HyperNode":
+        assert isinstance(typed, HyperNode)
+        validate_hypernode(typed, errors)
+    elif kind == "CronJob":
+        assert isinstance(typed, CronJob)
+        validate_cronjob(typed, target, errors)
+    return _result(source, target, errors)
+
+
+_MODELS: dict[str, type[Job | Queue | PodGroup | Command | HyperNode | CronJob]] = {
+    "Job": Job,
+    "Queue": Queue,
+    "PodGroup": PodGroup,
+    "Command": Command,
+    "HyperNode": HyperNode,
+    "CronJob": CronJob,
+}
+
+
+def _mutate(kind: str, obj: dict[str, Any], lookup: AdmissionLookup | None) -> None:
+    if kind == "Job":
+        spec = as_dict(obj.get("spec"))
+        if spec is not None:
+            mutate_job_spec(spec)
+    elif kind == "Queue":
+        mutate_queue(obj)
+    elif kind == "PodGroup":
+        mutate_podgroup(obj, lookup)
+
+
+def _result(source: dict[str, Any], target: dict[str, Any], errors: Errors) -> AdmissionResult:
+    return AdmissionResult(
+        allowed=not errors.items,
+        object=target,
+        errors=list(errors.items),
+        patch=json_patch(source, target),
+    )

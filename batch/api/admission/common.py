@@ -1,0 +1,156 @@
+"""Helpers shared by the per-kind admission modules: error collection, field paths, name and
+duration grammars, schema (type) validation through the pydantic models, quantity comparison.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from batch.api.base import KubeModel
+from batch.api.quantity import QuantityError
+from batch.api.resources import to_internal
+
+from .types import FieldError
+
+__all__ = [
+    "Errors",
+    "as_dict",
+    "as_list",
+    "is_dns1123_label",
+    "is_dns1123_subdomain",
+    "is_go_duration",
+    "is_qualified_name",
+    "join",
+    "object_ref",
+    "quantity_amount",
+    "schema_validate",
+]
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_dns1123_label(value: str) -> bool:
+    return len(value) <= 63 and _DNS_LABEL.fullmatch(value) is not None
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    return len(value) <= 253 and _DNS_SUBDOMAIN.fullmatch(value) is not None
+
+
+def is_qualified_name(value: str) -> bool:
+    """Kubernetes "qualified name" without prefix: <= 63 chars, alnum at both ends."""
+    return len(value) <= 63 and _QUALIFIED.fullmatch(value) is not None
+
+
+def is_go_duration(value: str) -> bool:
+    """Go `time.ParseDuration` grammar (`30s`, `1h30m`, `1.5h`, `0`)."""
+    return _DURATION.fullmatch(value) is not None
+
+
+def join(path: str, key: str | int) -> str:
+    """Append a field name, list index or map key to a field path."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{key}]"
+
+
+def object_ref(kind: str, obj: Mapping[str, Any], *, namespaced: bool) -> str:
+    """`Kind ns/name` (or `Kind name` for cluster-scoped kinds) for error messages."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        gen = meta.get("generateName")
+        name = f"{gen}*" if isinstance(gen, str) and gen else "<unnamed>"
+    if not namespaced:
+        return f"{kind} {name}"
+    ns = meta.get("namespace")
+    ns = ns if isinstance(ns, str) and ns else "default"
+    return f"{kind} {ns}/{name}"
+
+
+class Errors:
+    """Collects `FieldError`s for one object."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        self.items: list[FieldError] = []
+
+    def add(self, path: str, rule: str, message: str) -> None:
+        self.items.append(FieldError(path=path, rule=rule, message=message, ref=self.ref))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def as_dict(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def as_list(value: Any) -> list[Any] | None:
+    return value if isinstance(value, list) else None
+
+
+_RULE_BY_PYDANTIC_TYPE = {
+    "missing": "required",
+    "literal_error": "enum",
+    "greater_than_equal": "minimum",
+    "greater_than": "minimum",
+    "less_than_equal": "maximum",
+    "less_than": "maximum",
+    "string_too_long": "maxLength",
+    "string_too_short": "minLength",
+    "string_pattern_mismatch": "pattern",
+    "too_short": "minItems",
+    "too_long": "maxItems",
+    "quantity": "quantity",
+}
+
+
+def _loc_path(loc: tuple[str | int, ...]) -> str:
+    path = ""
+    for part in loc:
+        path = join(path, part)
+    return path
+
+
+def schema_validate(model: type[KubeModel], obj: Mapping[str, Any], errors: Errors) -> Any:
+    """Validate `obj` strictly against `model` (types, enums, bounds, quantities).
+
+    Returns the model instance, or None after adding one error per offending field.
+    """
+    try:
+        return model.model_validate(obj, strict=True)
+    except ValidationError as exc:
+        seen: set[str] = set()
+        for err in exc.errors(include_url=False):
+            path = _loc_path(tuple(err["loc"]))
+            if path in seen:
+                continue
+            seen.add(path)
+            etype = str(err["type"])
+            rule = _RULE_BY_PYDANTIC_TYPE.get(etype)
+            if rule is None:
+                rule = "type" if etype.endswith(("_type", "_parsing")) else etype
+            errors.add(path, rule, str(err["msg"]))
+        return None
+
+
+def quantity_amount(resource: str, value: Any) -> int | None:
+    """Internal integer amount of a quantity (see batch.api.resources), None when unparsable."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        return to_internal(resource, value)
+    except (QuantityError, ValueError, OverflowError):
+        return None

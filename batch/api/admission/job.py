@@ -1,0 +1,553 @@
+"""VCJob admission: Volcano's mutating (`/jobs/mutate`) and validating (`/jobs/validate`) webhook.
+
+Defaulting (CREATE, volcano.md §1.2): queue `default`, schedulerName `volcano`, maxRetry 3,
+task names `default<i>`, dnsPolicy for hostNetwork pods, task and job minAvailable, implied
+plugins (`svc` for tensorflow/mpi/pytorch/ray, `ssh` for mpi), networkTopology mode `hard`.
+Validation (CREATE): every rejection rule of §1.1/§1.2/§1.6; UPDATE: only minAvailable,
+priorityClassName and per-task replicas/minAvailable may change (Volcano's scale up/down).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from batch.api.constants import (
+    ANY_EVENT,
+    DEFAULT_MAX_RETRY,
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEDULER,
+    JOB_PLUGINS,
+    PLUGINS_IMPLYING_SVC,
+    POLICY_ACTIONS,
+    POLICY_EVENTS,
+    QUEUE_OPEN,
+    ROOT_QUEUE,
+)
+from batch.api.core import Container, PodTemplateSpec
+from batch.api.job import JobSpec, LifecyclePolicy, NetworkTopologySpec, TaskSpec
+
+from .common import (
+    Errors,
+    as_dict,
+    as_list,
+    is_dns1123_label,
+    is_go_duration,
+    is_qualified_name,
+    join,
+    quantity_amount,
+)
+from .types import AdmissionLookup
+
+__all__ = [
+    "mutate_job_spec",
+    "validate_job_create",
+    "validate_job_spec",
+    "validate_job_update",
+    "validate_network_topology",
+    "validate_pod_template",
+    "validate_policies",
+]
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _unset_or_zero(value: Any) -> bool:
+    return value is None or (_is_int(value) and value == 0)
+
+
+def mutate_job_spec(spec: dict[str, Any]) -> None:
+    """Apply the job webhook's defaults to a raw JobSpec dict, in place (tolerates any shape)."""
+    if not spec.get("queue"):
+        spec["queue"] = DEFAULT_QUEUE
+    if not spec.get("schedulerName"):
+        spec["schedulerName"] = DEFAULT_SCHEDULER
+    if _unset_or_zero(spec.get("maxRetry")):
+        spec["maxRetry"] = DEFAULT_MAX_RETRY
+    tasks = as_list(spec.get("tasks"))
+    task_minimums: list[int] = []
+    for i, task in enumerate(tasks or []):
+        if not isinstance(task, dict):
+            continue
+        if not task.get("name"):
+            task["name"] = f"default{i}"
+        pod_spec = as_dict((as_dict(task.get("template")) or {}).get("spec"))
+        if (
+            pod_spec is not None
+            and pod_spec.get("hostNetwork") is True
+            and not pod_spec.get("dnsPolicy")
+        ):
+            pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+        partition = as_dict(task.get("partitionPolicy"))
+        if partition is not None:
+            if "minPartitions" not in partition:
+                partition["minPartitions"] = 0
+            _default_topology_mode(partition.get("networkTopology"))
+        if task.get("minAvailable") is None:
+            default = task.get("replicas")
+            if partition is not None:
+                mp, size = partition.get("minPartitions"), partition.get("partitionSize")
+                if type(mp) is int and type(size) is int and mp * size > 0:
+                    default = mp * size
+            if _is_int(default):
+                task["minAvailable"] = default
+        if _unset_or_zero(task.get("maxRetry")):
+            task["maxRetry"] = DEFAULT_MAX_RETRY
+        if _is_int(task.get("minAvailable")):
+            task_minimums.append(task["minAvailable"])
+    if _unset_or_zero(spec.get("minAvailable")) and tasks:
+        spec["minAvailable"] = sum(task_minimums)
+    plugins = as_dict(spec.get("plugins"))
+    if plugins is not None:
+        if any(p in plugins for p in PLUGINS_IMPLYING_SVC) and "svc" not in plugins:
+            plugins["svc"] = []
+        if "mpi" in plugins and "ssh" not in plugins:
+            plugins["ssh"] = []
+    _default_topology_mode(spec.get("networkTopology"))
+
+
+def _default_topology_mode(value: Any) -> None:
+    topo = as_dict(value)
+    if topo is not None and "mode" not in topo:
+        topo["mode"] = "hard"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_network_topology(topo: NetworkTopologySpec | None, path: str, errors: Errors) -> None:
+    if topo is None:
+        return
+    if topo.highest_tier_allowed is not None and topo.highest_tier_name:
+        errors.add(
+            path,
+            "exclusive",
+            "highestTierAllowed and highestTierName must not both be set",
+        )
+
+
+def validate_policies(policies: list[LifecyclePolicy] | None, path: str, errors: Errors) -> None:
+    """Lifecycle policy rules (volcano.md §1.6) for one policy list (job level or one task)."""
+    event_at: dict[str, str] = {}
+    code_at: dict[int, str] = {}
+    for j, policy in enumerate(policies or []):
+        ppath = join(path, j)
+        events: list[tuple[str, str]] = []
+        ev: str
+        if policy.event:
+            events.append((policy.event, join(ppath, "event")))
+        for k, listed in enumerate(policy.events or []):
+            events.append((listed, join(join(ppath, "events"), k)))
+        if policy.exit_code is not None and events:
+            errors.add(ppath, "eventXorExitCode", "event and exitCode must not both be set")
+        elif policy.exit_code is None and not events:
+            errors.add(ppath, "eventXorExitCode", "either event(s) or exitCode must be set")
+        if policy.exit_code is not None:
+            cpath = join(ppath, "exitCode")
+            if policy.exit_code == 0:
+                errors.add(cpath, "exitCodeNonZero", "0 is not a valid error exit code")
+            elif policy.exit_code in code_at:
+                errors.add(
+                    cpath,
+                    "unique",
+                    f"exitCode {policy.exit_code} already used by {code_at[policy.exit_code]}",
+                )
+            else:
+                code_at[policy.exit_code] = ppath
+        seen_here: set[str] = set()
+        for ev, epath in events:
+            if ev in seen_here:  # duplicates inside one policy are de-duplicated
+                continue
+            seen_here.add(ev)
+            if ev not in POLICY_EVENTS:
+                errors.add(epath, "event", f"{ev} is an internal event, not allowed in a policy")
+            elif ev in event_at:
+                errors.add(epath, "unique", f"event {ev} already used by {event_at[ev]}")
+            else:
+                event_at[ev] = ppath
+        if not policy.action:
+            errors.add(join(ppath, "action"), "required", "a policy needs an action")
+        elif policy.action not in POLICY_ACTIONS:
+            allowed = ", ".join(sorted(POLICY_ACTIONS))
+            errors.add(
+                join(ppath, "action"), "action", f"unknown action {policy.action!r} ({allowed})"
+            )
+        if policy.timeout is not None and not is_go_duration(policy.timeout):
+            errors.add(join(ppath, "timeout"), "duration", f"invalid duration {policy.timeout!r}")
+    if ANY_EVENT in event_at and len(event_at) > 1:
+        errors.add(
+            path,
+            "anyEventAlone",
+            "when '*' is used no other event may be specified: "
+            + ", ".join(sorted(e for e in event_at if e != ANY_EVENT)),
+        )
+
+
+def _validate_container(c: Container, path: str, errors: Errors) -> None:
+    if c.name is not None and not is_dns1123_label(c.name):
+        errors.add(join(path, "name"), "dns1123Label", f"invalid container name {c.name!r}")
+    res = c.resources
+    if res is not None:
+        amounts: dict[str, dict[str, int]] = {}
+        for kind in ("requests", "limits"):
+            rl = getattr(res, kind) or {}
+            amounts[kind] = {}
+            for rname, value in rl.items():
+                qpath = join(join(join(path, "resources"), kind), rname)
+                amount = quantity_amount(rname, value)
+                if amount is None:
+                    errors.add(qpath, "quantity", f"invalid quantity {value!r}")
+                elif amount < 0:
+                    errors.add(qpath, "nonNegative", f"quantity {value!r} must not be negative")
+                else:
+                    amounts[kind][rname] = amount
+        for rname, req in amounts["requests"].items():
+            lim = amounts["limits"].get(rname)
+            if lim is not None and req > lim:
+                errors.add(
+                    join(join(join(path, "resources"), "requests"), rname),
+                    "requestsLessEqualLimits",
+                    f"request must be less than or equal to the {rname} limit",
+                )
+    for k, port in enumerate(c.ports or []):
+        ppath = join(join(path, "ports"), k)
+        if port.container_port is not None and not 1 <= port.container_port <= 65535:
+            errors.add(join(ppath, "containerPort"), "portRange", "must be in 1..65535")
+        if port.host_port is not None and not 0 <= port.host_port <= 65535:
+            errors.add(join(ppath, "hostPort"), "portRange", "must be in 0..65535")
+
+
+def validate_pod_template(tmpl: PodTemplateSpec | None, path: str, errors: Errors) -> None:
+    """The pod template checks Tephra performs (a subset of core/v1 pod validation)."""
+    spec = tmpl.spec if tmpl is not None else None
+    spath = join(path, "spec")
+    if spec is None or not spec.containers:
+        errors.add(join(spath, "containers"), "required", "a pod template needs a container")
+        return
+    names: dict[str, str] = {}
+    for group in ("initContainers", "containers"):
+        items = spec.init_containers if group == "initContainers" else spec.containers
+        for k, c in enumerate(items or []):
+            cpath = join(join(spath, group), k)
+            if not c.name:
+                errors.add(join(cpath, "name"), "required", "a container needs a name")
+            elif c.name in names:
+                errors.add(join(cpath, "name"), "unique", f"duplicate name (also {names[c.name]})")
+            else:
+                names[c.name] = cpath
+            _validate_container(c, cpath, errors)
+
+
+def _master_task(args: list[str]) -> str:
+    name = "master"
+    for i, arg in enumerate(args):
+        if arg.startswith("--master="):
+            name = arg.split("=", 1)[1]
+        elif arg == "--master" and i + 1 < len(args):
+            name = args[i + 1]
+    return name
+
+
+def _check_dag(tasks: list[TaskSpec], path: str, errors: Errors) -> None:
+    names = {t.name: i for i, t in enumerate(tasks) if t.name}
+    graph: dict[str, list[str]] = {}
+    for i, t in enumerate(tasks):
+        deps = (t.depends_on.name or []) if t.depends_on else []
+        for k, dep in enumerate(deps):
+            dpath = join(join(join(join(path, i), "dependsOn"), "name"), k)
+            if dep not in names:
+                errors.add(dpath, "dependsOnExists", f"task {dep!r} does not exist in the job")
+            elif dep == t.name:
+                errors.add(dpath, "dag", f"task {dep!r} depends on itself")
+        if t.name:
+            graph[t.name] = [d for d in deps if d in names and d != t.name]
+    state: dict[str, int] = {}  # 1 = visiting, 2 = done
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return [*trail, node, nxt]
+            if state.get(nxt) is None:
+                cycle = visit(nxt, [*trail, node])
+                if cycle:
+                    return cycle
+        state[node] = 2
+        return None
+
+    for node in graph:
+        if state.get(node) is None:
+            cycle = visit(node, [])
+            if cycle:
+                start = cycle.index(cycle[-1])
+                loop = " -> ".join(cycle[start:])
+                errors.add(
+                    join(join(path, names[cycle[-1]]), "dependsOn"),
+                    "dag",
+                    f"task dependencies form a cycle: {loop}",
+                )
+                return
+
+
+def validate_job_spec(
+    spec: JobSpec,
+    *,
+    path: str,
+    job_name: str | None,
+    user_min_available: Mapping[int, bool],
+    errors: Errors,
+) -> None:
+    """CREATE-time rules of a (defaulted) JobSpec; `path` is where the spec sits (`spec`)."""
+    tasks = spec.tasks or []
+    tpath = join(path, "tasks")
+    if not tasks:
+        errors.add(tpath, "required", "a job needs at least one task")
+    seen: dict[str, int] = {}
+    total_replicas = 0
+    for i, task in enumerate(tasks):
+        ipath = join(tpath, i)
+        replicas = task.replicas or 0
+        total_replicas += replicas
+        name = task.name or ""
+        if name in seen:
+            errors.add(
+                join(ipath, "name"),
+                "unique",
+                f"duplicate task name {name!r} (also tasks[{seen[name]}])",
+            )
+        else:
+            seen[name] = i
+        if task.min_available is not None and task.min_available > replicas:
+            errors.add(
+                join(ipath, "minAvailable"),
+                "minAvailableLessEqualReplicas",
+                f"task minAvailable {task.min_available} is greater than replicas {replicas}",
+            )
+        if job_name and name and replicas > 0:
+            pod_name = f"{job_name}-{name}-{replicas - 1}"
+            if not is_qualified_name(pod_name):
+                errors.add(
+                    join(ipath, "name"),
+                    "podName",
+                    f"pod name {pod_name!r} would not be a valid name (at most 63 characters)",
+                )
+        validate_policies(task.policies, join(ipath, "policies"), errors)
+        validate_pod_template(task.template, join(ipath, "template"), errors)
+        if task.topology_policy and task.topology_policy != "none":
+            pod_spec = task.template.spec if task.template else None
+            for k, c in enumerate((pod_spec.containers or []) if pod_spec else []):
+                req = (c.resources.requests or {}) if c.resources else {}
+                milli = quantity_amount("cpu", req["cpu"]) if "cpu" in req else None
+                if milli is None or milli % 1000 != 0:
+                    errors.add(
+                        f"{ipath}.template.spec.containers[{k}].resources.requests.cpu",
+                        "integerCpu",
+                        f"topologyPolicy {task.topology_policy} needs an integer cpu request",
+                    )
+        pp = task.partition_policy
+        if pp is not None:
+            ppath = join(ipath, "partitionPolicy")
+            if replicas != pp.total_partitions * pp.partition_size:
+                errors.add(
+                    ppath,
+                    "partitionPolicy",
+                    f"replicas {replicas} must equal totalPartitions*partitionSize "
+                    f"({pp.total_partitions}*{pp.partition_size})",
+                )
+            mp = pp.min_partitions or 0
+            if mp > pp.total_partitions:
+                errors.add(
+                    join(ppath, "minPartitions"),
+                    "partitionPolicy",
+                    f"minPartitions {mp} exceeds totalPartitions {pp.total_partitions}",
+                )
+            if (
+                mp > 0
+                and user_min_available.get(i)
+                and task.min_available != mp * pp.partition_size
+            ):
+                errors.add(
+                    join(ipath, "minAvailable"),
+                    "partitionPolicy",
+                    f"minAvailable {task.min_available} must equal minPartitions*partitionSize "
+                    f"({mp}*{pp.partition_size})",
+                )
+            validate_network_topology(pp.network_topology, join(ppath, "networkTopology"), errors)
+    if tasks:
+        _check_dag(tasks, tpath, errors)
+    if spec.min_available is not None and spec.min_available > total_replicas:
+        errors.add(
+            join(path, "minAvailable"),
+            "minAvailableLessEqualReplicas",
+            f"job minAvailable {spec.min_available} is greater than "
+            f"total replicas {total_replicas}",
+        )
+    if spec.min_success is not None and spec.min_success > total_replicas:
+        errors.add(
+            join(path, "minSuccess"),
+            "minSuccessLessEqualReplicas",
+            f"minSuccess {spec.min_success} is greater than total replicas {total_replicas}",
+        )
+    validate_policies(spec.policies, join(path, "policies"), errors)
+    for pname, args in (spec.plugins or {}).items():
+        ppath = join(join(path, "plugins"), pname)
+        if pname not in JOB_PLUGINS:
+            errors.add(
+                ppath, "plugin", f"unknown job plugin {pname!r} ({', '.join(sorted(JOB_PLUGINS))})"
+            )
+        elif pname == "mpi":
+            master = _master_task(args)
+            if master not in seen:
+                errors.add(ppath, "mpiMaster", f"mpi master task {master!r} is not a task")
+    mounts: dict[str, int] = {}
+    for k, vol in enumerate(spec.volumes or []):
+        vpath = join(join(path, "volumes"), k)
+        mp_ = vol.mount_path
+        if not mp_:
+            errors.add(join(vpath, "mountPath"), "required", "mountPath is required")
+        elif ":" in mp_:
+            errors.add(join(vpath, "mountPath"), "mountPath", f"{mp_!r} must not contain ':'")
+        elif mp_ in mounts:
+            errors.add(
+                join(vpath, "mountPath"),
+                "unique",
+                f"duplicate mountPath (also volumes[{mounts[mp_]}])",
+            )
+        else:
+            mounts[mp_] = k
+        has_name, has_claim = bool(vol.volume_claim_name), vol.volume_claim is not None
+        if has_name == has_claim:
+            errors.add(
+                vpath,
+                "volumeClaim",
+                "exactly one of volumeClaimName and volumeClaim must be set",
+            )
+    validate_network_topology(spec.network_topology, join(path, "networkTopology"), errors)
+
+
+def _check_queue(queue: str, path: str, lookup: AdmissionLookup | None, errors: Errors) -> None:
+    if queue == ROOT_QUEUE:
+        errors.add(path, "queueNotRoot", "jobs may not be submitted to the root queue")
+        return
+    if lookup is None:
+        return
+    found = lookup.get_queue(queue)
+    if found is None:
+        errors.add(path, "queueExists", f"queue {queue!r} does not exist")
+        return
+    status = as_dict(found.get("status")) or {}
+    state = status.get("state") or QUEUE_OPEN
+    if state != QUEUE_OPEN:
+        errors.add(path, "queueOpen", f"queue {queue!r} is {state}, jobs need an Open queue")
+    for other in lookup.list_queues():
+        ospec = other.get("spec") if isinstance(other, Mapping) else None
+        if isinstance(ospec, Mapping) and ospec.get("parent") == queue:
+            oname = (as_dict(other.get("metadata")) or {}).get("name")
+            errors.add(
+                path, "queueLeaf", f"queue {queue!r} has child queue {oname!r}; use a leaf queue"
+            )
+            return
+
+
+def validate_job_create(
+    spec: JobSpec,
+    raw: Mapping[str, Any],
+    original: Mapping[str, Any],
+    *,
+    lookup: AdmissionLookup | None,
+    errors: Errors,
+) -> None:
+    meta = as_dict(raw.get("metadata")) or {}
+    name = meta.get("name") if isinstance(meta.get("name"), str) else None
+    gen = meta.get("generateName") if isinstance(meta.get("generateName"), str) else None
+    if name:
+        if not is_dns1123_label(name):
+            errors.add(
+                "metadata.name", "dns1123Label", f"job name {name!r} must be a DNS-1123 label"
+            )
+    elif not gen:
+        errors.add("metadata.name", "required", "name or generateName is required")
+    job_name = name or (f"{gen}xxxxx" if gen else None)
+    otasks = as_list((as_dict(original.get("spec")) or {}).get("tasks")) or []
+    user_min = {
+        i: isinstance(t, dict) and t.get("minAvailable") is not None for i, t in enumerate(otasks)
+    }
+    validate_job_spec(
+        spec, path="spec", job_name=job_name, user_min_available=user_min, errors=errors
+    )
+    _check_queue(spec.queue or DEFAULT_QUEUE, "spec.queue", lookup, errors)
+
+
+_MUTABLE_JOB = ("minAvailable", "priorityClassName")
+_MUTABLE_TASK = ("replicas", "minAvailable")
+
+
+def validate_job_update(
+    spec: JobSpec, raw: Mapping[str, Any], old: Mapping[str, Any], errors: Errors
+) -> None:
+    """UPDATE rules (§1.1): tasks fixed; only the scale fields may change."""
+    new_spec = copy.deepcopy(as_dict(raw.get("spec")) or {})
+    old_spec = copy.deepcopy(as_dict(old.get("spec")) or {})
+    new_tasks, old_tasks = (
+        as_list(new_spec.get("tasks")) or [],
+        as_list(old_spec.get("tasks")) or [],
+    )
+    if len(new_tasks) != len(old_tasks):
+        errors.add(
+            "spec.tasks",
+            "immutable",
+            f"tasks may not be added or removed ({len(old_tasks)} -> {len(new_tasks)})",
+        )
+    else:
+        for i, (nt, ot) in enumerate(zip(new_tasks, old_tasks, strict=True)):
+            if not isinstance(nt, dict) or not isinstance(ot, dict):
+                continue
+            for key in _MUTABLE_TASK:
+                nt.pop(key, None)
+                ot.pop(key, None)
+            for key in sorted(set(nt) | set(ot)):
+                if nt.get(key) != ot.get(key):
+                    errors.add(
+                        f"spec.tasks[{i}].{key}",
+                        "immutable",
+                        "only replicas and minAvailable of a task may change",
+                    )
+    new_spec.pop("tasks", None)
+    old_spec.pop("tasks", None)
+    for key in _MUTABLE_JOB:
+        new_spec.pop(key, None)
+        old_spec.pop(key, None)
+    new_vols, old_vols = as_list(new_spec.get("volumes")), as_list(old_spec.get("volumes"))
+    if new_vols is not None and old_vols is not None and len(new_vols) == len(old_vols):
+        for nv, ov in zip(new_vols, old_vols, strict=True):
+            # the controller records the name of the PVC it created for a volumeClaim
+            if isinstance(nv, dict) and isinstance(ov, dict) and not ov.get("volumeClaimName"):
+                nv.pop("volumeClaimName", None)
+                ov.pop("volumeClaimName", None)
+    for key in sorted(set(new_spec) | set(old_spec)):
+        if new_spec.get(key) != old_spec.get(key):
+            errors.add(
+                f"spec.{key}",
+                "immutable",
+                "only spec.minAvailable, spec.priorityClassName and tasks' replicas/minAvailable "
+                "may change",
+            )
+    total = 0
+    for i, task in enumerate(spec.tasks or []):
+        replicas = task.replicas or 0
+        total += replicas
+        if task.min_available is not None and task.min_available > replicas:
+            errors.add(
+                f"spec.tasks[{i}].minAvailable",
+                "minAvailableLessEqualReplicas",
+                f"task minAvailable {task.min_available} is greater than replicas {replicas}",
+            )
+    if spec.min_available is not None and spec.min_available > total:
+        errors.add(
+            "spec.minAvailable",
+            "minAvailableLessEqualReplicas",
+            f"job minAvailable {spec.min_available} is greater than total replicas {total}",
+        )

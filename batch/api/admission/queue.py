@@ -1,0 +1,191 @@
+"""Queue admission (volcano.md §2): weight/reclaimable defaults, resource relations, hierarchy.
+
+Rules: weight 1..65535 (default 1), reclaimable default true; capability >= deserved >= guarantee
+per dimension present in both; legacy hierarchy annotations (`volcano.sh/hierarchy`,
+`volcano.sh/hierarchy-weights`) get `root/` and `1/` prefixed, need equal segment counts and
+positive weights, and one queue's path may not be a prefix of another's; `spec.parent` must
+exist and not be the queue itself; `root` and `default` cannot be deleted, nor a queue with
+children; the root queue's resources are immutable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from batch.api.constants import ANN_HIERARCHY, ANN_HIERARCHY_WEIGHTS, DEFAULT_QUEUE, ROOT_QUEUE
+from batch.api.scheduling import Queue
+
+from .common import Errors, as_dict, is_dns1123_subdomain, join, quantity_amount
+from .types import AdmissionLookup
+
+__all__ = ["mutate_queue", "validate_queue", "validate_queue_delete"]
+
+
+def mutate_queue(obj: dict[str, Any]) -> None:
+    spec = as_dict(obj.get("spec"))
+    if spec is None:
+        if "spec" in obj and obj["spec"] is not None:
+            return  # wrong type: reported by schema validation
+        spec = obj["spec"] = {}
+    weight = spec.get("weight")
+    if weight is None or (type(weight) is int and weight == 0):
+        spec["weight"] = 1
+    if spec.get("reclaimable") is None:
+        spec["reclaimable"] = True
+    meta = as_dict(obj.get("metadata"))
+    ann = as_dict(meta.get("annotations")) if meta else None
+    if ann is not None:
+        path, weights = ann.get(ANN_HIERARCHY), ann.get(ANN_HIERARCHY_WEIGHTS)
+        if (
+            isinstance(path, str)
+            and path
+            and isinstance(weights, str)
+            and weights
+            and path != ROOT_QUEUE
+            and not path.startswith(f"{ROOT_QUEUE}/")
+        ):
+            ann[ANN_HIERARCHY] = f"{ROOT_QUEUE}/{path}"
+            ann[ANN_HIERARCHY_WEIGHTS] = f"1/{weights}"
+
+
+def _amounts(rl: Mapping[str, Any] | None, path: str, errors: Errors) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in (rl or {}).items():
+        amount = quantity_amount(name, value)
+        if amount is None:
+            errors.add(join(path, name), "quantity", f"invalid quantity {value!r}")
+        elif amount < 0:
+            errors.add(join(path, name), "nonNegative", f"quantity {value!r} must not be negative")
+        else:
+            out[name] = amount
+    return out
+
+
+def _hierarchy(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    meta = as_dict(obj.get("metadata")) or {}
+    ann = as_dict(meta.get("annotations")) or {}
+    path, weights = ann.get(ANN_HIERARCHY), ann.get(ANN_HIERARCHY_WEIGHTS)
+    if isinstance(path, str) and path:
+        return path, weights if isinstance(weights, str) else ""
+    return None
+
+
+def _is_prefix_path(a: list[str], b: list[str]) -> bool:
+    return len(a) < len(b) and b[: len(a)] == a
+
+
+def validate_queue(
+    queue: Queue,
+    raw: Mapping[str, Any],
+    *,
+    operation: str,
+    old: Mapping[str, Any] | None,
+    lookup: AdmissionLookup | None,
+    errors: Errors,
+) -> None:
+    name = queue.metadata.name if queue.metadata and queue.metadata.name else ""
+    if not name:
+        errors.add("metadata.name", "required", "a queue needs a name")
+    elif not is_dns1123_subdomain(name):
+        errors.add("metadata.name", "dns1123Subdomain", f"invalid queue name {name!r}")
+    spec = queue.spec
+    if spec is None:
+        return
+    cap = _amounts(spec.capability, "spec.capability", errors)
+    des = _amounts(spec.deserved, "spec.deserved", errors)
+    gua = _amounts(
+        spec.guarantee.resource if spec.guarantee else None, "spec.guarantee.resource", errors
+    )
+    for rname, amount in des.items():
+        if rname in cap and amount > cap[rname]:
+            errors.add(
+                join("spec.deserved", rname),
+                "deservedLessEqualCapability",
+                f"deserved {(spec.deserved or {}).get(rname)!r} exceeds capability "
+                f"{(spec.capability or {}).get(rname)!r}",
+            )
+    for rname, amount in gua.items():
+        gpath = join("spec.guarantee.resource", rname)
+        if des:
+            if rname not in des:
+                errors.add(
+                    gpath,
+                    "guaranteeInDeserved",
+                    f"guaranteed resource {rname} must also be set in spec.deserved",
+                )
+            elif amount > des[rname]:
+                errors.add(
+                    gpath, "guaranteeLessEqualDeserved", f"guarantee of {rname} exceeds deserved"
+                )
+        if rname in cap and amount > cap[rname]:
+            errors.add(
+                gpath, "guaranteeLessEqualCapability", f"guarantee of {rname} exceeds capability"
+            )
+    parent = spec.parent
+    if parent:
+        if parent == name:
+            errors.add("spec.parent", "parent", "a queue cannot be its own parent")
+        elif name == ROOT_QUEUE:
+            errors.add("spec.parent", "parent", "the root queue has no parent")
+        elif lookup is not None and parent != ROOT_QUEUE and lookup.get_queue(parent) is None:
+            errors.add("spec.parent", "parentExists", f"parent queue {parent!r} does not exist")
+    hier = _hierarchy(raw)
+    if hier is not None:
+        hpath, hweights = hier
+        apath = f"metadata.annotations[{ANN_HIERARCHY}]"
+        wpath = f"metadata.annotations[{ANN_HIERARCHY_WEIGHTS}]"
+        segments, wsegs = hpath.split("/"), hweights.split("/") if hweights else []
+        if len(segments) != len(wsegs):
+            errors.add(
+                wpath,
+                "hierarchyWeights",
+                f"{len(segments)} hierarchy segments but {len(wsegs)} weights",
+            )
+        for w in wsegs:
+            try:
+                ok = float(w) > 0
+            except ValueError:
+                ok = False
+            if not ok:
+                errors.add(wpath, "hierarchyWeights", f"weight {w!r} must be a positive number")
+                break
+        if any(not s for s in segments):
+            errors.add(apath, "hierarchy", f"empty segment in hierarchy {hpath!r}")
+        if lookup is not None:
+            for other in lookup.list_queues():
+                oname = (as_dict(other.get("metadata")) or {}).get("name")
+                ohier = _hierarchy(other) if oname != name else None
+                if ohier is None:
+                    continue
+                osegs = ohier[0].split("/")
+                if _is_prefix_path(segments, osegs) or _is_prefix_path(osegs, segments):
+                    errors.add(
+                        apath,
+                        "hierarchyPrefix",
+                        f"{hpath!r} and queue {oname!r}'s {ohier[0]!r} are prefix paths",
+                    )
+                    break
+    if operation == "UPDATE" and name == ROOT_QUEUE and old is not None:
+        ospec = as_dict(old.get("spec")) or {}
+        nspec = as_dict(raw.get("spec")) or {}
+        for key in ("capability", "deserved", "guarantee"):
+            if ospec.get(key) != nspec.get(key):
+                errors.add(f"spec.{key}", "immutable", "the root queue's resources are immutable")
+
+
+def validate_queue_delete(
+    obj: Mapping[str, Any], lookup: AdmissionLookup | None, errors: Errors
+) -> None:
+    name = (as_dict(obj.get("metadata")) or {}).get("name")
+    if name in (ROOT_QUEUE, DEFAULT_QUEUE):
+        errors.add("metadata.name", "deletionProtected", f"queue {name!r} cannot be deleted")
+        return
+    if lookup is None or not isinstance(name, str):
+        return
+    for other in lookup.list_queues():
+        ospec = as_dict(other.get("spec")) or {}
+        if ospec.get("parent") == name:
+            oname = (as_dict(other.get("metadata")) or {}).get("name")
+            errors.add("metadata.name", "hasChildren", f"queue {name!r} has child queue {oname!r}")
+            return

@@ -1,0 +1,165 @@
+"""VCJob (`batch.volcano.sh/v1alpha1`, kind Job): spec (volcano.md §1.1) and status (§1.4).
+
+Field bounds and enums here are the CRD schema's (the CRD in `crds/` is generated from these
+models); the webhook's cross-field rules live in `batch.api.admission.job`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from batch.api.base import DNS1123_LABEL, DNS1123_SUBDOMAIN, KubeModel, ResourceList
+from batch.api.core import PodTemplateSpec
+from batch.api.meta import ObjectMeta
+
+__all__ = [
+    "DependsOn",
+    "Job",
+    "JobCondition",
+    "JobSpec",
+    "JobState",
+    "JobStatus",
+    "LifecyclePolicy",
+    "NetworkTopologySpec",
+    "PartitionPolicy",
+    "PersistentVolumeClaimSpec",
+    "TaskSpec",
+    "TaskState",
+    "VolumeSpec",
+]
+
+Event = Literal[
+    "*",
+    "PodPending",
+    "PodRunning",
+    "PodFailed",
+    "PodEvicted",
+    "Unknown",
+    "TaskCompleted",
+    "OutOfSync",
+    "CommandIssued",
+    "JobUpdated",
+    "TaskFailed",
+]
+
+
+class LifecyclePolicy(KubeModel):
+    action: str | None = None
+    event: Event | None = None
+    events: list[Event] | None = None
+    exit_code: int | None = None
+    timeout: str | None = None
+
+
+class NetworkTopologySpec(KubeModel):
+    mode: Literal["hard", "soft"] | None = Field(
+        default=None, json_schema_extra={"x-tephra-default": "hard"}
+    )
+    highest_tier_allowed: int | None = Field(default=None, ge=0)
+    highest_tier_name: str | None = Field(default=None, max_length=253)
+
+
+class DependsOn(KubeModel):
+    name: list[str] | None = None
+    iteration: Literal["any", "all"] | None = None
+
+
+class PartitionPolicy(KubeModel):
+    total_partitions: int = Field(ge=1)
+    partition_size: int = Field(ge=1)
+    network_topology: NetworkTopologySpec | None = None
+    min_partitions: int | None = Field(
+        default=None, ge=0, json_schema_extra={"x-tephra-default": 0}
+    )
+
+
+class PersistentVolumeClaimSpec(KubeModel):
+    """core/v1 PersistentVolumeClaimSpec, kept whole; `resources` typed for quantity checks."""
+
+    crd_preserve_unknown: ClassVar[bool] = True
+
+    access_modes: list[str] | None = None
+    storage_class_name: str | None = None
+    resources: dict[str, ResourceList] | None = None
+
+
+class VolumeSpec(KubeModel):
+    mount_path: str
+    volume_claim_name: str | None = None
+    volume_claim: PersistentVolumeClaimSpec | None = None
+
+
+class TaskSpec(KubeModel):
+    name: str | None = Field(default=None, max_length=63, pattern=DNS1123_LABEL)
+    replicas: int | None = Field(default=None, ge=0)
+    min_available: int | None = Field(default=None, ge=0)
+    template: PodTemplateSpec | None = None
+    policies: list[LifecyclePolicy] | None = None
+    topology_policy: Literal["none", "best-effort", "restricted", "single-numa-node"] | None = None
+    max_retry: int | None = Field(default=None, ge=0)
+    depends_on: DependsOn | None = None
+    partition_policy: PartitionPolicy | None = None
+
+
+class JobSpec(KubeModel):
+    scheduler_name: str | None = Field(default=None, max_length=63)
+    min_available: int | None = Field(default=None, ge=0)
+    volumes: list[VolumeSpec] | None = None
+    tasks: list[TaskSpec] | None = None
+    policies: list[LifecyclePolicy] | None = None
+    plugins: dict[str, list[str]] | None = None
+    running_estimate: str | None = None
+    queue: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=DNS1123_SUBDOMAIN,
+        json_schema_extra={"x-tephra-default": "default"},
+    )
+    max_retry: int | None = Field(default=None, ge=0, json_schema_extra={"x-tephra-default": 3})
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    priority_class_name: str | None = Field(default=None, max_length=253, pattern=DNS1123_SUBDOMAIN)
+    min_success: int | None = Field(default=None, ge=1)
+    network_topology: NetworkTopologySpec | None = None
+
+
+class JobState(KubeModel):
+    phase: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
+
+
+class TaskState(KubeModel):
+    phase: dict[str, int] | None = None
+
+
+class JobCondition(KubeModel):
+    status: str | None = None
+    last_transition_time: str | None = None
+
+
+class JobStatus(KubeModel):
+    state: JobState | None = None
+    min_available: int | None = None
+    task_status_count: dict[str, TaskState] | None = None
+    pending: int | None = None
+    running: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    terminating: int | None = None
+    unknown: int | None = None
+    version: int | None = None
+    retry_count: int | None = None
+    running_duration: str | None = None
+    controlled_resources: dict[str, str] | None = None
+    conditions: list[JobCondition] | None = None
+
+
+class Job(KubeModel):
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: JobSpec | None = None
+    status: JobStatus | None = None

@@ -1,0 +1,68 @@
+"""HyperNode (`topology.volcano.sh/v1alpha1`): one level of the network-topology tree.
+
+A HyperNode of tier N groups members that are nodes (tier 1) or HyperNodes of a lower tier,
+selected by exact name, regular expression, or node labels.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from batch.api.base import DNS1123_SUBDOMAIN, KubeModel
+from batch.api.meta import Condition, LabelSelectorRequirement, ObjectMeta
+
+__all__ = [
+    "ExactMatch",
+    "HyperNode",
+    "HyperNodeSpec",
+    "HyperNodeStatus",
+    "LabelMatch",
+    "MemberSelector",
+    "MemberSpec",
+    "RegexMatch",
+]
+
+
+class ExactMatch(KubeModel):
+    name: str = Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)
+
+
+class RegexMatch(KubeModel):
+    pattern: str = Field(min_length=1)
+
+
+class LabelMatch(KubeModel):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
+class MemberSelector(KubeModel):
+    exact_match: ExactMatch | None = None
+    regex_match: RegexMatch | None = None
+    label_match: LabelMatch | None = None
+
+
+class MemberSpec(KubeModel):
+    type: Literal["Node", "HyperNode"]
+    selector: MemberSelector | None = None
+
+
+class HyperNodeSpec(KubeModel):
+    tier: int = Field(ge=0)
+    tier_name: str | None = Field(default=None, max_length=253)
+    members: list[MemberSpec] | None = Field(default=None, min_length=1)
+
+
+class HyperNodeStatus(KubeModel):
+    conditions: list[Condition] | None = None
+    node_count: int | None = Field(default=None, ge=0)
+
+
+class HyperNode(KubeModel):
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: HyperNodeSpec | None = None
+    status: HyperNodeStatus | None = None
