@@ -1,0 +1,789 @@
+"""The VCJob reconciler: a pure function from observed state to intended changes.
+
+`reconcile_job(job, pods, podgroup, now=...)` reproduces Volcano's job controller
+(`volcano.md` §1.3-§1.8): initialisation (phase Pending, plugin objects, PVCs, PodGroup
+`<job>-<uid>`), pods only once the PodGroup has left Pending, lifecycle policies (task-level before
+job-level, exit codes, timeouts), the job state machine with kill(soft)/kill(all), maxRetry and
+retryCount, minSuccess, dependsOn, scale up/down, bus Commands and ttlSecondsAfterFinished.
+
+It is level-triggered: events (PodFailed, PodEvicted, PodPending, TaskCompleted, TaskFailed,
+Unknown) are derived from the pods' and PodGroup's current state, and every transition is made
+idempotent by what it writes to the job status first:
+* a full kill bumps `status.version`; pods of an older version never raise events again and are
+  deleted unless the kill keeps finished pods;
+* a targeted kill (RestartTask/Pod/Partition) writes a kill token
+  (`status.controlledResources["tephra.io/kill-target"]`) naming the target and the retry count
+  it was issued at; matching pods created before it are deleted, never re-raise the event;
+* a Command's uid is written (`tephra.io/last-command`) in the same status write as its
+  transition; a Command whose uid is already recorded is only deleted.
+Pending kills derived from the observed status are emitted before any new status write, so a
+controller killed between any two writes neither repeats nor loses a transition.
+No I/O, no wall clock: `now` is passed in (the simulator drives this on a virtual clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.actions import (
+    CreateObject,
+    DeleteObject,
+    EmitEvent,
+    ObjectRef,
+    PatchObject,
+    PatchStatus,
+    ReconcileResult,
+)
+from batch.controllers.jobspec import (
+    TaskView,
+    build_pod,
+    build_podgroup,
+    build_pvc,
+    job_min_available,
+    job_volumes,
+    meta,
+    podgroup_name,
+    podgroup_spec,
+    tasks_of,
+)
+from batch.controllers.plugins import build_plugins
+from batch.controllers.timeutil import format_time, merge_patch, parse_duration, parse_time
+
+JSON = dict[str, Any]
+
+TOKEN_TARGET = "tephra.io/kill-target"
+TOKEN_RETAIN = "tephra.io/kill-retain"
+LAYOUT_KEY = "tephra.io/layout"
+
+RETAIN_NONE = "none"
+RETAIN_FINISHED = "finished"
+
+_FULL_KILL_PHASES = {
+    c.ABORT_JOB: c.ABORTING,
+    c.COMPLETE_JOB: c.COMPLETING,
+    c.TERMINATE_JOB: c.TERMINATING,
+}
+_TARGETED = (c.RESTART_TASK, c.RESTART_POD, c.RESTART_PARTITION)
+_SOFT_KILL_PHASES = {
+    c.ABORTING,
+    c.ABORTED,
+    c.COMPLETING,
+    c.COMPLETED,
+    c.TERMINATING,
+    c.TERMINATED,
+    c.FAILED,
+}
+
+
+@dataclass(slots=True)
+class PodView:
+    """One observed pod with the fields the state machine reads."""
+
+    pod: Mapping[str, Any]
+    name: str
+    uid: str
+    task: str
+    index: int
+    version: int
+    retry: int
+    phase: str
+    deleting: bool
+    marked: bool
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> PodView:
+        m = meta(pod)
+        ann = m.get("annotations") or {}
+        labels = m.get("labels") or {}
+
+        def _int(v: Any, default: int) -> int:
+            try:
+                return int(v)
+            except (TypeError, ValueError):
+                return default
+
+        return cls(
+            pod=pod,
+            name=str(m.get("name")),
+            uid=str(m.get("uid") or ""),
+            task=str(ann.get(c.TASK_SPEC) or labels.get(c.TASK_SPEC) or ""),
+            index=_int(ann.get(c.TASK_INDEX, labels.get(c.TASK_INDEX)), -1),
+            version=_int(ann.get(c.JOB_VERSION), 0),
+            retry=_int(ann.get(c.JOB_RETRY_COUNT), 0),
+            phase=str((pod.get("status") or {}).get("phase") or "Pending"),
+            deleting=bool(m.get("deletionTimestamp")),
+            marked=ann.get(c.OUT_OF_SYNC_ANNOTATION) == "true",
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def partition(self) -> str:
+        labels = meta(self.pod).get("labels") or {}
+        return str(labels.get(c.PARTITION_ID, ""))
+
+    def ready(self) -> bool:
+        """Running with every container ready (used by dependsOn)."""
+        if self.phase != "Running":
+            return False
+        statuses = (self.pod.get("status") or {}).get("containerStatuses") or []
+        return bool(statuses) and all(s.get("ready") for s in statuses)
+
+    def exit_code(self) -> int | None:
+        statuses = (self.pod.get("status") or {}).get("containerStatuses") or []
+        if not statuses:
+            return None
+        term = (statuses[0].get("state") or {}).get("terminated") or {}
+        code = term.get("exitCode")
+        return int(code) if code is not None else None
+
+    def restarts(self) -> int:
+        statuses = (self.pod.get("status") or {}).get("containerStatuses") or []
+        return sum(int(s.get("restartCount") or 0) for s in statuses)
+
+    def failed_at(self) -> datetime | None:
+        statuses = (self.pod.get("status") or {}).get("containerStatuses") or []
+        for s in statuses:
+            term = (s.get("state") or {}).get("terminated") or {}
+            t = parse_time(term.get("finishedAt"))
+            if t is not None:
+                return t
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One event (or command) the policies are consulted for."""
+
+    event: str
+    task: str | None = None
+    pod: PodView | None = None
+    exit_code: int | None = None
+    since: datetime | None = None
+    action: str | None = None
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What the state machine decided, before it is turned into actions."""
+
+    phase: str
+    retry: int
+    version: int
+    full_kill: str | None = None  # retain policy of a full kill issued now
+    target: str | None = None  # new targeted-kill token
+    reason: str = ""
+    message: str = ""
+    kills: list[PodView] = field(default_factory=list)
+
+
+def policy_action(
+    policies: Sequence[Mapping[str, Any]], req: Request
+) -> tuple[str, float | None] | None:
+    """First policy matching the request: (action, timeout seconds) or None (`volcano.md` §1.6)."""
+    for pol in policies:
+        events = list(pol.get("events") or [])
+        if pol.get("event"):
+            events.append(pol["event"])
+        timeout = parse_duration(pol.get("timeout"))
+        matched = False
+        if events and (req.event in events or c.ANY_EVENT in events):
+            matched = req.event != c.POD_PENDING or timeout is not None
+        elif pol.get("exitCode") is not None and req.exit_code is not None:
+            matched = int(pol["exitCode"]) == req.exit_code
+        if matched:
+            return str(pol.get("action") or c.SYNC_JOB), timeout
+    return None
+
+
+def select_action(
+    job: Mapping[str, Any], tasks: Sequence[TaskView], req: Request
+) -> tuple[str, float | None]:
+    """Task-level policies first, then job-level; default SyncJob."""
+    if req.action:
+        return req.action, None
+    if req.task is not None:
+        task = next((t for t in tasks if t.name == req.task), None)
+        if task is not None:
+            found = policy_action(task.policies, req)
+            if found is not None:
+                return found
+    found = policy_action((job.get("spec") or {}).get("policies") or [], req)
+    return found if found is not None else (c.SYNC_JOB, None)
+
+
+def _target_of(action: str, req: Request, retry: int) -> str | None:
+    if req.pod is None and action in (c.RESTART_POD, c.RESTART_PARTITION):
+        return None
+    if action == c.RESTART_TASK:
+        task = req.task if req.task is not None else (req.pod.task if req.pod else None)
+        return f"task:{task}:{retry}" if task is not None else None
+    if action == c.RESTART_POD and req.pod is not None:
+        return f"pod:{req.pod.name}:{retry}"
+    if action == c.RESTART_PARTITION and req.pod is not None:
+        return f"partition:{req.pod.task}/{req.pod.partition}:{retry}"
+    return None
+
+
+def _token_matches(token: str | None, pv: PodView) -> bool:
+    if not token:
+        return False
+    try:
+        scope, rest = token.split(":", 1)
+        target, threshold_s = rest.rsplit(":", 1)
+        threshold = int(threshold_s)
+    except ValueError:
+        return False
+    if pv.retry >= threshold:
+        return False
+    if scope == "task":
+        return pv.task == target
+    if scope == "pod":
+        return pv.name == target
+    if scope == "partition":
+        return f"{pv.task}/{pv.partition}" == target
+    return False
+
+
+def _counts(pods: Sequence[PodView], deleting_now: set[str]) -> tuple[JSON, JSON]:
+    counters = dict.fromkeys(
+        ("pending", "running", "succeeded", "failed", "terminating", "unknown"), 0
+    )
+    per_task: dict[str, dict[str, int]] = {}
+    for pv in pods:
+        if pv.deleting or pv.name in deleting_now:
+            counters["terminating"] += 1
+            continue
+        key = {
+            "Pending": "pending",
+            "Running": "running",
+            "Succeeded": "succeeded",
+            "Failed": "failed",
+        }.get(pv.phase, "unknown")
+        counters[key] += 1
+        per_task.setdefault(pv.task, {})
+        per_task[pv.task][pv.phase] = per_task[pv.task].get(pv.phase, 0) + 1
+    tsc = {t: {"phase": phases} for t, phases in sorted(per_task.items())}
+    return counters, tsc
+
+
+def reconcile_job(
+    job: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    podgroup: Mapping[str, Any] | None,
+    *,
+    now: datetime,
+    commands: Sequence[Mapping[str, Any]] = (),
+    deleted_pods: Sequence[Mapping[str, Any]] = (),
+    priority_values: Mapping[str, int] | None = None,
+) -> ReconcileResult:
+    """Everything the controller wants done for one VCJob, in application order.
+
+    `pods` are the job's pods (any version), `podgroup` its PodGroup `<job>-<uid>` or None,
+    `commands` the bus Commands targeting it, `deleted_pods` pods the watch saw disappear that the
+    controller did not delete (they raise PodEvicted), `priority_values` PriorityClass values by
+    name (task order for minResources).
+    """
+    result = ReconcileResult()
+    m = meta(job)
+    if m.get("deletionTimestamp"):
+        return result
+    ns = str(m.get("namespace") or "default")
+    name = str(m.get("name"))
+    ref = ObjectRef(c.BATCH_API, "Job", ns, name, m.get("uid"))
+    spec = job.get("spec") or {}
+    status: Mapping[str, Any] = job.get("status") or {}
+    state = status.get("state") or {}
+    phase = str(state.get("phase") or "")
+    version = int(status.get("version") or 0)
+    retry = int(status.get("retryCount") or 0)
+    max_retry = int(spec.get("maxRetry") or 3)
+    cres: dict[str, str] = dict(status.get("controlledResources") or {})
+    tasks = tasks_of(job)
+    total = sum(t.replicas for t in tasks)
+    min_av = job_min_available(job)
+    plugins = build_plugins(job)
+    layout = ",".join(f"{t.name}={t.replicas}" for t in tasks)
+
+    # ---- initialisation (phase "") -----------------------------------------------------------
+    if phase == "":
+        for plugin in plugins:
+            for obj in plugin.on_job_add(job, tasks):
+                result.actions.append(CreateObject(obj))
+            cres[f"plugin-{plugin.name}"] = plugin.name
+        for claim, _mount, claim_spec in job_volumes(job):
+            if claim_spec is not None:
+                result.actions.append(CreateObject(build_pvc(job, claim, claim_spec)))
+            cres[f"volume-pvc-{claim}"] = claim
+        cres[LAYOUT_KEY] = layout
+        new_status: JSON = {
+            "state": {"phase": c.PENDING, "lastTransitionTime": format_time(now)},
+            "minAvailable": min_av,
+            "version": 0,
+            "retryCount": 0,
+            "controlledResources": cres,
+            "conditions": [{"status": c.PENDING, "lastTransitionTime": format_time(now)}],
+        }
+        result.actions.append(PatchStatus(ref, new_status))
+        result.actions.append(
+            CreateObject(build_podgroup(job, version=0, priority_values=priority_values))
+        )
+        result.requeue(0)
+        return result
+
+    views = [PodView.of(p) for p in pods]
+    views.sort(key=lambda v: (v.task, v.index, v.name))
+    by_name = {v.name: v for v in views}
+    task_names = {t.name: t for t in tasks}
+    retain = cres.get(TOKEN_RETAIN, RETAIN_FINISHED)
+    token = cres.get(TOKEN_TARGET)
+
+    # ---- kills already decided by the observed status (emitted before any new transition) ----
+    pre_actions: list[Any] = []
+    deleting_now: set[str] = set()
+
+    def _kill(pv: PodView, *, mark: bool, into: list[Any]) -> None:
+        if pv.deleting or pv.name in deleting_now:
+            return
+        deleting_now.add(pv.name)
+        pref = ObjectRef("v1", "Pod", ns, pv.name, pv.uid or None)
+        if mark and not pv.marked:
+            into.append(
+                PatchObject(pref, {"metadata": {"annotations": {c.OUT_OF_SYNC_ANNOTATION: "true"}}})
+            )
+        into.append(DeleteObject(pref))
+
+    for pv in views:
+        if pv.deleting:
+            continue
+        if pv.marked:
+            _kill(pv, mark=False, into=pre_actions)
+        elif pv.version < version:
+            if not (retain == RETAIN_FINISHED and pv.finished):
+                _kill(pv, mark=False, into=pre_actions)
+        elif _token_matches(token, pv):
+            _kill(pv, mark=True, into=pre_actions)
+        elif (
+            pv.task not in task_names or pv.index >= task_names[pv.task].replicas
+        ) and phase not in _SOFT_KILL_PHASES:
+            _kill(pv, mark=True, into=pre_actions)  # scale down
+        if phase in _SOFT_KILL_PHASES and not pv.finished:
+            _kill(pv, mark=pv.version >= version, into=pre_actions)
+
+    current = [
+        v for v in views if v.version >= version and not v.marked and v.name not in deleting_now
+    ]
+
+    # ---- the request: a Command, else the first event whose policy fires -----------------------
+    req: Request | None = None
+    action = c.SYNC_JOB
+    command_ref: ObjectRef | None = None
+    done_cmds: list[Any] = []
+    for cmd in sorted(
+        commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
+    ):
+        cm = meta(cmd)
+        cref = ObjectRef(c.BUS_API, "Command", ns, str(cm.get("name")), cm.get("uid"))
+        if cm.get("uid") and cm.get("uid") == cres.get(c.TOKEN_COMMAND):
+            done_cmds.append(DeleteObject(cref))
+            continue
+        if req is None:
+            req = Request(event=c.COMMAND_ISSUED, action=str(cmd.get("action") or c.SYNC_JOB))
+            action = req.action or c.SYNC_JOB
+            command_ref = cref
+            cres[c.TOKEN_COMMAND] = str(cm.get("uid") or cm.get("name"))
+            result.actions.append(
+                EmitEvent(
+                    ref, c.COMMAND_ISSUED, f"Start to execute command {action}, and clean it up"
+                )
+            )
+
+    if req is None and phase in (c.PENDING, c.RUNNING):
+        for r in _requests(job, tasks, current, views, deleted_pods, podgroup, version, token):
+            act, timeout = select_action(job, tasks, r)
+            if act == c.SYNC_JOB:
+                continue
+            if timeout:
+                since = r.since or now
+                due = since + timedelta(seconds=timeout)
+                if due > now:
+                    result.requeue((due - now).total_seconds())
+                    continue
+            req, action = r, act
+            break
+
+    # ---- the state machine (`volcano.md` §1.7) -------------------------------------------------
+    plan = _Plan(phase=phase, retry=retry, version=version)
+    if req is not None and action != c.SYNC_JOB:
+        plan.reason = req.event if req.action is None else "CommandIssued"
+        plan.message = f"{action} on {req.event}" + (f" of pod {req.pod.name}" if req.pod else "")
+    if phase in (c.PENDING, c.RUNNING) and req is not None:
+        if action == c.RESTART_JOB:
+            plan.full_kill = RETAIN_FINISHED if retry >= max_retry - 1 else RETAIN_NONE
+            plan.phase, plan.retry = c.RESTARTING, retry + 1
+        elif action in _TARGETED:
+            target = _target_of(action, req, retry + 1)
+            if target is not None:
+                plan.target = target
+                plan.phase, plan.retry = c.RESTARTING, retry + 1
+        elif action in _FULL_KILL_PHASES:
+            plan.full_kill = RETAIN_FINISHED
+            plan.phase = _FULL_KILL_PHASES[action]
+    elif phase == c.RESTARTING and req is not None and action != c.SYNC_JOB:
+        if action in _TARGETED:
+            target = _target_of(action, req, retry)
+            if target is not None:
+                plan.target = target
+        else:
+            plan.full_kill = RETAIN_NONE
+    elif phase in (c.ABORTING, c.ABORTED) and action == c.RESUME_JOB:
+        plan.full_kill = RETAIN_FINISHED
+        plan.phase, plan.retry = c.RESTARTING, retry + 1
+
+    new_actions: list[Any] = []
+    if plan.full_kill is not None:
+        plan.version = version + 1
+        cres[TOKEN_RETAIN] = plan.full_kill
+        for pv in views:
+            if pv.deleting or pv.name in deleting_now:
+                continue
+            if plan.full_kill == RETAIN_FINISHED and pv.finished:
+                continue
+            _kill(pv, mark=False, into=new_actions)
+        if podgroup is not None:
+            new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
+    if plan.target is not None:
+        cres[TOKEN_TARGET] = plan.target
+        for pv in current:
+            if _token_matches(plan.target, pv):
+                _kill(pv, mark=True, into=new_actions)
+
+    counters, tsc = _counts(views, deleting_now)
+    running, pending = counters["running"], counters["pending"]
+    succeeded, failed, terminating = (
+        counters["succeeded"],
+        counters["failed"],
+        counters["terminating"],
+    )
+    min_success = spec.get("minSuccess")
+
+    # Level-triggered phase checks (SyncJob rows of the table).
+    if plan.phase == phase:
+        if phase == c.PENDING:
+            if min_av <= running + succeeded + failed:
+                plan.phase = c.RUNNING
+        elif phase == c.RUNNING:
+            task_ok = {t: int((v.get("phase") or {}).get("Succeeded", 0)) for t, v in tsc.items()}
+            plan.phase = _running_check(
+                tasks,
+                counters,
+                total=total,
+                min_av=min_av,
+                min_success=min_success,
+                task_succeeded=task_ok,
+            )
+            if plan.phase == c.RUNNING and pending > total - min_av:
+                plan.phase = c.PENDING
+        elif phase == c.RESTARTING:
+            if retry >= max_retry:
+                plan.phase = c.FAILED
+            elif total - terminating >= int(status.get("minAvailable") or min_av):
+                plan.phase = c.PENDING
+        elif phase == c.ABORTING and terminating == pending == running == 0:
+            plan.phase = c.ABORTED
+        elif phase in (c.COMPLETING, c.TERMINATING) and terminating == pending == running == 0:
+            plan.phase = c.COMPLETED if phase == c.COMPLETING else c.TERMINATED
+        if plan.phase in (c.COMPLETED, c.FAILED) and phase in (c.RUNNING, c.PENDING):
+            # Entering a finished state kills what still runs (kill(soft), version bump).
+            plan.full_kill = RETAIN_FINISHED
+            plan.version = version + 1
+            cres[TOKEN_RETAIN] = RETAIN_FINISHED
+            for pv in views:
+                if not pv.finished:
+                    _kill(pv, mark=False, into=new_actions)
+            if podgroup is not None:
+                new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
+            counters, tsc = _counts(views, deleting_now)
+    if plan.phase != phase and not plan.reason:
+        plan.reason = plan.phase
+
+    # ---- sync: PodGroup, plugin objects on scale, pods -----------------------------------------
+    creates: list[Any] = []
+    pg_version = _pg_version(podgroup)
+    if plan.full_kill is None and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
+        if podgroup is None:
+            creates.append(
+                CreateObject(
+                    build_podgroup(job, version=plan.version, priority_values=priority_values)
+                )
+            )
+        elif pg_version < plan.version:
+            if not meta(podgroup).get("deletionTimestamp"):
+                creates.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
+            result.requeue(0.5)
+        else:
+            want = podgroup_spec(job, priority_values=priority_values)
+            have = podgroup.get("spec") or {}
+            keys = ["minMember", "minTaskMember", "minResources"]
+            if want.get("priorityClassName"):
+                keys.append("priorityClassName")
+            patch = merge_patch({k: have.get(k) for k in keys}, {k: want.get(k) for k in keys})
+            if patch:
+                creates.append(
+                    PatchObject(ObjectRef.of(_with_kind(podgroup, "PodGroup")), {"spec": patch})
+                )
+        if cres.get(LAYOUT_KEY) != layout:
+            for plugin in plugins:
+                for obj in plugin.on_job_update(job, tasks):
+                    creates.append(PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}}))
+            cres[LAYOUT_KEY] = layout
+    pg_phase = str(((podgroup or {}).get("status") or {}).get("phase") or "")
+    if (
+        plan.full_kill is None
+        and plan.target is None
+        and plan.phase in (c.PENDING, c.RUNNING)
+        and podgroup is not None
+        and pg_version >= plan.version
+        and pg_phase not in ("", c.PG_PENDING)
+        and not meta(podgroup).get("deletionTimestamp")
+    ):
+        for task in tasks:
+            if not _dependencies_ready(task, tasks, views):
+                continue
+            for i in range(task.replicas):
+                pname = f"{name}-{task.name}-{i}"
+                if pname in by_name:
+                    continue
+                pod = build_pod(job, task, i, version=plan.version, retry_count=plan.retry)
+                for plugin in plugins:
+                    plugin.on_pod_create(job, tasks, pod, task, i)
+                creates.append(CreateObject(pod))
+
+    # ---- status --------------------------------------------------------------------------------
+    new_state: JSON = dict(state)
+    conditions = list(status.get("conditions") or [])
+    if plan.phase != phase:
+        new_state = {
+            "phase": plan.phase,
+            "reason": plan.reason,
+            "message": plan.message,
+            "lastTransitionTime": format_time(now),
+        }
+        conditions = [x for x in conditions if x.get("status") != plan.phase]
+        conditions.append({"status": plan.phase, "lastTransitionTime": format_time(now)})
+    elif plan.reason and (plan.target or plan.full_kill):
+        new_state = {**new_state, "reason": plan.reason, "message": plan.message}
+    desired: JSON = {
+        "state": new_state,
+        "minAvailable": min_av,
+        **counters,
+        "taskStatusCount": tsc,
+        "version": plan.version,
+        "retryCount": plan.retry,
+        "controlledResources": cres,
+        "conditions": conditions,
+    }
+    if plan.phase in (c.RUNNING,) or phase == c.RUNNING:
+        created = parse_time(m.get("creationTimestamp"))
+        if created is not None:
+            secs = int((now - created).total_seconds())
+            desired["runningDuration"] = f"{max(0, secs)}s"
+    observed = {k: status.get(k) for k in desired}
+    observed_norm = {
+        k: (v if v is not None else _empty_like(desired[k])) for k, v in observed.items()
+    }
+    spatch: JSON | None = merge_patch(observed_norm, desired)
+    if spatch and set(spatch) == {"runningDuration"}:
+        spatch = None  # do not rewrite the status only to refresh the duration
+    status_actions: list[Any] = [PatchStatus(ref, spatch)] if spatch else []
+    if spatch:
+        result.notes.append(f"status: {sorted(spatch)}")
+
+    result.actions = [
+        *done_cmds,
+        *pre_actions,
+        *result.actions,
+        *status_actions,
+        *([DeleteObject(command_ref)] if command_ref is not None else []),
+        *new_actions,
+        *creates,
+    ]
+    if status_actions or new_actions or creates or pre_actions:
+        result.requeue(0)
+
+    # ---- ttlSecondsAfterFinished ---------------------------------------------------------------
+    ttl = spec.get("ttlSecondsAfterFinished")
+    if ttl is not None and plan.phase in c.FINISHED_PHASES:
+        since = now if plan.phase != phase else parse_time(state.get("lastTransitionTime")) or now
+        due = since + timedelta(seconds=int(ttl))
+        if due <= now:
+            result.actions.append(DeleteObject(ref))
+        else:
+            result.requeue((due - now).total_seconds())
+    return result
+
+
+def _empty_like(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {}
+    if isinstance(v, list):
+        return []
+    return None
+
+
+def _with_kind(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    if obj.get("kind"):
+        return obj
+    return {**obj, "kind": kind, "apiVersion": c.SCHED_API}
+
+
+def _pg_version(pg: Mapping[str, Any] | None) -> int:
+    if pg is None:
+        return -1
+    try:
+        return int((meta(pg).get("annotations") or {}).get(c.PODGROUP_JOB_VERSION, 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _running_check(
+    tasks: Sequence[TaskView],
+    counters: Mapping[str, int],
+    *,
+    total: int,
+    min_av: int,
+    min_success: Any,
+    task_succeeded: Mapping[str, int],
+) -> str:
+    """Running + SyncJob: rows (a)-(c) of the table; (d) is applied by the caller."""
+    succeeded, failed = counters["succeeded"], counters["failed"]
+    if total == 0:
+        return c.RUNNING
+    if min_success is not None and succeeded >= int(min_success):
+        return c.COMPLETED
+    if succeeded + failed >= total and counters["pending"] + counters["running"] == 0:
+        return _finished_phase(
+            tasks, counters, min_av=min_av, min_success=min_success, task_succeeded=task_succeeded
+        )
+    return c.RUNNING
+
+
+def _finished_phase(
+    tasks: Sequence[TaskView],
+    counters: Mapping[str, int],
+    *,
+    min_av: int,
+    min_success: Any,
+    task_succeeded: Mapping[str, int],
+) -> str:
+    succeeded = counters["succeeded"]
+    if min_av >= sum(t.min_available for t in tasks):
+        short = [
+            t
+            for t in tasks
+            if t.min_available > 0 and task_succeeded.get(t.name, 0) < t.min_available
+        ]
+        if short:
+            return c.FAILED
+    if min_success is not None and succeeded < int(min_success):
+        return c.FAILED
+    if succeeded >= min_av:
+        return c.COMPLETED
+    return c.FAILED
+
+
+def _dependencies_ready(
+    task: TaskView, tasks: Sequence[TaskView], views: Sequence[PodView]
+) -> bool:
+    dep = task.depends_on
+    if not dep or not dep.get("name"):
+        return True
+    names = list(dep.get("name") or [])
+    iteration = str(dep.get("iteration") or "all")
+
+    def ready(tname: str) -> bool:
+        t = next((x for x in tasks if x.name == tname), None)
+        if t is None:
+            return True
+        ok = sum(1 for v in views if v.task == tname and (v.phase == "Succeeded" or v.ready()))
+        return ok >= t.min_available
+
+    if iteration == "any" and len(names) > 1:
+        return any(ready(n) for n in names)
+    return all(ready(n) for n in names)
+
+
+def _requests(
+    job: Mapping[str, Any],
+    tasks: Sequence[TaskView],
+    current: Sequence[PodView],
+    views: Sequence[PodView],
+    deleted_pods: Sequence[Mapping[str, Any]],
+    podgroup: Mapping[str, Any] | None,
+    version: int,
+    token: str | None,
+) -> list[Request]:
+    """Events implied by the observed state, in a stable order."""
+    out: list[Request] = []
+    present = {v.name for v in views}
+    for d in deleted_pods:
+        dv = PodView.of(d)
+        if dv.version < version or dv.marked or dv.name in present or _token_matches(token, dv):
+            continue
+        out.append(Request(event=c.POD_EVICTED, task=dv.task, pod=dv))
+    for pv in views:
+        if (
+            pv.deleting
+            and not pv.marked
+            and pv.version >= version
+            and not _token_matches(token, pv)
+        ):
+            out.append(
+                Request(
+                    event=c.POD_EVICTED,
+                    task=pv.task,
+                    pod=pv,
+                    since=parse_time(meta(pv.pod).get("deletionTimestamp")),
+                )
+            )
+    for pv in current:
+        if pv.phase == "Failed":
+            out.append(
+                Request(
+                    event=c.POD_FAILED,
+                    task=pv.task,
+                    pod=pv,
+                    exit_code=pv.exit_code(),
+                    since=pv.failed_at(),
+                )
+            )
+        elif pv.phase == "Pending":
+            out.append(
+                Request(
+                    event=c.POD_PENDING,
+                    task=pv.task,
+                    pod=pv,
+                    since=parse_time(meta(pv.pod).get("creationTimestamp")),
+                )
+            )
+    for t in tasks:
+        mine = [v for v in current if v.task == t.name]
+        if t.replicas > 0 and sum(1 for v in mine if v.phase == "Succeeded") >= t.replicas:
+            out.append(Request(event=c.TASK_COMPLETED, task=t.name))
+        if t.max_retry >= 0:
+            restarts = sum(v.restarts() for v in mine if v.phase in ("Running", "Pending"))
+            if restarts >= t.max_retry and restarts > 0:
+                out.append(Request(event=c.TASK_FAILED, task=t.name))
+    pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
+    if pg_phase == c.PG_UNKNOWN:
+        out.append(Request(event=c.UNKNOWN_EVENT))
+    return out
+
+
+__all__ = ["PodView", "Request", "podgroup_name", "policy_action", "reconcile_job", "select_action"]

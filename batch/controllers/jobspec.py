@@ -1,0 +1,307 @@
+"""What a VCJob asks for: its tasks, its PodGroup (with minResources) and its pods.
+
+Pure builders used by the job reconciler (`volcano.md` §1.3): the PodGroup `<job>-<uid>` with
+minMember, minTaskMember, minResources (Volcano's calcPGMinResources ordering), queue,
+priorityClassName, networkTopology and subGroupPolicy; pods `<job>-<task>-<index>` with Volcano's
+annotations and labels; PVC names for `volumes[].volumeClaim`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.quantities import ResourceSum, pod_requests, quota_keys
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """One task of a job with its defaults applied."""
+
+    name: str
+    index: int
+    replicas: int
+    min_available: int
+    max_retry: int
+    template: Mapping[str, Any]
+    policies: list[Mapping[str, Any]]
+    depends_on: Mapping[str, Any] | None
+    partition: Mapping[str, Any] | None
+    topology_policy: str | None
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else {}
+
+
+def tasks_of(job: Mapping[str, Any]) -> list[TaskView]:
+    """The job's tasks with webhook defaults applied (name `default<i>`, minAvailable, maxRetry)."""
+    out = []
+    for i, t in enumerate((job.get("spec") or {}).get("tasks") or []):
+        replicas = int(t.get("replicas") or 0)
+        part = t.get("partitionPolicy")
+        if t.get("minAvailable") is not None:
+            min_av = int(t["minAvailable"])
+        elif part and int(part.get("minPartitions") or 0) > 0:
+            min_av = int(part["minPartitions"]) * int(part.get("partitionSize") or 1)
+        else:
+            min_av = replicas
+        out.append(
+            TaskView(
+                name=str(t.get("name") or f"default{i}"),
+                index=i,
+                replicas=replicas,
+                min_available=min_av,
+                max_retry=int(t.get("maxRetry") or 3),
+                template=t.get("template") or {},
+                policies=list(t.get("policies") or []),
+                depends_on=t.get("dependsOn"),
+                partition=part,
+                topology_policy=t.get("topologyPolicy"),
+            )
+        )
+    return out
+
+
+def job_min_available(job: Mapping[str, Any]) -> int:
+    spec = job.get("spec") or {}
+    if spec.get("minAvailable"):
+        return int(spec["minAvailable"])
+    return sum(t.min_available for t in tasks_of(job))
+
+
+def podgroup_name(job: Mapping[str, Any]) -> str:
+    m = meta(job)
+    return f"{m.get('name')}-{m.get('uid')}"
+
+
+def pod_name(job_name: str, task: str, index: int) -> str:
+    return f"{job_name}-{task}-{index}"
+
+
+def owner_ref(obj: Mapping[str, Any], *, controller: bool = True) -> JSON:
+    m = meta(obj)
+    return {
+        "apiVersion": obj.get("apiVersion", c.BATCH_API),
+        "kind": obj.get("kind", "Job"),
+        "name": m.get("name"),
+        "uid": m.get("uid"),
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _task_priority(task: TaskView, priority_values: Mapping[str, int]) -> int:
+    spec = task.template.get("spec") or {}
+    return int(priority_values.get(str(spec.get("priorityClassName") or ""), 0))
+
+
+def min_resources(
+    job: Mapping[str, Any], *, priority_values: Mapping[str, int] | None = None
+) -> dict[str, str]:
+    """Volcano's calcPGMinResources: the requests of the first minAvailable pods, by priority."""
+    pv = priority_values or {}
+    tasks = sorted(tasks_of(job), key=lambda t: -_task_priority(t, pv))
+    job_min = job_min_available(job)
+    counts: dict[str, int] = {}
+    if job_min < sum(t.min_available for t in tasks):
+        remaining = job_min
+        for t in tasks:
+            take = min(t.replicas, remaining)
+            counts[t.name] = take
+            remaining -= take
+    else:
+        taken = 0
+        for t in tasks:
+            take = min(t.min_available, max(0, job_min - taken))
+            counts[t.name] = take
+            taken += take
+        for t in tasks:
+            if taken >= job_min:
+                break
+            spare = t.replicas - t.min_available
+            take = min(spare, job_min - taken)
+            counts[t.name] = counts.get(t.name, 0) + take
+            taken += take
+    total = ResourceSum()
+    for t in tasks:
+        n = counts.get(t.name, 0)
+        if n <= 0:
+            continue
+        requests, limits = pod_requests(t.template.get("spec") or {})
+        for key, value in quota_keys(requests, limits):
+            total.add({key: value}, times=n)
+    return total.to_list()
+
+
+def podgroup_spec(
+    job: Mapping[str, Any], *, priority_values: Mapping[str, int] | None = None
+) -> JSON:
+    spec = job.get("spec") or {}
+    tasks = tasks_of(job)
+    out: JSON = {
+        "minMember": job_min_available(job),
+        "minTaskMember": {t.name: t.min_available for t in tasks},
+        "queue": spec.get("queue") or c.DEFAULT_QUEUE,
+        "minResources": min_resources(job, priority_values=priority_values),
+    }
+    if spec.get("priorityClassName"):
+        out["priorityClassName"] = spec["priorityClassName"]
+    if spec.get("networkTopology"):
+        out["networkTopology"] = copy.deepcopy(spec["networkTopology"])
+    subgroups = []
+    for t in tasks:
+        if not t.partition:
+            continue
+        sg: JSON = {
+            "name": t.name,
+            "subGroupSize": int(t.partition.get("partitionSize") or 1),
+            "minSubGroups": int(t.partition.get("minPartitions") or 0),
+            "labelSelector": {"matchLabels": {c.TASK_SPEC: t.name}},
+            "matchLabelKeys": [c.PARTITION_ID],
+        }
+        if t.partition.get("networkTopology"):
+            sg["networkTopology"] = copy.deepcopy(t.partition["networkTopology"])
+        subgroups.append(sg)
+    if subgroups:
+        out["subGroupPolicy"] = subgroups
+    return out
+
+
+def build_podgroup(
+    job: Mapping[str, Any], *, version: int, priority_values: Mapping[str, int] | None = None
+) -> JSON:
+    m = meta(job)
+    return {
+        "apiVersion": c.SCHED_API,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": podgroup_name(job),
+            "namespace": m.get("namespace"),
+            "labels": dict(m.get("labels") or {}),
+            "annotations": {
+                **dict(m.get("annotations") or {}),
+                c.PODGROUP_JOB_VERSION: str(version),
+            },
+            "ownerReferences": [owner_ref(job)],
+        },
+        "spec": podgroup_spec(job, priority_values=priority_values),
+        "status": {"phase": c.PG_PENDING},
+    }
+
+
+def pvc_name(job: Mapping[str, Any], volume_index: int) -> str:
+    """`<job>-pvc-<12 chars>`: Volcano's shape, but derived from the job uid so a restarted
+    controller never creates a second claim."""
+    m = meta(job)
+    digest = hashlib.sha256(f"{m.get('uid')}/{volume_index}".encode()).hexdigest()
+    return f"{m.get('name')}-pvc-{digest[:12]}"
+
+
+def job_volumes(job: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any] | None]]:
+    """(claim name, mountPath, claim spec to create or None) for every `spec.volumes` entry."""
+    out = []
+    for i, v in enumerate((job.get("spec") or {}).get("volumes") or []):
+        claim = v.get("volumeClaimName") or ""
+        spec = v.get("volumeClaim")
+        if not claim:
+            claim = pvc_name(job, i)
+        out.append((str(claim), str(v.get("mountPath") or ""), spec))
+    return out
+
+
+def build_pvc(job: Mapping[str, Any], name: str, spec: Mapping[str, Any]) -> JSON:
+    m = meta(job)
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": m.get("namespace"),
+            "ownerReferences": [owner_ref(job)],
+        },
+        "spec": copy.deepcopy(dict(spec)),
+    }
+
+
+def build_pod(
+    job: Mapping[str, Any], task: TaskView, index: int, *, version: int, retry_count: int
+) -> JSON:
+    """The pod `<job>-<task>-<index>` (plugins then mutate it)."""
+    m = meta(job)
+    spec = job.get("spec") or {}
+    job_name = str(m.get("name"))
+    ns = m.get("namespace")
+    tmpl_meta = task.template.get("metadata") or {}
+    pod_spec: JSON = copy.deepcopy(dict(task.template.get("spec") or {}))
+    if not pod_spec.get("schedulerName"):
+        pod_spec["schedulerName"] = spec.get("schedulerName") or c.DEFAULT_SCHEDULER_NAMES[0]
+    if not pod_spec.get("priorityClassName") and spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = spec["priorityClassName"]
+    vols = job_volumes(job)
+    if vols:
+        volumes = pod_spec.setdefault("volumes", [])
+        for claim, mount, _s in vols:
+            vname = claim
+            if not any(v.get("name") == vname for v in volumes):
+                volumes.append({"name": vname, "persistentVolumeClaim": {"claimName": claim}})
+            for ctr in pod_spec.get("containers") or []:
+                mounts = ctr.setdefault("volumeMounts", [])
+                if not any(vm.get("mountPath") == mount for vm in mounts):
+                    mounts.append({"name": vname, "mountPath": mount})
+    queue = spec.get("queue") or c.DEFAULT_QUEUE
+    annotations: JSON = dict(tmpl_meta.get("annotations") or {})
+    job_ann = m.get("annotations") or {}
+    for key in c.COPIED_JOB_ANNOTATIONS:
+        if key in job_ann:
+            annotations[key] = job_ann[key]
+    annotations.update(
+        {
+            c.TASK_INDEX: str(index),
+            c.TASK_SPEC: task.name,
+            c.GROUP_NAME_ANNOTATION: podgroup_name(job),
+            c.JOB_NAME: job_name,
+            c.QUEUE_NAME: queue,
+            c.JOB_VERSION: str(version),
+            c.TEMPLATE_UID: f"{job_name}-{task.name}",
+            c.JOB_RETRY_COUNT: str(retry_count),
+        }
+    )
+    if task.topology_policy and task.topology_policy != "none":
+        annotations[c.NUMA_POLICY] = task.topology_policy
+    labels: JSON = dict(tmpl_meta.get("labels") or {})
+    job_labels = m.get("labels") or {}
+    for key in c.COPIED_JOB_LABELS:
+        if key in job_labels:
+            labels[key] = job_labels[key]
+    labels.update(
+        {
+            c.TASK_INDEX: str(index),
+            c.JOB_NAME: job_name,
+            c.TASK_SPEC: task.name,
+            c.JOB_NAMESPACE: str(ns),
+            c.QUEUE_NAME: queue,
+        }
+    )
+    if task.partition:
+        size = int(task.partition.get("partitionSize") or 1)
+        labels[c.PARTITION_ID] = str(index // max(1, size))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(job_name, task.name, index),
+            "namespace": ns,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_ref(job)],
+        },
+        "spec": pod_spec,
+    }

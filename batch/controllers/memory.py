@@ -1,0 +1,271 @@
+"""An in-memory object store that applies reconciler actions: the controllers without an API server.
+
+Used by the unit tests and usable by the simulator: it keeps objects as dicts keyed by
+(kind, namespace, name), assigns uids, treats create-of-existing as AlreadyExists (ignored, like
+the shell does), applies merge patches, and deletes pods either at once or by setting a
+deletionTimestamp (`graceful=True`) so Terminating states can be observed. `step_job` runs the
+job reconciler until it asks for nothing more.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.actions import (
+    Action,
+    CreateObject,
+    DeleteObject,
+    EmitEvent,
+    ObjectRef,
+    PatchObject,
+    PatchStatus,
+    ReconcileResult,
+)
+from batch.controllers.job import reconcile_job
+from batch.controllers.jobspec import meta, podgroup_name
+from batch.controllers.timeutil import format_time
+
+JSON = dict[str, Any]
+Key = tuple[str, str, str]
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = apply_merge_patch(out.get(k), v)
+    return out
+
+
+class MemoryCluster:
+    """A dict-backed stand-in for the API server (no schema, no watch)."""
+
+    def __init__(self, *, graceful: bool = False) -> None:
+        self.objects: dict[Key, JSON] = {}
+        self.events: list[EmitEvent] = []
+        self.log: list[Action] = []
+        self.created: list[Key] = []
+        self.graceful = graceful
+        self._uid = itertools.count(1)
+        self.now: datetime | None = None
+
+    # -- store ----------------------------------------------------------------------------------
+    @staticmethod
+    def key(kind: str, namespace: str, name: str) -> Key:
+        return (kind, namespace or "", name)
+
+    def get(self, kind: str, namespace: str, name: str) -> JSON | None:
+        return self.objects.get(self.key(kind, namespace, name))
+
+    def objects_of(self, kind: str, namespace: str | None = None) -> list[JSON]:
+        return [
+            o
+            for (k, ns, _n), o in sorted(self.objects.items())
+            if k == kind and (namespace is None or ns == (namespace or ""))
+        ]
+
+    def add(self, obj: Mapping[str, Any]) -> JSON:
+        body = copy.deepcopy(dict(obj))
+        m = body.setdefault("metadata", {})
+        m.setdefault("uid", f"uid-{next(self._uid)}")
+        if self.now is not None:
+            m.setdefault("creationTimestamp", format_time(self.now))
+        k = self.key(str(body.get("kind")), str(m.get("namespace") or ""), str(m.get("name")))
+        self.objects[k] = body
+        return body
+
+    # -- actions --------------------------------------------------------------------------------
+    def apply(self, actions: Iterable[Action]) -> int:
+        """Apply actions in order; returns how many changed something."""
+        changed = 0
+        for a in actions:
+            self.log.append(a)
+            if isinstance(a, CreateObject):
+                ref = a.ref
+                k = self.key(ref.kind, ref.namespace, ref.name)
+                if k in self.objects:
+                    continue
+                self.add(a.body)
+                self.created.append(k)
+                changed += 1
+            elif isinstance(a, PatchObject | PatchStatus):
+                obj = self._find(a.ref)
+                if obj is None:
+                    continue
+                if isinstance(a, PatchStatus):
+                    obj["status"] = apply_merge_patch(obj.get("status") or {}, a.status)
+                else:
+                    merged = apply_merge_patch(obj, a.patch)
+                    obj.clear()
+                    obj.update(merged)
+                changed += 1
+            elif isinstance(a, DeleteObject):
+                obj = self._find(a.ref)
+                if obj is None:
+                    continue
+                k = self.key(a.ref.kind, a.ref.namespace, a.ref.name)
+                if self.graceful and a.ref.kind == "Pod" and self.now is not None:
+                    if obj["metadata"].get("deletionTimestamp"):
+                        continue
+                    obj["metadata"]["deletionTimestamp"] = format_time(self.now)
+                else:
+                    del self.objects[k]
+                changed += 1
+            elif isinstance(a, EmitEvent):
+                self.events.append(a)
+        return changed
+
+    def _find(self, ref: ObjectRef) -> JSON | None:
+        obj = self.objects.get(self.key(ref.kind, ref.namespace, ref.name))
+        if obj is None:
+            return None
+        if ref.uid and meta(obj).get("uid") and meta(obj).get("uid") != ref.uid:
+            return None
+        return obj
+
+    def finish_deletions(self) -> None:
+        """Let every gracefully deleted pod go away."""
+        for k, o in list(self.objects.items()):
+            if k[0] == "Pod" and o["metadata"].get("deletionTimestamp"):
+                del self.objects[k]
+
+    # -- job helpers ----------------------------------------------------------------------------
+    def job_pods(self, job: Mapping[str, Any]) -> list[JSON]:
+        uid = meta(job).get("uid")
+        return [
+            p
+            for p in self.objects_of("Pod", str(meta(job).get("namespace") or ""))
+            if any(o.get("uid") == uid for o in meta(p).get("ownerReferences") or [])
+        ]
+
+    def job_podgroup(self, job: Mapping[str, Any]) -> JSON | None:
+        return self.get("PodGroup", str(meta(job).get("namespace") or ""), podgroup_name(job))
+
+    def job_commands(self, job: Mapping[str, Any]) -> list[JSON]:
+        uid = meta(job).get("uid")
+        return [
+            cmd
+            for cmd in self.objects_of("Command", str(meta(job).get("namespace") or ""))
+            if (cmd.get("target") or {}).get("uid") == uid
+            or any(o.get("uid") == uid for o in meta(cmd).get("ownerReferences") or [])
+        ]
+
+    def reconcile(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        now: datetime,
+        deleted_pods: Sequence[Mapping[str, Any]] = (),
+    ) -> ReconcileResult:
+        self.now = now
+        job = self.get("Job", namespace, name)
+        if job is None:
+            return ReconcileResult()
+        result = reconcile_job(
+            copy.deepcopy(job),
+            copy.deepcopy(self.job_pods(job)),
+            copy.deepcopy(self.job_podgroup(job)),
+            now=now,
+            commands=copy.deepcopy(self.job_commands(job)),
+            deleted_pods=deleted_pods,
+        )
+        self.apply(result.actions)
+        return result
+
+    def step_job(
+        self, namespace: str, name: str, *, now: datetime, limit: int = 50
+    ) -> ReconcileResult:
+        """Reconcile until nothing more is asked now; returns the last result."""
+        result = ReconcileResult()
+        for _ in range(limit):
+            result = self.reconcile(namespace, name, now=now)
+            if result.requeue_after != 0 or not result.actions:
+                return result
+        raise RuntimeError(f"job {namespace}/{name} did not settle in {limit} reconciles")
+
+    # -- playing the scheduler and the kubelet ---------------------------------------------------
+    def set_podgroup_phase(self, job: Mapping[str, Any], phase: str) -> None:
+        pg = self.job_podgroup(job)
+        if pg is not None:
+            pg.setdefault("status", {})["phase"] = phase
+
+    def set_pod_phase(
+        self,
+        namespace: str,
+        name: str,
+        phase: str,
+        *,
+        exit_code: int | None = None,
+        restarts: int = 0,
+        ready: bool = True,
+    ) -> None:
+        pod = self.get("Pod", namespace, name)
+        if pod is None:
+            raise KeyError(name)
+        state: JSON
+        if phase in ("Succeeded", "Failed"):
+            code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
+            finished: JSON = {"exitCode": code}
+            if self.now is not None:
+                finished["finishedAt"] = format_time(self.now)
+            state = {"terminated": finished}
+        elif phase == "Running":
+            state = {"running": {}}
+        else:
+            state = {"waiting": {}}
+        pod["status"] = {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "state": state,
+                    "ready": phase == "Running" and ready,
+                    "restartCount": restarts,
+                }
+            ],
+        }
+
+    def set_job_pods(self, job: Mapping[str, Any], phase: str, **kw: Any) -> None:
+        for p in self.job_pods(job):
+            if not p["metadata"].get("deletionTimestamp"):
+                self.set_pod_phase(
+                    str(meta(p).get("namespace")), str(meta(p).get("name")), phase, **kw
+                )
+
+    def job_phase(self, namespace: str, name: str) -> str:
+        job = self.get("Job", namespace, name) or {}
+        return str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+
+
+def command(job: Mapping[str, Any], action: str, *, name: str | None = None) -> JSON:
+    """A bus Command targeting `job` (as `tephra job suspend` creates)."""
+    m = meta(job)
+    ref = {
+        "apiVersion": c.BATCH_API,
+        "kind": "Job",
+        "name": m.get("name"),
+        "uid": m.get("uid"),
+        "controller": True,
+    }
+    return {
+        "apiVersion": c.BUS_API,
+        "kind": "Command",
+        "metadata": {
+            "name": name or f"{m.get('name')}-{action.lower()}",
+            "namespace": m.get("namespace"),
+            "ownerReferences": [ref],
+        },
+        "action": action,
+        "target": ref,
+    }

@@ -1,0 +1,131 @@
+"""VCJob plugins, controller side (`volcano.md` §1.9): svc, ssh, env, pytorch, mpi, tensorflow, ray,
+hcclrank.
+
+A plugin is a small object with three hooks, called by the pure job reconciler:
+`on_job_add` (objects to create once when the job is initialised), `on_job_update` (objects to
+rewrite when replicas change, e.g. the svc ConfigMap) and `on_pod_create` (mutates a pod before it
+is created). Plugins never do I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from batch.controllers.jobspec import TaskView
+
+JSON = dict[str, Any]
+
+
+class JobPlugin(Protocol):
+    """The controller-side hooks of one job plugin."""
+
+    name: str
+
+    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]: ...
+
+    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]: ...
+
+    def on_pod_create(
+        self,
+        job: Mapping[str, Any],
+        tasks: Sequence[TaskView],
+        pod: JSON,
+        task: TaskView,
+        index: int,
+    ) -> None: ...
+
+
+def parse_args(args: Sequence[str] | None) -> dict[str, str]:
+    """pflag-style `--key=value`, `--key value` and bare `--flag` (= "true")."""
+    out: dict[str, str] = {}
+    items = list(args or [])
+    i = 0
+    while i < len(items):
+        a = str(items[i]).strip()
+        i += 1
+        if not a.startswith("-"):
+            continue
+        a = a.lstrip("-")
+        if "=" in a:
+            k, v = a.split("=", 1)
+            out[k] = v
+        elif i < len(items) and not str(items[i]).startswith("-"):
+            out[a] = str(items[i])
+            i += 1
+        else:
+            out[a] = "true"
+    return out
+
+
+def build_plugins(job: Mapping[str, Any]) -> list[JobPlugin]:
+    """Instantiate the job's plugins in a stable order (unknown names are ignored here; the
+    admission webhook rejects them)."""
+    from batch.controllers.plugins.distributed import (
+        HcclRankPlugin,
+        MpiPlugin,
+        PytorchPlugin,
+        RayPlugin,
+        TensorflowPlugin,
+    )
+    from batch.controllers.plugins.env import EnvPlugin
+    from batch.controllers.plugins.ssh import SshPlugin
+    from batch.controllers.plugins.svc import SvcPlugin
+
+    factories: dict[str, Any] = {
+        "svc": SvcPlugin,
+        "ssh": SshPlugin,
+        "env": EnvPlugin,
+        "pytorch": PytorchPlugin,
+        "mpi": MpiPlugin,
+        "tensorflow": TensorflowPlugin,
+        "ray": RayPlugin,
+        "hcclrank": HcclRankPlugin,
+    }
+    requested = dict((job.get("spec") or {}).get("plugins") or {})
+    # Implicit plugins (the mutating webhook adds them; repeat here for jobs that bypassed it).
+    if (
+        any(k in requested for k in ("tensorflow", "mpi", "pytorch", "ray"))
+        and "svc" not in requested
+    ):
+        requested["svc"] = []
+    if "mpi" in requested and "ssh" not in requested:
+        requested["ssh"] = []
+    out: list[JobPlugin] = []
+    for name, factory in factories.items():
+        if name in requested:
+            out.append(factory(parse_args(requested[name])))
+    return out
+
+
+def add_env(pod: JSON, env: Sequence[JSON], *, init: bool = True, only: str | None = None) -> None:
+    """Append env vars (skipping names already set) to containers (and init containers)."""
+    spec = pod.setdefault("spec", {})
+    groups = ["containers", "initContainers"] if init else ["containers"]
+    for g in groups:
+        for ctr in spec.get(g) or []:
+            if only is not None and ctr.get("name") != only:
+                continue
+            cur = ctr.setdefault("env", [])
+            names = {e.get("name") for e in cur}
+            for e in env:
+                if e["name"] not in names:
+                    cur.append(dict(e))
+
+
+def add_port(pod: JSON, port: int, name: str) -> None:
+    for ctr in (pod.get("spec") or {}).get("containers") or []:
+        ports = ctr.setdefault("ports", [])
+        if not any(p.get("containerPort") == port for p in ports):
+            ports.append({"name": name, "containerPort": port, "protocol": "TCP"})
+
+
+def task_hosts(job: Mapping[str, Any], task: TaskView) -> list[str]:
+    """FQDN-ish host names `<pod>.<subdomain>` of a task (one entry if hostname is fixed)."""
+    job_name = str((job.get("metadata") or {}).get("name"))
+    spec = task.template.get("spec") or {}
+    fixed = spec.get("hostname")
+    sub = spec.get("subdomain") or job_name
+    if fixed:
+        return [f"{fixed}.{sub}"]
+    return [f"{job_name}-{task.name}-{i}.{sub}" for i in range(task.replicas)]

@@ -1,0 +1,145 @@
+"""Exact sums of Kubernetes resource quantities for PodGroup minResources.
+
+The PodGroup's `minResources` is a ResourceList of quota-usage keys whose values are the sums of
+pod requests (`volcano.md` §1.3). Sums are exact (Fractions), never floats. This is a small
+local parser/formatter so the controllers do not depend on the shape of `batch.api` internals;
+it follows the Kubernetes quantity grammar for the suffixes in practical use.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+_BIN = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DEC = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_RE = re.compile(
+    r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
+)
+
+
+class QuantityParseError(ValueError):
+    """A quantity string that does not follow the Kubernetes grammar."""
+
+
+def parse(value: str | int | float) -> tuple[Fraction, bool]:
+    """Parse a quantity; returns (exact value, is_binary_suffix)."""
+    if isinstance(value, bool):
+        raise QuantityParseError(f"invalid quantity {value!r}")
+    if isinstance(value, int):
+        return Fraction(value), False
+    if isinstance(value, float):
+        return Fraction(str(value)), False
+    s = value.strip()
+    m = _RE.match(s)
+    if not m:
+        raise QuantityParseError(f"invalid quantity {value!r}")
+    number = Fraction(m.group(1))
+    if m.group(2):
+        return number * Fraction(10) ** int(m.group(2)[1:]), False
+    suffix = m.group(3) or ""
+    if suffix in _BIN:
+        return number * 1024 ** _BIN[suffix], True
+    return number * Fraction(10) ** _DEC[suffix], False
+
+
+def format_quantity(value: Fraction, *, binary: bool) -> str:
+    """Canonical-looking form: binary suffixes for memory-like sums, SI otherwise."""
+    if value == 0:
+        return "0"
+    if binary and value.denominator == 1:
+        v = int(value)
+        for suffix, power in sorted(_BIN.items(), key=lambda kv: -kv[1]):
+            unit = 1024**power
+            if v % unit == 0:
+                return f"{v // unit}{suffix}"
+        return str(v)
+    for suffix, exp in sorted(_DEC.items(), key=lambda kv: -kv[1]):
+        if exp <= 0:
+            continue
+        unit = Fraction(10) ** exp
+        q = value / unit
+        if q.denominator == 1 and abs(q) >= 1:
+            return f"{int(q)}{suffix}"
+    if value.denominator == 1:
+        return str(int(value))
+    for suffix in ("m", "u", "n"):
+        q = value / Fraction(10) ** _DEC[suffix]
+        if q.denominator == 1:
+            return f"{int(q)}{suffix}"
+    q = value * 10**9
+    return f"{-(-q.numerator // q.denominator)}n"
+
+
+class ResourceSum:
+    """Accumulates ResourceLists exactly, remembering whether a key used binary suffixes."""
+
+    __slots__ = ("_binary", "_values")
+
+    def __init__(self) -> None:
+        self._values: dict[str, Fraction] = {}
+        self._binary: dict[str, bool] = {}
+
+    def add(self, rl: Mapping[str, Any] | None, *, times: int = 1, prefix: str = "") -> None:
+        for name, raw in (rl or {}).items():
+            value, binary = parse(raw)
+            key = prefix + name
+            self._values[key] = self._values.get(key, Fraction(0)) + value * times
+            self._binary[key] = self._binary.get(key, False) or binary
+
+    def add_count(self, key: str, n: int) -> None:
+        self._values[key] = self._values.get(key, Fraction(0)) + n
+        self._binary.setdefault(key, False)
+
+    def to_list(self) -> dict[str, str]:
+        return {
+            k: format_quantity(v, binary=self._binary[k]) for k, v in sorted(self._values.items())
+        }
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Effective (requests, limits) of a pod spec: sum over containers, max with init containers.
+
+    Requests default to limits for a resource with a limit and no request (as Kubernetes does).
+    """
+    req_sum = ResourceSum()
+    lim_sum = ResourceSum()
+    for c in pod_spec.get("containers") or []:
+        res = c.get("resources") or {}
+        limits = res.get("limits") or {}
+        requests = {**limits, **(res.get("requests") or {})}
+        req_sum.add(requests)
+        lim_sum.add(limits)
+    requests_out = req_sum.to_list()
+    limits_out = lim_sum.to_list()
+    for ic in pod_spec.get("initContainers") or []:
+        res = ic.get("resources") or {}
+        limits = res.get("limits") or {}
+        requests = {**limits, **(res.get("requests") or {})}
+        for name, raw in requests.items():
+            v, b = parse(raw)
+            cur = parse(requests_out[name])[0] if name in requests_out else Fraction(0)
+            if v > cur:
+                requests_out[name] = format_quantity(v, binary=b)
+    return requests_out, limits_out
+
+
+def quota_keys(requests: Mapping[str, Any], limits: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Quota-usage keys for one pod, as Kubernetes' pod evaluator names them."""
+    out: list[tuple[str, Any]] = [("count/pods", 1), ("pods", 1)]
+    for name, value in requests.items():
+        out.append((name, value))
+        out.append((f"requests.{name}", value))
+    for name, value in limits.items():
+        if name in ("cpu", "memory", "ephemeral-storage"):
+            out.append((f"limits.{name}", value))
+    return out
+
+
+def sum_lists(items: Iterable[tuple[str, Any]]) -> dict[str, str]:
+    total = ResourceSum()
+    for key, value in items:
+        total.add({key: value})
+    return total.to_list()
