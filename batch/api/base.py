@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from batch.api.quantity import QuantityError, parse_quantity
 
@@ -45,6 +46,16 @@ class KubeModel(BaseModel):
 
     #: CRD generation marks the schema of this model `x-kubernetes-preserve-unknown-fields`.
     crd_preserve_unknown: ClassVar[bool] = False
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        if cls.crd_preserve_unknown:
+            target["x-kubernetes-preserve-unknown-fields"] = True
+        return schema
 
     def to_dict(self) -> dict[str, Any]:
         """The object as Kubernetes JSON: aliases, only fields that were set (lossless)."""

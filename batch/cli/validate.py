@@ -1,0 +1,152 @@
+"""`tephra validate FILE...`: offline defaulting and validation of Volcano/Tephra YAML.
+
+Runs exactly the admission the API server runs (`batch.api.admission.admit`, operation CREATE)
+on every document of every file. Valid documents are printed defaulted (YAML, stdout); each
+error is one line on stderr: `FILE:DOC Kind ns/name: field.path: rule (message)` (DOC counts
+documents from 1). Documents of kinds Tephra does not serve are listed as skipped. Queues are
+assumed to exist, be Open and be leaves unless `--queues FILE` gives them (Queue and Namespace
+documents; Queues defined in the validated files count too). Exit status 1 on any error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from batch.api.admission import AdmissionLookup, AssumeAllQueues, StaticLookup, admit
+from batch.api.kinds import kind_for_object
+from batch.api.yamlio import dump_yaml, iter_documents, yaml_error_summary
+
+
+@dataclass
+class _Doc:
+    source: str
+    index: int
+    obj: Any
+
+
+@dataclass
+class _Loaded:
+    docs: list[_Doc] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _load(path: str) -> _Loaded:
+    loaded = _Loaded()
+    try:
+        text = Path(path).read_text(encoding="utf-8") if path != "-" else sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        loaded.problems.append(f"{path}: cannot read file: {reason}")
+        return loaded
+    index = 0
+    try:
+        for obj in iter_documents(text):
+            index += 1
+            if obj is not None:
+                loaded.docs.append(_Doc(path, index, obj))
+    except yaml.YAMLError as exc:
+        loaded.problems.append(f"{path}:{index + 1} invalid YAML: {yaml_error_summary(exc)}")
+    return loaded
+
+
+def _describe(obj: Any) -> str:
+    if not isinstance(obj, Mapping):
+        return f"a {type(obj).__name__}, not a Kubernetes object"
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return "no apiVersion/kind, not a Kubernetes object"
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return f"{api_version} {kind}" + (f" {name}" if isinstance(name, str) else "")
+
+
+def _lookup_from(path: str | None, extra_queues: list[Mapping[str, Any]]) -> AdmissionLookup | str:
+    if path is None:
+        return AssumeAllQueues()
+    loaded = _load(path)
+    if loaded.problems:
+        return "; ".join(loaded.problems)
+    queues = list(extra_queues)
+    namespaces = []
+    for doc in loaded.docs:
+        if isinstance(doc.obj, Mapping) and doc.obj.get("kind") == "Queue":
+            queues.append(doc.obj)
+        elif isinstance(doc.obj, Mapping) and doc.obj.get("kind") == "Namespace":
+            namespaces.append(doc.obj)
+    return StaticLookup(queues, namespaces)
+
+
+def _served_kind(obj: Any) -> str | None:
+    """The admission kind of a document, or None when Tephra does not serve it."""
+    if not isinstance(obj, Mapping):
+        return None
+    if obj.get("apiVersion") == "v1" and obj.get("kind") == "Pod":
+        return "Pod"  # core pods: Volcano's pod webhook (jdb annotations)
+    info = kind_for_object(obj)
+    return info.kind if info else None
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, required=True)
+@click.option(
+    "--queues",
+    "queues_file",
+    default=None,
+    metavar="FILE",
+    help="YAML with the cluster's Queue (and Namespace) objects; default: every queue exists.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the defaulted objects.")
+def validate(files: tuple[str, ...], queues_file: str | None, quiet: bool) -> None:
+    """Default and validate Volcano/Tephra objects offline, as admission would."""
+    failures = 0
+    loaded = [_load(f) for f in files]
+    for item in loaded:
+        for problem in item.problems:
+            click.echo(problem, err=True)
+            failures += 1
+    docs = [d for item in loaded for d in item.docs]
+    in_files = [
+        d.obj
+        for d in docs
+        if isinstance(d.obj, Mapping) and (k := kind_for_object(d.obj)) and k.kind == "Queue"
+    ]
+    lookup = _lookup_from(queues_file, in_files)
+    if isinstance(lookup, str):
+        click.echo(f"--queues: {lookup}", err=True)
+        raise SystemExit(1)
+    valid = invalid = skipped = 0
+    printed = 0
+    for doc in docs:
+        where = f"{doc.source}:{doc.index}"
+        kind = _served_kind(doc.obj)
+        if kind is None:
+            skipped += 1
+            click.echo(f"{where} skipped: {_describe(doc.obj)} (not served by Tephra)", err=True)
+            continue
+        result = admit(kind=kind, operation="CREATE", obj=doc.obj, old=None, lookup=lookup)
+        if not result.allowed:
+            invalid += 1
+            for err in result.errors:
+                click.echo(f"{where} {err}", err=True)
+            continue
+        valid += 1
+        if not quiet:
+            if printed:
+                click.echo("---")
+            click.echo(f"# {where}")
+            click.echo(dump_yaml(result.object), nl=False)
+            printed += 1
+    click.echo(
+        f"{valid} valid, {invalid} invalid, {skipped} skipped"
+        + (f", {failures} unreadable" if failures else ""),
+        err=True,
+    )
+    if invalid or failures:
+        raise SystemExit(1)
