@@ -16,6 +16,8 @@ import batch
 
 _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", "short help")
+    "validate": ("batch.cli.validate:validate", "Default and validate Volcano YAML offline."),
+    "crds": ("batch.cli.crds:crds", "Write the CRDs generated from batch.api."),
 }
 
 
