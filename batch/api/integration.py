@@ -352,7 +352,7 @@ def desired_podgroup_spec(
     spec: dict[str, Any] = {"minMember": min_member, "queue": resolve_queue(gang, namespace_obj)}
     if min_task:
         spec["minTaskMember"] = min_task
-    if gang.min_resources is not None:
+    if gang.min_resources:  # an empty list admits everything, like no list at all
         spec["minResources"] = dict(gang.min_resources)
     if gang.priority_class_name:
         spec["priorityClassName"] = gang.priority_class_name
