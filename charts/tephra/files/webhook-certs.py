@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -143,8 +144,8 @@ def still_good(
         return False, f"does not cover {lacking}"
     try:
         cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError) as exc:
-        return False, f"not issued by ca.crt: {exc}"
+    except (ValueError, TypeError, InvalidSignature) as exc:
+        return False, f"not issued by ca.crt: {exc or 'bad signature'}"
     return True, "valid"
 
 
