@@ -1,0 +1,185 @@
+"""Queue reconciler: state machine, hierarchy, counts (volcano.md §2.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.actions import PatchObject, PatchStatus
+from batch.controllers.memory import MemoryCluster
+from batch.controllers.queue import reconcile_queue
+
+
+def q(name: str, *, parent: str | None = None, state: str | None = "Open") -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": c.SCHED_API,
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1},
+    }
+    if parent:
+        body["spec"]["parent"] = parent
+    if state:
+        body["status"] = {"state": state}
+    return body
+
+
+def pg(name: str, queue: str, phase: str) -> dict[str, Any]:
+    return {
+        "apiVersion": c.SCHED_API,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"queue": queue, "minMember": 1},
+        "status": {"phase": phase},
+    }
+
+
+def cmd(queue: str, action: str, n: int = 0) -> dict[str, Any]:
+    return {
+        "apiVersion": c.BUS_API,
+        "kind": "Command",
+        "metadata": {"name": f"{queue}-{action.lower()}-{n}", "namespace": "default"},
+        "action": action,
+        "target": {"kind": "Queue", "name": queue},
+    }
+
+
+class World:
+    def __init__(self) -> None:
+        self.cluster = MemoryCluster()
+
+    def sync(self, rounds: int = 4) -> None:
+        for _ in range(rounds):
+            changed = 0
+            for queue in self.cluster.objects_of("Queue"):
+                name = queue["metadata"]["name"]
+                res = reconcile_queue(
+                    queue,
+                    queues=self.cluster.objects_of("Queue"),
+                    podgroups=[
+                        p
+                        for p in self.cluster.objects_of("PodGroup")
+                        if p["spec"].get("queue") == name
+                    ],
+                    commands=[
+                        x for x in self.cluster.objects_of("Command") if x["target"]["name"] == name
+                    ],
+                )
+                changed += self.cluster.apply(
+                    [a for a in res.actions if not isinstance(a, type(None))]
+                )
+            if not changed:
+                return
+
+    def state(self, name: str) -> str:
+        obj = self.cluster.get("Queue", "", name) or {}
+        return str((obj.get("status") or {}).get("state"))
+
+    def annotations(self, name: str) -> dict[str, str]:
+        obj = self.cluster.get("Queue", "", name) or {}
+        return dict(obj["metadata"].get("annotations") or {})
+
+
+def test_new_queue_opens_and_gets_root_parent() -> None:
+    res = reconcile_queue(q("a", state=None), queues=[q("root")], podgroups=[])
+    patches = res.of_type(PatchObject)
+    assert patches[0].patch == {"spec": {"parent": "root"}}
+    st = res.of_type(PatchStatus)[0].status
+    assert st["state"] == "Open"
+    assert st["pending"] == 0
+
+
+def test_counts_per_phase() -> None:
+    groups = [
+        pg("a", "q", "Pending"),
+        pg("b", "q", "Inqueue"),
+        pg("c", "q", "Running"),
+        pg("d", "q", "Running"),
+        pg("e", "q", "Completed"),
+        pg("f", "q", "Unknown"),
+    ]
+    res = reconcile_queue(q("q", parent="root"), queues=[q("root")], podgroups=groups)
+    st = res.of_type(PatchStatus)[0].status
+    assert st == {"pending": 1, "inqueue": 1, "running": 2, "unknown": 1, "completed": 1}
+
+
+def test_close_empty_queue_is_closed_and_nonempty_is_closing_until_drained() -> None:
+    w = World()
+    w.cluster.add(q("root"))
+    w.cluster.add(q("a", parent="root"))
+    w.cluster.add(q("b", parent="root"))
+    w.cluster.add(pg("g1", "b", "Running"))
+    w.cluster.add(cmd("a", "CloseQueue"))
+    w.cluster.add(cmd("b", "CloseQueue"))
+    w.sync()
+    assert w.state("a") == "Closed"
+    assert w.state("b") == "Closing"
+    assert w.cluster.objects_of("Command") == []
+    del w.cluster.objects[("PodGroup", "ns", "g1")]
+    w.sync()
+    assert w.state("b") == "Closed"
+    w.cluster.add(cmd("b", "OpenQueue"))
+    w.sync()
+    assert w.state("b") == "Open"
+
+
+def test_hierarchy_close_propagates_and_reopen_restores_marked_children() -> None:
+    w = World()
+    w.cluster.add(q("root"))
+    w.cluster.add(q("eng", parent="root"))
+    w.cluster.add(q("prod", parent="eng"))
+    w.cluster.add(q("dev", parent="eng"))
+    w.cluster.add(q("leaf", parent="prod"))
+    w.cluster.add(pg("g", "dev", "Running"))
+    w.cluster.add(cmd("eng", "CloseQueue"))
+    w.sync(6)
+    assert w.state("eng") == "Closed"
+    assert w.state("prod") == "Closed"
+    assert w.state("leaf") == "Closed"
+    assert w.state("dev") == "Closing"
+    for name in ("prod", "dev", "leaf"):
+        assert w.annotations(name).get(c.CLOSED_BY_PARENT) == "true"
+    # a child cannot be opened while its parent is closed
+    w.cluster.add(cmd("prod", "OpenQueue"))
+    w.sync()
+    assert w.state("prod") == "Closed"
+    w.cluster.add(cmd("eng", "OpenQueue"))
+    w.sync(6)
+    for name in ("eng", "prod", "dev", "leaf"):
+        assert w.state(name) == "Open", name
+        assert c.CLOSED_BY_PARENT not in w.annotations(name)
+
+
+def test_child_closed_by_itself_stays_closed_when_parent_reopens() -> None:
+    w = World()
+    w.cluster.add(q("root"))
+    w.cluster.add(q("p", parent="root"))
+    w.cluster.add(q("child", parent="p"))
+    w.cluster.add(cmd("child", "CloseQueue"))
+    w.sync()
+    w.cluster.add(cmd("p", "CloseQueue", 1))
+    w.sync()
+    w.cluster.add(cmd("p", "OpenQueue", 2))
+    w.sync()
+    assert w.state("p") == "Open"
+    assert w.state("child") == "Closed"
+
+
+def test_command_repeat_is_harmless() -> None:
+    queue = q("a", parent="root")
+    res1 = reconcile_queue(
+        queue, queues=[q("root"), queue], podgroups=[], commands=[cmd("a", "CloseQueue")]
+    )
+    queue["status"] = {
+        "state": "Closed",
+        "pending": 0,
+        "inqueue": 0,
+        "running": 0,
+        "unknown": 0,
+        "completed": 0,
+    }
+    res2 = reconcile_queue(
+        queue, queues=[q("root"), queue], podgroups=[], commands=[cmd("a", "CloseQueue")]
+    )
+    assert res1.of_type(PatchStatus)[0].status["state"] == "Closed"
+    assert res2.of_type(PatchStatus) == []
