@@ -18,6 +18,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", "short help")
     "validate": ("batch.cli.validate:validate", "Default and validate Volcano YAML offline."),
     "crds": ("batch.cli.crds:crds", "Write the CRDs generated from batch.api."),
+    "sandbox": ("batch.cli.sandbox:sandbox", "Run the embedded cluster (API server + nodes)."),
 }
 
 

@@ -1,0 +1,207 @@
+"""`tephra sandbox`: run the embedded cluster (`up`) and print Node manifests (`nodes`)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+import click
+import yaml
+
+
+@click.group("sandbox")
+def sandbox() -> None:
+    """The embedded Kubernetes API server, node emulator, controllers and scheduler."""
+
+
+@sandbox.command("up")
+@click.option(
+    "--kubeconfig",
+    "kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Write a kubeconfig here once everything is ready.",
+)
+@click.option("--port", type=int, default=0, show_default=True, help="0 picks a free port.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--nodes",
+    "nodes_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="YAML file of v1 Node objects (see `tephra sandbox nodes`).",
+)
+@click.option(
+    "--scheduler-conf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="volcano-scheduler.conf for the scheduler component.",
+)
+@click.option(
+    "--schedule-period",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Seconds between scheduling sessions.",
+)
+@click.option("--db", "db_url", help="Ledger database URL (default: SQLite).")
+@click.option(
+    "--max-grace-seconds",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Cap on pod termination grace periods.",
+)
+@click.option(
+    "--heartbeat-seconds",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Node lease renewal period.",
+)
+@click.option("--fail-rate", type=float, default=0.0, help="Fraction of writes failed with 500.")
+@click.option(
+    "--throttle-rate",
+    type=float,
+    default=0.0,
+    help="Fraction of writes answered 429 Too Many Requests.",
+)
+@click.option("--latency", type=float, default=0.0, help="Seconds added to every request.")
+@click.option("--jitter", type=float, default=0.0, help="Up to this many extra seconds.")
+@click.option(
+    "--drop-watch-every",
+    type=float,
+    default=0.0,
+    help="Drop every watch stream this many seconds after it opens.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of fault injection and generated names.",
+)
+@click.option("--no-components", is_flag=True, help="Serve only the API server and node emulator.")
+@click.option("-v", "--verbose", is_flag=True)
+def up(
+    kubeconfig: Path,
+    port: int,
+    host: str,
+    nodes_file: Path | None,
+    scheduler_conf: Path | None,
+    schedule_period: float,
+    db_url: str | None,
+    max_grace_seconds: float,
+    heartbeat_seconds: float,
+    fail_rate: float,
+    throttle_rate: float,
+    latency: float,
+    jitter: float,
+    drop_watch_every: float,
+    seed: int,
+    no_components: bool,
+    verbose: bool,
+) -> None:
+    """Serve a sandbox cluster until SIGINT/SIGTERM; write KUBECONFIG once it is ready."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from batch.sandbox.components import default_components, start_all, stop_all
+    from batch.sandbox.kubeconfig import write_kubeconfig
+    from batch.sandbox.options import FaultOptions, SandboxOptions
+    from batch.sandbox.runtime import SandboxThread
+
+    began = time.monotonic()
+    options = SandboxOptions(
+        host=host,
+        port=port,
+        nodes_file=nodes_file,
+        scheduler_conf=scheduler_conf,
+        schedule_period=schedule_period,
+        db_url=db_url,
+        max_grace_seconds=max_grace_seconds,
+        heartbeat_seconds=heartbeat_seconds,
+        seed=seed,
+        faults=FaultOptions(
+            error_rate=fail_rate,
+            throttle_rate=throttle_rate,
+            latency=latency,
+            jitter=jitter,
+            drop_watch_every=drop_watch_every,
+            seed=seed,
+        ),
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        thread = SandboxThread(options).start()
+    except (RuntimeError, OSError, yaml.YAMLError) as exc:
+        raise click.ClickException(f"sandbox: {exc}") from None
+    components = [] if no_components else default_components(options)
+    with tempfile.TemporaryDirectory(prefix="tephra-sandbox-") as tmp:
+        internal = write_kubeconfig(Path(tmp) / "kubeconfig", thread.url)
+        try:
+            start_all(components, kubeconfig=internal, options=options)
+        except (RuntimeError, OSError) as exc:
+            thread.stop()
+            raise click.ClickException(f"sandbox: {exc}") from None
+        write_kubeconfig(kubeconfig, thread.url)
+        names = ", ".join(c.name for c in components) or "no components"
+        click.echo(
+            f"sandbox ready at {thread.url} in {time.monotonic() - began:.2f}s "
+            f"({names}); kubeconfig: {kubeconfig}",
+            err=True,
+        )
+        sys.stderr.flush()
+        while not stop.wait(0.5):
+            pass
+        click.echo("sandbox stopping", err=True)
+        stop_all(components)
+        thread.stop()
+    kubeconfig.unlink(missing_ok=True)
+
+
+@sandbox.command("nodes")
+@click.option("--count", type=int, default=1, show_default=True)
+@click.option("--gpus", type=int, default=0, show_default=True, help="nvidia.com/gpu per node.")
+@click.option("--cpu", default="64", show_default=True)
+@click.option("--memory", default="512Gi", show_default=True)
+@click.option("--pods", type=int, default=110, show_default=True)
+@click.option("--topology", default=None, help="racks=N[,spines=M]")
+@click.option("--prefix", default="node", show_default=True)
+def nodes(
+    count: int, gpus: int, cpu: str, memory: str, pods: int, topology: str | None, prefix: str
+) -> None:
+    """Print Node manifests (multi-document YAML) for `sandbox up --nodes` or `kubectl apply`."""
+    from batch.api.quantity import QuantityError, parse_quantity
+    from batch.sandbox.nodes import make_nodes, parse_topology
+
+    try:
+        topo = parse_topology(topology)
+        parse_quantity(cpu)
+        parse_quantity(memory)
+    except (ValueError, QuantityError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if count < 1:
+        raise click.ClickException("--count must be at least 1")
+    docs = make_nodes(
+        count=count,
+        gpus=gpus,
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        racks=topo.get("racks", 0),
+        spines=topo.get("spines", 0),
+        prefix=prefix,
+    )
+    click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)

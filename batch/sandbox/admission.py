@@ -1,0 +1,121 @@
+"""Bridge from the sandbox's write path to Tephra's in-process admission (`batch.api.admission`).
+
+The production webhook and the sandbox call the same `admit()` function, so a VCJob rejected by
+the sandbox is rejected by a real cluster with Tephra installed. The lookup it needs (queues,
+namespaces) is answered from the sandbox store. If `batch.api.admission` is not importable the
+sandbox admits everything (schema checks still apply) and says so once in the log.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from batch.sandbox.errors import ApiError, Cause, invalid
+
+log = logging.getLogger(__name__)
+
+# (group, kind) pairs whose writes go through Tephra admission.
+TEPHRA_KINDS = frozenset(
+    {
+        ("batch.volcano.sh", "Job"),
+        ("batch.volcano.sh", "CronJob"),
+        ("scheduling.volcano.sh", "Queue"),
+        ("scheduling.volcano.sh", "PodGroup"),
+        ("bus.volcano.sh", "Command"),
+        ("topology.volcano.sh", "HyperNode"),
+        ("", "Pod"),
+    }
+)
+
+
+class StoreLookup:
+    """The `lookup` protocol of `batch.api.admission.admit`, answered from the store."""
+
+    def __init__(
+        self,
+        get: Callable[[str, str, str], dict[str, Any] | None],
+        list_all: Callable[[str], list[dict[str, Any]]],
+    ) -> None:
+        self._get = get
+        self._list = list_all
+
+    def get_queue(self, name: str) -> dict[str, Any] | None:
+        return self._get("queues.scheduling.volcano.sh", "", name)
+
+    def list_queues(self) -> list[dict[str, Any]]:
+        return self._list("queues.scheduling.volcano.sh")
+
+    def get_namespace(self, name: str) -> dict[str, Any] | None:
+        return self._get("namespaces", "", name)
+
+
+_admit: Callable[..., Any] | None = None
+_loaded = False
+
+
+def _load() -> Callable[..., Any] | None:
+    global _admit, _loaded
+    if not _loaded:
+        _loaded = True
+        try:
+            module = importlib.import_module("batch.api.admission")
+            _admit = getattr(module, "admit", None)
+        except ImportError:
+            _admit = None
+        if _admit is None:
+            log.warning(
+                "batch.api.admission.admit is not available; Tephra kinds are admitted "
+                "without defaulting or validation"
+            )
+    return _admit
+
+
+def admit(
+    *,
+    group: str,
+    kind: str,
+    operation: str,
+    obj: dict[str, Any] | None,
+    old: dict[str, Any] | None,
+    lookup: StoreLookup,
+) -> dict[str, Any] | None:
+    """Run admission; return the (possibly defaulted) object or raise a 422 ApiError."""
+    if (group, kind) not in TEPHRA_KINDS:
+        return obj
+    fn = _load()
+    if fn is None:
+        return obj
+    result = fn(kind=kind, operation=operation, obj=obj, old=old, lookup=lookup)
+    if not getattr(result, "allowed", True):
+        errors = list(getattr(result, "errors", []) or [])
+        causes = [
+            Cause(
+                str(getattr(e, "path", "")),
+                _reason(str(getattr(e, "rule", ""))),
+                str(getattr(e, "message", "")),
+            )
+            for e in errors
+        ] or [Cause("", "FieldValueForbidden", "denied by Tephra admission")]
+        name = str(((obj or old or {}).get("metadata") or {}).get("name", ""))
+        raise invalid(kind, group, name, causes)
+    new_obj = getattr(result, "object", None)
+    return new_obj if isinstance(new_obj, dict) else obj
+
+
+def _reason(rule: str) -> str:
+    mapping = {
+        "required": "FieldValueRequired",
+        "duplicate": "FieldValueDuplicate",
+        "enum": "FieldValueNotSupported",
+        "not-supported": "FieldValueNotSupported",
+        "forbidden": "FieldValueForbidden",
+        "immutable": "FieldValueForbidden",
+        "not-found": "FieldValueNotFound",
+    }
+    return mapping.get(rule, "FieldValueInvalid")
+
+
+__all__ = ["TEPHRA_KINDS", "ApiError", "StoreLookup", "admit"]

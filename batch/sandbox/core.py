@@ -1,0 +1,971 @@
+"""The API semantics of the sandbox, independent of HTTP: create, update, patch, delete, bind.
+
+`Core` is what the HTTP layer calls for every request and what the in-process node emulator and
+workload controllers call directly (they act as the kubelet and kube-controller-manager would,
+minus the HTTP hop). It owns the resource-type registry (built-in kinds plus CRDs registered the
+moment their CustomResourceDefinition is stored) and enforces server-side metadata, status
+subresources, generation, finalizers, graceful pod deletion, admission and CRD schemas.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from batch.sandbox import admission, defaults, schema
+from batch.sandbox.errors import (
+    ApiError,
+    Cause,
+    already_exists,
+    conflict,
+    invalid,
+    not_found,
+)
+from batch.sandbox.meta import ResourceType, builtin_types, crd_types
+from batch.sandbox.patch import json_patch, merge_patch, strategic_merge_patch
+from batch.sandbox.selectors import Matcher, selector_from_label_selector
+from batch.sandbox.store import Obj, Store
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+_KEEP_STATUS_ON_CREATE = frozenset({"Node", "Service", "PersistentVolume", "Event", "Namespace"})
+_TERMINAL = ("Succeeded", "Failed")
+
+
+class Clock:
+    """Wall clock with cached RFC 3339 second-precision formatting."""
+
+    def __init__(self) -> None:
+        self._sec = -1
+        self._text = ""
+
+    def now(self) -> float:
+        return time.time()
+
+    def stamp(self, at: float | None = None) -> str:
+        t = self.now() if at is None else at
+        sec = int(t)
+        if at is not None:
+            return datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if sec != self._sec:
+            self._sec = sec
+            self._text = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._text
+
+
+def parse_stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+class ListResult:
+    __slots__ = ("cont", "items", "remaining", "rv")
+
+    def __init__(self, items: list[Obj], rv: int, cont: str, remaining: int | None) -> None:
+        self.items = items
+        self.rv = rv
+        self.cont = cont
+        self.remaining = remaining
+
+
+class Core:
+    """Registry + store + semantics. All methods run on the server's event loop thread."""
+
+    def __init__(self, *, store: Store | None = None, seed: int = 0) -> None:
+        self.store = store or Store()
+        self.clock = Clock()
+        self.rand = random.Random(seed)
+        self.types: dict[tuple[str, str, str], ResourceType] = {}
+        self.by_kind: dict[tuple[str, str], ResourceType] = {}
+        self.groups: dict[str, list[str]] = {}  # group -> versions (preferred first)
+        for rt in builtin_types():
+            self.register(rt)
+        self.lookup = admission.StoreLookup(self.store.get, self._list_all)
+        # Called after an object is removed (GC of dependents) - set by the runtime.
+        self.after_remove: list[Callable[[str, Obj], None]] = []
+        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.create(self.rt("", "v1", "namespaces"), "", {"metadata": {"name": ns}})
+        pcs = self.rt("scheduling.k8s.io", "v1", "priorityclasses")
+        for name, value in (
+            ("system-cluster-critical", 2000000000),
+            ("system-node-critical", 2000001000),
+        ):
+            self.create(
+                pcs,
+                "",
+                {
+                    "metadata": {"name": name},
+                    "value": value,
+                    "preemptionPolicy": "PreemptLowerPriority",
+                    "description": "built-in priority class",
+                },
+            )
+
+    # ----------------------------------------------------------------- registry
+    def register(self, rt: ResourceType) -> None:
+        self.types[(rt.group, rt.version, rt.plural)] = rt
+        self.by_kind[(rt.api_version, rt.kind)] = rt
+        versions = self.groups.setdefault(rt.group, [])
+        if rt.version not in versions:
+            versions.append(rt.version)
+        if rt.plural != "bindings":
+            self.store.bucket(rt.storage_key, rt.namespaced)
+
+    def unregister_group_resource(self, group: str, plural: str) -> None:
+        for key in [k for k in self.types if k[0] == group and k[2] == plural]:
+            rt = self.types.pop(key)
+            self.by_kind.pop((rt.api_version, rt.kind), None)
+            versions = self.groups.get(group, [])
+            still = any(k[0] == group and k[1] == rt.version for k in self.types)
+            if not still and rt.version in versions:
+                versions.remove(rt.version)
+            if not versions:
+                self.groups.pop(group, None)
+
+    def rt_for_key(self, key: str) -> ResourceType | None:
+        """Some served version of the group/resource stored under key."""
+        for rt in self.types.values():
+            if rt.storage_key == key and rt.plural != "bindings":
+                return rt
+        return None
+
+    def rt(self, group: str, version: str, plural: str) -> ResourceType:
+        t = self.types.get((group, version, plural))
+        if t is None:
+            raise ApiError(
+                404,
+                "the server could not find the requested resource",
+                reason="NotFound",
+                details={"group": group, "kind": plural},
+            )
+        return t
+
+    def _list_all(self, key: str) -> list[Obj]:
+        b = self.store.buckets.get(key)
+        return list(b.iter(None)) if b else []
+
+    # ----------------------------------------------------------------- reads
+    def get(self, rt: ResourceType, ns: str, name: str) -> Obj:
+        obj = self.store.get(rt.storage_key, ns if rt.namespaced else "", name)
+        if obj is None:
+            raise not_found(rt.group, rt.plural, name)
+        return obj
+
+    def find(self, rt: ResourceType, ns: str, name: str) -> Obj | None:
+        return self.store.get(rt.storage_key, ns if rt.namespaced else "", name)
+
+    def list(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        *,
+        label: Matcher | None = None,
+        field: Matcher | None = None,
+        limit: int = 0,
+        cont: str = "",
+    ) -> ListResult:
+        bucket = self.store.buckets[rt.storage_key]
+        rv = self.store.rv
+        start: tuple[str, str] | None = None
+        if cont:
+            try:
+                token = json.loads(base64.urlsafe_b64decode(cont.encode()))
+                start = (str(token["ns"]), str(token["name"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ApiError(400, "continue key is not valid") from exc
+        namespaces = [ns] if ns is not None else sorted(bucket.objects)
+        items: list[Obj] = []
+        paging = limit > 0
+        remaining = 0
+        last: tuple[str, str] | None = None
+        for space in namespaces:
+            objs = bucket.objects.get(space)
+            if not objs:
+                continue
+            if start is not None and space < start[0]:
+                continue
+            names: Iterable[str] = sorted(objs) if paging or start is not None else objs
+            for name in names:
+                if start is not None and (space, name) <= start:
+                    continue
+                obj = objs[name]
+                if label is not None and not label(obj["metadata"].get("labels") or {}):
+                    continue
+                if field is not None and not field(obj):
+                    continue
+                if paging and len(items) >= limit:
+                    remaining += 1
+                    continue
+                items.append(obj)
+                last = (space, name)
+        next_token = ""
+        if paging and remaining and last is not None:
+            next_token = base64.urlsafe_b64encode(
+                json.dumps({"ns": last[0], "name": last[1], "rv": rv}).encode()
+            ).decode()
+        return ListResult(items, rv, next_token, remaining if next_token else None)
+
+    def ns_check(self, rt: ResourceType, ns: str, *, creating: bool) -> None:
+        if not rt.namespaced:
+            return
+        nso = self.store.get("namespaces", "", ns)
+        if nso is None:
+            raise not_found("", "namespaces", ns)
+        if creating and nso["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                f"unable to create new content in namespace {ns} because it is being terminated",
+                details={
+                    "name": ns,
+                    "kind": "namespaces",
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {ns} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
+
+    # ----------------------------------------------------------------- create
+    def _check_kind(self, rt: ResourceType, body: Obj) -> None:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body of the request was not a JSON object")
+        kind = body.get("kind")
+        api_version = body.get("apiVersion")
+        if kind is not None and kind != rt.kind:
+            raise ApiError(400, f"the kind {kind!r} of the body does not match {rt.kind!r}")
+        if api_version is not None and api_version != rt.api_version:
+            other = self.by_kind.get((str(api_version), str(kind)))
+            if other is None or other.storage_key != rt.storage_key:
+                raise ApiError(
+                    400,
+                    f"the API version {api_version!r} of the body does not match "
+                    f"{rt.api_version!r}",
+                )
+
+    def create(self, rt: ResourceType, ns: str, body: Obj, *, dry_run: bool = False) -> Obj:
+        self._check_kind(rt, body)
+        obj: Obj = dict(body)
+        meta = dict(obj.get("metadata") or {})
+        if rt.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and ns and body_ns != ns:
+                raise ApiError(
+                    400,
+                    "the namespace of the provided object does not match the "
+                    "namespace sent on the request",
+                )
+            ns = ns or body_ns or "default"
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        name = meta.get("name")
+        if not name:
+            gen = meta.get("generateName")
+            if not gen:
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    "",
+                    [
+                        Cause(
+                            "metadata.name",
+                            "FieldValueRequired",
+                            "name or generateName is required",
+                        )
+                    ],
+                )
+            name = str(gen) + defaults.generate_suffix(self.rand)
+            while self.find(rt, ns, name) is not None:
+                name = str(gen) + defaults.generate_suffix(self.rand)
+            meta["name"] = name
+        causes = defaults.name_causes(
+            str(name),
+            "label"
+            if rt.name_rule == "label"
+            else ("path" if rt.crd or rt.kind in ("Event", "Lease") else rt.name_rule),
+        )
+        if causes:
+            raise invalid(rt.kind, rt.group, str(name), causes)
+        self.ns_check(rt, ns, creating=True)
+        if self.find(rt, ns, str(name)) is not None:
+            raise already_exists(rt.group, rt.plural, str(name))
+        for k in (
+            "resourceVersion",
+            "uid",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ):
+            meta.pop(k, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = self.clock.stamp()
+        meta["generation"] = 1
+        obj["metadata"] = meta
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        if rt.status_subresource and rt.kind not in _KEEP_STATUS_ON_CREATE:
+            obj.pop("status", None)
+        obj = self._prepare(rt, obj, None, "CREATE")
+        if dry_run:
+            return obj
+        stored = self.store.commit(rt.storage_key, obj, None)
+        if rt.kind == "CustomResourceDefinition":
+            self._crd_changed(stored)
+        return stored
+
+    # ----------------------------------------------------------------- kind hooks
+    def _prepare(self, rt: ResourceType, obj: Obj, old: Obj | None, op: str) -> Obj:
+        """Defaulting, schema and admission for a write; obj is private to this request."""
+        kind, group = rt.kind, rt.group
+        if group == "" and kind == "Pod":
+            if op == "CREATE":
+                obj["spec"] = copy.deepcopy(obj.get("spec") or {})
+                defaults.default_pod(obj)
+                self._resolve_priority(obj)
+            causes = defaults.validate_pod(obj)
+            if causes:
+                raise invalid(kind, group, obj["metadata"]["name"], causes)
+            if old is not None:
+                self._pod_immutable(obj, old)
+        elif group == "" and kind == "Namespace":
+            meta = obj["metadata"]
+            labels = dict(meta.get("labels") or {})
+            labels["kubernetes.io/metadata.name"] = meta["name"]
+            meta["labels"] = labels
+            if op == "CREATE":
+                obj["spec"] = {"finalizers": ["kubernetes"]}
+                obj["status"] = {"phase": "Active"}
+        elif group == "" and kind == "Node":
+            if op == "CREATE":
+                obj["status"] = copy.deepcopy(obj.get("status") or {})
+                defaults.node_defaults(obj)
+        elif group == "scheduling.k8s.io" and kind == "PriorityClass":
+            if "value" not in obj:
+                raise invalid(
+                    kind,
+                    group,
+                    obj["metadata"]["name"],
+                    [Cause("value", "FieldValueRequired", "Required value")],
+                )
+            if old is not None and old.get("value") != obj.get("value"):
+                raise invalid(
+                    kind,
+                    group,
+                    obj["metadata"]["name"],
+                    [
+                        Cause(
+                            "value",
+                            "FieldValueForbidden",
+                            "Forbidden: may not be changed in an update.",
+                        )
+                    ],
+                )
+        elif group == "apiextensions.k8s.io" and kind == "CustomResourceDefinition":
+            self._validate_crd(obj, old)
+        if rt.crd and rt.schema:
+            obj = copy.deepcopy(obj) if old is not None else obj
+            schema.prune_and_default(obj, rt.schema)
+        if (group, kind) in admission.TEPHRA_KINDS:
+            result = admission.admit(
+                group=group, kind=kind, operation=op, obj=obj, old=old, lookup=self.lookup
+            )
+            if result is not None:
+                obj = result
+        if rt.crd and rt.schema:
+            causes = schema.validate(obj, rt.schema)
+            if causes:
+                raise invalid(kind, group, obj["metadata"]["name"], causes)
+        return obj
+
+    def _resolve_priority(self, pod: Obj) -> None:
+        spec = pod["spec"]
+        pcname = spec.get("priorityClassName")
+        pcs = self.store.buckets["priorityclasses.scheduling.k8s.io"]
+        if pcname:
+            pc = pcs.objects.get("", {}).get(pcname)
+            if pc is None:
+                raise ApiError(
+                    403,
+                    f'pods "{pod["metadata"]["name"]}" is forbidden: no '
+                    f"PriorityClass with name {pcname} was found",
+                )
+        else:
+            pc = next((p for p in pcs.iter(None) if p.get("globalDefault")), None)
+            if pc is not None:
+                spec["priorityClassName"] = pc["metadata"]["name"]
+        value = int(pc.get("value", 0)) if pc is not None else 0
+        if "priority" in spec and spec["priority"] != value and pcname:
+            raise ApiError(
+                403,
+                "the integer value of priority must not be provided in pod spec; "
+                "priority admission controller computed "
+                f"{value} from the given PriorityClass name",
+            )
+        spec["priority"] = value
+        if pc is not None and pc.get("preemptionPolicy"):
+            spec["preemptionPolicy"] = pc["preemptionPolicy"]
+
+    def _pod_immutable(self, pod: Obj, old: Obj) -> None:
+        new_spec, old_spec = pod.get("spec") or {}, old.get("spec") or {}
+        if old_spec.get("nodeName") and new_spec.get("nodeName") != old_spec.get("nodeName"):
+            raise invalid(
+                "Pod",
+                "",
+                pod["metadata"]["name"],
+                [
+                    Cause(
+                        "spec.nodeName",
+                        "FieldValueForbidden",
+                        "Forbidden: pod updates may not change fields other than "
+                        "`spec.containers[*].image`, `spec.activeDeadlineSeconds`, "
+                        "`spec.tolerations` (only additions to existing tolerations) or "
+                        "`spec.terminationGracePeriodSeconds`",
+                    )
+                ],
+            )
+
+    def _validate_crd(self, crd: Obj, old: Obj | None) -> None:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        group = spec.get("group", "")
+        name = crd["metadata"]["name"]
+        causes: list[Cause] = []
+        if not group:
+            causes.append(Cause("spec.group", "FieldValueRequired", "Required value"))
+        if not names.get("plural"):
+            causes.append(Cause("spec.names.plural", "FieldValueRequired", "Required value"))
+        if not names.get("kind"):
+            causes.append(Cause("spec.names.kind", "FieldValueRequired", "Required value"))
+        if not spec.get("versions"):
+            causes.append(Cause("spec.versions", "FieldValueRequired", "Required value"))
+        if names.get("plural") and group and name != f"{names['plural']}.{group}":
+            causes.append(
+                Cause(
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group',
+                )
+            )
+        if causes:
+            raise invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes)
+        # A CRD is established at once: the sandbox has no separate naming controller.
+        conds = [
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+                "lastTransitionTime": self.clock.stamp(),
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+                "lastTransitionTime": self.clock.stamp(),
+            },
+        ]
+        crd["status"] = {
+            "conditions": conds,
+            "acceptedNames": copy.deepcopy(names),
+            "storedVersions": [
+                v.get("name") for v in spec.get("versions") or [] if v.get("storage")
+            ],
+        }
+
+    def _crd_changed(self, crd: Obj) -> None:
+        spec = crd.get("spec") or {}
+        group = spec.get("group", "")
+        plural = (spec.get("names") or {}).get("plural", "")
+        self.unregister_group_resource(group, plural)
+        for rt in crd_types(crd):
+            self.register(rt)
+
+    def _crd_removed(self, crd: Obj) -> None:
+        spec = crd.get("spec") or {}
+        group = spec.get("group", "")
+        plural = (spec.get("names") or {}).get("plural", "")
+        key = f"{plural}.{group}"
+        bucket = self.store.buckets.get(key)
+        if bucket is not None:
+            for obj in list(bucket.iter(None)):
+                self.store.commit(key, dict(obj), obj, deleted=True)
+        self.unregister_group_resource(group, plural)
+
+    # ----------------------------------------------------------------- update
+    def update(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
+        self._check_kind(rt, body)
+        old = self.find(rt, ns, name)
+        if old is None:
+            if rt.allow_create_on_update and not subresource:
+                body = dict(body)
+                body["metadata"] = {**(body.get("metadata") or {}), "name": name}
+                return self.create(rt, ns, body, dry_run=dry_run)
+            raise not_found(rt.group, rt.plural, name)
+        meta = body.get("metadata") or {}
+        if meta.get("name") not in (None, name):
+            raise ApiError(
+                400,
+                f"the name of the object ({meta.get('name')}) does not match the "
+                f"name on the URL ({name})",
+            )
+        want_rv = meta.get("resourceVersion")
+        if want_rv:
+            if want_rv != old["metadata"]["resourceVersion"]:
+                raise conflict(rt.group, rt.plural, name)
+        elif rt.crd:
+            raise invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    Cause(
+                        "metadata.resourceVersion",
+                        "FieldValueInvalid",
+                        "Invalid value: 0x0: must be specified for an update",
+                    )
+                ],
+            )
+        return self.write(rt, old, dict(body), subresource=subresource, dry_run=dry_run)
+
+    def write(
+        self,
+        rt: ResourceType,
+        old: Obj,
+        obj: Obj,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
+        """Store obj as the new version of old (server fields are taken from old)."""
+        old_meta = old["metadata"]
+        if subresource == "status":
+            # Only the status stanza changes through /status.
+            new = {k: v for k, v in old.items() if k != "status"}
+            if "status" in obj:
+                new["status"] = obj["status"]
+            obj = new
+            meta = dict(old_meta)
+        else:
+            meta = dict(obj.get("metadata") or {})
+            for k in (
+                "uid",
+                "creationTimestamp",
+                "namespace",
+                "name",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
+                if k in old_meta:
+                    meta[k] = old_meta[k]
+                else:
+                    meta.pop(k, None)
+            if old_meta.get("deletionTimestamp"):
+                # Finalizers may only be removed from an object being deleted.
+                pass
+            if rt.status_subresource:
+                if "status" in old:
+                    obj["status"] = old["status"]
+                else:
+                    obj.pop("status", None)
+        obj["metadata"] = meta
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        if subresource != "status":
+            obj = self._prepare(rt, obj, old, "UPDATE")
+            meta = obj["metadata"]
+            if self._spec_changed(rt, obj, old):
+                meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        elif rt.crd and rt.schema:
+            obj = copy.deepcopy(obj)
+            schema.prune_and_default(obj, rt.schema)
+            meta = obj["metadata"]
+            causes = schema.validate(obj, rt.schema)
+            if causes:
+                raise invalid(rt.kind, rt.group, meta["name"], causes)
+        meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if obj == old:
+            return old
+        if dry_run:
+            return obj
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not (rt.kind == "Pod" and rt.group == "" and self._pod_running(obj))
+            and rt.kind != "Namespace"
+        ):
+            return self._remove(rt, obj)
+        stored = self.store.commit(rt.storage_key, obj, old)
+        if rt.kind == "CustomResourceDefinition":
+            self._crd_changed(stored)
+        return stored
+
+    @staticmethod
+    def _pod_running(pod: Obj) -> bool:
+        return (
+            bool((pod.get("spec") or {}).get("nodeName"))
+            and ((pod.get("status") or {}).get("phase") not in _TERMINAL)
+            and int(pod["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
+        )
+
+    @staticmethod
+    def _spec_changed(rt: ResourceType, new: Obj, old: Obj) -> bool:
+        skip = ("metadata", "status") if rt.status_subresource else ("metadata",)
+        keys = (set(new) | set(old)) - set(skip) - {"apiVersion", "kind"}
+        return any(new.get(k) != old.get(k) for k in keys)
+
+    # ----------------------------------------------------------------- patch
+    def patch(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        content_type: str,
+        raw: bytes,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> tuple[Obj, bool]:
+        """Apply a patch; returns (object, created)."""
+        ctype = content_type.split(";", maxsplit=1)[0].strip()
+        if ctype == APPLY_PATCH:
+            if not field_manager:
+                raise ApiError(
+                    400,
+                    "PATCH requests with apply content type require the "
+                    "fieldManager query parameter",
+                )
+            try:
+                applied = yaml.safe_load(raw.decode() or "{}")
+            except yaml.YAMLError as exc:
+                raise ApiError(400, f"error decoding YAML: {exc}") from exc
+            if not isinstance(applied, dict):
+                raise ApiError(400, "apply body must be an object")
+            old = self.find(rt, ns, name)
+            if old is None:
+                if subresource:
+                    raise not_found(rt.group, rt.plural, name)
+                applied["metadata"] = {**(applied.get("metadata") or {}), "name": name}
+                return self.create(rt, ns, applied, dry_run=dry_run), True
+            self._check_kind(rt, applied)
+            merged = (merge_patch if rt.crd else strategic_merge_patch)(copy.deepcopy(old), applied)
+            return self.write(rt, old, merged, subresource=subresource, dry_run=dry_run), False
+        try:
+            patch_body = json.loads(raw or b"null")
+        except ValueError as exc:
+            raise ApiError(400, f"error decoding patch: {exc}") from exc
+        old = self.get(rt, ns, name)
+        if ctype == MERGE_PATCH or ctype == "application/json":
+            if not isinstance(patch_body, dict):
+                raise ApiError(400, "merge patch must be a JSON object")
+            new = merge_patch(copy.deepcopy(old), patch_body)
+        elif ctype == JSON_PATCH:
+            new = json_patch(old, patch_body)
+        elif ctype == STRATEGIC_PATCH:
+            if rt.crd:
+                raise ApiError(
+                    415,
+                    "strategic merge patch is not supported for custom "
+                    "resources; use a merge patch or a JSON patch",
+                )
+            if not isinstance(patch_body, dict):
+                raise ApiError(400, "strategic merge patch must be a JSON object")
+            new = strategic_merge_patch(copy.deepcopy(old), patch_body)
+        else:
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted "
+                f"media types include: {JSON_PATCH}, {MERGE_PATCH}, "
+                f"{APPLY_PATCH}, {STRATEGIC_PATCH}",
+            )
+        if not isinstance(new, dict):
+            raise ApiError(422, "the patch did not produce an object")
+        want_rv = (new.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise conflict(rt.group, rt.plural, name)
+        return self.write(rt, old, new, subresource=subresource, dry_run=dry_run), False
+
+    # ----------------------------------------------------------------- delete
+    def delete(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        *,
+        grace: int | None = None,
+        propagation: str | None = None,
+        preconditions: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        old = self.get(rt, ns, name)
+        meta = old["metadata"]
+        if preconditions:
+            if preconditions.get("uid") and preconditions["uid"] != meta.get("uid"):
+                raise conflict(
+                    rt.group,
+                    rt.plural,
+                    name,
+                    f"Precondition failed: UID in precondition: "
+                    f"{preconditions['uid']}, UID in object meta: {meta.get('uid')}",
+                )
+            want = preconditions.get("resourceVersion")
+            if want and want != meta.get("resourceVersion"):
+                raise conflict(
+                    rt.group,
+                    rt.plural,
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: {want}, "
+                    f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+                )
+        if dry_run:
+            return old
+        new_meta = dict(meta)
+        finalizers = list(meta.get("finalizers") or [])
+        if propagation == "Foreground" and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        elif propagation == "Orphan" and "orphan" not in finalizers:
+            finalizers.append("orphan")
+        if rt.kind == "Pod" and rt.group == "":
+            spec = old.get("spec") or {}
+            phase = (old.get("status") or {}).get("phase")
+            if grace is None:
+                grace = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
+            if not spec.get("nodeName") or phase in _TERMINAL:
+                grace = 0
+            current = meta.get("deletionGracePeriodSeconds")
+            if grace > 0:
+                if current is not None and int(current) <= grace:
+                    return old  # already terminating with a shorter grace
+                new_meta["deletionTimestamp"] = self.clock.stamp(self.clock.now() + grace)
+                new_meta["deletionGracePeriodSeconds"] = grace
+                if finalizers:
+                    new_meta["finalizers"] = finalizers
+                return self.store.commit(rt.storage_key, {**old, "metadata": new_meta}, old)
+        if rt.kind == "Namespace" and rt.group == "":
+            if meta.get("deletionTimestamp"):
+                return old
+            new_meta["deletionTimestamp"] = self.clock.stamp()
+            new_meta["deletionGracePeriodSeconds"] = 0
+            obj = {**old, "metadata": new_meta, "status": {"phase": "Terminating"}}
+            return self.store.commit(rt.storage_key, obj, old)
+        if finalizers:
+            unchanged = finalizers == list(meta.get("finalizers") or [])
+            if (
+                meta.get("deletionTimestamp")
+                and unchanged
+                and meta.get("deletionGracePeriodSeconds") in (None, 0)
+            ):
+                return old
+            new_meta.setdefault("deletionTimestamp", self.clock.stamp())
+            new_meta["deletionGracePeriodSeconds"] = 0
+            new_meta["finalizers"] = finalizers
+            return self.store.commit(rt.storage_key, {**old, "metadata": new_meta}, old)
+        if meta.get("deletionTimestamp") is None:
+            new_meta["deletionTimestamp"] = self.clock.stamp()
+            new_meta["deletionGracePeriodSeconds"] = 0
+        return self._remove(rt, {**old, "metadata": new_meta})
+
+    def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
+        key = rt.storage_key
+        meta = obj["metadata"]
+        old = self.store.get(key, meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+        stored = self.store.commit(key, obj, old, deleted=True)
+        if rt.kind == "CustomResourceDefinition":
+            self._crd_removed(stored)
+        for hook in self.after_remove:
+            hook(key, stored)
+        return stored
+
+    def finish_namespace(self, name: str) -> None:
+        """Remove a terminating namespace once it holds nothing."""
+        nsrt = self.rt("", "v1", "namespaces")
+        obj = self.find(nsrt, "", name)
+        if obj is not None and obj["metadata"].get("deletionTimestamp"):
+            self._remove(nsrt, obj)
+
+    # ----------------------------------------------------------------- pods
+    def bind(self, ns: str, name: str, binding: Obj) -> None:
+        pods = self.rt("", "v1", "pods")
+        pod = self.get(pods, ns, name)
+        target = (binding.get("target") or {}).get("name")
+        if not target:
+            raise invalid(
+                "Binding", "", name, [Cause("target.name", "FieldValueRequired", "Required value")]
+            )
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName"):
+            raise conflict(
+                "", "pods", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+            )
+        if pod["metadata"].get("deletionTimestamp"):
+            raise conflict(
+                "", "pods", name, f"pod {name} is being deleted, cannot be assigned to a host"
+            )
+        want_uid = (binding.get("metadata") or {}).get("uid")
+        if want_uid and want_uid != pod["metadata"].get("uid"):
+            raise conflict("", "pods", name, "Precondition failed: UID mismatch")
+        status = dict(pod.get("status") or {})
+        conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conds.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": self.clock.stamp(),
+            }
+        )
+        status["conditions"] = conds
+        status.pop("nominatedNodeName", None)
+        new = {**pod, "spec": {**spec, "nodeName": target}, "status": status}
+        annotations = (binding.get("metadata") or {}).get("annotations")
+        if annotations:
+            meta = dict(pod["metadata"])
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+            new["metadata"] = meta
+        self.store.commit(pods.storage_key, new, pod)
+
+    def evict(self, ns: str, name: str, eviction: Obj) -> None:
+        pods = self.rt("", "v1", "pods")
+        pod = self.get(pods, ns, name)
+        opts = eviction.get("deleteOptions") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in _TERMINAL and not pod["metadata"].get("deletionTimestamp"):
+            self._check_pdb(ns, pod)
+        self.delete(
+            pods,
+            ns,
+            name,
+            grace=opts.get("gracePeriodSeconds"),
+            propagation=opts.get("propagationPolicy"),
+            preconditions=opts.get("preconditions"),
+        )
+
+    def _check_pdb(self, ns: str, pod: Obj) -> None:
+        bucket = self.store.buckets["poddisruptionbudgets.policy"]
+        labels = pod["metadata"].get("labels") or {}
+        for pdb in bucket.iter(ns):
+            spec = pdb.get("spec") or {}
+            sel = selector_from_label_selector(spec.get("selector"))
+            if sel is None or not sel(labels):
+                continue
+            members = [
+                p
+                for p in self.store.buckets["pods"].iter(ns)
+                if sel(p["metadata"].get("labels") or {})
+            ]
+            healthy = sum(
+                1 for p in members if _pod_ready(p) and not p["metadata"].get("deletionTimestamp")
+            )
+            expected = len(members)
+            if "minAvailable" in spec:
+                need = _int_or_percent(spec["minAvailable"], expected, round_up=True)
+            else:
+                need = expected - _int_or_percent(
+                    spec.get("maxUnavailable", 0), expected, round_up=True
+                )
+            if healthy - (1 if _pod_ready(pod) else 0) < need:
+                raise ApiError(
+                    429,
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                    reason="TooManyRequests",
+                    details={
+                        "causes": [
+                            {
+                                "reason": "DisruptionBudget",
+                                "message": f"The disruption budget "
+                                f"{pdb['metadata']['name']} needs {need} "
+                                f"healthy pods and has {healthy} currently",
+                            }
+                        ]
+                    },
+                )
+
+    # ----------------------------------------------------------------- scale
+    def get_scale(self, rt: ResourceType, ns: str, name: str) -> Obj:
+        if rt.scale is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        obj = self.get(rt, ns, name)
+        spec_path, status_path, sel_path = rt.scale
+        replicas = _path(obj, spec_path) or 0
+        out: Obj = {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: obj["metadata"][k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in obj["metadata"]
+            },
+            "spec": {"replicas": replicas},
+            "status": {"replicas": _path(obj, status_path) or 0},
+        }
+        selector = _path(obj, sel_path) if sel_path else None
+        if not selector and isinstance(_path(obj, "spec.selector"), dict):
+            sel = _path(obj, "spec.selector") or {}
+            ml = sel.get("matchLabels") or {}
+            selector = ",".join(f"{k}={v}" for k, v in sorted(ml.items()))
+        if selector:
+            out["status"]["selector"] = selector
+        return out
+
+    def set_scale(self, rt: ResourceType, ns: str, name: str, replicas: int) -> Obj:
+        if rt.scale is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        old = self.get(rt, ns, name)
+        new = copy.deepcopy(old)
+        parts = rt.scale[0].split(".")
+        cur = new
+        for p in parts[:-1]:
+            cur = cur.setdefault(p, {})
+        cur[parts[-1]] = int(replicas)
+        self.write(rt, old, new)
+        return self.get_scale(rt, ns, name)
+
+
+def _path(obj: Obj, path: str) -> Any:
+    cur: Any = obj
+    for p in path.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(p)
+    return cur
+
+
+def _pod_ready(pod: Obj) -> bool:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return bool(c.get("status") == "True")
+    return False
+
+
+def _int_or_percent(value: Any, total: int, *, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        pct = int(value[:-1])
+        q, r = divmod(pct * total, 100)
+        return q + (1 if r and round_up else 0)
+    return int(value)

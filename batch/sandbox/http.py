@@ -1,0 +1,639 @@
+"""The HTTP face of the sandbox: Kubernetes REST paths, discovery, watch streams, Tables.
+
+One catch-all aiohttp handler parses `/api/v1/...` and `/apis/<group>/<version>/...` paths itself
+(faster and simpler than hundreds of routes), maps the verb to a `Core` call and renders the
+answer as JSON, a `Table` when kubectl asks for one, or a watch stream of newline-delimited events.
+Protobuf bodies are refused with 415, so clients fall back to JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from batch.sandbox import tables
+from batch.sandbox.core import Core
+from batch.sandbox.errors import ApiError, success_status
+from batch.sandbox.faults import Faults
+from batch.sandbox.meta import ResourceType
+from batch.sandbox.selectors import parse_field_selector, parse_label_selector
+from batch.sandbox.store import Obj, Watcher, dumps, event_line
+
+log = logging.getLogger(__name__)
+
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-tephra-sandbox",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.23.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_JSON = "application/json"
+_PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def _json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=dumps(body), status=status, content_type=_JSON)
+
+
+def _error_response(err: ApiError) -> web.Response:
+    resp = _json_response(err.status(), err.code)
+    if err.code == 429:
+        resp.headers["Retry-After"] = "1"
+    return resp
+
+
+class HttpApi:
+    """The aiohttp application around a `Core`."""
+
+    def __init__(
+        self,
+        core: Core,
+        *,
+        faults: Faults | None = None,
+        bookmark_seconds: float = 5.0,
+        drop_watch_every: float = 0.0,
+    ) -> None:
+        self.core = core
+        self.faults = faults
+        self.bookmark_seconds = bookmark_seconds
+        self.drop_watch_every = drop_watch_every
+        self.watchers: set[Watcher] = set()
+        self.requests = 0
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+
+    def close_watches(self) -> None:
+        for w in list(self.watchers):
+            w.close()
+
+    # ------------------------------------------------------------------ entry
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
+        try:
+            if self.faults is not None:
+                delay = self.faults.delay()
+                if delay:
+                    await asyncio.sleep(delay)
+                self.faults.check(request.method)
+            return await self._route(request)
+        except ApiError as err:
+            return _error_response(err)
+        except Exception as exc:  # a bug in the sandbox: answer 500 and keep serving
+            log.exception("sandbox internal error on %s %s", request.method, request.path)
+            return _error_response(ApiError(500, f"sandbox internal error: {exc}"))
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/")
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return _json_response({"paths": ["/api", "/api/v1", "/apis", "/version", "/healthz"]})
+        head = parts[0]
+        if head in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok")
+        if head == "version":
+            return _json_response(SERVER_VERSION)
+        if head == "openapi" or head == "swagger.json":
+            raise ApiError(404, "the sandbox serves no OpenAPI document (use --validate=false)")
+        if head == "api":
+            if len(parts) == 1:
+                return _json_response(
+                    {
+                        "kind": "APIVersions",
+                        "versions": ["v1"],
+                        "serverAddressByClientCIDRs": [
+                            {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}
+                        ],
+                    }
+                )
+            group, version, rest = "", parts[1], parts[2:]
+        elif head == "apis":
+            if len(parts) == 1:
+                return _json_response(self._group_list())
+            if len(parts) == 2:
+                return _json_response(self._group(parts[1]))
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiError(404, "the server could not find the requested resource")
+        if not rest:
+            return _json_response(self._resource_list(group, version))
+        watch_path = False
+        if rest[0] == "watch":
+            watch_path, rest = True, rest[1:]
+        ns: str | None = None
+        if (
+            rest[0] == "namespaces"
+            and len(rest) >= 3
+            and (group, version, rest[2]) in self.core.types
+            and self.core.types[(group, version, rest[2])].namespaced
+        ):
+            ns, rest = rest[1], rest[2:]
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if len(rest) > 3:
+            raise ApiError(404, "the server could not find the requested resource")
+        rt = self.core.rt(group, version, plural)
+        return await self._resource(request, rt, ns, name, sub, watch_path)
+
+    # ------------------------------------------------------------------ discovery
+    def _group_list(self) -> Obj:
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [self._group(g) for g in self.core.groups if g],
+        }
+
+    def _group(self, group: str) -> Obj:
+        versions = self.core.groups.get(group)
+        if not versions:
+            raise ApiError(404, "the server could not find the requested resource")
+        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {
+            "kind": "APIGroup",
+            "apiVersion": "v1",
+            "name": group,
+            "versions": gvs,
+            "preferredVersion": gvs[0],
+        }
+
+    def _resource_list(self, group: str, version: str) -> Obj:
+        if version not in self.core.groups.get(group, []):
+            raise ApiError(404, "the server could not find the requested resource")
+        resources: list[Obj] = []
+        for (g, v, _p), rt in self.core.types.items():
+            if g != group or v != version:
+                continue
+            entry: Obj = {
+                "name": rt.plural,
+                "singularName": rt.singular,
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": list(rt.verbs),
+            }
+            if rt.short_names:
+                entry["shortNames"] = list(rt.short_names)
+            if rt.categories:
+                entry["categories"] = list(rt.categories)
+            resources.append(entry)
+            if rt.plural == "bindings":
+                continue
+            if rt.status_subresource:
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/status",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "kind": rt.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+            if rt.scale is not None:
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/scale",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "group": "autoscaling",
+                        "version": "v1",
+                        "kind": "Scale",
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+            for sub in rt.extra_subresources:
+                sub_entry: Obj = {
+                    "name": f"{rt.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                }
+                if sub == "binding":
+                    sub_entry.update(kind="Binding", verbs=["create"])
+                elif sub == "eviction":
+                    sub_entry.update(
+                        group="policy", version="v1", kind="Eviction", verbs=["create"]
+                    )
+                elif sub == "log":
+                    sub_entry.update(kind="Pod", verbs=["get"])
+                else:
+                    sub_entry.update(kind=rt.kind, verbs=["update"])
+                resources.append(sub_entry)
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }
+
+    # ------------------------------------------------------------------ resources
+    async def _body(self, request: web.Request) -> Any:
+        ctype = request.headers.get("Content-Type", "")
+        if _PROTOBUF in ctype:
+            raise ApiError(415, "the sandbox only accepts JSON bodies (protobuf is not supported)")
+        raw = await request.read()
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError:
+            if "yaml" in ctype:
+                import yaml
+
+                return yaml.safe_load(raw.decode())
+            raise ApiError(400, "the request body is not valid JSON") from None
+
+    async def _resource(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        sub: str,
+        watch_path: bool,
+    ) -> web.StreamResponse:
+        core = self.core
+        q = request.query
+        method = request.method
+        dry_run = q.get("dryRun") == "All"
+        if rt.plural == "bindings" and method == "POST":
+            body = await self._body(request)
+            core.bind(ns or "default", str((body.get("metadata") or {}).get("name", "")), body)
+            return _json_response(success_status(code=201), 201)
+        if not rt.namespaced:
+            if ns is not None:
+                raise ApiError(404, "the server could not find the requested resource")
+            ns_key = ""
+        else:
+            ns_key = ns or ""
+        if not name:
+            if method == "GET":
+                if watch_path or q.get("watch") in ("true", "1"):
+                    return await self._watch(request, rt, ns)
+                return self._list(request, rt, ns)
+            if method == "POST":
+                if rt.namespaced and ns is None:
+                    raise ApiError(405, "create requires a namespace in the path")
+                body = await self._body(request)
+                obj = core.create(rt, ns_key, body, dry_run=dry_run)
+                return self._out(request, rt, obj, 201)
+            if method == "DELETE":
+                return await self._delete_collection(request, rt, ns)
+            raise ApiError(405, f"method {method} is not allowed on a collection")
+        if rt.namespaced and ns is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        if watch_path:
+            raise ApiError(405, "watch of a single object: use fieldSelector=metadata.name=")
+        if sub == "":
+            return await self._object(request, rt, ns_key, name, "", dry_run)
+        if sub == "status" and rt.status_subresource:
+            return await self._object(request, rt, ns_key, name, "status", dry_run)
+        if sub == "scale" and rt.scale is not None:
+            return await self._scale(request, rt, ns_key, name)
+        if rt.kind == "Pod" and rt.group == "":
+            if sub == "binding" and method == "POST":
+                core.bind(ns_key, name, await self._body(request))
+                return _json_response(success_status(code=201), 201)
+            if sub == "eviction" and method == "POST":
+                core.evict(ns_key, name, await self._body(request))
+                return _json_response(success_status(code=201), 201)
+            if sub == "log" and method == "GET":
+                core.get(rt, ns_key, name)
+                return web.Response(text="", content_type="text/plain")
+        if rt.kind == "Namespace" and sub == "finalize" and method == "PUT":
+            return await self._object(request, rt, ns_key, name, "", dry_run)
+        raise ApiError(404, "the server could not find the requested resource")
+
+    async def _object(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        sub: str,
+        dry_run: bool,
+    ) -> web.StreamResponse:
+        core = self.core
+        method = request.method
+        if method == "GET":
+            return self._out(request, rt, core.get(rt, ns, name), 200)
+        if method == "PUT":
+            obj = core.update(
+                rt, ns, name, await self._body(request), subresource=sub, dry_run=dry_run
+            )
+            return self._out(request, rt, obj, 200)
+        if method == "PATCH":
+            ctype = request.headers.get("Content-Type", "")
+            if _PROTOBUF in ctype:
+                raise ApiError(415, "the sandbox only accepts JSON bodies")
+            raw = await request.read()
+            obj, created = core.patch(
+                rt,
+                ns,
+                name,
+                ctype,
+                raw,
+                subresource=sub,
+                dry_run=dry_run,
+                field_manager=request.query.get("fieldManager"),
+                force=request.query.get("force") == "true",
+            )
+            return self._out(request, rt, obj, 201 if created else 200)
+        if method == "DELETE":
+            opts = await self._delete_options(request)
+            obj = core.delete(
+                rt,
+                ns,
+                name,
+                grace=opts.get("gracePeriodSeconds"),
+                propagation=opts.get("propagationPolicy"),
+                preconditions=opts.get("preconditions"),
+                dry_run=dry_run,
+            )
+            return self._out(request, rt, obj, 200)
+        raise ApiError(405, f"method {method} is not allowed")
+
+    async def _delete_options(self, request: web.Request) -> Obj:
+        opts: Obj = {}
+        if request.can_read_body:
+            body = await self._body(request)
+            if isinstance(body, dict):
+                opts.update(body)
+        q = request.query
+        if "gracePeriodSeconds" in q:
+            opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        if "propagationPolicy" in q:
+            opts["propagationPolicy"] = q["propagationPolicy"]
+        if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
+            opts["propagationPolicy"] = "Orphan"
+        if opts.get("gracePeriodSeconds") is not None:
+            opts["gracePeriodSeconds"] = int(opts["gracePeriodSeconds"])
+        return opts
+
+    async def _delete_collection(
+        self, request: web.Request, rt: ResourceType, ns: str | None
+    ) -> web.StreamResponse:
+        opts = await self._delete_options(request)
+        result = self.core.list(rt, ns, **self._selectors(request, rt))
+        for obj in result.items:
+            meta = obj["metadata"]
+            try:
+                self.core.delete(
+                    rt,
+                    meta.get("namespace", ""),
+                    meta["name"],
+                    grace=opts.get("gracePeriodSeconds"),
+                    propagation=opts.get("propagationPolicy"),
+                )
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+        return self._list_response(request, rt, result.items, str(self.core.store.rv), "", None)
+
+    async def _scale(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str
+    ) -> web.StreamResponse:
+        method = request.method
+        if method == "GET":
+            return _json_response(self.core.get_scale(rt, ns, name))
+        if method in ("PUT", "PATCH"):
+            if method == "PUT":
+                body = await self._body(request)
+            else:
+                from batch.sandbox.patch import json_patch, merge_patch
+
+                current = self.core.get_scale(rt, ns, name)
+                raw = json.loads(await request.read() or b"{}")
+                ctype = request.headers.get("Content-Type", "")
+                body = (
+                    json_patch(current, raw) if "json-patch" in ctype else merge_patch(current, raw)
+                )
+            replicas = int(((body or {}).get("spec") or {}).get("replicas", 0))
+            return _json_response(self.core.set_scale(rt, ns, name, replicas))
+        raise ApiError(405, f"method {method} is not allowed")
+
+    # ------------------------------------------------------------------ rendering
+    @staticmethod
+    def _wants_table(request: web.Request) -> bool:
+        accept = request.headers.get("Accept", "")
+        return "as=Table" in accept
+
+    def _out(self, request: web.Request, rt: ResourceType, obj: Obj, code: int) -> web.Response:
+        if obj.get("apiVersion") != rt.api_version:
+            obj = {**obj, "apiVersion": rt.api_version}
+        if self._wants_table(request) and request.method == "GET":
+            return _json_response(
+                tables.table(
+                    rt,
+                    [obj],
+                    rv=obj["metadata"].get("resourceVersion", ""),
+                    include=request.query.get("includeObject", "Metadata"),
+                ),
+                code,
+            )
+        return _json_response(obj, code)
+
+    def _selectors(self, request: web.Request, rt: ResourceType) -> dict[str, Any]:
+        q = request.query
+        return {
+            "label": parse_label_selector(q.get("labelSelector")),
+            "field": parse_field_selector(
+                q.get("fieldSelector"), allowed=rt.allowed_fields(), kind=rt.kind
+            ),
+        }
+
+    def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
+        q = request.query
+        try:
+            limit = int(q.get("limit", "0") or 0)
+        except ValueError as exc:
+            raise ApiError(400, "limit must be an integer") from exc
+        result = self.core.list(
+            rt, ns, limit=limit, cont=q.get("continue", ""), **self._selectors(request, rt)
+        )
+        return self._list_response(
+            request, rt, result.items, str(result.rv), result.cont, result.remaining
+        )
+
+    def _list_response(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        items: list[Obj],
+        rv: str,
+        cont: str,
+        remaining: int | None,
+    ) -> web.Response:
+        if self._wants_table(request):
+            return _json_response(
+                tables.table(
+                    rt,
+                    items,
+                    rv=rv,
+                    include=request.query.get("includeObject", "Metadata"),
+                    cont=cont,
+                )
+            )
+        if rt.crd:
+            items = [
+                o if o.get("apiVersion") == rt.api_version else {**o, "apiVersion": rt.api_version}
+                for o in items
+            ]
+        meta: Obj = {"resourceVersion": rv}
+        if cont:
+            meta["continue"] = cont
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        # Serialize the envelope around the pre-encoded items without copying them.
+        head = dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta})
+        body = head[:-1] + b',"items":[' + b",".join(dumps(o) for o in items) + b"]}"
+        return web.Response(body=body, content_type=_JSON)
+
+    # ------------------------------------------------------------------ watch
+    async def _watch(
+        self, request: web.Request, rt: ResourceType, ns: str | None
+    ) -> web.StreamResponse:
+        q = request.query
+        store = self.core.store
+        bucket = store.buckets[rt.storage_key]
+        sels = self._selectors(request, rt)
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        send_initial = q.get("sendInitialEvents") in ("true", "1")
+        rv_param = q.get("resourceVersion", "")
+        try:
+            timeout = float(q.get("timeoutSeconds", "1800") or 1800)
+        except ValueError:
+            timeout = 1800.0
+        render: Callable[[str, Obj], bytes] | None = None
+        if self._wants_table(request):
+            include = q.get("includeObject", "Metadata")
+            first = [True]
+
+            def render(etype: str, obj: Obj) -> bytes:
+                t = tables.table(
+                    rt,
+                    [obj],
+                    rv=obj["metadata"].get("resourceVersion", ""),
+                    include=include,
+                    with_columns=first[0],
+                )
+                first[0] = False
+                return event_line(etype, dumps(t))
+
+        w = Watcher(
+            namespace=ns,
+            label=sels["label"],
+            field=sels["field"],
+            api_version=rt.api_version if rt.crd else None,
+            render=render,
+        )
+        gone = False
+        if rv_param and rv_param != "0" and not send_initial:
+            try:
+                since = int(rv_param)
+            except ValueError as exc:
+                raise ApiError(400, f"invalid resourceVersion {rv_param!r}") from exc
+            events = store.events_since(rt.storage_key, since)
+            if events is None:
+                gone = True
+            else:
+                for ev in events:
+                    w.offer(ev)
+        else:
+            for obj in bucket.iter(ns):
+                if w.matches(obj):
+                    w.push(w.line_for("ADDED", _NoEvent, obj))
+            if send_initial and bookmarks:
+                w.push(self._bookmark(rt, store.rv, initial_end=True))
+        if gone:
+            w.push(
+                event_line(
+                    "ERROR",
+                    dumps(
+                        ApiError(
+                            410,
+                            f"too old resource version: {rv_param} ({bucket.compacted_rv})",
+                            reason="Expired",
+                        ).status()
+                    ),
+                )
+            )
+            w.closed = True
+        else:
+            bucket.watchers.add(w)
+            self.watchers.add(w)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON})
+        resp.enable_chunked_encoding()
+        started = time.monotonic()
+        deadline = started + timeout
+        drop_at = started + self.drop_watch_every if self.drop_watch_every else None
+        next_bookmark = started + self.bookmark_seconds
+        try:
+            await resp.prepare(request)
+            while True:
+                if w.pending:
+                    data = b"".join(w.pending)
+                    w.pending.clear()
+                    await resp.write(data)
+                    continue
+                if w.closed:
+                    break
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                if drop_at is not None and now >= drop_at:
+                    if request.transport is not None:
+                        request.transport.abort()
+                    break
+                if bookmarks and now >= next_bookmark:
+                    next_bookmark = now + self.bookmark_seconds
+                    await resp.write(self._bookmark(rt, store.rv))
+                    continue
+                wait = deadline - now
+                if bookmarks:
+                    wait = min(wait, next_bookmark - now)
+                if drop_at is not None:
+                    wait = min(wait, drop_at - now)
+                w.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(w.wake.wait(), timeout=max(wait, 0.001))
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            bucket.watchers.discard(w)
+            self.watchers.discard(w)
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await resp.write_eof()
+        return resp
+
+    @staticmethod
+    def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False) -> bytes:
+        meta: Obj = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return event_line(
+            "BOOKMARK", dumps({"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
+        )
+
+
+class _NoEventType:
+    """Stand-in event for initial ADDED lines (no cached body to reuse)."""
+
+    obj: Obj = {}
+
+    def body(self) -> bytes:  # pragma: no cover - never called: obj is not ev.obj
+        return b"{}"
+
+
+_NoEvent: Any = _NoEventType()
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -1,0 +1,221 @@
+"""The PATCH flavours clients send: JSON merge patch, JSON patch and strategic merge patch.
+
+Merge patch is RFC 7386, JSON patch RFC 6902. Strategic merge patch is implemented for the lists
+that matter in built-in kinds (containers by name, conditions by type, ...), with the `$patch`
+directives `delete`/`replace` and `$deleteFromPrimitiveList/<field>`; other lists are replaced,
+as for fields without a patch strategy. All functions return new objects and never modify their
+inputs, because stored objects are shared with readers.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from batch.sandbox.errors import ApiError
+
+# field name -> merge key for lists merged by key in built-in kinds.
+MERGE_KEYS: dict[str, str] = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "ports": "containerPort",
+    "conditions": "type",
+    "imagePullSecrets": "name",
+    "ownerReferences": "uid",
+    "hostAliases": "ip",
+    "containerStatuses": "name",
+    "initContainerStatuses": "name",
+    "topologySpreadConstraints": "topologyKey",
+    "taints": "key",
+    "addresses": "type",
+    "resourceClaims": "name",
+}
+# primitive lists merged as sets.
+MERGE_PRIMITIVES = frozenset({"finalizers"})
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result: dict[str, Any] = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            result[key] = merge_patch(result.get(key), value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get("$patch")
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    if directive == "delete":
+        return None
+    result: dict[str, Any] = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$setElementOrder/") or key in ("$retainKeys", "$patch"):
+            continue
+        if key.startswith("$deleteFromPrimitiveList/"):
+            field = key.split("/", 1)[1]
+            if isinstance(result.get(field), list) and isinstance(value, list):
+                result[field] = [v for v in result[field] if v not in value]
+            continue
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            merged = strategic_merge_patch(result.get(key), value)
+            if merged is None:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, MERGE_KEYS[key])
+        elif (
+            isinstance(value, list)
+            and key in MERGE_PRIMITIVES
+            and isinstance(result.get(key), list)
+        ):
+            merged_list = list(result[key])
+            for v in value:
+                if v not in merged_list:
+                    merged_list.append(v)
+            result[key] = merged_list
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def _merge_list(old: list[Any], patch: list[Any], mkey: str) -> list[Any]:
+    out = list(old)
+    if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
+        return [copy.deepcopy(p) for p in patch if not (isinstance(p, dict) and "$patch" in p)]
+    for item in patch:
+        if not isinstance(item, dict) or mkey not in item:
+            out.append(copy.deepcopy(item))
+            continue
+        idx = next(
+            (i for i, o in enumerate(out) if isinstance(o, dict) and o.get(mkey) == item[mkey]),
+            None,
+        )
+        if item.get("$patch") == "delete":
+            if idx is not None:
+                del out[idx]
+            continue
+        if idx is None:
+            out.append(strategic_merge_patch({}, item))
+        else:
+            out[idx] = strategic_merge_patch(out[idx], item)
+    return out
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ApiError(422, f"invalid JSON pointer {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _parent(doc: Any, parts: list[str]) -> tuple[Any, str]:
+    cur = doc
+    for p in parts[:-1]:
+        if isinstance(cur, dict):
+            if p not in cur:
+                raise ApiError(422, f"json patch: missing path element {p!r}")
+            cur = cur[p]
+        elif isinstance(cur, list):
+            try:
+                cur = cur[int(p)]
+            except (ValueError, IndexError) as exc:
+                raise ApiError(422, f"json patch: bad index {p!r}") from exc
+        else:
+            raise ApiError(422, f"json patch: cannot descend into {p!r}")
+    return cur, parts[-1]
+
+
+def _get(doc: Any, parts: list[str]) -> Any:
+    if not parts:
+        return doc
+    parent, last = _parent(doc, parts)
+    try:
+        return parent[last] if isinstance(parent, dict) else parent[int(last)]
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        raise ApiError(422, f"json patch: path {'/'.join(parts)!r} not found") from exc
+
+
+def _remove(doc: Any, parts: list[str]) -> Any:
+    parent, last = _parent(doc, parts)
+    try:
+        if isinstance(parent, dict):
+            return parent.pop(last)
+        return parent.pop(int(last))
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        raise ApiError(422, f"json patch: cannot remove {'/'.join(parts)!r}") from exc
+
+
+def _add(doc: Any, parts: list[str], value: Any, *, replace: bool) -> Any:
+    if not parts:
+        return value
+    parent, last = _parent(doc, parts)
+    if isinstance(parent, dict):
+        if replace and last not in parent:
+            raise ApiError(422, f"json patch: cannot replace missing key {last!r}")
+        parent[last] = value
+    elif isinstance(parent, list):
+        if last == "-":
+            parent.append(value)
+        else:
+            try:
+                idx = int(last)
+            except ValueError as exc:
+                raise ApiError(422, f"json patch: bad index {last!r}") from exc
+            if replace:
+                if not 0 <= idx < len(parent):
+                    raise ApiError(422, f"json patch: index {idx} out of range")
+                parent[idx] = value
+            else:
+                if not 0 <= idx <= len(parent):
+                    raise ApiError(422, f"json patch: index {idx} out of range")
+                parent.insert(idx, value)
+    else:
+        raise ApiError(422, "json patch: target is not a container")
+    return doc
+
+
+def json_patch(target: Any, ops: Any) -> Any:
+    if not isinstance(ops, list):
+        raise ApiError(400, "json patch must be a list of operations")
+    doc = copy.deepcopy(target)
+    for op in ops:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise ApiError(400, f"invalid json patch operation: {op!r}")
+        kind = op["op"]
+        parts = _pointer(op["path"])
+        if kind == "add":
+            doc = _add(doc, parts, copy.deepcopy(op.get("value")), replace=False)
+        elif kind == "replace":
+            doc = _add(doc, parts, copy.deepcopy(op.get("value")), replace=True)
+        elif kind == "remove":
+            _remove(doc, parts)
+        elif kind == "test":
+            if _get(doc, parts) != op.get("value"):
+                raise ApiError(422, f"json patch: test failed at {op['path']}")
+        elif kind in ("move", "copy"):
+            src = _pointer(op.get("from", ""))
+            value = copy.deepcopy(_get(doc, src))
+            if kind == "move":
+                _remove(doc, src)
+            doc = _add(doc, parts, value, replace=False)
+        else:
+            raise ApiError(400, f"unknown json patch operation {kind!r}")
+    return doc

@@ -1,0 +1,232 @@
+"""Assembling and running a sandbox: API server, GC, node emulator, workload controllers.
+
+`Sandbox` is the asyncio side (start/stop on a running loop). `SandboxThread` runs one on its
+own event loop in a background thread, which is how both `tephra sandbox up` and the test helper
+`run_sandbox` use it: the caller's thread stays free for components and tests, and `call()` runs
+a function on the sandbox's loop when direct access to the store is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from batch.sandbox.core import Core
+from batch.sandbox.crds import load_crds
+from batch.sandbox.emulator import NodeEmulator
+from batch.sandbox.errors import ApiError
+from batch.sandbox.faults import Faults
+from batch.sandbox.gc import GarbageCollector
+from batch.sandbox.http import HttpApi
+from batch.sandbox.options import SandboxOptions
+from batch.sandbox.store import Obj, Store
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def install_objects(core: Core, objs: Iterable[Obj]) -> None:
+    """Create (or replace) objects given as manifests, resolving their kind via the registry."""
+    for obj in objs:
+        rt = core.by_kind.get((str(obj.get("apiVersion", "")), str(obj.get("kind", ""))))
+        if rt is None:
+            raise ApiError(400, f"no kind {obj.get('kind')!r} in {obj.get('apiVersion')!r}")
+        ns = (obj.get("metadata") or {}).get("namespace", "default") if rt.namespaced else ""
+        name = (obj.get("metadata") or {}).get("name", "")
+        old = core.find(rt, ns, name) if name else None
+        if old is None:
+            created = core.create(rt, ns, obj)
+            if "status" in obj and rt.status_subresource and rt.kind != "Node":
+                core.write(rt, created, {**created, "status": obj["status"]}, subresource="status")
+        else:
+            core.write(
+                rt, old, {**obj, "metadata": {**old["metadata"], **(obj.get("metadata") or {})}}
+            )
+
+
+class Sandbox:
+    """One sandbox cluster on the current event loop."""
+
+    def __init__(
+        self, options: SandboxOptions | None = None, *, nodes: list[Obj] | None = None
+    ) -> None:
+        self.options = options or SandboxOptions()
+        self.initial_nodes = list(nodes or [])
+        self.core = Core(store=Store(history=self.options.watch_history), seed=self.options.seed)
+        self.gc = GarbageCollector(self.core)
+        self.emulator: NodeEmulator | None = None
+        self.workloads: Any = None
+        faults = Faults(self.options.faults) if self.options.faults.active else None
+        self.http = HttpApi(
+            self.core,
+            faults=faults,
+            bookmark_seconds=self.options.bookmark_seconds,
+            drop_watch_every=self.options.faults.drop_watch_every,
+        )
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.options.host}:{self.port}"
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        opts = self.options
+        self.gc.start(loop)
+        if opts.install_crds:
+            install_objects(self.core, load_crds())
+        if opts.default_queues:
+            self._default_queues()
+        if opts.emulator:
+            self.emulator = NodeEmulator(
+                self.core,
+                max_grace_seconds=opts.max_grace_seconds,
+                heartbeat_seconds=opts.heartbeat_seconds,
+            )
+            self.emulator.start(loop)
+        if opts.workload_controllers:
+            from batch.sandbox.workloads import WorkloadControllers
+
+            self.workloads = WorkloadControllers(self.core)
+            self.workloads.start(loop)
+        nodes = list(self.initial_nodes)
+        if opts.nodes_file is not None:
+            import yaml
+
+            nodes += [
+                d for d in yaml.safe_load_all(opts.nodes_file.read_text()) if isinstance(d, dict)
+            ]
+        install_objects(self.core, _flatten(nodes))
+        self._runner = web.AppRunner(
+            self.http.app, access_log=None, handle_signals=False, shutdown_timeout=0.5
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, opts.host, opts.port, reuse_address=True)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self.port = int(sockets[0].getsockname()[1]) if sockets else opts.port
+        # let the emulator's call_soon work (nodes Ready) happen before callers proceed
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        log.info("sandbox API server serving on %s", self.url)
+
+    def _default_queues(self) -> None:
+        queues = self.core.types.get(("scheduling.volcano.sh", "v1beta1", "queues"))
+        if queues is None:
+            log.warning("no Queue CRD installed: queues root and default are not created")
+            return
+        for name in ("root", "default"):
+            if self.core.find(queues, "", name) is not None:
+                continue
+            spec: Obj = {"weight": 1, "reclaimable": name != "root"}
+            if name == "default":
+                spec["parent"] = "root"
+            created = self.core.create(
+                queues,
+                "",
+                {
+                    "apiVersion": queues.api_version,
+                    "kind": "Queue",
+                    "metadata": {"name": name},
+                    "spec": spec,
+                },
+            )
+            self.core.write(
+                queues, created, {**created, "status": {"state": "Open"}}, subresource="status"
+            )
+
+    async def stop(self) -> None:
+        self.http.close_watches()
+        if self.emulator is not None:
+            self.emulator.stop()
+        if self.workloads is not None:
+            self.workloads.stop()
+        if self._runner is not None:
+            await asyncio.sleep(0)
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def _flatten(docs: Iterable[Obj]) -> list[Obj]:
+    out: list[Obj] = []
+    for d in docs:
+        if d.get("kind") == "List" or (d.get("kind", "").endswith("List") and "items" in d):
+            out += [i for i in d.get("items") or [] if isinstance(i, dict)]
+        else:
+            out.append(d)
+    return out
+
+
+class SandboxThread:
+    """A sandbox on its own event loop in a daemon thread."""
+
+    def __init__(
+        self, options: SandboxOptions | None = None, *, nodes: list[Obj] | None = None
+    ) -> None:
+        self.options = options or SandboxOptions()
+        self._nodes = nodes
+        self.loop = asyncio.new_event_loop()
+        self.sandbox: Sandbox | None = None
+        self._thread = threading.Thread(target=self._run, name="tephra-sandbox", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.sandbox = Sandbox(self.options, nodes=self._nodes)
+            self.loop.run_until_complete(self.sandbox.start())
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self.loop.run_forever()
+        try:
+            self.loop.run_until_complete(self.sandbox.stop())
+            pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        finally:
+            self.loop.close()
+
+    def start(self, timeout: float = 30.0) -> SandboxThread:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise RuntimeError("the sandbox did not start in time")
+        if self._error is not None:
+            raise RuntimeError(f"the sandbox failed to start: {self._error}") from self._error
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self.sandbox is not None
+        return self.sandbox.url
+
+    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run fn on the sandbox loop and return its result."""
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(run)
+        return fut.result(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._thread.is_alive() and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)

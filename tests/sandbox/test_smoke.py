@@ -1,0 +1,51 @@
+"""The sandbox starts fast, serves discovery, and runs a bound pod to completion."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+from batch.sandbox.testing import SandboxHandle, run_sandbox
+
+
+def test_startup_is_fast() -> None:
+    began = time.monotonic()
+    with run_sandbox() as sb:
+        elapsed = time.monotonic() - began
+        assert sb.kubeconfig_path.exists()
+        assert sb.url.startswith("http://127.0.0.1:")
+    assert elapsed < 1.0, elapsed
+
+
+def test_pod_runs_to_completion(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    pod = v1.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": "smoke-",
+                         "annotations": {"sandbox.tephra.io/run-seconds": "0.1"}},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "busybox"}]},
+        },
+    )
+    name = pod.metadata.name
+    assert name.startswith("smoke-") and len(name) == len("smoke-") + 5
+    assert pod.status.phase == "Pending"
+    v1.create_namespaced_pod_binding(
+        name, "default",
+        {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-0"}},
+        _preload_content=False,
+    )
+    deadline = time.monotonic() + 5
+    phase = ""
+    while time.monotonic() < deadline:
+        phase = v1.read_namespaced_pod(name, "default").status.phase
+        if phase == "Succeeded":
+            break
+        time.sleep(0.05)
+    assert phase == "Succeeded"
