@@ -523,12 +523,12 @@ def mutate_pod_for_gang(
     """JSON-patch operations (RFC 6902) the opt-in mutating pod webhook applies on pod CREATE.
 
     For a pod an adapter claims, in a namespace that opted in (:func:`gang_injection_enabled`):
-    set ``spec.schedulerName`` (only when empty or ``default-scheduler`` — an explicit other
-    scheduler is respected), the annotation ``scheduling.k8s.io/group-name`` = the gang name
-    (when the pod's labels determine it, see :class:`WorkloadRef`; else the controller adds it
-    later) and ``volcano.sh/task-spec`` = the pod's role. A pod that already names a group (an
-    operator configured for Volcano did it) is left untouched. Returns ``[]`` when nothing is
-    to change.
+    set ``spec.schedulerName`` (only when empty or ``default-scheduler``; a pod that names
+    another scheduler is left alone entirely), the annotation ``scheduling.k8s.io/group-name``
+    = the gang name (when the pod's labels determine it, see :class:`WorkloadRef`; else the
+    controller adds it later) and ``volcano.sh/task-spec`` = the pod's role. A pod that
+    already names a group (an operator configured for Volcano did it) is left untouched.
+    Returns ``[]`` when nothing is to change.
     """
     if not gang_injection_enabled(namespace_obj):
         return []
@@ -543,9 +543,11 @@ def mutate_pod_for_gang(
     ops: list[dict[str, Any]] = []
     spec = pod.get("spec") or {}
     current_scheduler = spec.get("schedulerName")
-    if current_scheduler in (None, "", "default-scheduler") and current_scheduler != scheduler_name:
+    if current_scheduler in (None, "", "default-scheduler"):
         op = "replace" if "schedulerName" in spec else "add"
         ops.append({"op": op, "path": "/spec/schedulerName", "value": scheduler_name})
+    elif current_scheduler != scheduler_name:
+        return []  # the user picked another scheduler for this pod: not ours to gang
     wanted: dict[str, str] = {}
     if ref.gang_name:
         wanted[GROUP_NAME_ANNOTATION] = ref.gang_name
