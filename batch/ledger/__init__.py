@@ -1,1 +1,54 @@
-"""The job ledger: SQLAlchemy models, the idempotent recorder, reports and retention."""
+"""The job ledger: SQLAlchemy models, the idempotent recorder, reports and retention.
+
+What callers use:
+
+* ``Recorder`` (``batch.ledger.recorder``) — ``record(events)`` / ``record_one(event)``,
+  ``flush()``, ``close()``, ``start_usage_sampler(source)``;
+* the event classes (``batch.ledger.events``) and the converters from raw Kubernetes objects
+  (``batch.ledger.convert``: ``events_from_job``, ``events_from_podgroup``, ``events_from_pod``,
+  ``events_from_queue``, ``usage_samples_from_queues``);
+* ``batch.ledger.migrate`` (``upgrade``/``downgrade``/``current_revision``) and
+  ``batch.ledger.db`` (URL resolution: ``--db``, ``TEPHRA_DB_URL``, default SQLite file).
+"""
+
+from __future__ import annotations
+
+from batch.ledger.convert import (
+    events_from_job,
+    events_from_pod,
+    events_from_podgroup,
+    events_from_queue,
+    usage_samples_from_queues,
+)
+from batch.ledger.db import default_url, make_engine, resolve_url
+from batch.ledger.events import (
+    JobObserved,
+    JobPhaseChanged,
+    LedgerEvent,
+    PodAttempt,
+    QueueConfigChanged,
+    QueueUsageSample,
+    SchedulingEvent,
+)
+from batch.ledger.recorder import Recorder, RecorderStats, UsageSource
+
+__all__ = [
+    "JobObserved",
+    "JobPhaseChanged",
+    "LedgerEvent",
+    "PodAttempt",
+    "QueueConfigChanged",
+    "QueueUsageSample",
+    "Recorder",
+    "RecorderStats",
+    "SchedulingEvent",
+    "UsageSource",
+    "default_url",
+    "events_from_job",
+    "events_from_pod",
+    "events_from_podgroup",
+    "events_from_queue",
+    "make_engine",
+    "resolve_url",
+    "usage_samples_from_queues",
+]

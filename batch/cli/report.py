@@ -1,0 +1,164 @@
+"""``tephra report``: wait times, usage, preemptions, outcomes and fairness from the ledger.
+
+Each report aggregates one of the ledger's SQL views (``report_*``; see docs/ledger.md), so the
+figures here can be reproduced with plain SQL. The window defaults to the last 7 days.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from batch.cli.db import db_option, fail_cleanly
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _common(func: F) -> F:
+    options = [
+        click.option(
+            "--since",
+            default="7d",
+            show_default=True,
+            help="Start of the window: 7d (ago), 2026-12-01, 2026-12-01T10:00:00Z.",
+        ),
+        click.option("--until", default="now", show_default=True, help="End of the window."),
+        click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable)."),
+        click.option(
+            "--namespace", "namespaces", multiple=True, help="Only these namespaces (repeatable)."
+        ),
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(["table", "csv", "json"]),
+            default="table",
+            show_default=True,
+        ),
+        db_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.0f}"
+    return str(value)
+
+
+def render(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, r, strict=True)) for r in rows], indent=2)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(["" if v is None else v for v in r] for r in rows)
+        return buf.getvalue().rstrip("\n")
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    lines = [title, "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    for r in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    if not rows:
+        lines.append("(no data in the window)")
+    return "\n".join(lines)
+
+
+def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
+    from batch.ledger.db import make_engine
+    from batch.ledger.reports import REPORTS, Filters, fairness, usage
+    from batch.ledger.timeutil import TimeSpecError, parse_when
+
+    try:
+        since = parse_when(opts["since"])
+    except TimeSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    try:
+        until = parse_when(opts["until"])
+    except TimeSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--until") from None
+    if until <= since:
+        raise click.BadParameter("--until must be later than --since", param_hint="--until")
+    filters = Filters(
+        since=since,
+        until=until,
+        queues=tuple(opts["queues"]),
+        namespaces=tuple(opts["namespaces"]),
+    )
+    db_url = opts["db_url"]
+    try:
+        engine = make_engine(db_url)
+        try:
+            with engine.connect() as conn:
+                if name == "usage":
+                    result = usage(conn, filters, by=extra["by"])
+                elif name == "fairness":
+                    result = fairness(conn, filters, resource=extra["resource"])
+                else:
+                    result = REPORTS[name](conn, filters)
+        finally:
+            engine.dispose()
+    except Exception as exc:
+        raise fail_cleanly(exc, db_url) from None
+    window = f"{since.isoformat(timespec='seconds')} .. {until.isoformat(timespec='seconds')}"
+    click.echo(render(f"{result.title}, {window}", result.columns, result.rows, opts["fmt"]))
+
+
+@click.group("report")
+def report() -> None:
+    """Reports from the job ledger (wait times, GPU-hours, preemptions, outcomes, fairness)."""
+
+
+@report.command("wait-times")
+@_common
+def wait_times_cmd(**opts: Any) -> None:
+    """Queueing delay from submission to Running, per queue (mean and percentiles)."""
+    _run("wait-times", opts)
+
+
+@report.command("usage")
+@click.option(
+    "--by",
+    multiple=True,
+    type=click.Choice(["day", "queue", "namespace", "submitter"]),
+    default=("day", "queue", "namespace", "submitter"),
+    show_default=True,
+    help="Grouping columns (repeatable).",
+)
+@_common
+def usage_cmd(by: tuple[str, ...], **opts: Any) -> None:
+    """GPU-hours and CPU-core-hours per UTC day, queue, namespace and submitter."""
+    _run("usage", opts, by=by)
+
+
+@report.command("preemptions")
+@_common
+def preemptions_cmd(**opts: Any) -> None:
+    """Evictions by preempt/reclaim, from which queue to which."""
+    _run("preemptions", opts)
+
+
+@report.command("outcomes")
+@_common
+def outcomes_cmd(**opts: Any) -> None:
+    """Finished jobs per queue by final phase, with retries and mean run time."""
+    _run("outcomes", opts)
+
+
+@report.command("fairness")
+@click.option(
+    "--resource", default="nvidia.com/gpu", show_default=True, help="Resource to compare."
+)
+@_common
+def fairness_cmd(resource: str, **opts: Any) -> None:
+    """Average allocation vs deserved share per queue, and how often it starved."""
+    _run("fairness", opts, resource=resource)

@@ -1,0 +1,695 @@
+"""Build ledger events from raw Kubernetes objects (dicts), so callers just hand objects over.
+
+Controllers see (old, new) pairs from their watches; ``events_from_job``, ``events_from_podgroup``,
+``events_from_pod`` and ``events_from_queue`` turn a pair into the facts worth recording
+(``new=None`` means deleted, ``old=None`` means first seen — e.g. after a restart). Times come
+from the objects (``lastTransitionTime``, ``startTime``, container ``startedAt``/``finishedAt``)
+so that re-observing an object yields the same event identities; the wall clock (``now``) is
+used only where the object carries no time (queue changes, deletions).
+
+Kinds understood: Volcano ``Job`` (VCJob), ``PodGroup``, ``Queue``, core ``Pod``, and the
+framework workloads ``PyTorchJob``/``MPIJob``/``TFJob`` (Kubeflow conditions), ``RayJob`` and
+``SparkApplication`` (their own status fields). Malformed quantities never raise here: the
+field is left unknown and a warning is logged, because history must not stop a controller.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from batch.api.quantity import QuantityError
+from batch.api.resources import CPU, GPU, MEMORY, parse_resource_list
+from batch.ledger.events import (
+    JobObserved,
+    JobPhaseChanged,
+    LedgerEvent,
+    PodAttempt,
+    QueueConfigChanged,
+    QueueUsageSample,
+)
+
+log = logging.getLogger(__name__)
+
+Obj = Mapping[str, Any]
+
+SUBMITTER_ANNOTATION = "tephra.io/submitter"
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+TASK_SPEC_KEY = "volcano.sh/task-spec"
+QUEUE_KEYS = ("volcano.sh/queue-name", "scheduling.volcano.sh/queue-name")
+TERMINAL = frozenset({"Completed", "Failed", "Terminated", "Aborted", "Deleted"})
+
+_KIND_NAMES = {"Job": "VCJob"}
+_KUBEFLOW_CONDITIONS = {
+    "Created": "Pending",
+    "Running": "Running",
+    "Restarting": "Restarting",
+    "Suspended": "Pending",
+    "Succeeded": "Completed",
+    "Failed": "Failed",
+}
+_RAY_STATES = {
+    "New": "Pending",
+    "Initializing": "Pending",
+    "Waiting": "Pending",
+    "Running": "Running",
+    "Retrying": "Restarting",
+    "Suspending": "Terminating",
+    "Suspended": "Terminated",
+    "Complete": "Completed",
+    "Failed": "Failed",
+}
+_SPARK_STATES = {
+    "": "Pending",
+    "SUBMITTED": "Pending",
+    "PENDING_RERUN": "Restarting",
+    "RUNNING": "Running",
+    "SUCCEEDING": "Completing",
+    "COMPLETED": "Completed",
+    "FAILING": "Failed",
+    "FAILED": "Failed",
+    "SUBMISSION_FAILED": "Failed",
+    "INVALIDATING": "Restarting",
+    "UNKNOWN": "Unknown",
+}
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    """An RFC 3339 Kubernetes timestamp as aware UTC, None when missing or unparsable."""
+    if not value:
+        return None
+    if isinstance(value, dt.datetime):
+        parsed = value
+    else:
+        try:
+            parsed = dt.datetime.fromisoformat(str(value))
+        except ValueError:
+            return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
+
+
+def _now(now: dt.datetime | None) -> dt.datetime:
+    return (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _map(obj: Any, *path: str) -> Mapping[str, Any]:
+    cur = obj
+    for key in path:
+        if not isinstance(cur, Mapping):
+            return {}
+        cur = cur.get(key)
+    return cur if isinstance(cur, Mapping) else {}
+
+
+def _list(obj: Any, *path: str) -> list[Any]:
+    cur = obj
+    for key in path:
+        if not isinstance(cur, Mapping):
+            return []
+        cur = cur.get(key)
+    return list(cur) if isinstance(cur, list) else []
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _controller_owner(meta: Obj) -> Mapping[str, Any] | None:
+    owners = [o for o in _list(meta, "ownerReferences") if isinstance(o, Mapping)]
+    for owner in owners:
+        if owner.get("controller"):
+            return owner
+    return owners[0] if owners else None
+
+
+def _kind_name(kind: str | None) -> str:
+    return _KIND_NAMES.get(kind or "", kind or "Unknown")
+
+
+def _resources(rl: Any, where: str) -> dict[str, int]:
+    if not isinstance(rl, Mapping):
+        return {}
+    try:
+        return parse_resource_list(rl)
+    except QuantityError as exc:
+        log.warning("ledger: ignoring resources at %s: %s", where, exc)
+        return {}
+
+
+def pod_requests(pod_spec: Obj, where: str = "pod") -> dict[str, int]:
+    """Effective requests of a pod spec: Σ containers (requests, else limits), max with inits."""
+    total: dict[str, int] = {}
+    for i, c in enumerate(_list(pod_spec, "containers")):
+        res = _map(c, "resources")
+        limits = _resources(res.get("limits"), f"{where}.containers[{i}].resources.limits")
+        requests = _resources(res.get("requests"), f"{where}.containers[{i}].resources.requests")
+        for name, amount in {**limits, **requests}.items():
+            total[name] = total.get(name, 0) + amount
+    for i, c in enumerate(_list(pod_spec, "initContainers")):
+        res = _map(c, "resources")
+        limits = _resources(res.get("limits"), f"{where}.initContainers[{i}].resources.limits")
+        requests = _resources(
+            res.get("requests"), f"{where}.initContainers[{i}].resources.requests"
+        )
+        for name, amount in {**limits, **requests}.items():
+            total[name] = max(total.get(name, 0), amount)
+    return total
+
+
+def _add_scaled(acc: dict[str, int], res: Mapping[str, int], n: int) -> None:
+    for name, amount in res.items():
+        acc[name] = acc.get(name, 0) + amount * n
+
+
+def _queue_from(meta: Obj, default: str | None = None) -> str | None:
+    for source in (_map(meta, "annotations"), _map(meta, "labels")):
+        for key in QUEUE_KEYS:
+            if source.get(key):
+                return str(source[key])
+    return default
+
+
+def _submitter(meta: Obj) -> str | None:
+    value = _map(meta, "annotations").get(SUBMITTER_ANNOTATION)
+    return str(value) if value else None
+
+
+# --------------------------------------------------------------------------------- jobs
+
+
+def events_from_job(
+    old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+) -> list[LedgerEvent]:
+    """Events for a workload object change: VCJob, PyTorchJob/MPIJob/TFJob, RayJob, Spark."""
+    obj = new if new is not None else old
+    if obj is None:
+        return []
+    kind = str(obj.get("kind") or "Job")
+    if kind == "PodGroup":
+        return events_from_podgroup(old, new, now=now)
+    if kind == "Job":
+        return _vcjob_events(old, new, now=now)
+    return _workload_events(old, new, now=now)
+
+
+def _vcjob_observation(obj: Obj) -> JobObserved:
+    meta = _meta(obj)
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    uid, name, ns = str(meta.get("uid", "")), str(meta.get("name", "")), meta.get("namespace")
+    replicas: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    for i, task in enumerate(_list(spec, "tasks")):
+        if not isinstance(task, Mapping):
+            continue
+        task_name = str(task.get("name") or f"default{i}")
+        n = _int(task.get("replicas")) or 0
+        replicas[task_name] = replicas.get(task_name, 0) + n
+        pod_spec = _map(task, "template", "spec")
+        _add_scaled(totals, pod_requests(pod_spec, f"Job {ns}/{name} spec.tasks[{i}]"), n)
+    state = _map(status, "state")
+    return JobObserved(
+        uid=uid,
+        namespace=str(ns or "default"),
+        name=name,
+        kind="VCJob",
+        queue=str(spec.get("queue") or "default"),
+        submitter=_submitter(meta),
+        priority_class=spec.get("priorityClassName") or None,
+        podgroup=f"{name}-{uid}" if uid else None,
+        requested_cpu_milli=totals.get(CPU, 0),
+        requested_memory_bytes=totals.get(MEMORY, 0),
+        requested_gpu_milli=totals.get(GPU, 0),
+        replicas=replicas,
+        min_available=_int(spec.get("minAvailable")) or _int(status.get("minAvailable")),
+        submitted_at=parse_time(meta.get("creationTimestamp")),
+        phase=state.get("phase") or None,
+        phase_at=parse_time(state.get("lastTransitionTime")),
+        retries=_int(status.get("retryCount")),
+    )
+
+
+def _vcjob_events(
+    old: Obj | None, new: Obj | None, *, now: dt.datetime | None
+) -> list[LedgerEvent]:
+    out: list[LedgerEvent] = []
+    if new is None:
+        assert old is not None
+        return _deleted(_vcjob_observation(old), _meta(old), now)
+    observed = _vcjob_observation(new)
+    previous = _vcjob_observation(old) if old is not None else None
+    base = {"job_uid": observed.uid, "namespace": observed.namespace, "name": observed.name}
+    state = _map(new, "status", "state")
+    if observed.phase and (previous is None or previous.phase != observed.phase):
+        out.append(
+            JobPhaseChanged(
+                **base,
+                kind="VCJob",
+                from_phase=previous.phase if previous is not None else None,
+                to_phase=observed.phase,
+                at=observed.phase_at or _now(now),
+                reason=state.get("reason") or None,
+                message=state.get("message") or None,
+            )
+        )
+    old_conditions = _conditions(old) if old is not None else set()
+    for phase, at in sorted(_conditions(new) - old_conditions, key=lambda c: c[1]):
+        out.append(JobPhaseChanged(**base, kind="VCJob", to_phase=phase, at=at))
+    if previous != observed or out:
+        out.insert(0, observed)
+    return out
+
+
+def _conditions(obj: Obj) -> set[tuple[str, dt.datetime]]:
+    found: set[tuple[str, dt.datetime]] = set()
+    for cond in _list(obj, "status", "conditions"):
+        if not isinstance(cond, Mapping):
+            continue
+        at = parse_time(cond.get("lastTransitionTime"))
+        phase = cond.get("status")
+        if at is not None and isinstance(phase, str) and phase:
+            found.add((phase, at))
+    return found
+
+
+def _deleted(observed: JobObserved, meta: Obj, now: dt.datetime | None) -> list[LedgerEvent]:
+    if observed.phase in TERMINAL:
+        return []
+    at = parse_time(meta.get("deletionTimestamp")) or _now(now)
+    return [
+        JobPhaseChanged(
+            job_uid=observed.uid,
+            namespace=observed.namespace,
+            name=observed.name,
+            kind=observed.kind,
+            from_phase=observed.phase,
+            to_phase="Deleted",
+            at=at,
+            reason="Deleted",
+        )
+    ]
+
+
+def _replica_specs(spec: Obj) -> dict[str, Mapping[str, Any]]:
+    for key, value in spec.items():
+        if key.endswith("ReplicaSpecs") and isinstance(value, Mapping):
+            return {str(k): v for k, v in value.items() if isinstance(v, Mapping)}
+    return {}
+
+
+def _workload_observation(obj: Obj) -> tuple[JobObserved, list[tuple[str, dt.datetime]]]:
+    """Observation + (phase, time) history for framework workloads."""
+    meta = _meta(obj)
+    kind = str(obj.get("kind") or "Unknown")
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    uid, name, ns = str(meta.get("uid", "")), str(meta.get("name", "")), meta.get("namespace")
+    where = f"{kind} {ns}/{name}"
+    replicas: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    queue: str | None = None
+    priority_class: str | None = None
+    min_available: int | None = None
+    history: list[tuple[str, dt.datetime]] = []
+    if kind == "RayJob":
+        cluster = _map(spec, "rayClusterSpec")
+        head = _map(cluster, "headGroupSpec")
+        replicas["head"] = 1
+        _add_scaled(totals, pod_requests(_map(head, "template", "spec"), f"{where} head"), 1)
+        for i, group in enumerate(_list(cluster, "workerGroupSpecs")):
+            if not isinstance(group, Mapping):
+                continue
+            n = _int(group.get("replicas")) or _int(group.get("minReplicas")) or 0
+            replicas[str(group.get("groupName") or f"worker{i}")] = n
+            _add_scaled(totals, pod_requests(_map(group, "template", "spec"), where), n)
+        raw = str(status.get("jobDeploymentStatus") or "")
+        phase = _RAY_STATES.get(raw)
+        at = parse_time(status.get("endTime")) if phase in TERMINAL else None
+        at = at or parse_time(status.get("startTime"))
+        if phase and at:
+            history.append((phase, at))
+    elif kind == "SparkApplication":
+        driver, executor = _map(spec, "driver"), _map(spec, "executor")
+        n_exec = _int(executor.get("instances")) or 1
+        replicas = {"driver": 1, "executor": n_exec}
+        for part, n in ((driver, 1), (executor, n_exec)):
+            res: dict[str, int] = {}
+            if part.get("cores") is not None:
+                res.update(_resources({CPU: part["cores"]}, f"{where} cores"))
+            if part.get("memory"):
+                res.update(_resources({MEMORY: part["memory"]}, f"{where} memory"))
+            gpu = _map(part, "gpu")
+            if gpu.get("name") and gpu.get("quantity") is not None:
+                res.update(_resources({str(gpu["name"]): gpu["quantity"]}, f"{where} gpu"))
+            _add_scaled(totals, res, n)
+        batch_sched = _map(spec, "batchSchedulerOptions")
+        queue = batch_sched.get("queue") or None
+        priority_class = batch_sched.get("priorityClassName") or None
+        state = _map(status, "applicationState")
+        phase = _SPARK_STATES.get(str(state.get("state") or ""))
+        at = parse_time(status.get("terminationTime")) if phase in TERMINAL else None
+        at = at or parse_time(status.get("lastSubmissionAttemptTime"))
+        if phase and at:
+            history.append((phase, at))
+    else:  # Kubeflow training jobs: PyTorchJob, MPIJob, TFJob, ...
+        for role, rspec in _replica_specs(spec).items():
+            n = _int(rspec.get("replicas")) or 1
+            replicas[role.lower()] = n
+            _add_scaled(totals, pod_requests(_map(rspec, "template", "spec"), where), n)
+        policy = _map(spec, "runPolicy", "schedulingPolicy")
+        queue = policy.get("queue") or None
+        priority_class = policy.get("priorityClass") or None
+        min_available = _int(policy.get("minAvailable"))
+        for cond in _list(status, "conditions"):
+            if not isinstance(cond, Mapping) or str(cond.get("status")) != "True":
+                continue
+            phase = _KUBEFLOW_CONDITIONS.get(str(cond.get("type")))
+            at = parse_time(cond.get("lastTransitionTime"))
+            if phase and at:
+                history.append((phase, at))
+    history.sort(key=lambda h: h[1])
+    last = history[-1] if history else None
+    observed = JobObserved(
+        uid=uid,
+        namespace=str(ns or "default"),
+        name=name,
+        kind=kind,
+        queue=queue or _queue_from(meta),
+        submitter=_submitter(meta),
+        priority_class=priority_class,
+        requested_cpu_milli=totals.get(CPU, 0),
+        requested_memory_bytes=totals.get(MEMORY, 0),
+        requested_gpu_milli=totals.get(GPU, 0),
+        replicas=replicas,
+        min_available=min_available,
+        submitted_at=parse_time(meta.get("creationTimestamp")),
+        phase=last[0] if last else None,
+        phase_at=last[1] if last else None,
+    )
+    return observed, history
+
+
+def _workload_events(
+    old: Obj | None, new: Obj | None, *, now: dt.datetime | None
+) -> list[LedgerEvent]:
+    if new is None:
+        assert old is not None
+        observed, _ = _workload_observation(old)
+        return _deleted(observed, _meta(old), now)
+    observed, history = _workload_observation(new)
+    previous, old_history = _workload_observation(old) if old is not None else (None, [])
+    out: list[LedgerEvent] = []
+    seen = set(old_history)
+    for phase, at in history:
+        if (phase, at) not in seen:
+            out.append(
+                JobPhaseChanged(
+                    job_uid=observed.uid,
+                    namespace=observed.namespace,
+                    name=observed.name,
+                    kind=observed.kind,
+                    to_phase=phase,
+                    at=at,
+                )
+            )
+    if previous != observed or out:
+        out.insert(0, observed)
+    return out
+
+
+# ----------------------------------------------------------------------------- podgroups
+
+
+def events_from_podgroup(
+    old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+) -> list[LedgerEvent]:
+    """PodGroup phases (Pending/Inqueue/Running/...) as ``source='podgroup'`` transitions.
+
+    A PodGroup owned by a VCJob only adds its transitions (the VCJob carries the job facts). Any
+    other PodGroup (framework workloads, plain pods) also describes its workload: the job row is
+    keyed by the owner's uid (or the PodGroup's own when it has none) and the PodGroup's
+    Running/Completed phases stand in for the workload's own phases.
+    """
+    obj = new if new is not None else old
+    if obj is None or new is None:
+        return []
+    meta = _meta(new)
+    spec, status = _map(new, "spec"), _map(new, "status")
+    owner = _controller_owner(meta)
+    ns, pg_name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+    if owner is not None and owner.get("uid"):
+        job_uid, job_name = str(owner["uid"]), str(owner.get("name") or pg_name)
+        kind = _kind_name(str(owner.get("kind") or ""))
+    else:
+        job_uid, job_name, kind = str(meta.get("uid", "")), pg_name, "PodGroup"
+    phase = status.get("phase") or None
+    old_phase = _map(old, "status").get("phase") if old is not None else None
+    at = _podgroup_phase_time(new, phase) or _now(now)
+    out: list[LedgerEvent] = []
+    if kind != "VCJob":
+        requests = _resources(spec.get("minResources"), f"PodGroup {ns}/{pg_name} minResources")
+        observed = JobObserved(
+            uid=job_uid,
+            namespace=ns,
+            name=job_name,
+            kind=kind,
+            queue=str(spec.get("queue") or "default"),
+            submitter=_submitter(meta),
+            priority_class=spec.get("priorityClassName") or None,
+            podgroup=pg_name,
+            requested_cpu_milli=requests.get(CPU) if requests else None,
+            requested_memory_bytes=requests.get(MEMORY) if requests else None,
+            requested_gpu_milli=requests.get(GPU) if requests else None,
+            min_available=_int(spec.get("minMember")),
+            submitted_at=parse_time(meta.get("creationTimestamp")),
+        )
+        if old is None or observed != _podgroup_observation_of(old, observed):
+            out.append(observed)
+    if phase and phase != old_phase:
+        base = {"job_uid": job_uid, "namespace": ns, "name": job_name, "kind": kind}
+        out.append(
+            JobPhaseChanged(
+                **base, source="podgroup", from_phase=old_phase, to_phase=str(phase), at=at
+            )
+        )
+        job_phase = {"Pending": "Pending", "Running": "Running", "Completed": "Completed"}.get(
+            str(phase)
+        )
+        if kind != "VCJob" and job_phase is not None:
+            out.append(JobPhaseChanged(**base, source="job", to_phase=job_phase, at=at))
+    return out
+
+
+def _podgroup_observation_of(old: Obj, like: JobObserved) -> JobObserved | None:
+    events = [
+        e
+        for e in events_from_podgroup(None, old)
+        if isinstance(e, JobObserved) and e.uid == like.uid
+    ]
+    return events[0] if events else None
+
+
+def _podgroup_phase_time(pg: Obj, phase: Any) -> dt.datetime | None:
+    """Best object-derived time for the PodGroup's current phase (latest condition time)."""
+    times = [
+        t
+        for t in (
+            parse_time(c.get("lastTransitionTime"))
+            for c in _list(pg, "status", "conditions")
+            if isinstance(c, Mapping)
+        )
+        if t is not None
+    ]
+    if times:
+        return max(times)
+    if phase == "Pending":
+        return parse_time(_meta(pg).get("creationTimestamp"))
+    return None
+
+
+# ----------------------------------------------------------------------------------- pods
+
+
+def _pod_attempt(pod: Obj, *, deleted: bool, now: dt.datetime | None) -> PodAttempt:
+    meta = _meta(pod)
+    spec, status = _map(pod, "spec"), _map(pod, "status")
+    ann, labels = _map(meta, "annotations"), _map(meta, "labels")
+    owner = _controller_owner(meta)
+    ns, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+    requests = pod_requests(spec, f"Pod {ns}/{name} spec")
+    phase = status.get("phase")
+    conditions = [c for c in _list(status, "conditions") if isinstance(c, Mapping)]
+    bound_at = None
+    for cond in conditions:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            bound_at = parse_time(cond.get("lastTransitionTime"))
+    node = spec.get("nodeName") or None
+    statuses = [
+        s for key in ("containerStatuses",) for s in _list(status, key) if isinstance(s, Mapping)
+    ]
+    starts: list[dt.datetime] = []
+    finishes: list[dt.datetime] = []
+    exit_codes: list[int] = []
+    restarts = 0
+    for cs in statuses:
+        restarts += _int(cs.get("restartCount")) or 0
+        state = _map(cs, "state")
+        running, terminated = _map(state, "running"), _map(state, "terminated")
+        for candidate in (running.get("startedAt"), terminated.get("startedAt")):
+            t = parse_time(candidate)
+            if t is not None:
+                starts.append(t)
+        if terminated:
+            t = parse_time(terminated.get("finishedAt"))
+            if t is not None:
+                finishes.append(t)
+            code = _int(terminated.get("exitCode"))
+            if code is not None:
+                exit_codes.append(code)
+    started_at = min(starts) if starts else None
+    if started_at is None and phase in ("Running", "Succeeded", "Failed"):
+        started_at = parse_time(status.get("startTime"))
+    finished_at = None
+    exit_code = None
+    outcome = None
+    if phase in ("Succeeded", "Failed"):
+        outcome = str(phase)
+        finished_at = max(finishes) if finishes else None
+        nonzero = [c for c in exit_codes if c != 0]
+        exit_code = nonzero[0] if nonzero else (0 if exit_codes or phase == "Succeeded" else None)
+    elif deleted:
+        outcome = "Deleted"
+        finished_at = parse_time(meta.get("deletionTimestamp")) or _now(now)
+        if started_at is None:
+            finished_at = None if not node else finished_at
+    if outcome in ("Succeeded", "Failed") and finished_at is None:
+        finished_at = parse_time(meta.get("deletionTimestamp")) or _now(now)
+    eviction = None
+    for cond in conditions:
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            eviction = str(cond.get("reason") or "DisruptionTarget")
+    if eviction is None and status.get("reason") == "Evicted":
+        eviction = "Evicted"
+    role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY)
+    role = role or labels.get("training.kubeflow.org/replica-type") or labels.get("ray.io/group")
+    return PodAttempt(
+        pod_uid=str(meta.get("uid", "")),
+        namespace=ns,
+        name=name,
+        job_uid=str(owner["uid"]) if owner is not None and owner.get("uid") else None,
+        podgroup=ann.get(GROUP_NAME_ANNOTATION) or None,
+        role=str(role) if role else None,
+        queue=_queue_from(meta),
+        node=node,
+        cpu_milli=requests.get(CPU, 0),
+        memory_bytes=requests.get(MEMORY, 0),
+        gpu_milli=requests.get(GPU, 0),
+        created_at=parse_time(meta.get("creationTimestamp")),
+        bound_at=bound_at if node else None,
+        started_at=started_at,
+        finished_at=finished_at,
+        exit_code=exit_code,
+        outcome=outcome,
+        eviction_cause=eviction,
+        restarts=restarts,
+    )
+
+
+def events_from_pod(
+    old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+) -> list[LedgerEvent]:
+    """A ``PodAttempt`` snapshot when anything the ledger keeps about the pod changed."""
+    if new is None:
+        if old is None:
+            return []
+        return [_pod_attempt(old, deleted=True, now=now)]
+    attempt = _pod_attempt(new, deleted=False, now=now)
+    if old is not None and _pod_attempt(old, deleted=False, now=now) == attempt:
+        return []
+    return [attempt]
+
+
+# --------------------------------------------------------------------------------- queues
+
+
+def _queue_config(queue: Obj, at: dt.datetime, *, deleted: bool = False) -> QueueConfigChanged:
+    meta, spec, status = _meta(queue), _map(queue, "spec"), _map(queue, "status")
+    name = str(meta.get("name", ""))
+    reclaimable = spec.get("reclaimable")
+    parent = spec.get("parent") or (None if name == "root" else "root")
+    return QueueConfigChanged(
+        queue=name,
+        at=at,
+        queue_uid=str(meta["uid"]) if meta.get("uid") else None,
+        weight=_int(spec.get("weight")) or 1,
+        capability=_resources(spec.get("capability"), f"Queue {name} spec.capability"),
+        guarantee=_resources(
+            _map(spec, "guarantee").get("resource"), f"Queue {name} spec.guarantee.resource"
+        ),
+        deserved=_resources(spec.get("deserved"), f"Queue {name} spec.deserved"),
+        reclaimable=bool(reclaimable) if reclaimable is not None else None,
+        priority=_int(spec.get("priority")),
+        state="Deleted" if deleted else (status.get("state") or None),
+        parent=str(parent) if parent else None,
+    )
+
+
+def events_from_queue(
+    old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+) -> list[LedgerEvent]:
+    """A ``QueueConfigChanged`` when weight/capability/guarantee/deserved/state/parent changed."""
+    at = _now(now)
+    if new is None:
+        return [] if old is None else [_queue_config(old, at, deleted=True)]
+    change = _queue_config(new, at)
+    if old is not None and _queue_config(old, at).config_hash == change.config_hash:
+        return []
+    return [change]
+
+
+def usage_samples_from_queues(
+    queues: Iterable[Obj],
+    *,
+    at: dt.datetime,
+    pending: Mapping[str, Mapping[str, int]] | None = None,
+    deserved: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[LedgerEvent]:
+    """Samples from Queue objects: ``status.allocated`` vs deserved (computed or ``spec``).
+
+    ``deserved`` (per queue) overrides ``spec.deserved`` — the proportion plugin computes it.
+    ``pending`` is the queue's unadmitted demand, when the caller knows it.
+    """
+    out: list[LedgerEvent] = []
+    for queue in queues:
+        meta, spec, status = _meta(queue), _map(queue, "spec"), _map(queue, "status")
+        name = str(meta.get("name", ""))
+        fair = (deserved or {}).get(name)
+        out.append(
+            QueueUsageSample(
+                queue=name,
+                at=at,
+                allocated=_resources(status.get("allocated"), f"Queue {name} status.allocated"),
+                deserved=dict(fair)
+                if fair is not None
+                else (_resources(spec.get("deserved"), f"Queue {name} spec.deserved") or None),
+                capability=_resources(spec.get("capability"), f"Queue {name} spec.capability")
+                or None,
+                pending=dict((pending or {}).get(name, {})) or None,
+            )
+        )
+    return out

@@ -1,0 +1,272 @@
+"""The ledger's tables as typed SQLAlchemy 2 models.
+
+Why this shape: the recorder writes idempotently, so every table has a natural key taken from the
+cluster (object uid, phase + transition time, victim pod + action, queue + sample time) rather
+than relying on surrogate ids alone. Event tables reference jobs by ``job_uid`` without a foreign
+key on purpose: pods, PodGroups and jobs are watched by different controllers and their events
+arrive in any order (or replay from a spill file), so no insert may depend on another having
+happened first. Constraint names follow ``NAMING_CONVENTION`` so Alembic's autogenerate output is
+stable across databases.
+
+Units are the project's exact integers (``batch.api.resources``): cpu and GPUs in milli-units,
+memory in bytes. Timestamps are timezone-aware UTC (``timestamptz`` on PostgreSQL; ISO text in
+UTC on SQLite).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+TERMINAL_JOB_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted", "Deleted"})
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are stored as naive UTC
+    text (which sorts and compares correctly) and come back tagged as UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, dt.datetime):
+            raise TypeError(f"expected a datetime, got {type(value).__name__}")
+        stamp: dt.datetime = value
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=dt.UTC)
+        stamp = stamp.astimezone(dt.UTC)
+        if dialect.name == "sqlite":
+            return stamp.replace(tzinfo=None)
+        return stamp
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        parsed = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+        if not isinstance(parsed, dt.datetime):  # pragma: no cover - driver contract
+            raise TypeError(f"expected a datetime from the database, got {type(parsed).__name__}")
+        if parsed.tzinfo is None:
+            return parsed.replace(tzinfo=dt.UTC)
+        return parsed.astimezone(dt.UTC)
+
+
+def _id_type() -> BigInteger:
+    # SQLite only auto-increments an INTEGER PRIMARY KEY, PostgreSQL gets a BIGINT identity.
+    return BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Declarative base carrying the naming conventions."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dt.datetime: UTCDateTime(), dict[str, Any]: JSON(none_as_null=True)}
+
+
+class Job(Base):
+    """One row per workload (VCJob, PyTorchJob, MPIJob, RayJob, SparkApplication, PodGroup).
+
+    ``phase``/``phase_at`` is the latest known phase; ``first_started_at`` the earliest time the
+    job reached Running (the end of its wait); ``finished_at``/``final_phase`` are set while the
+    latest phase is terminal. These are denormalised from the transitions so reports need not
+    scan them.
+    """
+
+    __tablename__ = "jobs"
+
+    uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    kind: Mapped[str] = mapped_column(String(64))
+    queue: Mapped[str | None] = mapped_column(String(253))
+    submitter: Mapped[str | None] = mapped_column(String(253))
+    priority_class: Mapped[str | None] = mapped_column(String(253))
+    priority: Mapped[int | None] = mapped_column(Integer)
+    podgroup: Mapped[str | None] = mapped_column(String(253))
+    requested_cpu_milli: Mapped[int | None] = mapped_column(BigInteger)
+    requested_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    requested_gpu_milli: Mapped[int | None] = mapped_column(BigInteger)
+    replicas: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    min_available: Mapped[int | None] = mapped_column(Integer)
+    submitted_at: Mapped[dt.datetime | None]
+    first_started_at: Mapped[dt.datetime | None]
+    finished_at: Mapped[dt.datetime | None]
+    phase: Mapped[str | None] = mapped_column(String(32))
+    phase_at: Mapped[dt.datetime | None]
+    final_phase: Mapped[str | None] = mapped_column(String(32))
+    retries: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[dt.datetime]
+
+    __table_args__ = (
+        Index(None, "submitted_at"),
+        Index(None, "finished_at"),
+        Index(None, "queue", "submitted_at"),
+        Index(None, "namespace", "name"),
+    )
+
+
+class JobTransition(Base):
+    """A phase change of a job (``source='job'``) or of its PodGroup (``source='podgroup'``).
+
+    Identity: (job_uid, source, to_phase, at) — the transition time comes from the object's
+    status, so a replayed or re-listed object produces the same key.
+    """
+
+    __tablename__ = "job_transitions"
+
+    id: Mapped[int] = mapped_column(_id_type(), primary_key=True, autoincrement=True)
+    job_uid: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(16))
+    from_phase: Mapped[str | None] = mapped_column(String(32))
+    to_phase: Mapped[str] = mapped_column(String(32))
+    at: Mapped[dt.datetime]
+    reason: Mapped[str | None] = mapped_column(String(253))
+    message: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("job_uid", "source", "to_phase", "at"),
+        Index(None, "at"),
+    )
+
+
+class PodAttempt(Base):
+    """One pod incarnation of a job (a restarted job gets new pods, hence new attempts).
+
+    Fields are set once: the first known bind/start/finish/exit code wins, so replays and
+    out-of-order events converge to the same row.
+    """
+
+    __tablename__ = "pod_attempts"
+
+    pod_uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    job_uid: Mapped[str | None] = mapped_column(String(64))
+    podgroup: Mapped[str | None] = mapped_column(String(253))
+    role: Mapped[str | None] = mapped_column(String(253))
+    queue: Mapped[str | None] = mapped_column(String(253))
+    node: Mapped[str | None] = mapped_column(String(253))
+    cpu_milli: Mapped[int | None] = mapped_column(BigInteger)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_milli: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[dt.datetime | None]
+    bound_at: Mapped[dt.datetime | None]
+    started_at: Mapped[dt.datetime | None]
+    finished_at: Mapped[dt.datetime | None]
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str | None] = mapped_column(String(32))
+    eviction_cause: Mapped[str | None] = mapped_column(String(253))
+    restarts: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        Index(None, "job_uid"),
+        Index(None, "started_at"),
+        Index(None, "finished_at"),
+    )
+
+
+class SchedulingEvent(Base):
+    """A preemption or reclaim decision: who lost a pod, for whom, and why.
+
+    Identity: (action, victim_pod_uid) — a pod is evicted at most once per action.
+    """
+
+    __tablename__ = "scheduling_events"
+
+    id: Mapped[int] = mapped_column(_id_type(), primary_key=True, autoincrement=True)
+    at: Mapped[dt.datetime]
+    action: Mapped[str] = mapped_column(String(32))
+    victim_pod_uid: Mapped[str] = mapped_column(String(64))
+    victim_namespace: Mapped[str] = mapped_column(String(253))
+    victim_pod: Mapped[str] = mapped_column(String(253))
+    victim_job_uid: Mapped[str | None] = mapped_column(String(64))
+    victim_queue: Mapped[str | None] = mapped_column(String(253))
+    beneficiary_job_uid: Mapped[str | None] = mapped_column(String(64))
+    beneficiary_queue: Mapped[str | None] = mapped_column(String(253))
+    reason: Mapped[str | None] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(String(64))
+    cpu_milli: Mapped[int | None] = mapped_column(BigInteger)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_milli: Mapped[int | None] = mapped_column(BigInteger)
+
+    __table_args__ = (
+        UniqueConstraint("action", "victim_pod_uid"),
+        Index(None, "at"),
+    )
+
+
+class QueueConfig(Base):
+    """Queue configuration history: one row per distinct configuration, valid from ``valid_from``.
+
+    A row is written only when the configuration differs from the one in force at that time, so
+    a controller re-listing unchanged queues after a restart adds nothing.
+    """
+
+    __tablename__ = "queue_configs"
+
+    id: Mapped[int] = mapped_column(_id_type(), primary_key=True, autoincrement=True)
+    queue: Mapped[str] = mapped_column(String(253))
+    queue_uid: Mapped[str | None] = mapped_column(String(64))
+    valid_from: Mapped[dt.datetime]
+    config_hash: Mapped[str] = mapped_column(String(64))
+    weight: Mapped[int | None] = mapped_column(Integer)
+    capability: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    guarantee: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    deserved: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    reclaimable: Mapped[bool | None] = mapped_column(Boolean)
+    priority: Mapped[int | None] = mapped_column(Integer)
+    state: Mapped[str | None] = mapped_column(String(32))
+    parent: Mapped[str | None] = mapped_column(String(253))
+
+    __table_args__ = (UniqueConstraint("queue", "valid_from"),)
+
+
+class QueueUsageSample(Base):
+    """A periodic sample of one queue's use of one resource (internal units)."""
+
+    __tablename__ = "queue_usage_samples"
+
+    id: Mapped[int] = mapped_column(_id_type(), primary_key=True, autoincrement=True)
+    at: Mapped[dt.datetime]
+    queue: Mapped[str] = mapped_column(String(253))
+    resource: Mapped[str] = mapped_column(String(253))
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    deserved: Mapped[int | None] = mapped_column(BigInteger)
+    capability: Mapped[int | None] = mapped_column(BigInteger)
+    pending: Mapped[int | None] = mapped_column(BigInteger)
+
+    __table_args__ = (
+        UniqueConstraint("queue", "resource", "at"),
+        Index(None, "at"),
+    )
+
+
+TABLES = tuple(Base.metadata.sorted_tables)

@@ -1,0 +1,404 @@
+"""The recorder: the one door through which controllers and the scheduler write history.
+
+Callers hand over events (``record``/``record_one``) and return at once; a background thread
+writes them in batches through ``batch.ledger.writer`` (idempotent upserts, one transaction per
+batch). When the database is unreachable the events stay in a bounded in-memory buffer; what
+does not fit is appended to a local spill file (JSON lines). When the database answers again the
+spill file is replayed first, then the buffer — because writes are idempotent a batch that was
+half-sent before an outage, or a spill file replayed twice after a crash, adds nothing twice.
+``close`` flushes; if the database is still down it spills the rest, and the next recorder with
+the same spill path picks it up. Events the database rejects as invalid (not an outage) are
+written to ``<spill>.rejected.jsonl`` and logged, so nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+
+from batch.ledger.db import display_url, make_engine, resolve_url, state_dir
+from batch.ledger.events import LedgerEvent, event_from_json, event_to_json
+from batch.ledger.writer import Writer
+
+if TYPE_CHECKING:
+    from batch.ledger.sampler import UsageSampler
+
+log = logging.getLogger(__name__)
+
+_UNDEFINED_TABLE = "42P01"
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True when ``exc`` means "database unavailable" (retry later) rather than "bad data"."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        if getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE:
+            return True  # schema not migrated yet: wait for `tephra db upgrade`
+    return False
+
+
+def default_spill_path(url: str) -> Path:
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    return state_dir() / f"ledger-spill-{digest}.jsonl"
+
+
+@dataclass(slots=True)
+class RecorderStats:
+    recorded: int = 0
+    written: int = 0
+    spilled: int = 0
+    replayed: int = 0
+    rejected: int = 0
+    failures: int = 0
+    available: bool = True
+
+
+class Recorder:
+    """Buffered, idempotent, outage-tolerant event writer.
+
+    ``db`` is a URL (default: ``TEPHRA_DB_URL`` or the SQLite file) or an ``Engine``. With
+    ``background=False`` nothing is written until ``flush()`` is called (useful in tests and
+    one-shot tools).
+    """
+
+    def __init__(
+        self,
+        db: str | Engine | None = None,
+        *,
+        batch_size: int = 1000,
+        flush_interval: float = 0.5,
+        max_buffer: int = 50_000,
+        spill_path: str | Path | None = None,
+        retry_interval: float = 1.0,
+        max_retry_interval: float = 30.0,
+        background: bool = True,
+    ) -> None:
+        if isinstance(db, Engine):
+            self._engine, self._owns_engine = db, False
+            url = db.url.render_as_string(hide_password=False)
+        else:
+            url = resolve_url(db)
+            self._engine, self._owns_engine = make_engine(url), True
+        self.url = url
+        self.batch_size = max(1, batch_size)
+        self.flush_interval = flush_interval
+        self.max_buffer = max(self.batch_size, max_buffer)
+        self.retry_interval = retry_interval
+        self.max_retry_interval = max_retry_interval
+        self.spill_path = Path(spill_path) if spill_path else default_spill_path(url)
+        self._replay_path = self.spill_path.with_name(self.spill_path.name + ".replaying")
+        self._rejected_path = self.spill_path.with_name(self.spill_path.stem + ".rejected.jsonl")
+        self._writer = Writer()
+        self._buffer: deque[LedgerEvent] = deque()
+        self._cond = threading.Condition()
+        self._inflight = 0
+        self._closing = False
+        self._closed = False
+        self._flush_requests = 0
+        self._last_failure = 0.0
+        self._backoff = retry_interval
+        self._next_attempt = 0.0
+        self._first_buffered = 0.0
+        self.stats = RecorderStats()
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(
+                target=self._run, name="tephra-ledger-recorder", daemon=True
+            )
+            self._thread.start()
+
+    # ------------------------------------------------------------------ public API
+
+    def record(self, events: Iterable[LedgerEvent]) -> None:
+        """Queue events for writing; never blocks on the database."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("recorder is closed")
+            before = len(self._buffer)
+            self._buffer.extend(events)
+            if before == 0:
+                self._first_buffered = time.monotonic()
+            self.stats.recorded += len(self._buffer) - before
+            if len(self._buffer) > self.max_buffer:
+                self._spill_locked(len(self._buffer) - self.max_buffer // 2)
+            if len(self._buffer) >= self.batch_size:
+                self._cond.notify_all()
+
+    def record_one(self, event: LedgerEvent) -> None:
+        self.record((event,))
+
+    @property
+    def pending(self) -> int:
+        """Events not yet written (in memory, in flight or in spill files)."""
+        with self._cond:
+            return len(self._buffer) + self._inflight + self._spilled_lines()
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Write everything buffered and spilled; True when done, False on outage or timeout."""
+        if self._thread is None:
+            return self._drain(final=False)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            started = time.monotonic()
+            self._flush_requests += 1
+            self._next_attempt = 0.0
+            self._cond.notify_all()
+            try:
+                while True:
+                    if not self._buffer and self._inflight == 0 and not self._has_spill():
+                        return True
+                    if self._last_failure > started:
+                        return False
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(remaining if remaining is not None else 1.0)
+            finally:
+                self._flush_requests -= 1
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Flush, spill whatever could not be written, stop the thread, release the engine."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closing = True
+            self._next_attempt = 0.0
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        else:
+            self._drain(final=True)
+        with self._cond:
+            if self._buffer:
+                self._spill_locked(len(self._buffer))
+            self._closed = True
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ background loop
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closing:
+                    now = time.monotonic()
+                    due = self._due(now)
+                    if due is None:
+                        self._cond.wait(self.flush_interval)
+                        continue
+                    due = max(due, self._next_attempt)
+                    if now >= due:
+                        break
+                    self._cond.wait(due - now)
+                closing = self._closing
+            self._drain(final=closing)
+            if closing:
+                return
+
+    def _due(self, now: float) -> float | None:
+        """When the next write should start (lock held); None when there is nothing to write."""
+        if self._flush_requests or len(self._buffer) >= self.batch_size or self._has_spill():
+            return now
+        if self._buffer:
+            return self._first_buffered + self.flush_interval
+        return None
+
+    def _drain(self, *, final: bool) -> bool:
+        """Write spill files then the buffer; on outage spill (when final) and back off."""
+        try:
+            self._replay_spill()
+            while True:
+                with self._cond:
+                    if not self._buffer:
+                        break
+                    n = min(self.batch_size, len(self._buffer))
+                    batch = [self._buffer.popleft() for _ in range(n)]
+                    self._inflight = n
+                    self._first_buffered = time.monotonic()
+                try:
+                    self._write(batch)
+                except BaseException:
+                    with self._cond:
+                        self._buffer.extendleft(reversed(batch))
+                        self._inflight = 0
+                    raise
+                with self._cond:
+                    self._inflight = 0
+                    self.stats.written += n
+                    self._cond.notify_all()
+        except SQLAlchemyError as exc:
+            if not is_outage(exc):  # pragma: no cover - _write isolates bad events
+                raise
+            self._on_outage(exc, final=final)
+            return False
+        with self._cond:
+            if not self.stats.available:
+                log.info("ledger database %s is reachable again", display_url(self.url))
+            self.stats.available = True
+            self._backoff = self.retry_interval
+            self._cond.notify_all()
+        return True
+
+    def _on_outage(self, exc: BaseException, *, final: bool) -> None:
+        with self._cond:
+            self.stats.failures += 1
+            if self.stats.available:
+                log.warning(
+                    "ledger database %s unavailable (%s); buffering events",
+                    display_url(self.url),
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                )
+            self.stats.available = False
+            self._last_failure = time.monotonic()
+            self._next_attempt = self._last_failure + self._backoff
+            self._backoff = min(self._backoff * 2, self.max_retry_interval)
+            if final and self._buffer:
+                self._spill_locked(len(self._buffer))
+            self._cond.notify_all()
+
+    def _write(self, batch: list[LedgerEvent]) -> None:
+        try:
+            with self._engine.begin() as conn:
+                self._writer.write(conn, batch)
+        except SQLAlchemyError as exc:
+            if is_outage(exc):
+                raise
+            self._write_isolating(batch)
+
+    def _write_isolating(self, batch: list[LedgerEvent]) -> None:
+        """A batch failed on data: write events one by one, set aside the bad ones."""
+        for event in batch:
+            try:
+                with self._engine.begin() as conn:
+                    self._writer.write(conn, [event])
+            except SQLAlchemyError as exc:
+                if is_outage(exc):
+                    raise
+                self._reject(event, exc)
+
+    def _reject(self, event: LedgerEvent, exc: BaseException) -> None:
+        log.error("ledger rejected %s %s: %s", event.TYPE, event.identity, exc)
+        record = {"error": str(exc).splitlines()[0], "event": event_to_json(event)}
+        self._rejected_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._rejected_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        with self._cond:
+            self.stats.rejected += 1
+
+    # ------------------------------------------------------------------ spill files
+
+    def _spill_locked(self, count: int) -> None:
+        """Move the ``count`` oldest buffered events to the spill file (lock held)."""
+        if count <= 0:
+            return
+        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.spill_path.open("a", encoding="utf-8") as fh:
+            for _ in range(min(count, len(self._buffer))):
+                fh.write(json.dumps(event_to_json(self._buffer.popleft())) + "\n")
+                self.stats.spilled += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.info("ledger: spilled %d events to %s", count, self.spill_path)
+
+    def _has_spill(self) -> bool:
+        return _non_empty(self._replay_path) or _non_empty(self.spill_path)
+
+    def _spilled_lines(self) -> int:
+        total = 0
+        for path in (self._replay_path, self.spill_path):
+            if path.exists():
+                with path.open("rb") as fh:
+                    total += sum(1 for _ in fh)
+        return total
+
+    def _replay_spill(self) -> None:
+        """Write the spill file(s); deleted only once fully written (replays are idempotent)."""
+        while True:
+            with self._cond:
+                if not _non_empty(self._replay_path):
+                    if not _non_empty(self.spill_path):
+                        return
+                    os.replace(self.spill_path, self._replay_path)
+            replayed = 0
+            with self._replay_path.open("r", encoding="utf-8") as fh:
+                for chunk in _read_chunks(fh, self.batch_size, self._reject_line):
+                    self._write(chunk)
+                    replayed += len(chunk)
+            with self._cond:
+                self._replay_path.unlink()
+                self.stats.replayed += replayed
+                self.stats.written += replayed
+            log.info("ledger: caught up %d spilled events", replayed)
+
+    def _reject_line(self, line: str, exc: Exception) -> None:
+        log.error("ledger: unreadable spill record skipped to rejected file: %s", exc)
+        self._rejected_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._rejected_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"error": str(exc), "line": line}) + "\n")
+        with self._cond:
+            self.stats.rejected += 1
+
+    # ------------------------------------------------------------------ sampling
+
+    def start_usage_sampler(
+        self, source: UsageSource, *, interval_seconds: float = 60.0
+    ) -> UsageSampler:
+        """Record ``source(now)`` every ``interval_seconds`` (apscheduler job); returns it."""
+        from batch.ledger.sampler import UsageSampler
+
+        sampler = UsageSampler(self, source, interval_seconds=interval_seconds)
+        sampler.start()
+        return sampler
+
+
+class UsageSource(Protocol):
+    """Returns the current queue usage samples (the scheduler service's cache provides them)."""
+
+    def __call__(self, at: dt.datetime) -> Iterable[LedgerEvent]: ...
+
+
+def _non_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def _read_chunks(fh: IO[str], size: int, on_bad: Any) -> Iterator[list[LedgerEvent]]:
+    chunk: list[LedgerEvent] = []
+    for line in fh:
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            chunk.append(event_from_json(json.loads(text)))
+        except (ValueError, TypeError) as exc:
+            on_bad(text, exc)
+            continue
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,0 +1,380 @@
+"""The reports behind ``tephra report``: aggregations over the SQL views.
+
+Every report reads one of the views created by migration 0002 (``report_*``), so what the CLI
+shows is what a user gets by querying the view directly. Filters are applied to columns that
+map straight onto indexed table columns (submission, finish, start times), so PostgreSQL can
+answer over millions of rows without scanning them all. Percentiles come from
+``percentile_cont`` on PostgreSQL and from the same linear interpolation in Python on SQLite.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Float,
+    Integer,
+    String,
+    and_,
+    case,
+    column,
+    distinct,
+    func,
+    or_,
+    select,
+    table,
+)
+from sqlalchemy.sql import ColumnElement, Select
+
+from batch.api.resources import is_byte_resource
+from batch.ledger.models import UTCDateTime
+
+GPU = "nvidia.com/gpu"
+PERCENTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(slots=True)
+class Report:
+    """A small table: column names and rows of plain values (str, int, float, None)."""
+
+    title: str
+    columns: list[str]
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filters:
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    queues: Sequence[str] = ()
+    namespaces: Sequence[str] = ()
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float | None:
+    """Linear-interpolated percentile (same definition as SQL ``percentile_cont``)."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = p * (n - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
+
+
+def _r(value: Any, digits: int = 3) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, float) or hasattr(value, "as_integer_ratio"):
+        return round(float(value), digits)
+    return value
+
+
+def _day(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()[:10]
+    return str(value)[:10]
+
+
+def _pg(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def _day_param(conn: Connection, value: dt.datetime) -> Any:
+    day = value.astimezone(dt.UTC).date()
+    return day if _pg(conn) else day.isoformat()
+
+
+def _in(col: ColumnElement[Any], values: Sequence[str]) -> ColumnElement[bool] | None:
+    return col.in_(list(values)) if values else None
+
+
+def _where(stmt: Select[Any], *conds: ColumnElement[bool] | None) -> Select[Any]:
+    real = [c for c in conds if c is not None]
+    return stmt.where(and_(*real)) if real else stmt
+
+
+def _range(
+    col: ColumnElement[Any], since: dt.datetime | None, until: dt.datetime | None
+) -> list[ColumnElement[bool] | None]:
+    return [col >= since if since else None, col < until if until else None]
+
+
+# ------------------------------------------------------------------------------- wait times
+
+_waits = table(
+    "report_wait_times",
+    column("job_uid", String),
+    column("namespace", String),
+    column("queue", String),
+    column("submitted_at", UTCDateTime()),
+    column("first_started_at", UTCDateTime()),
+    column("wait_seconds", Float),
+)
+
+
+def wait_times(conn: Connection, f: Filters) -> Report:
+    """Per queue: jobs submitted in the window, how many started, and their waits (seconds)."""
+    w = _waits.c
+    conds = [*_range(w.submitted_at, f.since, f.until), _in(w.queue, f.queues)]
+    conds.append(_in(w.namespace, f.namespaces))
+    pcols = [f"p{round(p * 100)}_wait_s" for p in PERCENTILES]
+    columns = ["queue", "jobs", "started", "waiting", "mean_wait_s", *pcols, "max_wait_s"]
+    base = [
+        w.queue,
+        func.count(),
+        func.count(w.first_started_at),
+        func.avg(w.wait_seconds),
+        func.max(w.wait_seconds),
+    ]
+    if _pg(conn):
+        pct = [func.percentile_cont(p).within_group(w.wait_seconds) for p in PERCENTILES]
+        stmt = _where(select(*base, *pct), *conds).group_by(w.queue).order_by(w.queue)
+        rows = []
+        for queue, jobs, started, mean, mx, *ps in conn.execute(stmt):
+            rows.append(
+                (queue, jobs, started, jobs - started, _r(mean), *(_r(p) for p in ps), _r(mx))
+            )
+        return Report("wait times (seconds, by queue)", columns, rows)
+    stmt = _where(select(*base), *conds).group_by(w.queue).order_by(w.queue)
+    summary = conn.execute(stmt).all()
+    values: dict[Any, list[float]] = defaultdict(list)
+    detail = _where(select(w.queue, w.wait_seconds), *conds, w.wait_seconds.is_not(None)).order_by(
+        w.queue, w.wait_seconds
+    )
+    for queue, wait in conn.execute(detail):
+        values[queue].append(float(wait))
+    rows = []
+    for queue, jobs, started, mean, mx in summary:
+        ps = [percentile(values[queue], p) for p in PERCENTILES]
+        rows.append((queue, jobs, started, jobs - started, _r(mean), *(_r(p) for p in ps), _r(mx)))
+    return Report("wait times (seconds, by queue)", columns, rows)
+
+
+# ------------------------------------------------------------------------------------ usage
+
+_pod_usage = table(
+    "report_pod_usage",
+    column("pod_uid", String),
+    column("namespace", String),
+    column("queue", String),
+    column("submitter", String),
+    column("run_start", UTCDateTime()),
+    column("run_end", UTCDateTime()),
+    column("day", String),
+    column("gpu_hours", Float),
+    column("cpu_core_hours", Float),
+)
+
+USAGE_GROUPS = ("day", "queue", "namespace", "submitter")
+
+
+def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> Report:
+    """GPU-hours and CPU-core-hours per UTC day (and queue/namespace/submitter)."""
+    u = _pod_usage.c
+    groups = [g for g in USAGE_GROUPS if g in by] or ["queue"]
+    keys = [u[g] for g in groups]
+    conds: list[ColumnElement[bool] | None] = [
+        _in(u.queue, f.queues),
+        _in(u.namespace, f.namespaces),
+    ]
+    if f.since is not None:
+        day0 = f.since.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        conds += [or_(u.run_end.is_(None), u.run_end >= day0), u.day >= _day_param(conn, f.since)]
+    if f.until is not None:
+        last = f.until - dt.timedelta(microseconds=1)
+        conds += [u.run_start < f.until, u.day <= _day_param(conn, last)]
+    stmt = _where(
+        select(
+            *keys,
+            func.count(distinct(u.pod_uid)),
+            func.sum(u.gpu_hours),
+            func.sum(u.cpu_core_hours),
+        ),
+        *conds,
+    )
+    stmt = stmt.group_by(*keys).order_by(*keys)
+    rows = []
+    for row in conn.execute(stmt):
+        head = [
+            _day(v) if g == "day" else v for g, v in zip(groups, row[: len(groups)], strict=True)
+        ]
+        pods, gpu_h, cpu_h = row[len(groups) :]
+        rows.append((*head, pods, _r(gpu_h, 4), _r(cpu_h, 4)))
+    return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
+
+
+# ------------------------------------------------------------------------------ preemptions
+
+_preemptions = table(
+    "report_preemptions",
+    column("at", UTCDateTime()),
+    column("action", String),
+    column("victim_namespace", String),
+    column("victim_job_uid", String),
+    column("victim_queue", String),
+    column("beneficiary_queue", String),
+    column("gpus", Float),
+)
+
+
+def preemptions(conn: Connection, f: Filters) -> Report:
+    """Evictions per action and (victim queue -> beneficiary queue)."""
+    p = _preemptions.c
+    conds: list[ColumnElement[bool] | None] = [*_range(p.at, f.since, f.until)]
+    if f.queues:
+        conds.append(
+            or_(p.victim_queue.in_(list(f.queues)), p.beneficiary_queue.in_(list(f.queues)))
+        )
+    conds.append(_in(p.victim_namespace, f.namespaces))
+    keys = [p.action, p.victim_queue, p.beneficiary_queue]
+    stmt = _where(
+        select(*keys, func.count(), func.count(distinct(p.victim_job_uid)), func.sum(p.gpus)),
+        *conds,
+    )
+    stmt = stmt.group_by(*keys).order_by(*keys)
+    rows = [
+        (action, vq, bq, n, jobs, _r(gpus) if gpus is not None else 0.0)
+        for action, vq, bq, n, jobs, gpus in conn.execute(stmt)
+    ]
+    columns = ["action", "victim_queue", "beneficiary_queue", "evictions", "victim_jobs", "gpus"]
+    return Report("preemptions and reclaims", columns, rows)
+
+
+# --------------------------------------------------------------------------------- outcomes
+
+_outcomes = table(
+    "report_outcomes",
+    column("namespace", String),
+    column("queue", String),
+    column("outcome", String),
+    column("retries", Integer),
+    column("finished_at", UTCDateTime()),
+    column("run_seconds", Float),
+)
+
+OUTCOMES = ("Completed", "Failed", "Aborted", "Terminated", "Deleted")
+
+
+def outcomes(conn: Connection, f: Filters) -> Report:
+    """Per queue: jobs that finished in the window, by final phase; retries; mean run time."""
+    o = _outcomes.c
+    conds = [*_range(o.finished_at, f.since, f.until), _in(o.queue, f.queues)]
+    conds.append(_in(o.namespace, f.namespaces))
+    counts = [func.sum(case((o.outcome == name, 1), else_=0)) for name in OUTCOMES]
+    stmt = _where(
+        select(
+            o.queue,
+            func.count(),
+            *counts,
+            func.coalesce(func.sum(o.retries), 0),
+            func.avg(o.run_seconds),
+        ),
+        *conds,
+    )
+    stmt = stmt.group_by(o.queue).order_by(o.queue)
+    rows = []
+    for queue, total, *rest in conn.execute(stmt):
+        by_phase = [int(x or 0) for x in rest[: len(OUTCOMES)]]
+        retries, mean_run = rest[len(OUTCOMES)], rest[len(OUTCOMES) + 1]
+        rate = by_phase[0] / total if total else None
+        rows.append((queue, total, *by_phase, int(retries), _r(mean_run), _r(rate, 4)))
+    columns = [
+        "queue",
+        "finished",
+        *(name.lower() for name in OUTCOMES),
+        "retries",
+        "mean_run_s",
+        "success_rate",
+    ]
+    return Report("job outcomes (by queue)", columns, rows)
+
+
+# --------------------------------------------------------------------------------- fairness
+
+_share = table(
+    "report_queue_share",
+    column("at", UTCDateTime()),
+    column("queue", String),
+    column("resource", String),
+    column("allocated", Integer),
+    column("deserved", Integer),
+    column("share_of_deserved", Float),
+    column("share_of_allocated", Float),
+    column("starved", Integer),
+    column("weight", Integer),
+)
+
+
+def _unit(resource: str) -> tuple[str, float]:
+    if is_byte_resource(resource):
+        return "GiB", float(2**30)
+    if resource == "pods":
+        return "pods", 1.0
+    return "units", 1000.0
+
+
+def fairness(conn: Connection, f: Filters, *, resource: str = GPU) -> Report:
+    """Per queue: average allocation vs deserved share for one resource over the window."""
+    s = _share.c
+    conds = [*_range(s.at, f.since, f.until), _in(s.queue, f.queues), s.resource == resource]
+    stmt = _where(
+        select(
+            s.queue,
+            func.count(),
+            func.avg(s.allocated),
+            func.avg(s.deserved),
+            func.avg(s.share_of_deserved),
+            func.avg(s.share_of_allocated),
+            func.avg(s.starved),
+            func.max(s.weight),
+        ),
+        *conds,
+    )
+    stmt = stmt.group_by(s.queue).order_by(s.queue)
+    unit, scale = _unit(resource)
+    rows = []
+    for queue, n, alloc, deserved, sod, soa, starved, weight in conn.execute(stmt):
+        rows.append(
+            (
+                queue,
+                resource,
+                n,
+                _r(float(alloc) / scale if alloc is not None else None),
+                _r(float(deserved) / scale if deserved is not None else None),
+                _r(sod, 4),
+                _r(soa, 4),
+                _r(starved, 4),
+                weight,
+            )
+        )
+    columns = [
+        "queue",
+        "resource",
+        "samples",
+        f"avg_allocated_{unit}",
+        f"avg_deserved_{unit}",
+        "avg_share_of_deserved",
+        "avg_share_of_allocated",
+        "starved_fraction",
+        "weight",
+    ]
+    return Report(f"fairness ({resource})", columns, rows)
+
+
+REPORTS: dict[str, Callable[[Connection, Filters], Report]] = {
+    "wait-times": wait_times,
+    "usage": usage,
+    "preemptions": preemptions,
+    "outcomes": outcomes,
+    "fairness": fairness,
+}
