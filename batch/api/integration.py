@@ -23,7 +23,9 @@ its spec afterwards, Tephra treats it as handed over and stops correcting it.
 
 from __future__ import annotations
 
+import copy
 import enum
+import functools
 import hashlib
 import json
 import logging
@@ -61,11 +63,15 @@ __all__ = [
     "adapter_for_pod",
     "adapter_for_workload",
     "annotations_of",
+    "apply_gang_injection",
     "container_requests",
     "decide_podgroup",
+    "default_adapters",
     "desired_podgroup_spec",
     "gang_injection_enabled",
+    "gang_pods",
     "labels_of",
+    "leader_running",
     "load_adapters",
     "mutate_pod_for_gang",
     "owner_ref_of",
@@ -297,6 +303,13 @@ def load_adapters(*, group: str = ENTRY_POINT_GROUP) -> list[WorkloadAdapter]:
     return [found[k] for k in sorted(found)]
 
 
+@functools.cache
+def default_adapters() -> tuple[WorkloadAdapter, ...]:
+    """:func:`load_adapters` of the default group, loaded once per process (for hot paths such
+    as pod admission)."""
+    return tuple(load_adapters())
+
+
 def adapter_for_workload(
     workload: Mapping[str, Any], adapters: Iterable[WorkloadAdapter]
 ) -> WorkloadAdapter | None:
@@ -316,6 +329,43 @@ def adapter_for_pod(
         if ref is not None:
             return adapter, ref
     return None
+
+
+def gang_pods(
+    gang: GangSpec, pods: Iterable[Mapping[str, Any]], adapter: WorkloadAdapter
+) -> list[Mapping[str, Any]]:
+    """The pods among ``pods`` that belong to ``gang``: they name its PodGroup, or ``adapter``
+    maps them to the gang's workload (same kind, namespace and name)."""
+    want = (gang.workload.kind, gang.workload.namespace, gang.workload.name)
+    out = []
+    for pod in pods:
+        named = _meta(pod, "annotations").get(GROUP_NAME_ANNOTATION)
+        if named:
+            if named == gang.name and _pod_namespace(pod) == gang.namespace:
+                out.append(pod)
+            continue
+        ref = adapter.workload_ref_for_pod(pod)
+        if ref is not None and (ref.kind, ref.namespace, ref.name) == want:
+            out.append(pod)
+    return out
+
+
+def leader_running(
+    gang: GangSpec, pods: Iterable[Mapping[str, Any]], adapter: WorkloadAdapter
+) -> bool:
+    """Whether a pod of the gang's ``leader_role`` runs (False when the gang has no leader).
+
+    ``pods`` may be every pod of the namespace; only the gang's own are considered.
+    """
+    if gang.leader_role is None:
+        return False
+    for pod in gang_pods(gang, pods, adapter):
+        if (
+            adapter.role_of_pod(pod) == gang.leader_role
+            and (pod.get("status") or {}).get("phase") == "Running"
+        ):
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------- PodGroup rules
@@ -565,6 +615,27 @@ def mutate_pod_for_gang(
     return ops
 
 
+def apply_gang_injection(
+    pod: dict[str, Any],
+    *,
+    namespace_obj: Mapping[str, Any] | None,
+    adapters: Iterable[WorkloadAdapter],
+    scheduler_name: str = "volcano",
+) -> bool:
+    """Apply :func:`mutate_pod_for_gang` to ``pod`` in place (for in-process admission, e.g.
+    the sandbox, which mutates objects rather than sending patches). True if it changed."""
+    ops = mutate_pod_for_gang(
+        pod, namespace_obj=namespace_obj, adapters=adapters, scheduler_name=scheduler_name
+    )
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        node: dict[str, Any] = pod
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = copy.deepcopy(op["value"])
+    return bool(ops)
+
+
 # --------------------------------------------------------------------------- object helpers
 
 
@@ -639,6 +710,10 @@ def _meta(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     metadata = obj.get("metadata") or {}
     value = metadata.get(key) or {}
     return value if isinstance(value, Mapping) else {}
+
+
+def _pod_namespace(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("namespace") or "default")
 
 
 def _escape(key: str) -> str:

@@ -471,3 +471,62 @@ def test_bad_quantity_is_one_clear_error() -> None:
     spec = {"containers": [{"name": "main", "resources": {"requests": {"cpu": "lots"}}}]}
     with pytest.raises(api.GangError, match=r"^container main: resources: cpu"):
         pod_requests(spec)
+
+
+# --------------------------------------------------------------------------- helpers for callers
+
+
+def test_apply_gang_injection_mutates_in_place(adapters: list[WorkloadAdapter]) -> None:
+    p = pytorch_pod(annotations={"team": "a"})
+    assert api.apply_gang_injection(p, namespace_obj=NS_ON, adapters=adapters)
+    assert p["spec"]["schedulerName"] == "volcano"
+    assert p["metadata"]["annotations"] == {
+        "team": "a",
+        "scheduling.k8s.io/group-name": "mnist",
+        "volcano.sh/task-spec": "worker",
+    }
+    assert not api.apply_gang_injection(p, namespace_obj=NS_ON, adapters=adapters)
+    assert [a.name for a in api.default_adapters()] == [a.name for a in load_adapters()]
+
+
+def test_gang_pods_and_leader_running() -> None:
+    from integrations.spark import SPARK
+
+    app = {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": "etl", "namespace": "data", "uid": "u"},
+        "spec": {"driver": {}, "executor": {"instances": 2}},
+    }
+    gang = SPARK.gang_for_workload(app)
+    assert gang is not None
+
+    def spark_pod(name: str, role: str, app_name: str, phase: str, ns: str = "data") -> Any:
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {
+                    "spark-role": role,
+                    "sparkoperator.k8s.io/app-name": app_name,
+                    "spark-app-selector": f"spark-{app_name}",
+                },
+            },
+            "status": {"phase": phase},
+        }
+
+    mine_driver = spark_pod("etl-driver", "driver", "etl", "Pending")
+    other_driver = spark_pod("other-driver", "driver", "other", "Running")
+    mine_exec = spark_pod("etl-exec-1", "executor", "etl", "Pending")
+    annotated = spark_pod("x", "executor", "zzz", "Pending")
+    annotated["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "spark-etl-pg"}
+    pods = [mine_driver, other_driver, mine_exec, annotated]
+    assert [p["metadata"]["name"] for p in api.gang_pods(gang, pods, SPARK)] == [
+        "etl-driver",
+        "etl-exec-1",
+        "x",
+    ]
+    # Another application's running driver does not count.
+    assert not api.leader_running(gang, pods, SPARK)
+    mine_driver["status"]["phase"] = "Running"
+    assert api.leader_running(gang, pods, SPARK)
