@@ -1,0 +1,69 @@
+"""`tephra controller`: run the job, queue, PodGroup and command controllers against a cluster."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import click
+
+
+@click.command("controller")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).",
+)
+@click.option(
+    "--scheduler-name",
+    "scheduler_names",
+    multiple=True,
+    default=("volcano", "tephra"),
+    show_default=True,
+    help="Pods with this schedulerName get PodGroups (repeatable).",
+)
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option("--db", "db_url", default=None, help="Ledger database URL (optional).")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+def controller(
+    kubeconfig: Path | None,
+    scheduler_names: tuple[str, ...],
+    workers: int,
+    db_url: str | None,
+    verbose: int,
+) -> None:
+    """Run Tephra's controllers until SIGINT/SIGTERM."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if kubeconfig is not None and not kubeconfig.exists():
+        raise click.BadParameter(
+            f"kubeconfig {kubeconfig} does not exist", param_hint="--kubeconfig"
+        )
+    if db_url:
+        click.echo(
+            "note: --db is accepted; ledger recording from the controllers is not wired yet",
+            err=True,
+        )
+    from batch.controllers.runner import ControllerComponent
+
+    stop = threading.Event()
+
+    def _on_signal(_sig: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    component = ControllerComponent(scheduler_names=scheduler_names, workers=workers)
+    component.start(kubeconfig=kubeconfig, stop=stop)
+    if not component.wait_ready(60):
+        click.echo("error: controllers did not become ready within 60 s", err=True)
+        component.stop()
+        sys.exit(1)
+    click.echo("controllers ready", err=True)
+    while not stop.wait(0.5):
+        pass
+    component.stop()

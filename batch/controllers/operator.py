@@ -1,0 +1,570 @@
+"""The controller process: kopf watches feed a work queue; workers run the pure reconcilers.
+
+kopf handlers here are deliberately thin: `on.event` handlers for Jobs, Pods, PodGroups, Queues,
+Commands and workload owners only turn an event into a key (`job ns/name`, `queue name`,
+`pod ns/name`, `pg ns/name`) on a de-duplicating work queue, plus remember pods that vanished
+without the controller deleting them (they raise PodEvicted). Workers take a key, read the
+current objects fresh from the API, call the pure reconciler, and apply its actions in order
+(`batch.controllers.shell`). A key is never processed by two workers at once; a key that arrives
+while it is being processed is processed again afterwards. Delayed work (policy timeouts,
+`ttlSecondsAfterFinished`) is scheduled with APScheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from batch.controllers import constants as c
+from batch.controllers.job import reconcile_job
+from batch.controllers.jobspec import podgroup_name
+from batch.controllers.kopflogin import connection_info
+from batch.controllers.podgroup import (
+    CREATED_BY,
+    CREATED_BY_CONTROLLER,
+    controller_owner,
+    is_vcjob_pod,
+    plain_podgroup_name,
+    reconcile_adapter_pod,
+    reconcile_group,
+    reconcile_plain_pod,
+    wants_group,
+)
+from batch.controllers.queue import parent_of, reconcile_queue
+from batch.controllers.shell import (
+    COMMANDS,
+    JOBS,
+    NAMESPACES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    ApplyError,
+    apply_actions,
+    get_or_none,
+    list_items,
+    register_kind,
+    resource_for,
+)
+from batch.kube.client import ApiError, KubeClient
+from batch.kube.config import load_access
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str, str]  # (kind, namespace, name)
+
+
+def load_workload_adapters() -> list[Any]:
+    """Framework adapters published under the `tephra.integrations` entry points."""
+    try:
+        from batch.api.integration import load_adapters
+
+        return list(load_adapters())
+    except Exception:  # an adapter that fails to load must not stop the controllers
+        log.exception("loading tephra.integrations adapters failed")
+        return []
+
+
+class WorkQueue:
+    """De-duplicating keyed queue; one in-flight run per key."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._queued: set[Key] = set()
+        self._running: set[Key] = set()
+        self._again: set[Key] = set()
+
+    def add(self, key: Key) -> None:
+        if key in self._running:
+            self._again.add(key)
+            return
+        if key in self._queued:
+            return
+        self._queued.add(key)
+        self._queue.put_nowait(key)
+
+    async def get(self) -> Key:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            if key in self._running:
+                self._again.add(key)
+                continue
+            self._running.add(key)
+            return key
+
+    def done(self, key: Key) -> None:
+        self._running.discard(key)
+        if key in self._again:
+            self._again.discard(key)
+            self.add(key)
+
+    def idle(self) -> bool:
+        return not self._queued and not self._running and not self._again
+
+
+class ControllerManager:
+    """All of Tephra's controllers in one asyncio program."""
+
+    def __init__(
+        self,
+        kubeconfig: Path | None,
+        *,
+        scheduler_names: Sequence[str] = c.DEFAULT_SCHEDULER_NAMES,
+        workers: int = 4,
+        adapters: Sequence[Any] | None = None,
+        recorder: Any = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.scheduler_names = tuple(scheduler_names)
+        self.workers = workers
+        self.adapters = list(adapters) if adapters is not None else load_workload_adapters()
+        self.recorder = recorder
+        self.client: KubeClient | None = None
+        self.queue: WorkQueue | None = None
+        self.deleted_pods: dict[str, list[dict[str, Any]]] = {}
+        self.queue_parents: dict[str, str | None] = {}
+        self._priorities: tuple[float, dict[str, int]] = (0.0, {})
+        self._scheduler: Any = None
+        self.reconciles = 0
+        self.errors = 0
+
+    # -- keys -----------------------------------------------------------------------------------
+    def enqueue(self, key: Key) -> None:
+        if self.queue is not None:
+            self.queue.add(key)
+
+    def enqueue_later(self, key: Key, seconds: float) -> None:
+        if self._scheduler is None:
+            return
+        run_date = datetime.now(UTC) + timedelta(seconds=max(0.05, seconds))
+        self._scheduler.add_job(
+            self.enqueue,
+            "date",
+            run_date=run_date,
+            args=[key],
+            id="/".join(key),
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
+
+    # -- kopf -----------------------------------------------------------------------------------
+    def registry(self) -> kopf.OperatorRegistry:
+        reg = kopf.OperatorRegistry()
+        kubeconfig = self.kubeconfig
+
+        @kopf.on.login(registry=reg)
+        def _login(**_: Any) -> kopf.ConnectionInfo:
+            return connection_info(kubeconfig)
+
+        @kopf.on.event(c.BATCH_GROUP, c.BATCH_VERSION, "jobs", registry=reg)
+        def _job(body: Mapping[str, Any], **_: Any) -> None:
+            m = body.get("metadata") or {}
+            self.enqueue(("job", str(m.get("namespace")), str(m.get("name"))))
+
+        @kopf.on.event("v1", "pods", registry=reg)
+        def _pod(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+            self.on_pod_event(str(event.get("type") or ""), body)
+
+        @kopf.on.event(c.SCHED_GROUP, c.SCHED_VERSION, "podgroups", registry=reg)
+        def _pg(body: Mapping[str, Any], **_: Any) -> None:
+            self.on_podgroup_event(body)
+
+        @kopf.on.event(c.SCHED_GROUP, c.SCHED_VERSION, "queues", registry=reg)
+        def _queue(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+            self.on_queue_event(str(event.get("type") or ""), body)
+
+        @kopf.on.event(c.BUS_GROUP, c.BUS_VERSION, "commands", registry=reg)
+        def _command(body: Mapping[str, Any], **_: Any) -> None:
+            self.on_command_event(body)
+
+        for group, version, plural in (
+            ("apps", "v1", "replicasets"),
+            ("apps", "v1", "statefulsets"),
+            ("batch", "v1", "jobs"),
+        ):
+
+            @kopf.on.event(group, version, plural, registry=reg)
+            def _owner(body: Mapping[str, Any], **_: Any) -> None:
+                m = body.get("metadata") or {}
+                self.enqueue(("pg", str(m.get("namespace")), f"podgroup-{m.get('uid')}"))
+
+        return reg
+
+    def on_pod_event(self, etype: str, pod: Mapping[str, Any]) -> None:
+        m = pod.get("metadata") or {}
+        ns = str(m.get("namespace"))
+        labels = m.get("labels") or {}
+        ann = m.get("annotations") or {}
+        if is_vcjob_pod(pod):
+            owner = controller_owner(pod) or {}
+            job_name = str(labels.get(c.JOB_NAME) or owner.get("name"))
+            if etype == "DELETED" and ann.get(c.OUT_OF_SYNC_ANNOTATION) != "true":
+                bucket = self.deleted_pods.setdefault(str(owner.get("uid")), [])
+                bucket.append(dict(pod))
+                del bucket[:-100]
+            self.enqueue(("job", ns, job_name))
+            return
+        group = ann.get(c.GROUP_NAME_ANNOTATION)
+        if group:
+            self.enqueue(("pg", ns, str(group)))
+        if etype != "DELETED" and (
+            wants_group(pod, scheduler_names=self.scheduler_names) or self.adapters
+        ):
+            self.enqueue(("pod", ns, str(m.get("name"))))
+
+    def on_podgroup_event(self, pg: Mapping[str, Any]) -> None:
+        m = pg.get("metadata") or {}
+        ns = str(m.get("namespace"))
+        owner = controller_owner(pg)
+        if (
+            owner
+            and owner.get("kind") == "Job"
+            and str(owner.get("apiVersion", "")).startswith(c.BATCH_GROUP)
+        ):
+            self.enqueue(("job", ns, str(owner.get("name"))))
+        elif (m.get("annotations") or {}).get(CREATED_BY) == CREATED_BY_CONTROLLER:
+            self.enqueue(("pg", ns, str(m.get("name"))))
+        queue = str((pg.get("spec") or {}).get("queue") or c.DEFAULT_QUEUE)
+        self.enqueue(("queue", "", queue))
+
+    def on_queue_event(self, etype: str, q: Mapping[str, Any]) -> None:
+        name = str((q.get("metadata") or {}).get("name"))
+        if etype == "DELETED":
+            self.queue_parents.pop(name, None)
+        else:
+            self.queue_parents[name] = parent_of(q)
+        self.enqueue(("queue", "", name))
+        for child, parent in list(self.queue_parents.items()):
+            if parent == name:
+                self.enqueue(("queue", "", child))
+
+    def on_command_event(self, cmd: Mapping[str, Any]) -> None:
+        m = cmd.get("metadata") or {}
+        target = cmd.get("target") or {}
+        if target.get("kind") == "Queue":
+            self.enqueue(("queue", "", str(target.get("name"))))
+        else:
+            self.enqueue(("job", str(m.get("namespace")), str(target.get("name"))))
+
+    # -- workers --------------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        assert self.queue is not None
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.process(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.errors += 1
+                log.warning("reconcile %s failed: %s", "/".join(key), exc)
+                self.enqueue_later(key, 1.0)
+            finally:
+                self.queue.done(key)
+
+    async def process(self, key: Key) -> None:
+        self.reconciles += 1
+        kind, ns, name = key
+        if kind == "job":
+            await self.process_job(ns, name)
+        elif kind == "queue":
+            await self.process_queue(name)
+        elif kind == "pod":
+            await self.process_pod(ns, name)
+        elif kind == "pg":
+            await self.process_group(ns, name)
+
+    def _client(self) -> KubeClient:
+        if self.client is None:
+            raise RuntimeError("controller client not open")
+        return self.client
+
+    async def _priority_values(self) -> dict[str, int]:
+        stamp, values = self._priorities
+        if time.monotonic() - stamp < 30:
+            return values
+        try:
+            items = await list_items(self._client(), PRIORITY_CLASSES)
+        except ApiError:
+            items = []
+        values = {str(i["metadata"]["name"]): int(i.get("value") or 0) for i in items}
+        self._priorities = (time.monotonic(), values)
+        return values
+
+    async def _apply(self, key: Key, result: Any) -> None:
+        try:
+            await apply_actions(self._client(), result.actions, component="tephra-controllers")
+        except ApplyError as exc:
+            self.errors += 1
+            log.warning("%s: %s", "/".join(key), exc)
+            self.enqueue_later(key, 1.0)
+            return
+        if result.requeue_after is not None:
+            if result.requeue_after <= 0:
+                self.enqueue(key)
+            else:
+                self.enqueue_later(key, result.requeue_after)
+        if self.recorder is not None:
+            with contextlib.suppress(Exception):
+                self.recorder(key, result)
+
+    async def process_job(self, ns: str, name: str) -> None:
+        client = self._client()
+        job = await get_or_none(client, JOBS, name, ns)
+        if job is None:
+            return
+        job.setdefault("kind", "Job")
+        job.setdefault("apiVersion", c.BATCH_API)
+        uid = str(job["metadata"].get("uid"))
+        pods = [
+            p
+            for p in await list_items(
+                client, PODS, namespace=ns, labelSelector=f"{c.JOB_NAME}={name}"
+            )
+            if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])
+        ]
+        pg = await get_or_none(client, PODGROUPS, podgroup_name(job), ns)
+        commands = [
+            cmd
+            for cmd in await list_items(client, COMMANDS, namespace=ns)
+            if (cmd.get("target") or {}).get("kind", "Job") == "Job"
+            and (
+                (cmd.get("target") or {}).get("uid") == uid
+                or (
+                    not (cmd.get("target") or {}).get("uid")
+                    and (cmd.get("target") or {}).get("name") == name
+                )
+            )
+        ]
+        deleted = self.deleted_pods.pop(uid, [])
+        result = reconcile_job(
+            job,
+            pods,
+            pg,
+            now=datetime.now(UTC),
+            commands=commands,
+            deleted_pods=deleted,
+            priority_values=await self._priority_values(),
+        )
+        await self._apply(("job", ns, name), result)
+
+    async def process_queue(self, name: str) -> None:
+        client = self._client()
+        queue = await get_or_none(client, QUEUES, name)
+        if queue is None:
+            return
+        queue.setdefault("kind", "Queue")
+        queue.setdefault("apiVersion", c.SCHED_API)
+        queues = await list_items(client, QUEUES)
+        for q in queues:
+            self.queue_parents[str(q["metadata"]["name"])] = parent_of(q)
+        groups = [
+            g
+            for g in await list_items(client, PODGROUPS)
+            if str((g.get("spec") or {}).get("queue") or c.DEFAULT_QUEUE) == name
+        ]
+        commands = [
+            cmd
+            for cmd in await list_items(client, COMMANDS)
+            if (cmd.get("target") or {}).get("kind") == "Queue"
+            and (cmd.get("target") or {}).get("name") == name
+        ]
+        result = reconcile_queue(queue, queues=queues, podgroups=groups, commands=commands)
+        await self._apply(("queue", "", name), result)
+        for child, parent in list(self.queue_parents.items()):
+            if parent == name and result.actions:
+                self.enqueue(("queue", "", child))
+
+    async def process_pod(self, ns: str, name: str) -> None:
+        client = self._client()
+        pod = await get_or_none(client, PODS, name, ns)
+        if pod is None or is_vcjob_pod(pod):
+            return
+        pod.setdefault("kind", "Pod")
+        pod.setdefault("apiVersion", "v1")
+        if str((pod.get("spec") or {}).get("schedulerName") or "") not in self.scheduler_names:
+            return
+        if self.adapters:
+            from batch.api.integration import adapter_for_pod
+
+            claimed = adapter_for_pod(pod, self.adapters)
+            if claimed is not None:
+                await self._process_adapter_pod(pod, *claimed)
+                return
+        if not wants_group(pod, scheduler_names=self.scheduler_names):
+            return
+        owner_ref = controller_owner(pod)
+        owner_obj = None
+        if owner_ref is not None:
+            res = resource_for(str(owner_ref.get("apiVersion")), str(owner_ref.get("kind")))
+            with contextlib.suppress(ApiError):
+                owner_obj = await get_or_none(client, res, str(owner_ref.get("name")), ns)
+        pg = await get_or_none(client, PODGROUPS, plain_podgroup_name(pod), ns)
+        result = reconcile_plain_pod(
+            pod, owner_obj=owner_obj, podgroup=pg, scheduler_names=self.scheduler_names
+        )
+        await self._apply(("pod", ns, name), result)
+
+    async def _process_adapter_pod(self, pod: dict[str, Any], adapter: Any, ref: Any) -> None:
+        client = self._client()
+        ns = str(pod["metadata"].get("namespace"))
+        plural = None
+        for k in adapter.kinds:
+            if getattr(k, "kind", None) == ref.kind:
+                plural = getattr(k, "plural", None)
+                if plural:
+                    register_kind(ref.api_version, ref.kind, str(plural))
+        res = resource_for(ref.api_version, ref.kind, plural=plural)
+        workload = await get_or_none(client, res, ref.name, ref.namespace or ns)
+        if workload is None:
+            return
+        workload.setdefault("apiVersion", ref.api_version)
+        workload.setdefault("kind", ref.kind)
+        gang = adapter.gang_for_workload(workload)
+        if gang is None:
+            return
+        existing = await get_or_none(client, PODGROUPS, gang.name, gang.namespace)
+        namespace_obj = await get_or_none(client, NAMESPACES, gang.namespace)
+        leader_running = False
+        if gang.leader_role is not None:
+            pods = await list_items(client, PODS, namespace=ns)
+            leader_running = any(
+                adapter.role_of_pod(p) == gang.leader_role
+                and (p.get("status") or {}).get("phase") == "Running"
+                for p in pods
+            )
+        result = reconcile_adapter_pod(
+            pod,
+            adapter=adapter,
+            gang=gang,
+            podgroup=existing,
+            now=datetime.now(UTC),
+            workload=workload,
+            namespace_obj=namespace_obj,
+            leader_running=leader_running,
+        )
+        await self._apply(("pod", ns, str(pod["metadata"].get("name"))), result)
+
+    async def process_group(self, ns: str, name: str) -> None:
+        client = self._client()
+        pg = await get_or_none(client, PODGROUPS, name, ns)
+        if pg is None:
+            return
+        pg.setdefault("kind", "PodGroup")
+        pg.setdefault("apiVersion", c.SCHED_API)
+        if (pg["metadata"].get("annotations") or {}).get(CREATED_BY) != CREATED_BY_CONTROLLER:
+            return
+        owners: dict[str, Mapping[str, Any] | None] = {}
+        for o in pg["metadata"].get("ownerReferences") or []:
+            res = resource_for(str(o.get("apiVersion")), str(o.get("kind")))
+            obj = await get_or_none(client, res, str(o.get("name")), ns)
+            if obj is not None and obj["metadata"].get("uid") != o.get("uid"):
+                obj = None
+            if obj is not None:
+                obj.setdefault("apiVersion", o.get("apiVersion"))
+                obj.setdefault("kind", o.get("kind"))
+            owners[str(o.get("uid"))] = obj
+        pods = [
+            p
+            for p in await list_items(client, PODS, namespace=ns)
+            if (p["metadata"].get("annotations") or {}).get(c.GROUP_NAME_ANNOTATION) == name
+        ]
+        result = reconcile_group(pg, owners=owners, pods=pods)
+        await self._apply(("pg", ns, name), result)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def run(
+        self,
+        *,
+        ready: threading.Event | None = None,
+        stop: threading.Event | asyncio.Event | None = None,
+    ) -> None:
+        """Run until `stop` is set (or forever)."""
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        self.queue = WorkQueue()
+        access = load_access(self.kubeconfig)
+        self.client = KubeClient(access)
+        await self.client.open()
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._scheduler.start()
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
+        settings = kopf.OperatorSettings()
+        settings.posting.enabled = False
+        settings.scanning.disabled = True
+        settings.watching.server_timeout = 60
+        settings.watching.reconnect_backoff = 0.5
+        settings.networking.error_backoffs = [0.5, 1, 2, 5]
+        kopf_stop = asyncio.Event()
+        kopf_ready = asyncio.Event()
+        operator = asyncio.create_task(
+            kopf.operator(
+                registry=self.registry(),
+                settings=settings,
+                standalone=True,
+                clusterwide=True,
+                stop_flag=kopf_stop,
+                ready_flag=kopf_ready,
+            )
+        )
+        try:
+            await asyncio.wait(
+                [asyncio.create_task(kopf_ready.wait()), operator],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if operator.done():
+                operator.result()
+            await self._initial_sync()
+            if ready is not None:
+                ready.set()
+            while not operator.done():
+                if stop is not None and stop.is_set():
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            kopf_stop.set()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(operator, timeout=5)
+            for w in workers:
+                w.cancel()
+            for w in workers:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await w
+            with contextlib.suppress(Exception):
+                self._scheduler.shutdown(wait=False)
+            await self.client.close()
+
+    async def _initial_sync(self) -> None:
+        """Queue every existing object once (kopf also delivers them; this covers races)."""
+        client = self._client()
+        with contextlib.suppress(ApiError):
+            for job in await list_items(client, JOBS):
+                self.enqueue(
+                    ("job", str(job["metadata"]["namespace"]), str(job["metadata"]["name"]))
+                )
+        with contextlib.suppress(ApiError):
+            for q in await list_items(client, QUEUES):
+                self.on_queue_event("", q)
+
+    def idle(self) -> bool:
+        return self.queue is None or self.queue.idle()
+
+
+def run_forever(
+    kubeconfig: Path | None, *, scheduler_names: Iterable[str], recorder: Any = None
+) -> None:
+    """Blocking entry point of `tephra controller`."""
+    manager = ControllerManager(
+        kubeconfig, scheduler_names=tuple(scheduler_names), recorder=recorder
+    )
+    asyncio.run(manager.run())

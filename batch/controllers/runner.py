@@ -1,0 +1,88 @@
+"""Run the controllers in a background thread: the sandbox component and test helper.
+
+`ControllerComponent` follows the sandbox's Component protocol (`name`, `start(kubeconfig=...,
+options=...)`, `wait_ready(timeout)`, `stop()`) without importing the sandbox (which sits above the
+controllers); `start_controllers(kubeconfig, stop=...)` is the functional form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.operator import ControllerManager
+
+log = logging.getLogger(__name__)
+
+
+class ControllerComponent:
+    """The job, queue, PodGroup and command controllers as one background component."""
+
+    name = "controllers"
+
+    def __init__(
+        self,
+        options: Any = None,
+        *,
+        scheduler_names: Sequence[str] = c.DEFAULT_SCHEDULER_NAMES,
+        adapters: Sequence[Any] | None = None,
+        workers: int = 4,
+    ) -> None:
+        self.options = options
+        self.scheduler_names = tuple(scheduler_names)
+        self.adapters = adapters
+        self.workers = workers
+        self.manager: ControllerManager | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(
+        self, *, kubeconfig: Path | None, options: Any = None, stop: threading.Event | None = None
+    ) -> None:
+        if self._thread is not None:
+            return
+        if stop is not None:
+            self._stop = stop
+        self.manager = ControllerManager(
+            kubeconfig,
+            scheduler_names=self.scheduler_names,
+            adapters=self.adapters,
+            workers=self.workers,
+        )
+        manager = self.manager
+
+        def _main() -> None:
+            try:
+                asyncio.run(manager.run(ready=self._ready, stop=self._stop))
+            except BaseException as exc:  # surfaced through wait_ready
+                self._error = exc
+                log.exception("controllers stopped with an error")
+
+        self._thread = threading.Thread(target=_main, name="tephra-controllers", daemon=True)
+        self._thread.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        ok = self._ready.wait(timeout)
+        return ok and self._error is None
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            self._thread = None
+
+
+def start_controllers(
+    kubeconfig: Path, *, stop: threading.Event, **kwargs: Any
+) -> ControllerComponent:
+    """Start the controllers in a thread; returns a handle with `wait_ready()` and `stop()`."""
+    component = ControllerComponent(**kwargs)
+    component.start(kubeconfig=kubeconfig, stop=stop)
+    return component

@@ -1,0 +1,205 @@
+"""The imperative shell: applies reconciler actions through the Kubernetes API.
+
+Every create tolerates 409 AlreadyExists (names are deterministic, so "already there" means an
+earlier attempt succeeded) and every delete/patch tolerates 404. Actions are applied in order and
+the first real failure stops the batch: the next reconcile re-derives what is left from the
+stored state, which is what makes a crash or an API error at any point harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.actions import (
+    Action,
+    CreateObject,
+    DeleteObject,
+    EmitEvent,
+    ObjectRef,
+    PatchObject,
+    PatchStatus,
+)
+from batch.controllers.timeutil import format_time
+from batch.kube.client import ApiError, KubeClient, Resource
+
+log = logging.getLogger(__name__)
+
+_KINDS: dict[tuple[str, str], Resource] = {}
+
+
+def _reg(api_version: str, plural: str, kind: str, *, namespaced: bool = True) -> Resource:
+    res = Resource(api_version, plural, kind, namespaced=namespaced)
+    _KINDS[(api_version, kind)] = res
+    return res
+
+
+JOBS = _reg(c.BATCH_API, "jobs", "Job")
+COMMANDS = _reg(c.BUS_API, "commands", "Command")
+PODGROUPS = _reg(c.SCHED_API, "podgroups", "PodGroup")
+QUEUES = _reg(c.SCHED_API, "queues", "Queue", namespaced=False)
+PODS = _reg("v1", "pods", "Pod")
+CONFIGMAPS = _reg("v1", "configmaps", "ConfigMap")
+SERVICES = _reg("v1", "services", "Service")
+SECRETS = _reg("v1", "secrets", "Secret")
+PVCS = _reg("v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+EVENTS = _reg("v1", "events", "Event")
+NAMESPACES = _reg("v1", "namespaces", "Namespace", namespaced=False)
+NETPOLS = _reg("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy")
+PRIORITY_CLASSES = _reg(
+    "scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+REPLICASETS = _reg("apps/v1", "replicasets", "ReplicaSet")
+STATEFULSETS = _reg("apps/v1", "statefulsets", "StatefulSet")
+DEPLOYMENTS = _reg("apps/v1", "deployments", "Deployment")
+BATCH_JOBS = _reg("batch/v1", "jobs", "Job")
+RCS = _reg("v1", "replicationcontrollers", "ReplicationController")
+
+
+def resource_for(api_version: str, kind: str, *, plural: str | None = None) -> Resource:
+    """The API resource of (apiVersion, kind); unknown kinds are guessed (lowercase + s)."""
+    found = _KINDS.get((api_version, kind))
+    if found is not None:
+        return found
+    return Resource(api_version, plural or kind.lower() + "s", kind)
+
+
+def register_kind(api_version: str, kind: str, plural: str, *, namespaced: bool = True) -> None:
+    """Teach the shell a workload kind (adapters' CRDs)."""
+    _reg(api_version, plural, kind, namespaced=namespaced)
+
+
+def _path_ns(res: Resource, ref: ObjectRef) -> str | None:
+    return ref.namespace if res.namespaced else None
+
+
+class ApplyError(RuntimeError):
+    """An action failed with a real (not 404/409) error."""
+
+
+async def apply_actions(client: KubeClient, actions: Iterable[Action], *, component: str) -> int:
+    """Apply in order; returns the number of writes. Raises ApplyError on a real failure."""
+    writes = 0
+    for action in actions:
+        try:
+            if isinstance(action, CreateObject):
+                ref = action.ref
+                res = resource_for(ref.api_version, ref.kind)
+                try:
+                    await client.create(res, action.body, namespace=_path_ns(res, ref))
+                    writes += 1
+                except ApiError as exc:
+                    if exc.status != 409:
+                        raise
+            elif isinstance(action, PatchObject):
+                res = resource_for(action.ref.api_version, action.ref.kind)
+                try:
+                    await client.patch(
+                        res, action.ref.name, action.patch, namespace=_path_ns(res, action.ref)
+                    )
+                    writes += 1
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+            elif isinstance(action, PatchStatus):
+                res = resource_for(action.ref.api_version, action.ref.kind)
+                try:
+                    await client.patch(
+                        res,
+                        action.ref.name,
+                        {"status": action.status},
+                        namespace=_path_ns(res, action.ref),
+                        sub="status",
+                    )
+                    writes += 1
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+            elif isinstance(action, DeleteObject):
+                res = resource_for(action.ref.api_version, action.ref.kind)
+                try:
+                    await client.delete(
+                        res,
+                        action.ref.name,
+                        namespace=_path_ns(res, action.ref),
+                        uid=action.ref.uid,
+                    )
+                    writes += 1
+                except ApiError as exc:
+                    if exc.status not in (404, 409):
+                        raise
+            elif isinstance(action, EmitEvent):
+                await _post_event(client, action, component=component)
+        except ApiError as exc:
+            raise ApplyError(f"{type(action).__name__} {_describe(action)}: {exc}") from exc
+    return writes
+
+
+def _describe(action: Action) -> str:
+    ref = action.ref
+    where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+    return f"{ref.kind} {where}"
+
+
+_event_seq = 0
+
+
+async def _post_event(client: KubeClient, ev: EmitEvent, *, component: str) -> None:
+    from datetime import UTC, datetime
+
+    global _event_seq
+    _event_seq += 1
+    now = format_time(datetime.now(UTC))
+    ns = ev.ref.namespace or "default"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{ev.ref.name}.", "namespace": ns},
+        "involvedObject": {
+            "apiVersion": ev.ref.api_version,
+            "kind": ev.ref.kind,
+            "name": ev.ref.name,
+            "namespace": ev.ref.namespace or None,
+            "uid": ev.ref.uid,
+        },
+        "reason": ev.reason,
+        "message": ev.message,
+        "type": ev.type,
+        "source": {"component": component},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await client.create(EVENTS, body, namespace=ns)
+    except ApiError as exc:  # events are best effort
+        log.debug("event for %s not posted: %s", ev.ref.name, exc)
+
+
+async def get_or_none(
+    client: KubeClient, res: Resource, name: str, namespace: str | None = None
+) -> dict[str, Any] | None:
+    try:
+        return await client.get(res, name, namespace if res.namespaced else None)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+async def list_items(
+    client: KubeClient, res: Resource, *, namespace: str | None = None, **params: str
+) -> list[dict[str, Any]]:
+    try:
+        page = await client.list(res, namespace=namespace if res.namespaced else None, **params)
+    except ApiError as exc:
+        if exc.status == 404:
+            return []
+        raise
+    items = list(page.get("items") or [])
+    for it in items:  # LIST items may carry no kind/apiVersion
+        it.setdefault("kind", res.kind)
+        it.setdefault("apiVersion", res.api_version)
+    return items

@@ -1,0 +1,362 @@
+"""The controllers against the sandbox over HTTP, with a stand-in scheduler (minisched)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("batch.sandbox.testing")
+
+from kubernetes import client
+
+from batch.controllers.runner import ControllerComponent
+from batch.sandbox.nodes import make_nodes
+from batch.sandbox.testing import run_sandbox
+
+from .minisched import MiniScheduler, wait_for
+
+pytestmark = pytest.mark.xdist_group("controllers-sandbox")
+
+CORPUS = (
+    Path(__file__).resolve().parents[3]
+    / "shared"
+    / "corpus"
+    / "volcano-examples"
+    / "volcano"
+    / "example"
+)
+B = ("batch.volcano.sh", "v1alpha1")
+S = ("scheduling.volcano.sh", "v1beta1")
+
+
+class Env:
+    def __init__(self, sb: Any, sched: MiniScheduler) -> None:
+        self.sb = sb
+        self.api = sb.api_client()
+        self.core = client.CoreV1Api(self.api)
+        self.co = client.CustomObjectsApi(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.sched = sched
+
+    def create_job(self, body: dict[str, Any], ns: str = "default") -> dict[str, Any]:
+        return self.co.create_namespaced_custom_object(*B, ns, "jobs", body)
+
+    def job(self, name: str, ns: str = "default") -> dict[str, Any]:
+        return self.co.get_namespaced_custom_object(*B, ns, "jobs", name)
+
+    def phase(self, name: str, ns: str = "default") -> str:
+        return ((self.job(name, ns).get("status") or {}).get("state") or {}).get("phase", "")
+
+    def wait_phase(
+        self, name: str, phase: str, timeout: float = 30.0, ns: str = "default"
+    ) -> dict[str, Any]:
+        wait_for(
+            lambda: self.phase(name, ns) == phase,
+            timeout,
+            what=f"job {name} {phase} (is {self.phase(name, ns)})",
+        )
+        return self.job(name, ns)
+
+    def pods(self, job: str, ns: str = "default") -> list[Any]:
+        return self.core.list_namespaced_pod(ns, label_selector=f"volcano.sh/job-name={job}").items
+
+    def command(self, job: str, action: str, ns: str = "default") -> None:
+        j = self.job(job, ns)
+        ref = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "name": job,
+            "uid": j["metadata"]["uid"],
+            "controller": True,
+        }
+        self.co.create_namespaced_custom_object(
+            "bus.volcano.sh",
+            "v1alpha1",
+            ns,
+            "commands",
+            {
+                "apiVersion": "bus.volcano.sh/v1alpha1",
+                "kind": "Command",
+                "metadata": {
+                    "generateName": f"{job}-{action.lower()}-",
+                    "namespace": ns,
+                    "ownerReferences": [ref],
+                },
+                "action": action,
+                "target": ref,
+            },
+        )
+
+    def queue_command(self, queue: str, action: str) -> None:
+        self.co.create_namespaced_custom_object(
+            "bus.volcano.sh",
+            "v1alpha1",
+            "default",
+            "commands",
+            {
+                "apiVersion": "bus.volcano.sh/v1alpha1",
+                "kind": "Command",
+                "metadata": {"generateName": f"{queue}-{action.lower()}-", "namespace": "default"},
+                "action": action,
+                "target": {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "name": queue,
+                },
+            },
+        )
+
+    def podgroup(self, name: str, ns: str = "default") -> dict[str, Any] | None:
+        try:
+            return self.co.get_namespaced_custom_object(*S, ns, "podgroups", name)
+        except client.ApiException:
+            return None
+
+    def queue_state(self, name: str) -> str:
+        q = self.co.get_cluster_custom_object(*S, "queues", name)
+        return (q.get("status") or {}).get("state", "")
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Env]:
+    nodes = make_nodes(count=2, cpu="64", memory="256Gi")
+    comp = ControllerComponent()
+    with run_sandbox(nodes=nodes, components=[comp], max_grace_seconds=0.5) as sb:
+        sched = MiniScheduler(sb.api_client(), nodes=[n["metadata"]["name"] for n in nodes]).start()
+        try:
+            yield Env(sb, sched)
+        finally:
+            sched.stop()
+
+
+def vcjob(
+    name: str, *, replicas: int = 2, run: float = 0.5, exit_code: int | None = None, **spec: Any
+) -> dict[str, Any]:
+    ann = {"sandbox.tephra.io/run-seconds": str(run)}
+    if exit_code is not None:
+        ann["sandbox.tephra.io/exit-code"] = str(exit_code)
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "volcano",
+            "tasks": [
+                {
+                    "name": "w",
+                    "replicas": replicas,
+                    "template": {
+                        "metadata": {"annotations": ann},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "busybox",
+                                    "resources": {"requests": {"cpu": "100m"}},
+                                }
+                            ],
+                        },
+                    },
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def test_job_runs_to_completed_with_podgroup(env: Env) -> None:
+    created = env.create_job(vcjob("simple", replicas=3))
+    uid = created["metadata"]["uid"]
+    pg = wait_for(lambda: env.podgroup(f"simple-{uid}"), what="podgroup")
+    assert pg["spec"]["minMember"] == 3
+    assert pg["spec"]["minResources"]["cpu"] == "300m"
+    job = env.wait_phase("simple", "Completed")
+    assert job["status"]["succeeded"] == 3
+    phases = [x["status"] for x in job["status"]["conditions"]]
+    assert phases == ["Pending", "Running", "Completed"]
+    names = sorted(p.metadata.name for p in env.pods("simple"))
+    assert names == ["simple-w-0", "simple-w-1", "simple-w-2"]
+
+
+def test_failed_pod_restart_job_until_max_retry(env: Env) -> None:
+    env.create_job(
+        vcjob(
+            "flaky",
+            replicas=1,
+            run=0.3,
+            exit_code=2,
+            maxRetry=2,
+            policies=[{"event": "PodFailed", "action": "RestartJob"}],
+        )
+    )
+    job = env.wait_phase("flaky", "Failed", timeout=40)
+    assert job["status"]["retryCount"] == 2
+    assert "Restarting" in [x["status"] for x in job["status"]["conditions"]]
+
+
+def test_min_success(env: Env) -> None:
+    body = vcjob("minsucc", replicas=3, minAvailable=1, minSuccess=2)
+    # one pod runs "forever": the job still completes once two succeed
+    slow = copy.deepcopy(body["spec"]["tasks"][0])
+    slow["name"] = "slow"
+    slow["replicas"] = 1
+    slow["template"]["metadata"]["annotations"] = {}
+    body["spec"]["tasks"][0]["replicas"] = 2
+    body["spec"]["tasks"].append(slow)
+    env.create_job(body)
+    env.wait_phase("minsucc", "Completed", timeout=30)
+    wait_for(
+        lambda: (
+            all(p.status.phase == "Succeeded" for p in env.pods("minsucc"))
+            and len(env.pods("minsucc")) == 2
+        ),
+        what="slow pod killed",
+    )
+
+
+def test_suspend_resume_with_commands(env: Env) -> None:
+    body = vcjob("susp", replicas=2)
+    body["spec"]["tasks"][0]["template"]["metadata"]["annotations"] = {}  # run until deleted
+    env.create_job(body)
+    env.wait_phase("susp", "Running")
+    env.command("susp", "AbortJob")
+    env.wait_phase("susp", "Aborted")
+    wait_for(lambda: env.pods("susp") == [], what="pods gone")
+    wait_for(
+        lambda: (
+            env.co.list_namespaced_custom_object(
+                "bus.volcano.sh", "v1alpha1", "default", "commands"
+            )["items"]
+            == []
+        ),
+        what="commands deleted",
+    )
+    env.command("susp", "ResumeJob")
+    job = env.wait_phase("susp", "Running")
+    assert job["status"]["retryCount"] == 1
+    env.command("susp", "TerminateJob")
+    env.wait_phase("susp", "Terminated")
+
+
+def test_queue_close_open_hierarchy(env: Env) -> None:
+    for name, parent in (("org", "root"), ("team", "org")):
+        env.co.create_cluster_custom_object(
+            *S,
+            "queues",
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": 1, "parent": parent},
+            },
+        )
+    wait_for(lambda: env.queue_state("team") == "Open", what="team open")
+    env.queue_command("org", "CloseQueue")
+    wait_for(
+        lambda: env.queue_state("team") == "Closed" and env.queue_state("org") == "Closed",
+        what="closed",
+    )
+    team = env.co.get_cluster_custom_object(*S, "queues", "team")
+    assert team["metadata"]["annotations"]["volcano.sh/closed-by-parent"] == "true"
+    env.queue_command("org", "OpenQueue")
+    wait_for(
+        lambda: env.queue_state("team") == "Open" and env.queue_state("org") == "Open",
+        what="reopened",
+    )
+
+
+def test_podgroups_for_deployment_and_batch_job(env: Env) -> None:
+    tmpl = {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [
+                {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "250m"}}}
+            ],
+        },
+    }
+    env.apps.create_namespaced_deployment(
+        "default",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "annotations": {}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": tmpl},
+        },
+    )
+
+    def rs_group() -> Any:
+        rss = env.apps.list_namespaced_replica_set("default").items
+        rs = [r for r in rss if r.metadata.name.startswith("web-")]
+        if not rs:
+            return None
+        return env.podgroup(f"podgroup-{rs[0].metadata.uid}")
+
+    pg = wait_for(rs_group, what="deployment podgroup")
+    assert pg["spec"]["minMember"] == 1
+    wait_for(
+        lambda: [
+            p
+            for p in env.core.list_namespaced_pod("default", label_selector="app=web").items
+            if (p.metadata.annotations or {}).get("scheduling.k8s.io/group-name")
+            == pg["metadata"]["name"]
+            and p.spec.node_name
+        ],
+        what="web pods grouped and bound",
+    )
+
+    jtmpl = {
+        "metadata": {"annotations": {"sandbox.tephra.io/run-seconds": "0.3"}},
+        "spec": {
+            "schedulerName": "volcano",
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
+            ],
+        },
+    }
+    bj = env.batch.create_namespaced_job(
+        "default",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "plain"},
+            "spec": {"completions": 1, "parallelism": 1, "template": jtmpl},
+        },
+    )
+    name = f"podgroup-{bj.metadata.uid}"
+    wait_for(
+        lambda: ((env.podgroup(name) or {}).get("status") or {}).get("phase") == "Completed",
+        timeout=30,
+        what="batch job podgroup Completed",
+    )
+
+
+def _with_run_seconds(doc: dict[str, Any], seconds: float = 0.5) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    for t in doc["spec"]["tasks"]:
+        meta = t["template"].setdefault("metadata", {})
+        meta.setdefault("annotations", {})["sandbox.tephra.io/run-seconds"] = str(seconds)
+    return doc
+
+
+@pytest.mark.parametrize("rel", ["job.yaml", "job-plugin.yaml", "task-start-dependency/job.yaml"])
+def test_corpus_examples_complete(env: Env, rel: str) -> None:
+    path = CORPUS / rel
+    if not path.exists():
+        pytest.skip(f"corpus not found at {path}")
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "Job"]
+    for raw in docs:
+        doc = _with_run_seconds(raw)
+        doc["metadata"]["name"] = f"cx-{doc['metadata']['name']}"[:40]
+        env.create_job(doc)
+        job = env.wait_phase(doc["metadata"]["name"], "Completed", timeout=40)
+        total = sum(t["replicas"] for t in doc["spec"]["tasks"])
+        assert job["status"]["succeeded"] == total
