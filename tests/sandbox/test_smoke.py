@@ -26,19 +26,25 @@ def test_pod_runs_to_completion(sb: SandboxHandle, api: Any) -> None:
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"generateName": "smoke-",
-                         "annotations": {"sandbox.tephra.io/run-seconds": "0.1"}},
-            "spec": {"restartPolicy": "Never",
-                     "containers": [{"name": "c", "image": "busybox"}]},
+            "metadata": {
+                "generateName": "smoke-",
+                "annotations": {"sandbox.tephra.io/run-seconds": "0.1"},
+            },
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]},
         },
     )
     name = pod.metadata.name
     assert name.startswith("smoke-") and len(name) == len("smoke-") + 5
     assert pod.status.phase == "Pending"
     v1.create_namespaced_pod_binding(
-        name, "default",
-        {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-0"}},
+        name,
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-0"},
+        },
         _preload_content=False,
     )
     deadline = time.monotonic() + 5

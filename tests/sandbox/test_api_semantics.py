@@ -1,0 +1,633 @@
+"""Contract: the API semantics clients rely on, checked over HTTP (raw and python client)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from batch.sandbox.testing import SandboxHandle
+
+from .helpers import bind, http, pod, wait_for, watch_lines
+
+
+def test_discovery(sb: SandboxHandle) -> None:
+    code, body = http(sb.url, "GET", "/api")
+    assert code == 200 and body["versions"] == ["v1"]
+    code, body = http(sb.url, "GET", "/version")
+    assert code == 200 and body["major"] == "1"
+    code, groups = http(sb.url, "GET", "/apis")
+    names = {g["name"] for g in groups["groups"]}
+    assert {
+        "apps",
+        "batch",
+        "coordination.k8s.io",
+        "batch.volcano.sh",
+        "scheduling.volcano.sh",
+        "events.k8s.io",
+        "scheduling.k8s.io",
+    } <= names
+    code, rl = http(sb.url, "GET", "/apis/batch.volcano.sh/v1alpha1")
+    jobs = next(r for r in rl["resources"] if r["name"] == "jobs")
+    assert jobs["kind"] == "Job" and "vcjob" in jobs["shortNames"] and jobs["namespaced"]
+    assert {"create", "get", "list", "watch", "patch", "delete"} <= set(jobs["verbs"])
+    assert any(r["name"] == "jobs/status" for r in rl["resources"])
+    code, core = http(sb.url, "GET", "/api/v1")
+    subs = {r["name"] for r in core["resources"]}
+    assert {"pods", "pods/status", "pods/binding", "pods/eviction", "nodes", "namespaces"} <= subs
+    code, pg = http(sb.url, "GET", "/apis/scheduling.volcano.sh/v1beta1")
+    short = {s for r in pg["resources"] for s in r.get("shortNames", [])}
+    assert {"pg", "q"} <= short
+
+
+def test_create_sets_server_metadata(api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    cm = v1.create_namespaced_config_map(
+        "default", {"metadata": {"generateName": "meta-"}, "data": {"a": "1"}}
+    )
+    m = cm.metadata
+    assert m.name.startswith("meta-") and len(m.name) == 10
+    assert m.uid and m.resource_version and m.creation_timestamp is not None
+    assert m.generation == 1
+    other = v1.create_namespaced_config_map("default", {"metadata": {"generateName": "meta-"}})
+    assert int(other.metadata.resource_version) > int(m.resource_version)
+
+
+def test_error_bodies(sb: SandboxHandle) -> None:
+    code, body = http(sb.url, "GET", "/api/v1/namespaces/default/pods/nope")
+    assert code == 404
+    assert body["kind"] == "Status" and body["reason"] == "NotFound" and body["code"] == 404
+    assert body["details"]["name"] == "nope"
+    http(sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "dup"}})
+    code, body = http(
+        sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "dup"}}
+    )
+    assert code == 409 and body["reason"] == "AlreadyExists"
+    code, body = http(
+        sb.url, "POST", "/api/v1/namespaces/nowhere/configmaps", {"metadata": {"name": "x"}}
+    )
+    assert code == 404 and "nowhere" in body["message"]
+    code, body = http(
+        sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "Bad_Name"}}
+    )
+    assert code == 422 and body["details"]["causes"][0]["field"] == "metadata.name"
+    code, body = http(
+        sb.url,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        None,
+        raw=b"\x6b\x38\x73\x00",
+        ctype="application/vnd.kubernetes.protobuf",
+    )
+    assert code == 415 and body["reason"] == "UnsupportedMediaType"
+    code, body = http(sb.url, "GET", "/apis/nothing.example.com/v1/things")
+    assert code == 404
+
+
+def test_conflict_on_stale_resource_version(api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    cm = v1.create_namespaced_config_map(
+        "default", {"metadata": {"name": "stale"}, "data": {"v": "1"}}
+    )
+    cm.data = {"v": "2"}
+    v1.replace_namespaced_config_map("stale", "default", cm)
+    cm.data = {"v": "3"}
+    with pytest.raises(ApiException) as exc:
+        v1.replace_namespaced_config_map("stale", "default", cm)  # old resourceVersion
+    assert exc.value.status == 409
+    assert json.loads(exc.value.body)["reason"] == "Conflict"
+
+
+def test_generation_bumps_on_spec_change_only(api: Any) -> None:
+    apps = client.AppsV1Api(api)
+    dep = apps.create_namespaced_deployment("default", _deployment("gen", 0))
+    assert dep.metadata.generation == 1
+    dep = apps.patch_namespaced_deployment("gen", "default", {"metadata": {"labels": {"x": "y"}}})
+    assert dep.metadata.generation == 1
+    dep = apps.patch_namespaced_deployment(
+        "gen", "default", {"spec": {"replicas": 0, "paused": True}}
+    )
+    assert dep.metadata.generation == 2
+    wait_for(
+        lambda: apps.read_namespaced_deployment("gen", "default").status.observed_generation == 2
+    )
+    before = apps.read_namespaced_deployment("gen", "default").metadata.resource_version
+    dep = apps.patch_namespaced_deployment("gen", "default", {"spec": {"paused": True}})
+    assert dep.metadata.resource_version == before  # a no-op write stores nothing
+
+
+def _deployment(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]},
+            },
+        },
+    }
+
+
+def test_patch_flavours(sb: SandboxHandle) -> None:
+    base = "/api/v1/namespaces/default/pods/patchme"
+    assert (
+        http(
+            sb.url,
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            {
+                **pod("patchme"),
+                "spec": {
+                    "containers": [
+                        {"name": "a", "image": "busybox:1"},
+                        {"name": "b", "image": "busybox:1"},
+                    ]
+                },
+            },
+        )[0]
+        == 201
+    )
+    code, body = http(
+        sb.url,
+        "PATCH",
+        base,
+        {"metadata": {"labels": {"k": "v"}}},
+        ctype="application/merge-patch+json",
+    )
+    assert code == 200 and body["metadata"]["labels"] == {"k": "v"}
+    code, body = http(
+        sb.url,
+        "PATCH",
+        base,
+        [
+            {"op": "add", "path": "/metadata/annotations", "value": {"n": "1"}},
+            {"op": "replace", "path": "/metadata/labels/k", "value": "w"},
+        ],
+        ctype="application/json-patch+json",
+    )
+    assert code == 200 and body["metadata"]["annotations"] == {"n": "1"}
+    assert body["metadata"]["labels"]["k"] == "w"
+    code, body = http(
+        sb.url,
+        "PATCH",
+        base,
+        [{"op": "test", "path": "/metadata/labels/k", "value": "zzz"}],
+        ctype="application/json-patch+json",
+    )
+    assert code == 422
+    # strategic merge: containers merged by name, not replaced
+    code, body = http(
+        sb.url,
+        "PATCH",
+        base,
+        {"spec": {"containers": [{"name": "b", "image": "busybox:2"}]}},
+        ctype="application/strategic-merge-patch+json",
+    )
+    assert code == 200
+    images = {c["name"]: c["image"] for c in body["spec"]["containers"]}
+    assert images == {"a": "busybox:1", "b": "busybox:2"}
+    # a merge patch replaces lists
+    code, body = http(
+        sb.url,
+        "PATCH",
+        base,
+        {"metadata": {"finalizers": ["x/y"]}},
+        ctype="application/merge-patch+json",
+    )
+    code, body = http(
+        sb.url,
+        "PATCH",
+        base,
+        {"metadata": {"finalizers": None}},
+        ctype="application/merge-patch+json",
+    )
+    assert "finalizers" not in body["metadata"]
+
+
+def test_server_side_apply_create_then_merge(sb: SandboxHandle) -> None:
+    path = "/api/v1/namespaces/default/configmaps/ssa?fieldManager=test"
+    doc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: '1'\n"
+    code, body = http(sb.url, "PATCH", path, raw=doc.encode(), ctype="application/apply-patch+yaml")
+    assert code == 201 and body["data"] == {"a": "1"}
+    doc2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  b: '2'\n"
+    code, body = http(
+        sb.url, "PATCH", path, raw=doc2.encode(), ctype="application/apply-patch+yaml"
+    )
+    assert code == 200 and body["data"] == {"a": "1", "b": "2"}
+    code, _ = http(
+        sb.url,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/ssa",
+        raw=doc2.encode(),
+        ctype="application/apply-patch+yaml",
+    )
+    assert code == 400  # fieldManager is required
+
+
+def test_status_subresource_separation(sb: SandboxHandle) -> None:
+    ns = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups"
+    code, pg = http(
+        sb.url,
+        "POST",
+        ns,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "sep"},
+            "spec": {"minMember": 1},
+            "status": {"phase": "Running"},
+        },
+    )
+    assert code == 201, pg
+    assert (pg.get("status") or {}).get("phase") != "Running"  # status ignored on create
+    code, pg = http(
+        sb.url,
+        "PATCH",
+        ns + "/sep/status",
+        {"status": {"phase": "Inqueue"}, "spec": {"minMember": 5}},
+        ctype="application/merge-patch+json",
+    )
+    assert code == 200 and pg["status"]["phase"] == "Inqueue" and pg["spec"]["minMember"] == 1
+    gen = pg["metadata"]["generation"]
+    code, pg = http(
+        sb.url,
+        "PATCH",
+        ns + "/sep",
+        {"status": {"phase": "Pending"}, "spec": {"minMember": 2}},
+        ctype="application/merge-patch+json",
+    )
+    assert code == 200 and pg["status"]["phase"] == "Inqueue" and pg["spec"]["minMember"] == 2
+    assert pg["metadata"]["generation"] == gen + 1
+
+
+def test_label_and_field_selectors(sb: SandboxHandle) -> None:
+    for i in range(4):
+        p = pod(f"sel-{i}", labels={"team": "a" if i % 2 else "b", "idx": str(i)})
+        p["spec"]["schedulerName"] = "volcano" if i < 3 else "default-scheduler"
+        assert http(sb.url, "POST", "/api/v1/namespaces/default/pods", p)[0] == 201
+    bind(sb.url, "default", "sel-0", "node-1")
+
+    def names(query: str) -> set[str]:
+        code, body = http(sb.url, "GET", "/api/v1/pods?" + query)
+        assert code == 200, body
+        return {
+            i["metadata"]["name"] for i in body["items"] if i["metadata"]["name"].startswith("sel-")
+        }
+
+    assert names("labelSelector=team%3Da") == {"sel-1", "sel-3"}
+    assert names("labelSelector=team%20in%20(a,b),idx!%3D3") == {"sel-0", "sel-1", "sel-2"}
+    assert names("labelSelector=!team") == set()
+    assert names("fieldSelector=spec.schedulerName%3Dvolcano,spec.nodeName%3D") == {
+        "sel-1",
+        "sel-2",
+    }
+    assert names("fieldSelector=spec.nodeName%3Dnode-1") == {"sel-0"}
+    assert names("fieldSelector=metadata.name%3Dsel-2,metadata.namespace%3Ddefault") == {"sel-2"}
+    code, body = http(sb.url, "GET", "/api/v1/pods?fieldSelector=spec.bogus%3D1")
+    assert code == 400 and "not supported" in body["message"]
+
+
+def test_limit_and_continue(sb: SandboxHandle) -> None:
+    http(sb.url, "POST", "/api/v1/namespaces", {"metadata": {"name": "paging"}})
+    for i in range(7):
+        http(
+            sb.url,
+            "POST",
+            "/api/v1/namespaces/paging/configmaps",
+            {"metadata": {"name": f"cm-{i}"}},
+        )
+    seen: list[str] = []
+    token = ""
+    pages = 0
+    while True:
+        q = "limit=3" + (f"&continue={token}" if token else "")
+        _code, body = http(sb.url, "GET", f"/api/v1/namespaces/paging/configmaps?{q}")
+        pages += 1
+        seen += [i["metadata"]["name"] for i in body["items"]]
+        token = body["metadata"].get("continue", "")
+        if not token:
+            break
+        assert body["metadata"]["remainingItemCount"] > 0
+    assert pages == 3 and seen == [f"cm-{i}" for i in range(7)]
+
+
+def test_watch_resume_bookmarks_and_gone(sb: SandboxHandle) -> None:
+    _code, lst = http(sb.url, "GET", "/api/v1/namespaces/default/configmaps")
+    rv = lst["metadata"]["resourceVersion"]
+    http(sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "w1"}})
+    http(
+        sb.url,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/w1",
+        {"data": {"a": "b"}},
+        ctype="application/merge-patch+json",
+    )
+    http(sb.url, "DELETE", "/api/v1/namespaces/default/configmaps/w1")
+    events = list(
+        watch_lines(
+            sb.url,
+            "/api/v1/namespaces/default/configmaps?watch=true"
+            f"&resourceVersion={rv}&timeoutSeconds=1",
+        )
+    )
+    mine = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+    assert mine == [("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w1")]
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs) and rvs[0] > int(rv)
+    # sendInitialEvents: current objects, then a bookmark marking their end
+    events = list(
+        watch_lines(
+            sb.url,
+            "/api/v1/namespaces?watch=1&sendInitialEvents=true"
+            "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
+            "&timeoutSeconds=1",
+        )
+    )
+    types = [e["type"] for e in events]
+    assert types[0] == "ADDED" and "BOOKMARK" in types
+    mark = events[types.index("BOOKMARK")]
+    assert mark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
+    assert {e["object"]["metadata"]["name"] for e in events[: types.index("BOOKMARK")]} >= {
+        "default",
+        "kube-system",
+    }
+
+
+def test_watch_410_when_too_old() -> None:
+    from batch.sandbox.options import SandboxOptions
+    from batch.sandbox.testing import run_sandbox
+
+    with run_sandbox(
+        options=SandboxOptions(watch_history=3, install_crds=False, emulator=False)
+    ) as small:
+        for i in range(6):
+            http(
+                small.url,
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                {"metadata": {"name": f"c{i}"}},
+            )
+        events = list(
+            watch_lines(
+                small.url,
+                "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1&timeoutSeconds=1",
+            )
+        )
+        assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
+        api = small.api_client()
+        with pytest.raises(ApiException) as exc:
+            from kubernetes import watch
+
+            for _ in watch.Watch().stream(
+                client.CoreV1Api(api).list_namespaced_config_map,
+                "default",
+                resource_version="1",
+                timeout_seconds=1,
+            ):
+                pass
+        assert exc.value.status == 410
+        api.close()
+
+
+def test_watch_selector_transitions(sb: SandboxHandle) -> None:
+    """A pod leaving a field selector (bound) is DELETED for that watch, as on a real server."""
+    http(sb.url, "POST", "/api/v1/namespaces/default/pods", pod("trans-0"))
+    _code, lst = http(sb.url, "GET", "/api/v1/namespaces/default/pods")
+    rv = lst["metadata"]["resourceVersion"]
+    got: list[tuple[str, str]] = []
+
+    def run() -> None:
+        for e in watch_lines(
+            sb.url,
+            "/api/v1/namespaces/default/pods?watch=1&fieldSelector="
+            f"spec.nodeName%3D&resourceVersion={rv}&timeoutSeconds=2",
+        ):
+            got.append((e["type"], e["object"]["metadata"]["name"]))
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.2)
+    assert bind(sb.url, "default", "trans-0", "node-2")[0] == 201
+    t.join()
+    assert ("DELETED", "trans-0") in got
+
+
+def test_binding_and_second_bind(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_pod("default", pod("bindme"))
+    code, body = bind(sb.url, "default", "bindme", "node-0")
+    assert code == 201 and body["status"] == "Success"
+    code, body = bind(sb.url, "default", "bindme", "node-1")
+    assert code == 409 and body["reason"] == "Conflict"
+    p = v1.read_namespaced_pod("bindme", "default")
+    assert p.spec.node_name == "node-0"
+    assert any(c.type == "PodScheduled" and c.status == "True" for c in p.status.conditions)
+
+
+def test_eviction_and_pdb(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    for n in ("ev-0", "ev-1"):
+        v1.create_namespaced_pod("default", pod(n, labels={"app": "ev"}))
+        bind(sb.url, "default", n, "node-2")
+    wait_for(
+        lambda: all(
+            v1.read_namespaced_pod(n, "default").status.phase == "Running" for n in ("ev-0", "ev-1")
+        )
+    )
+    http(
+        sb.url,
+        "POST",
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        {
+            "metadata": {"name": "ev"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "ev"}}},
+        },
+    )
+    ev = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "ev-0", "namespace": "default"},
+    }
+    code, body = http(sb.url, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
+    assert code == 429
+    http(sb.url, "DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/ev")
+    code, _body = http(sb.url, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
+    assert code == 201
+    p = v1.read_namespaced_pod("ev-0", "default")
+    assert p.metadata.deletion_timestamp is not None  # graceful: still there, terminating
+    wait_for(lambda: http(sb.url, "GET", "/api/v1/namespaces/default/pods/ev-0")[0] == 404)
+
+
+def test_finalizers_hold_deletion(sb: SandboxHandle) -> None:
+    path = "/api/v1/namespaces/default/configmaps"
+    http(sb.url, "POST", path, {"metadata": {"name": "fin", "finalizers": ["tephra.io/x"]}})
+    code, body = http(sb.url, "DELETE", path + "/fin")
+    assert code == 200 and body["metadata"]["deletionTimestamp"]
+    code, body = http(sb.url, "GET", path + "/fin")
+    assert code == 200 and body["metadata"]["deletionTimestamp"]
+    code, _ = http(
+        sb.url,
+        "PATCH",
+        path + "/fin",
+        {"metadata": {"finalizers": None}},
+        ctype="application/merge-patch+json",
+    )
+    assert code == 200
+    assert http(sb.url, "GET", path + "/fin")[0] == 404
+
+
+def _cm_owned(name: str, owner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"]["uid"],
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+    }
+
+
+def test_garbage_collection(sb: SandboxHandle) -> None:
+    path = "/api/v1/namespaces/default/configmaps"
+    # background
+    _, owner = http(sb.url, "POST", path, {"metadata": {"name": "gc-owner"}})
+    http(sb.url, "POST", path, _cm_owned("gc-dep", owner))
+    http(sb.url, "DELETE", path + "/gc-owner")
+    wait_for(lambda: http(sb.url, "GET", path + "/gc-dep")[0] == 404)
+    # foreground: the owner stays until dependents are gone
+    _, owner = http(sb.url, "POST", path, {"metadata": {"name": "fg-owner"}})
+    http(
+        sb.url,
+        "POST",
+        path,
+        {
+            **_cm_owned("fg-dep", owner),
+            "metadata": {**_cm_owned("fg-dep", owner)["metadata"], "finalizers": ["hold/it"]},
+        },
+    )
+    _code, body = http(sb.url, "DELETE", path + "/fg-owner?propagationPolicy=Foreground")
+    assert "foregroundDeletion" in body["metadata"]["finalizers"]
+    time.sleep(0.2)
+    assert http(sb.url, "GET", path + "/fg-owner")[0] == 200
+    dep = http(sb.url, "GET", path + "/fg-dep")[1]
+    assert dep["metadata"]["deletionTimestamp"]
+    http(
+        sb.url,
+        "PATCH",
+        path + "/fg-dep",
+        {"metadata": {"finalizers": None}},
+        ctype="application/merge-patch+json",
+    )
+    wait_for(lambda: http(sb.url, "GET", path + "/fg-owner")[0] == 404)
+    # orphan: dependents lose the reference and stay
+    _, owner = http(sb.url, "POST", path, {"metadata": {"name": "or-owner"}})
+    http(sb.url, "POST", path, _cm_owned("or-dep", owner))
+    http(sb.url, "DELETE", path + "/or-owner", {"propagationPolicy": "Orphan"})
+    wait_for(lambda: http(sb.url, "GET", path + "/or-owner")[0] == 404)
+    dep = http(sb.url, "GET", path + "/or-dep")[1]
+    assert "ownerReferences" not in dep["metadata"]
+
+
+def test_namespace_deletion_cascades(sb: SandboxHandle) -> None:
+    http(sb.url, "POST", "/api/v1/namespaces", {"metadata": {"name": "doomed"}})
+    http(sb.url, "POST", "/api/v1/namespaces/doomed/configmaps", {"metadata": {"name": "a"}})
+    code, body = http(sb.url, "DELETE", "/api/v1/namespaces/doomed")
+    assert code == 200 and body["status"]["phase"] == "Terminating"
+    wait_for(lambda: http(sb.url, "GET", "/api/v1/namespaces/doomed")[0] == 404)
+    assert http(sb.url, "GET", "/api/v1/namespaces/doomed/configmaps/a")[0] == 404
+
+
+def test_leases_events_priorityclasses(sb: SandboxHandle, api: Any) -> None:
+    coord = client.CoordinationV1Api(api)
+    lease = coord.create_namespaced_lease(
+        "default",
+        {
+            "metadata": {"name": "leader"},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+        },
+    )
+    lease.spec.holder_identity = "b"
+    assert coord.replace_namespaced_lease("leader", "default", lease).spec.holder_identity == "b"
+    node_lease = coord.read_namespaced_lease("node-0", "kube-node-lease")
+    assert node_lease.spec.holder_identity == "node-0"
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "ev1"},
+            "involvedObject": {"kind": "Pod", "name": "x", "namespace": "default"},
+            "reason": "Tested",
+            "message": "hi",
+            "type": "Normal",
+        },
+    )
+    evs = v1.list_namespaced_event("default", field_selector="reason=Tested").items
+    assert [e.metadata.name for e in evs] == ["ev1"]
+    ev2 = client.EventsV1Api(api)
+    ev2.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "ev2"},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "tephra",
+            "reportingInstance": "t",
+            "action": "Bind",
+            "reason": "Scheduled",
+            "regarding": {"kind": "Pod", "name": "x"},
+            "type": "Normal",
+        },
+    )
+    assert ev2.read_namespaced_event("ev2", "default").reason == "Scheduled"
+    sched = client.SchedulingV1Api(api)
+    sched.create_priority_class({"metadata": {"name": "high"}, "value": 1000})
+    names = {p.metadata.name for p in sched.list_priority_class().items}
+    assert {"high", "system-cluster-critical"} <= names
+    p = v1.create_namespaced_pod("default", pod("prio", extra={"priorityClassName": "high"}))
+    assert p.spec.priority == 1000
+    with pytest.raises(ApiException) as exc:
+        v1.create_namespaced_pod("default", pod("prio2", extra={"priorityClassName": "nope"}))
+    assert exc.value.status == 403
+
+
+def test_pod_defaults(api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    p = v1.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "defaults"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "nginx",
+                        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                    }
+                ]
+            },
+        },
+    )
+    assert p.spec.scheduler_name == "default-scheduler"
+    assert p.spec.restart_policy == "Always"
+    assert p.spec.termination_grace_period_seconds == 30
+    assert p.spec.containers[0].resources.requests == {"cpu": "1", "memory": "1Gi"}
+    assert p.status.qos_class == "Guaranteed" and p.status.phase == "Pending"
+    with pytest.raises(ApiException) as exc:
+        v1.create_namespaced_pod(
+            "default", {"metadata": {"name": "nocontainers"}, "spec": {"containers": []}}
+        )
+    assert exc.value.status == 422

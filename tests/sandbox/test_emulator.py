@@ -1,0 +1,138 @@
+"""Contract: the node emulator runs bound pods like a kubelet (phases, exit codes, capacity)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+from batch.sandbox.testing import SandboxHandle
+
+from .helpers import bind, http, pod, wait_for
+
+RUN = "sandbox.tephra.io/run-seconds"
+EXIT = "sandbox.tephra.io/exit-code"
+
+
+def _phase(v1: Any, name: str) -> str:
+    return str(v1.read_namespaced_pod(name, "default").status.phase)
+
+
+def test_nodes_ready_with_lease(api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    node = v1.read_node("node-0")
+    ready = next(c for c in node.status.conditions if c.type == "Ready")
+    assert ready.status == "True"
+    assert node.status.allocatable["nvidia.com/gpu"] == "8"
+    assert node.metadata.labels["topology.tephra.io/rack"] == "rack-0"
+    assert node.status.node_info.kubelet_version
+    lease = client.CoordinationV1Api(api).read_namespaced_lease("node-0", "kube-node-lease")
+    assert lease.spec.renew_time is not None
+
+
+def test_node_created_through_api_becomes_ready(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_node(
+        {"metadata": {"name": "late"}, "status": {"capacity": {"cpu": "2", "memory": "1Gi"}}}
+    )
+    wait_for(
+        lambda: any(
+            c.type == "Ready" and c.status == "True"
+            for c in (v1.read_node("late").status.conditions or [])
+        )
+    )
+    v1.delete_node("late")
+
+
+def test_running_pod_status(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_pod("default", pod("runner"))
+    bind(sb.url, "default", "runner", "node-0")
+    wait_for(lambda: _phase(v1, "runner") == "Running")
+    p = v1.read_namespaced_pod("runner", "default")
+    assert p.status.pod_ip and p.status.host_ip and p.status.start_time is not None
+    cs = p.status.container_statuses[0]
+    assert cs.ready and cs.state.running is not None and cs.restart_count == 0
+    assert any(c.type == "Ready" and c.status == "True" for c in p.status.conditions)
+    time.sleep(0.3)
+    assert _phase(v1, "runner") == "Running"  # no annotation: runs until deleted
+
+
+def test_exit_codes_and_restart_policies(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    cases = {
+        "ok-never": ({RUN: "0.1"}, "Never"),
+        "fail-never": ({RUN: "0.1", EXIT: "3"}, "Never"),
+        "fail-onfailure": ({RUN: "0.1", EXIT: "1"}, "OnFailure"),
+        "ok-onfailure": ({RUN: "0.1"}, "OnFailure"),
+        "ok-always": ({RUN: "0.1"}, "Always"),
+    }
+    for name, (ann, policy) in cases.items():
+        v1.create_namespaced_pod("default", pod(name, annotations=ann, restart=policy))
+        bind(sb.url, "default", name, "node-1")
+    wait_for(lambda: _phase(v1, "ok-never") == "Succeeded")
+    wait_for(lambda: _phase(v1, "fail-never") == "Failed")
+    wait_for(lambda: _phase(v1, "ok-onfailure") == "Succeeded")
+    term = v1.read_namespaced_pod("fail-never", "default").status.container_statuses[0]
+    assert term.state.terminated.exit_code == 3 and term.state.terminated.reason == "Error"
+    ok = v1.read_namespaced_pod("ok-never", "default").status.container_statuses[0]
+    assert ok.state.terminated.exit_code == 0 and ok.state.terminated.reason == "Completed"
+
+    def restarts(name: str) -> int:
+        return int(
+            v1.read_namespaced_pod(name, "default").status.container_statuses[0].restart_count
+        )
+
+    wait_for(lambda: restarts("fail-onfailure") >= 2)
+    wait_for(lambda: restarts("ok-always") >= 2)
+    p = v1.read_namespaced_pod("fail-onfailure", "default")
+    assert p.status.phase == "Running"
+    assert p.status.container_statuses[0].last_state.terminated.exit_code == 1
+    for name in cases:
+        v1.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+def test_out_of_resource(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    big = pod("too-big", cpu="17")  # node has 16 cpu
+    v1.create_namespaced_pod("default", big)
+    bind(sb.url, "default", "too-big", "node-2")
+    wait_for(lambda: _phase(v1, "too-big") == "Failed")
+    p = v1.read_namespaced_pod("too-big", "default")
+    assert p.status.reason == "OutOfcpu" and "cpu" in p.status.message
+    gpu = pod("gpu-hog")
+    gpu["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "9"}}
+    v1.create_namespaced_pod("default", gpu)
+    bind(sb.url, "default", "gpu-hog", "node-2")
+    wait_for(lambda: _phase(v1, "gpu-hog") == "Failed")
+    assert v1.read_namespaced_pod("gpu-hog", "default").status.reason == "OutOfnvidia.com/gpu"
+    # two pods of 5 GPUs each on an 8-GPU node: the second is rejected
+    for name in ("g5-a", "g5-b"):
+        p5 = pod(name)
+        p5["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "5"}}
+        v1.create_namespaced_pod("default", p5)
+        bind(sb.url, "default", name, "node-2")
+    wait_for(lambda: _phase(v1, "g5-b") == "Failed")
+    assert _phase(v1, "g5-a") == "Running"
+    v1.delete_namespaced_pod("g5-a", "default", grace_period_seconds=0)
+
+
+def test_graceful_deletion_capped(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    p = pod("graceful", extra={"terminationGracePeriodSeconds": 60})
+    v1.create_namespaced_pod("default", p)
+    bind(sb.url, "default", "graceful", "node-0")
+    wait_for(lambda: _phase(v1, "graceful") == "Running")
+    began = time.monotonic()
+    v1.delete_namespaced_pod("graceful", "default")
+    terminating = v1.read_namespaced_pod("graceful", "default")
+    assert terminating.metadata.deletion_timestamp is not None
+    assert terminating.metadata.deletion_grace_period_seconds == 60
+    wait_for(lambda: http(sb.url, "GET", "/api/v1/namespaces/default/pods/graceful")[0] == 404)
+    elapsed = time.monotonic() - began
+    assert 0.4 <= elapsed < 5  # capped by max_grace_seconds=0.5, not 60 s
+    # an unbound pod is deleted at once
+    v1.create_namespaced_pod("default", pod("unbound"))
+    v1.delete_namespaced_pod("unbound", "default")
+    assert http(sb.url, "GET", "/api/v1/namespaces/default/pods/unbound")[0] == 404
