@@ -1,0 +1,386 @@
+"""The scheduler cache: cluster state kept up to date incrementally from watch events.
+
+``ClusterCache.apply(kind, event, obj)`` takes raw Kubernetes JSON exactly as a watch delivers it
+(ADDED / MODIFIED / DELETED). Pods of every scheduler that sit on a node consume its capacity;
+only pods whose ``spec.schedulerName`` is one of ``scheduler_names`` become schedulable tasks, and
+they join a job only through the ``scheduling.k8s.io/group-name`` annotation (job id
+``<namespace>/<podgroup>``). Between sessions, ``assume_bind`` / ``bind_failed`` / ``assume_evict``
+keep the bookkeeping of dispatched decisions until the watch confirms them.
+
+A session never copies this object graph: it copies only the node resource matrices (a few MB at
+10,000 nodes) and journals every in-session status change so it can undo them on close.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
+from batch.model.nodes import NodeArrays
+from batch.model.parse import (
+    DEFAULT_QUEUE,
+    ROOT_QUEUE,
+    PodFacts,
+    meta_of,
+    node_facts,
+    parse_time,
+    podgroup_facts,
+    queue_facts,
+)
+from batch.model.resources import ResourceIndex, pad
+from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
+
+log = logging.getLogger(__name__)
+
+KINDS = frozenset({"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode", "Namespace"})
+EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+class CacheError(ValueError):
+    """An event the cache cannot take (unknown kind or event type)."""
+
+
+class ClusterCache:
+    """Incrementally maintained cluster model (see module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        scheduler_names: Iterable[str] = ("volcano",),
+        default_queue: str = DEFAULT_QUEUE,
+        node_selector: Mapping[str, str] | None = None,
+    ) -> None:
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        self.node_selector = dict(node_selector or {})
+        self.resources = ResourceIndex()
+        self.nodes = NodeArrays(self.resources.capacity)
+        self.tasks: dict[str, TaskInfo] = {}
+        self.jobs: dict[str, JobInfo] = {}
+        self.queues: dict[str, QueueInfo] = {}
+        self.priority_classes: dict[str, tuple[int, bool]] = {}
+        self.hypernodes: dict[str, Mapping[str, Any]] = {}
+        self.namespaces: dict[str, Mapping[str, Any]] = {}
+        self.templates: dict[tuple[Any, ...], TaskTemplate] = {}
+        self.assumed: dict[str, str] = {}
+        self.assumed_evict: set[str] = set()
+        self.node_tasks: list[set[str]] = [set() for _ in range(self.nodes.cap)]
+        self._waiting_node: dict[str, set[str]] = {}  # pods on nodes not seen yet
+        self.generation = 0
+        #: uids of tasks with required pod anti-affinity (checked symmetrically by predicates)
+        self.anti_affinity_tasks: set[str] = set()
+
+    # -- public API ----------------------------------------------------------------------
+    def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
+        """Apply one watch event (raw JSON object) to the model."""
+        if kind not in KINDS:
+            raise CacheError(f"unknown kind {kind!r}; expected one of {sorted(KINDS)}")
+        if event not in EVENTS:
+            raise CacheError(f"unknown event {event!r} for {kind}; expected ADDED/MODIFIED/DELETED")
+        self.generation += 1
+        deleted = event == "DELETED"
+        if kind == "Pod":
+            self._pod(obj, deleted)
+        elif kind == "Node":
+            self._node(obj, deleted)
+        elif kind == "PodGroup":
+            self._podgroup(obj, deleted)
+        elif kind == "Queue":
+            self._queue(obj, deleted)
+        elif kind == "PriorityClass":
+            name = str(meta_of(obj).get("name") or "")
+            if deleted:
+                self.priority_classes.pop(name, None)
+            else:
+                value = obj.get("value")
+                self.priority_classes[name] = (
+                    int(value) if isinstance(value, int) else 0,
+                    bool(obj.get("globalDefault")),
+                )
+        elif kind == "HyperNode":
+            name = str(meta_of(obj).get("name") or "")
+            if deleted:
+                self.hypernodes.pop(name, None)
+            else:
+                self.hypernodes[name] = obj
+        else:  # Namespace
+            name = str(meta_of(obj).get("name") or "")
+            if deleted:
+                self.namespaces.pop(name, None)
+            else:
+                self.namespaces[name] = obj
+
+    def assume_bind(self, pod_uid: str, node_name: str) -> None:
+        """A bind was dispatched: the pod is Binding on ``node_name`` until the watch shows it."""
+        task = self.tasks.get(pod_uid)
+        if task is None or task.status is not TaskStatus.PENDING:
+            return
+        self.generation += 1
+        self.assumed[pod_uid] = node_name
+        self._set_task(task, TaskStatus.BINDING, node_name)
+
+    def bind_failed(self, pod_uid: str) -> None:
+        """The dispatched bind failed: the pod is Pending again."""
+        node = self.assumed.pop(pod_uid, None)
+        task = self.tasks.get(pod_uid)
+        if node is None or task is None or task.status is not TaskStatus.BINDING:
+            return
+        self.generation += 1
+        self._set_task(task, TaskStatus.PENDING, "")
+
+    def assume_evict(self, pod_uid: str) -> None:
+        """An eviction was dispatched: the pod is Releasing until the watch shows its deletion."""
+        task = self.tasks.get(pod_uid)
+        if task is None or task.status not in (TaskStatus.RUNNING, TaskStatus.BOUND):
+            return
+        self.generation += 1
+        self.assumed_evict.add(pod_uid)
+        self._set_task(task, TaskStatus.RELEASING, task.node_name)
+
+    def job_priority(self, job: JobInfo) -> int:
+        """PriorityClass value of the PodGroup's priorityClassName, else the global default."""
+        pc = self.priority_classes.get(job.priority_class_name)
+        if pc is not None:
+            return pc[0]
+        for value, default in self.priority_classes.values():
+            if default:
+                return value
+        return 0
+
+    # -- internals: tasks on nodes -------------------------------------------------------
+    def _check_dims(self) -> None:
+        cap = self.resources.capacity
+        if cap == self.nodes.dims:
+            return
+        self.nodes.grow_dims(cap)
+        for t in self.tasks.values():
+            t.req = pad(t.req, cap)
+            t.init_req = pad(t.init_req, cap)
+        for tmpl in self.templates.values():
+            tmpl.fit = pad(tmpl.fit, cap)
+            tmpl.req = pad(tmpl.req, cap)
+        for job in self.jobs.values():
+            job.regrow(cap)
+
+    def _place(self, task: TaskInfo) -> None:
+        """Add ``task``'s resources to its node (if it holds any)."""
+        task.node_idx = -1
+        if not task.node_name or task.status not in ON_NODE_STATUS:
+            return
+        idx = self.nodes.by_name.get(task.node_name)
+        if idx is None:
+            self._waiting_node.setdefault(task.node_name, set()).add(task.uid)
+            return
+        task.node_idx = idx
+        n = self.nodes
+        n.used[:, idx] += task.req
+        if task.status is TaskStatus.RELEASING:
+            n.releasing[:, idx] += task.req
+        if task.template.host_ports:
+            n.add_ports(idx, task.template.host_ports, 1)
+        if idx >= len(self.node_tasks):
+            self.node_tasks.extend(set() for _ in range(n.cap - len(self.node_tasks)))
+        self.node_tasks[idx].add(task.uid)
+
+    def _unplace(self, task: TaskInfo) -> None:
+        idx = task.node_idx
+        if idx < 0:
+            if task.node_name:
+                waiting = self._waiting_node.get(task.node_name)
+                if waiting is not None:
+                    waiting.discard(task.uid)
+            return
+        n = self.nodes
+        n.used[:, idx] -= task.req
+        if task.status is TaskStatus.RELEASING:
+            n.releasing[:, idx] -= task.req
+        if task.template.host_ports:
+            n.add_ports(idx, task.template.host_ports, -1)
+        self.node_tasks[idx].discard(task.uid)
+        task.node_idx = -1
+
+    def _set_task(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
+        self._unplace(task)
+        job = self.jobs.get(task.job_id) if task.job_id else None
+        if job is not None and task.uid in job.tasks:
+            job.set_status(task, status)
+        else:
+            task.status = status
+        task.node_name = node_name
+        self._place(task)
+
+    def _template(self, f: PodFacts) -> TaskTemplate:
+        tmpl = self.templates.get(f.template_key)
+        if tmpl is None:
+            idx = self.resources
+            req = idx.vector(f.req)
+            fit = idx.vector(f.init_req)
+            self._check_dims()
+            req = pad(req, idx.capacity)
+            fit = pad(fit, idx.capacity)
+            req[0] = 1
+            fit[0] = 1
+            tmpl = TaskTemplate(
+                key=f.template_key,
+                fit=fit,
+                req=req,
+                node_selector=f.selector,
+                required_terms=f.required_terms,
+                preferred_terms=f.preferred_terms,
+                tolerations=f.tolerations,
+                host_ports=f.host_ports,
+                pod_affinity=f.pod_affinity,
+                pod_anti_affinity=f.pod_anti_affinity,
+                namespace=f.namespace,
+                tid=len(self.templates),
+            )
+            self.templates[f.template_key] = tmpl
+        return tmpl
+
+    # -- kinds ---------------------------------------------------------------------------
+    def _pod(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        f = PodFacts(obj)
+        old = self.tasks.get(f.uid)
+        if old is not None:
+            self._remove_task(old)
+        if deleted:
+            self.assumed.pop(f.uid, None)
+            self.assumed_evict.discard(f.uid)
+            return
+        if f.node_name:
+            self.assumed.pop(f.uid, None)
+        assumed = self.assumed.get(f.uid)
+        status = pod_task_status(
+            f.phase,
+            node_name=f.node_name,
+            deleting=f.deleting or f.uid in self.assumed_evict,
+            assumed_node=assumed,
+        )
+        tmpl = self._template(f)
+        schedulable = f.scheduler_name in self.scheduler_names
+        job_id = f"{f.namespace}/{f.group}" if (schedulable and f.group) else None
+        task = TaskInfo(
+            uid=f.uid,
+            namespace=f.namespace,
+            name=f.name,
+            job_id=job_id,
+            status=status,
+            node_name=f.node_name or (assumed or ""),
+            req=tmpl.req,
+            init_req=tmpl.fit,
+            template=tmpl,
+            best_effort=f.best_effort,
+            priority=f.priority,
+            preemptable=f.preemptable,
+            role=f.role,
+            gated=f.gated,
+            schedulable=schedulable,
+            creation=f.creation,
+            task_index=f.task_index,
+            nominated_node=f.nominated_node,
+            preemption_policy=f.preemption_policy,
+            priority_class_name=f.priority_class_name,
+            labels=f.labels,
+            raw=obj,
+        )
+        self.tasks[task.uid] = task
+        if tmpl.pod_anti_affinity:
+            self.anti_affinity_tasks.add(task.uid)
+        if job_id is not None:
+            job = self.jobs.get(job_id)
+            if job is None:
+                job = self.jobs[job_id] = JobInfo(
+                    uid=job_id, namespace=f.namespace, name=f.group, dims=self.resources.capacity
+                )
+            job.add_task(task)
+        self._place(task)
+
+    def _remove_task(self, task: TaskInfo) -> None:
+        self._unplace(task)
+        self.tasks.pop(task.uid, None)
+        self.anti_affinity_tasks.discard(task.uid)
+        if task.job_id:
+            job = self.jobs.get(task.job_id)
+            if job is not None:
+                job.remove_task(task)
+                if not job.tasks and job.podgroup is None:
+                    del self.jobs[job.uid]
+
+    def _node(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        name = str(meta_of(obj).get("name") or "")
+        n = self.nodes
+        if deleted:
+            idx = n.by_name.get(name)
+            if idx is None:
+                return
+            for uid in list(self.node_tasks[idx]):
+                task = self.tasks[uid]
+                self._unplace(task)
+                self._waiting_node.setdefault(name, set()).add(uid)
+            n.remove(name)
+            return
+        meta, alloc = node_facts(obj, self.resources, self.node_selector)
+        self._check_dims()
+        idx = n.slot_for(name)
+        if len(self.node_tasks) < n.cap:
+            self.node_tasks.extend(set() for _ in range(n.cap - len(self.node_tasks)))
+        n.set_meta(idx, meta, pad(alloc, self.resources.capacity))
+        n.schedulable[idx] = meta.ready
+        waiting = self._waiting_node.pop(name, None)
+        if waiting:
+            for uid in sorted(waiting):
+                waiter = self.tasks.get(uid)
+                if waiter is not None and waiter.node_name == name:
+                    self._place(waiter)
+
+    def _podgroup(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        f = podgroup_facts(obj)
+        job_id = f"{f['namespace']}/{f['name']}"
+        job = self.jobs.get(job_id)
+        if deleted:
+            if job is not None:
+                job.podgroup = None
+                if not job.tasks:
+                    del self.jobs[job_id]
+            return
+        if job is None:
+            job = self.jobs[job_id] = JobInfo(
+                uid=job_id, namespace=f["namespace"], name=f["name"], dims=self.resources.capacity
+            )
+        min_res = f["min_resources"]
+        if min_res is not None:
+            vec = self.resources.vector(min_res)
+            self._check_dims()
+            job.min_resources = pad(vec, self.resources.capacity)
+        else:
+            job.min_resources = None
+        job.podgroup = obj
+        job.queue = f["queue"] or self.default_queue
+        job.min_available = f["min_available"]
+        job.min_task_member = f["min_task_member"]
+        job.phase = f["phase"]
+        job.priority_class_name = f["priority_class_name"]
+        job.creation = f["creation"]
+        job.annotations = f["annotations"]
+        job.network_topology = f["network_topology"]
+        job.conditions = f["conditions"]
+
+    def _queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        name = str(meta_of(obj).get("name") or "")
+        if deleted:
+            self.queues.pop(name, None)
+            return
+        self.queues[name] = queue_facts(obj)
+
+    # -- conveniences for tests and the simulator ----------------------------------------
+    def total_allocatable(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """Σ allocatable over schedulable (Ready, selected) nodes."""
+        n = self.nodes
+        return np.asarray(n.alloc[:, : n.count][:, n.schedulable[: n.count]].sum(axis=1))
+
+
+__all__ = ["ROOT_QUEUE", "CacheError", "ClusterCache", "parse_time"]

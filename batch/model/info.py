@@ -1,0 +1,259 @@
+"""TaskInfo, JobInfo and QueueInfo: Volcano's per-pod, per-PodGroup and per-Queue records.
+
+The readiness helpers of volcano.md §4.2 live on ``JobInfo`` and read counters that are kept up to
+date on every status change (``JobInfo.set_status``), so none of them loops over tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from batch.model.resources import IntVec
+from batch.model.status import (
+    ALLOCATED_STATUS,
+    READY_STATUS,
+    VALID_STATUS,
+    TaskStatus,
+)
+
+_N_STATUS = max(TaskStatus) + 1
+
+
+@dataclass(slots=True, eq=False)
+class TaskTemplate:
+    """What two tasks must share to be placed with the same node masks and scores.
+
+    Interned by the cache: tasks of one gang created from one pod template share one object.
+    """
+
+    key: tuple[Any, ...]
+    fit: IntVec  # InitResreq incl. pods=1 (what must fit on the node)
+    req: IntVec  # Resreq (what the task holds once placed)
+    node_selector: dict[str, str]
+    required_terms: list[dict[str, Any]] | None  # requiredDuringScheduling nodeSelectorTerms
+    preferred_terms: list[dict[str, Any]]
+    tolerations: list[dict[str, Any]]
+    host_ports: list[tuple[str, str, int]]
+    pod_affinity: list[dict[str, Any]]  # required pod affinity terms
+    pod_anti_affinity: list[dict[str, Any]]  # required pod anti-affinity terms
+    namespace: str
+    tid: int = 0
+
+    @property
+    def volatile(self) -> bool:
+        """Masks depend on in-session placements (ports, inter-pod affinity)."""
+        return bool(self.host_ports or self.pod_affinity or self.pod_anti_affinity)
+
+
+@dataclass(slots=True, eq=False)
+class TaskInfo:
+    """One pod as the scheduler sees it."""
+
+    uid: str
+    namespace: str
+    name: str
+    job_id: str | None
+    status: TaskStatus
+    node_name: str
+    req: IntVec  # Resreq: regular containers + overhead (pods dimension = 1)
+    init_req: IntVec  # InitResreq: max with init containers (used for fitting)
+    template: TaskTemplate
+    best_effort: bool = False
+    priority: int = 1
+    preemptable: bool = True
+    role: str = ""
+    gated: bool = False
+    schedulable: bool = True  # schedulerName is one of ours
+    creation: float = 0.0
+    task_index: int = -1
+    nominated_node: str = ""
+    preemption_policy: str = ""
+    priority_class_name: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    node_idx: int = -1
+    raw: Mapping[str, Any] | None = None
+
+    def sort_key(self) -> tuple[int, float, str]:
+        """Volcano's task-order fallback: pod index, then creation time, then UID."""
+        return (self.task_index, self.creation, self.uid)
+
+
+@dataclass(slots=True, eq=False)
+class JobInfo:
+    """A PodGroup and its tasks (job id ``<namespace>/<podgroup name>``)."""
+
+    uid: str
+    namespace: str
+    name: str
+    dims: int
+    queue: str = "default"
+    podgroup: Mapping[str, Any] | None = None
+    min_available: int = 1
+    min_task_member: dict[str, int] = field(default_factory=dict)
+    min_resources: IntVec | None = None
+    phase: str = "Pending"
+    priority_class_name: str = ""
+    priority: int = 0
+    creation: float = 0.0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    network_topology: Mapping[str, Any] | None = None
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    counts: list[int] = field(default_factory=lambda: [0] * _N_STATUS)
+    role_counts: dict[str, list[int]] = field(default_factory=dict)
+    pending_best_effort: int = 0
+    gated_pending: int = 0
+    allocated: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pending_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    gated_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    total_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        if len(self.allocated) < self.dims:
+            self.allocated = np.zeros(self.dims, dtype=np.int64)
+            self.pending_req = np.zeros(self.dims, dtype=np.int64)
+            self.gated_req = np.zeros(self.dims, dtype=np.int64)
+            self.total_req = np.zeros(self.dims, dtype=np.int64)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _account(self, task: TaskInfo, sign: int) -> None:
+        st = task.status
+        self.counts[st] += sign
+        rc = self.role_counts.get(task.role)
+        if rc is None:
+            rc = self.role_counts[task.role] = [0] * _N_STATUS
+        rc[st] += sign
+        if st in ALLOCATED_STATUS:
+            self.allocated += sign * task.req
+        elif st is TaskStatus.PENDING:
+            if task.best_effort:
+                self.pending_best_effort += sign
+            if task.gated:
+                self.gated_pending += sign
+                self.gated_req += sign * task.req
+            self.pending_req += sign * task.req
+        self.total_req += sign * task.req
+
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        self._account(task, 1)
+
+    def remove_task(self, task: TaskInfo) -> None:
+        if self.tasks.pop(task.uid, None) is not None:
+            self._account(task, -1)
+
+    def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Move ``task`` to ``status`` keeping every counter exact."""
+        self._account(task, -1)
+        task.status = status
+        self._account(task, 1)
+
+    def regrow(self, dims: int) -> None:
+        """Pad the resource vectors after the resource registry grew."""
+        for name in ("allocated", "pending_req", "gated_req", "total_req"):
+            old = getattr(self, name)
+            new = np.zeros(dims, dtype=np.int64)
+            new[: len(old)] = old
+            setattr(self, name, new)
+        if self.min_resources is not None:
+            mr = np.zeros(dims, dtype=np.int64)
+            mr[: len(self.min_resources)] = self.min_resources
+            self.min_resources = mr
+        self.dims = dims
+
+    # -- readiness helpers of volcano.md §4.2 -----------------------------------------------
+    def count(self, *statuses: TaskStatus) -> int:
+        c = self.counts
+        return sum(c[s] for s in statuses)
+
+    def ready_task_num(self) -> int:
+        c = self.counts
+        return sum(c[s] for s in READY_STATUS)
+
+    def waiting_task_num(self) -> int:
+        return self.counts[TaskStatus.PIPELINED]
+
+    def valid_task_num(self) -> int:
+        c = self.counts
+        return sum(c[s] for s in VALID_STATUS)
+
+    def _roles_checked(self) -> bool:
+        return bool(self.min_task_member) and self.min_available >= sum(
+            self.min_task_member.values()
+        )
+
+    def _role_ok(self, statuses: frozenset[TaskStatus]) -> bool:
+        if not self._roles_checked():
+            return True
+        for role, minimum in self.min_task_member.items():
+            rc = self.role_counts.get(role)
+            have = sum(rc[s] for s in statuses) if rc else 0
+            if have < minimum:
+                return False
+        return True
+
+    def is_ready(self) -> bool:
+        return self.ready_task_num() + self.pending_best_effort >= self.min_available
+
+    def check_task_ready(self) -> bool:
+        return self._role_ok(READY_STATUS)
+
+    def is_pipelined(self) -> bool:
+        return (
+            self.waiting_task_num() + self.ready_task_num() + self.pending_best_effort
+            >= self.min_available
+        )
+
+    def check_task_pipelined(self) -> bool:
+        return self._role_ok(READY_STATUS | {TaskStatus.PIPELINED})
+
+    def is_starving(self) -> bool:
+        return self.waiting_task_num() + self.ready_task_num() < self.min_available
+
+    def check_task_valid(self) -> bool:
+        return self._role_ok(VALID_STATUS)
+
+    def check_task_starving(self) -> bool:
+        return not self._role_ok(READY_STATUS | {TaskStatus.PIPELINED})
+
+    def is_pending(self) -> bool:
+        return self.podgroup is None or self.phase in ("Pending", "")
+
+    def need_continue_allocating(self, failed_roles: set[str]) -> bool:
+        """After a task failed to fit: can the job still reach its gang minimum?"""
+        if self.min_available >= len(self.tasks):
+            return False
+        # tasks of roles that have not failed and are still candidates or already placed
+        possible = 0
+        for task in self.tasks.values():
+            if task.role in failed_roles and task.status is TaskStatus.PENDING:
+                continue
+            if task.status in VALID_STATUS:
+                possible += 1
+        return possible >= self.min_available
+
+
+@dataclass(slots=True, eq=False)
+class QueueInfo:
+    """A Queue (cluster-scoped) with the spec fields the plugins read."""
+
+    name: str
+    uid: str
+    weight: int = 1
+    capability: dict[str, int] = field(default_factory=dict)
+    guarantee: dict[str, int] = field(default_factory=dict)
+    deserved: dict[str, int] = field(default_factory=dict)
+    reclaimable: bool = True
+    parent: str = ""
+    priority: int = 0
+    state: str = "Open"
+    creation: float = 0.0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    raw: Mapping[str, Any] | None = None
+
+    def is_open(self) -> bool:
+        return self.state in ("Open", "")

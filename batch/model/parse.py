@@ -1,0 +1,289 @@
+"""Turn raw Kubernetes JSON (as a watch delivers it) into model records.
+
+Only the fields the scheduler reads are extracted; everything else is ignored. Quantities go
+through ``batch.api.resources.to_internal`` so the model holds exact integers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from batch.api.resources import PODS, parse_resource_list
+from batch.model.info import QueueInfo
+from batch.model.nodes import DEFAULT_MAX_PODS, NodeMeta
+from batch.model.resources import IntVec, ResourceIndex
+
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+TASK_SPEC_KEY = "volcano.sh/task-spec"
+TASK_INDEX_KEY = "volcano.sh/task-index"
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+DEFAULT_QUEUE = "default"
+ROOT_QUEUE = "root"
+
+_ts_cache: dict[str, float] = {}
+
+
+def parse_time(value: object) -> float:
+    """RFC 3339 timestamp -> epoch seconds (0.0 when absent or malformed)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    t = _ts_cache.get(value)
+    if t is None:
+        try:
+            t = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            t = 0.0
+        if len(_ts_cache) < 100_000:
+            _ts_cache[value] = t
+    return t
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(obj.get("metadata"))
+
+
+def container_requests(c: Mapping[str, Any]) -> dict[str, int]:
+    """A container's requests; a resource with only a limit requests the limit (API defaulting)."""
+    res = _mapping(c.get("resources"))
+    req = dict(_mapping(res.get("requests")))
+    for name, value in _mapping(res.get("limits")).items():
+        req.setdefault(name, value)
+    return parse_resource_list(req)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """(Resreq, InitResreq) of a pod spec, per volcano.md §4.2."""
+    total: dict[str, int] = {}
+    for c in _list(spec.get("containers")):
+        for name, amount in container_requests(_mapping(c)).items():
+            total[name] = total.get(name, 0) + amount
+    for name, amount in parse_resource_list(_mapping(spec.get("overhead"))).items():
+        total[name] = total.get(name, 0) + amount
+    init = dict(total)
+    for c in _list(spec.get("initContainers")):
+        for name, amount in container_requests(_mapping(c)).items():
+            if amount > init.get(name, 0):
+                init[name] = amount
+    total.pop(PODS, None)
+    init.pop(PODS, None)
+    return total, init
+
+
+def _host_ports(spec: Mapping[str, Any]) -> list[tuple[str, str, int]]:
+    out: list[tuple[str, str, int]] = []
+    for c in _list(spec.get("containers")) + _list(spec.get("initContainers")):
+        for raw in _list(_mapping(c).get("ports")):
+            p = _mapping(raw)
+            hp = p.get("hostPort")
+            if isinstance(hp, int) and hp > 0:
+                out.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
+    return sorted(set(out))
+
+
+class PodFacts:
+    """Everything the cache needs from one pod object."""
+
+    __slots__ = (
+        "best_effort",
+        "creation",
+        "deleting",
+        "gated",
+        "group",
+        "host_ports",
+        "init_req",
+        "labels",
+        "name",
+        "namespace",
+        "node_name",
+        "nominated_node",
+        "phase",
+        "pod_affinity",
+        "pod_anti_affinity",
+        "preemptable",
+        "preemption_policy",
+        "preferred_terms",
+        "priority",
+        "priority_class_name",
+        "req",
+        "required_terms",
+        "role",
+        "scheduler_name",
+        "selector",
+        "task_index",
+        "template_key",
+        "tolerations",
+        "uid",
+    )
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        meta = meta_of(obj)
+        spec = _mapping(obj.get("spec"))
+        status = _mapping(obj.get("status"))
+        ann = _mapping(meta.get("annotations"))
+        labels = _mapping(meta.get("labels"))
+        self.uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        self.namespace = str(meta.get("namespace") or "default")
+        self.name = str(meta.get("name") or "")
+        self.labels: Mapping[str, str] = labels
+        self.creation = parse_time(meta.get("creationTimestamp"))
+        self.deleting = bool(meta.get("deletionTimestamp"))
+        self.group = str(ann.get(GROUP_NAME_ANNOTATION) or "")
+        self.role = str(ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or "")
+        idx = ann.get(TASK_INDEX_KEY, labels.get(TASK_INDEX_KEY))
+        try:
+            self.task_index = int(idx) if idx is not None else -1
+        except (TypeError, ValueError):
+            self.task_index = -1
+        pre = ann.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY))
+        self.preemptable = str(pre).lower() != "false" if pre is not None else True
+        self.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+        self.node_name = str(spec.get("nodeName") or "")
+        self.phase = str(status.get("phase") or "Pending")
+        self.nominated_node = str(status.get("nominatedNodeName") or "")
+        prio = spec.get("priority")
+        self.priority = int(prio) if isinstance(prio, int) else 1
+        self.priority_class_name = str(spec.get("priorityClassName") or "")
+        self.preemption_policy = str(spec.get("preemptionPolicy") or "")
+        self.gated = bool(_list(spec.get("schedulingGates")))
+        self.req, self.init_req = pod_requests(spec)
+        self.best_effort = not any(v > 0 for v in self.req.values())
+        self.selector = {str(k): str(v) for k, v in _mapping(spec.get("nodeSelector")).items()}
+        aff = _mapping(spec.get("affinity"))
+        na = _mapping(aff.get("nodeAffinity"))
+        req_na = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+        self.required_terms: list[dict[str, Any]] | None = (
+            [dict(t) for t in _list(_mapping(req_na).get("nodeSelectorTerms"))]
+            if req_na is not None
+            else None
+        )
+        self.preferred_terms = [
+            dict(t) for t in _list(na.get("preferredDuringSchedulingIgnoredDuringExecution"))
+        ]
+        pa = _mapping(aff.get("podAffinity"))
+        paa = _mapping(aff.get("podAntiAffinity"))
+        self.pod_affinity = [
+            dict(t) for t in _list(pa.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        ]
+        self.pod_anti_affinity = [
+            dict(t) for t in _list(paa.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        ]
+        self.tolerations = [dict(t) for t in _list(spec.get("tolerations"))]
+        self.host_ports = _host_ports(spec)
+        constraints = json.dumps(
+            [
+                self.selector,
+                self.required_terms,
+                self.preferred_terms,
+                self.tolerations,
+                self.host_ports,
+                self.pod_affinity,
+                self.pod_anti_affinity,
+                self.namespace if (self.pod_affinity or self.pod_anti_affinity) else "",
+            ],
+            sort_keys=True,
+            default=str,
+        )
+        self.template_key = (
+            tuple(sorted(self.req.items())),
+            tuple(sorted(self.init_req.items())),
+            constraints,
+        )
+
+
+def node_facts(
+    obj: Mapping[str, Any], index: ResourceIndex, selector: Mapping[str, str]
+) -> tuple[NodeMeta, IntVec]:
+    meta = meta_of(obj)
+    spec = _mapping(obj.get("spec"))
+    status = _mapping(obj.get("status"))
+    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+    taints = sorted(
+        (str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+        for t in (_mapping(x) for x in _list(spec.get("taints")))
+    )
+    ready = False
+    for raw in _list(status.get("conditions")):
+        cond = _mapping(raw)
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    if selector and any(labels.get(k) != v for k, v in selector.items()):
+        ready = False
+    alloc_list = status.get("allocatable") or status.get("capacity")
+    alloc = parse_resource_list(_mapping(alloc_list))
+    alloc.setdefault(PODS, DEFAULT_MAX_PODS)
+    vec = index.vector(alloc)
+    return (
+        NodeMeta(
+            name=str(meta.get("name") or ""),
+            labels=labels,
+            taints=taints,
+            unschedulable=bool(spec.get("unschedulable")),
+            ready=ready,
+            raw=obj,
+        ),
+        vec,
+    )
+
+
+def queue_facts(obj: Mapping[str, Any]) -> QueueInfo:
+    meta = meta_of(obj)
+    spec = _mapping(obj.get("spec"))
+    status = _mapping(obj.get("status"))
+    name = str(meta.get("name") or "")
+    weight = spec.get("weight")
+    reclaimable = spec.get("reclaimable")
+    prio = spec.get("priority")
+    return QueueInfo(
+        name=name,
+        uid=str(meta.get("uid") or name),
+        weight=int(weight) if isinstance(weight, int) and weight > 0 else 1,
+        capability=parse_resource_list(_mapping(spec.get("capability"))),
+        guarantee=parse_resource_list(_mapping(_mapping(spec.get("guarantee")).get("resource"))),
+        deserved=parse_resource_list(_mapping(spec.get("deserved"))),
+        reclaimable=reclaimable is not False,
+        parent=str(spec.get("parent") or ("" if name == ROOT_QUEUE else ROOT_QUEUE)),
+        priority=int(prio) if isinstance(prio, int) else 0,
+        state=str(status.get("state") or "Open"),
+        creation=parse_time(meta.get("creationTimestamp")),
+        annotations={str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
+        raw=obj,
+    )
+
+
+def podgroup_facts(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = meta_of(obj)
+    spec = _mapping(obj.get("spec"))
+    status = _mapping(obj.get("status"))
+    mm = spec.get("minMember")
+    min_res = spec.get("minResources")
+    return {
+        "namespace": str(meta.get("namespace") or "default"),
+        "name": str(meta.get("name") or ""),
+        "queue": str(spec.get("queue") or DEFAULT_QUEUE),
+        "min_available": int(mm) if isinstance(mm, int) else 1,
+        "min_task_member": {str(k): int(v) for k, v in _mapping(spec.get("minTaskMember")).items()},
+        "min_resources": parse_resource_list(_mapping(min_res)) if min_res is not None else None,
+        "phase": str(status.get("phase") or "Pending"),
+        "priority_class_name": str(spec.get("priorityClassName") or ""),
+        "creation": parse_time(meta.get("creationTimestamp")),
+        "annotations": {str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
+        "network_topology": spec.get("networkTopology"),
+        "conditions": [dict(c) for c in _list(status.get("conditions"))],
+    }
+
+
+def zeros_like(index: ResourceIndex) -> IntVec:
+    return np.zeros(index.capacity, dtype=np.int64)

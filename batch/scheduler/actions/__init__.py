@@ -1,0 +1,1 @@
+"""Scheduler actions, one folder each (Volcano's pkg/scheduler/actions)."""

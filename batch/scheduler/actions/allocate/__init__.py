@@ -1,0 +1,208 @@
+"""allocate: gang placement of pending tasks — Volcano's allocate action (volcano.md §4.3).
+
+Jobs that are valid, admitted (Inqueue; promoted here when ``enqueue`` is not configured) and in
+an existing queue are ordered per queue by JobOrder; queues by QueueOrder. A popped queue that is
+Overused is dropped for the session. A popped job's pending tasks (TaskOrder; best-effort and
+scheduling-gated tasks excluded) are placed inside one Statement: Allocatable(queue, task) must
+hold, the node is chosen by the placement engine (Idle fit -> allocate, FutureIdle-only fit ->
+pipeline), and once the job is ready with tasks left it is pushed back to compete again. Then the
+statement is committed when JobReady, kept when JobPipelined, else discarded (all-or-nothing).
+
+Arguments (``configurations: - name: allocate``): ``predicateErrorCacheEnable`` (accepted, the
+engine always reuses masks), and the node-sampling knobs ``minNodesToFind`` (100),
+``minPercentageOfNodesToFind`` (5), ``percentageOfNodesToFind`` (0 = adaptive) — sampling is on
+only when one of them is given; by default every feasible node is scored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+
+from batch.api.resources import format_resource_list
+from batch.model.info import JobInfo, QueueInfo, TaskInfo
+from batch.model.status import TaskStatus
+from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.pq import PriorityQueue
+from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.statement import Statement
+
+
+def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
+    """Per-resource amount the next ``short_by`` pending tasks need beyond all free capacity."""
+    pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.gated]
+    if not pending or short_by <= 0:
+        return {}
+    need = np.zeros_like(job.allocated)
+    for t in pending[:short_by]:
+        need += t.req
+    nd = ssn.nodes
+    free = np.clip(nd.future_idle()[:, nd.valid], 0, None).sum(axis=1)
+    gap = np.clip(need - free[: len(need)], 0, None)
+    return format_resource_list(ssn.resources.to_dict(gap))
+
+
+def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[TaskInfo]:
+    key = ssn.task_order_key()
+    tasks = [
+        t
+        for t in job.tasks.values()
+        if t.status is TaskStatus.PENDING and not t.gated and t.best_effort == best_effort
+    ]
+    tasks.sort(key=key)
+    return tasks
+
+
+@register_action
+class Allocate(Action):
+    name = "allocate"
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        self.error_cache = arguments.get_bool("predicateErrorCacheEnable", True)
+        knobs = ("minNodesToFind", "minPercentageOfNodesToFind", "percentageOfNodesToFind")
+        self.sample: tuple[int, int, int] | None = None
+        if any(k in arguments for k in knobs):
+            mn = arguments.get_int("minNodesToFind", 100)
+            mp = arguments.get_int("minPercentageOfNodesToFind", 5)
+            pct = arguments.get_int("percentageOfNodesToFind", 0)
+            if mn < 1 or not 0 <= mp <= 100 or not 0 <= pct <= 100:
+                raise ConfigError(
+                    "configurations[allocate]: minNodesToFind must be >= 1 and the percentages "
+                    "within 0..100"
+                )
+            self.sample = (mn, mp, pct)
+
+    def execute(self, ssn: Session) -> None:
+        t0 = time.perf_counter()
+        placer = ssn.placer
+        placer.sample = self.sample
+        enqueue_on = "enqueue" in ssn.config.actions
+        jkey = ssn.job_order_key()
+        per_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        worksheet: dict[str, deque[TaskInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending():
+                if enqueue_on:
+                    continue
+                ssn.set_phase(job, "Inqueue")
+            vr = ssn.job_valid(job)
+            if vr is not None:
+                ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))
+                continue
+            tasks = pending_tasks(ssn, job, best_effort=False)
+            if not tasks:
+                continue
+            worksheet[job.uid] = deque(tasks)
+            pq = per_queue.get(job.queue)
+            if pq is None:
+                pq = per_queue[job.queue] = PriorityQueue(jkey)
+            pq.push(job)
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key())
+        for name in per_queue:
+            queues.push(ssn.queues[name])
+        while queues:
+            queue = queues.pop()
+            jobs = per_queue[queue.name]
+            if not jobs:
+                continue
+            if ssn.overused(queue):
+                for j in jobs.items():
+                    ssn.set_reason(
+                        PendingReason(
+                            j.uid,
+                            "QueueOverused",
+                            f"queue {queue.name!r} has reached its deserved share",
+                        ),
+                        overwrite=False,
+                    )
+                continue
+            job = jobs.pop()
+            stmt = Statement(ssn)
+            placed = self._allocate_job(ssn, queue, job, worksheet[job.uid], stmt, jobs)
+            if ssn.job_ready(job):
+                stmt.commit()
+                if job.uid in ssn.reasons and ssn.reasons[job.uid].kind != "Pipelined":
+                    ssn.reasons.pop(job.uid, None)
+            elif ssn.job_pipelined(job):
+                stmt.keep_pipelined()
+                ssn.set_reason(
+                    PendingReason(job.uid, "Pipelined", "waiting for resources being released")
+                )
+            else:
+                short = job.min_available - job.ready_task_num() - job.waiting_task_num()
+                short -= job.pending_best_effort
+                prev = ssn.reasons.get(job.uid)
+                base = prev.message if prev is not None else "no further task could be placed"
+                kind = "GangShort" if placed else (prev.kind if prev is not None else "GangShort")
+                shortfall = gang_shortfall(ssn, job, short)
+                stmt.discard()
+                reason = PendingReason(
+                    job.uid,
+                    kind,
+                    f"gang short by {max(short, 0)} of minAvailable {job.min_available}: {base}",
+                    short_by=max(short, 0),
+                    shortfall=shortfall,
+                    details=dict(prev.details) if prev is not None else {},
+                )
+                ssn.set_reason(reason)
+            if jobs:
+                queues.push(queue)
+        ssn.timings["allocate"] = time.perf_counter() - t0
+
+    def _allocate_job(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        tasks: deque[TaskInfo],
+        stmt: Statement,
+        jobs: PriorityQueue[JobInfo],
+    ) -> int:
+        placer = ssn.placer
+        failed_roles: set[str] = set()
+        placed = 0
+        while tasks:
+            task = tasks.popleft()
+            if task.status is not TaskStatus.PENDING:
+                continue
+            if not ssn.allocatable(queue, task):
+                ssn.set_reason(
+                    PendingReason(
+                        job.uid,
+                        "NotAllocatable",
+                        f"queue {queue.name!r} quota does not allow task {task.name}",
+                    ),
+                    overwrite=False,
+                )
+                continue
+            if task.role in failed_roles:
+                continue
+            err = ssn.pre_predicate(task)
+            got = None if err else placer.select(task)
+            if got is None:
+                hist: dict[str, int]
+                if err:
+                    msg, hist = err, {}
+                else:
+                    msg, hist = placer.explain(task)
+                ssn.record_fit_error(job, task, msg)
+                ssn.set_reason(PendingReason(job.uid, "Unschedulable", msg, details={"fit": hist}))
+                failed_roles.add(task.role)
+                if not job.need_continue_allocating(failed_roles):
+                    break
+                continue
+            idx, fits_idle = got
+            if fits_idle:
+                stmt.allocate(task, idx)
+            else:
+                stmt.pipeline(task, idx)
+            placed += 1
+            if tasks and ssn.job_ready(job):
+                jobs.push(job)
+                break
+        return placed

@@ -1,0 +1,50 @@
+"""backfill: place best-effort pending tasks — Volcano's backfill action (volcano.md §4.3).
+
+Best-effort tasks (no resource requests) of admitted, valid jobs, visited queue -> job -> task,
+go to the best node that fits Idle (pod count and predicates only, since they request nothing).
+Each placement is committed at once when the job is ready; no gang statement is involved.
+"""
+
+from __future__ import annotations
+
+import time
+
+from batch.model.info import JobInfo
+from batch.scheduler.actions.allocate import pending_tasks
+from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.statement import Statement
+
+
+@register_action
+class Backfill(Action):
+    name = "backfill"
+
+    def execute(self, ssn: Session) -> None:
+        t0 = time.perf_counter()
+        placer = ssn.placer
+        qkey = ssn.queue_order_key()
+        jkey = ssn.job_order_key()
+        jobs: list[JobInfo] = [
+            j for j in ssn.jobs.values() if not j.is_pending() and j.pending_best_effort
+        ]
+        jobs.sort(key=lambda j: (qkey(ssn.queues[j.queue]), jkey(j)))
+        for job in jobs:
+            if ssn.job_valid(job) is not None:
+                continue
+            for task in pending_tasks(ssn, job, best_effort=True):
+                got = placer.select(task)
+                if got is None or not got[1]:
+                    msg, hist = placer.explain(task)
+                    ssn.record_fit_error(job, task, msg)
+                    ssn.set_reason(
+                        PendingReason(job.uid, "Unschedulable", msg, details={"fit": hist}),
+                        overwrite=False,
+                    )
+                    continue
+                stmt = Statement(ssn)
+                stmt.allocate(task, got[0])
+                if ssn.job_ready(job):
+                    stmt.commit()
+        ssn.timings["backfill"] = time.perf_counter() - t0

@@ -1,0 +1,62 @@
+"""enqueue: admit Pending PodGroups (Pending -> Inqueue) — Volcano's enqueue action (§4.3).
+
+Queues are visited by QueueOrder and, per queue, Pending jobs by JobOrder. A job without
+minResources is always admitted; otherwise JobEnqueueable must vote yes (proportion/capacity
+check the queue, overcommit the cluster, sla can Permit). Admitted jobs are passed to
+JobEnqueued (plugins count their minResources as "inqueue"). A rejected job does not block the
+rest of its queue.
+"""
+
+from __future__ import annotations
+
+import time
+
+from batch.model.info import JobInfo, QueueInfo
+from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.pq import PriorityQueue
+from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.session import Session
+
+
+@register_action
+class Enqueue(Action):
+    name = "enqueue"
+
+    def execute(self, ssn: Session) -> None:
+        t0 = time.perf_counter()
+        jkey = ssn.job_order_key()
+        per_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if not job.is_pending():
+                continue
+            pq = per_queue.get(job.queue)
+            if pq is None:
+                pq = per_queue[job.queue] = PriorityQueue(jkey)
+            pq.push(job)
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key())
+        for name in per_queue:
+            queues.push(ssn.queues[name])
+        while queues:
+            queue = queues.pop()
+            jobs = per_queue[queue.name]
+            if not jobs:
+                continue
+            job = jobs.pop()
+            ok, rejecter = (True, "") if job.min_resources is None else ssn.job_enqueueable(job)
+            if ok:
+                ssn.job_enqueued(job)
+                ssn.set_phase(job, "Inqueue")
+                ssn.reasons.pop(job.uid, None)
+            else:
+                ssn.set_reason(
+                    PendingReason(
+                        job.uid,
+                        "NotEnqueued",
+                        f"PodGroup not admitted to queue {queue.name!r}: rejected by {rejecter}",
+                        details={"rejected_by": rejecter},
+                    ),
+                    overwrite=False,
+                )
+            if jobs:
+                queues.push(queue)
+        ssn.timings["enqueue"] = time.perf_counter() - t0

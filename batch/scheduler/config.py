@@ -1,0 +1,267 @@
+"""Loader for Volcano's ``volcano-scheduler.conf`` (volcano.md §4.7), unchanged format.
+
+``load_config(text)`` parses the YAML (``actions`` string, ``tiers[].plugins[]`` with Volcano's
+exact enable-switch keys and ``arguments``, ``configurations[]`` per action, ``metrics``) and
+validates it completely: unknown actions, plugins or keys, wrong types, bad plugin arguments and
+proportion + hierarchical drf in one tier each raise ``ConfigError`` with a message naming the
+problem. Unlike Volcano, a bad file is never silently replaced by the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.registry import ACTIONS, PLUGINS, ensure_builtins
+
+#: every enable switch of a plugin option and the extension points it gates (volcano.md §4.5)
+SWITCHES: dict[str, tuple[str, ...]] = {
+    "enableJobOrder": ("job_order",),
+    "enableHierarchy": (),
+    "enableJobReady": ("job_ready",),
+    "enableJobPipelined": ("job_pipelined",),
+    "enableTaskOrder": ("task_order",),
+    "enablePreemptable": ("preemptable",),
+    "enableReclaimable": ("reclaimable",),
+    "enablePreemptive": ("preemptive",),
+    "enableQueueOrder": ("queue_order",),
+    "enabledClusterOrder": ("cluster_order",),
+    "enablePredicate": ("predicate", "pre_predicate"),
+    "enableBestNode": ("best_node",),
+    "enableNodeOrder": ("node_order",),
+    "enableTargetJob": ("target_job",),
+    "enableReservedNodes": ("reserved_nodes",),
+    "enableJobEnqueued": ("job_enqueueable", "job_enqueued"),
+    "enabledVictim": ("victim_tasks",),
+    "enableJobStarving": ("job_starving",),
+    "enabledOverused": ("overused",),
+    "enabledAllocatable": ("allocatable",),
+    "enabledHyperNodeOrder": ("hypernode_order",),
+    "enabledSubJobReady": ("subjob_ready",),
+    "enabledSubJobPipelined": ("subjob_pipelined",),
+    "enabledSubJobOrder": ("subjob_order",),
+    "enabledHyperNodeGradient": ("hypernode_gradient",),
+}
+#: extension point -> switch that gates it
+GATES: dict[str, str] = {p: s for s, points in SWITCHES.items() for p in points}
+
+
+@dataclass(slots=True, frozen=True)
+class PluginOption:
+    """One ``tiers[].plugins[]`` entry."""
+
+    name: str
+    switches: Mapping[str, bool] = field(default_factory=dict)
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def enabled(self, point: str) -> bool:
+        """Whether callbacks at extension point ``point`` are registered (default true)."""
+        switch = GATES.get(point)
+        return switch is None or self.switches.get(switch, True)
+
+    @property
+    def hierarchy(self) -> bool:
+        return self.switches.get("enableHierarchy", False)
+
+
+@dataclass(slots=True, frozen=True)
+class Tier:
+    plugins: tuple[PluginOption, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class SchedulerConfig:
+    """A validated scheduler configuration."""
+
+    actions: tuple[str, ...]
+    tiers: tuple[Tier, ...]
+    configurations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    def action_arguments(self, action: str) -> Arguments:
+        return Arguments(f"configurations[{action}]", self.configurations.get(action, {}))
+
+    def plugin(self, name: str) -> PluginOption | None:
+        for tier in self.tiers:
+            for p in tier.plugins:
+                if p.name == name:
+                    return p
+        return None
+
+
+_TOP_KEYS = {"actions", "tiers", "configurations", "metrics"}
+
+
+def _parse_plugin(i: int, j: int, raw: object) -> PluginOption:
+    where = f"tiers[{i}].plugins[{j}]"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: must be a mapping with a 'name', got {raw!r}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}.name: must be a non-empty string, got {name!r}")
+    if name not in PLUGINS:
+        raise ConfigError(f"{where}.name: unknown plugin {name!r}; known: {sorted(PLUGINS)}")
+    switches: dict[str, bool] = {}
+    arguments: Mapping[str, Any] = {}
+    for key, value in raw.items():
+        if key == "name":
+            continue
+        if key == "arguments":
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}.arguments ({name}): must be a mapping, got {value!r}")
+            arguments = {str(k): v for k, v in value.items()}
+        elif key in SWITCHES:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}.{key} ({name}): must be true or false, got {value!r}")
+            switches[key] = value
+        else:
+            raise ConfigError(f"{where}: unknown key {key!r} for plugin {name!r}")
+    option = PluginOption(name=name, switches=switches, arguments=arguments)
+    PLUGINS[name](Arguments(f"plugin {name}", arguments))  # validates the arguments
+    return option
+
+
+def load_config(text: str) -> SchedulerConfig:
+    """Parse and validate a ``volcano-scheduler.conf`` document."""
+    ensure_builtins()
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"scheduler configuration is not valid YAML: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise ConfigError("scheduler configuration must be a mapping with 'actions' and 'tiers'")
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(
+            f"unknown top-level key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}"
+        )
+    actions_raw = doc.get("actions")
+    if not isinstance(actions_raw, str) or not actions_raw.strip():
+        raise ConfigError(f"actions: must be a comma-separated string, got {actions_raw!r}")
+    actions = tuple(a.strip() for a in actions_raw.split(",") if a.strip())
+    for a in actions:
+        if a not in ACTIONS:
+            raise ConfigError(f"actions: unknown action {a!r}; known: {sorted(ACTIONS)}")
+    tiers_raw = doc.get("tiers")
+    if tiers_raw is None:
+        tiers_raw = []
+    if not isinstance(tiers_raw, list):
+        raise ConfigError(f"tiers: must be a list, got {tiers_raw!r}")
+    tiers: list[Tier] = []
+    for i, t in enumerate(tiers_raw):
+        if not isinstance(t, Mapping) or set(t) - {"plugins"}:
+            raise ConfigError(f"tiers[{i}]: must be a mapping with only 'plugins', got {t!r}")
+        plugins_raw = t.get("plugins") or []
+        if not isinstance(plugins_raw, list):
+            raise ConfigError(f"tiers[{i}].plugins: must be a list, got {plugins_raw!r}")
+        plugins = tuple(_parse_plugin(i, j, p) for j, p in enumerate(plugins_raw))
+        names = {p.name for p in plugins}
+        if "proportion" in names and any(p.name == "drf" and p.hierarchy for p in plugins):
+            raise ConfigError(
+                f"tiers[{i}]: proportion and drf with enableHierarchy cannot be in the same tier"
+            )
+        tiers.append(Tier(plugins))
+    seen: set[str] = set()
+    for tier in tiers:
+        for p in tier.plugins:
+            if p.name in seen:
+                raise ConfigError(f"tiers: plugin {p.name!r} is configured more than once")
+            seen.add(p.name)
+    confs: dict[str, Mapping[str, Any]] = {}
+    conf_raw = doc.get("configurations") or []
+    if not isinstance(conf_raw, list):
+        raise ConfigError(f"configurations: must be a list, got {conf_raw!r}")
+    for k, c in enumerate(conf_raw):
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
+            raise ConfigError(f"configurations[{k}]: must be a mapping with a 'name', got {c!r}")
+        if set(c) - {"name", "arguments"}:
+            raise ConfigError(
+                f"configurations[{k}]: unknown key(s) {sorted(set(c) - {'name', 'arguments'})}"
+            )
+        name = c["name"]
+        if name not in ACTIONS:
+            raise ConfigError(f"configurations[{k}].name: unknown action {name!r}")
+        args = c.get("arguments") or {}
+        if not isinstance(args, Mapping):
+            raise ConfigError(f"configurations[{k}].arguments: must be a mapping, got {args!r}")
+        confs[name] = {str(a): v for a, v in args.items()}
+        ACTIONS[name](Arguments(f"configurations[{name}]", confs[name]))  # validates
+    metrics = doc.get("metrics") or {}
+    if not isinstance(metrics, Mapping):
+        raise ConfigError(f"metrics: must be a mapping, got {metrics!r}")
+    return SchedulerConfig(
+        actions=actions, tiers=tuple(tiers), configurations=confs, metrics=metrics, source=text
+    )
+
+
+#: Volcano's built-in default (compiled into vc-scheduler)
+BUILTIN_DEFAULT_CONFIG = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+#: the Helm chart's volcano-scheduler.conf (what a fresh Volcano install runs)
+HELM_DEFAULT_CONFIG = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+#: Tephra's shipped default (Helm default for now; preempt/reclaim will be added to it)
+TEPHRA_DEFAULT_CONFIG = HELM_DEFAULT_CONFIG
+
+
+def builtin_default() -> SchedulerConfig:
+    return load_config(BUILTIN_DEFAULT_CONFIG)
+
+
+def helm_default() -> SchedulerConfig:
+    return load_config(HELM_DEFAULT_CONFIG)
+
+
+def tephra_default() -> SchedulerConfig:
+    return load_config(TEPHRA_DEFAULT_CONFIG)
+
+
+__all__ = [
+    "BUILTIN_DEFAULT_CONFIG",
+    "HELM_DEFAULT_CONFIG",
+    "TEPHRA_DEFAULT_CONFIG",
+    "ConfigError",
+    "PluginOption",
+    "SchedulerConfig",
+    "Tier",
+    "builtin_default",
+    "helm_default",
+    "load_config",
+    "tephra_default",
+]

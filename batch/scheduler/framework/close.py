@@ -1,0 +1,160 @@
+"""Session close: pending reasons, PodGroup and Queue status, then undo of in-session state.
+
+PodGroup phase (volcano.md §3.2): Unknown when the job has Running tasks and this session set an
+Unschedulable condition; otherwise with scheduled = #Running/Bound/Failed/Succeeded + #Releasing
+still on a node: scheduled >= minMember -> Completed when every scheduled task finished, else
+Running; below minMember -> Pending unless the phase is Inqueue (stays Inqueue).
+Queue ``allocated`` = Σ Resreq of Allocated/Binding/Bound/Running tasks, also added to ancestors.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from batch.model.info import JobInfo
+from batch.model.status import TaskStatus
+from batch.scheduler.framework.decisions import Decisions, PendingReason
+from batch.scheduler.framework.session import Session
+
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULED = "Scheduled"
+_PHASE_COUNT_KEY = {
+    "Pending": "pending",
+    "Inqueue": "inqueue",
+    "Running": "running",
+    "Unknown": "unknown",
+    "Completed": "completed",
+}
+
+
+def job_phase(job: JobInfo, *, unschedulable_now: bool) -> str:
+    c = job.counts
+    if c[TaskStatus.RUNNING] and unschedulable_now:
+        return "Unknown"
+    releasing_on_node = (
+        sum(1 for t in job.tasks.values() if t.status is TaskStatus.RELEASING and t.node_name)
+        if c[TaskStatus.RELEASING]
+        else 0
+    )
+    finished = c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
+    scheduled = c[TaskStatus.RUNNING] + c[TaskStatus.BOUND] + finished + releasing_on_node
+    if scheduled >= job.min_available and scheduled > 0:
+        return "Completed" if finished == scheduled else "Running"
+    if job.min_available <= 0 and scheduled == 0 and job.phase not in ("Pending", "", "Inqueue"):
+        return job.phase
+    return "Inqueue" if job.phase == "Inqueue" else "Pending"
+
+
+def _merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = [dict(c) for c in old]
+    for cond in new:
+        for i, c in enumerate(out):
+            if c.get("type") == cond.get("type"):
+                out[i] = cond
+                break
+        else:
+            out.append(cond)
+    return out
+
+
+def fill_reasons(ssn: Session) -> None:
+    """Make sure every job with unplaced work has a pending reason."""
+    for job in ssn.jobs.values():
+        if job.is_ready() and not job.counts[TaskStatus.PENDING]:
+            ssn.reasons.pop(job.uid, None)
+            continue
+        if job.uid in ssn.reasons:
+            continue
+        if job.is_ready():
+            continue  # elastic tasks beyond minAvailable wait without a gang reason
+        pending = job.counts[TaskStatus.PENDING]
+        if pending and job.gated_pending == pending:
+            ssn.reasons[job.uid] = PendingReason(
+                job.uid, "SchedulingGated", f"{pending} pod(s) have scheduling gates"
+            )
+        elif job.is_pipelined():
+            ssn.reasons[job.uid] = PendingReason(
+                job.uid, "Pipelined", "waiting for resources that are being released"
+            )
+        elif job.is_pending():
+            ssn.reasons[job.uid] = PendingReason(
+                job.uid, "NotEnqueued", "PodGroup is Pending: not admitted by enqueue"
+            )
+        else:
+            short = job.min_available - job.ready_task_num() - job.pending_best_effort
+            ssn.reasons[job.uid] = PendingReason(
+                job.uid,
+                "NotConsidered",
+                f"{short} more task(s) needed for the gang; none were tried this session",
+                short_by=max(short, 0),
+            )
+
+
+def close_session(ssn: Session) -> Decisions:
+    """Run plugins' on_session_close, build the Decisions, undo the session's changes."""
+    t0 = time.perf_counter()
+    try:
+        fill_reasons(ssn)
+        for plugin in ssn.plugins:
+            plugin.on_session_close(ssn)
+        d = Decisions(
+            session_uid=ssn.uid,
+            binds=ssn.binds,
+            pipelines=ssn.pipelines,
+            evictions=ssn.evictions,
+            events=ssn.events,
+            pending_reasons=ssn.reasons,
+        )
+        res = ssn.resources
+        q_alloc: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
+        q_counts: dict[str, dict[str, int]] = {}
+        for job in ssn.jobs.values():
+            new_conds = ssn.podgroup_conditions.get(job.uid, [])
+            unsched = any(
+                c.get("type") == UNSCHEDULABLE and c.get("transitionID") == ssn.uid
+                for c in new_conds
+            )
+            phase = job_phase(job, unschedulable_now=unsched)
+            c = job.counts
+            d.podgroup_status[(job.namespace, job.name)] = {
+                "phase": phase,
+                "running": c[TaskStatus.RUNNING],
+                "succeeded": c[TaskStatus.SUCCEEDED],
+                "failed": c[TaskStatus.FAILED],
+                "conditions": _merge_conditions(job.conditions, new_conds),
+            }
+            acc = q_alloc.get(job.queue)
+            if acc is None:
+                q_alloc[job.queue] = job.allocated.copy()
+            else:
+                acc += job.allocated
+            counts = q_counts.setdefault(job.queue, dict.fromkeys(_PHASE_COUNT_KEY.values(), 0))
+            counts[_PHASE_COUNT_KEY.get(phase, "unknown")] += 1
+        # propagate to ancestors
+        total: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
+        for qname, vec in q_alloc.items():
+            seen: set[str] = set()
+            name = qname
+            while name and name not in seen:
+                seen.add(name)
+                if name in total:
+                    total[name] = total[name] + vec
+                else:
+                    total[name] = vec.copy()
+                q = ssn.queues.get(name)
+                name = q.parent if q is not None else ""
+        for qname in ssn.queues:
+            qvec = total.get(qname)
+            d.queue_status[qname] = {
+                "allocated": res.to_list(qvec if qvec is not None else res.zeros()),
+                **q_counts.get(qname, dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)),
+            }
+        d.timings = ssn.timings
+    finally:
+        ssn.rollback()
+        ssn.closed = True
+    ssn.timings["close"] = time.perf_counter() - t0
+    return d

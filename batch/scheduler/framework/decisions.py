@@ -1,0 +1,92 @@
+"""What one scheduling session decided: the only output of the pure core.
+
+The Kubernetes shell (batch.kube) and the simulator turn these into API writes; nothing here does
+I/O. All records are slotted dataclasses so a 100k-pod decision set stays small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True, frozen=True)
+class Bind:
+    """Bind pod ``namespace/name`` (uid) to ``node``; the pod belongs to ``job_id``."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    job_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class Pipeline:
+    """A pod placed onto resources still being released (no bind yet; volcano.md §4.4)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    job_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class Eviction:
+    """Evict pod ``namespace/name`` (reason ``preempt``/``reclaim``/``shuffle``/...)."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    job_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class Event:
+    """A Kubernetes Event to record on the involved object."""
+
+    kind: str
+    namespace: str
+    name: str
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class PendingReason:
+    """Why a job was not (fully) placed this session.
+
+    ``kind`` is one of: ``QueueMissing``, ``QueueClosed``, ``NotEnqueued`` (an enqueue plugin
+    rejected it; ``details['rejected_by']``), ``InvalidJob``, ``QueueOverused``,
+    ``NotAllocatable`` (queue quota), ``Unschedulable`` (no node fits; ``details['fit']`` is the
+    kube-scheduler style node histogram), ``GangShort`` (placed fewer than minAvailable),
+    ``SchedulingGated``, ``Pipelined`` (waiting for releasing resources), ``NotConsidered``.
+    """
+
+    job_id: str
+    kind: str
+    message: str
+    short_by: int = 0
+    shortfall: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Decisions:
+    """The decision set of one session (see docs/scheduler.md)."""
+
+    session_uid: str
+    binds: list[Bind] = field(default_factory=list)
+    pipelines: list[Pipeline] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    #: {(namespace, name): {"phase", "running", "succeeded", "failed", "conditions"}}
+    podgroup_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: {queue: {"allocated": ResourceList, "pending"|"inqueue"|"running"|"unknown"|"completed": n}}
+    queue_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending_reasons: dict[str, PendingReason] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    #: seconds spent in "open", each action name, and "close"
+    timings: dict[str, float] = field(default_factory=dict)

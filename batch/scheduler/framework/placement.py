@@ -1,0 +1,316 @@
+"""The vector placement engine: fit masks, scores and node choice for one task at a time.
+
+For every task template (tasks with the same requests and constraints share one) the engine keeps,
+per session, the static predicate mask, the fit masks on Idle and on FutureIdle
+(Idle + Releasing - Pipelined) and the summed node scores as numpy arrays over all nodes. After a
+placement only the changed node's entries are recomputed (lazily, from the session's change log),
+so placing a task costs a few vector operations (argmax over nodes) plus O(1) bookkeeping rather
+than a Python loop over nodes.
+
+Node choice follows Volcano's allocate: the nominated node first; then nodes that fit Idle (the
+first gradient), else nodes that fit only FutureIdle (pipelining); highest total score wins, ties
+go to the lowest node slot (deterministic, where Volcano picks at random). Optional kube-style
+node sampling (minNodesToFind / minPercentageOfNodesToFind / percentageOfNodesToFind) limits the
+scored candidates to the first k feasible nodes from a rotating start, like kube-scheduler.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from batch.model.info import TaskInfo, TaskTemplate
+from batch.scheduler.framework.session import (
+    BatchPredicate,
+    BatchScore,
+    BoolVec,
+    DynamicPredicate,
+    FloatVec,
+    ScalarPredicate,
+    ScalarScore,
+    Session,
+    StaticScore,
+)
+
+NEG = -np.inf
+
+
+def resource_reason(name: str) -> str:
+    return "Too many pods" if name == "pods" else f"Insufficient {name}"
+
+
+class TemplateState:
+    __slots__ = (
+        "dims",
+        "fitv",
+        "has_future",
+        "m_fut",
+        "m_idle",
+        "pos",
+        "score",
+        "static_ok",
+        "static_reasons",
+        "static_score",
+        "tmpl",
+    )
+
+    def __init__(self, tmpl: TaskTemplate) -> None:
+        self.tmpl = tmpl
+        nz = np.flatnonzero(tmpl.fit > 0)
+        self.dims: list[int] = [int(d) for d in nz]
+        self.fitv: list[int] = [int(tmpl.fit[d]) for d in nz]
+        self.static_ok: BoolVec = np.zeros(0, dtype=np.bool_)
+        self.static_reasons: list[tuple[str, BoolVec]] = []
+        self.static_score: FloatVec | None = None
+        self.score: FloatVec = np.zeros(0)
+        self.m_idle: FloatVec = np.zeros(0)
+        self.m_fut: FloatVec = np.zeros(0)
+        self.pos = 0
+        self.has_future = False
+
+
+class Placer:
+    """Per-session placement engine (``ssn.placer``)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.nodes = ssn.nodes
+        self.batch_preds: list[BatchPredicate] = []
+        self.dyn_preds: list[DynamicPredicate] = []
+        self.scalar_preds: list[ScalarPredicate] = []
+        for kind, fn in ssn._flat("predicate"):
+            if kind == "batch":
+                self.batch_preds.append(fn)
+            elif kind == "dynamic":
+                self.dyn_preds.append(fn)
+            else:
+                self.scalar_preds.append(fn)
+        self.batch_scores: list[BatchScore] = []
+        self.static_scores: list[StaticScore] = []
+        self.scalar_scores: list[ScalarScore] = []
+        for kind, fn in ssn._flat("node_order"):
+            if kind == "batch":
+                self.batch_scores.append(fn)
+            elif kind == "static":
+                self.static_scores.append(fn)
+            else:
+                self.scalar_scores.append(fn)
+        self.best_node = ssn._flat("best_node")
+        self.states: dict[int, TemplateState] = {}
+        self.sample: tuple[int, int, int] | None = None  # (minNodes, minPct, pct)
+        self.start = 0
+        self._explain: dict[int, tuple[int, str, dict[str, int]]] = {}
+
+    # -- template state --------------------------------------------------------------------
+    def state(self, tmpl: TaskTemplate) -> TemplateState:
+        st = self.states.get(tmpl.tid)
+        nd = self.nodes
+        if st is None:
+            st = self.states[tmpl.tid] = TemplateState(tmpl)
+            self._static(st)
+            self._full(st)
+            return st
+        log = nd.log
+        if st.pos < len(log) or (nd.has_future and not st.has_future):
+            new = log[st.pos :]
+            if len(new) * 8 > nd.n or (nd.has_future and not st.has_future):
+                self._full(st)
+            else:
+                self._partial(st, np.unique(np.asarray(new, dtype=np.intp)))
+        return st
+
+    def _static(self, st: TemplateState) -> None:
+        nd = self.nodes
+        ok = nd.valid.copy()
+        reasons: list[tuple[str, BoolVec]] = []
+        for fn in self.batch_preds:
+            for reason, fail in fn(st.tmpl, nd):
+                reasons.append((reason, fail))
+                ok &= ~fail
+        st.static_ok = ok
+        st.static_reasons = reasons
+        if self.static_scores:
+            total = np.zeros(nd.n)
+            for sfn in self.static_scores:
+                total += sfn(st.tmpl, nd, ok)
+            st.static_score = total
+        else:
+            st.static_score = None
+
+    def _scores(self, st: TemplateState, idx: Any) -> FloatVec:
+        nd = self.nodes
+        if isinstance(idx, slice):
+            out = np.zeros(nd.n)
+        else:
+            out = np.zeros(len(idx))
+        for fn in self.batch_scores:
+            out += fn(st.tmpl, nd, idx)
+        if st.static_score is not None:
+            out += st.static_score[idx]
+        return out
+
+    def _fits(self, st: TemplateState, idx: Any) -> tuple[BoolVec, BoolVec | None]:
+        nd = self.nodes
+        ok = st.static_ok[idx]
+        idle = nd.idle
+        fit_idle = ok.copy()
+        for d, v in zip(st.dims, st.fitv, strict=True):
+            fit_idle &= idle[d, idx] >= v
+        if not nd.has_future:
+            return fit_idle, None
+        fut = ok.copy()
+        rel, pip = nd.releasing, nd.pipelined
+        for d, v in zip(st.dims, st.fitv, strict=True):
+            fut &= (idle[d, idx] + rel[d, idx] - pip[d, idx]) >= v
+        return fit_idle, fut & ~fit_idle
+
+    def _full(self, st: TemplateState) -> None:
+        nd = self.nodes
+        full = slice(None)
+        fit_idle, fut = self._fits(st, full)
+        st.score = self._scores(st, full)
+        st.m_idle = np.where(fit_idle, st.score, NEG)
+        st.m_fut = np.where(fut, st.score, NEG) if fut is not None else np.full(nd.n, NEG)
+        st.has_future = nd.has_future
+        st.pos = len(nd.log)
+
+    def _partial(self, st: TemplateState, idx: Any) -> None:
+        nd = self.nodes
+        fit_idle, fut = self._fits(st, idx)
+        score = self._scores(st, idx)
+        st.score[idx] = score
+        st.m_idle[idx] = np.where(fit_idle, score, NEG)
+        if fut is not None:
+            st.m_fut[idx] = np.where(fut, score, NEG)
+        st.pos = len(nd.log)
+
+    # -- selection ---------------------------------------------------------------------------
+    def _dynamic_fail(self, task: TaskInfo) -> BoolVec | None:
+        fail: BoolVec | None = None
+        for fn in self.dyn_preds:
+            for _, mask in fn(task, self.nodes):
+                fail = mask.copy() if fail is None else (fail | mask)
+        return fail
+
+    def _num_to_find(self, n: int) -> int:
+        assert self.sample is not None
+        min_nodes, min_pct, pct = self.sample
+        if n < min_nodes or pct >= 100:
+            return n
+        if pct <= 0:
+            pct = max(min_pct, 50 - n // 125)
+        k = n * pct // 100
+        return max(k, min_nodes)
+
+    def _sampled(self, arr: FloatVec) -> FloatVec:
+        feas = np.flatnonzero(arr > NEG)
+        k = self._num_to_find(int(self.nodes.valid.sum()))
+        if len(feas) <= k:
+            return arr
+        pos = int(np.searchsorted(feas, self.start))
+        take = np.concatenate([feas[pos:], feas[:pos]])[:k]
+        self.start = (int(take[-1]) + 1) % max(self.nodes.n, 1)
+        out = np.full_like(arr, NEG)
+        out[take] = arr[take]
+        return out
+
+    def select(self, task: TaskInfo) -> tuple[int, bool] | None:
+        """Best node for ``task``: (node index, fits Idle) or None when no node fits."""
+        st = self.state(task.template)
+        extra = self._dynamic_fail(task)
+        nd = self.nodes
+        for idle_gradient, base in ((True, st.m_idle), (False, st.m_fut)):
+            if not idle_gradient and not nd.has_future:
+                break
+            arr = base if extra is None else np.where(extra, NEG, base)
+            if task.nominated_node:
+                ni = nd.arrays.by_name.get(task.nominated_node)
+                if ni is not None and ni < nd.n and arr[ni] > NEG and self._scalar_ok(task, ni):
+                    return ni, idle_gradient
+            if self.sample is not None:
+                arr = self._sampled(arr)
+            if self.scalar_preds or self.scalar_scores or self.best_node:
+                got = self._slow_pick(task, arr)
+                if got is not None:
+                    return got, idle_gradient
+                continue
+            i = int(arr.argmax())
+            if arr[i] > NEG:
+                return i, idle_gradient
+        return None
+
+    def _scalar_ok(self, task: TaskInfo, idx: int) -> bool:
+        return all(fn(task, idx) is None for fn in self.scalar_preds)
+
+    def _slow_pick(self, task: TaskInfo, arr: FloatVec) -> int | None:
+        cand = np.flatnonzero(arr > NEG)
+        scores = {int(i): float(arr[i]) for i in cand}
+        if self.scalar_scores:
+            for i in scores:
+                scores[i] += sum(fn(task, i) for fn in self.scalar_scores)
+        ok = {i: s for i, s in scores.items() if self._scalar_ok(task, i)}
+        if not ok:
+            return None
+        for fn in self.best_node:
+            best = fn(task, ok)
+            if best is not None:
+                return int(best)
+        return min(ok, key=lambda i: (-ok[i], i))
+
+    # -- explanations ----------------------------------------------------------------------
+    def explain(self, task: TaskInfo) -> tuple[str, dict[str, int]]:
+        """kube-scheduler style "0/N nodes are available: ..." and the reason histogram."""
+        tmpl = task.template
+        nd = self.nodes
+        cacheable = not tmpl.volatile and not self.dyn_preds_active()
+        if cacheable:
+            hit = self._explain.get(tmpl.tid)
+            if hit is not None and hit[0] == len(nd.log):
+                return hit[1], hit[2]
+        st = self.state(tmpl)
+        total = int(nd.valid.sum())
+        remaining = nd.valid.copy()
+        counts: Counter[str] = Counter()
+        for reason, fail in st.static_reasons:
+            f = remaining & fail
+            c = int(f.sum())
+            if c:
+                counts[reason] += c
+                remaining &= ~fail
+        fut = nd.future_idle() if nd.has_future else nd.idle
+        lacking = np.zeros(nd.n, dtype=np.bool_)
+        names = self.ssn.resources.names
+        for d, v in zip(st.dims, st.fitv, strict=True):
+            lack = remaining & (fut[d] < v)
+            c = int(lack.sum())
+            if c:
+                counts[resource_reason(names[d])] += c
+                lacking |= lack
+        remaining &= ~lacking
+        for fn in self.dyn_preds:
+            for reason, fail in fn(task, nd):
+                f = remaining & fail
+                c = int(f.sum())
+                if c:
+                    counts[reason] += c
+                    remaining &= ~fail
+        if self.scalar_preds:
+            for i in np.flatnonzero(remaining):
+                for sp in self.scalar_preds:
+                    err = sp(task, int(i))
+                    if err:
+                        counts[err] += 1
+                        break
+        parts = sorted(f"{c} {r}" for r, c in counts.items())
+        msg = f"0/{total} nodes are available: " + ", ".join(parts) + "."
+        if not parts:
+            msg = f"0/{total} nodes are available."
+        hist = dict(counts)
+        if cacheable:
+            self._explain[tmpl.tid] = (len(nd.log), msg, hist)
+        return msg, hist
+
+    def dyn_preds_active(self) -> bool:
+        return bool(self.dyn_preds) and bool(self.ssn.cache.anti_affinity_tasks)

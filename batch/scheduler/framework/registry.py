@@ -1,0 +1,62 @@
+"""Plugin and action registries: a new plugin is one folder and one ``register_plugin`` call.
+
+Volcano builds plugins per session from a name -> builder map; Tephra does the same with classes.
+Built-in actions and plugins register themselves when ``batch.scheduler.builtins`` is imported
+(``ensure_builtins``); other packages (the preempt/reclaim work) register more the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from batch.scheduler.framework.arguments import Arguments
+
+if TYPE_CHECKING:
+    from batch.scheduler.framework.session import Session
+
+
+class Plugin:
+    """Base class of a scheduler plugin: registers callbacks on session open."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, arguments: Arguments) -> None:
+        """Parse (and validate) ``arguments``; must raise ConfigError on bad values."""
+        self.arguments = arguments
+
+    def on_session_open(self, ssn: Session) -> None:
+        """Register extension-point callbacks on ``ssn``."""
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Write per-session results (conditions, metrics) into ``ssn``."""
+
+
+class Action:
+    """Base class of a scheduler action (``Execute(ssn)`` in Volcano)."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+
+    def execute(self, ssn: Session) -> None:
+        raise NotImplementedError
+
+
+PLUGINS: dict[str, type[Plugin]] = {}
+ACTIONS: dict[str, type[Action]] = {}
+
+
+def register_plugin(cls: type[Plugin]) -> type[Plugin]:
+    PLUGINS[cls.name] = cls
+    return cls
+
+
+def register_action(cls: type[Action]) -> type[Action]:
+    ACTIONS[cls.name] = cls
+    return cls
+
+
+def ensure_builtins() -> None:
+    """Import the built-in actions and plugins (idempotent)."""
+    import batch.scheduler.builtins  # noqa: F401

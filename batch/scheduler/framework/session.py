@@ -1,0 +1,605 @@
+"""The scheduling session: extension points with Volcano's tier/vote semantics, and state.
+
+A session opens on a ``ClusterCache`` without copying its object graph: node resource matrices
+are copied (a few MB), everything else is mutated in place through ``place``/``unplace``/
+``evict``/``unevict`` which journal each change; ``close`` builds the ``Decisions`` and then undoes
+the journal, so the cache is exactly as before (the Kubernetes shell confirms binds with
+``ClusterCache.assume_bind``).
+
+Combination rules (volcano.md §4.5): orders — first non-zero plugin result decides (keys are
+compared lexicographically, which is the same thing); predicates — all must pass; node scores —
+summed; Overused — any; Allocatable/Preemptive/JobReady — all; JobPipelined/JobEnqueueable —
+votes (Reject wins, a Permit in a tier decides, all-abstain falls through to the next tier);
+JobStarving — the first tier that registers any, AND; JobValid — first failure; Preemptable/
+Reclaimable — per-tier intersection.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.cache import ClusterCache
+from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
+from batch.model.nodes import NodeArrays
+from batch.model.resources import IntVec
+from batch.model.status import TaskStatus
+from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.decisions import (
+    Bind,
+    Event,
+    Eviction,
+    PendingReason,
+    Pipeline,
+)
+from batch.scheduler.framework.registry import PLUGINS, Plugin, ensure_builtins
+from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
+
+if TYPE_CHECKING:
+    from batch.scheduler.config import PluginOption, SchedulerConfig
+    from batch.scheduler.framework.placement import Placer
+
+FloatVec = npt.NDArray[np.float64]
+BoolVec = npt.NDArray[np.bool_]
+
+JobCmp = Callable[[JobInfo, JobInfo], int]
+QueueCmp = Callable[[QueueInfo, QueueInfo], int]
+TaskCmp = Callable[[TaskInfo, TaskInfo], int]
+#: vector filter: (template, nodes) -> [(kube-style reason, failing-node mask)], in order
+BatchPredicate = Callable[[TaskTemplate, "SessionNodes"], list[tuple[str, BoolVec]]]
+#: per-task filter over nodes that depends on in-session state (ports, inter-pod affinity)
+DynamicPredicate = Callable[[TaskInfo, "SessionNodes"], list[tuple[str, BoolVec]]]
+#: scalar filter for one (task, node index): None = fits, else the reason
+ScalarPredicate = Callable[[TaskInfo, int], str | None]
+#: dynamic score over node indexes ``idx`` (an int array or a full slice)
+BatchScore = Callable[[TaskTemplate, "SessionNodes", Any], FloatVec]
+#: static (state-independent) score over all nodes, computed once per template and session
+StaticScore = Callable[[TaskTemplate, "SessionNodes", BoolVec], FloatVec]
+ScalarScore = Callable[[TaskInfo, int], float]
+Victims = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
+
+
+@dataclass(slots=True, frozen=True)
+class ValidateResult:
+    passed: bool
+    reason: str = ""
+    message: str = ""
+
+
+class SessionNodes:
+    """The session's node view: mutable copies of used/releasing/pipelined, shared metadata."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        arrays = cache.nodes
+        n = arrays.count
+        self.arrays: NodeArrays = arrays
+        self.n = n
+        self.dims = len(cache.resources)
+        self.alloc = arrays.alloc[:, :n]
+        self.used = arrays.used[:, :n].copy()
+        self.releasing = arrays.releasing[:, :n].copy()
+        self.pipelined = arrays.pipelined[:, :n].copy()
+        self.idle = self.alloc - self.used
+        self.valid: BoolVec = (arrays.schedulable[:n] & arrays.present[:n]).copy()
+        self.has_future = bool(self.releasing.any() or self.pipelined.any())
+        self.log: list[int] = []  # node indexes changed in this session, in order
+        self._ports: dict[tuple[str, str, int], npt.NDArray[np.int32]] = {}
+        self.placed: dict[int, list[TaskInfo]] = {}  # in-session additions per node
+
+    def name(self, idx: int) -> str:
+        return self.arrays.name_of(idx)
+
+    def future_idle(self) -> IntVec:
+        return self.idle + self.releasing - self.pipelined
+
+    def port_counts(self, port: tuple[str, str, int]) -> npt.NDArray[np.int32] | None:
+        own = self._ports.get(port)
+        if own is not None:
+            return own
+        base = self.arrays.ports.get(port)
+        return base[: self.n] if base is not None else None
+
+    def add_ports(self, idx: int, ports: Iterable[tuple[str, str, int]], sign: int) -> None:
+        for p in ports:
+            own = self._ports.get(p)
+            if own is None:
+                base = self.arrays.ports.get(p)
+                own = (
+                    base[: self.n].copy() if base is not None else np.zeros(self.n, dtype=np.int32)
+                )
+                self._ports[p] = own
+            own[idx] += sign
+
+
+class Session:
+    """One scheduling cycle over a cache (see module docstring)."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        config: SchedulerConfig,
+        *,
+        now: float,
+        uid: str | None = None,
+    ) -> None:
+        ensure_builtins()
+        t0 = time.perf_counter()
+        self.cache = cache
+        self.config = config
+        self.now = now
+        self.uid = uid or f"session-{cache.generation}-{int(now * 1000)}"
+        self.resources = cache.resources
+        self.nodes = SessionNodes(cache)
+        nd = self.nodes
+        self.total_resource: IntVec = nd.alloc[:, nd.valid].sum(axis=1).astype(np.int64)
+        self.queues: dict[str, QueueInfo] = cache.queues
+        self.jobs: dict[str, JobInfo] = {}
+        self.reasons: dict[str, PendingReason] = {}
+        for job in cache.jobs.values():
+            if job.podgroup is None:
+                continue
+            if job.queue not in self.queues:
+                self.reasons[job.uid] = PendingReason(
+                    job.uid, "QueueMissing", f"queue {job.queue!r} does not exist"
+                )
+                continue
+            job.priority = cache.job_priority(job)
+            self.jobs[job.uid] = job
+        self.journal: list[tuple[TaskInfo, TaskStatus, str, int]] = []
+        self.phase_journal: list[tuple[JobInfo, str]] = []
+        self.binds: list[Bind] = []
+        self.pipelines: list[Pipeline] = []
+        self.evictions: list[Eviction] = []
+        self.events: list[Event] = []
+        self.podgroup_conditions: dict[str, list[dict[str, Any]]] = {}
+        #: per job: uid of the last task that failed to fit -> kube-style message
+        self.fit_errors: dict[str, dict[str, str]] = {}
+        self.timings: dict[str, float] = {}
+        self.closed = False
+        # extension points: point -> tiers -> [(plugin name, fn)]
+        self._fns: dict[str, list[list[tuple[str, Any]]]] = {}
+        self._ntiers = len(config.tiers)
+        self._cur: tuple[int, PluginOption] | None = None
+        self.handlers: list[tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]]] = []
+        self.plugins: list[Plugin] = []
+        self._placer: Placer | None = None
+        for ti, tier in enumerate(config.tiers):
+            for opt in tier.plugins:
+                plugin = PLUGINS[opt.name](Arguments(f"plugin {opt.name}", opt.arguments))
+                plugin.option = opt  # type: ignore[attr-defined]
+                self.plugins.append(plugin)
+                self._cur = (ti, opt)
+                plugin.on_session_open(self)
+        self._cur = None
+        self.timings["open"] = time.perf_counter() - t0
+
+    # -- registration ----------------------------------------------------------------------
+    def plugin_option(self, name: str) -> PluginOption | None:
+        return self.config.plugin(name)
+
+    def _add(self, point: str, fn: Any) -> None:
+        if self._cur is None:
+            raise RuntimeError("extension points can only be registered during on_session_open")
+        ti, opt = self._cur
+        if not opt.enabled(point):
+            return
+        tiers = self._fns.get(point)
+        if tiers is None:
+            tiers = self._fns[point] = [[] for _ in range(self._ntiers)]
+        tiers[ti].append((opt.name, fn))
+
+    def _flat(self, point: str) -> list[Any]:
+        return [fn for tier in self._fns.get(point, ()) for _, fn in tier]
+
+    def has(self, point: str) -> bool:
+        return bool(self._flat(point))
+
+    def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:
+        self._add("job_order", ("key", fn))
+
+    def add_job_order_fn(self, fn: JobCmp) -> None:
+        self._add("job_order", ("cmp", fn))
+
+    def add_queue_order_key(self, fn: Callable[[QueueInfo], Any]) -> None:
+        self._add("queue_order", ("key", fn))
+
+    def add_queue_order_fn(self, fn: QueueCmp) -> None:
+        self._add("queue_order", ("cmp", fn))
+
+    def add_task_order_key(self, fn: Callable[[TaskInfo], Any]) -> None:
+        self._add("task_order", ("key", fn))
+
+    def add_task_order_fn(self, fn: TaskCmp) -> None:
+        self._add("task_order", ("cmp", fn))
+
+    def add_victim_queue_order_fn(
+        self, fn: Callable[[QueueInfo, QueueInfo, QueueInfo], int]
+    ) -> None:
+        self._add("victim_queue_order", fn)
+
+    def add_batch_predicate(self, fn: BatchPredicate) -> None:
+        self._add("predicate", ("batch", fn))
+
+    def add_dynamic_predicate(self, fn: DynamicPredicate) -> None:
+        self._add("predicate", ("dynamic", fn))
+
+    def add_predicate_fn(self, fn: ScalarPredicate) -> None:
+        self._add("predicate", ("scalar", fn))
+
+    def add_pre_predicate_fn(self, fn: Callable[[TaskInfo], str | None]) -> None:
+        self._add("pre_predicate", fn)
+
+    def add_batch_node_order_fn(self, fn: BatchScore) -> None:
+        self._add("node_order", ("batch", fn))
+
+    def add_static_node_order_fn(self, fn: StaticScore) -> None:
+        self._add("node_order", ("static", fn))
+
+    def add_node_order_fn(self, fn: ScalarScore) -> None:
+        self._add("node_order", ("scalar", fn))
+
+    def add_best_node_fn(self, fn: Callable[[TaskInfo, dict[int, float]], int | None]) -> None:
+        self._add("best_node", fn)
+
+    def add_preemptable_fn(self, fn: Victims) -> None:
+        self._add("preemptable", fn)
+
+    def add_reclaimable_fn(self, fn: Victims) -> None:
+        self._add("reclaimable", fn)
+
+    def add_unified_evictable_fn(self, fn: Victims) -> None:
+        self._add("unified_evictable", fn)
+
+    def add_overused_fn(self, fn: Callable[[QueueInfo], bool]) -> None:
+        self._add("overused", fn)
+
+    def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
+        self._add("allocatable", fn)
+
+    def add_preemptive_fn(self, fn: Callable[[QueueInfo, Sequence[TaskInfo]], bool]) -> None:
+        self._add("preemptive", fn)
+
+    def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._add("job_ready", fn)
+
+    def add_job_pipelined_fn(self, fn: Callable[[JobInfo], int]) -> None:
+        self._add("job_pipelined", fn)
+
+    def add_job_valid_fn(self, fn: Callable[[JobInfo], ValidateResult | None]) -> None:
+        self._add("job_valid", fn)
+
+    def add_job_enqueueable_fn(self, fn: Callable[[JobInfo], int]) -> None:
+        self._add("job_enqueueable", fn)
+
+    def add_job_enqueued_fn(self, fn: Callable[[JobInfo], None]) -> None:
+        self._add("job_enqueued", fn)
+
+    def add_job_starving_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._add("job_starving", fn)
+
+    def add_target_job_fn(self, fn: Callable[[list[JobInfo]], JobInfo | None]) -> None:
+        self._add("target_job", fn)
+
+    def add_reserved_nodes_fn(self, fn: Callable[[], None]) -> None:
+        self._add("reserved_nodes", fn)
+
+    def add_victim_tasks_fn(self, fn: Callable[[list[TaskInfo]], list[TaskInfo]]) -> None:
+        self._add("victim_tasks", fn)
+
+    def add_hypernode_order_fn(self, fn: Callable[..., dict[str, float]]) -> None:
+        self._add("hypernode_order", fn)
+
+    def add_hypernode_gradient_fn(self, fn: Callable[..., list[list[str]]]) -> None:
+        self._add("hypernode_gradient", fn)
+
+    def add_event_handler(
+        self,
+        on_allocate: Callable[[TaskInfo], None],
+        on_deallocate: Callable[[TaskInfo], None],
+    ) -> None:
+        self.handlers.append((on_allocate, on_deallocate))
+
+    # -- orders ----------------------------------------------------------------------------
+    def _order_key(self, point: str, fallback: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        entries: list[tuple[str, Any]] = self._flat(point)
+        if all(kind == "key" for kind, _ in entries):
+            fns = [fn for _, fn in entries]
+            if not fns:
+                return fallback
+            if len(fns) == 1:
+                f0 = fns[0]
+                return lambda x: (f0(x), fallback(x))
+            return lambda x: (*(f(x) for f in fns), fallback(x))
+
+        def cmp(a: Any, b: Any) -> int:
+            for kind, fn in entries:
+                if kind == "key":
+                    ka, kb = fn(a), fn(b)
+                    r = -1 if ka < kb else (1 if kb < ka else 0)
+                else:
+                    r = fn(a, b)
+                if r:
+                    return int(r)
+            fa, fb = fallback(a), fallback(b)
+            return -1 if fa < fb else (1 if fb < fa else 0)
+
+        return functools.cmp_to_key(cmp)
+
+    def job_order_key(self) -> Callable[[JobInfo], Any]:
+        return self._order_key("job_order", lambda j: (j.creation, j.uid))
+
+    def queue_order_key(self) -> Callable[[QueueInfo], Any]:
+        return self._order_key("queue_order", lambda q: (q.creation, q.uid))
+
+    def task_order_key(self) -> Callable[[TaskInfo], Any]:
+        return self._order_key("task_order", TaskInfo.sort_key)
+
+    def victim_queue_order(self, a: QueueInfo, b: QueueInfo, preemptor: QueueInfo) -> int:
+        for fn in self._flat("victim_queue_order"):
+            r = int(fn(a, b, preemptor))
+            if r:
+                return r
+        key = self.queue_order_key()
+        ka, kb = key(a), key(b)
+        return 1 if ka < kb else (-1 if kb < ka else 0)
+
+    # -- boolean and vote dispatch ---------------------------------------------------------
+    def overused(self, queue: QueueInfo) -> bool:
+        return any(fn(queue) for fn in self._flat("overused"))
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(fn(queue, task) for fn in self._flat("allocatable"))
+
+    def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
+        return all(fn(queue, tasks) for fn in self._flat("preemptive"))
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(fn(job) for fn in self._flat("job_ready"))
+
+    def _vote(self, point: str, job: JobInfo) -> tuple[bool, str]:
+        for tier in self._fns.get(point, ()):
+            permitted = False
+            for name, fn in tier:
+                v = fn(job)
+                if v == REJECT:
+                    return False, name
+                if v == PERMIT:
+                    permitted = True
+            if permitted:
+                return True, ""
+        return True, ""
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self._vote("job_pipelined", job)[0]
+
+    def job_enqueueable(self, job: JobInfo) -> tuple[bool, str]:
+        """(permitted, name of the rejecting plugin or '')."""
+        return self._vote("job_enqueueable", job)
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for fn in self._flat("job_enqueued"):
+            fn(job)
+
+    def job_valid(self, job: JobInfo) -> ValidateResult | None:
+        for fn in self._flat("job_valid"):
+            r: ValidateResult | None = fn(job)
+            if r is not None and not r.passed:
+                return r
+        return None
+
+    def job_starving(self, job: JobInfo) -> bool:
+        for tier in self._fns.get("job_starving", ()):
+            if tier:
+                return all(fn(job) for _, fn in tier)
+        return False
+
+    def pre_predicate(self, task: TaskInfo) -> str | None:
+        for fn in self._flat("pre_predicate"):
+            err = fn(task)
+            if err:
+                return str(err)
+        return None
+
+    def _victims(
+        self, point: str, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> list[TaskInfo]:
+        for tier in self._fns.get(point, ()):
+            victims: list[TaskInfo] | None = None
+            for _, fn in tier:
+                got, vote = fn(preemptor, candidates)
+                if vote == ABSTAIN:
+                    continue
+                if not got:
+                    victims = None
+                    break
+                if victims is None:
+                    victims = list(got)
+                else:
+                    keep = {t.uid for t in got}
+                    inter = [t for t in victims if t.uid in keep]
+                    victims = inter if inter else list(got)
+            if victims is not None:
+                return victims
+        return []
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("preemptable", preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("reclaimable", reclaimer, candidates)
+
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        for tier in self._fns.get("victim_tasks", ()):
+            out: dict[str, TaskInfo] = {}
+            for _, fn in tier:
+                for t in fn(tasks):
+                    out[t.uid] = t
+            if out:
+                return list(out.values())
+        return []
+
+    def target_job(self, jobs: list[JobInfo]) -> JobInfo | None:
+        for fn in self._flat("target_job"):
+            return fn(jobs)  # type: ignore[no-any-return]
+        return None
+
+    # -- placement engine ------------------------------------------------------------------
+    @property
+    def placer(self) -> Placer:
+        if self._placer is None:
+            from batch.scheduler.framework.placement import Placer
+
+            self._placer = Placer(self)
+        return self._placer
+
+    # -- state changes (journaled) ---------------------------------------------------------
+    def _job_of(self, task: TaskInfo) -> JobInfo | None:
+        return self.jobs.get(task.job_id) if task.job_id else None
+
+    def place(self, task: TaskInfo, idx: int, status: TaskStatus) -> None:
+        """Pending ``task`` -> Allocated/Pipelined on node ``idx`` (fires allocate handlers)."""
+        nd = self.nodes
+        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        req = task.req
+        if status is TaskStatus.PIPELINED:
+            nd.pipelined[:, idx] += req
+            nd.has_future = True
+        else:
+            nd.used[:, idx] += req
+            nd.idle[:, idx] -= req
+        nd.log.append(idx)
+        if task.template.host_ports:
+            nd.add_ports(idx, task.template.host_ports, 1)
+        nd.placed.setdefault(idx, []).append(task)
+        job = self._job_of(task)
+        if job is not None:
+            job.set_status(task, status)
+        else:
+            task.status = status
+        task.node_name = nd.name(idx)
+        task.node_idx = idx
+        for on_alloc, _ in self.handlers:
+            on_alloc(task)
+
+    def unplace(self, task: TaskInfo) -> None:
+        """Undo ``place`` (task back to Pending; fires deallocate handlers)."""
+        nd = self.nodes
+        idx = task.node_idx
+        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        req = task.req
+        if task.status is TaskStatus.PIPELINED:
+            nd.pipelined[:, idx] -= req
+        else:
+            nd.used[:, idx] -= req
+            nd.idle[:, idx] += req
+        nd.log.append(idx)
+        if task.template.host_ports:
+            nd.add_ports(idx, task.template.host_ports, -1)
+        lst = nd.placed.get(idx)
+        if lst is not None and task in lst:
+            lst.remove(task)
+        job = self._job_of(task)
+        if job is not None:
+            job.set_status(task, TaskStatus.PENDING)
+        else:
+            task.status = TaskStatus.PENDING
+        task.node_name = ""
+        task.node_idx = -1
+        for _, on_dealloc in self.handlers:
+            on_dealloc(task)
+
+    def evict(self, task: TaskInfo) -> TaskStatus:
+        """Running/Bound ``task`` -> Releasing (fires deallocate handlers); returns old status."""
+        nd = self.nodes
+        old = task.status
+        self.journal.append((task, old, task.node_name, task.node_idx))
+        if task.node_idx >= 0:
+            nd.releasing[:, task.node_idx] += task.req
+            nd.has_future = True
+            nd.log.append(task.node_idx)
+        job = self.jobs.get(task.job_id) if task.job_id else None
+        if job is not None:
+            job.set_status(task, TaskStatus.RELEASING)
+        else:
+            task.status = TaskStatus.RELEASING
+        for _, on_dealloc in self.handlers:
+            on_dealloc(task)
+        return old
+
+    def unevict(self, task: TaskInfo, status: TaskStatus) -> None:
+        nd = self.nodes
+        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        if task.node_idx >= 0:
+            nd.releasing[:, task.node_idx] -= task.req
+            nd.log.append(task.node_idx)
+        job = self.jobs.get(task.job_id) if task.job_id else None
+        if job is not None:
+            job.set_status(task, status)
+        else:
+            task.status = status
+        for on_alloc, _ in self.handlers:
+            on_alloc(task)
+
+    def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Status change without resource effect (Allocated -> Binding at commit)."""
+        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        job = self._job_of(task)
+        if job is not None:
+            job.set_status(task, status)
+        else:
+            task.status = status
+
+    def set_phase(self, job: JobInfo, phase: str) -> None:
+        self.phase_journal.append((job, job.phase))
+        job.phase = phase
+
+    def record_bind(self, task: TaskInfo) -> None:
+        self.binds.append(
+            Bind(task.namespace, task.name, task.uid, task.node_name, task.job_id or "")
+        )
+
+    def record_pipeline(self, task: TaskInfo) -> None:
+        self.pipelines.append(
+            Pipeline(task.namespace, task.name, task.uid, task.node_name, task.job_id or "")
+        )
+
+    def record_eviction(self, task: TaskInfo, reason: str) -> None:
+        self.evictions.append(
+            Eviction(task.namespace, task.name, task.uid, reason, task.job_id or "")
+        )
+        if task.job_id and task.job_id in self.jobs:
+            job = self.jobs[task.job_id]
+            self.event(
+                job, "Normal", "Evict", f"Pod {task.namespace}/{task.name} evicted: {reason}"
+            )
+
+    def event(self, job: JobInfo, type_: str, reason: str, message: str) -> None:
+        self.events.append(Event("PodGroup", job.namespace, job.name, type_, reason, message))
+
+    def set_reason(self, reason: PendingReason, *, overwrite: bool = True) -> None:
+        if overwrite or reason.job_id not in self.reasons:
+            self.reasons[reason.job_id] = reason
+
+    def record_fit_error(self, job: JobInfo, task: TaskInfo, message: str) -> None:
+        self.fit_errors.setdefault(job.uid, {})[task.uid] = message
+
+    def rollback(self) -> None:
+        """Undo every in-session change to cache objects (called by ``close``)."""
+        for task, status, node_name, node_idx in reversed(self.journal):
+            job = self.jobs.get(task.job_id) if task.job_id else None
+            if job is not None and task.uid in job.tasks:
+                job.set_status(task, status)
+            else:
+                task.status = status
+            task.node_name = node_name
+            task.node_idx = node_idx
+        self.journal.clear()
+        for job, phase in reversed(self.phase_journal):
+            job.phase = phase
+        self.phase_journal.clear()

@@ -1,0 +1,1 @@
+"""Scheduler plugins, one folder each (Volcano's pkg/scheduler/plugins)."""

@@ -1,0 +1,1 @@
+"""capacity plugin (placeholder until implemented)."""

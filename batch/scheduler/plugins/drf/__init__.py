@@ -1,0 +1,72 @@
+"""drf: Volcano's drf plugin — dominant resource fairness between jobs (volcano.md §5.2).
+
+Job share = max over resources of the cluster total of allocated_r / total_r. JobOrder: smaller
+share first. Preemptable (unless disabled): a candidate is a victim when the preemptor's share
+after adding its request is <= the victim job's share after removing the candidate (1e-6
+tolerance). With ``enableHierarchy: true`` the hierarchical variant orders and reclaims between
+queues along their ``volcano.sh/hierarchy`` paths (see ``hierarchy.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from batch.model.info import TaskInfo
+from batch.model.resources import IntVec
+from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.votes import PERMIT
+
+SHARE_DELTA = 1e-6
+
+
+def dominant_share(allocated: IntVec, total: IntVec, dims: IntVec) -> float:
+    if len(dims) == 0:
+        return 0.0
+    return float((allocated[dims] / total[dims]).max())
+
+
+@register_plugin
+class DrfPlugin(Plugin):
+    name = "drf"
+
+    def on_session_open(self, ssn: Session) -> None:
+        total = ssn.total_resource
+        dims = np.flatnonzero(total[1:] > 0) + 1
+        self.total = total
+        self.dims = dims
+
+        def share(alloc: IntVec) -> float:
+            return dominant_share(alloc, total, dims)
+
+        ssn.add_job_order_key(lambda j: share(j.allocated))
+
+        def preemptable(
+            preemptor: TaskInfo, candidates: list[TaskInfo]
+        ) -> tuple[list[TaskInfo], int]:
+            pjob = ssn.jobs.get(preemptor.job_id or "")
+            if pjob is None:
+                return [], PERMIT
+            ls = share(pjob.allocated + preemptor.req)
+            remaining: dict[str, IntVec] = {}
+            victims: list[TaskInfo] = []
+            for t in candidates:
+                vjob = ssn.jobs.get(t.job_id or "")
+                if vjob is None:
+                    continue
+                alloc = remaining.get(vjob.uid)
+                if alloc is None:
+                    alloc = vjob.allocated.copy()
+                alloc = alloc - t.req
+                rs = share(alloc)
+                remaining[vjob.uid] = alloc
+                if ls < rs or abs(ls - rs) <= SHARE_DELTA:
+                    victims.append(t)
+            return victims, PERMIT
+
+        ssn.add_preemptable_fn(preemptable)
+        option = getattr(self, "option", None)
+        if option is not None and option.hierarchy:
+            from batch.scheduler.plugins.drf.hierarchy import HierarchicalDrf
+
+            HierarchicalDrf(ssn, total, dims).register()

@@ -1,0 +1,105 @@
+"""gang: Volcano's gang plugin — all-or-nothing jobs (volcano.md §3.2, §4.2, §4.6).
+
+JobValid: enough valid tasks for minAvailable (and per-role minTaskMember). JobOrder: jobs that
+are not ready yet go first. JobReady / JobPipelined / JobStarving: the readiness helpers of §4.2.
+Preemptable/Reclaimable: victims only from jobs whose ready count exceeds minAvailable, at most
+the surplus per job. On session close: an ``Unschedulable`` condition (reason
+NotEnoughResources, message "<k>/<n> tasks in gang unschedulable: <why>", transitionID = session
+uid) for every job that is not ready, a ``Scheduled`` condition for ready ones, and a Warning
+event ``Unschedulable`` for not-ready jobs in phase Pending/Inqueue/Unknown.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from batch.model.info import JobInfo, TaskInfo
+from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.session import Session, ValidateResult
+from batch.scheduler.framework.votes import PERMIT, REJECT
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@register_plugin
+class GangPlugin(Plugin):
+    name = "gang"
+
+    def on_session_open(self, ssn: Session) -> None:
+        def valid(job: JobInfo) -> ValidateResult | None:
+            vt = job.valid_task_num()
+            if vt < job.min_available:
+                return ValidateResult(
+                    False,
+                    "NotEnoughPods",
+                    f"Not enough valid tasks for gang-scheduling, valid: {vt}, "
+                    f"min: {job.min_available}",
+                )
+            if not job.check_task_valid():
+                return ValidateResult(
+                    False,
+                    "NotEnoughPodsOfTask",
+                    "Not enough valid pods of each task for gang-scheduling",
+                )
+            return None
+
+        ssn.add_job_valid_fn(valid)
+        ssn.add_job_order_key(lambda j: 1 if j.is_ready() else 0)
+        ssn.add_job_ready_fn(lambda j: j.is_ready() and j.check_task_ready())
+        ssn.add_job_pipelined_fn(
+            lambda j: PERMIT if (j.is_pipelined() and j.check_task_pipelined()) else REJECT
+        )
+        ssn.add_job_starving_fn(lambda j: j.is_starving())
+
+        def victims(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+            surplus: dict[str, int] = {}
+            out: list[TaskInfo] = []
+            for t in candidates:
+                job = ssn.jobs.get(t.job_id or "")
+                if job is None:
+                    continue
+                left = surplus.get(job.uid)
+                if left is None:
+                    left = job.ready_task_num() - job.min_available
+                if left > 0:
+                    out.append(t)
+                    left -= 1
+                surplus[job.uid] = left
+            return out, PERMIT
+
+        ssn.add_preemptable_fn(victims)
+        ssn.add_reclaimable_fn(victims)
+        ssn.add_unified_evictable_fn(lambda _, c: (list(c), PERMIT))
+
+    def on_session_close(self, ssn: Session) -> None:
+        now = iso(ssn.now)
+        for job in ssn.jobs.values():
+            cond: dict[str, Any]
+            if not job.is_ready():
+                unready = job.min_available - job.ready_task_num()
+                reason = ssn.reasons.get(job.uid)
+                why = reason.message if reason is not None else "pod group is not ready"
+                msg = f"{max(unready, 0)}/{len(job.tasks)} tasks in gang unschedulable: {why}"
+                cond = {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "transitionID": ssn.uid,
+                    "lastTransitionTime": now,
+                    "reason": "NotEnoughResources",
+                    "message": msg,
+                }
+                if job.phase in ("Pending", "Inqueue", "Unknown", ""):
+                    ssn.event(job, "Warning", "Unschedulable", msg)
+            else:
+                cond = {
+                    "type": "Scheduled",
+                    "status": "True",
+                    "transitionID": ssn.uid,
+                    "lastTransitionTime": now,
+                    "reason": "tasks in gang are ready to be scheduled",
+                    "message": "",
+                }
+            ssn.podgroup_conditions.setdefault(job.uid, []).append(cond)

@@ -1,0 +1,78 @@
+"""overcommit: Volcano's overcommit plugin — cluster-wide admission gate (volcano.md §4.6).
+
+idle = TotalResource x ``overcommit-factor`` (default 1.2; values < 1 reset to 1.2) - Σ node
+used; inqueue = Σ minResources of Inqueue jobs (minus scheduling-gated pods) + the un-started part
+of Running jobs. JobEnqueueable permits iff inqueue + job.minResources <= idle on the dimensions
+minResources requests; otherwise Reject with event "resource in cluster is overused".
+JobEnqueued adds the job's minResources to inqueue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from batch.model.info import JobInfo
+from batch.model.status import ALLOCATED_STATUS
+from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.votes import PERMIT, REJECT
+
+DEFAULT_FACTOR = 1.2
+
+
+@register_plugin
+class OvercommitPlugin(Plugin):
+    name = "overcommit"
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        factor = arguments.get_float("overcommit-factor", DEFAULT_FACTOR)
+        self.factor = factor if factor >= 1.0 else DEFAULT_FACTOR
+
+    def on_session_open(self, ssn: Session) -> None:
+        nd = ssn.nodes
+        scaled = ssn.total_resource * round(self.factor * 1_000_000) // 1_000_000
+        used = nd.used[:, nd.valid].sum(axis=1)
+        self.idle = scaled - used
+        inqueue = ssn.resources.zeros()
+        for job in ssn.jobs.values():
+            if job.min_resources is None:
+                continue
+            if job.phase == "Inqueue":
+                inqueue += np.clip(job.min_resources - job.gated_req, 0, None)
+            elif job.phase == "Running":
+                allocated_tasks = job.count(*ALLOCATED_STATUS)
+                if allocated_tasks >= job.min_available:
+                    gap = job.min_resources - job.allocated
+                    if np.all(gap[1:] >= 0):
+                        inqueue += gap
+        self.inqueue = inqueue
+
+        def enqueueable(job: JobInfo) -> int:
+            if job.min_resources is None:
+                return PERMIT
+            mr = job.min_resources
+            dims = np.flatnonzero(mr[1:] > 0) + 1
+            need = self.inqueue[dims] + mr[dims]
+            if bool(np.all(need <= self.idle[dims])):
+                return PERMIT
+            ssn.event(job, "Warning", "Unschedulable", "resource in cluster is overused")
+            ssn.set_reason(
+                PendingReason(
+                    job.uid,
+                    "NotEnqueued",
+                    "resource in cluster is overused: the job's minResources plus already "
+                    f"admitted jobs exceed {self.factor:g} x cluster capacity minus used",
+                    details={"rejected_by": "overcommit"},
+                )
+            )
+            return REJECT
+
+        def enqueued(job: JobInfo) -> None:
+            if job.min_resources is not None:
+                self.inqueue = self.inqueue + np.clip(job.min_resources - job.gated_req, 0, None)
+
+        ssn.add_job_enqueueable_fn(enqueueable)
+        ssn.add_job_enqueued_fn(enqueued)

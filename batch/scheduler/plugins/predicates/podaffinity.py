@@ -1,0 +1,148 @@
+"""Required inter-pod affinity and anti-affinity (kube-scheduler's InterPodAffinity filter).
+
+Three checks per task, over topology domains (the value of ``topologyKey`` on a node): the task's
+required pod affinity (a node passes when its domain holds a matching pod; a task whose term
+matches nothing anywhere but matches itself may go anywhere with the key — the first pod of a
+group), its required anti-affinity (a node fails when its domain holds a matching pod), and
+existing pods' required anti-affinity against the task (symmetry). Pods placed earlier in the
+same session count, so a gang with self anti-affinity spreads one per domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from batch.model.info import TaskInfo
+from batch.model.nodes import BoolVec
+from batch.model.status import ON_NODE_STATUS, TaskStatus
+from batch.scheduler.framework.session import Session
+from batch.scheduler.plugins.predicates.matching import labels_match
+
+R_POD_AFFINITY = "node(s) didn't match pod affinity rules"
+R_POD_ANTI = "node(s) didn't match pod anti-affinity rules"
+R_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+_HOLDING = ON_NODE_STATUS | {TaskStatus.PIPELINED}
+
+
+class PodAffinity:
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.cache = ssn.cache
+
+    def _namespaces(self, term: Mapping[str, Any], own_ns: str) -> set[str] | None:
+        """Namespaces a term applies to (None = all)."""
+        names = {str(n) for n in (term.get("namespaces") or [])}
+        sel = term.get("namespaceSelector")
+        if sel is not None:
+            if not sel.get("matchLabels") and not sel.get("matchExpressions"):
+                return None
+            for name, ns in self.cache.namespaces.items():
+                labels = (ns.get("metadata") or {}).get("labels") or {}
+                if labels_match(sel, labels):
+                    names.add(name)
+            return names
+        return names or {own_ns}
+
+    def _assigned(self) -> Iterator[TaskInfo]:
+        nd = self.ssn.nodes
+        seen: set[str] = set()
+        for idx in range(nd.n):
+            for uid in self.cache.node_tasks[idx]:
+                t = self.cache.tasks.get(uid)
+                if t is not None and t.node_idx >= 0 and t.status in _HOLDING:
+                    seen.add(uid)
+                    yield t
+        for tasks in nd.placed.values():
+            for t in tasks:
+                if t.uid not in seen and t.node_idx >= 0 and t.status in _HOLDING:
+                    yield t
+
+    def _domain_mask(self, key: str, values: set[int]) -> BoolVec:
+        nd = self.ssn.nodes
+        col = nd.arrays.labels.get(key)
+        if col is None or not values:
+            return np.zeros(nd.n, dtype=np.bool_)
+        return np.isin(col.codes[: nd.n], list(values))
+
+    def _code(self, key: str, node_idx: int) -> int:
+        col = self.ssn.nodes.arrays.labels.get(key)
+        if col is None:
+            return -1
+        return int(col.codes[node_idx])
+
+    def filters(self, task: TaskInfo) -> list[tuple[str, BoolVec]]:
+        tmpl = task.template
+        nd = self.ssn.nodes
+        out: list[tuple[str, BoolVec]] = []
+        has_symmetric = bool(self.cache.anti_affinity_tasks) or any(
+            t.template.pod_anti_affinity for ts in nd.placed.values() for t in ts
+        )
+        if not (tmpl.pod_affinity or tmpl.pod_anti_affinity or has_symmetric):
+            return out
+        assigned: list[TaskInfo] = []
+        if tmpl.pod_affinity or tmpl.pod_anti_affinity:
+            assigned = [t for t in self._assigned() if t.uid != task.uid]
+        if tmpl.pod_affinity:
+            ok = np.ones(nd.n, dtype=np.bool_)
+            for term in tmpl.pod_affinity:
+                key = str(term.get("topologyKey") or "")
+                nss = self._namespaces(term, task.namespace)
+                sel = term.get("labelSelector")
+                values = {
+                    self._code(key, t.node_idx)
+                    for t in assigned
+                    if (nss is None or t.namespace in nss) and labels_match(sel, t.labels)
+                }
+                values.discard(-1)
+                if values:
+                    ok &= self._domain_mask(key, values)
+                elif (nss is None or task.namespace in nss) and labels_match(sel, task.labels):
+                    col = nd.arrays.labels.get(key)
+                    ok &= (col.codes[: nd.n] >= 0) if col is not None else False
+                else:
+                    ok &= False
+            if not ok.all():
+                out.append((R_POD_AFFINITY, ~ok))
+        if tmpl.pod_anti_affinity:
+            fail = np.zeros(nd.n, dtype=np.bool_)
+            for term in tmpl.pod_anti_affinity:
+                key = str(term.get("topologyKey") or "")
+                nss = self._namespaces(term, task.namespace)
+                sel = term.get("labelSelector")
+                values = {
+                    self._code(key, t.node_idx)
+                    for t in assigned
+                    if (nss is None or t.namespace in nss) and labels_match(sel, t.labels)
+                }
+                values.discard(-1)
+                fail |= self._domain_mask(key, values)
+            if fail.any():
+                out.append((R_POD_ANTI, fail))
+        if has_symmetric:
+            fail = np.zeros(nd.n, dtype=np.bool_)
+            anti = [self.cache.tasks[u] for u in self.cache.anti_affinity_tasks]
+            anti += [t for ts in nd.placed.values() for t in ts if t.template.pod_anti_affinity]
+            seen: set[str] = set()
+            for t in anti:
+                if t.uid in seen or t.uid == task.uid:
+                    continue
+                seen.add(t.uid)
+                if t.node_idx < 0 or t.status not in _HOLDING:
+                    continue
+                for term in t.template.pod_anti_affinity:
+                    nss = self._namespaces(term, t.namespace)
+                    if nss is not None and task.namespace not in nss:
+                        continue
+                    if not labels_match(term.get("labelSelector"), task.labels):
+                        continue
+                    key = str(term.get("topologyKey") or "")
+                    code = self._code(key, t.node_idx)
+                    if code >= 0:
+                        fail |= self._domain_mask(key, {code})
+            if fail.any():
+                out.append((R_EXISTING_ANTI, fail))
+        return out

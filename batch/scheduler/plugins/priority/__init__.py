@@ -1,0 +1,45 @@
+"""priority: Volcano's priority plugin (volcano.md §4.6).
+
+TaskOrder: higher pod priority first. JobOrder: higher job priority (PodGroup PriorityClass value)
+first. Preemptable: victims are tasks of other jobs with a lower job priority than the preemptor's
+job, or tasks of the same job with a lower task priority. JobStarving: ready + waiting < #tasks.
+"""
+
+from __future__ import annotations
+
+from batch.model.info import JobInfo, TaskInfo
+from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.votes import PERMIT
+
+
+@register_plugin
+class PriorityPlugin(Plugin):
+    name = "priority"
+
+    def on_session_open(self, ssn: Session) -> None:
+        ssn.add_task_order_key(lambda t: -t.priority)
+        ssn.add_job_order_key(lambda j: -j.priority)
+
+        def preemptable(
+            preemptor: TaskInfo, candidates: list[TaskInfo]
+        ) -> tuple[list[TaskInfo], int]:
+            pjob = ssn.jobs.get(preemptor.job_id or "")
+            victims: list[TaskInfo] = []
+            for t in candidates:
+                vjob = ssn.jobs.get(t.job_id or "")
+                if pjob is None or vjob is None:
+                    continue
+                if vjob.uid != pjob.uid:
+                    if vjob.priority < pjob.priority:
+                        victims.append(t)
+                elif t.priority < preemptor.priority:
+                    victims.append(t)
+            return victims, PERMIT
+
+        ssn.add_preemptable_fn(preemptable)
+
+        def starving(job: JobInfo) -> bool:
+            return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
+
+        ssn.add_job_starving_fn(starving)

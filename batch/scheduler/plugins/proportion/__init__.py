@@ -1,0 +1,288 @@
+"""proportion: Volcano's proportion plugin — weighted water-filling queue shares (volcano.md §5.1).
+
+Deserved shares are computed exactly as Volcano does (float vectors, 0.1 tolerance) from queue
+weight, capability, guarantee and the queues' requests; shares drive QueueOrder, Overused,
+Allocatable, Preemptive, Reclaimable and the JobEnqueueable admission gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.info import JobInfo, QueueInfo, TaskInfo
+from batch.model.resources import IntVec
+from batch.model.status import ALLOCATED_STATUS
+from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.votes import PERMIT, REJECT
+
+F = npt.NDArray[np.float64]
+TOL = 0.1
+INF = np.inf
+
+
+def le(a: F, b: F) -> bool:
+    """Volcano's ``LessEqual`` with the 0.1 tolerance, all dimensions except pods."""
+    return bool(np.all(a[1:] <= b[1:] + TOL))
+
+
+def le_on(a: F, b: F, dims: npt.NDArray[np.intp]) -> bool:
+    return bool(np.all(a[dims] <= b[dims] + TOL))
+
+
+def vec_of(ssn: Session, amounts: dict[str, int], *, missing: float = 0.0) -> F:
+    v = np.full(ssn.resources.capacity, missing, dtype=np.float64)
+    v[0] = 0.0 if missing == 0.0 else INF
+    for name, amount in amounts.items():
+        i = ssn.resources.get(name)
+        if i is not None:
+            v[i] = float(amount)
+    return v
+
+
+def capability_vec(ssn: Session, q: QueueInfo) -> F:
+    """spec.capability: missing dimensions, and cpu/memory <= 0, are unlimited."""
+    v = vec_of(ssn, q.capability, missing=INF)
+    for i in (1, 2):
+        if v[i] <= 0:
+            v[i] = INF
+    return v
+
+
+@dataclass(slots=True)
+class QueueAttr:
+    queue: QueueInfo
+    weight: int
+    guarantee: F
+    capability: F
+    real_capability: F
+    allocated: F
+    request: F
+    inqueue: F
+    elastic: F
+    deserved: F = field(default_factory=lambda: np.zeros(0))
+    _share: float | None = None
+
+    def share(self) -> float:
+        if self._share is None:
+            d = self.deserved[1:]
+            a = self.allocated[1:]
+            present = d >= TOL
+            if not present.any():
+                self._share = 0.0
+            else:
+                self._share = float((a[present] / d[present]).max())
+        return self._share
+
+
+def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
+    """The deserved-share loop of volcano.md §5.1 step 3 (sets ``attr.deserved``)."""
+    remaining = total.copy()
+    remaining[0] = 0.0
+    meet: set[str] = set()
+    for a in attrs:
+        a.deserved = np.zeros_like(total)
+    while True:
+        w = sum(a.weight for a in attrs if a.queue.name not in meet)
+        if w == 0:
+            break
+        increased = np.zeros_like(total)
+        decreased = np.zeros_like(total)
+        for a in attrs:
+            if a.queue.name in meet:
+                continue
+            old = a.deserved.copy()
+            d = a.deserved + remaining * (a.weight / w)
+            d = np.minimum(d, a.real_capability)
+            d = np.minimum(d, a.request)
+            d = np.maximum(d, a.guarantee)
+            d[0] = 0.0
+            a.deserved = d
+            if le(a.request, d) or np.array_equal(d, old):
+                meet.add(a.queue.name)
+            increased += np.clip(d - old, 0, None)
+            decreased += np.clip(old - d, 0, None)
+        new_remaining = np.clip(remaining + decreased - increased, 0, None)
+        if bool(np.all(new_remaining[1:] < TOL)) or np.array_equal(new_remaining, remaining):
+            break
+        remaining = new_remaining
+
+
+@register_plugin
+class ProportionPlugin(Plugin):
+    name = "proportion"
+
+    def on_session_open(self, ssn: Session) -> None:
+        total = ssn.total_resource.astype(np.float64)
+        total_guarantee = np.zeros_like(total)
+        for q in ssn.queues.values():
+            total_guarantee += vec_of(ssn, q.guarantee)
+        by_queue: dict[str, list[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            by_queue.setdefault(job.queue, []).append(job)
+        attrs: dict[str, QueueAttr] = {}
+        for name in sorted(by_queue, key=lambda n: (ssn.queues[n].creation, n)):
+            q = ssn.queues[name]
+            guarantee = vec_of(ssn, q.guarantee)
+            cap = capability_vec(ssn, q)
+            real = np.clip(total - total_guarantee, 0, None) + guarantee
+            real = np.minimum(real, cap)
+            allocated = np.zeros_like(total)
+            request = np.zeros_like(total)
+            inqueue = np.zeros_like(total)
+            elastic = np.zeros_like(total)
+            for job in by_queue[name]:
+                ja = job.allocated.astype(np.float64)
+                allocated += ja
+                request += ja + job.pending_req
+                mr = (
+                    job.min_resources.astype(np.float64)
+                    if job.min_resources is not None
+                    else np.zeros_like(total)
+                )
+                if job.min_resources is not None and (
+                    job.phase == "Inqueue"
+                    or (
+                        job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available
+                    )
+                ):
+                    inqueue += np.clip(np.clip(mr - ja, 0, None) - job.gated_req, 0, None)
+                elastic += np.clip(ja - mr, 0, None)
+            for v in (allocated, request, inqueue, elastic):
+                v[0] = 0.0
+            attrs[name] = QueueAttr(
+                queue=q,
+                weight=q.weight,
+                guarantee=guarantee,
+                capability=cap,
+                real_capability=real,
+                allocated=allocated,
+                request=request,
+                inqueue=inqueue,
+                elastic=elastic,
+            )
+        water_fill(list(attrs.values()), total)
+        self.attrs = attrs
+        self.total = total
+
+        def queue_key(q: QueueInfo) -> tuple[int, float]:
+            a = attrs.get(q.name)
+            return (-q.priority, a.share() if a is not None else 0.0)
+
+        ssn.add_queue_order_key(queue_key)
+
+        def overused(q: QueueInfo) -> bool:
+            a = attrs.get(q.name)
+            if a is None:
+                return False
+            return le(a.deserved, a.allocated)
+
+        ssn.add_overused_fn(overused)
+
+        def fits_deserved(q: QueueInfo, req: IntVec) -> bool:
+            a = attrs.get(q.name)
+            if a is None or not q.is_open():
+                return False
+            dims = np.flatnonzero(req[1:] > 0) + 1
+            return le_on(a.allocated + req, a.deserved, dims)
+
+        ssn.add_allocatable_fn(lambda q, t: fits_deserved(q, t.req))
+
+        def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
+            total_req = ssn.resources.zeros()
+            for t in tasks:
+                total_req = total_req + t.req
+            return fits_deserved(q, total_req)
+
+        ssn.add_preemptive_fn(preemptive)
+
+        def reclaimable(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+            copies: dict[str, F] = {}
+            victims: list[TaskInfo] = []
+            for t in candidates:
+                job = ssn.jobs.get(t.job_id or "")
+                if job is None:
+                    continue
+                a = attrs.get(job.queue)
+                if a is None:
+                    continue
+                alloc = copies.get(job.queue)
+                if alloc is None:
+                    alloc = a.allocated.copy()
+                if not le(alloc, a.deserved):
+                    alloc = alloc - t.req
+                    victims.append(t)
+                copies[job.queue] = alloc
+            return victims, PERMIT
+
+        ssn.add_reclaimable_fn(reclaimable)
+
+        def enqueueable(job: JobInfo) -> int:
+            q = ssn.queues[job.queue]
+            a = attrs.get(job.queue)
+            if not q.is_open():
+                ssn.set_reason(
+                    PendingReason(job.uid, "QueueClosed", f"queue {q.name!r} is {q.state}")
+                )
+                return REJECT
+            if job.min_resources is None or a is None:
+                return PERMIT
+            mr = job.min_resources.astype(np.float64)
+            dims = np.flatnonzero(mr[1:] > 0) + 1
+            want = mr + a.allocated + a.inqueue - a.elastic
+            if le_on(want, a.real_capability, dims):
+                return PERMIT
+            ssn.event(job, "Warning", "Unschedulable", "queue resource quota insufficient")
+            over = [
+                ssn.resources.names[int(d)] for d in dims if want[d] > a.real_capability[d] + TOL
+            ]
+            ssn.set_reason(
+                PendingReason(
+                    job.uid,
+                    "OverCapability",
+                    f"queue resource quota insufficient: queue {q.name!r} cannot hold the "
+                    f"job's minResources on {', '.join(over)}",
+                    details={"rejected_by": "proportion", "resources": over},
+                )
+            )
+            return REJECT
+
+        ssn.add_job_enqueueable_fn(enqueueable)
+
+        def enqueued(job: JobInfo) -> None:
+            a = attrs.get(job.queue)
+            if a is None or job.min_resources is None:
+                return
+            add = np.clip(job.min_resources - job.gated_req, 0, None).astype(np.float64)
+            add[0] = 0.0
+            a.inqueue = a.inqueue + add
+
+        ssn.add_job_enqueued_fn(enqueued)
+
+        def on_alloc(task: TaskInfo) -> None:
+            job = ssn.jobs.get(task.job_id or "")
+            a = attrs.get(job.queue) if job is not None else None
+            if a is not None:
+                a.allocated = a.allocated + task.req
+                a.allocated[0] = 0.0
+                a._share = None
+
+        def on_dealloc(task: TaskInfo) -> None:
+            job = ssn.jobs.get(task.job_id or "")
+            a = attrs.get(job.queue) if job is not None else None
+            if a is not None:
+                a.allocated = a.allocated - task.req
+                a.allocated[0] = 0.0
+                a._share = None
+
+        ssn.add_event_handler(on_alloc, on_dealloc)
+
+    def deserved(self, queue: str) -> F | None:
+        """The computed deserved vector of ``queue`` (tests, status, CLI)."""
+        a = self.attrs.get(queue)
+        return a.deserved if a is not None else None

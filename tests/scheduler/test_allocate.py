@@ -1,0 +1,150 @@
+"""allocate/enqueue/backfill semantics on small in-memory clusters (volcano.md §4.3)."""
+
+from __future__ import annotations
+
+from batch.model import fixtures as f
+from batch.model.status import TaskStatus
+
+from .util import bound_jobs, cluster, gang, run
+
+
+def test_gang_is_all_or_nothing() -> None:
+    c = cluster(2, cpu="4")
+    gang(c, "big", 3, cpu="2500m")  # 7.5 cpu fits the total but only one per node
+    gang(c, "small", 2, cpu="1")
+    d = run(c)
+    assert bound_jobs(d) == {"default/small": 2}
+    r = d.pending_reasons["default/big"]
+    assert r.kind == "GangShort" and r.short_by == 1
+    assert "0/2 nodes are available: 2 Insufficient cpu." in r.message
+    st = d.podgroup_status[("default", "big")]
+    assert st["phase"] == "Inqueue"
+    cond = st["conditions"][0]
+    assert cond["type"] == "Unschedulable" and cond["reason"] == "NotEnoughResources"
+    assert cond["message"].startswith("3/3 tasks in gang unschedulable: ")
+    assert any(e.reason == "Unschedulable" and e.name == "big" for e in d.events)
+
+
+def test_session_leaves_cache_untouched_and_is_deterministic() -> None:
+    c = cluster(3, cpu="4")
+    gang(c, "a", 3, cpu="2")
+    gang(c, "b", 2, cpu="3")
+    before = (c.nodes.used.copy(), {u: t.status for u, t in c.tasks.items()})
+    d1 = run(c)
+    assert (c.nodes.used == before[0]).all()
+    assert {u: t.status for u, t in c.tasks.items()} == before[1]
+    d2 = run(c)
+    assert d1.binds == d2.binds
+    assert d1.podgroup_status == d2.podgroup_status
+
+
+def test_enqueue_gates_pending_podgroups_and_allocate_skips_them() -> None:
+    c = cluster(1, cpu="4")
+    gang(c, "fits", 1, phase="Pending", min_resources={"cpu": "2"}, cpu="2")
+    gang(c, "toobig", 1, phase="Pending", min_resources={"cpu": "40"}, cpu="2")
+    d = run(c)
+    assert d.podgroup_status[("default", "fits")]["phase"] == "Inqueue"
+    assert bound_jobs(d) == {"default/fits": 1}
+    assert d.podgroup_status[("default", "toobig")]["phase"] == "Pending"
+    r = d.pending_reasons["default/toobig"]
+    assert r.kind in ("NotEnqueued", "OverCapability")
+    # without enqueue configured allocate promotes pending jobs itself
+    conf = """
+actions: "allocate"
+tiers:
+- plugins: [{name: gang}, {name: predicates}, {name: proportion}]
+"""
+    d = run(c, conf)
+    assert bound_jobs(d) == {"default/fits": 1, "default/toobig": 1} or bound_jobs(d) == {
+        "default/fits": 1
+    }
+
+
+def test_job_order_priority_then_creation() -> None:
+    c = cluster(1, cpu="2")
+    c.apply("PriorityClass", "ADDED", f.priority_class("high", 1000))
+    gang(c, "old", 1, cpu="2", created="2026-01-01T00:00:00Z")
+    gang(c, "new", 1, cpu="2", created="2026-01-02T00:00:00Z")
+    assert bound_jobs(run(c)) == {"default/old": 1}
+    gang(c, "vip", 1, cpu="2", created="2026-01-03T00:00:00Z", priority_class="high")
+    assert bound_jobs(run(c)) == {"default/vip": 1}
+
+
+def test_elastic_job_places_beyond_min_available() -> None:
+    c = cluster(2, cpu="4")
+    gang(c, "el", 6, min_member=2, cpu="1")
+    d = run(c)
+    assert bound_jobs(d) == {"default/el": 6}
+    assert "default/el" not in d.pending_reasons
+
+
+def test_pipelining_onto_releasing_resources() -> None:
+    c = cluster(1, cpu="4")
+    c.apply(
+        "Pod",
+        "ADDED",
+        f.pod(
+            "dying",
+            node_name="n0",
+            phase="Running",
+            cpu="4",
+            deleting=True,
+            scheduler="default-scheduler",
+        ),
+    )
+    gang(c, "next", 1, cpu="2")
+    d = run(c)
+    assert not d.binds
+    assert [p.name for p in d.pipelines] == ["next-0"]
+    assert d.pending_reasons["default/next"].kind == "Pipelined"
+
+
+def test_best_effort_tasks_go_to_backfill() -> None:
+    c = cluster(1, cpu="1", pods=3)
+    gang(c, "be", 4, min_member=1, cpu=None, memory=None)
+    d = run(c)
+    assert len(d.binds) == 3  # pod count limit
+    assert bound_jobs(d) == {"default/be": 3}
+
+
+def test_invalid_job_and_missing_queue() -> None:
+    c = cluster(2)
+    gang(c, "short", 2, min_member=3)
+    gang(c, "lost", 1, queue="nope")
+    d = run(c)
+    assert d.pending_reasons["default/short"].kind == "InvalidJob"
+    assert "valid: 2, min: 3" in d.pending_reasons["default/short"].message
+    assert d.pending_reasons["default/lost"].kind == "QueueMissing"
+    assert ("default", "lost") not in d.podgroup_status
+
+
+def test_commit_then_assume_bind_then_next_session_sees_running() -> None:
+    from batch.scheduler import apply_decisions
+
+    c = cluster(2, cpu="4")
+    gang(c, "g", 2, cpu="3")
+    d = run(c)
+    assert len(d.binds) == 2
+    apply_decisions(c, d)
+    assert all(t.status is TaskStatus.BINDING for t in c.tasks.values())
+    d2 = run(c)
+    assert not d2.binds
+    for b in d.binds:
+        c.apply(
+            "Pod", "MODIFIED", f.pod(b.name, group="g", cpu="3", node_name=b.node, phase="Running")
+        )
+    d3 = run(c)
+    assert d3.podgroup_status[("default", "g")]["phase"] == "Running"
+    assert d3.podgroup_status[("default", "g")]["running"] == 2
+    assert d3.queue_status["default"]["allocated"]["cpu"] == "6"
+    assert d3.queue_status["root"]["allocated"]["cpu"] == "6"
+    assert d3.queue_status["default"]["running"] == 1
+
+
+def test_unknown_phase_when_running_tasks_and_unschedulable() -> None:
+    c = cluster(1, cpu="4")
+    c.apply("PodGroup", "ADDED", f.podgroup("g", min_member=2, phase="Running"))
+    c.apply("Pod", "ADDED", f.pod("g-0", group="g", cpu="3", node_name="n0", phase="Running"))
+    c.apply("Pod", "ADDED", f.pod("g-1", group="g", cpu="3"))
+    d = run(c)
+    assert d.podgroup_status[("default", "g")]["phase"] == "Unknown"

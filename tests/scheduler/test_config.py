@@ -1,0 +1,104 @@
+"""volcano-scheduler.conf loading and validation (volcano.md §4.7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from batch.scheduler import (
+    BUILTIN_DEFAULT_CONFIG,
+    HELM_DEFAULT_CONFIG,
+    TEPHRA_DEFAULT_CONFIG,
+    ConfigError,
+    load_config,
+)
+
+
+def test_defaults_load() -> None:
+    for text in (BUILTIN_DEFAULT_CONFIG, HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG):
+        cfg = load_config(text)
+        assert cfg.actions == ("enqueue", "allocate", "backfill")
+    helm = load_config(HELM_DEFAULT_CONFIG)
+    gang = helm.plugin("gang")
+    assert gang is not None and not gang.enabled("preemptable") and gang.enabled("job_ready")
+    assert [p.name for p in helm.tiers[1].plugins][-1] == "binpack"
+
+
+def test_switches_arguments_and_configurations() -> None:
+    cfg = load_config(
+        """
+actions: "enqueue,allocate"
+tiers:
+- plugins:
+  - name: gang
+    enableJobReady: false
+    enabledOverused: true
+  - name: binpack
+    arguments:
+      binpack.weight: 10
+      binpack.resources: nvidia.com/gpu
+      binpack.resources.nvidia.com/gpu: 5
+configurations:
+- name: allocate
+  arguments: {percentageOfNodesToFind: 50}
+"""
+    )
+    assert cfg.plugin("gang") is not None
+    assert not cfg.plugin("gang").enabled("job_ready")  # type: ignore[union-attr]
+    assert cfg.action_arguments("allocate").get_int("percentageOfNodesToFind", 0) == 50
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("actions: 'enqueue, nosuch'\ntiers: []", "unknown action 'nosuch'"),
+        ("actions: allocate\ntiers: [{plugins: [{name: magic}]}]", "unknown plugin 'magic'"),
+        (
+            "actions: allocate\ntiers: [{plugins: [{name: gang, enableJobReady: 'no'}]}]",
+            "enableJobReady",
+        ),
+        (
+            "actions: allocate\ntiers: [{plugins: [{name: gang, enablePreemptible: false}]}]",
+            "unknown key 'enablePreemptible'",
+        ),
+        ("actions: [allocate]\ntiers: []", "actions: must be a comma-separated string"),
+        (
+            "actions: allocate\ntiers: [{plugins: [{name: proportion}, {name: drf, "
+            "enableHierarchy: true}]}]",
+            "proportion and drf with enableHierarchy",
+        ),
+        (
+            "actions: allocate\ntiers: [{plugins: [{name: overcommit, arguments: "
+            "{overcommit-factor: lots}}]}]",
+            "overcommit-factor",
+        ),
+        (
+            "actions: allocate\ntiers: [{plugins: [{name: binpack, arguments: "
+            "{binpack.weight: true}}]}]",
+            "binpack.weight",
+        ),
+        (
+            "actions: allocate\nconfigurations: [{name: allocate, arguments: {minNodesToFind: x}}]",
+            "minNodesToFind",
+        ),
+        (
+            "actions: allocate\ntiers: [{plugins: [{name: sla, arguments: "
+            "{sla-waiting-time: soon}}]}]",
+            "sla-waiting-time",
+        ),
+        ("[1, 2]", "must be a mapping"),
+        ("actions: allocate\nbogus: 1", "unknown top-level key"),
+        ("actions: 'allocate'\ntiers: [{plugins: [{name: gang}, {name: gang}]}]", "more than once"),
+        ("actions: allocate: x", "not valid YAML"),
+    ],
+)
+def test_bad_configs_are_clear_errors(text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config(text)
+    assert needle in str(exc.value)
+
+
+def test_drf_hierarchy_with_proportion_in_another_tier_is_allowed() -> None:
+    load_config(
+        "actions: allocate\ntiers: [{plugins: [{name: drf, enableHierarchy: true}]},"
+        " {plugins: [{name: proportion}]}]"
+    )
