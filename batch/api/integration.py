@@ -23,6 +23,7 @@ its spec afterwards, Tephra treats it as handed over and stops correcting it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import functools
@@ -35,7 +36,7 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from batch.api.quantity import QuantityError
-from batch.api.resources import Resource, parse_resource_list
+from batch.api.resources import Resource, format_resource_list, parse_resource_list
 
 __all__ = [
     "CREATED_BY_ANNOTATION",
@@ -409,12 +410,21 @@ def desired_podgroup_spec(
     return spec
 
 
-_FINGERPRINT_FIELDS = ("minMember", "minTaskMember", "minResources", "priorityClassName", "queue")
+_MANAGED_FIELDS = ("minMember", "minTaskMember", "minResources", "priorityClassName", "queue")
+# The queue is set once and never updated (admission may also default it from the namespace),
+# so it is not part of the fingerprint that tells whether somebody else rewrote the group.
+_FINGERPRINT_FIELDS = ("minMember", "minTaskMember", "minResources", "priorityClassName")
 
 
 def spec_fingerprint(spec: Mapping[str, Any]) -> str:
-    """Stable hash of the PodGroup spec fields Tephra manages (order-insensitive)."""
+    """Stable hash of the PodGroup spec fields Tephra keeps up to date (order-insensitive;
+    quantities compared by value, so ``1000m`` and ``1`` are the same)."""
     picked = {k: spec[k] for k in _FINGERPRINT_FIELDS if spec.get(k) not in (None, {}, "")}
+    if isinstance(picked.get("minResources"), Mapping):
+        with contextlib.suppress(QuantityError):  # malformed: hash it as written
+            picked["minResources"] = format_resource_list(
+                parse_resource_list(picked["minResources"])
+            )
     blob = json.dumps(picked, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -532,7 +542,7 @@ def decide_podgroup(
     if new_hash == written:
         return PodGroupDecision(PodGroupAction.NOTHING, name)
     patch_spec: dict[str, Any] = dict(desired)
-    for key in _FINGERPRINT_FIELDS:  # clear managed fields Tephra no longer sets
+    for key in _MANAGED_FIELDS:  # clear managed fields Tephra no longer sets
         if key in current_spec and key not in desired:
             patch_spec[key] = None
     for key in ("minTaskMember", "minResources"):  # merge-patch: drop keys no longer wanted

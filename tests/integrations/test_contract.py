@@ -530,3 +530,15 @@ def test_gang_pods_and_leader_running() -> None:
     assert not api.leader_running(gang, pods, SPARK)
     mine_driver["status"]["phase"] = "Running"
     assert api.leader_running(gang, pods, SPARK)
+
+
+def test_server_side_normalisation_does_not_look_like_a_takeover() -> None:
+    """Admission may default the queue from the namespace and a server may reformat quantities;
+    neither is another writer taking the PodGroup over."""
+    created = decide_podgroup(make_gang(queue=None, min_resources={"cpu": "1500m"}), None).body
+    assert created is not None
+    stored = copy.deepcopy(created)
+    stored["spec"]["queue"] = "from-namespace"
+    stored["spec"]["minResources"] = {"cpu": "1.5"}
+    d = decide_podgroup(make_gang(queue=None, min_resources={"cpu": "1500m"}), stored)
+    assert d.action is PodGroupAction.NOTHING
