@@ -43,12 +43,8 @@ def validate_hypernode(hn: HyperNode, errors: Errors) -> None:
             try:
                 re.compile(sel.regex_match.pattern)
             except re.error as exc:
-                errors.add(
-                    join(mpath, "selector.regexMatch.pattern"), "regex", f"invalid regex: {exc}"
-                )
+                errors.add(f"{mpath}.selector.regexMatch.pattern", "regex", f"invalid regex: {exc}")
         if sel is not None and sel.label_match is not None:
             lm = sel.label_match
             if not lm.match_labels and not lm.match_expressions:
-                errors.add(
-                    join(mpath, "selector.labelMatch"), "required", "labelMatch selects nothing"
-                )
+                errors.add(f"{mpath}.selector.labelMatch", "required", "labelMatch selects nothing")

@@ -92,11 +92,11 @@ def mutate_job_spec(spec: dict[str, Any]) -> None:
                 mp, size = partition.get("minPartitions"), partition.get("partitionSize")
                 if type(mp) is int and type(size) is int and mp * size > 0:
                     default = mp * size
-            if _is_int(default):
+            if type(default) is int and default >= 0:
                 task["minAvailable"] = default
         if _unset_or_zero(task.get("maxRetry")):
             task["maxRetry"] = DEFAULT_MAX_RETRY
-        if _is_int(task.get("minAvailable")):
+        if _is_int(task.get("minAvailable")) and task["minAvailable"] >= 0:
             task_minimums.append(task["minAvailable"])
     if _unset_or_zero(spec.get("minAvailable")) and tasks:
         spec["minAvailable"] = sum(task_minimums)

@@ -47,13 +47,20 @@ class FieldError:
     ref: str = ""
 
     def __str__(self) -> str:
-        where = self.path or "(object)"
-        head = f"{self.ref}: " if self.ref else ""
+        where = _printable(self.path) or "(object)"
+        head = f"{_printable(self.ref)}: " if self.ref else ""
         return f"{head}{where}: {self.rule} ({_one_line(self.message)})"
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return _printable(" ".join(text.split()))
+
+
+def _printable(text: str) -> str:
+    """Escape control characters so that an error stays on one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass
