@@ -1,0 +1,98 @@
+"""`tephra scheduler`: run the scheduler service against a Kubernetes API server."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import click
+
+__all__ = ["scheduler"]
+
+
+def _duration(text: str) -> float:
+    """Parse `1s`, `500ms`, `2m` or a bare number of seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
+    if match is None:
+        raise click.BadParameter(f"not a duration (like 1s, 500ms): {text!r}")
+    value = float(match.group(1))
+    unit = match.group(2) or "s"
+    return value / 1000 if unit == "ms" else value * 60 if unit == "m" else value
+
+
+@click.command("scheduler")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)",
+)
+@click.option(
+    "--scheduler-conf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="volcano-scheduler.conf (default: Tephra's built-in default)",
+)
+@click.option(
+    "--scheduler-name",
+    "scheduler_names",
+    multiple=True,
+    default=("volcano",),
+    show_default=True,
+    help="pods with this spec.schedulerName are ours (repeatable)",
+)
+@click.option(
+    "--schedule-period", default="1s", show_default=True, help="time between scheduling sessions"
+)
+@click.option("--default-queue", default="default", show_default=True)
+@click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
+@click.option("--lease-namespace", default="kube-system", show_default=True)
+@click.option("--metrics-port", type=int, default=8080, show_default=True)
+@click.option("--healthz-port", type=int, default=11251, show_default=True)
+@click.option(
+    "--db",
+    "db_url",
+    envvar="TEPHRA_DB_URL",
+    default=None,
+    help="ledger database URL (records preemptions and queue usage)",
+)
+@click.option("-v", "--verbose", count=True)
+def scheduler(
+    kubeconfig: Path | None,
+    scheduler_conf: Path | None,
+    scheduler_names: tuple[str, ...],
+    schedule_period: str,
+    default_queue: str,
+    leader_elect: bool,
+    lease_namespace: str,
+    metrics_port: int,
+    healthz_port: int,
+    db_url: str | None,
+    verbose: int,
+) -> None:
+    """Schedule pods gang-wise: watch the cluster, run a session every period, bind."""
+    from batch.kube.config import KubeConfigError
+    from batch.kube.service import SchedulerOptions, run_scheduler
+    from batch.scheduler.config import ConfigError
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    options = SchedulerOptions(
+        kubeconfig=kubeconfig,
+        scheduler_conf=scheduler_conf,
+        scheduler_names=scheduler_names,
+        schedule_period=_duration(schedule_period),
+        default_queue=default_queue,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace,
+        metrics_port=metrics_port,
+        healthz_port=healthz_port,
+        db_url=db_url,
+    )
+    try:
+        raise SystemExit(run_scheduler(options))
+    except (ConfigError, KubeConfigError) as exc:
+        raise click.ClickException(str(exc)) from None

@@ -1,0 +1,404 @@
+"""The scheduler service: the Kubernetes shell around the pure scheduling cycle.
+
+Why this exists: `batch.scheduler` decides, this module does the I/O around it, in one asyncio
+loop so that the cache is never mutated while a session reads it:
+
+1. leader election (optional) so only one replica acts;
+2. list+watch of every kind the scheduler reads, feeding the incremental cache; the first
+   session waits until every initial list has synced;
+3. every `period`: one session on the cache, then its decisions go out — evictions, binds
+   (concurrently, bounded), then PodGroup/Queue status and events, written only when changed;
+4. a bind that fails returns its task to Pending (retried next session) and keeps its PodGroup
+   from being reported Running (Volcano #4383);
+5. metrics and health endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import disable_created_metrics
+
+from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRequest
+from batch.kube.client import RESOURCES, ApiError, KubeClient
+from batch.kube.config import ClusterAccess, load_access
+from batch.kube.informer import Reflector, ReflectorSet
+from batch.kube.leader import LeaderElector
+from batch.kube.metrics import SchedulerMetrics
+from batch.kube.status import EventSpec, StatusWriter
+from batch.model.cache import ClusterCache
+from batch.scheduler import Scheduler
+from batch.scheduler.config import ConfigError, SchedulerConfig, load_config
+from batch.scheduler.framework.decisions import Decisions
+
+__all__ = ["SchedulerOptions", "SchedulerService", "run_scheduler"]
+
+log = logging.getLogger(__name__)
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+WATCHED_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode", "Namespace")
+
+
+@dataclass
+class SchedulerOptions:
+    """Command-line options of `tephra scheduler` (and the sandbox's embedded scheduler)."""
+
+    kubeconfig: Path | None = None
+    scheduler_conf: Path | None = None
+    scheduler_names: tuple[str, ...] = ("volcano",)
+    schedule_period: float = 1.0
+    default_queue: str = "default"
+    leader_elect: bool = False
+    lease_name: str = "tephra-scheduler"
+    lease_namespace: str = "kube-system"
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    metrics_port: int | None = None
+    healthz_port: int | None = None
+    bind_concurrency: int = 64
+    db_url: str | None = None
+
+
+def _load_conf(path: Path | None) -> SchedulerConfig:
+    from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
+
+    if path is None:
+        return load_config(TEPHRA_DEFAULT_CONFIG)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read scheduler configuration {path}: {exc.strerror}") from None
+    return load_config(text)
+
+
+class SchedulerService:
+    """One scheduler replica. `await service.run(stop)` until `stop` is set."""
+
+    def __init__(self, options: SchedulerOptions, *, access: ClusterAccess | None = None) -> None:
+        self.options = options
+        self.access = access or load_access(options.kubeconfig)
+        self.config = _load_conf(options.scheduler_conf)
+        self._conf_mtime = (
+            options.scheduler_conf.stat().st_mtime if options.scheduler_conf else None
+        )
+        self.metrics = SchedulerMetrics()
+        self.cache = ClusterCache(
+            scheduler_names=options.scheduler_names, default_queue=options.default_queue
+        )
+        self.scheduler = Scheduler(self.cache, self.config)
+        self.sessions = 0
+        self.synced = False
+        self.ready = threading.Event()
+        self.last_session_at = 0.0
+        self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
+        self._last_decisions: Decisions | None = None
+
+    # -- cache feed ---------------------------------------------------------------------
+    def _sink(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+        try:
+            self.cache.apply(kind, etype, obj)
+        except Exception:  # a malformed object must not stop the watch
+            meta = obj.get("metadata") or {}
+            log.exception("cache rejected %s %s/%s", kind, meta.get("namespace"), meta.get("name"))
+        for observe in self._observers:
+            observe(kind, etype, obj)
+
+    def _reload_config_if_changed(self) -> None:
+        path = self.options.scheduler_conf
+        if path is None:
+            return
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return
+        if mtime == self._conf_mtime:
+            return
+        self._conf_mtime = mtime
+        try:
+            self.config = _load_conf(path)
+            self.scheduler = Scheduler(self.cache, self.config)
+            log.info("reloaded scheduler configuration from %s", path)
+        except ConfigError as exc:
+            log.error("keeping the previous scheduler configuration: %s", exc)
+
+    async def _ensure_default_queues(self, client: KubeClient) -> None:
+        wanted = {"root": False, self.options.default_queue: True}
+        for name, reclaimable in wanted.items():
+            spec: dict[str, Any] = {"weight": 1, "reclaimable": reclaimable}
+            if name != "root":
+                spec["parent"] = "root"
+            body = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    await client.create(RESOURCES["Queue"], body)
+                    log.info("created queue %s", name)
+                    break
+                except ApiError as exc:
+                    if exc.status == 409:
+                        break
+                    if time.monotonic() > deadline:
+                        log.error("could not create queue %s: %s", name, exc)
+                        break
+                except Exception as exc:
+                    if time.monotonic() > deadline:
+                        log.error("could not create queue %s: %r", name, exc)
+                        break
+                await asyncio.sleep(1.0)
+
+    # -- one cycle ------------------------------------------------------------------------
+    async def run_once(
+        self, client: KubeClient, binder: Binder, evictor: Evictor, writer: StatusWriter
+    ) -> None:
+        self._reload_config_if_changed()
+        started = time.perf_counter()
+        decisions = self.scheduler.run_once(time.time())
+        self.sessions += 1
+        if decisions is self._last_decisions:
+            return  # nothing changed since the last session: nothing to dispatch or write
+        self._last_decisions = decisions
+        for stage, seconds in decisions.timings.items():
+            if stage == "open":
+                self.metrics.open_session.observe(seconds * 1000)
+            elif stage != "close":
+                self.metrics.action_latency.labels(action=stage).observe(seconds * 1000)
+
+        if decisions.evictions:
+            victims = [
+                EvictRequest(e.namespace, e.name, e.uid, e.reason, e.job_id)
+                for e in decisions.evictions
+            ]
+            for victim in victims:
+                self.cache.assume_evict(victim.uid)
+            for victim, ok, message in await evictor.evict_all(victims):
+                self.metrics.evictions.labels(result="ok" if ok else "failed").inc()
+                if not ok:
+                    log.warning(
+                        "eviction of %s/%s failed: %s", victim.namespace, victim.pod, message
+                    )
+
+        failed_jobs: set[str] = set()
+        if decisions.binds:
+            binds = [
+                BindRequest(b.namespace, b.name, b.uid, b.node, b.job_id) for b in decisions.binds
+            ]
+            for bind in binds:
+                self.cache.assume_bind(bind.uid, bind.node)
+            for req, outcome, message in await binder.bind_all(binds):
+                self.metrics.binds.labels(result=outcome.value).inc()
+                if outcome is BindOutcome.BOUND:
+                    self.metrics.schedule_attempts.labels(result="scheduled").inc()
+                    continue
+                if outcome is BindOutcome.FAILED:
+                    self.metrics.schedule_attempts.labels(result="error").inc()
+                    failed_jobs.add(req.job)
+                    log.warning(
+                        "bind %s/%s -> %s failed: %s", req.namespace, req.pod, req.node, message
+                    )
+                self.cache.bind_failed(req.uid)
+
+        pg_status = dict(decisions.podgroup_status)
+        if failed_jobs:
+            # Never report a gang Running while binds of its minimum are failing.
+            for key, status in list(pg_status.items()):
+                job_id = f"{key[0]}/{key[1]}"
+                if job_id in failed_jobs and status.get("phase") == "Running":
+                    previous = writer.podgroups.get(key, {}).get("phase") or "Inqueue"
+                    pg_status[key] = {**status, "phase": previous}
+        writes = await writer.write_podgroups(pg_status)
+        writes += await writer.write_queues(decisions.queue_status)
+        self.metrics.status_writes.labels(kind="status").inc(writes)
+        events = [
+            EventSpec(
+                kind=ev.kind,
+                namespace=ev.namespace,
+                name=ev.name,
+                reason=ev.reason,
+                message=ev.message,
+                type=ev.type,
+            )
+            for ev in decisions.events
+        ]
+        if events:
+            await writer.emit_events(events)
+        self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
+        self.last_session_at = time.time()
+
+    # -- HTTP endpoints -------------------------------------------------------------------
+    async def _start_http(self) -> list[web.AppRunner]:
+        runners: list[web.AppRunner] = []
+
+        async def metrics(_req: web.Request) -> web.Response:
+            return web.Response(body=self.metrics.render(), content_type="text/plain")
+
+        async def healthz(_req: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        async def readyz(_req: web.Request) -> web.Response:
+            if self.synced:
+                return web.Response(text="ok")
+            return web.Response(status=503, text="cache not synced")
+
+        ports = {self.options.metrics_port, self.options.healthz_port} - {None}
+        for port in ports:
+            app = web.Application()
+            app.router.add_get("/metrics", metrics)
+            app.router.add_get("/healthz", healthz)
+            app.router.add_get("/readyz", readyz)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "0.0.0.0", port).start()
+            runners.append(runner)
+        return runners
+
+    # -- main loop ------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        runners = await self._start_http()
+        async with KubeClient(
+            self.access, max_connections=self.options.bind_concurrency + 16
+        ) as client:
+            elector: LeaderElector | None = None
+            hold_task: asyncio.Task[None] | None = None
+            if self.options.leader_elect:
+                elector = LeaderElector(
+                    client,
+                    name=self.options.lease_name,
+                    namespace=self.options.lease_namespace,
+                    identity=self.options.identity,
+                )
+                acquire = asyncio.create_task(elector.acquire())
+                stopper = asyncio.create_task(stop.wait())
+                await asyncio.wait({acquire, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if not acquire.done():
+                    acquire.cancel()
+                    await self._stop_http(runners)
+                    return
+                self.metrics.is_leader.set(1)
+                hold_task = asyncio.create_task(elector.hold())
+            await self._ensure_default_queues(client)
+            writer = StatusWriter(client)
+            self._observers.append(writer.observe)
+            reflectors = ReflectorSet(
+                [Reflector(client, RESOURCES[kind], self._sink) for kind in WATCHED_KINDS]
+            )
+            reflectors.start()
+            binder = Binder(client, concurrency=self.options.bind_concurrency)
+            evictor = Evictor(client)
+            try:
+                while not await reflectors.wait_synced(timeout=1.0):
+                    if stop.is_set():
+                        return
+                self.synced = True
+                self.metrics.cache_synced.set(1)
+                log.info("cache synced; scheduling every %.2fs", self.options.schedule_period)
+                while not stop.is_set():
+                    if elector is not None and elector.lost.is_set():
+                        log.error("leadership lost: stopping the scheduling loop")
+                        break
+                    cycle_start = time.monotonic()
+                    try:
+                        await self.run_once(client, binder, evictor, writer)
+                    except Exception:
+                        log.exception("scheduling session failed")
+                    self.ready.set()
+                    delay = self.options.schedule_period - (time.monotonic() - cycle_start)
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), max(delay, 0.0))
+            finally:
+                await reflectors.stop()
+                if hold_task is not None:
+                    hold_task.cancel()
+                if elector is not None:
+                    await elector.release()
+                self.metrics.is_leader.set(0)
+                await self._stop_http(runners)
+
+    @staticmethod
+    async def _stop_http(runners: list[web.AppRunner]) -> None:
+        for runner in runners:
+            await runner.cleanup()
+
+
+def run_scheduler(options: SchedulerOptions) -> int:
+    """Run a scheduler until SIGINT/SIGTERM; returns the process exit code."""
+    import signal
+
+    service = SchedulerService(options)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await service.run(stop)
+
+    asyncio.run(main())
+    return 0
+
+
+class SchedulerComponent:
+    """The scheduler as a component of `tephra sandbox up`: its own thread and event loop."""
+
+    name = "scheduler"
+
+    def __init__(self, options: SchedulerOptions | None = None) -> None:
+        self.options = options or SchedulerOptions()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self.service: SchedulerService | None = None
+        self.error: BaseException | None = None
+
+    def start(self, *, kubeconfig: Path, options: Any = None) -> None:
+        opts = self.options
+        opts.kubeconfig = kubeconfig
+        for attr in ("scheduler_conf", "schedule_period", "db_url"):
+            value = getattr(options, attr, None)
+            if value is not None:
+                setattr(opts, attr, Path(value) if attr == "scheduler_conf" else value)
+        self.service = SchedulerService(opts)
+        started = threading.Event()
+
+        def target() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._stop = asyncio.Event()
+            started.set()
+            try:
+                assert self.service is not None
+                loop.run_until_complete(self.service.run(self._stop))
+            except BaseException as exc:
+                self.error = exc
+                log.exception("embedded scheduler crashed")
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=target, name="tephra-scheduler", daemon=True)
+        self._thread.start()
+        started.wait(5)
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self.service is not None and self.service.ready.wait(timeout)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(15)

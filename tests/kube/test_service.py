@@ -1,0 +1,135 @@
+"""The scheduler service against the sandbox over HTTP: gangs are bound whole or not at all."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from batch.kube.service import SchedulerComponent, SchedulerOptions
+from batch.sandbox.nodes import make_nodes
+from batch.sandbox.testing import SandboxHandle, run_sandbox
+
+pytestmark = pytest.mark.xdist_group("kube-service")
+
+GROUP = "scheduling.volcano.sh"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SandboxHandle]:
+    scheduler = SchedulerComponent(SchedulerOptions(schedule_period=0.2))
+    with run_sandbox(
+        nodes=make_nodes(count=2, gpus=8, cpu="32", memory="256Gi"), components=[scheduler]
+    ) as sb:
+        yield sb
+
+
+def podgroup(name: str, min_member: int, queue: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": min_member, "queue": queue},
+    }
+
+
+def pod(name: str, group: str, gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {"scheduling.k8s.io/group-name": group},
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {
+                        "requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)},
+                        "limits": {"nvidia.com/gpu": str(gpus)},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def submit(sb: SandboxHandle, name: str, size: int, gpus: int) -> None:
+    api = sb.api_client()
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    custom.create_namespaced_custom_object(
+        GROUP, "v1beta1", "default", "podgroups", podgroup(name, size)
+    )
+    for i in range(size):
+        core.create_namespaced_pod("default", pod(f"{name}-{i}", name, gpus))
+
+
+def nodes_of(sb: SandboxHandle, prefix: str) -> list[str | None]:
+    core = client.CoreV1Api(sb.api_client())
+    pods = core.list_namespaced_pod("default").items
+    return [p.spec.node_name for p in pods if p.metadata.name.startswith(prefix + "-")]
+
+
+def pg_status(sb: SandboxHandle, name: str) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(sb.api_client())
+    obj = custom.get_namespaced_custom_object(GROUP, "v1beta1", "default", "podgroups", name)
+    return dict(obj.get("status") or {})
+
+
+def test_gang_that_fits_is_bound_whole(sandbox: SandboxHandle) -> None:
+    submit(sandbox, "fits", 4, 2)
+    bound = wait_for(
+        lambda: all(nodes_of(sandbox, "fits")) and nodes_of(sandbox, "fits"),
+        what="all 4 pods bound",
+    )
+    assert len(bound) == 4
+    wait_for(
+        lambda: pg_status(sandbox, "fits").get("phase") in ("Running", "Inqueue"),
+        what="PodGroup status written",
+    )
+
+
+def test_gang_that_cannot_fit_binds_nothing(sandbox: SandboxHandle) -> None:
+    # 2 nodes x 8 GPUs, 8 already used by "fits": a 3 x 8-GPU gang can never fit.
+    submit(sandbox, "toobig", 3, 8)
+    wait_for(
+        lambda: pg_status(sandbox, "toobig").get("conditions"), what="an Unschedulable condition"
+    )
+    time.sleep(1.0)  # several sessions
+    assert nodes_of(sandbox, "toobig") == [None, None, None]
+    conditions = pg_status(sandbox, "toobig")["conditions"]
+    assert any(c["type"] == "Unschedulable" for c in conditions), conditions
+    events = client.CoreV1Api(sandbox.api_client()).list_namespaced_event("default").items
+    assert any(e.involved_object.name == "toobig" and e.reason == "Unschedulable" for e in events)
+
+
+def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
+    custom = client.CustomObjectsApi(sandbox.api_client())
+    names = {
+        q["metadata"]["name"]
+        for q in custom.list_cluster_custom_object(GROUP, "v1beta1", "queues")["items"]
+    }
+    assert {"root", "default"} <= names
+    scheduler = sandbox.components[0]
+    assert isinstance(scheduler, SchedulerComponent)
+    assert scheduler.service is not None
+    text = scheduler.service.metrics.render().decode()
+    assert 'tephra_binds_total{result="bound"}' in text
