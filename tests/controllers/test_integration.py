@@ -360,3 +360,96 @@ def test_corpus_examples_complete(env: Env, rel: str) -> None:
         job = env.wait_phase(doc["metadata"]["name"], "Completed", timeout=40)
         total = sum(t["replicas"] for t in doc["spec"]["tasks"])
         assert job["status"]["succeeded"] == total
+
+
+def test_cli_job_and_queue_commands(env: Env) -> None:
+    from click.testing import CliRunner
+
+    from batch.cli.main import main
+
+    kc = str(env.sb.kubeconfig_path)
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        res = runner.invoke(main, [*args, "--kubeconfig", kc], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    assert "run job clijob successfully" in run(
+        "job", "run", "-N", "clijob", "-r", "2", "-m", "2", "-R", "cpu=100m", "-L", "cpu=100m"
+    )
+    env.wait_phase("clijob", "Running")
+    out = run("job", "list")
+    header = out.splitlines()[0].split()
+    assert header == [
+        "Name",
+        "Creation",
+        "Phase",
+        "JobType",
+        "Replicas",
+        "Min",
+        "Pending",
+        "Running",
+        "Succeeded",
+        "Failed",
+        "Unknown",
+        "RetryCount",
+    ]
+    row = next(line.split() for line in out.splitlines() if line.startswith("clijob"))
+    assert row[2] == "Running" and row[3] == "Batch" and row[4] == "2" and row[5] == "2"
+    assert "Namespace" in run("job", "list", "--all-namespaces").splitlines()[0]
+    assert "clijob" in run("job", "view", "-N", "clijob")
+    assert "phase Running" in run("job", "why", "clijob")
+    run("job", "suspend", "-N", "clijob")
+    env.wait_phase("clijob", "Aborted")
+    run("job", "resume", "-N", "clijob")
+    env.wait_phase("clijob", "Running")
+    run("job", "delete", "-N", "clijob")
+    wait_for(
+        lambda: (
+            not any(
+                j["metadata"]["name"] == "clijob"
+                for j in env.co.list_namespaced_custom_object(*B, "default", "jobs")["items"]
+            )
+        ),
+        what="deleted",
+    )
+
+    run("queue", "create", "-n", "cliq", "-w", "3")
+    wait_for(lambda: env.queue_state("cliq") == "Open", what="cliq open")
+    out = run("queue", "list")
+    assert out.splitlines()[0].split() == [
+        "Name",
+        "Weight",
+        "State",
+        "Parent",
+        "Inqueue",
+        "Pending",
+        "Running",
+        "Unknown",
+        "Completed",
+    ]
+    assert any(line.split()[:4] == ["cliq", "3", "Open", "root"] for line in out.splitlines())
+    run("queue", "operate", "-n", "cliq", "-a", "close")
+    wait_for(lambda: env.queue_state("cliq") == "Closed", what="cliq closed")
+    run("queue", "operate", "-n", "cliq", "-a", "update", "-w", "5")
+    assert run("queue", "get", "-n", "cliq").splitlines()[1].split()[:3] == ["cliq", "5", "Closed"]
+    run("queue", "operate", "-n", "cliq", "-a", "open")
+    wait_for(lambda: env.queue_state("cliq") == "Open", what="cliq reopened")
+    run("queue", "delete", "-n", "cliq")
+
+
+def test_cli_rejects_bad_job_with_field_path(env: Env, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from batch.cli.main import main
+
+    bad = CORPUS / "invalid_jobs" / "duplicatedTaskName-webhook-deny.yaml"
+    if not bad.exists():
+        pytest.skip("corpus missing")
+    res = CliRunner().invoke(
+        main, ["job", "run", "-f", str(bad), "--kubeconfig", str(env.sb.kubeconfig_path)]
+    )
+    assert res.exit_code == 1
+    assert "spec.tasks" in res.output
+    assert "Traceback" not in res.output

@@ -1,0 +1,499 @@
+"""`tephra job`: vcctl's job commands (run, list, view, suspend, resume, delete) plus `why`.
+
+Flags and columns follow vcctl (`volcano.md` §1.10). `suspend`/`resume` create bus Commands
+(AbortJob/ResumeJob) that the job controller executes once; `why` explains a pending job from
+its PodGroup's conditions and events and its position in the queue.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+import yaml
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+BATCH = ("batch.volcano.sh", "v1alpha1")
+SCHED = ("scheduling.volcano.sh", "v1beta1")
+BUS = ("bus.volcano.sh", "v1alpha1")
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def kube_options(fn: F) -> F:
+    """--kubeconfig for every command that talks to the cluster."""
+    return click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="KUBECONFIG",
+        default=None,
+        help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config).",
+    )(fn)
+
+
+class Kube:
+    """The three API clients the CLI needs, built from an explicit kubeconfig."""
+
+    def __init__(self, kubeconfig: Path | None) -> None:
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        path = kubeconfig or Path("~/.kube/config").expanduser()
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(path), client_configuration=cfg
+            )
+        except Exception as exc:  # config errors are user errors
+            fail(f"cannot load kubeconfig {path}: {exc}")
+        self.api = client.ApiClient(configuration=cfg)
+        self.core = client.CoreV1Api(self.api)
+        self.co = client.CustomObjectsApi(self.api)
+        self.ApiException = client.ApiException
+
+    def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except self.ApiException as exc:
+            fail(f"{what}: {_api_message(exc)}")
+        except OSError as exc:
+            fail(f"{what}: cannot reach the API server ({exc})")
+
+    def get_or_none(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except self.ApiException as exc:
+            if exc.status == 404:
+                return None
+            fail(_api_message(exc))
+
+    def job(self, name: str, namespace: str) -> dict[str, Any]:
+        job = self.get_or_none(
+            lambda: self.co.get_namespaced_custom_object(*BATCH, namespace, "jobs", name)
+        )
+        if job is None:
+            fail(f"job {namespace}/{name} not found")
+        return dict(job)
+
+
+def _api_message(exc: Any) -> str:
+    import json
+
+    try:
+        body = json.loads(exc.body or "{}")
+        return f"{body.get('message') or exc.reason} (HTTP {exc.status})"
+    except ValueError:
+        return f"{exc.reason} (HTTP {exc.status})"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """vcctl-style left-aligned columns."""
+    cols = [list(map(str, headers)), *[list(map(str, r)) for r in rows]]
+    widths = [max(len(r[i]) for r in cols) + 2 for i in range(len(headers))]
+    return "\n".join(
+        "".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cols
+    )
+
+
+def parse_resources(text: str, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise click.BadParameter(f"{part!r} is not name=quantity", param_hint=flag)
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _status(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return job.get("status") or {}
+
+
+def _phase(job: Mapping[str, Any]) -> str:
+    return str((_status(job).get("state") or {}).get("phase") or "")
+
+
+def _replicas(job: Mapping[str, Any]) -> int:
+    return sum(int(t.get("replicas") or 0) for t in (job.get("spec") or {}).get("tasks") or [])
+
+
+def _created(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("creationTimestamp") or "")[:10]
+
+
+@click.group("job")
+def job() -> None:
+    """Run and manage Volcano jobs (vcctl job)."""
+
+
+@job.command("run")
+@kube_options
+@click.option("-N", "--name", default="", help="Job name.")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-i", "--image", default="busybox", show_default=True)
+@click.option("-m", "--min", "min_available", type=int, default=1, show_default=True)
+@click.option("-r", "--replicas", type=int, default=1, show_default=True)
+@click.option("-R", "--requests", default="cpu=1000m,memory=100Mi", show_default=True)
+@click.option("-L", "--limits", default="cpu=1000m,memory=100Mi", show_default=True)
+@click.option("-S", "--scheduler", default="volcano", show_default=True)
+@click.option("-f", "--filename", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def job_run(
+    kubeconfig: Path | None,
+    name: str,
+    namespace: str,
+    image: str,
+    min_available: int,
+    replicas: int,
+    requests: str,
+    limits: str,
+    scheduler: str,
+    filename: Path | None,
+) -> None:
+    """Create a job from flags or from a YAML file (-f)."""
+    if filename is not None:
+        try:
+            docs = [d for d in yaml.safe_load_all(filename.read_text()) if d]
+        except OSError as exc:
+            fail(f"cannot read {filename}: {exc.strerror}")
+        except yaml.YAMLError as exc:
+            fail(f"{filename} is not valid YAML: {exc}")
+        jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "Job"]
+        if not jobs:
+            fail(f"{filename} holds no batch.volcano.sh Job")
+    else:
+        if not name:
+            raise click.UsageError("either --name or --filename is required")
+        if min_available > replicas:
+            fail(
+                f"job {namespace}/{name}: spec.minAvailable: {min_available} > replicas {replicas}"
+            )
+        container = {
+            "name": name,
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "resources": {
+                "requests": parse_resources(requests, "--requests"),
+                "limits": parse_resources(limits, "--limits"),
+            },
+        }
+        jobs = [
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "minAvailable": min_available,
+                    "schedulerName": scheduler,
+                    "tasks": [
+                        {
+                            "name": "default",
+                            "replicas": replicas,
+                            "template": {
+                                "metadata": {"name": name},
+                                "spec": {"containers": [container], "restartPolicy": "OnFailure"},
+                            },
+                        }
+                    ],
+                },
+            }
+        ]
+    kube = Kube(kubeconfig)
+    for body in jobs:
+        meta = body.setdefault("metadata", {})
+        ns = str(meta.get("namespace") or namespace)
+        meta["namespace"] = ns
+        _precheck(kube, body)
+
+        def _create(b: dict[str, Any] = body, n: str = ns) -> Any:
+            return kube.co.create_namespaced_custom_object(*BATCH, n, "jobs", b)
+
+        created = kube.call(f"create job {ns}/{meta.get('name')}", _create)
+        click.echo(f"run job {created['metadata']['name']} successfully")
+
+
+def _precheck(kube: Kube, body: dict[str, Any]) -> None:
+    """Admission rules offline first, so errors come back as one line per field."""
+    try:
+        from batch.api.admission import StaticLookup, admit
+    except ImportError:  # pragma: no cover - batch.api always ships admission
+        return
+    queues = kube.get_or_none(lambda: kube.co.list_cluster_custom_object(*SCHED, "queues")) or {}
+    lookup = StaticLookup(queues.get("items") or [])
+    result = admit(kind="Job", operation="CREATE", obj=body, old=None, lookup=lookup)
+    if not result.allowed:
+        for line in result.messages():
+            click.echo(f"error: {line}", err=True)
+        sys.exit(1)
+
+
+@job.command("list")
+@kube_options
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("--all-namespaces", is_flag=True, help="List jobs in every namespace.")
+@click.option("-q", "--queue", default="", help="Only jobs of this queue.")
+@click.option("-S", "--scheduler", default="", help="Only jobs of this scheduler.")
+@click.option("--selector", default="", help="Only jobs whose name contains this text.")
+def job_list(
+    kubeconfig: Path | None,
+    namespace: str,
+    all_namespaces: bool,
+    queue: str,
+    scheduler: str,
+    selector: str,
+) -> None:
+    """List jobs with vcctl's columns."""
+    kube = Kube(kubeconfig)
+    if all_namespaces:
+        items = kube.call("list jobs", lambda: kube.co.list_cluster_custom_object(*BATCH, "jobs"))[
+            "items"
+        ]
+    else:
+        items = kube.call(
+            "list jobs", lambda: kube.co.list_namespaced_custom_object(*BATCH, namespace, "jobs")
+        )["items"]
+    rows = []
+    for j in sorted(items, key=lambda x: (x["metadata"].get("namespace"), x["metadata"]["name"])):
+        spec, st, meta = j.get("spec") or {}, _status(j), j["metadata"]
+        if queue and spec.get("queue") != queue:
+            continue
+        if scheduler and spec.get("schedulerName") != scheduler:
+            continue
+        if selector and selector not in meta["name"]:
+            continue
+        row = [
+            meta["name"],
+            _created(j),
+            _phase(j),
+            (meta.get("labels") or {}).get("volcano.sh/job-type", "Batch"),
+            _replicas(j),
+            st.get("minAvailable", spec.get("minAvailable", 0)),
+            st.get("pending", 0),
+            st.get("running", 0),
+            st.get("succeeded", 0),
+            st.get("failed", 0),
+            st.get("unknown", 0),
+            st.get("retryCount", 0),
+        ]
+        if all_namespaces:
+            row.insert(0, meta.get("namespace"))
+        rows.append(row)
+    headers = [
+        "Name",
+        "Creation",
+        "Phase",
+        "JobType",
+        "Replicas",
+        "Min",
+        "Pending",
+        "Running",
+        "Succeeded",
+        "Failed",
+        "Unknown",
+        "RetryCount",
+    ]
+    if all_namespaces:
+        headers.insert(0, "Namespace")
+    if not rows:
+        click.echo("No resources found")
+        return
+    click.echo(table(headers, rows))
+
+
+@job.command("view")
+@kube_options
+@click.option("-N", "--name", required=True)
+@click.option("-n", "--namespace", default="default", show_default=True)
+def job_view(kubeconfig: Path | None, name: str, namespace: str) -> None:
+    """Describe a job: spec, status and events."""
+    kube = Kube(kubeconfig)
+    j = kube.job(name, namespace)
+    meta = j["metadata"]
+    out = {
+        "Name": meta["name"],
+        "Namespace": meta.get("namespace"),
+        "Labels": meta.get("labels") or {},
+        "Annotations": meta.get("annotations") or {},
+        "API Version": j.get("apiVersion"),
+        "Kind": j.get("kind"),
+        "Metadata": {"Creation Timestamp": meta.get("creationTimestamp"), "UID": meta.get("uid")},
+        "Spec": j.get("spec") or {},
+        "Status": j.get("status") or {},
+    }
+    click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False).rstrip())
+    events = kube.get_or_none(
+        lambda: kube.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}"
+        )
+    )
+    click.echo("Events:")
+    items = events.items if events is not None else []
+    if not items:
+        click.echo("  <none>")
+    for ev in items:
+        click.echo(f"  {ev.type or 'Normal':<8} {ev.reason or '':<16} {ev.message or ''}")
+
+
+def _command(kube: Kube, job_obj: Mapping[str, Any], action: str) -> str:
+    meta = job_obj["metadata"]
+    ref = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+    body = {
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {
+            "generateName": f"{meta['name']}-{action.lower()}-",
+            "namespace": meta["namespace"],
+            "ownerReferences": [ref],
+        },
+        "action": action,
+        "target": ref,
+    }
+    created = kube.call(
+        f"create {action} command",
+        lambda: kube.co.create_namespaced_custom_object(*BUS, meta["namespace"], "commands", body),
+    )
+    return str(created["metadata"]["name"])
+
+
+@job.command("suspend")
+@kube_options
+@click.option("-N", "--name", required=True)
+@click.option("-n", "--namespace", default="default", show_default=True)
+def job_suspend(kubeconfig: Path | None, name: str, namespace: str) -> None:
+    """Abort a job (resumable): creates an AbortJob Command."""
+    kube = Kube(kubeconfig)
+    _command(kube, kube.job(name, namespace), "AbortJob")
+    click.echo(f"suspend job {name} successfully")
+
+
+@job.command("resume")
+@kube_options
+@click.option("-N", "--name", required=True)
+@click.option("-n", "--namespace", default="default", show_default=True)
+def job_resume(kubeconfig: Path | None, name: str, namespace: str) -> None:
+    """Resume an aborted job: creates a ResumeJob Command."""
+    kube = Kube(kubeconfig)
+    _command(kube, kube.job(name, namespace), "ResumeJob")
+    click.echo(f"resume job {name} successfully")
+
+
+@job.command("delete")
+@kube_options
+@click.option("-N", "--name", required=True)
+@click.option("-n", "--namespace", default="default", show_default=True)
+def job_delete(kubeconfig: Path | None, name: str, namespace: str) -> None:
+    """Delete a job (its pods and PodGroup go with it)."""
+    kube = Kube(kubeconfig)
+    kube.job(name, namespace)
+    kube.call(
+        f"delete job {namespace}/{name}",
+        lambda: kube.co.delete_namespaced_custom_object(*BATCH, namespace, "jobs", name),
+    )
+    click.echo(f"delete job {name} successfully")
+
+
+def queue_position(
+    podgroup: Mapping[str, Any], others: Sequence[Mapping[str, Any]], priorities: Mapping[str, int]
+) -> tuple[int, int]:
+    """(1-based position, count) of a waiting PodGroup among its queue's waiting PodGroups,
+    ordered as the scheduler's job order does: priority (high first), then creation time."""
+    queue = (podgroup.get("spec") or {}).get("queue") or "default"
+
+    def waiting(pg: Mapping[str, Any]) -> bool:
+        phase = (pg.get("status") or {}).get("phase") or "Pending"
+        return (
+            phase in ("Pending", "Inqueue")
+            and ((pg.get("spec") or {}).get("queue") or "default") == queue
+        )
+
+    def order(pg: Mapping[str, Any]) -> tuple[int, str, str]:
+        pcn = str((pg.get("spec") or {}).get("priorityClassName") or "")
+        m = pg.get("metadata") or {}
+        return (-priorities.get(pcn, 0), str(m.get("creationTimestamp") or ""), str(m.get("name")))
+
+    line = sorted((pg for pg in others if waiting(pg)), key=order)
+    uid = (podgroup.get("metadata") or {}).get("uid")
+    for i, pg in enumerate(line):
+        if (pg.get("metadata") or {}).get("uid") == uid:
+            return i + 1, len(line)
+    return 0, len(line)
+
+
+@job.command("why")
+@kube_options
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+def job_why(kubeconfig: Path | None, name: str, namespace: str) -> None:
+    """Explain why a job is (or was) pending: PodGroup conditions, events, queue position."""
+    kube = Kube(kubeconfig)
+    j = kube.job(name, namespace)
+    phase = _phase(j) or "(new)"
+    spec = j.get("spec") or {}
+    queue_name = spec.get("queue") or "default"
+    click.echo(f"Job {namespace}/{name}: phase {phase}, queue {queue_name}")
+    pg_name = f"{name}-{j['metadata']['uid']}"
+    pg = kube.get_or_none(
+        lambda: kube.co.get_namespaced_custom_object(*SCHED, namespace, "podgroups", pg_name)
+    )
+    queue = kube.get_or_none(
+        lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", queue_name)
+    )
+    if queue is None:
+        click.echo(f"  queue {queue_name} does not exist: the scheduler ignores this job")
+    else:
+        state = (queue.get("status") or {}).get("state") or "Open"
+        if state != "Open":
+            click.echo(f"  queue {queue_name} is {state}: nothing new is admitted from it")
+    if pg is None:
+        if phase in ("Completed", "Failed", "Terminated", "Aborted"):
+            click.echo(f"  the job is {phase}; its PodGroup was removed")
+        else:
+            click.echo("  no PodGroup yet: the job controller has not initialised the job")
+        return
+    pg_phase = (pg.get("status") or {}).get("phase") or "Pending"
+    minm = (pg.get("spec") or {}).get("minMember")
+    click.echo(f"  PodGroup {pg_name}: phase {pg_phase}, minMember {minm}")
+    if pg_phase == "Pending":
+        click.echo(
+            "  waiting for the scheduler to admit the gang (enqueue): pods are not created yet"
+        )
+    reasons = 0
+    for cond in (pg.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Unschedulable", "Scheduled"):
+            reasons += 1
+            text = f"{cond.get('reason') or ''} {cond.get('message') or ''}".strip()
+            click.echo(f"  {cond.get('type')}: {text}")
+    events = kube.get_or_none(
+        lambda: kube.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={pg_name}"
+        )
+    )
+    for ev in (events.items if events is not None else [])[-5:]:
+        reasons += 1
+        click.echo(f"  event {ev.reason}: {ev.message}")
+    if pg_phase in ("Pending", "Inqueue"):
+        groups = kube.get_or_none(
+            lambda: kube.co.list_cluster_custom_object(*SCHED, "podgroups")
+        ) or {"items": []}
+        from kubernetes import client as kclient
+
+        pcs = kube.get_or_none(lambda: kclient.SchedulingV1Api(kube.api).list_priority_class())
+        priorities = {
+            str(p.metadata.name): int(p.value or 0) for p in (pcs.items if pcs is not None else [])
+        }
+        pos, total = queue_position(pg, groups["items"], priorities)
+        if pos:
+            click.echo(f"  queue position: {pos} of {total} waiting in queue {queue_name}")
+    if reasons == 0 and pg_phase in ("Pending", "Inqueue"):
+        click.echo("  no reason recorded yet (the scheduler has not examined this gang)")

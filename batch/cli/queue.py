@@ -1,0 +1,164 @@
+"""`tephra queue`: vcctl's queue commands (create, list, get, operate, delete).
+
+`operate -a open|close` creates an OpenQueue/CloseQueue bus Command that the queue controller
+executes; `operate -a update -w W` patches `spec.weight` (must be > 0). Columns follow vcctl.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from batch.cli.job import BUS, SCHED, Kube, fail, kube_options, table
+
+_HEADERS = [
+    "Name",
+    "Weight",
+    "State",
+    "Parent",
+    "Inqueue",
+    "Pending",
+    "Running",
+    "Unknown",
+    "Completed",
+]
+
+
+def _row(q: dict[str, Any]) -> list[Any]:
+    spec, st = q.get("spec") or {}, q.get("status") or {}
+    name = q["metadata"]["name"]
+    parent = spec.get("parent") or ("" if name == "root" else "root")
+    return [
+        name,
+        spec.get("weight", 1),
+        st.get("state", ""),
+        parent,
+        st.get("inqueue", 0),
+        st.get("pending", 0),
+        st.get("running", 0),
+        st.get("unknown", 0),
+        st.get("completed", 0),
+    ]
+
+
+@click.group("queue")
+def queue() -> None:
+    """Create and manage queues (vcctl queue)."""
+
+
+@queue.command("create")
+@kube_options
+@click.option("-n", "--name", required=True)
+@click.option("-w", "--weight", type=int, default=1, show_default=True)
+@click.option("-S", "--state", default="Open", show_default=True)
+@click.option("-p", "--parent", default="", help="Parent queue (default root).")
+def queue_create(kubeconfig: Path | None, name: str, weight: int, state: str, parent: str) -> None:
+    """Create a queue."""
+    if weight < 1:
+        fail(f"queue {name}: spec.weight: must be >= 1 (got {weight})")
+    kube = Kube(kubeconfig)
+    spec: dict[str, Any] = {"weight": weight}
+    if parent:
+        spec["parent"] = parent
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"state": state},
+    }
+    kube.call(
+        f"create queue {name}", lambda: kube.co.create_cluster_custom_object(*SCHED, "queues", body)
+    )
+    if state == "Closed":
+        _command(kube, name, "CloseQueue")
+    click.echo(f"create queue {name} successfully")
+
+
+@queue.command("delete")
+@kube_options
+@click.option("-n", "--name", required=True)
+def queue_delete(kubeconfig: Path | None, name: str) -> None:
+    """Delete a queue."""
+    if name in ("root", "default"):
+        fail(f"queue {name} cannot be deleted")
+    kube = Kube(kubeconfig)
+    kube.call(
+        f"delete queue {name}", lambda: kube.co.delete_cluster_custom_object(*SCHED, "queues", name)
+    )
+    click.echo(f"delete queue {name} successfully")
+
+
+def _command(kube: Kube, name: str, action: str) -> None:
+    q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
+    if q is None:
+        fail(f"queue {name} not found")
+    target = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "name": name,
+        "uid": q["metadata"].get("uid"),
+    }
+    body = {
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {"generateName": f"{name}-{action.lower()}-", "namespace": "default"},
+        "action": action,
+        "target": target,
+    }
+    kube.call(
+        f"create {action} command",
+        lambda: kube.co.create_namespaced_custom_object(*BUS, "default", "commands", body),
+    )
+
+
+@queue.command("operate")
+@kube_options
+@click.option("-n", "--name", required=True)
+@click.option("-a", "--action", type=click.Choice(["open", "close", "update"]), required=True)
+@click.option("-w", "--weight", type=int, default=0)
+def queue_operate(kubeconfig: Path | None, name: str, action: str, weight: int) -> None:
+    """Open, close or update (weight) a queue."""
+    kube = Kube(kubeconfig)
+    if action == "update":
+        if weight <= 0:
+            fail(f"queue {name}: --weight must be > 0 for update")
+        kube.call(
+            f"update queue {name}",
+            lambda: kube.co.patch_cluster_custom_object(
+                *SCHED, "queues", name, {"spec": {"weight": weight}}
+            ),
+        )
+    else:
+        _command(kube, name, "OpenQueue" if action == "open" else "CloseQueue")
+    click.echo(f"{action} queue {name} successfully")
+
+
+@queue.command("list")
+@kube_options
+def queue_list(kubeconfig: Path | None) -> None:
+    """List queues with vcctl's columns."""
+    kube = Kube(kubeconfig)
+    items = kube.call("list queues", lambda: kube.co.list_cluster_custom_object(*SCHED, "queues"))[
+        "items"
+    ]
+    if not items:
+        click.echo("No resources found")
+        return
+    click.echo(
+        table(_HEADERS, [_row(q) for q in sorted(items, key=lambda q: q["metadata"]["name"])])
+    )
+
+
+@queue.command("get")
+@kube_options
+@click.option("-n", "--name", required=True)
+def queue_get(kubeconfig: Path | None, name: str) -> None:
+    """Show one queue."""
+    kube = Kube(kubeconfig)
+    q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
+    if q is None:
+        fail(f"queue {name} not found")
+    click.echo(table(_HEADERS, [_row(q)]))

@@ -1,0 +1,235 @@
+"""The admission webhook server: AdmissionReview v1 over HTTPS, answered by `batch.api.admit`.
+
+Endpoints (Volcano's paths, plus generic ones that read the kind from the request):
+`/jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate`, `/podgroups/mutate`,
+`/podgroups/validate`, `/pods/mutate`, `/pods/validate`, `/mutate`, `/validate`, `/healthz`.
+Mutating endpoints answer a JSONPatch (base64) and always allow; validating endpoints deny with
+HTTP-style code 422, reason `Invalid`, and one line per violated rule naming the field path.
+Queue and namespace facts for the rules that need them come from the cluster (when a kubeconfig
+is given) or are assumed (development). TLS from files, or a self-signed pair for development.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import ipaddress
+import json
+import logging
+import ssl
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from batch.api.admission import AssumeAllQueues, StaticLookup, admit
+
+log = logging.getLogger(__name__)
+
+Lookup = Any
+LookupFactory = Callable[[Mapping[str, Any]], "asyncio.Future[Lookup] | Any"]
+
+_PATH_KINDS = {"jobs": "Job", "queues": "Queue", "podgroups": "PodGroup", "pods": "Pod"}
+
+
+def review_response(
+    review: Mapping[str, Any], *, mutate: bool, lookup: Lookup, kind: str | None = None
+) -> dict[str, Any]:
+    """Answer one AdmissionReview (pure; `lookup` as for `admit`)."""
+    request = review.get("request") or {}
+    uid = request.get("uid", "")
+    req_kind = str((request.get("kind") or {}).get("kind") or kind or "")
+    operation = str(request.get("operation") or "CREATE")
+    obj = request.get("object") or {}
+    old = request.get("oldObject")
+    if operation == "DELETE" and not obj:
+        obj = old or {}
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    try:
+        result = admit(kind=req_kind, operation=operation, obj=obj, old=old, lookup=lookup)
+    except Exception as exc:  # admission must answer, never crash the server
+        log.exception("admission of %s failed", req_kind)
+        response.update(
+            allowed=False,
+            status={"code": 500, "reason": "InternalError", "message": f"admission error: {exc}"},
+        )
+        return _wrap(review, response)
+    if mutate:
+        if result.patch:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(result.patch).encode()).decode()
+    elif not result.allowed:
+        response["allowed"] = False
+        response["status"] = {
+            "code": 422,
+            "reason": "Invalid",
+            "message": "; ".join(result.messages()),
+            "details": {
+                "causes": [
+                    {"field": e.path, "reason": e.rule, "message": e.message} for e in result.errors
+                ]
+            },
+        }
+    return _wrap(review, response)
+
+
+def _wrap(review: Mapping[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": str(review.get("apiVersion") or "admission.k8s.io/v1"),
+        "kind": "AdmissionReview",
+        "response": response,
+    }
+
+
+class ClusterFacts:
+    """Queues and namespaces read from the API for each review (cheap: two GETs/LISTs)."""
+
+    def __init__(self, kubeconfig: Path | None) -> None:
+        self.kubeconfig = kubeconfig
+        self._client: Any = None
+
+    async def lookup(self, review: Mapping[str, Any]) -> Lookup:
+        from batch.controllers.shell import NAMESPACES, QUEUES, get_or_none, list_items
+        from batch.kube.client import KubeClient
+        from batch.kube.config import load_access
+
+        if self._client is None:
+            self._client = KubeClient(load_access(self.kubeconfig))
+            await self._client.open()
+        request = review.get("request") or {}
+        ns_name = request.get("namespace")
+        queues = await list_items(self._client, QUEUES)
+        namespaces = []
+        if ns_name:
+            ns = await get_or_none(self._client, NAMESPACES, str(ns_name))
+            if ns is not None:
+                namespaces.append(ns)
+        return StaticLookup(queues, namespaces)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def make_app(*, facts: ClusterFacts | None = None) -> web.Application:
+    """The aiohttp application serving every endpoint."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            review = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return web.json_response({"message": "body is not an AdmissionReview JSON"}, status=400)
+        if not isinstance(review, dict) or not isinstance(review.get("request"), dict):
+            return web.json_response({"message": "missing request"}, status=400)
+        parts = [p for p in request.path.split("/") if p]
+        mutate = parts[-1] == "mutate"
+        kind = _PATH_KINDS.get(parts[0]) if len(parts) == 2 else None
+        lookup: Lookup
+        if facts is not None:
+            try:
+                lookup = await facts.lookup(review)
+            except Exception as exc:
+                log.warning("cluster facts unavailable (%s); queue checks skipped", exc)
+                lookup = None
+        else:
+            lookup = AssumeAllQueues()
+        body = review_response(review, mutate=mutate, lookup=lookup, kind=kind)
+        return web.json_response(body)
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application(client_max_size=8 * 1024 * 1024)
+    for path in _PATH_KINDS:
+        app.router.add_post(f"/{path}/mutate", handle)
+        app.router.add_post(f"/{path}/validate", handle)
+    app.router.add_post("/mutate", handle)
+    app.router.add_post("/validate", handle)
+    app.router.add_get("/healthz", healthz)
+    if facts is not None:
+
+        async def _close(_app: web.Application) -> None:
+            await facts.close()
+
+        app.on_cleanup.append(_close)
+    return app
+
+
+def self_signed(
+    directory: Path, *, hosts: Sequence[str] = ("localhost", "127.0.0.1")
+) -> tuple[Path, Path]:
+    """Write a development key and self-signed certificate (SANs = hosts); returns (cert, key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    sans: list[x509.GeneralName] = []
+    for h in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=365))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+def server_ssl_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(cert_file), str(key_file))
+    return ctx
+
+
+async def serve(
+    *,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None,
+    facts: ClusterFacts | None,
+    stop: asyncio.Event,
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve until `stop` is set; `on_ready(port)` once listening (port 0 picks one)."""
+    runner = web.AppRunner(make_app(facts=facts), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+    await site.start()
+    bound = port
+    server = getattr(site, "_server", None)
+    sockets: Iterable[Any] = getattr(server, "sockets", None) or []
+    for sock in sockets:
+        bound = int(sock.getsockname()[1])
+        break
+    if on_ready is not None:
+        on_ready(bound)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
