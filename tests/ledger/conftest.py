@@ -84,8 +84,8 @@ def _truncate(url: str) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
-            names = ", ".join(t.name for t in TABLES)
-            conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY"))
+            for table in TABLES:  # DELETE beats TRUNCATE on tables this small
+                conn.execute(table.delete())
     finally:
         engine.dispose()
 
