@@ -16,9 +16,16 @@ import batch
 
 _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", "short help")
+    "db": ("batch.cli.db:db", "Migrate, inspect and prune the job ledger database."),
+    "report": ("batch.cli.report:report", "Reports from the job ledger (waits, usage, fairness)."),
     "validate": ("batch.cli.validate:validate", "Default and validate Volcano YAML offline."),
     "crds": ("batch.cli.crds:crds", "Write the CRDs generated from batch.api."),
     "sandbox": ("batch.cli.sandbox:sandbox", "Run the embedded cluster (API server + nodes)."),
+    "scheduler": ("batch.cli.scheduler:scheduler", "Run the scheduler service."),
+    "controller": ("batch.cli.controller:controller", "Run the job/queue/PodGroup controllers."),
+    "job": ("batch.cli.job:job", "Run and manage Volcano jobs (vcctl job)."),
+    "queue": ("batch.cli.queue:queue", "Create and manage queues (vcctl queue)."),
+    "webhook": ("batch.cli.webhook:webhook", "Serve the admission webhooks over HTTPS."),
     "controller": ("batch.cli.controller:controller", "Run the job/queue/PodGroup controllers."),
     "job": ("batch.cli.job:job", "Run and manage Volcano jobs (vcctl job)."),
     "queue": ("batch.cli.queue:queue", "Create and manage queues (vcctl queue)."),
