@@ -26,10 +26,6 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "job": ("batch.cli.job:job", "Run and manage Volcano jobs (vcctl job)."),
     "queue": ("batch.cli.queue:queue", "Create and manage queues (vcctl queue)."),
     "webhook": ("batch.cli.webhook:webhook", "Serve the admission webhooks over HTTPS."),
-    "controller": ("batch.cli.controller:controller", "Run the job/queue/PodGroup controllers."),
-    "job": ("batch.cli.job:job", "Run and manage Volcano jobs (vcctl job)."),
-    "queue": ("batch.cli.queue:queue", "Create and manage queues (vcctl queue)."),
-    "webhook": ("batch.cli.webhook:webhook", "Serve the admission webhooks over HTTPS."),
 }
 
 
