@@ -8,6 +8,7 @@ JSON names are the camelCase aliases; Python attribute names are snake_case.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, PlainValidator, WithJsonSchema
@@ -74,11 +75,19 @@ def _check_quantity(value: Any) -> str | int | float:
             "a quantity must be a string or a number, not {t}",
             {"t": type(value).__name__},
         )
+    problem = _quantity_problem(type(value), value)
+    if problem is not None:
+        raise PydanticCustomError("quantity", "{msg}", {"msg": problem})
+    return value
+
+
+@functools.lru_cache(maxsize=8192)
+def _quantity_problem(_kind: type, value: str | int | float) -> str | None:
     try:
         parse_quantity(value)
     except QuantityError as exc:
-        raise PydanticCustomError("quantity", "{msg}", {"msg": str(exc)}) from None
-    return value
+        return str(exc)
+    return None
 
 
 #: A Kubernetes quantity as written by the user (kept verbatim; parse with batch.api.quantity).

@@ -591,3 +591,10 @@ def test_batch_v1_job_is_not_ours() -> None:
     }
     result = admit(kind="Job", operation="CREATE", obj=obj, old=None, lookup=None)
     assert result.allowed and result.object == obj and result.patch == []
+
+
+def test_update_ignores_fields_that_only_differ_by_defaults() -> None:
+    old = _stored(make_job(networkTopology={"highestTierAllowed": 1}))
+    new = make_job(networkTopology={"highestTierAllowed": 1})  # as the user wrote it
+    new["spec"]["tasks"][0]["replicas"] = 3
+    assert update(new, old).allowed, update(new, old).messages()

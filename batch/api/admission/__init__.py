@@ -9,7 +9,6 @@ models the CRDs are generated from), then the validating webhook's cross-field r
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +22,7 @@ from batch.api.scheduling import PodGroup, Queue
 from batch.api.topology import HyperNode
 
 from .command import validate_command
-from .common import Errors, as_dict, object_ref, schema_validate
+from .common import Errors, as_dict, json_copy, object_ref, schema_validate
 from .cronjob import validate_cronjob
 from .hypernode import validate_hypernode
 from .job import mutate_job_spec, validate_job_create, validate_job_update
@@ -100,7 +99,7 @@ def _admit(
             "", "type", f"the object must be a mapping, not {type(given).__name__}", kind
         )
         return AdmissionResult(allowed=False, object={}, errors=[err], patch=[])
-    source: dict[str, Any] = copy.deepcopy(dict(obj))
+    source: dict[str, Any] = json_copy(dict(given))
     errors = Errors(object_ref(kind, source, namespaced=_NAMESPACED.get(kind, True)))
     if kind not in SERVED_KINDS or operation not in OPERATIONS:
         if operation not in OPERATIONS:
@@ -117,7 +116,7 @@ def _admit(
             validate_queue_delete(old if isinstance(old, Mapping) else source, lookup, errors)
         return _result(source, source, errors)
 
-    target = copy.deepcopy(source)
+    target: dict[str, Any] = json_copy(source)
     if operation == "CREATE":
         _mutate(kind, target, lookup)
     if kind == "Pod":

@@ -4,6 +4,7 @@ duration grammars, schema (type) validation through the pydantic models, quantit
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "is_go_duration",
     "is_qualified_name",
     "join",
+    "json_copy",
     "object_ref",
     "quantity_amount",
     "schema_validate",
@@ -150,7 +152,21 @@ def quantity_amount(resource: str, value: Any) -> int | None:
     """Internal integer amount of a quantity (see batch.api.resources), None when unparsable."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
+    return _amount(resource, type(value), value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _amount(resource: str, _kind: type, value: str | int | float) -> int | None:
     try:
         return to_internal(resource, value)
     except (QuantityError, ValueError, OverflowError):
         return None
+
+
+def json_copy(value: Any) -> Any:
+    """Deep copy of a JSON-shaped value (dicts and lists copied, scalars shared)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value

@@ -491,6 +491,9 @@ def validate_job_update(
     """UPDATE rules (§1.1): tasks fixed; only the scale fields may change."""
     new_spec = copy.deepcopy(as_dict(raw.get("spec")) or {})
     old_spec = copy.deepcopy(as_dict(old.get("spec")) or {})
+    # compare with defaults applied to both, as the API server would have stored them
+    mutate_job_spec(new_spec)
+    mutate_job_spec(old_spec)
     new_tasks, old_tasks = (
         as_list(new_spec.get("tasks")) or [],
         as_list(old_spec.get("tasks")) or [],
