@@ -75,14 +75,14 @@ def _check_quantity(value: Any) -> str | int | float:
             "a quantity must be a string or a number, not {t}",
             {"t": type(value).__name__},
         )
-    problem = _quantity_problem(type(value), value)
+    problem = _quantity_problem(type(value).__name__, value)
     if problem is not None:
         raise PydanticCustomError("quantity", "{msg}", {"msg": problem})
     return value
 
 
 @functools.lru_cache(maxsize=8192)
-def _quantity_problem(_kind: type, value: str | int | float) -> str | None:
+def _quantity_problem(_kind: str, value: str | int | float) -> str | None:
     try:
         parse_quantity(value)
     except QuantityError as exc:

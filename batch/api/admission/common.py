@@ -152,11 +152,11 @@ def quantity_amount(resource: str, value: Any) -> int | None:
     """Internal integer amount of a quantity (see batch.api.resources), None when unparsable."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
-    return _amount(resource, type(value), value)
+    return _amount(resource, type(value).__name__, value)
 
 
 @functools.lru_cache(maxsize=8192)
-def _amount(resource: str, _kind: type, value: str | int | float) -> int | None:
+def _amount(resource: str, _kind: str, value: str | int | float) -> int | None:
     try:
         return to_internal(resource, value)
     except (QuantityError, ValueError, OverflowError):
