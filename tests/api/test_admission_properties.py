@@ -161,7 +161,7 @@ def _check(kind: str, op: str, obj: Any, old: Any, lookup: Any) -> None:
         assert jsonpatch.apply_patch(obj, result.patch) == result.object
 
 
-_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS
@@ -237,7 +237,7 @@ def test_admit_never_raises_on_mutated_valid_objects(
     _check(kind, op, obj, old, _lookup(choice, [BASE_QUEUE]))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(obj=JSON, kind=KINDS)
 def test_admit_never_raises_on_non_objects(obj: Any, kind: str) -> None:
     result = admit(kind=kind, operation="CREATE", obj=obj, old=None, lookup=None)
