@@ -598,3 +598,52 @@ def test_update_ignores_fields_that_only_differ_by_defaults() -> None:
     new = make_job(networkTopology={"highestTierAllowed": 1})  # as the user wrote it
     new["spec"]["tasks"][0]["replicas"] = 3
     assert update(new, old).allowed, update(new, old).messages()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path", "rule"),
+    [
+        ("tolerations", [{"key": "k", "operator": "Maybe"}], "tolerations[0].operator", "enum"),
+        (
+            "tolerations",
+            [{"key": "k", "operator": "Exists", "value": "v"}],
+            "tolerations[0].value",
+            "toleration",
+        ),
+        (
+            "tolerations",
+            [{"operator": "Equal", "value": "v"}],
+            "tolerations[0].operator",
+            "toleration",
+        ),
+        ("tolerations", [{"key": "k", "effect": "Sometimes"}], "tolerations[0].effect", "enum"),
+        (
+            "affinity",
+            {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "a", "operator": "Like"}]}
+                        ]
+                    }
+                }
+            },
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].operator",
+            "enum",
+        ),
+    ],
+)
+def test_pod_spec_scheduling_fields(field: str, value: Any, path: str, rule: str) -> None:
+    job = make_job()
+    job["spec"]["tasks"][0]["template"]["spec"][field] = value
+    assert only_error(create(job)) == (f"spec.tasks[0].template.spec.{path}", rule)
+
+
+def test_container_needs_image() -> None:
+    job = _container_job()
+    del job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"]
+    assert only_error(create(job)) == (
+        "spec.tasks[0].template.spec.containers[0].image",
+        "required",
+    )

@@ -238,7 +238,30 @@ def validate_pod_template(tmpl: PodTemplateSpec | None, path: str, errors: Error
                 errors.add(join(cpath, "name"), "unique", f"duplicate name (also {names[c.name]})")
             else:
                 names[c.name] = cpath
+            if not c.image:
+                errors.add(join(cpath, "image"), "required", "a container needs an image")
             _validate_container(c, cpath, errors)
+    for k, tol in enumerate(spec.tolerations or []):
+        tpath = join(join(spath, "tolerations"), k)
+        if tol.operator not in (None, "", "Exists", "Equal"):
+            errors.add(join(tpath, "operator"), "enum", f"{tol.operator!r} is not Exists or Equal")
+        elif tol.operator == "Exists" and tol.value:
+            errors.add(join(tpath, "value"), "toleration", "must be empty when operator is Exists")
+        elif not tol.key and tol.operator != "Exists":
+            errors.add(join(tpath, "operator"), "toleration", "an empty key needs operator Exists")
+        if tol.effect not in (None, "", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            errors.add(join(tpath, "effect"), "enum", f"unknown taint effect {tol.effect!r}")
+    node_aff = spec.affinity.node_affinity if spec.affinity else None
+    required = node_aff.required_during_scheduling_ignored_during_execution if node_aff else None
+    for t, term in enumerate(required.node_selector_terms if required else []):
+        tpath = f"{spath}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        for r, req in enumerate(term.match_expressions or []):
+            rpath = f"{tpath}.nodeSelectorTerms[{t}].matchExpressions[{r}].operator"
+            if req.operator not in _NODE_SELECTOR_OPERATORS:
+                errors.add(rpath, "enum", f"unknown node selector operator {req.operator!r}")
+
+
+_NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
 
 def _master_task(args: list[str]) -> str:
