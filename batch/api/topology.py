@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from batch.api.base import DNS1123_SUBDOMAIN, KubeModel
 from batch.api.meta import Condition, LabelSelectorRequirement, ObjectMeta
@@ -39,6 +39,23 @@ class LabelMatch(KubeModel):
 
 
 class MemberSelector(KubeModel):
+    # Volcano's CRD states the one-selector rule in CEL; admission checks it in Python too.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "message": "Either ExactMatch or RegexMatch or LabelMatch must be specified",
+                    "rule": "has(self.exactMatch) || has(self.regexMatch) || has(self.labelMatch)",
+                },
+                {
+                    "message": "Only one of ExactMatch, RegexMatch, or LabelMatch can be specified",
+                    "rule": "(has(self.exactMatch) ? 1 : 0) + (has(self.regexMatch) ? 1 : 0)"
+                    " + (has(self.labelMatch) ? 1 : 0) <= 1",
+                },
+            ]
+        }
+    )
+
     exact_match: ExactMatch | None = None
     regex_match: RegexMatch | None = None
     label_match: LabelMatch | None = None
