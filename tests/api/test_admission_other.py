@@ -448,3 +448,12 @@ def test_job_spec_wrong_type() -> None:
     result = run("Job", job)
     assert errors_of(result) == {("spec", "type")}
     assert str(result.errors[0]).startswith("Job ml/train: spec: type (")
+
+
+def test_delete_with_null_object_uses_old() -> None:
+    result = admit(kind="Queue", operation="DELETE", obj=None, old=make_queue("root"), lookup=None)  # type: ignore[arg-type]
+    assert errors_of(result) == {("metadata.name", "deletionProtected")}
+    assert admit(
+        kind="Queue", operation="DELETE", obj=None, old=make_queue("q"), lookup=None
+    ).allowed  # type: ignore[arg-type]
+    assert admit(kind="Job", operation="DELETE", obj=None, old=None, lookup=None).allowed  # type: ignore[arg-type]

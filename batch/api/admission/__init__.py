@@ -94,6 +94,8 @@ def _admit(
     lookup: AdmissionLookup | None,
 ) -> AdmissionResult:
     given: Any = obj  # callers may pass anything decoded from JSON or YAML
+    if operation == "DELETE" and not given:
+        given = old if isinstance(old, Mapping) else {}  # AdmissionReview DELETE: object is null
     if not isinstance(given, Mapping):
         err = FieldError(
             "", "type", f"the object must be a mapping, not {type(given).__name__}", kind
