@@ -1,0 +1,76 @@
+"""The controllers with the real scheduler service on the sandbox: gang admission end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("batch.sandbox.testing")
+pytest.importorskip("batch.kube.service")
+
+from click.testing import CliRunner
+from kubernetes import client
+
+from batch.controllers.runner import ControllerComponent
+from batch.kube.service import SchedulerComponent
+from batch.sandbox.nodes import make_nodes
+from batch.sandbox.testing import run_sandbox
+
+from .minisched import wait_for
+from .test_integration import B, vcjob
+
+pytestmark = pytest.mark.xdist_group("controllers-scheduler")
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Any]:
+    with run_sandbox(
+        nodes=make_nodes(count=1, cpu="2", memory="8Gi"),
+        components=[ControllerComponent(), SchedulerComponent()],
+        max_grace_seconds=0.3,
+    ) as handle:
+        yield handle
+
+
+def _phase(co: Any, name: str) -> str:
+    j = co.get_namespaced_custom_object(*B, "default", "jobs", name)
+    return ((j.get("status") or {}).get("state") or {}).get("phase", "")
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason=(
+        "the scheduler's model turns every minResources key into a dimension, so Volcano's "
+        "quota keys (count/pods, requests.cpu, limits.cpu: volcano.md 1.3) look overused; "
+        "Volcano reads only cpu, memory, pods and scalar resources from minResources"
+    ),
+)
+def test_gang_waits_for_capacity_then_completes(sb: Any) -> None:
+    from batch.cli.main import main
+
+    api = sb.api_client()
+    co = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    body = vcjob("gang", replicas=3, run=0.5)
+    body["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1"}
+    }
+    co.create_namespaced_custom_object(*B, "default", "jobs", body)
+    small = vcjob("small", replicas=1, run=0.5)
+    co.create_namespaced_custom_object(*B, "default", "jobs", small)
+    wait_for(lambda: _phase(co, "small") == "Completed", 15, what="small job Completed")
+    # 3 x 1 cpu on a 2-cpu node: the gang is never partly bound
+    pods = core.list_namespaced_pod("default", label_selector="volcano.sh/job-name=gang").items
+    assert all(not p.spec.node_name for p in pods)
+    assert _phase(co, "gang") == "Pending"
+    out = CliRunner().invoke(main, ["job", "why", "gang", "--kubeconfig", str(sb.kubeconfig_path)])
+    assert out.exit_code == 0, out.output
+    assert "PodGroup gang-" in out.output
+    # capacity arrives: the gang runs and completes
+    node = make_nodes(count=1, cpu="4", memory="8Gi", prefix="big")[0]
+    core.create_node(node)
+    wait_for(lambda: _phase(co, "gang") == "Completed", 40, what="gang Completed")
+    job = co.get_namespaced_custom_object(*B, "default", "jobs", "gang")
+    assert job["status"]["succeeded"] == 3
