@@ -21,7 +21,20 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Connection, Table, and_, case, or_, select, update
+from psycopg.types.json import Json
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Connection,
+    Table,
+    and_,
+    case,
+    column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy import table as sa_table
 from sqlalchemy.dialects import postgresql, sqlite
 
 from batch.ledger import events as ev
@@ -366,8 +379,9 @@ def _fields(event: Any, policy: Mapping[str, Policy]) -> Row:
 class Writer:
     """Applies event batches to one database connection's transaction."""
 
-    def __init__(self, *, chunk_size: int = 1000) -> None:
+    def __init__(self, *, chunk_size: int = 1000, copy_threshold: int = 64) -> None:
         self.chunk_size = chunk_size
+        self.copy_threshold = copy_threshold
 
     def write(
         self, conn: Connection, events: Iterable[ev.LedgerEvent], *, now: dt.datetime | None = None
@@ -402,6 +416,15 @@ class Writer:
     ) -> None:
         if not rows:
             return
+        if self._use_copy(conn, rows):
+            stage, cols = self._stage(conn, table, rows)
+            stmt = insert(table).from_select(cols, select(*stage.c))
+            stmt = stmt.on_conflict_do_update(
+                index_elements=[table.c[key]], set_=_set_clause(table, stmt.excluded, policy)
+            )
+            conn.execute(stmt)
+            conn.execute(stage.delete())
+            return
         stmt = insert(table)
         stmt = stmt.on_conflict_do_update(
             index_elements=[table.c[key]], set_=_set_clause(table, stmt.excluded, policy)
@@ -414,9 +437,48 @@ class Writer:
     ) -> None:
         if not rows:
             return
+        if self._use_copy(conn, rows):
+            stage, cols = self._stage(conn, table, rows)
+            conn.execute(insert(table).from_select(cols, select(*stage.c)).on_conflict_do_nothing())
+            conn.execute(stage.delete())
+            return
         stmt = insert(table).on_conflict_do_nothing()
         for chunk in _chunks(rows, self.chunk_size):
             conn.execute(stmt, list(chunk))
+
+    def _use_copy(self, conn: Connection, rows: list[Row]) -> bool:
+        return conn.dialect.name == "postgresql" and len(rows) >= self.copy_threshold
+
+    def _stage(self, conn: Connection, table: Any, rows: list[Row]) -> tuple[Any, list[str]]:
+        """COPY ``rows`` into a per-connection temporary table shaped like ``table``.
+
+        PostgreSQL ingests COPY an order of magnitude faster than row-by-row statements; one
+        ``INSERT ... SELECT ... ON CONFLICT`` then applies the same merge rules as the slow path.
+        """
+        cols = [c.name for c in table.c if c.name != "id"]
+        json_cols = {c.name for c in table.c if isinstance(c.type, JSON)}
+        name = f"tephra_stage_{table.name}"
+        created: set[str] = conn.connection.info.setdefault("tephra_stages", set())
+        raw: Any = conn.connection.driver_connection
+        col_list = ", ".join(cols)
+        with raw.cursor() as cur:
+            if name not in created:
+                cur.execute(
+                    f"CREATE TEMP TABLE IF NOT EXISTS {name} ON COMMIT DELETE ROWS AS "
+                    f"SELECT {col_list} FROM {table.name} WITH NO DATA"
+                )
+                created.add(name)
+            with cur.copy(f"COPY {name} ({col_list}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(
+                        [
+                            Json(row.get(c))
+                            if c in json_cols and row.get(c) is not None
+                            else row.get(c)
+                            for c in cols
+                        ]
+                    )
+        return sa_table(name, *(column(c) for c in cols)), cols
 
     def _queue_config(
         self, conn: Connection, insert: Callable[[Table], Any], change: ev.QueueConfigChanged
