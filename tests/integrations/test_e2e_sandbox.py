@@ -78,7 +78,9 @@ class Cluster:
         return dict(self.pod(name, ns).metadata.annotations or {})
 
 
-@pytest.fixture(scope="module")
+# Session scope: all these tests share one xdist group, so one worker starts one sandbox even
+# when other modules' tests are interleaved with them.
+@pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     with run_sandbox(nodes=make_nodes(count=2, gpus=8), components=[ControllerComponent()]) as sb:
         c = Cluster(sb.api_client())
