@@ -458,7 +458,7 @@ def test_eviction_and_pdb(sb: SandboxHandle, api: Any) -> None:
         "metadata": {"name": "ev-0", "namespace": "default"},
     }
     code, body = http(sb.url, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
-    assert code == 429
+    assert code == 429 and body["reason"] == "TooManyRequests"
     http(sb.url, "DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/ev")
     code, _body = http(sb.url, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
     assert code == 201

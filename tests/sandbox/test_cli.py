@@ -1,0 +1,80 @@
+"""Contract: `tephra sandbox up` writes the kubeconfig when ready and stops cleanly on signals;
+`tephra sandbox nodes` prints usable Node manifests."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from batch.cli.main import main
+
+from .helpers import http
+
+TEPHRA = [sys.executable, "-m", "batch.cli.main"]
+
+
+def test_nodes_command() -> None:
+    result = CliRunner().invoke(
+        main, ["sandbox", "nodes", "--gpus", "8", "--count", "4", "--topology", "racks=2"]
+    )
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.output))
+    assert [d["metadata"]["name"] for d in docs] == ["node-0", "node-1", "node-2", "node-3"]
+    assert all(d["status"]["capacity"]["nvidia.com/gpu"] == "8" for d in docs)
+    racks = [d["metadata"]["labels"]["topology.tephra.io/rack"] for d in docs]
+    assert racks == ["rack-0", "rack-1", "rack-0", "rack-1"]
+    assert docs[2]["metadata"]["labels"]["kubernetes.io/hostname"] == "node-2"
+    bad = CliRunner().invoke(main, ["sandbox", "nodes", "--topology", "racks=x"])
+    assert bad.exit_code != 0 and "racks must be an integer" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def _up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path, float]:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        CliRunner().invoke(main, ["sandbox", "nodes", "--gpus", "8", "--count", "2"]).output
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        [*TEPHRA, "sandbox", "up", "--kubeconfig", str(kubeconfig), "--nodes", str(nodes), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = began + 30
+    while not kubeconfig.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "kubeconfig never appeared"
+        time.sleep(0.05)
+    return proc, kubeconfig, time.monotonic() - began
+
+
+def test_up_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    proc, kubeconfig, elapsed = _up(tmp_path)
+    try:
+        server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        code, body = http(server, "GET", "/api/v1/nodes")
+        assert code == 200 and len(body["items"]) == 2
+        code, queues = http(server, "GET", "/apis/scheduling.volcano.sh/v1beta1/queues")
+        assert {q["metadata"]["name"] for q in queues["items"]} >= {"root", "default"}
+        assert elapsed < 10  # ~1 s on an idle machine; the budget leaves room for a busy CI
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "sandbox ready at" in err
+    assert not kubeconfig.exists()
+
+
+def test_up_stops_on_sigint(tmp_path: Path) -> None:
+    proc, _kubeconfig, _elapsed = _up(tmp_path, "--port", "0")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=20)
+    assert proc.returncode == 0

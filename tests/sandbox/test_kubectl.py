@@ -1,0 +1,169 @@
+"""Contract: kubectl works against the sandbox (apply, get by short names, get -w, wait, delete).
+
+The Volcano example queue and job in fixtures/ are copied unchanged from Volcano's examples.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batch.sandbox.testing import SandboxHandle
+
+from .helpers import bind, http
+
+FIXTURES = Path(__file__).parent / "fixtures"
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+def kubectl(
+    sb: SandboxHandle, *args: str, check: bool = True, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL is not None
+    proc = subprocess.run(
+        [KUBECTL, "--kubeconfig", str(sb.kubeconfig_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+    return proc
+
+
+def test_apply_volcano_examples_and_short_names(sb: SandboxHandle) -> None:
+    out = kubectl(
+        sb,
+        "apply",
+        "--validate=false",
+        "-f",
+        str(FIXTURES / "volcano-queue.yaml"),
+        "-f",
+        str(FIXTURES / "volcano-job.yaml"),
+    )
+    assert "queue.scheduling.volcano.sh/test created" in out.stdout
+    assert "job.batch.volcano.sh/test-job created" in out.stdout
+    http(
+        sb.url,
+        "POST",
+        "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "kubectl-pg"},
+            "spec": {"minMember": 1, "queue": "test"},
+        },
+    )
+    got = kubectl(sb, "get", "vcjob,pg,q").stdout
+    assert "job.batch.volcano.sh/test-job" in got
+    assert "podgroup.scheduling.volcano.sh/kubectl-pg" in got
+    assert "queue.scheduling.volcano.sh/test" in got
+    assert "queue.scheduling.volcano.sh/root" in got
+    assert "queue.scheduling.volcano.sh/default" in got
+    # a second apply is a client-side three-way JSON merge patch (CRDs have no strategic merge)
+    again = kubectl(sb, "apply", "--validate=false", "-f", str(FIXTURES / "volcano-queue.yaml"))
+    assert "queue.scheduling.volcano.sh/test" in again.stdout
+    out = kubectl(sb, "get", "vcjob", "test-job", "-o", "jsonpath={.spec.queue}").stdout
+    assert out == "default"
+    kubectl(sb, "delete", "-f", str(FIXTURES / "volcano-job.yaml"))
+    assert (
+        http(sb.url, "GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/test-job")[0]
+        == 404
+    )
+
+
+def test_apply_configure_and_server_side(sb: SandboxHandle, tmp_path: Path) -> None:
+    f = tmp_path / "cm.yaml"
+    f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  a: '1'\n")
+    kubectl(sb, "apply", "--validate=false", "-f", str(f))
+    f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  b: '2'\n")
+    assert "configured" in kubectl(sb, "apply", "--validate=false", "-f", str(f)).stdout
+    data = http(sb.url, "GET", "/api/v1/namespaces/default/configmaps/kc")[1]["data"]
+    assert data == {"b": "2"}  # three-way merge removed a
+    out = kubectl(sb, "apply", "--server-side", "--validate=false", "-f", str(f))
+    assert "serverside-applied" in out.stdout
+
+
+def test_get_watch_sees_changes(sb: SandboxHandle) -> None:
+    assert KUBECTL is not None
+    proc = subprocess.Popen(
+        [
+            KUBECTL,
+            "--kubeconfig",
+            str(sb.kubeconfig_path),
+            "get",
+            "configmaps",
+            "-w",
+            "--no-headers",
+            "-o",
+            "name",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)
+        http(
+            sb.url,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            {"metadata": {"name": "watched-cm"}},
+        )
+        time.sleep(1.0)
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=10)
+    assert "configmap/watched-cm" in out, err
+
+
+def test_wait_for_jsonpath_and_delete(sb: SandboxHandle) -> None:
+    http(
+        sb.url,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "kwait"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+        },
+    )
+    assert bind(sb.url, "default", "kwait", "node-0")[0] == 201
+    kubectl(sb, "wait", "--for=jsonpath={.status.phase}=Running", "pod/kwait", "--timeout=20s")
+    kubectl(sb, "wait", "--for=condition=Ready", "pod/kwait", "--timeout=20s")
+    out = kubectl(sb, "get", "pods", "kwait").stdout
+    assert "Running" in out and "1/1" in out
+    began = time.monotonic()
+    kubectl(sb, "delete", "pod", "kwait", "--timeout=20s")
+    assert time.monotonic() - began < 15
+    assert http(sb.url, "GET", "/api/v1/namespaces/default/pods/kwait")[0] == 404
+
+
+def test_scale_and_get_nodes(sb: SandboxHandle) -> None:
+    body: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "kscale"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "kscale"}},
+            "template": {
+                "metadata": {"labels": {"app": "kscale"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]},
+            },
+        },
+    }
+    assert http(sb.url, "POST", "/apis/apps/v1/namespaces/default/deployments", body)[0] == 201
+    kubectl(sb, "scale", "deployment/kscale", "--replicas=3")
+    dep = http(sb.url, "GET", "/apis/apps/v1/namespaces/default/deployments/kscale")[1]
+    assert dep["spec"]["replicas"] == 3
+    nodes = kubectl(sb, "get", "nodes", "-l", "topology.tephra.io/rack=rack-1").stdout
+    assert "node-1" in nodes and "Ready" in nodes and "node-0" not in nodes
