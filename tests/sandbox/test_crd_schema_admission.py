@@ -136,7 +136,6 @@ def test_crd_served_validated_pruned(sb: SandboxHandle) -> None:
     assert table["kind"] == "Table"
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Size", "Age"]
     assert table["rows"][0]["cells"][:2] == ["ok", 2]
-    assert code == 200
     # deleting the CRD removes the resource and its objects
     http(
         sb.url, "DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{GROUP}"
@@ -182,6 +181,7 @@ def test_tephra_admission_defaults_and_rejects(sb: SandboxHandle) -> None:
 
 def test_default_queues_exist(sb: SandboxHandle) -> None:
     code, body = http(sb.url, "GET", "/apis/scheduling.volcano.sh/v1beta1/queues")
+    assert code == 200
     queues = {q["metadata"]["name"]: q for q in body["items"]}
     assert {"root", "default"} <= set(queues)
     assert queues["root"]["spec"]["reclaimable"] is False
