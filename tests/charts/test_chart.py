@@ -785,7 +785,7 @@ def test_ledger_url_is_held_in_a_secret(rendered: dict[str, list[Doc]]) -> None:
     docs = rendered["url"]
     url = COMBOS["url"]["ledger"]["url"]
     (secret,) = find(docs, "Secret")
-    assert secret["stringData"] == {"url": url}
+    assert secret["data"] == {"url": base64.b64encode(url.encode()).decode()}
     _deploy, c = _controller(docs)
     assert _env(c)["TEPHRA_DB_URL"]["valueFrom"] == {
         "secretKeyRef": {"name": secret["metadata"]["name"], "key": "url"}

@@ -191,9 +191,26 @@ admissionReviewVersions: ["v1"]
 sideEffects: None
 timeoutSeconds: {{ .v.timeoutSeconds }}
 clientConfig:
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
   service:
     name: {{ .svc }}
     namespace: {{ .ns }}
     path: {{ .path }}
     port: 443
+{{- end -}}
+
+{{/*
+The CA bundle of the self-signed webhook certificate when its Secret already exists (upgrades), so
+that a re-applied webhook configuration keeps trusting the webhook; empty on a first install (the
+post-install hook writes it) and under `helm template`. cert-manager's cainjector fills it otherwise.
+*/}}
+{{- define "tephra.webhook.caBundle" -}}
+{{- if not .Values.webhook.certManager.enabled -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (include "tephra.webhook.secretName" .) -}}
+{{- if and $secret $secret.data -}}
+{{- index $secret.data "ca.crt" | default "" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
