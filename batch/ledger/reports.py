@@ -89,6 +89,16 @@ def _pg(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
+def _prepare(conn: Connection) -> None:
+    """Per-query settings for report SQL (PostgreSQL only, this transaction only).
+
+    The row estimate PostgreSQL makes for ``generate_series`` with column arguments (1,000 per
+    call) pushes report plans over the JIT threshold, and compiling costs more than the query.
+    """
+    if _pg(conn):
+        conn.exec_driver_sql("SET LOCAL jit = off")
+
+
 def _day_param(conn: Connection, value: dt.datetime) -> Any:
     day = value.astimezone(dt.UTC).date()
     return day if _pg(conn) else day.isoformat()
@@ -124,6 +134,7 @@ _waits = table(
 
 def wait_times(conn: Connection, f: Filters) -> Report:
     """Per queue: jobs submitted in the window, how many started, and their waits (seconds)."""
+    _prepare(conn)
     w = _waits.c
     conds = [*_range(w.submitted_at, f.since, f.until), _in(w.queue, f.queues)]
     conds.append(_in(w.namespace, f.namespaces))
@@ -180,6 +191,7 @@ USAGE_GROUPS = ("day", "queue", "namespace", "submitter")
 
 def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> Report:
     """GPU-hours and CPU-core-hours per UTC day (and queue/namespace/submitter)."""
+    _prepare(conn)
     u = _pod_usage.c
     groups = [g for g in USAGE_GROUPS if g in by] or ["queue"]
     keys = [u[g] for g in groups]
@@ -196,7 +208,8 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
     stmt = _where(
         select(
             *keys,
-            func.count(distinct(u.pod_uid)),
+            # One row per pod and day: with the day among the keys, rows are distinct pods.
+            func.count() if "day" in groups else func.count(distinct(u.pod_uid)),
             func.sum(u.gpu_hours),
             func.sum(u.cpu_core_hours),
         ),
@@ -229,6 +242,7 @@ _preemptions = table(
 
 def preemptions(conn: Connection, f: Filters) -> Report:
     """Evictions per action and (victim queue -> beneficiary queue)."""
+    _prepare(conn)
     p = _preemptions.c
     conds: list[ColumnElement[bool] | None] = [*_range(p.at, f.since, f.until)]
     if f.queues:
@@ -267,6 +281,7 @@ OUTCOMES = ("Completed", "Failed", "Aborted", "Terminated", "Deleted")
 
 def outcomes(conn: Connection, f: Filters) -> Report:
     """Per queue: jobs that finished in the window, by final phase; retries; mean run time."""
+    _prepare(conn)
     o = _outcomes.c
     conds = [*_range(o.finished_at, f.since, f.until), _in(o.queue, f.queues)]
     conds.append(_in(o.namespace, f.namespaces))
@@ -325,6 +340,7 @@ def _unit(resource: str) -> tuple[str, float]:
 
 def fairness(conn: Connection, f: Filters, *, resource: str = GPU) -> Report:
     """Per queue: average allocation vs deserved share for one resource over the window."""
+    _prepare(conn)
     s = _share.c
     conds = [*_range(s.at, f.since, f.until), _in(s.queue, f.queues), s.resource == resource]
     stmt = _where(
