@@ -5,7 +5,8 @@ on every document of every file. Valid documents are printed defaulted (YAML, st
 error is one line on stderr: `FILE:DOC Kind ns/name: field.path: rule (message)` (DOC counts
 documents from 1). Documents of kinds Tephra does not serve are listed as skipped. Queues are
 assumed to exist, be Open and be leaves unless `--queues FILE` gives them (Queue and Namespace
-documents; Queues defined in the validated files count too). Exit status 1 on any error.
+documents; Queues defined in the validated files count too). A directory argument means its
+*.yaml, *.yml and *.json files, recursively. Exit status 1 on any error.
 """
 
 from __future__ import annotations
@@ -83,6 +84,21 @@ def _lookup_from(path: str | None, extra_queues: list[Mapping[str, Any]]) -> Adm
     return StaticLookup(queues, namespaces)
 
 
+def _expand(paths: tuple[str, ...]) -> list[str]:
+    """Files as given; a directory stands for its *.yaml, *.yml and *.json files, recursively."""
+    out: list[str] = []
+    for p in paths:
+        path = Path(p)
+        if p != "-" and path.is_dir():
+            found = sorted(
+                str(f) for f in path.rglob("*") if f.suffix in (".yaml", ".yml", ".json")
+            )
+            out.extend(found or [p])
+        else:
+            out.append(p)
+    return out
+
+
 def _served_kind(obj: Any) -> str | None:
     """The admission kind of a document, or None when Tephra does not serve it."""
     if not isinstance(obj, Mapping):
@@ -106,7 +122,7 @@ def _served_kind(obj: Any) -> str | None:
 def validate(files: tuple[str, ...], queues_file: str | None, quiet: bool) -> None:
     """Default and validate Volcano/Tephra objects offline, as admission would."""
     failures = 0
-    loaded = [_load(f) for f in files]
+    loaded = [_load(f) for f in _expand(files)]
     for item in loaded:
         for problem in item.problems:
             click.echo(problem, err=True)

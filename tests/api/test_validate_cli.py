@@ -75,8 +75,26 @@ def test_unreadable_file(tmp_path: Path) -> None:
     assert code == 1
     assert "missing.yaml: cannot read file: No such file or directory" in err
     assert "Traceback" not in err
-    code, _out, err = run(str(tmp_path))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _out, err = run(str(empty))
     assert code == 1 and "cannot read file" in err
+
+
+def test_directories_and_stdin(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "job.yml").write_text(yaml.safe_dump(make_job()))
+    (tmp_path / "queue.json").write_text(
+        '{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",'
+        ' "metadata": {"name": "q"}}'
+    )
+    (tmp_path / "notes.txt").write_text("not yaml: [")
+    code, _out, err = run("-q", str(tmp_path))
+    assert code == 0, err
+    assert "2 valid, 0 invalid, 0 skipped" in err
+    result = CliRunner().invoke(validate, ["-"], input=yaml.safe_dump(make_job(minAvailable=5)))
+    assert result.exit_code == 1
+    assert "-:1 Job ml/train: spec.minAvailable: minAvailableLessEqualReplicas (" in result.stderr
 
 
 def test_invalid_yaml(tmp_path: Path) -> None:
