@@ -146,3 +146,12 @@ def test_schema_rejects_what_admission_rejects_by_type() -> None:
     messages = sorted(e.json_path for e in validator.iter_errors(bad))
     assert messages == ["$.spec.minAvailable", "$.spec.queue", "$.spec.tasks[0].replicas"]
     assert list(validator.iter_errors(make_job())) == []
+
+
+def test_crds_are_valid_kubernetes_objects() -> None:
+    import kubernetes_validate
+
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+        kubernetes_validate.validate(crd, "1.33", strict=True)  # raises on any unknown field
+        assert crd["spec"]["scope"] in ("Namespaced", "Cluster")
