@@ -163,6 +163,7 @@ class ClusterCache:
         for tmpl in self.templates.values():
             tmpl.fit = pad(tmpl.fit, cap)
             tmpl.req = pad(tmpl.req, cap)
+            tmpl.req_list = [int(x) for x in tmpl.req]
         for job in self.jobs.values():
             job.regrow(cap)
 

@@ -21,6 +21,7 @@ from batch.model.status import (
 )
 
 _N_STATUS = max(TaskStatus) + 1
+_IS_ALLOC = [TaskStatus(i) in ALLOCATED_STATUS if i else False for i in range(_N_STATUS)]
 
 
 @dataclass(slots=True, eq=False)
@@ -42,6 +43,10 @@ class TaskTemplate:
     pod_anti_affinity: list[dict[str, Any]]  # required pod anti-affinity terms
     namespace: str
     tid: int = 0
+    req_list: list[int] = field(default_factory=list)  # ``req`` as Python ints (scalar paths)
+
+    def __post_init__(self) -> None:
+        self.req_list = [int(x) for x in self.req]
 
     @property
     def volatile(self) -> bool:
@@ -120,23 +125,26 @@ class JobInfo:
             self.total_req = np.zeros(self.dims, dtype=np.int64)
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def _account(self, task: TaskInfo, sign: int) -> None:
+    def _account(self, task: TaskInfo, sign: int, *, total: bool = True) -> None:
         st = task.status
         self.counts[st] += sign
         rc = self.role_counts.get(task.role)
         if rc is None:
             rc = self.role_counts[task.role] = [0] * _N_STATUS
         rc[st] += sign
+        op = np.add if sign > 0 else np.subtract
+        req = task.req
         if st in ALLOCATED_STATUS:
-            self.allocated += sign * task.req
+            op(self.allocated, req, out=self.allocated)
         elif st is TaskStatus.PENDING:
             if task.best_effort:
                 self.pending_best_effort += sign
             if task.gated:
                 self.gated_pending += sign
-                self.gated_req += sign * task.req
-            self.pending_req += sign * task.req
-        self.total_req += sign * task.req
+                op(self.gated_req, req, out=self.gated_req)
+            op(self.pending_req, req, out=self.pending_req)
+        if total:
+            op(self.total_req, req, out=self.total_req)
 
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
@@ -147,10 +155,33 @@ class JobInfo:
             self._account(task, -1)
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
-        """Move ``task`` to ``status`` keeping every counter exact."""
-        self._account(task, -1)
+        """Move ``task`` to ``status`` keeping every counter exact (hot path)."""
+        old = task.status
+        if old is status:
+            return
+        c = self.counts
+        c[old] -= 1
+        c[status] += 1
+        rc = self.role_counts.get(task.role)
+        if rc is None:
+            rc = self.role_counts[task.role] = [0] * _N_STATUS
+        rc[old] -= 1
+        rc[status] += 1
         task.status = status
-        self._account(task, 1)
+        req = task.req
+        na = _IS_ALLOC[status]
+        if _IS_ALLOC[old] != na:
+            (np.add if na else np.subtract)(self.allocated, req, out=self.allocated)
+        pend = TaskStatus.PENDING
+        if old is pend or status is pend:
+            sign = 1 if status is pend else -1
+            op = np.add if sign > 0 else np.subtract
+            if task.best_effort:
+                self.pending_best_effort += sign
+            if task.gated:
+                self.gated_pending += sign
+                op(self.gated_req, req, out=self.gated_req)
+            op(self.pending_req, req, out=self.pending_req)
 
     def regrow(self, dims: int) -> None:
         """Pad the resource vectors after the resource registry grew."""

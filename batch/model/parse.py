@@ -55,13 +55,30 @@ def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return _mapping(obj.get("metadata"))
 
 
+_qcache: dict[tuple[str, str], int] = {}
+
+
+def amounts(rl: Mapping[str, Any]) -> dict[str, int]:
+    """``parse_resource_list`` with a memo (pods repeat the same few quantities)."""
+    out: dict[str, int] = {}
+    for name, value in rl.items():
+        key = (str(name), str(value))
+        amount = _qcache.get(key)
+        if amount is None:
+            amount = parse_resource_list({name: value})[str(name)]
+            if len(_qcache) < 100_000:
+                _qcache[key] = amount
+        out[str(name)] = amount
+    return out
+
+
 def container_requests(c: Mapping[str, Any]) -> dict[str, int]:
     """A container's requests; a resource with only a limit requests the limit (API defaulting)."""
     res = _mapping(c.get("resources"))
     req = dict(_mapping(res.get("requests")))
     for name, value in _mapping(res.get("limits")).items():
         req.setdefault(name, value)
-    return parse_resource_list(req)
+    return amounts(req)
 
 
 def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
@@ -70,7 +87,7 @@ def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int
     for c in _list(spec.get("containers")):
         for name, amount in container_requests(_mapping(c)).items():
             total[name] = total.get(name, 0) + amount
-    for name, amount in parse_resource_list(_mapping(spec.get("overhead"))).items():
+    for name, amount in amounts(_mapping(spec.get("overhead"))).items():
         total[name] = total.get(name, 0) + amount
     init = dict(total)
     for c in _list(spec.get("initContainers")):

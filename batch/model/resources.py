@@ -93,8 +93,8 @@ def pad(vec: IntVec, capacity: int) -> IntVec:
 def less_equal(a: IntVec, b: IntVec, dims: IntVec | None = None) -> bool:
     """``a <= b`` on every dimension (or only on ``dims``); pods excluded."""
     if dims is None:
-        return bool(np.all(a[1:] <= b[1:]))
-    return bool(np.all(a[dims] <= b[dims]))
+        return bool((a[1:] <= b[1:]).all())
+    return bool((a[dims] <= b[dims]).all())
 
 
 def requested_dims(vec: IntVec) -> IntVec:

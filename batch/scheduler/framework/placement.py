@@ -115,11 +115,40 @@ class Placer:
         log = nd.log
         if st.pos < len(log) or (nd.has_future and not st.has_future):
             new = log[st.pos :]
-            if len(new) * 8 > nd.n or (nd.has_future and not st.has_future):
+            if nd.has_future and not st.has_future:
+                self._full(st)
+            elif len(new) <= 4:
+                for i in set(new):
+                    self._one(st, i)
+                st.pos = len(log)
+            elif len(new) * 8 > nd.n:
                 self._full(st)
             else:
                 self._partial(st, np.unique(np.asarray(new, dtype=np.intp)))
         return st
+
+    def _one(self, st: TemplateState, i: int) -> None:
+        """Recompute node ``i`` for ``st`` with Python scalars (the per-placement fast path)."""
+        nd = self.nodes
+        alloc, used, fut = nd.cols(i)
+        ok = bool(st.static_ok[i])
+        fit_idle = ok
+        fit_fut = ok
+        if ok:
+            for d, v in zip(st.dims, st.fitv, strict=True):
+                if alloc[d] - used[d] < v:
+                    fit_idle = False
+                if fut[d] < v:
+                    fit_fut = False
+        score = 0.0
+        for fn in self.batch_scores:
+            score += fn(st.tmpl, nd, i)
+        if st.static_score is not None:
+            score += float(st.static_score[i])
+        st.score[i] = score
+        st.m_idle[i] = score if fit_idle else NEG
+        if nd.has_future:
+            st.m_fut[i] = score if (fit_fut and not fit_idle) else NEG
 
     def _static(self, st: TemplateState) -> None:
         nd = self.nodes
@@ -313,4 +342,6 @@ class Placer:
         return msg, hist
 
     def dyn_preds_active(self) -> bool:
-        return bool(self.dyn_preds) and bool(self.ssn.cache.anti_affinity_tasks)
+        return bool(self.dyn_preds) and (
+            bool(self.ssn.cache.anti_affinity_tasks) or self.nodes.placed_anti > 0
+        )

@@ -58,7 +58,8 @@ DynamicPredicate = Callable[[TaskInfo, "SessionNodes"], list[tuple[str, BoolVec]
 #: scalar filter for one (task, node index): None = fits, else the reason
 ScalarPredicate = Callable[[TaskInfo, int], str | None]
 #: dynamic score over node indexes ``idx`` (an int array or a full slice)
-BatchScore = Callable[[TaskTemplate, "SessionNodes", Any], FloatVec]
+#: (an int ``idx`` asks for one node's score as a float: the per-placement fast path)
+BatchScore = Callable[[TaskTemplate, "SessionNodes", Any], Any]
 #: static (state-independent) score over all nodes, computed once per template and session
 StaticScore = Callable[[TaskTemplate, "SessionNodes", BoolVec], FloatVec]
 ScalarScore = Callable[[TaskInfo, int], float]
@@ -91,12 +92,39 @@ class SessionNodes:
         self.log: list[int] = []  # node indexes changed in this session, in order
         self._ports: dict[tuple[str, str, int], npt.NDArray[np.int32]] = {}
         self.placed: dict[int, list[TaskInfo]] = {}  # in-session additions per node
+        self.placed_anti = 0  # in-session placed tasks with required pod anti-affinity
+        self._free: tuple[int, IntVec] | None = None
+        self._cols: dict[int, tuple[int, tuple[list[int], list[int], list[int]]]] = {}
 
     def name(self, idx: int) -> str:
         return self.arrays.name_of(idx)
 
+    def cols(self, idx: int) -> tuple[list[int], list[int], list[int]]:
+        """(allocatable, used, future idle) of one node as Python ints (scalar fast paths)."""
+        pos = len(self.log)
+        hit = self._cols.get(idx)
+        if hit is not None and hit[0] == pos:
+            return hit[1]
+        alloc = self.alloc[:, idx].tolist()
+        used = self.used[:, idx].tolist()
+        if self.has_future:
+            fut = (self.idle[:, idx] + self.releasing[:, idx] - self.pipelined[:, idx]).tolist()
+        else:
+            fut = [a - u for a, u in zip(alloc, used, strict=True)]
+        got = (alloc, used, fut)
+        self._cols[idx] = (pos, got)
+        return got
+
     def future_idle(self) -> IntVec:
         return self.idle + self.releasing - self.pipelined
+
+    def free_total(self) -> IntVec:
+        """Σ over schedulable nodes of max(0, FutureIdle), per dimension (cached per change)."""
+        pos = len(self.log)
+        if self._free is None or self._free[0] != pos:
+            fut = self.future_idle() if self.has_future else self.idle
+            self._free = (pos, np.clip(fut[:, self.valid], 0, None).sum(axis=1))
+        return self._free[1]
 
     def port_counts(self, port: tuple[str, str, int]) -> npt.NDArray[np.int32] | None:
         own = self._ports.get(port)
@@ -164,6 +192,7 @@ class Session:
         self.closed = False
         # extension points: point -> tiers -> [(plugin name, fn)]
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {}
+        self._flat_cache: dict[str, list[Any]] = {}
         self._ntiers = len(config.tiers)
         self._cur: tuple[int, PluginOption] | None = None
         self.handlers: list[tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]]] = []
@@ -193,9 +222,15 @@ class Session:
         if tiers is None:
             tiers = self._fns[point] = [[] for _ in range(self._ntiers)]
         tiers[ti].append((opt.name, fn))
+        self._flat_cache.pop(point, None)
 
     def _flat(self, point: str) -> list[Any]:
-        return [fn for tier in self._fns.get(point, ()) for _, fn in tier]
+        got = self._flat_cache.get(point)
+        if got is None:
+            got = [fn for tier in self._fns.get(point, ()) for _, fn in tier]
+            if self._cur is None:
+                self._flat_cache[point] = got
+        return got
 
     def has(self, point: str) -> bool:
         return bool(self._flat(point))
@@ -477,6 +512,8 @@ class Session:
         if task.template.host_ports:
             nd.add_ports(idx, task.template.host_ports, 1)
         nd.placed.setdefault(idx, []).append(task)
+        if task.template.pod_anti_affinity:
+            nd.placed_anti += 1
         job = self._job_of(task)
         if job is not None:
             job.set_status(task, status)
@@ -504,6 +541,8 @@ class Session:
         lst = nd.placed.get(idx)
         if lst is not None and task in lst:
             lst.remove(task)
+            if task.template.pod_anti_affinity:
+                nd.placed_anti -= 1
         job = self._job_of(task)
         if job is not None:
             job.set_status(task, TaskStatus.PENDING)

@@ -41,7 +41,7 @@ def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
     for t in pending[:short_by]:
         need += t.req
     nd = ssn.nodes
-    free = np.clip(nd.future_idle()[:, nd.valid], 0, None).sum(axis=1)
+    free = nd.free_total()
     gap = np.clip(need - free[: len(need)], 0, None)
     return format_resource_list(ssn.resources.to_dict(gap))
 
@@ -123,10 +123,11 @@ class Allocate(Action):
                 continue
             job = jobs.pop()
             stmt = Statement(ssn)
+            fails_before = len(ssn.fit_errors.get(job.uid, ()))
             placed = self._allocate_job(ssn, queue, job, worksheet[job.uid], stmt, jobs)
             if ssn.job_ready(job):
                 stmt.commit()
-                if job.uid in ssn.reasons and ssn.reasons[job.uid].kind != "Pipelined":
+                if len(ssn.fit_errors.get(job.uid, ())) == fails_before:
                     ssn.reasons.pop(job.uid, None)
             elif ssn.job_pipelined(job):
                 stmt.keep_pipelined()
@@ -141,10 +142,15 @@ class Allocate(Action):
                 kind = "GangShort" if placed else (prev.kind if prev is not None else "GangShort")
                 shortfall = gang_shortfall(ssn, job, short)
                 stmt.discard()
+                msg = (
+                    f"gang short by {max(short, 0)} of minAvailable {job.min_available}: {base}"
+                    if kind == "GangShort"
+                    else base
+                )
                 reason = PendingReason(
                     job.uid,
                     kind,
-                    f"gang short by {max(short, 0)} of minAvailable {job.min_available}: {base}",
+                    msg,
                     short_by=max(short, 0),
                     shortfall=shortfall,
                     details=dict(prev.details) if prev is not None else {},

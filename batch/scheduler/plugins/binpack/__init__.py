@@ -54,7 +54,29 @@ class BinpackPlugin(Plugin):
                 dims.append((i, w))
         scale = self.weight * MAX_SCORE
 
-        def score(tmpl: TaskTemplate, nd: SessionNodes, idx: Any) -> FloatVec:
+        def score_one(tmpl: TaskTemplate, nd: SessionNodes, idx: int) -> float:
+            alloc, used, _ = nd.cols(idx)
+            rl = tmpl.req_list
+            acc = 0.0
+            wsum = 0.0
+            for d, w in dims:
+                req = rl[d]
+                if req <= 0:
+                    continue
+                a = alloc[d]
+                final = used[d] + req
+                if a > 0:
+                    if final > a:
+                        return 0.0
+                    acc += final * w / a
+                wsum += w
+            if wsum == 0:
+                return acc
+            return acc / wsum * scale
+
+        def score(tmpl: TaskTemplate, nd: SessionNodes, idx: Any) -> Any:
+            if isinstance(idx, int):
+                return score_one(tmpl, nd, idx)
             shape = nd.alloc[1, idx].shape
             acc: FloatVec = np.zeros(shape)
             wsum = 0.0

@@ -12,6 +12,7 @@ node's used amount plus the task's request. ``podaffinity``, ``imagelocality`` a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,34 @@ def balanced(tmpl: TaskTemplate, nd: SessionNodes, idx: Any) -> FloatVec:
     return out
 
 
+def least_requested_one(req_l: list[int], alloc: list[int], used: list[int]) -> int:
+    total = 0
+    for d in (CPU, MEM):
+        a = alloc[d]
+        r = used[d] + req_l[d]
+        total += (a - r) * MAX_SCORE // a if (a > 0 and r <= a) else 0
+    return total // 2
+
+
+def most_requested_one(req_l: list[int], alloc: list[int], used: list[int]) -> int:
+    total = 0
+    for d in (CPU, MEM):
+        a = alloc[d]
+        r = used[d] + req_l[d]
+        total += r * MAX_SCORE // a if (a > 0 and r <= a) else 0
+    return total // 2
+
+
+def balanced_one(req_l: list[int], alloc: list[int], used: list[int]) -> float:
+    fr = []
+    for d in (CPU, MEM):
+        a = alloc[d]
+        f = (used[d] + req_l[d]) / a if a > 0 else 1.0
+        fr.append(min(f, 1.0))
+    std = abs(fr[0] - fr[1]) / 2
+    return float(math.floor((1 - std) * MAX_SCORE))
+
+
 def normalize(raw: FloatVec, ok: BoolVec, *, reverse: bool) -> FloatVec:
     """kube DefaultNormalizeScore over the feasible nodes."""
     top = float(raw[ok].max()) if ok.any() else 0.0
@@ -93,7 +122,18 @@ class NodeOrderPlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         least, most, bal = self.least, self.most, self.balanced
 
-        def dynamic(tmpl: TaskTemplate, nd: SessionNodes, idx: Any) -> FloatVec:
+        def dynamic(tmpl: TaskTemplate, nd: SessionNodes, idx: Any) -> Any:
+            if isinstance(idx, int):
+                alloc, used, _ = nd.cols(idx)
+                rl = tmpl.req_list
+                s = 0.0
+                if least:
+                    s += least * least_requested_one(rl, alloc, used)
+                if most:
+                    s += most * most_requested_one(rl, alloc, used)
+                if bal:
+                    s += bal * balanced_one(rl, alloc, used)
+                return s
             out: FloatVec = np.zeros(nd.alloc[CPU, idx].shape)
             if least:
                 out += least * least_requested(tmpl, nd, idx)

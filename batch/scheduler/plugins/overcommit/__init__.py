@@ -56,7 +56,7 @@ class OvercommitPlugin(Plugin):
             mr = job.min_resources
             dims = np.flatnonzero(mr[1:] > 0) + 1
             need = self.inqueue[dims] + mr[dims]
-            if bool(np.all(need <= self.idle[dims])):
+            if bool((need <= self.idle[dims]).all()):
                 return PERMIT
             ssn.event(job, "Warning", "Unschedulable", "resource in cluster is overused")
             ssn.set_reason(

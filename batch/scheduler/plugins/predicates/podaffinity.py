@@ -78,9 +78,7 @@ class PodAffinity:
         tmpl = task.template
         nd = self.ssn.nodes
         out: list[tuple[str, BoolVec]] = []
-        has_symmetric = bool(self.cache.anti_affinity_tasks) or any(
-            t.template.pod_anti_affinity for ts in nd.placed.values() for t in ts
-        )
+        has_symmetric = bool(self.cache.anti_affinity_tasks) or nd.placed_anti > 0
         if not (tmpl.pod_affinity or tmpl.pod_anti_affinity or has_symmetric):
             return out
         assigned: list[TaskInfo] = []

@@ -28,11 +28,11 @@ INF = np.inf
 
 def le(a: F, b: F) -> bool:
     """Volcano's ``LessEqual`` with the 0.1 tolerance, all dimensions except pods."""
-    return bool(np.all(a[1:] <= b[1:] + TOL))
+    return bool((a[1:] <= b[1:] + TOL).all())
 
 
 def le_on(a: F, b: F, dims: npt.NDArray[np.intp]) -> bool:
-    return bool(np.all(a[dims] <= b[dims] + TOL))
+    return bool((a[dims] <= b[dims] + TOL).all())
 
 
 def vec_of(ssn: Session, amounts: dict[str, int], *, missing: float = 0.0) -> F:
@@ -108,7 +108,7 @@ def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
             increased += np.clip(d - old, 0, None)
             decreased += np.clip(old - d, 0, None)
         new_remaining = np.clip(remaining + decreased - increased, 0, None)
-        if bool(np.all(new_remaining[1:] < TOL)) or np.array_equal(new_remaining, remaining):
+        if bool((new_remaining[1:] < TOL).all()) or np.array_equal(new_remaining, remaining):
             break
         remaining = new_remaining
 
@@ -184,14 +184,31 @@ class ProportionPlugin(Plugin):
 
         ssn.add_overused_fn(overused)
 
-        def fits_deserved(q: QueueInfo, req: IntVec) -> bool:
+        def fits_deserved(
+            q: QueueInfo, req: IntVec, dims: npt.NDArray[np.intp] | None = None
+        ) -> bool:
             a = attrs.get(q.name)
             if a is None or not q.is_open():
                 return False
-            dims = np.flatnonzero(req[1:] > 0) + 1
-            return le_on(a.allocated + req, a.deserved, dims)
+            if dims is None:
+                dims = np.flatnonzero(req[1:] > 0) + 1
+            return bool((a.allocated[dims] + req[dims] <= a.deserved[dims] + TOL).all())
 
-        ssn.add_allocatable_fn(lambda q, t: fits_deserved(q, t.req))
+        dims_by_tid: dict[int, list[int]] = {}
+
+        def allocatable(q: QueueInfo, t: TaskInfo) -> bool:
+            a = attrs.get(q.name)
+            if a is None or not q.is_open():
+                return False
+            tmpl = t.template
+            dims = dims_by_tid.get(tmpl.tid)
+            if dims is None:
+                dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
+            rl = tmpl.req_list
+            alloc, des = a.allocated, a.deserved
+            return all(alloc[d] + rl[d] <= des[d] + TOL for d in dims)
+
+        ssn.add_allocatable_fn(allocatable)
 
         def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
             total_req = ssn.resources.zeros()
@@ -268,7 +285,7 @@ class ProportionPlugin(Plugin):
             job = ssn.jobs.get(task.job_id or "")
             a = attrs.get(job.queue) if job is not None else None
             if a is not None:
-                a.allocated = a.allocated + task.req
+                np.add(a.allocated, task.req, out=a.allocated)
                 a.allocated[0] = 0.0
                 a._share = None
 
@@ -276,7 +293,7 @@ class ProportionPlugin(Plugin):
             job = ssn.jobs.get(task.job_id or "")
             a = attrs.get(job.queue) if job is not None else None
             if a is not None:
-                a.allocated = a.allocated - task.req
+                np.subtract(a.allocated, task.req, out=a.allocated)
                 a.allocated[0] = 0.0
                 a._share = None
 

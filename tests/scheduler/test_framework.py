@@ -1,0 +1,191 @@
+"""Extension-point combination rules (volcano.md §4.5) and Statement exactness (§4.4)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from batch.model.info import JobInfo, TaskInfo
+from batch.model.status import TaskStatus
+from batch.scheduler import load_config
+from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.statement import Statement
+from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
+
+from .util import NOW, cluster, gang
+
+
+class Voter(Plugin):
+    """Test plugin: fixed votes/answers configured through arguments."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        self.vote = arguments.get_int("vote", ABSTAIN)
+        self.starving = arguments.get_str("starving", "")
+        self.victims = arguments.get_str("victims", "")
+        self.order = arguments.get_int("order", 0)
+
+    def on_session_open(self, ssn: Session) -> None:
+        ssn.add_job_enqueueable_fn(lambda j: self.vote)
+        ssn.add_job_pipelined_fn(lambda j: self.vote)
+        if self.starving:
+            ssn.add_job_starving_fn(lambda j: self.starving == "yes")
+        if self.victims:
+            keep = set(self.victims.split(",")) if self.victims != "none" else set()
+
+            def victims(_: TaskInfo, cands: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+                return [t for t in cands if t.name in keep], PERMIT
+
+            ssn.add_preemptable_fn(victims)
+        if self.order:
+            sign = self.order
+            ssn.add_job_order_fn(lambda a, b: sign * ((a.name > b.name) - (a.name < b.name)))
+
+
+for n in ("va", "vb", "vc"):
+    register_plugin(type(f"Voter_{n}", (Voter,), {"name": n}))
+
+
+def session(tiers: str) -> tuple[Session, JobInfo]:
+    c = cluster(1)
+    gang(c, "j", 2, phase="Pending", min_resources={"cpu": "1"})
+    gang(c, "k", 1, phase="Pending")
+    cfg = load_config(f"actions: allocate\ntiers: {tiers}")
+    ssn = Session(c, cfg, now=NOW)
+    return ssn, ssn.jobs["default/j"]
+
+
+@pytest.mark.parametrize(
+    ("tiers", "expected"),
+    [
+        # a Permit in tier 1 decides, later rejections are not consulted
+        (
+            f"[{{plugins: [{{name: va, arguments: {{vote: {PERMIT}}}}}]}},"
+            f" {{plugins: [{{name: vb, arguments: {{vote: {REJECT}}}}}]}}]",
+            True,
+        ),
+        # any Reject in a tier wins over a Permit in the same tier
+        (
+            f"[{{plugins: [{{name: va, arguments: {{vote: {PERMIT}}}}},"
+            f" {{name: vb, arguments: {{vote: {REJECT}}}}}]}}]",
+            False,
+        ),
+        # all abstain -> next tier decides
+        (
+            "[{plugins: [{name: va}]}, "
+            f"{{plugins: [{{name: vb, arguments: {{vote: {REJECT}}}}}]}}]",
+            False,
+        ),
+        # nothing decided -> true
+        ("[{plugins: [{name: va}, {name: vb}]}]", True),
+        # enableJobEnqueued: false removes the rejecting voter
+        (
+            "[{plugins: [{name: va, enableJobEnqueued: false, "
+            f"arguments: {{vote: {REJECT}}}}}]}}]",
+            True,
+        ),
+    ],
+)
+def test_vote_semantics(tiers: str, expected: bool) -> None:
+    ssn, job = session(tiers)
+    assert ssn.job_enqueueable(job)[0] is expected
+    ssn.rollback()
+
+
+def test_job_starving_uses_first_tier_that_registers() -> None:
+    ssn, job = session(
+        "[{plugins: [{name: va}]}, {plugins: [{name: vb, arguments: "
+        "{starving: 'yes'}}, {name: vc, arguments: {starving: 'yes'}}]}]"
+    )
+    assert ssn.job_starving(job) is True
+    ssn, job = session(
+        "[{plugins: [{name: va, arguments: {starving: 'no'}}]}, "
+        "{plugins: [{name: vb, arguments: {starving: 'yes'}}]}]"
+    )
+    assert ssn.job_starving(job) is False
+    ssn, job = session("[{plugins: [{name: va}]}]")
+    assert ssn.job_starving(job) is False
+
+
+def test_victim_intersection_per_tier() -> None:
+    ssn, _ = session(
+        "[{plugins: [{name: va, arguments: {victims: 'j-0,j-1'}}, "
+        "{name: vb, arguments: {victims: 'j-1,k-0'}}]}]"
+    )
+    tasks = sorted(ssn.cache.tasks.values(), key=lambda t: t.name)
+    got = ssn.preemptable(tasks[0], tasks)
+    assert [t.name for t in got] == ["j-1"]
+    # an empty result stops the tier; the next tier answers
+    ssn, _job = session(
+        "[{plugins: [{name: va, arguments: {victims: 'none'}}]}, "
+        "{plugins: [{name: vb, arguments: {victims: 'k-0'}}]}]"
+    )
+    got = ssn.preemptable(tasks[0], list(ssn.cache.tasks.values()))
+    assert [t.name for t in got] == ["k-0"]
+
+
+def test_order_first_nonzero_decides_and_switch_disables() -> None:
+    ssn, _ = session(
+        "[{plugins: [{name: va, arguments: {order: -1}}, {name: vb, arguments: {order: 1}}]}]"
+    )
+    key = ssn.job_order_key()
+    jobs = sorted(ssn.jobs.values(), key=key)
+    assert [j.name for j in jobs] == ["k", "j"]  # va (descending names) decides
+    ssn, _ = session(
+        "[{plugins: [{name: va, enableJobOrder: false, arguments: {order: -1}}, "
+        "{name: vb, arguments: {order: 1}}]}]"
+    )
+    jobs = sorted(ssn.jobs.values(), key=ssn.job_order_key())
+    assert [j.name for j in jobs] == ["j", "k"]
+
+
+def test_statement_discard_restores_exactly_and_commit_binds() -> None:
+    c = cluster(2, cpu="4")
+    gang(c, "g", 2, cpu="1")
+    c.apply(
+        "Pod",
+        "ADDED",
+        __import__("batch.model.fixtures", fromlist=["pod"]).pod(
+            "run", node_name="n1", phase="Running", cpu="2", group="g"
+        ),
+    )
+    cfg = load_config("actions: allocate\ntiers: [{plugins: [{name: gang}, {name: proportion}]}]")
+    ssn = Session(c, cfg, now=NOW)
+    job = ssn.jobs["default/g"]
+    used0 = ssn.nodes.used.copy()
+    counts0 = list(job.counts)
+    alloc0 = job.allocated.copy()
+    t0, t1 = sorted(
+        (t for t in job.tasks.values() if t.status is TaskStatus.PENDING), key=lambda t: t.name
+    )
+    running = next(t for t in job.tasks.values() if t.status is TaskStatus.RUNNING)
+    st = Statement(ssn)
+    st.allocate(t0, 0)
+    st.pipeline(t1, 1)
+    st.evict(running, "preempt")
+    assert job.counts[TaskStatus.ALLOCATED] == 1 and job.counts[TaskStatus.PIPELINED] == 1
+    assert running.status is TaskStatus.RELEASING
+    st.discard()
+    assert np.array_equal(ssn.nodes.used, used0)
+    assert not ssn.nodes.pipelined.any() and not ssn.nodes.releasing.any()
+    assert job.counts == counts0 and np.array_equal(job.allocated, alloc0)
+    assert t0.node_name == "" and running.status is TaskStatus.RUNNING
+    st = Statement(ssn)
+    st.allocate(t0, 0)
+    mark = st.save_operations()
+    st.allocate(t1, 0)
+    st.recover_operations(mark)
+    assert t1.status is TaskStatus.PENDING
+    st.evict(running, "preempt")
+    st.commit()
+    assert t0.status is TaskStatus.BINDING
+    assert [b.name for b in ssn.binds] == ["g-0"]
+    assert [(e.name, e.reason) for e in ssn.evictions] == [("run", "preempt")]
+    ssn.rollback()
+    assert job.counts == counts0 and t0.status is TaskStatus.PENDING
