@@ -23,7 +23,7 @@ No I/O, no wall clock: `now` is passed in (the simulator drives this on a virtua
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -282,13 +282,15 @@ def reconcile_job(
     commands: Sequence[Mapping[str, Any]] = (),
     deleted_pods: Sequence[Mapping[str, Any]] = (),
     priority_values: Mapping[str, int] | None = None,
+    missing_claims: Collection[str] = (),
 ) -> ReconcileResult:
     """Everything the controller wants done for one VCJob, in application order.
 
     `pods` are the job's pods (any version), `podgroup` its PodGroup `<job>-<uid>` or None,
     `commands` the bus Commands targeting it, `deleted_pods` pods the watch saw disappear that the
     controller did not delete (they raise PodEvicted), `priority_values` PriorityClass values by
-    name (task order for minResources).
+    name (task order for minResources), `missing_claims` the `volumes[].volumeClaimName`s that do
+    not exist (the job then creates no pods and stays Pending, retried).
     """
     result = ReconcileResult()
     m = meta(job)
@@ -510,6 +512,14 @@ def reconcile_job(
             if podgroup is not None:
                 new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
             counters, tsc = _counts(views, deleting_now)
+    if (
+        plan.phase in _SOFT_KILL_PHASES
+        and podgroup is not None
+        and not meta(podgroup).get("deletionTimestamp")
+        and not any(isinstance(a, DeleteObject) and a.ref.kind == "PodGroup" for a in new_actions)
+    ):
+        # Aborted/Completed/Failed/... jobs hold no PodGroup (Volcano's kill deletes it).
+        new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
     if plan.phase != phase and not plan.reason:
         plan.reason = plan.phase
 
@@ -544,8 +554,15 @@ def reconcile_job(
                     creates.append(PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}}))
             cres[LAYOUT_KEY] = layout
     pg_phase = str(((podgroup or {}).get("status") or {}).get("phase") or "")
+    absent = sorted(
+        claim for claim, _m, spec_ in job_volumes(job) if spec_ is None and claim in missing_claims
+    )
+    if absent:
+        result.notes.append(f"waiting for PersistentVolumeClaim(s) {', '.join(absent)}")
+        result.requeue(5.0)
     if (
-        plan.full_kill is None
+        not absent
+        and plan.full_kill is None
         and plan.target is None
         and plan.phase in (c.PENDING, c.RUNNING)
         and podgroup is not None

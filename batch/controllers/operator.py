@@ -26,7 +26,7 @@ import kopf
 
 from batch.controllers import constants as c
 from batch.controllers.job import reconcile_job
-from batch.controllers.jobspec import podgroup_name
+from batch.controllers.jobspec import job_volumes, podgroup_name
 from batch.controllers.kopflogin import connection_info
 from batch.controllers.podgroup import (
     CREATED_BY,
@@ -47,6 +47,7 @@ from batch.controllers.shell import (
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
     QUEUES,
     ApplyError,
     apply_actions,
@@ -137,6 +138,8 @@ class ControllerManager:
         self._scheduler: Any = None
         self.reconciles = 0
         self.errors = 0
+        self.max_requeue = 15
+        self._failures: dict[Key, int] = {}
 
     # -- keys -----------------------------------------------------------------------------------
     def enqueue(self, key: Key) -> None:
@@ -266,9 +269,8 @@ class ControllerManager:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.errors += 1
                 log.warning("reconcile %s failed: %s", "/".join(key), exc)
-                self.enqueue_later(key, 1.0)
+                await self._failed(key)
             finally:
                 self.queue.done(key)
 
@@ -305,10 +307,10 @@ class ControllerManager:
         try:
             await apply_actions(self._client(), result.actions, component="tephra-controllers")
         except ApplyError as exc:
-            self.errors += 1
             log.warning("%s: %s", "/".join(key), exc)
-            self.enqueue_later(key, 1.0)
+            await self._failed(key)
             return
+        self._failures.pop(key, None)
         if result.requeue_after is not None:
             if result.requeue_after <= 0:
                 self.enqueue(key)
@@ -317,6 +319,46 @@ class ControllerManager:
         if self.recorder is not None:
             with contextlib.suppress(Exception):
                 self.recorder(key, result)
+
+    async def _failed(self, key: Key) -> None:
+        """Retry with backoff; a job that keeps failing is terminated (Volcano's
+        --max-requeue-num, default 15) through a TerminateJob Command."""
+        self.errors += 1
+        n = self._failures.get(key, 0) + 1
+        self._failures[key] = n
+        if key[0] == "job" and n > self.max_requeue:
+            self._failures.pop(key, None)
+            with contextlib.suppress(Exception):
+                await self._terminate(key[1], key[2])
+        self.enqueue_later(key, min(30.0, 0.5 * 2 ** min(n, 6)))
+
+    async def _terminate(self, ns: str, name: str) -> None:
+        client = self._client()
+        job = await get_or_none(client, JOBS, name, ns)
+        if job is None:
+            return
+        ref = {
+            "apiVersion": c.BATCH_API,
+            "kind": "Job",
+            "name": name,
+            "uid": job["metadata"].get("uid"),
+            "controller": True,
+        }
+        body = {
+            "apiVersion": c.BUS_API,
+            "kind": "Command",
+            "metadata": {
+                "generateName": f"{name}-terminatejob-",
+                "namespace": ns,
+                "ownerReferences": [ref],
+            },
+            "action": c.TERMINATE_JOB,
+            "target": ref,
+            "reason": "MaxRequeueExceeded",
+            "message": f"syncing the job failed more than {self.max_requeue} times",
+        }
+        log.warning("job %s/%s failed too often; terminating it", ns, name)
+        await client.create(COMMANDS, body, namespace=ns)
 
     async def process_job(self, ns: str, name: str) -> None:
         client = self._client()
@@ -347,6 +389,10 @@ class ControllerManager:
             )
         ]
         deleted = self.deleted_pods.pop(uid, [])
+        missing = set()
+        for claim, _mount, claim_spec in job_volumes(job):
+            if claim_spec is None and await get_or_none(client, PVCS, claim, ns) is None:
+                missing.add(claim)
         result = reconcile_job(
             job,
             pods,
@@ -355,6 +401,7 @@ class ControllerManager:
             commands=commands,
             deleted_pods=deleted,
             priority_values=await self._priority_values(),
+            missing_claims=missing,
         )
         await self._apply(("job", ns, name), result)
 

@@ -251,3 +251,17 @@ def test_ttl_after_finished_deletes_job() -> None:
     assert h.cluster.get("Job", "ns", "job") is not None
     h.step(21)
     assert h.cluster.get("Job", "ns", "job") is None
+
+
+def test_missing_named_claim_keeps_job_pending() -> None:
+    h = Harness(make_job(volumes=[{"mountPath": "/d", "volumeClaimName": "absent"}]))
+    h.step()
+    h.cluster.set_podgroup_phase(h.job, "Inqueue")
+    from batch.controllers.job import reconcile_job
+
+    job = h.cluster.get("Job", "ns", "job")
+    res = reconcile_job(job, [], h.podgroup(), now=h.clock.now, missing_claims={"absent"})
+    assert [a for a in res.actions if isinstance(a, CreateObject)] == []
+    assert res.requeue_after == 5.0
+    res2 = reconcile_job(job, [], h.podgroup(), now=h.clock.now, missing_claims=set())
+    assert len([a for a in res2.actions if isinstance(a, CreateObject)]) == 2

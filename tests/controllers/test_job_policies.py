@@ -351,3 +351,13 @@ def test_restart_job_command_from_pending() -> None:
     h.step(1)
     assert h.status["retryCount"] == 1
     assert h.phase == c.PENDING
+
+
+def test_failed_after_max_retry_leaves_no_podgroup() -> None:
+    h = _failed_job([{"event": "PodFailed", "action": "RestartJob"}], maxRetry=1)
+    h.pod("job-worker-0", "Failed")
+    h.step(1)
+    assert h.phase == c.FAILED
+    assert h.status["retryCount"] == 1
+    assert h.podgroup() is None
+    assert h.step(1).actions == []
