@@ -280,6 +280,21 @@ def queue_facts(obj: Mapping[str, Any]) -> QueueInfo:
     )
 
 
+_QUOTA_KEY_PREFIXES = ("requests.", "limits.", "count/")
+
+
+def scheduling_resources(rl: Mapping[str, Any]) -> dict[str, int]:
+    """A PodGroup's minResources as scheduling dimensions.
+
+    The job controller writes Kubernetes quota-usage keys beside the plain ones (`count/pods`,
+    `requests.cpu`, `limits.memory`, ...; volcano.md §1.3). Like Volcano's `NewResource`, only
+    the plain resource names count: quota keys are not node dimensions and would otherwise make
+    every gang with minResources look unplaceable.
+    """
+    plain = {k: v for k, v in rl.items() if not str(k).startswith(_QUOTA_KEY_PREFIXES)}
+    return parse_resource_list(plain)
+
+
 def podgroup_facts(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = meta_of(obj)
     spec = _mapping(obj.get("spec"))
@@ -292,7 +307,7 @@ def podgroup_facts(obj: Mapping[str, Any]) -> dict[str, Any]:
         "queue": str(spec.get("queue") or DEFAULT_QUEUE),
         "min_available": int(mm) if isinstance(mm, int) else 1,
         "min_task_member": {str(k): int(v) for k, v in _mapping(spec.get("minTaskMember")).items()},
-        "min_resources": parse_resource_list(_mapping(min_res)) if min_res is not None else None,
+        "min_resources": scheduling_resources(_mapping(min_res)) if min_res is not None else None,
         "phase": str(status.get("phase") or "Pending"),
         "priority_class_name": str(spec.get("priorityClassName") or ""),
         "creation": parse_time(meta.get("creationTimestamp")),
