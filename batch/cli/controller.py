@@ -43,11 +43,6 @@ def controller(
         raise click.BadParameter(
             f"kubeconfig {kubeconfig} does not exist", param_hint="--kubeconfig"
         )
-    if db_url:
-        click.echo(
-            "note: --db is accepted; ledger recording from the controllers is not wired yet",
-            err=True,
-        )
     from batch.controllers.runner import ControllerComponent
 
     stop = threading.Event()
@@ -57,7 +52,7 @@ def controller(
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    component = ControllerComponent(scheduler_names=scheduler_names, workers=workers)
+    component = ControllerComponent(scheduler_names=scheduler_names, workers=workers, db_url=db_url)
     component.start(kubeconfig=kubeconfig, stop=stop)
     if not component.wait_ready(60):
         click.echo("error: controllers did not become ready within 60 s", err=True)

@@ -140,6 +140,7 @@ class ControllerManager:
         self.errors = 0
         self.max_requeue = 15
         self._failures: dict[Key, int] = {}
+        self._last_seen: dict[str, dict[str, Any]] = {}
 
     # -- keys -----------------------------------------------------------------------------------
     def enqueue(self, key: Key) -> None:
@@ -160,6 +161,38 @@ class ControllerManager:
             misfire_grace_time=None,
         )
 
+    # -- ledger -------------------------------------------------------------------------------
+    def record(self, kind: str, etype: str, body: Mapping[str, Any]) -> None:
+        """Hand the object change to the ledger recorder (idempotent facts; never raises)."""
+        if self.recorder is None:
+            return
+        try:
+            from batch.ledger import (
+                events_from_job,
+                events_from_pod,
+                events_from_podgroup,
+                events_from_queue,
+            )
+
+            uid = str((body.get("metadata") or {}).get("uid") or "")
+            old = self._last_seen.get(uid)
+            new: dict[str, Any] | None = None if etype == "DELETED" else dict(body)
+            if new is None:
+                self._last_seen.pop(uid, None)
+            else:
+                self._last_seen[uid] = new
+            convert = {
+                "job": events_from_job,
+                "pod": events_from_pod,
+                "podgroup": events_from_podgroup,
+                "queue": events_from_queue,
+            }[kind]
+            events = convert(old, new)
+            if events:
+                self.recorder.record(events)
+        except Exception:
+            log.exception("ledger: recording a %s change failed", kind)
+
     # -- kopf -----------------------------------------------------------------------------------
     def registry(self) -> kopf.OperatorRegistry:
         reg = kopf.OperatorRegistry()
@@ -170,20 +203,24 @@ class ControllerManager:
             return connection_info(kubeconfig)
 
         @kopf.on.event(c.BATCH_GROUP, c.BATCH_VERSION, "jobs", registry=reg)
-        def _job(body: Mapping[str, Any], **_: Any) -> None:
+        def _job(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+            self.record("job", str(event.get("type") or ""), body)
             m = body.get("metadata") or {}
             self.enqueue(("job", str(m.get("namespace")), str(m.get("name"))))
 
         @kopf.on.event("v1", "pods", registry=reg)
         def _pod(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+            self.record("pod", str(event.get("type") or ""), body)
             self.on_pod_event(str(event.get("type") or ""), body)
 
         @kopf.on.event(c.SCHED_GROUP, c.SCHED_VERSION, "podgroups", registry=reg)
-        def _pg(body: Mapping[str, Any], **_: Any) -> None:
+        def _pg(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+            self.record("podgroup", str(event.get("type") or ""), body)
             self.on_podgroup_event(body)
 
         @kopf.on.event(c.SCHED_GROUP, c.SCHED_VERSION, "queues", registry=reg)
         def _queue(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+            self.record("queue", str(event.get("type") or ""), body)
             self.on_queue_event(str(event.get("type") or ""), body)
 
         @kopf.on.event(c.BUS_GROUP, c.BUS_VERSION, "commands", registry=reg)
@@ -316,9 +353,6 @@ class ControllerManager:
                 self.enqueue(key)
             else:
                 self.enqueue_later(key, result.requeue_after)
-        if self.recorder is not None:
-            with contextlib.suppress(Exception):
-                self.recorder(key, result)
 
     async def _failed(self, key: Key) -> None:
         """Retry with backoff; a job that keeps failing is terminated (Volcano's

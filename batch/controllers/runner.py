@@ -32,8 +32,11 @@ class ControllerComponent:
         scheduler_names: Sequence[str] = c.DEFAULT_SCHEDULER_NAMES,
         adapters: Sequence[Any] | None = None,
         workers: int = 4,
+        db_url: str | None = None,
     ) -> None:
         self.options = options
+        self.db_url = db_url or getattr(options, "db_url", None)
+        self.recorder: Any = None
         self.scheduler_names = tuple(scheduler_names)
         self.adapters = adapters
         self.workers = workers
@@ -50,11 +53,19 @@ class ControllerComponent:
             return
         if stop is not None:
             self._stop = stop
+        db_url = self.db_url or getattr(options, "db_url", None)
+        if db_url:
+            from batch.ledger import Recorder
+            from batch.ledger.migrate import upgrade
+
+            upgrade(db_url)
+            self.recorder = Recorder(db_url)
         self.manager = ControllerManager(
             kubeconfig,
             scheduler_names=self.scheduler_names,
             adapters=self.adapters,
             workers=self.workers,
+            recorder=self.recorder,
         )
         manager = self.manager
 
@@ -77,6 +88,9 @@ class ControllerComponent:
         if self._thread is not None:
             self._thread.join(timeout=15)
             self._thread = None
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
 
 
 def start_controllers(
