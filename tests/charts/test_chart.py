@@ -348,6 +348,7 @@ def test_default_install_objects(rendered: dict[str, list[Doc]]) -> None:
     for comp in ("scheduler", "controller"):
         args = _containers(one(docs, "Deployment", name_of(comp)))[0]["args"]
         assert "--leader-elect" in args
+        assert f"--lease-namespace={NAMESPACE}" in args
         role = one(docs, "Role", f"{name_of(comp)}-leader-election")
         assert role["metadata"]["namespace"] == NAMESPACE
         assert rule_allows(role["rules"], "coordination.k8s.io", "leases", "update")
@@ -369,6 +370,7 @@ def test_scheduler_flags_and_configuration(rendered: dict[str, list[Doc]]) -> No
         "--scheduler-name=volcano",
         "--schedule-period=1s",
         "--leader-elect",
+        f"--lease-namespace={NAMESPACE}",
         "--metrics-port=8080",
         "--healthz-port=11251",
     ]
@@ -742,6 +744,9 @@ def test_ledger_sqlite_on_a_pvc(rendered: dict[str, list[Doc]]) -> None:
     assert aff[0]["topologyKey"] == "kubernetes.io/hostname"
     assert not find(docs, "PodDisruptionBudget", name_of("controller"))
     assert not find(docs, "Secret")
+    # The SQLite file is the controller's alone.
+    sched = _containers(one(docs, "Deployment", name_of("scheduler")))[0]
+    assert "TEPHRA_DB_URL" not in _env(sched)
 
 
 def test_ledger_sqlite_variants(rendered: dict[str, list[Doc]]) -> None:
@@ -779,6 +784,9 @@ def test_ledger_from_an_existing_secret(rendered: dict[str, list[Doc]]) -> None:
     assert not [v for v in _pod_spec(deploy)["volumes"] if v["name"] == "ledger"]
     assert "podAntiAffinity" in _pod_spec(deploy)["affinity"]
     one(docs, "PodDisruptionBudget", name_of("controller"))
+    # The scheduler writes to the same database.
+    sched = _containers(one(docs, "Deployment", name_of("scheduler")))[0]
+    assert _env(sched)["TEPHRA_DB_URL"] == _env(c)["TEPHRA_DB_URL"]
 
 
 def test_ledger_url_is_held_in_a_secret(rendered: dict[str, list[Doc]]) -> None:
@@ -830,3 +838,35 @@ def test_service_monitors(rendered: dict[str, list[Doc]]) -> None:
         assert m["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
         assert m["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"]
         assert m["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+@pytest.mark.parametrize("combo", ["default", "production"])
+def test_rendered_configuration_loads_in_the_scheduler(
+    rendered: dict[str, list[Doc]], combo: str
+) -> None:
+    """The ConfigMap is accepted by the scheduler's own loader (batch.scheduler.config).
+
+    Actions or plugins the scheduler does not implement yet are left out of the check and the
+    test is reported as skipped, naming them, until they are registered.
+    """
+    from batch.scheduler.config import load_config
+    from batch.scheduler.framework.registry import ACTIONS, PLUGINS, ensure_builtins
+
+    ensure_builtins()
+    cm = one(rendered[combo], "ConfigMap", f"{name_of('scheduler')}-config")
+    text = cm["data"]["volcano-scheduler.conf"]
+    doc = yaml.safe_load(text)
+    actions = [a.strip() for a in doc["actions"].split(",")]
+    missing = [a for a in actions if a not in ACTIONS]
+    missing += [p["name"] for t in doc["tiers"] for p in t["plugins"] if p["name"] not in PLUGINS]
+    if not missing:
+        conf = load_config(text)
+        assert list(conf.actions) == actions
+        return
+    doc["actions"] = ", ".join(a for a in actions if a in ACTIONS)
+    doc["tiers"] = [
+        {"plugins": [p for p in t["plugins"] if p["name"] in PLUGINS]} for t in doc["tiers"]
+    ]
+    doc["configurations"] = [c for c in doc.get("configurations", []) if c["name"] in ACTIONS]
+    load_config(yaml.safe_dump(doc))
+    pytest.skip(f"the scheduler does not implement {missing} yet; the rest of {combo} loads")
