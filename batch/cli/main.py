@@ -26,6 +26,8 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "job": ("batch.cli.job:job", "Run and manage Volcano jobs (vcctl job)."),
     "queue": ("batch.cli.queue:queue", "Create and manage queues (vcctl queue)."),
     "webhook": ("batch.cli.webhook:webhook", "Serve the admission webhooks over HTTPS."),
+    "sim": ("batch.cli.sim:sim", "Replay a GPU-cluster trace through the scheduler (simulator)."),
+    "whatif": ("batch.cli.whatif:whatif", "Replay the ledger with proposed queue weights."),
 }
 
 

@@ -1,0 +1,79 @@
+"""`tephra whatif`: replay the ledger's recorded submissions with proposed queue changes.
+
+Thin shell over `batch.sim.whatif`: reads the workload from the ledger (`--db`, `--since`), the
+cluster from `--cluster`, runs Tephra's scheduler once with today's queue configuration and once
+with the `--set` changes, and prints who gains and who loses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+__all__ = ["whatif"]
+
+
+@click.command("whatif")
+@click.option("--db", required=True, help="Ledger database URL (as for tephra db / report).")
+@click.option("--since", default="7d", show_default=True, help="Replay submissions of this window.")
+@click.option(
+    "--set",
+    "changes",
+    multiple=True,
+    required=True,
+    help="A queue change, e.g. queue=q1,weight=3 or queue=q2,capability.nvidia.com/gpu=16 "
+    "(repeatable).",
+)
+@click.option(
+    "--cluster",
+    "cluster_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="Cluster spec YAML or Node manifests (e.g. the file given to tephra sandbox up --nodes).",
+)
+@click.option(
+    "--scheduler-conf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="volcano-scheduler.conf (default: the one Tephra ships).",
+)
+@click.option("--period", type=float, default=1.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def whatif(
+    db: str,
+    since: str,
+    changes: tuple[str, ...],
+    cluster_file: Path,
+    scheduler_conf: Path | None,
+    period: float,
+    as_json: bool,
+) -> None:
+    """Compare today's queue configuration with a proposed one on recorded submissions."""
+    from batch.sim.cluster import load_cluster_file
+    from batch.sim.errors import SimInputError
+    from batch.sim.traces.ledger import load_ledger
+    from batch.sim.whatif import compare_queue_configs, format_whatif, parse_change
+
+    try:
+        parsed = [parse_change(c) for c in changes]
+        cluster = load_cluster_file(cluster_file)
+        workload = load_ledger(db, since=since, cluster=cluster)
+        if not workload.jobs:
+            raise SimInputError(
+                f"--db: no jobs with a known run time submitted in the last {since}"
+            )
+        conf = scheduler_conf.read_text() if scheduler_conf is not None else None
+        click.echo(
+            f"replaying {len(workload.jobs)} recorded jobs on {cluster.node_count} nodes "
+            f"({cluster.gpu_milli_total / 1000:g} GPUs), twice",
+            err=True,
+        )
+        result = compare_queue_configs(workload, parsed, conf=conf, period=period)
+    except SimInputError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({"queues": result.rows}, indent=2))
+    else:
+        click.echo(format_whatif(result))

@@ -1,0 +1,34 @@
+"""The narrow interface between the simulator and the scheduler it drives.
+
+Why this exists: the engine must not know how the scheduler is built, only that it is fed
+Kubernetes objects as watch events and answers, once per cycle, with decisions. In production
+the same two calls are made by the scheduler service (watch events -> cache, session ->
+binder/evictor/status writer). `RealScheduler` (in `batch.sim.real`) is the implementation that
+runs Tephra's actual `batch.scheduler` session on a `batch.model.cache.ClusterCache`; there is no
+other scheduler in the simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["CycleOutcome", "SchedulerBackend"]
+
+
+@dataclass(slots=True)
+class CycleOutcome:
+    """What one scheduling cycle decided, in API terms."""
+
+    binds: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, node)
+    evictions: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, reason)
+    podgroup_phases: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, name) -> phase
+    seconds: float = 0.0  # wall time spent in the cycle
+
+
+class SchedulerBackend(Protocol):
+    """A scheduler fed watch events and asked for one cycle's decisions at virtual time `now`."""
+
+    def apply(self, kind: str, event: str, obj: dict[str, Any]) -> None: ...
+
+    def cycle(self, now: float) -> CycleOutcome: ...

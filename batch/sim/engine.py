@@ -1,0 +1,516 @@
+"""Discrete-event simulation of a cluster driven by the real scheduling cycle.
+
+Why this exists: to replay a workload through the scheduler that runs in production, on a
+virtual clock, fast. The engine owns a virtual cluster of Kubernetes objects (Nodes, Queues,
+PodGroups, Pods) and plays every part around the scheduler:
+
+* the **job controller** — through a lifecycle (`batch.sim.lifecycle`): by default the real
+  VCJob reconciler of `batch.controllers` (PodGroup first, pods only once the scheduler moves
+  the PodGroup out of Pending, `PodEvicted -> RestartJob` with maxRetry), or a built-in fast
+  equivalent of that handshake; a finished job's objects are deleted (`ttlSecondsAfterFinished:
+  0`);
+* the **API server and kubelet** — a bind sets `spec.nodeName` and the pod runs at once; every
+  change reaches the scheduler as a watch event (`SchedulerBackend.apply`);
+* the **clock** — events are arrivals, completions and scheduling cycles at the configured
+  period; when no cycle can change anything (nothing pending, or the last cycle changed nothing
+  and no event arrived) the clock jumps to the next arrival or completion.
+
+A job's run time starts when `min_available` of its pods run (the whole gang: a distributed
+job cannot make progress with part of its workers). GPUs held by bound pods of a job that has
+not started are counted as partial-allocation waste.
+
+Policy switches that are not scheduler configuration live in `EngineOptions`: `gang` (PodGroup
+minMember = gang size, or 1 for pod-at-a-time baselines), `gate_pods` (the enqueue handshake, or
+pods created at arrival like a plain Deployment/Job) and `single_queue` (submit everything to
+one queue, for baselines without queues). Metrics are collected on the way
+(`batch.sim.metrics`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from batch.sim.backend import CycleOutcome, SchedulerBackend
+from batch.sim.metrics import JobRecord, MetricsRecorder
+from batch.sim.workload import SimJob, Workload
+
+__all__ = ["EngineOptions", "SimResult", "Simulation"]
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "sim"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+EPOCH = 1_577_836_800.0  # 2020-01-01T00:00:00Z: virtual time 0, for creationTimestamps
+SINGLE_QUEUE = "default"
+KIND_COMPLETE = 0  # heap event: the job's run time has elapsed
+KIND_WAKE = 1  # heap event: the lifecycle asked to look at the job again (policy timeouts)
+
+ProgressFn = Callable[[int, int, float], None]  # (jobs finished, jobs total, virtual time)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    period: float = 1.0
+    gang: bool = True
+    gate_pods: bool = True
+    single_queue: bool = False
+    scheduler_name: str = "volcano"
+    lifecycle: str = "volcano"  # "volcano": the real job reconciler; "fast": built-in handshake
+    horizon: float | None = None  # stop at this virtual time (None: derived from the workload)
+    samples: int = 400
+
+
+@dataclass(slots=True)
+class SimResult:
+    jobs: list[JobRecord]
+    metrics: MetricsRecorder
+    sessions: int
+    session_seconds: float
+    events: int
+    wall_s: float
+    end_time: float
+    unfinished: int
+
+
+class SimPod:
+    """A pod of the virtual cluster: its current object and the engine's bookkeeping."""
+
+    __slots__ = ("done", "gpu", "name", "node", "obj")
+
+    def __init__(self, name: str, obj: dict[str, Any], gpu: int) -> None:
+        self.name = name
+        self.obj = obj
+        self.gpu = gpu
+        self.node: str | None = None
+        self.done = False
+
+
+class JobRun:
+    """One job's life in the simulation (all attempts)."""
+
+    __slots__ = (
+        "attempt",
+        "bound",
+        "complete",
+        "finished",
+        "held_gpu",
+        "held_since",
+        "index",
+        "job",
+        "pg",
+        "pods",
+        "queue_idx",
+        "record",
+        "started",
+        "state",
+    )
+
+    def __init__(self, index: int, job: SimJob, queue_idx: int, record: JobRecord) -> None:
+        self.index = index
+        self.job = job
+        self.queue_idx = queue_idx
+        self.record = record
+        self.attempt = 0  # bumped whenever a started gang breaks; stale completions are ignored
+        self.pg: dict[str, Any] | None = None
+        self.pods: dict[str, SimPod] = {}
+        self.bound = 0  # pods on a node and not finished
+        self.held_gpu = 0  # GPUs of those pods while the job has not started
+        self.held_since = 0.0
+        self.started = False
+        self.complete = False  # the current attempt ran its full run time
+        self.finished = False
+        self.state: Any = None  # lifecycle-specific (the VCJob object for the reconciler)
+
+
+def timestamp(t: float) -> str:
+    """RFC 3339 creationTimestamp for virtual time `t`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH + t))
+
+
+def quantity(milli: int) -> str:
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def pod_requests(cpu_milli: int, memory_bytes: int, gpu_milli: int) -> dict[str, str]:
+    requests = {"cpu": f"{cpu_milli}m"}
+    if memory_bytes:
+        requests["memory"] = str(memory_bytes)
+    if gpu_milli:
+        requests["nvidia.com/gpu"] = quantity(gpu_milli)
+    return requests
+
+
+def running_status(now: float) -> dict[str, Any]:
+    return {
+        "phase": "Running",
+        "startTime": timestamp(now),
+        "containerStatuses": [
+            {"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}
+        ],
+    }
+
+
+def succeeded_status(now: float) -> dict[str, Any]:
+    return {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {
+                "name": "main",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "finishedAt": timestamp(now)}},
+            }
+        ],
+    }
+
+
+class Simulation:
+    """One replay of `workload` through `backend` under `options`."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        backend: SchedulerBackend,
+        *,
+        options: EngineOptions | None = None,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        from batch.sim.lifecycle import make_lifecycle
+
+        self.workload = workload
+        self.backend = backend
+        self.options = options or EngineOptions()
+        self.progress = progress
+        queues = [q.name for q in workload.cluster.queues]
+        for job in workload.jobs:
+            if job.queue not in queues:
+                queues.append(job.queue)
+        self.queue_names = queues
+        self._queue_idx = {q: i for i, q in enumerate(queues)}
+        self.metrics = MetricsRecorder(workload, queue_names=queues, samples=self.options.samples)
+        #: what the scheduler is shown of a PodGroup (a lifecycle may install a translation)
+        self.podgroup_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        self.lifecycle = make_lifecycle(self.options.lifecycle, self)
+        self.runs: list[JobRun] = []
+        self._by_pg: dict[str, JobRun] = {}
+        self._pod_owner: dict[str, JobRun] = {}
+        self._heap: list[tuple[float, int, int, int, int]] = []  # (t, seq, kind, job, attempt)
+        self._seq = 0
+        self._pending_pgs = 0  # PodGroups in phase Pending (waiting for enqueue)
+        self._unbound = 0  # pods not on a node and not finished
+        self._finished = 0
+        self._events = 0
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def _load_cluster(self) -> None:
+        from batch.sim.cluster import QueueSpec, queue_object
+
+        cluster = self.workload.cluster
+        for node in cluster.node_objects():
+            self.backend.apply("Node", "ADDED", node)
+        for hn in cluster.hypernode_objects():
+            self.backend.apply("HyperNode", "ADDED", hn)
+        if self.options.single_queue:
+            self.backend.apply("Queue", "ADDED", queue_object(QueueSpec(name=SINGLE_QUEUE)))
+            return
+        declared = {q.name for q in cluster.queues}
+        for q in cluster.queue_objects():
+            self.backend.apply("Queue", "ADDED", q)
+        for name in self.queue_names:
+            if name not in declared:
+                self.backend.apply("Queue", "ADDED", queue_object(QueueSpec(name=name)))
+
+    def queue_of(self, run: JobRun) -> str:
+        return SINGLE_QUEUE if self.options.single_queue else run.job.queue
+
+    # -- primitives used by the lifecycles ------------------------------------------------------
+
+    def add_pod(self, run: JobRun, obj: dict[str, Any], gpu: int) -> None:
+        name = obj["metadata"]["name"]
+        pod = SimPod(name, obj, gpu)
+        run.pods[name] = pod
+        self._pod_owner[name] = run
+        self._unbound += 1
+        self.backend.apply("Pod", "ADDED", obj)
+
+    def update_pod(self, run: JobRun, pod: SimPod, obj: dict[str, Any], *, notify: bool) -> None:
+        pod.obj = obj
+        if notify:
+            self.backend.apply("Pod", "MODIFIED", obj)
+
+    def finish_pod(self, run: JobRun, pod: SimPod, obj: dict[str, Any], now: float) -> None:
+        """The pod terminated (Succeeded/Failed): it no longer holds its node's resources."""
+        if pod.done:
+            return
+        self._unplace(run, pod, now)
+        pod.done = True
+        self.update_pod(run, pod, obj, notify=True)
+
+    def _unplace(self, run: JobRun, pod: SimPod, now: float) -> None:
+        if pod.done:
+            return
+        if pod.node is None:
+            self._unbound -= 1
+            return
+        self.metrics.gpu_change(now, run.queue_idx, -pod.gpu)
+        run.bound -= 1
+        if run.started:
+            if not run.complete and run.bound < run.job.min_available:
+                # The running gang broke: this attempt is over (its completion is now stale).
+                run.started = False
+                run.attempt += 1
+                run.held_since = now
+                run.held_gpu = sum(
+                    p.gpu
+                    for p in run.pods.values()
+                    if p is not pod and p.node is not None and not p.done
+                )
+        else:
+            self._account_waste(run, now)
+            run.held_gpu -= pod.gpu
+
+    def remove_pod(self, run: JobRun, name: str, now: float) -> None:
+        pod = run.pods.pop(name, None)
+        if pod is None:
+            return
+        self._unplace(run, pod, now)
+        pod.done = True
+        self._pod_owner.pop(name, None)
+        self.backend.apply("Pod", "DELETED", pod.obj)
+
+    def put_podgroup(self, run: JobRun, obj: dict[str, Any]) -> None:
+        """Create or update the job's PodGroup (ADDED when it has none)."""
+        old = run.pg
+        if old is not None and old["status"].get("phase") == "Pending":
+            self._pending_pgs -= 1
+        if obj.get("status", {}).get("phase", "Pending") == "Pending":
+            self._pending_pgs += 1
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
+        run.pg = obj
+        self._by_pg[obj["metadata"]["name"]] = run
+        view = self.podgroup_view(obj) if self.podgroup_view is not None else obj
+        self.backend.apply("PodGroup", "ADDED" if old is None else "MODIFIED", view)
+
+    def remove_podgroup(self, run: JobRun) -> None:
+        pg = run.pg
+        if pg is None:
+            return
+        if pg["status"].get("phase") == "Pending":
+            self._pending_pgs -= 1
+        self._by_pg.pop(pg["metadata"]["name"], None)
+        run.pg = None
+        view = self.podgroup_view(pg) if self.podgroup_view is not None else pg
+        self.backend.apply("PodGroup", "DELETED", view)
+
+    def finish(self, run: JobRun, now: float, *, phase: str) -> None:
+        """The job reached a final phase: record it and remove its objects (TTL 0)."""
+        if run.finished:
+            return
+        self._account_waste(run, now)
+        run.finished = True
+        for name in list(run.pods):
+            self.remove_pod(run, name, now)
+        self.remove_podgroup(run)
+        run.record.finish = now
+        run.record.phase = phase
+        self._finished += 1
+        self.metrics.job_left(run.queue_idx, run.job.gpu_milli)
+
+    def schedule(self, t: float, kind: int, run: JobRun) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, run.index, run.attempt))
+
+    def _account_waste(self, run: JobRun, now: float) -> None:
+        if run.held_gpu and not run.started:
+            run.record.wasted_gpu_s += run.held_gpu / 1000 * (now - run.held_since)
+        run.held_since = now
+
+    def _start(self, run: JobRun, now: float) -> None:
+        self._account_waste(run, now)
+        run.started = True
+        run.held_gpu = 0
+        if run.record.start is None:
+            run.record.start = now
+        self.schedule(now + run.job.run_time, KIND_COMPLETE, run)
+
+    # -- decisions ------------------------------------------------------------------------------
+
+    def _apply(self, outcome: CycleOutcome, now: float) -> bool:
+        changed = False
+        victims: dict[int, list[str]] = {}
+        for _ns, name, _reason in outcome.evictions:
+            run = self._pod_owner.get(name)
+            if run is None or name not in run.pods:
+                continue
+            victims.setdefault(run.index, []).append(name)
+            run.record.evictions += 1
+        for idx, names in victims.items():
+            changed = True
+            self.metrics.preemptions += 1
+            self.lifecycle.pods_evicted(self.runs[idx], names, now)
+        bound_runs: dict[int, JobRun] = {}
+        for _ns, name, node in outcome.binds:
+            run = self._pod_owner.get(name)
+            if run is None:
+                continue
+            pod = run.pods[name]
+            if pod.node is not None or pod.done:
+                continue
+            changed = True
+            pod.node = node
+            old = pod.obj
+            self.update_pod(
+                run,
+                pod,
+                {
+                    **old,
+                    "spec": {**old["spec"], "nodeName": node},
+                    "status": running_status(now),
+                },
+                notify=True,
+            )
+            self._unbound -= 1
+            self.metrics.gpu_change(now, run.queue_idx, pod.gpu)
+            run.bound += 1
+            if not run.started:
+                self._account_waste(run, now)
+                run.held_gpu += pod.gpu
+                if run.bound >= run.job.min_available:
+                    self._start(run, now)
+            bound_runs[run.index] = run
+        for run in bound_runs.values():
+            self.lifecycle.pods_bound(run, now)
+        for (_ns, pg_name), phase in outcome.podgroup_phases.items():
+            run = self._by_pg.get(pg_name)
+            if run is None or run.pg is None:
+                continue
+            if phase == run.pg["status"].get("phase"):
+                continue
+            self.put_podgroup(run, {**run.pg, "status": {**run.pg["status"], "phase": phase}})
+            if self.lifecycle.podgroup_phase(run, phase, now):
+                changed = True
+        return changed
+
+    # -- main loop ------------------------------------------------------------------------------
+
+    def _horizon(self) -> float:
+        if self.options.horizon is not None:
+            return self.options.horizon
+        jobs = self.workload.jobs
+        if not jobs:
+            return 0.0
+        total_gpu = max(self.workload.cluster.gpu_milli_total, 1)
+        work = sum(j.run_time * max(j.gpu_milli, 1) for j in jobs) / total_gpu
+        longest = max(j.run_time for j in jobs)
+        return jobs[-1].submit + 4 * (work + longest) + 86_400.0
+
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        period = self.options.period
+        self._load_cluster()
+        jobs = self.workload.jobs
+        self.runs = []
+        for i, job in enumerate(jobs):
+            rec = JobRecord(
+                name=job.name,
+                queue=job.queue,
+                submit=job.submit,
+                gpus=job.gpu_milli / 1000,
+                pods=job.pods,
+                run_time=job.run_time,
+            )
+            self.runs.append(JobRun(i, job, self._queue_idx[job.queue], rec))
+        horizon = self._horizon()
+        n = len(jobs)
+        next_arrival = 0
+        last_session = -math.inf
+        dirty = False
+        sessions = 0
+        session_seconds = 0.0
+        now = 0.0
+        heap = self._heap
+        runs = self.runs
+        lifecycle = self.lifecycle
+        metrics = self.metrics
+        progress_every = max(n // 200, 1)
+        last_reported = -1
+        while True:
+            t_evt = jobs[next_arrival].submit if next_arrival < n else math.inf
+            if heap and heap[0][0] < t_evt:
+                t_evt = heap[0][0]
+            if dirty and (self._pending_pgs or self._unbound):
+                ts = last_session + period
+            elif t_evt == math.inf:
+                break
+            else:
+                ts = max(math.ceil(t_evt / period) * period, last_session + period)
+            if ts > horizon:
+                now = horizon
+                break
+            # Apply every event up to the cycle, each at its own time.
+            while True:
+                if (
+                    next_arrival < n
+                    and jobs[next_arrival].submit <= ts
+                    and (not heap or jobs[next_arrival].submit <= heap[0][0])
+                ):
+                    run = runs[next_arrival]
+                    next_arrival += 1
+                    now = run.job.submit
+                    metrics.advance(now)
+                    metrics.job_arrived(run.queue_idx, run.job.gpu_milli)
+                    lifecycle.submitted(run, now)
+                elif heap and heap[0][0] <= ts:
+                    now, _seq, kind, idx, attempt = heapq.heappop(heap)
+                    run = runs[idx]
+                    metrics.advance(now)
+                    if run.finished or run.attempt != attempt:
+                        continue
+                    if kind == KIND_COMPLETE:
+                        if run.started:
+                            run.complete = True
+                            lifecycle.run_finished(run, now)
+                    else:
+                        lifecycle.wake(run, now)
+                else:
+                    break
+                self._events += 1
+            now = ts
+            metrics.advance(now)
+            last_session = ts
+            if self._pending_pgs or self._unbound:
+                c0 = time.perf_counter()
+                outcome = self.backend.cycle(ts)
+                session_seconds += time.perf_counter() - c0
+                sessions += 1
+                self._events += 1
+                dirty = self._apply(outcome, ts)
+            else:
+                dirty = False
+            if self.progress is not None and self._finished // progress_every != last_reported:
+                last_reported = self._finished // progress_every
+                self.progress(self._finished, n, now)
+        end = now
+        for run in runs:
+            if not run.finished:
+                self._account_waste(run, end)
+        metrics.close(end)
+        if self.progress is not None:
+            self.progress(self._finished, n, end)
+        return SimResult(
+            jobs=[r.record for r in runs],
+            metrics=metrics,
+            sessions=sessions,
+            session_seconds=session_seconds,
+            events=self._events,
+            wall_s=time.perf_counter() - wall0,
+            end_time=end,
+            unfinished=sum(1 for r in runs if not r.finished),
+        )

@@ -1,0 +1,181 @@
+"""Reader for Tephra's own ledger: recorded submissions as a workload.
+
+Why this exists: the most relevant workload for a what-if is the one the cluster really ran.
+Each ledger job submitted in the window becomes a SimJob: its queue, its gang shape (per role,
+from the recorded pod attempts; else the job's replicas and total requests split evenly),
+its gang size (`min_available`, else every pod) and its run time (`finished_at -
+first_started_at`; a job still running counts until now). Jobs that never started have no
+known run time and are left out (counted in the notes). The queue configuration in force now
+(latest `queue_configs` row per queue) gives the weights, capabilities and guarantees. The
+cluster is not in the ledger: give it with `--cluster` (a cluster spec or the Node manifests
+the cluster runs, e.g. the file given to `tephra sandbox up --nodes`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from batch.api.resources import from_internal
+from batch.ledger.db import make_engine
+from batch.ledger.models import Job, PodAttempt, QueueConfig
+from batch.sim.cluster import ClusterSpec, QueueSpec
+from batch.sim.errors import SimInputError
+from batch.sim.workload import SimJob, TaskShape, Workload, sort_jobs
+
+__all__ = ["load_ledger", "parse_since"]
+
+_SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_since(text: str) -> float:
+    """`90m`, `12h`, `7d`, `2w` -> seconds."""
+    m = _SINCE.match(text.strip())
+    if not m:
+        raise SimInputError(f"--since {text!r}: expected a number and one of s, m, h, d, w (7d)")
+    return float(m.group(1)) * _UNIT[m.group(2)]
+
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
+
+
+def _resource_list(internal: dict[str, Any] | None) -> dict[str, str] | None:
+    if not internal:
+        return None
+    return {k: from_internal(k, int(v)) for k, v in internal.items()}
+
+
+def load_ledger(
+    url: str,
+    *,
+    since: str = "7d",
+    cluster: ClusterSpec | None = None,
+    now: dt.datetime | None = None,
+) -> Workload:
+    window = parse_since(since)
+    now = _utc(now or dt.datetime.now(dt.UTC))
+    cutoff = now - dt.timedelta(seconds=window)
+    try:
+        engine = make_engine(url, create_dirs=False)
+        with Session(engine) as s:
+            rows = list(
+                s.scalars(
+                    select(Job)
+                    .where(Job.submitted_at.is_not(None), Job.submitted_at >= cutoff)
+                    .order_by(Job.submitted_at, Job.uid)
+                )
+            )
+            uids = [r.uid for r in rows]
+            pods: dict[str, list[PodAttempt]] = defaultdict(list)
+            for i in range(0, len(uids), 500):
+                chunk = uids[i : i + 500]
+                for p in s.scalars(select(PodAttempt).where(PodAttempt.job_uid.in_(chunk))):
+                    if p.job_uid is not None:
+                        pods[p.job_uid].append(p)
+            configs = list(
+                s.scalars(
+                    select(QueueConfig)
+                    .where(QueueConfig.valid_from <= now)
+                    .order_by(QueueConfig.queue, QueueConfig.valid_from)
+                )
+            )
+        engine.dispose()
+    except SQLAlchemyError as exc:
+        raise SimInputError(
+            f"--db {url}: cannot read the ledger: {exc.__class__.__name__}: "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
+    latest: dict[str, QueueConfig] = {}
+    for cfg in configs:
+        latest[cfg.queue] = cfg
+    jobs: list[SimJob] = []
+    skipped = 0
+    origin = min((_utc(r.submitted_at) for r in rows if r.submitted_at), default=cutoff)
+    for r in rows:
+        if r.first_started_at is None or r.submitted_at is None:
+            skipped += 1
+            continue
+        end = _utc(r.finished_at) if r.finished_at is not None else now
+        run_time = max((end - _utc(r.first_started_at)).total_seconds(), 0.0)
+        tasks = _shape(r, pods.get(r.uid, []))
+        if not tasks:
+            skipped += 1
+            continue
+        total = sum(t.replicas for t in tasks)
+        jobs.append(
+            SimJob(
+                name=f"{r.namespace}-{r.name}"[:200],
+                queue=r.queue or "default",
+                submit=(_utc(r.submitted_at) - origin).total_seconds(),
+                run_time=run_time,
+                tasks=tasks,
+                min_available=min(r.min_available or total, total),
+                priority=r.priority or 0,
+            )
+        )
+    names = sorted({j.queue for j in jobs} | set(latest))
+    queues = []
+    for q in names:
+        c = latest.get(q)
+        queues.append(
+            QueueSpec(
+                name=q,
+                weight=(c.weight or 1) if c else 1,
+                capability=_resource_list(c.capability) if c else None,
+                guarantee=_resource_list(c.guarantee) if c else None,
+                reclaimable=c.reclaimable if c and c.reclaimable is not None else True,
+            )
+        )
+    if cluster is None:
+        raise SimInputError(
+            "--format ledger: the ledger does not record nodes; give the cluster with --cluster "
+            "(a cluster spec or Node manifests)"
+        )
+    where = url.rsplit("@", maxsplit=1)[-1]
+    notes = [f"ledger: {len(jobs)} jobs submitted in the last {since} ({where})"]
+    if skipped:
+        notes.append(f"ledger: {skipped} jobs left out (never started: run time unknown)")
+    return Workload(
+        name="ledger",
+        jobs=sort_jobs(jobs),
+        cluster=cluster.with_queues(queues),
+        notes=tuple(notes),
+        origin=origin.timestamp(),
+    )
+
+
+def _shape(job: Job, attempts: list[PodAttempt]) -> tuple[TaskShape, ...]:
+    """Per-role pods of the job's first attempt, else replicas with requests split evenly."""
+    if attempts:
+        by_role: dict[str, dict[str, PodAttempt]] = defaultdict(dict)
+        for p in sorted(attempts, key=lambda a: (a.created_at is None, a.created_at, a.name)):
+            by_role[p.role or "default"].setdefault(p.name, p)
+        shapes = []
+        for role, members in sorted(by_role.items()):
+            first = next(iter(members.values()))
+            shapes.append(
+                TaskShape(
+                    role,
+                    len(members),
+                    first.cpu_milli or 0,
+                    first.memory_bytes or 0,
+                    first.gpu_milli or 0,
+                )
+            )
+        return tuple(shapes)
+    replicas = {str(k): int(v) for k, v in (job.replicas or {}).items() if int(v) > 0}
+    total = sum(replicas.values())
+    if total == 0:
+        return ()
+    cpu = (job.requested_cpu_milli or 0) // total
+    mem = (job.requested_memory_bytes or 0) // total
+    gpu = (job.requested_gpu_milli or 0) // total
+    return tuple(TaskShape(name, n, cpu, mem, gpu) for name, n in sorted(replicas.items()))
