@@ -52,13 +52,40 @@ def register_component(name: str, factory: ComponentFactory) -> None:
     _FACTORIES.append((name, factory))
 
 
-def default_components(options: SandboxOptions) -> list[Component]:
-    """The components `tephra sandbox up` runs.
+def _controllers(options: SandboxOptions) -> Component:
+    from batch.controllers.runner import ControllerComponent
 
-    The lead adds the controllers and the scheduler here as their issues land, e.g.
-    `register_component("controllers", lambda o: ControllersComponent(o))`.
+    return ControllerComponent(options)
+
+
+def _scheduler(options: SandboxOptions) -> Component:
+    from batch.kube.service import SchedulerComponent, SchedulerOptions
+
+    return SchedulerComponent(
+        SchedulerOptions(
+            scheduler_conf=options.scheduler_conf,
+            schedule_period=options.schedule_period,
+            db_url=options.db_url,
+        )
+    )
+
+
+# The controllers first (they create PodGroups), then the scheduler.
+_BUILTIN: list[tuple[str, ComponentFactory]] = [
+    ("controllers", _controllers),
+    ("scheduler", _scheduler),
+]
+
+
+def default_components(options: SandboxOptions) -> list[Component]:
+    """The components `tephra sandbox up` runs: controllers, scheduler, then registered ones.
+
+    A factory registered under a built-in name replaces the built-in one.
     """
-    return [factory(options) for _name, factory in _FACTORIES]
+    registered = dict(_FACTORIES)
+    factories = [(name, registered.pop(name, f)) for name, f in _BUILTIN]
+    factories += [(name, f) for name, f in _FACTORIES if name in registered]
+    return [factory(options) for _name, factory in factories]
 
 
 def start_all(
