@@ -453,3 +453,54 @@ def test_cli_rejects_bad_job_with_field_path(env: Env, tmp_path: Path) -> None:
     assert res.exit_code == 1
     assert "spec.tasks" in res.output
     assert "Traceback" not in res.output
+
+
+def test_statefulset_podgroup_min_member_and_scale_to_zero(env: Env) -> None:
+    tmpl = {
+        "metadata": {"labels": {"app": "db"}},
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}],
+        },
+    }
+    sts = env.apps.create_namespaced_stateful_set(
+        "default",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {
+                "name": "db",
+                "annotations": {"scheduling.volcano.sh/group-min-member": "2"},
+            },
+            "spec": {
+                "replicas": 2,
+                "serviceName": "db",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": tmpl,
+            },
+        },
+    )
+    name = f"podgroup-{sts.metadata.uid}"
+    pg = wait_for(lambda: env.podgroup(name), what="statefulset podgroup")
+    assert pg["spec"]["minMember"] == 2
+    assert pg["spec"]["minResources"] == {"cpu": "200m"}
+    env.apps.patch_namespaced_stateful_set("db", "default", {"spec": {"replicas": 0}})
+    wait_for(lambda: env.podgroup(name) is None, what="podgroup deleted on scale to zero")
+
+
+def test_svc_ssh_objects_on_the_cluster(env: Env) -> None:
+    body = vcjob("plug", replicas=2, run=30)
+    body["spec"]["plugins"] = {"svc": [], "ssh": [], "env": []}
+    env.create_job(body)
+    env.wait_phase("plug", "Running")
+    cm = env.core.read_namespaced_config_map("plug-svc", "default")
+    assert cm.data["w.host"] == "plug-w-0.plug\nplug-w-1.plug"
+    assert env.core.read_namespaced_service("plug", "default").spec.cluster_ip == "None"
+    secret = env.core.read_namespaced_secret("plug-ssh", "default")
+    assert set(secret.data) == {"id_rsa", "id_rsa.pub", "authorized_keys", "config"}
+    pod = env.core.read_namespaced_pod("plug-w-1", "default")
+    assert pod.spec.hostname == "plug-w-1" and pod.spec.subdomain == "plug"
+    envs = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert envs["VC_TASK_INDEX"] == "1"
+    env.command("plug", "TerminateJob")
+    env.wait_phase("plug", "Terminated")
