@@ -236,3 +236,88 @@ def test_garbage_body_is_400(server: Server) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, context=ctx, timeout=5)
     assert err.value.code == 400
+
+
+def _task(**kw: Any) -> dict[str, Any]:
+    t: dict[str, Any] = {
+        "name": "t",
+        "replicas": 2,
+        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+    }
+    t.update(kw)
+    return t
+
+
+BAD_JOBS: list[tuple[str, dict[str, Any], str]] = [
+    ("no tasks", {"tasks": []}, "spec.tasks"),
+    ("duplicate task names", {"tasks": [_task(), _task()]}, "spec.tasks"),
+    (
+        "task minAvailable > replicas",
+        {"tasks": [_task(minAvailable=3)]},
+        "spec.tasks[0].minAvailable",
+    ),
+    ("job minAvailable > replicas", {"minAvailable": 9, "tasks": [_task()]}, "spec.minAvailable"),
+    ("unknown plugin", {"plugins": {"nope": []}, "tasks": [_task()]}, "spec.plugins"),
+    (
+        "event and exitCode",
+        {
+            "policies": [{"event": "PodFailed", "exitCode": 3, "action": "AbortJob"}],
+            "tasks": [_task()],
+        },
+        "spec.policies",
+    ),
+    (
+        "exitCode 0",
+        {"policies": [{"exitCode": 0, "action": "AbortJob"}], "tasks": [_task()]},
+        "spec.policies",
+    ),
+    (
+        "* with other events",
+        {"policies": [{"events": ["*", "PodFailed"], "action": "AbortJob"}], "tasks": [_task()]},
+        "spec.policies",
+    ),
+    (
+        "duplicate policy event",
+        {
+            "policies": [
+                {"event": "PodFailed", "action": "AbortJob"},
+                {"event": "PodFailed", "action": "RestartJob"},
+            ],
+            "tasks": [_task()],
+        },
+        "spec.policies",
+    ),
+    ("negative replicas", {"tasks": [_task(replicas=-1)]}, "spec.tasks[0].replicas"),
+    (
+        "negative ttl",
+        {"ttlSecondsAfterFinished": -1, "tasks": [_task()]},
+        "spec.ttlSecondsAfterFinished",
+    ),
+    (
+        "volume without mountPath",
+        {"volumes": [{"volumeClaimName": "x"}], "tasks": [_task()]},
+        "spec.volumes",
+    ),
+    ("root queue", {"queue": "root", "tasks": [_task()]}, "spec.queue"),
+]
+
+
+@pytest.mark.parametrize(("label", "spec", "path"), BAD_JOBS, ids=[b[0] for b in BAD_JOBS])
+def test_every_rejection_rule_denied_with_field_path(
+    server: Server, label: str, spec: dict[str, Any], path: str
+) -> None:
+    body = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "bad", "namespace": "default"},
+        "spec": spec,
+    }
+    out = server.post(
+        "/jobs/validate", review(body, kind="Job", group="batch.volcano.sh", version="v1alpha1")
+    )
+    resp = out["response"]
+    assert resp["allowed"] is False, label
+    assert resp["status"]["code"] == 422
+    fields = [c["field"] for c in resp["status"]["details"]["causes"]]
+    assert any(f.startswith(path) for f in fields), (label, fields, resp["status"]["message"])
+    assert path.split("[", maxsplit=1)[0] in resp["status"]["message"]
