@@ -35,6 +35,7 @@ from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
 from batch.kube.informer import Reflector, ReflectorSet
 from batch.kube.leader import LeaderElector
+from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.status import EventSpec, StatusWriter
 from batch.model.cache import ClusterCache
@@ -102,6 +103,7 @@ class SchedulerService:
         self.last_session_at = 0.0
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
+        self.ledger: SchedulerLedger | None = None
 
     # -- cache feed ---------------------------------------------------------------------
     def _sink(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
@@ -169,6 +171,8 @@ class SchedulerService:
         started = time.perf_counter()
         decisions = self.scheduler.run_once(time.time())
         self.sessions += 1
+        if self.ledger is not None and decisions is not self._last_decisions:
+            self.ledger.observe_session(self.cache, decisions, time.time())
         if decisions is self._last_decisions:
             return  # nothing changed since the last session: nothing to dispatch or write
         self._last_decisions = decisions
@@ -292,6 +296,10 @@ class SchedulerService:
                 self.metrics.is_leader.set(1)
                 hold_task = asyncio.create_task(elector.hold())
             await self._ensure_default_queues(client)
+            if self.options.db_url:
+                self.ledger = await asyncio.get_running_loop().run_in_executor(
+                    None, SchedulerLedger, self.options.db_url
+                )
             writer = StatusWriter(client)
             self._observers.append(writer.observe)
             reflectors = ReflectorSet(
@@ -327,6 +335,9 @@ class SchedulerService:
                 if elector is not None:
                     await elector.release()
                 self.metrics.is_leader.set(0)
+                if self.ledger is not None:
+                    self.ledger.close()
+                    self.ledger = None
                 await self._stop_http(runners)
 
     @staticmethod

@@ -133,3 +133,26 @@ def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
     assert scheduler.service is not None
     text = scheduler.service.metrics.render().decode()
     assert 'tephra_binds_total{result="bound"}' in text
+
+
+def test_ledger_hook_records_usage_samples(tmp_path: Any) -> None:
+    """A scheduler with --db leaves queue usage samples in the ledger."""
+    from sqlalchemy import create_engine, text
+
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    scheduler = SchedulerComponent(SchedulerOptions(schedule_period=0.2, db_url=db))
+    with run_sandbox(nodes=make_nodes(count=1, gpus=8), components=[scheduler]) as sb:
+        submit(sb, "ledgered", 2, 1)
+        wait_for(lambda: all(nodes_of(sb, "ledgered")), what="pods bound")
+        assert scheduler.service is not None and scheduler.service.ledger is not None
+        ledger = scheduler.service.ledger
+        assert ledger._sampler.sample_now() > 0
+        ledger.recorder.flush()
+        engine = create_engine(db)
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT queue, resource, allocated FROM queue_usage_samples")
+            ).fetchall()
+        engine.dispose()
+    by_key = {(q, r): a for q, r, a in rows}
+    assert by_key[("default", "nvidia.com/gpu")] == 2000, rows
