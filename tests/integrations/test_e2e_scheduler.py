@@ -1,0 +1,373 @@
+"""End to end with the real scheduler: no pod of a workload is bound until its whole gang fits.
+
+The sandbox runs Tephra's controllers and scheduler; the test installs the operators' CRDs and
+plays each operator (and, for Spark, the driver creating its executors). Every framework gets its
+own extended resource (`tephra.test/<framework>`) and its own nodes, so the tests do not compete
+for capacity. Each gang is built so that the queue admits it (enqueue's overcommit check passes)
+but the nodes hold only part of it: two nodes of 3 slots, pods of 2 slots — one pod per node, so 2
+of 3 pods would fit. Without gang scheduling 2 pods would be bound; with it none is, until a third
+node arrives and all are bound together.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("batch.sandbox.testing")
+pytest.importorskip("batch.kube.service")
+
+from kubernetes import client
+
+from batch.controllers.runner import ControllerComponent
+from batch.kube.service import SchedulerComponent, SchedulerOptions
+from batch.sandbox.nodes import make_nodes
+from batch.sandbox.testing import run_sandbox
+
+pytestmark = pytest.mark.xdist_group("integrations-scheduler")
+
+CRDS = Path(__file__).parent / "fixtures" / "crds"
+PG = ("scheduling.volcano.sh", "v1beta1")
+SLOT = 2  # slots per pod
+NODE_SLOTS = 3  # slots per node: one pod per node
+
+
+def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Env:
+    def __init__(self, api: Any) -> None:
+        self.core = client.CoreV1Api(api)
+        self.co = client.CustomObjectsApi(api)
+        self.ext = client.ApiextensionsV1Api(api)
+        self.sched = client.SchedulingV1Api(api)
+
+    def add_nodes(self, framework: str, count: int, *, first: int = 0) -> None:
+        for i, node in enumerate(make_nodes(count=count + first, prefix=framework)):
+            if i < first:
+                continue
+            for field in ("capacity", "allocatable"):
+                node["status"][field][f"tephra.test/{framework}"] = str(NODE_SLOTS)
+            self.core.create_node(node)
+
+    def podgroup(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.co.get_namespaced_custom_object(*PG, "default", "podgroups", name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def bound(self, names: list[str]) -> dict[str, str | None]:
+        return {n: self.core.read_namespaced_pod(n, "default").spec.node_name for n in names}
+
+    def seen(self, pg_name: str) -> bool:
+        """The scheduler has looked at the gang (it writes a condition either way)."""
+        pg = self.podgroup(pg_name)
+        return bool(pg and (pg.get("status") or {}).get("conditions"))
+
+    def unschedulable(self, pg_name: str, min_member: int | None = None) -> bool:
+        """The scheduler has looked at the gang (of this size) and found it does not fit."""
+        pg = self.podgroup(pg_name)
+        if pg is None:
+            return False
+        if min_member is not None and (pg.get("spec") or {}).get("minMember") != min_member:
+            return False
+        conds = (pg.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Unschedulable" and c.get("status") == "True" for c in conds)
+
+
+@pytest.fixture(scope="session")
+def env() -> Iterator[Env]:
+    sched = SchedulerComponent(SchedulerOptions(schedule_period=0.2))
+    with run_sandbox(nodes=[], components=[ControllerComponent(), sched]) as sb:
+        e = Env(sb.api_client())
+        for path in sorted(CRDS.glob("*.yaml")):
+            e.ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+        e.co.create_cluster_custom_object(
+            "scheduling.volcano.sh",
+            "v1beta1",
+            "queues",
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "research"},
+                "spec": {"weight": 1},
+            },
+        )
+        e.sched.create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "high"},
+                "value": 1000,
+            }
+        )
+        yield e
+
+
+def pod_spec(
+    framework: str, *, cpu: str | None = None, memory: str | None = None
+) -> dict[str, Any]:
+    res = {f"tephra.test/{framework}": str(SLOT)}
+    requests = {**res, **({"cpu": cpu} if cpu else {}), **({"memory": memory} if memory else {})}
+    return {
+        "schedulerName": "volcano",
+        "containers": [
+            {"name": "main", "image": "x", "resources": {"requests": requests, "limits": dict(res)}}
+        ],
+    }
+
+
+def owner_of(obj: dict[str, Any]) -> dict[str, Any]:
+    m = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": m["name"],
+        "uid": m["uid"],
+        "controller": True,
+    }
+
+
+def create_pod(
+    env: Env, name: str, labels: dict[str, str], owner: dict[str, Any], spec: dict[str, Any]
+) -> str:
+    env.core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
+            "spec": copy.deepcopy(spec),
+        },
+    )
+    return name
+
+
+def gang_is_all_or_nothing(
+    env: Env, framework: str, pg_name: str, pods: list[str], min_member: int
+) -> None:
+    """With 2 one-pod nodes none of the 3 pods is bound; a third node binds them all."""
+    wait_for(lambda: env.seen(pg_name), f"the scheduler to look at {pg_name}")
+    time.sleep(0.6)  # a few more scheduling cycles
+    assert env.bound(pods) == dict.fromkeys(pods)
+    pg = env.podgroup(pg_name)
+    assert pg is not None and pg["spec"]["minMember"] == min_member
+    env.add_nodes(framework, 1, first=2)
+    placed = wait_for(lambda: all((b := env.bound(pods)).values()) and b, f"{pg_name} bound")
+    assert len(set(placed.values())) == len(pods)  # one pod per node, all three nodes
+
+
+# --------------------------------------------------------------------------- frameworks
+
+
+def test_pytorchjob_gang(env: Env) -> None:
+    env.add_nodes("pytorch", 2)
+    tmpl = {"spec": pod_spec("pytorch")}
+    job = env.co.create_namespaced_custom_object(
+        "kubeflow.org",
+        "v1",
+        "default",
+        "pytorchjobs",
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "torch"},
+            "spec": {
+                "runPolicy": {"schedulingPolicy": {"queue": "research", "priorityClass": "high"}},
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "template": copy.deepcopy(tmpl)},
+                    "Worker": {"replicas": 2, "template": copy.deepcopy(tmpl)},
+                },
+            },
+        },
+    )
+    kf = "training.kubeflow.org/"
+    pods = []
+    for role, n in (("master", 1), ("worker", 2)):
+        for i in range(n):
+            labels = {
+                kf + "operator-name": "pytorchjob-controller",
+                kf + "job-name": "torch",
+                kf + "replica-type": role,
+                kf + "replica-index": str(i),
+            }
+            pods.append(create_pod(env, f"torch-{role}-{i}", labels, owner_of(job), tmpl["spec"]))
+    pg = wait_for(lambda: env.podgroup("torch"), "PodGroup torch")
+    # Queue and priority come from the workload's schedulingPolicy.
+    assert (pg["spec"]["queue"], pg["spec"]["priorityClassName"]) == ("research", "high")
+    gang_is_all_or_nothing(env, "pytorch", "torch", pods, 3)
+
+
+def test_mpijob_gang(env: Env) -> None:
+    env.add_nodes("mpi", 2)
+    tmpl = {"spec": pod_spec("mpi")}
+    job = env.co.create_namespaced_custom_object(
+        "kubeflow.org",
+        "v2beta1",
+        "default",
+        "mpijobs",
+        {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": "allreduce"},
+            "spec": {
+                "slotsPerWorker": 1,
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": copy.deepcopy(tmpl)},
+                    "Worker": {"replicas": 2, "template": copy.deepcopy(tmpl)},
+                },
+            },
+        },
+    )
+    kf = "training.kubeflow.org/"
+    base = {kf + "operator-name": "mpi-operator", kf + "job-name": "allreduce"}
+    pods = [
+        create_pod(
+            env,
+            "allreduce-launcher",
+            {**base, kf + "job-role": "launcher"},
+            owner_of(job),
+            tmpl["spec"],
+        )
+    ]
+    for i in range(2):
+        pods.append(
+            create_pod(
+                env,
+                f"allreduce-worker-{i}",
+                {**base, kf + "job-role": "worker", kf + "replica-index": str(i)},
+                owner_of(job),
+                tmpl["spec"],
+            )
+        )
+    pg = wait_for(lambda: env.podgroup("allreduce"), "PodGroup allreduce")
+    assert pg["spec"]["minTaskMember"] == {"launcher": 1, "worker": 2}
+    gang_is_all_or_nothing(env, "mpi", "allreduce", pods, 3)
+
+
+def test_raycluster_gang(env: Env) -> None:
+    env.add_nodes("ray", 2)
+    tmpl = {"spec": pod_spec("ray")}
+    rc = env.co.create_namespaced_custom_object(
+        "ray.io",
+        "v1",
+        "default",
+        "rayclusters",
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {"name": "tune", "labels": {"volcano.sh/queue-name": "research"}},
+            "spec": {
+                "headGroupSpec": {"template": copy.deepcopy(tmpl)},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": 2,
+                        "minReplicas": 2,
+                        "maxReplicas": 2,
+                        "template": copy.deepcopy(tmpl),
+                    }
+                ],
+            },
+        },
+    )
+    base = {"ray.io/cluster": "tune", "ray.io/is-ray-node": "yes"}
+    pods = [
+        create_pod(
+            env,
+            "tune-head",
+            {**base, "ray.io/node-type": "head", "ray.io/group": "headgroup"},
+            owner_of(rc),
+            tmpl["spec"],
+        )
+    ]
+    for i in range(2):
+        pods.append(
+            create_pod(
+                env,
+                f"tune-worker-gpu-{i}",
+                {**base, "ray.io/node-type": "worker", "ray.io/group": "gpu"},
+                owner_of(rc),
+                tmpl["spec"],
+            )
+        )
+    pg = wait_for(lambda: env.podgroup("ray-tune-pg"), "PodGroup ray-tune-pg")
+    assert pg["spec"]["queue"] == "research"
+    gang_is_all_or_nothing(env, "ray", "ray-tune-pg", pods, 3)
+
+
+def test_sparkapplication_executors_are_a_gang(env: Env) -> None:
+    """spark-operator#1343: the executors are placed all-or-nothing once the driver runs."""
+    env.add_nodes("spark", 2)
+    gpu = {"name": "tephra.test/spark", "quantity": SLOT}
+    app = env.co.create_namespaced_custom_object(
+        "sparkoperator.k8s.io",
+        "v1beta2",
+        "default",
+        "sparkapplications",
+        {
+            "apiVersion": "sparkoperator.k8s.io/v1beta2",
+            "kind": "SparkApplication",
+            "metadata": {"name": "etl"},
+            "spec": {
+                "type": "Scala",
+                "mode": "cluster",
+                "driver": {"cores": 1, "memory": "512m", "gpu": gpu},
+                "executor": {"instances": 2, "cores": 1, "memory": "512m", "gpu": gpu},
+            },
+        },
+    )
+    labels = {"spark-app-selector": "spark-etl0001", "sparkoperator.k8s.io/app-name": "etl"}
+    spec = pod_spec("spark", cpu="1", memory="896Mi")  # what Spark gives 1 core / 512m
+    driver = create_pod(env, "etl-driver", {**labels, "spark-role": "driver"}, owner_of(app), spec)
+    pg = wait_for(lambda: env.podgroup("spark-etl-pg"), "PodGroup spark-etl-pg")
+    # The whole application is reserved at enqueue: 3 x (1 cpu, 896Mi, 2 slots).
+    assert pg["spec"]["minResources"] == {"cpu": "3", "memory": "2688Mi", "tephra.test/spark": "6"}
+    # The driver alone is gated first, so it can start ...
+    wait_for(lambda: env.bound([driver])[driver], "driver bound")
+    wait_for(
+        lambda: env.core.read_namespaced_pod(driver, "default").status.phase == "Running",
+        "driver running",
+    )
+    # ... and create its executors, owned by the driver pod.
+    drv = env.core.read_namespaced_pod(driver, "default")
+    drv_owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": driver,
+        "uid": drv.metadata.uid,
+        "controller": True,
+    }
+    executors = [
+        create_pod(
+            env,
+            f"etl-exec-{i}",
+            {**labels, "spark-role": "executor", "spark-exec-id": str(i)},
+            drv_owner,
+            spec,
+        )
+        for i in (1, 2)
+    ]
+    # One node is left with room for one executor: without a gang, one would start and idle.
+    wait_for(lambda: env.unschedulable("spark-etl-pg", 3), "executors found unschedulable")
+    time.sleep(0.6)
+    assert env.bound(executors) == dict.fromkeys(executors)
+    env.add_nodes("spark", 1, first=2)
+    placed = wait_for(lambda: all((b := env.bound(executors)).values()) and b, "executors bound")
+    assert env.bound([driver])[driver] not in placed.values()
