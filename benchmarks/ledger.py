@@ -37,9 +37,11 @@ from batch.ledger.db import make_engine
 from batch.ledger.recorder import Recorder
 from batch.ledger.reports import Filters, fairness, outcomes, preemptions, usage, wait_times
 
-START = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
-NULL = "\\N"
 DAYS = 30
+# The synthetic month ends now, as on a live cluster: jobs still running are recent ones.
+NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
+START = NOW - dt.timedelta(days=DAYS)
+NULL = "\\N"
 QUEUES = [f"q{i:02d}" for i in range(20)]
 PHASES = [
     ("job", "Pending"),
@@ -149,12 +151,14 @@ def load_synthetic(pg_url: str, n_jobs: int, per_job: int) -> None:
     finished = started + run
     outcome_idx = rng.choice(5, n_jobs, p=[0.80, 0.12, 0.03, 0.02, 0.03])
     outcomes_ = np.array(["Completed", "Failed", "Aborted", "Terminated", "Deleted"])
-    unfinished = rng.random(n_jobs) < 0.03
-    never_started = unfinished & (rng.random(n_jobs) < 0.5)
+    now = int(NOW.timestamp())
+    unfinished = finished > now
+    never_started = started > now
     gpus = rng.choice([0, 1, 2, 4, 8], n_jobs, p=[0.2, 0.4, 0.2, 0.15, 0.05]) * 1000
-    queue = rng.integers(0, len(QUEUES), n_jobs)
+    # Teams: a namespace belongs to one queue (mostly) and has its own ten submitters.
     ns = rng.integers(0, 50, n_jobs)
-    user = rng.integers(0, 500, n_jobs)
+    queue = np.where(rng.random(n_jobs) < 0.9, ns % len(QUEUES), rng.integers(0, 20, n_jobs))
+    user = ns * 10 + rng.integers(0, 10, n_jobs)
     s_sub, s_start, s_fin = _ts(submitted), _ts(started), _ts(finished)
 
     raw = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)

@@ -128,7 +128,8 @@ class Job(Base):
     __table_args__ = (
         Index(None, "submitted_at"),
         Index(None, "finished_at"),
-        Index(None, "queue", "submitted_at"),
+        # Covering on PostgreSQL so wait-time reports are index-only scans (migration 0004).
+        Index(None, "queue", "submitted_at", postgresql_include=["first_started_at", "namespace"]),
         Index(None, "namespace", "name"),
     )
 
