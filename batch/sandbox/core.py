@@ -333,7 +333,8 @@ class Core:
         kind, group = rt.kind, rt.group
         if group == "" and kind == "Pod":
             if op == "CREATE":
-                obj["spec"] = copy.deepcopy(obj.get("spec") or {})
+                # create() owns its body (decoded JSON or a fresh copy made by the caller)
+                obj["spec"] = dict(obj.get("spec") or {})
                 defaults.default_pod(obj)
                 self._resolve_priority(obj)
             causes = defaults.validate_pod(obj)

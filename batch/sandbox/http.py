@@ -13,10 +13,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
-
-from aiohttp import web
 
 from batch.sandbox import tables
 from batch.sandbox.core import Core
@@ -25,6 +23,7 @@ from batch.sandbox.faults import Faults
 from batch.sandbox.meta import ResourceType
 from batch.sandbox.selectors import parse_field_selector, parse_label_selector
 from batch.sandbox.store import Obj, Watcher, dumps, event_line
+from batch.sandbox.wire import Request, Response
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,14 @@ _JSON = "application/json"
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 
-def _json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=dumps(body), status=status, content_type=_JSON)
+def _json_response(body: Any, status: int = 200) -> Response:
+    return Response(dumps(body), status=status)
 
 
-def _error_response(err: ApiError) -> web.Response:
+def _error_response(err: ApiError) -> Response:
     resp = _json_response(err.status(), err.code)
     if err.code == 429:
-        resp.headers["Retry-After"] = "1"
+        resp.headers = {"Retry-After": "1"}
     return resp
 
 
@@ -71,15 +70,13 @@ class HttpApi:
         self.drop_watch_every = drop_watch_every
         self.watchers: set[Watcher] = set()
         self.requests = 0
-        self.app = web.Application(client_max_size=64 * 1024 * 1024)
-        self.app.router.add_route("*", "/{tail:.*}", self.handle)
 
     def close_watches(self) -> None:
         for w in list(self.watchers):
             w.close()
 
     # ------------------------------------------------------------------ entry
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: Request) -> Response | None:
         self.requests += 1
         try:
             if self.faults is not None:
@@ -94,14 +91,14 @@ class HttpApi:
             log.exception("sandbox internal error on %s %s", request.method, request.path)
             return _error_response(ApiError(500, f"sandbox internal error: {exc}"))
 
-    async def _route(self, request: web.Request) -> web.StreamResponse:
+    async def _route(self, request: Request) -> Response | None:
         path = request.path.rstrip("/")
         parts = [p for p in path.split("/") if p]
         if not parts:
             return _json_response({"paths": ["/api", "/api/v1", "/apis", "/version", "/healthz"]})
         head = parts[0]
         if head in ("healthz", "readyz", "livez"):
-            return web.Response(text="ok")
+            return Response(b"ok", content_type="text/plain")
         if head == "version":
             return _json_response(SERVER_VERSION)
         if head == "openapi" or head == "swagger.json":
@@ -236,11 +233,11 @@ class HttpApi:
         }
 
     # ------------------------------------------------------------------ resources
-    async def _body(self, request: web.Request) -> Any:
-        ctype = request.headers.get("Content-Type", "")
+    async def _body(self, request: Request) -> Any:
+        ctype = request.headers.get("content-type", "")
         if _PROTOBUF in ctype:
             raise ApiError(415, "the sandbox only accepts JSON bodies (protobuf is not supported)")
-        raw = await request.read()
+        raw = request.body
         if not raw:
             return {}
         try:
@@ -254,13 +251,13 @@ class HttpApi:
 
     async def _resource(
         self,
-        request: web.Request,
+        request: Request,
         rt: ResourceType,
         ns: str | None,
         name: str,
         sub: str,
         watch_path: bool,
-    ) -> web.StreamResponse:
+    ) -> Response | None:
         core = self.core
         q = request.query
         method = request.method
@@ -308,20 +305,20 @@ class HttpApi:
                 return _json_response(success_status(code=201), 201)
             if sub == "log" and method == "GET":
                 core.get(rt, ns_key, name)
-                return web.Response(text="", content_type="text/plain")
+                return Response(b"", content_type="text/plain")
         if rt.kind == "Namespace" and sub == "finalize" and method == "PUT":
             return await self._object(request, rt, ns_key, name, "", dry_run)
         raise ApiError(404, "the server could not find the requested resource")
 
     async def _object(
         self,
-        request: web.Request,
+        request: Request,
         rt: ResourceType,
         ns: str,
         name: str,
         sub: str,
         dry_run: bool,
-    ) -> web.StreamResponse:
+    ) -> Response | None:
         core = self.core
         method = request.method
         if method == "GET":
@@ -332,10 +329,10 @@ class HttpApi:
             )
             return self._out(request, rt, obj, 200)
         if method == "PATCH":
-            ctype = request.headers.get("Content-Type", "")
+            ctype = request.headers.get("content-type", "")
             if _PROTOBUF in ctype:
                 raise ApiError(415, "the sandbox only accepts JSON bodies")
-            raw = await request.read()
+            raw = request.body
             obj, created = core.patch(
                 rt,
                 ns,
@@ -362,9 +359,9 @@ class HttpApi:
             return self._out(request, rt, obj, 200)
         raise ApiError(405, f"method {method} is not allowed")
 
-    async def _delete_options(self, request: web.Request) -> Obj:
+    async def _delete_options(self, request: Request) -> Obj:
         opts: Obj = {}
-        if request.can_read_body:
+        if request.body:
             body = await self._body(request)
             if isinstance(body, dict):
                 opts.update(body)
@@ -380,8 +377,8 @@ class HttpApi:
         return opts
 
     async def _delete_collection(
-        self, request: web.Request, rt: ResourceType, ns: str | None
-    ) -> web.StreamResponse:
+        self, request: Request, rt: ResourceType, ns: str | None
+    ) -> Response | None:
         opts = await self._delete_options(request)
         result = self.core.list(rt, ns, **self._selectors(request, rt))
         for obj in result.items:
@@ -400,8 +397,8 @@ class HttpApi:
         return self._list_response(request, rt, result.items, str(self.core.store.rv), "", None)
 
     async def _scale(
-        self, request: web.Request, rt: ResourceType, ns: str, name: str
-    ) -> web.StreamResponse:
+        self, request: Request, rt: ResourceType, ns: str, name: str
+    ) -> Response | None:
         method = request.method
         if method == "GET":
             return _json_response(self.core.get_scale(rt, ns, name))
@@ -412,8 +409,8 @@ class HttpApi:
                 from batch.sandbox.patch import json_patch, merge_patch
 
                 current = self.core.get_scale(rt, ns, name)
-                raw = json.loads(await request.read() or b"{}")
-                ctype = request.headers.get("Content-Type", "")
+                raw = json.loads(request.body or b"{}")
+                ctype = request.headers.get("content-type", "")
                 body = (
                     json_patch(current, raw) if "json-patch" in ctype else merge_patch(current, raw)
                 )
@@ -423,11 +420,11 @@ class HttpApi:
 
     # ------------------------------------------------------------------ rendering
     @staticmethod
-    def _wants_table(request: web.Request) -> bool:
-        accept = request.headers.get("Accept", "")
+    def _wants_table(request: Request) -> bool:
+        accept = request.headers.get("accept", "")
         return "as=Table" in accept
 
-    def _out(self, request: web.Request, rt: ResourceType, obj: Obj, code: int) -> web.Response:
+    def _out(self, request: Request, rt: ResourceType, obj: Obj, code: int) -> Response:
         if obj.get("apiVersion") != rt.api_version:
             obj = {**obj, "apiVersion": rt.api_version}
         if self._wants_table(request) and request.method == "GET":
@@ -442,7 +439,7 @@ class HttpApi:
             )
         return _json_response(obj, code)
 
-    def _selectors(self, request: web.Request, rt: ResourceType) -> dict[str, Any]:
+    def _selectors(self, request: Request, rt: ResourceType) -> dict[str, Any]:
         q = request.query
         return {
             "label": parse_label_selector(q.get("labelSelector")),
@@ -451,7 +448,7 @@ class HttpApi:
             ),
         }
 
-    def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
+    def _list(self, request: Request, rt: ResourceType, ns: str | None) -> Response:
         q = request.query
         try:
             limit = int(q.get("limit", "0") or 0)
@@ -466,13 +463,13 @@ class HttpApi:
 
     def _list_response(
         self,
-        request: web.Request,
+        request: Request,
         rt: ResourceType,
         items: list[Obj],
         rv: str,
         cont: str,
         remaining: int | None,
-    ) -> web.Response:
+    ) -> Response:
         if self._wants_table(request):
             return _json_response(
                 tables.table(
@@ -496,12 +493,10 @@ class HttpApi:
         # Serialize the envelope around the pre-encoded items without copying them.
         head = dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta})
         body = head[:-1] + b',"items":[' + b",".join(dumps(o) for o in items) + b"]}"
-        return web.Response(body=body, content_type=_JSON)
+        return Response(body)
 
     # ------------------------------------------------------------------ watch
-    async def _watch(
-        self, request: web.Request, rt: ResourceType, ns: str | None
-    ) -> web.StreamResponse:
+    async def _watch(self, request: Request, rt: ResourceType, ns: str | None) -> Response | None:
         q = request.query
         store = self.core.store
         bucket = store.buckets[rt.storage_key]
@@ -571,32 +566,30 @@ class HttpApi:
         else:
             bucket.watchers.add(w)
             self.watchers.add(w)
-        resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON})
-        resp.enable_chunked_encoding()
         started = time.monotonic()
         deadline = started + timeout
         drop_at = started + self.drop_watch_every if self.drop_watch_every else None
         next_bookmark = started + self.bookmark_seconds
         try:
-            await resp.prepare(request)
+            stream = await request.start_stream(content_type=_JSON)
+            stream.on_close.append(w.close)
             while True:
                 if w.pending:
                     data = b"".join(w.pending)
                     w.pending.clear()
-                    await resp.write(data)
+                    await stream.write(data)
                     continue
-                if w.closed:
+                if w.closed or stream.closed:
                     break
                 now = time.monotonic()
                 if now >= deadline:
                     break
                 if drop_at is not None and now >= drop_at:
-                    if request.transport is not None:
-                        request.transport.abort()
+                    stream.abort()
                     break
                 if bookmarks and now >= next_bookmark:
                     next_bookmark = now + self.bookmark_seconds
-                    await resp.write(self._bookmark(rt, store.rv))
+                    await stream.write(self._bookmark(rt, store.rv))
                     continue
                 wait = deadline - now
                 if bookmarks:
@@ -606,14 +599,10 @@ class HttpApi:
                 w.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(w.wake.wait(), timeout=max(wait, 0.001))
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
         finally:
             bucket.watchers.discard(w)
             self.watchers.discard(w)
-        with contextlib.suppress(ConnectionResetError, RuntimeError):
-            await resp.write_eof()
-        return resp
+        return None
 
     @staticmethod
     def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False) -> bytes:
@@ -635,5 +624,3 @@ class _NoEventType:
 
 
 _NoEvent: Any = _NoEventType()
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from aiohttp import web
-
 from batch.sandbox.core import Core
 from batch.sandbox.crds import load_crds
 from batch.sandbox.emulator import NodeEmulator
@@ -26,6 +24,7 @@ from batch.sandbox.gc import GarbageCollector
 from batch.sandbox.http import HttpApi
 from batch.sandbox.options import SandboxOptions
 from batch.sandbox.store import Obj, Store
+from batch.sandbox.wire import WireServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,7 +68,7 @@ class Sandbox:
             bookmark_seconds=self.options.bookmark_seconds,
             drop_watch_every=self.options.faults.drop_watch_every,
         )
-        self._runner: web.AppRunner | None = None
+        self._server: WireServer | None = None
         self.port = 0
 
     @property
@@ -104,15 +103,8 @@ class Sandbox:
                 d for d in yaml.safe_load_all(opts.nodes_file.read_text()) if isinstance(d, dict)
             ]
         install_objects(self.core, _flatten(nodes))
-        self._runner = web.AppRunner(
-            self.http.app, access_log=None, handle_signals=False, shutdown_timeout=0.5
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, opts.host, opts.port, reuse_address=True)
-        await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1]) if sockets else opts.port
+        self._server = WireServer(self.http.handle)
+        self.port = await self._server.start(opts.host, opts.port)
         # let the emulator's call_soon work (nodes Ready) happen before callers proceed
         await asyncio.sleep(0)
         await asyncio.sleep(0)
@@ -149,10 +141,10 @@ class Sandbox:
             self.emulator.stop()
         if self.workloads is not None:
             self.workloads.stop()
-        if self._runner is not None:
+        if self._server is not None:
             await asyncio.sleep(0)
-            await self._runner.cleanup()
-            self._runner = None
+            await self._server.stop()
+            self._server = None
 
 
 def _flatten(docs: Iterable[Obj]) -> list[Obj]:

@@ -201,6 +201,7 @@ class Store:
         b.log.append(ev)
         for w in b.watchers:
             w.offer(ev)
+        ev._body = None  # serialized once for all current watchers; not kept in the history
         for listener in self.listeners:
             listener(etype, key, obj, old)
         return obj
