@@ -57,6 +57,9 @@ def _duration(text: str) -> float:
     default=None,
     help="ledger database URL (records preemptions and queue usage)",
 )
+@click.option(
+    "--bind-concurrency", type=int, default=64, show_default=True, help="binds in flight at once"
+)
 @click.option("-v", "--verbose", count=True)
 def scheduler(
     kubeconfig: Path | None,
@@ -69,6 +72,7 @@ def scheduler(
     metrics_port: int,
     healthz_port: int,
     db_url: str | None,
+    bind_concurrency: int,
     verbose: int,
 ) -> None:
     """Schedule pods gang-wise: watch the cluster, run a session every period, bind."""
@@ -91,6 +95,7 @@ def scheduler(
         metrics_port=metrics_port,
         healthz_port=healthz_port,
         db_url=db_url,
+        bind_concurrency=bind_concurrency,
     )
     try:
         raise SystemExit(run_scheduler(options))
