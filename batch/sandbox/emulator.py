@@ -21,7 +21,7 @@ from batch.api.quantity import QuantityError
 from batch.api.resources import Resource, parse_resource_list
 from batch.sandbox.core import Core
 from batch.sandbox.errors import ApiError
-from batch.sandbox.store import Obj
+from batch.sandbox.store import Obj, dumps
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ class NodeEmulator:
         self.pod_count: dict[str, int] = {}
         self.kills: dict[str, asyncio.TimerHandle] = {}
         self._ip = 0
+        self._req_cache: dict[bytes, Resource] = {}
+        self._alloc_cache: dict[str, tuple[Any, Resource]] = {}
         self._node_index: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
@@ -255,8 +257,8 @@ class NodeEmulator:
             self.runs.pop(uid, None)
             return
         try:
-            req = pod_requests(pod.get("spec"))
-            alloc = Resource(parse_resource_list((node.get("status") or {}).get("allocatable")))
+            req = self._requests(pod.get("spec") or {})
+            alloc = self._allocatable(node)
         except (GangError, QuantityError) as exc:
             self.runs.pop(uid, None)
             self._fail(pod, "UnexpectedAdmissionError", str(exc))
@@ -295,6 +297,39 @@ class NodeEmulator:
         self.used[node_name] = used.add(req)
         self.pod_count[node_name] = count + 1
         self._start(pod, run, restarts=None)
+
+    def _requests(self, spec: Obj) -> Resource:
+        """`pod_requests` memoized on the resource-relevant part of the spec (exact parsing of
+        quantities is slow and pods of one workload share their requests)."""
+        key = dumps(
+            [
+                [
+                    (c.get("resources"), c.get("restartPolicy"))
+                    for c in spec.get("containers") or []
+                ],
+                [
+                    (c.get("resources"), c.get("restartPolicy"))
+                    for c in spec.get("initContainers") or []
+                ],
+                spec.get("overhead"),
+            ]
+        )
+        cached = self._req_cache.get(key)
+        if cached is None:
+            cached = pod_requests(spec)
+            if len(self._req_cache) > 4096:
+                self._req_cache.clear()
+            self._req_cache[key] = cached
+        return cached
+
+    def _allocatable(self, node: Obj) -> Resource:
+        raw = (node.get("status") or {}).get("allocatable")
+        name = node["metadata"]["name"]
+        cached = self._alloc_cache.get(name)
+        if cached is None or cached[0] != raw:
+            cached = (raw, Resource(parse_resource_list(raw)))
+            self._alloc_cache[name] = cached
+        return cached[1]
 
     def _fail(self, pod: Obj, reason: str, message: str) -> None:
         status = dict(pod.get("status") or {})
