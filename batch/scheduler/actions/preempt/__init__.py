@@ -1,0 +1,277 @@
+"""preempt: priority preemption inside a queue — Volcano's preempt action (volcano.md §4.3).
+
+Preemptors are the pending (ungated) tasks of jobs that are admitted, valid and starving
+(JobStarving), in TaskOrder. Queue by queue (QueueOrder) and job by job (JobOrder), one Statement
+per job: while the job is starving, take its next task (``preemptionPolicy: Never`` is skipped),
+walk the candidate nodes (predicates pass; best score first), and on each node ask the
+Preemptable callbacks which running, preemptable tasks of *other jobs of the same queue* may go
+(a best-effort preemptor only takes best-effort victims). Victims are evicted in victim order
+until the preemptor fits the node's FutureIdle and the queue allows it (Allocatable), then the
+preemptor is pipelined onto that node; a node where it still does not fit keeps nothing. The job's
+statement is committed only if the job is then pipelined (JobPipelined), otherwise discarded:
+no eviction happens for a gang that cannot be completed. Then intra-job preemption: a starving
+job's pending tasks may evict lower-priority running tasks of the same job, one committed
+statement per task.
+
+Evictions are ``Decisions.evictions`` with reason ``preempt`` (the pods stay Releasing in the
+cache until the watch shows them gone) plus a ``Preempted`` event on the victim's PodGroup naming
+the preemptor job.
+
+Arguments (``configurations: - name: preempt``): Volcano's ``enableTopologyAwarePreemption``
+(false: jobs with a networkTopology are skipped, as in Volcano; true: they preempt inside one
+HyperNode domain of the ``network-topology-aware`` plugin), ``topologyAwarePreemptWorkerNum``,
+``minCandidateNodesPercentage``, ``minCandidateNodesAbsolute`` (accepted),
+``maxCandidateNodesAbsolute`` (100: nodes visited per preemptor task),
+``predicateErrorCacheEnable``; Tephra's ``victimSelection`` (``volcano`` | ``strict``, see
+victims.py), ``timeBudgetSeconds`` and ``maxCandidateEvaluations`` (0 = unlimited; when spent, the
+action stops after finishing the job in hand), ``maxTopologyDomains`` (8).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.info import JobInfo, QueueInfo, TaskInfo
+from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
+from batch.scheduler.actions.preempt.victims import (
+    Budget,
+    NodeTasks,
+    candidate_nodes,
+    emit_causes,
+    fits_future,
+    parse_common,
+    select_victims,
+    try_node,
+    validate_victims,
+    victim_order,
+)
+from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.statement import Statement
+
+
+def starving_jobs(ssn: Session) -> list[JobInfo]:
+    """Admitted, valid, starving jobs with pending ungated tasks."""
+    out = []
+    for job in ssn.jobs.values():
+        if job.is_pending() or job.queue not in ssn.queues:
+            continue
+        if job.counts[TaskStatus.PENDING] - job.gated_pending <= 0:
+            continue
+        if not ssn.job_starving(job):
+            continue
+        if ssn.job_valid(job) is not None:
+            continue
+        out.append(job)
+    return out
+
+
+def preemptor_tasks(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    key = ssn.task_order_key()
+    tasks = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.gated]
+    tasks.sort(key=key)
+    return tasks
+
+
+def has_topology(job: JobInfo) -> bool:
+    nt = job.network_topology
+    return bool(nt) and isinstance(nt, dict) and bool(nt)
+
+
+@register_action
+class Preempt(Action):
+    name = "preempt"
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        c = parse_common(arguments, "preempt")
+        self.strict: bool = c["strict"]
+        self.time_budget: float = c["time_budget"]
+        self.max_candidates: int = c["max_candidates"]
+        self.max_nodes: int = c["max_nodes"]
+        self.topology = arguments.get_bool("enableTopologyAwarePreemption", False)
+        self.max_domains = arguments.get_int("maxTopologyDomains", 8)
+        for k in (
+            "topologyAwarePreemptWorkerNum",
+            "minCandidateNodesPercentage",
+            "minCandidateNodesAbsolute",
+        ):
+            arguments.get_int(k, 0)
+
+    # -- the action ---------------------------------------------------------------------
+    def execute(self, ssn: Session) -> None:
+        t0 = time.perf_counter()
+        budget = Budget(self.time_budget, self.max_candidates)
+        jobs = starving_jobs(ssn)
+        if not jobs:
+            ssn.timings["preempt"] = time.perf_counter() - t0
+            return
+        self.index = NodeTasks(ssn, group_of=lambda t, j: j.queue)
+        self.causes: dict[str, tuple[str, str]] = {}
+        qkey = ssn.queue_order_key()
+        jkey = ssn.job_order_key()
+        by_queue: dict[str, list[JobInfo]] = {}
+        for job in jobs:
+            by_queue.setdefault(job.queue, []).append(job)
+        topo = self._topology_plugin(ssn)
+        for qname in sorted(by_queue, key=lambda n: qkey(ssn.queues[n])):
+            queue = ssn.queues[qname]
+            for job in sorted(by_queue[qname], key=jkey):
+                if budget.exhausted:
+                    break
+                if has_topology(job):
+                    if not self.topology or topo is None:
+                        continue
+                    self._preempt_topology_job(ssn, queue, job, topo, budget)
+                    continue
+                stmt = Statement(ssn)
+                self._preempt_job(ssn, queue, job, stmt, budget)
+                self._finish(ssn, job, stmt)
+        # intra-job preemption: lower-priority tasks of the same job
+        for job in jobs:
+            if budget.exhausted:
+                break
+            if not ssn.job_starving(job) or has_topology(job):
+                continue
+            queue = ssn.queues[job.queue]
+            for task in preemptor_tasks(ssn, job):
+                if budget.exhausted or not ssn.job_starving(job):
+                    break
+                stmt = Statement(ssn)
+                if self._preempt_task(ssn, queue, job, task, stmt, budget, same_job=True):
+                    self._commit(ssn, stmt)
+                else:
+                    stmt.discard()
+        ssn.timings["preempt"] = time.perf_counter() - t0
+
+    @staticmethod
+    def _topology_plugin(ssn: Session) -> object | None:
+        for p in ssn.plugins:
+            if p.name == "network-topology-aware":
+                return p
+        return None
+
+    def _finish(self, ssn: Session, job: JobInfo, stmt: Statement) -> bool:
+        if len(stmt) and ssn.job_pipelined(job):
+            self._commit(ssn, stmt)
+            return True
+        stmt.discard()
+        return False
+
+    def _commit(self, ssn: Session, stmt: Statement) -> None:
+        evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
+        stmt.commit()
+        emit_causes(ssn, evicted, self.causes)
+
+    def _preempt_topology_job(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, topo: object, budget: Budget
+    ) -> None:
+        domains = getattr(topo, "preemption_domains")(ssn, job)  # noqa: B009
+        for dom in domains[: self.max_domains]:
+            getattr(topo, "pin")(job, dom)  # noqa: B009
+            stmt = Statement(ssn)
+            self._preempt_job(ssn, queue, job, stmt, budget)
+            if self._finish(ssn, job, stmt):
+                return
+            if budget.exhausted:
+                break
+        getattr(topo, "unpin")(job)  # noqa: B009
+
+    def _preempt_job(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, stmt: Statement, budget: Budget
+    ) -> None:
+        tasks = preemptor_tasks(ssn, job)
+        left = len(tasks)
+        for task in tasks:
+            if not ssn.job_starving(job) or budget.exhausted:
+                break
+            left -= 1
+            if task.status is not TaskStatus.PENDING:
+                continue
+            ok = self._preempt_task(ssn, queue, job, task, stmt, budget, same_job=False)
+            if not ok:
+                # a gang that can no longer reach its minimum with the tasks left: stop early
+                have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort
+                if have + left < job.min_available:
+                    break
+
+    def _preempt_task(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        task: TaskInfo,
+        stmt: Statement,
+        budget: Budget,
+        *,
+        same_job: bool,
+    ) -> bool:
+        if task.preemption_policy == "Never":
+            return False
+        if ssn.pre_predicate(task):
+            return False
+        placer = ssn.placer
+        if same_job:
+            bound = self._job_bound(ssn, job)
+        else:
+            bound = self.index.own(queue.name)
+        nodes = candidate_nodes(ssn, task, bound, self.max_nodes)
+        best_effort = task.best_effort
+        for idx in nodes:
+            if not budget.spend():
+                return False
+            if placer.scalar_preds and not placer._scalar_ok(task, idx):
+                continue
+            cands = []
+            for t in self.index.by_node.get(idx, ()):
+                if t.status not in PREEMPTABLE_STATUS:
+                    continue
+                if same_job:
+                    if t.job_id != job.uid:
+                        continue
+                else:
+                    if t.job_id == job.uid:
+                        continue
+                    vjob = ssn.jobs.get(t.job_id or "")
+                    if vjob is None or vjob.queue != queue.name:
+                        continue
+                if best_effort and not t.best_effort:
+                    continue
+                cands.append(t)
+            if not cands:
+                if ssn.allocatable(queue, task) and _fits_now(ssn, task, idx):
+                    stmt.pipeline(task, idx)
+                    return True
+                continue
+            victims = select_victims(ssn, "preemptable", task, cands, strict=self.strict)
+            if not victims or not validate_victims(ssn, task, idx, victims):
+                continue
+            ordered = victim_order(ssn, victims, queue)
+            if try_node(
+                ssn,
+                stmt,
+                task,
+                idx,
+                ordered,
+                "preempt",
+                ready=lambda: ssn.allocatable(queue, task),
+                causes=self.causes,
+            ):
+                return True
+        return False
+
+    def _job_bound(self, ssn: Session, job: JobInfo) -> npt.NDArray[np.int64]:
+        nd = ssn.nodes
+        out = np.zeros((self.index.dims, nd.n), dtype=np.int64)
+        for t in job.tasks.values():
+            if t.status in PREEMPTABLE_STATUS and 0 <= t.node_idx < nd.n:
+                out[:, t.node_idx] += t.req[: self.index.dims]
+        return out
+
+
+def _fits_now(ssn: Session, task: TaskInfo, idx: int) -> bool:
+    return fits_future(ssn, task, idx)

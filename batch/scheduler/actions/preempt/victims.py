@@ -1,0 +1,327 @@
+"""Shared machinery of the evicting actions (preempt, reclaim): victims, guards, node walks.
+
+Volcano's preempt and reclaim (volcano.md §4.3) walk the preemptor's candidate nodes, ask the
+tiered Preemptable/Reclaimable callbacks which running tasks on a node may go, order them
+(reverse task order inside a job, reverse job order between jobs, VictimQueueOrder across queues)
+and evict one at a time until the preemptor fits the node's FutureIdle, then pipeline it there;
+the evictions for one node are undone when the preemptor still does not fit.
+
+Tephra adds, without changing that shape:
+
+* a vector pre-filter: per node an upper bound of what could be freed (Σ requests of every task
+  that could possibly be a candidate), so only nodes where FutureIdle + bound holds the
+  preemptor are visited, best-scored first, at most ``max_nodes`` of them;
+* *guards*: hard victim filters registered by plugins (``minruntime``) or by the action itself
+  (reclaim's guarantee and share hysteresis) that apply after the tiers, whatever tier the plugin
+  sits in — Volcano's tier fall-through can otherwise bypass a protection;
+* ``strict`` victim selection: every non-abstaining plugin of every tier filters the candidates
+  in turn (a victim must be acceptable to all of them), instead of Volcano's per-tier
+  intersection with its fresh-start quirk.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.info import JobInfo, QueueInfo, TaskInfo
+from batch.model.status import PREEMPTABLE_STATUS
+from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.statement import Statement
+from batch.scheduler.framework.votes import ABSTAIN
+
+#: a hard victim filter: (point "preemptable"|"reclaimable", preemptor, victims) -> kept victims
+Guard = Callable[[str, TaskInfo, list[TaskInfo]], list[TaskInfo]]
+
+_GUARDS: weakref.WeakKeyDictionary[Session, list[Guard]] = weakref.WeakKeyDictionary()
+
+
+def add_guard(ssn: Session, guard: Guard) -> None:
+    """Register a hard victim filter for this session (plugins call it in on_session_open)."""
+    _GUARDS.setdefault(ssn, []).append(guard)
+
+
+def guards(ssn: Session) -> list[Guard]:
+    return _GUARDS.get(ssn, [])
+
+
+def select_victims(
+    ssn: Session,
+    point: str,
+    preemptor: TaskInfo,
+    candidates: list[TaskInfo],
+    *,
+    strict: bool,
+    extra: Iterable[Guard] = (),
+) -> list[TaskInfo]:
+    """Victims among ``candidates`` for ``preemptor`` at extension point ``point``."""
+    if not candidates:
+        return []
+    if strict:
+        victims = list(candidates)
+        answered = False
+        for tier in ssn._fns.get(point, ()):
+            for _, fn in tier:
+                got, vote = fn(preemptor, victims)
+                if vote == ABSTAIN:
+                    continue
+                answered = True
+                keep = {t.uid for t in got}
+                victims = [t for t in victims if t.uid in keep]
+                if not victims:
+                    return []
+        if not answered:
+            return []
+    else:
+        victims = ssn._victims(point, preemptor, candidates)
+    for g in guards(ssn):
+        if not victims:
+            return []
+        victims = g(point, preemptor, victims)
+    for g in extra:
+        if not victims:
+            return []
+        victims = g(point, preemptor, victims)
+    return victims
+
+
+def parse_common(args: Arguments, owner: str) -> dict[str, Any]:
+    """Arguments shared by preempt and reclaim (validated; ConfigError names the key)."""
+    out: dict[str, Any] = {
+        "strict": args.get_str("victimSelection", "volcano"),
+        "time_budget": args.get_float("timeBudgetSeconds", 0.0),
+        "max_candidates": args.get_int("maxCandidateEvaluations", 0),
+        "max_nodes": args.get_int("maxCandidateNodesAbsolute", 100),
+    }
+    args.get_bool("predicateErrorCacheEnable", True)
+    if out["strict"] not in ("volcano", "strict"):
+        raise ConfigError(
+            f"configurations[{owner}]: argument 'victimSelection' must be 'volcano' or 'strict', "
+            f"got {out['strict']!r}"
+        )
+    out["strict"] = out["strict"] == "strict"
+    if out["time_budget"] < 0 or out["max_candidates"] < 0 or out["max_nodes"] < 1:
+        raise ConfigError(
+            f"configurations[{owner}]: timeBudgetSeconds and maxCandidateEvaluations must be >= 0 "
+            "and maxCandidateNodesAbsolute >= 1"
+        )
+    return out
+
+
+@dataclass(slots=True)
+class Budget:
+    """Per-action time/candidate budget (0 = unlimited)."""
+
+    seconds: float
+    candidates: int
+    start: float = field(default_factory=time.perf_counter)
+    used: int = 0
+    exhausted: bool = False
+
+    def spend(self, n: int = 1) -> bool:
+        """Count ``n`` candidate evaluations; False once the budget is gone."""
+        self.used += n
+        over_count = bool(self.candidates) and self.used > self.candidates
+        if over_count or (self.seconds and time.perf_counter() - self.start > self.seconds):
+            self.exhausted = True
+        return not self.exhausted
+
+
+class NodeTasks:
+    """Running, preemptable tasks of session jobs per node, plus per-group upper bounds.
+
+    ``bound(group)`` is a ``(dims, nodes)`` matrix: Σ requests of the candidate tasks of every
+    group except ``group`` (reclaim: other queues) or of ``group`` only (preempt: own queue).
+    Evicted tasks stay counted, which keeps it an upper bound (their resources are also in
+    Releasing).
+    """
+
+    def __init__(
+        self,
+        ssn: Session,
+        *,
+        group_of: Callable[[TaskInfo, JobInfo], str | None],
+        statuses: frozenset[Any] = PREEMPTABLE_STATUS,
+    ) -> None:
+        self.ssn = ssn
+        nd = ssn.nodes
+        self.dims = len(ssn.resources.names)
+        self.by_node: dict[int, list[TaskInfo]] = {}
+        groups: dict[str, int] = {}
+        gi: list[int] = []
+        ni: list[int] = []
+        reqs: list[Any] = []
+        for job in ssn.jobs.values():
+            for t in job.tasks.values():
+                if t.status not in statuses or t.node_idx < 0 or t.node_idx >= nd.n:
+                    continue
+                if not t.preemptable:
+                    continue
+                self.by_node.setdefault(t.node_idx, []).append(t)
+                g = group_of(t, job)
+                if g is None:
+                    continue
+                k = groups.get(g)
+                if k is None:
+                    k = groups[g] = len(groups)
+                gi.append(k)
+                ni.append(t.node_idx)
+                reqs.append(t.req[: self.dims])
+        self.groups = groups
+        self.per_group = np.zeros((max(len(groups), 1), self.dims, nd.n), dtype=np.int64)
+        if reqs:
+            idx: Any = (np.asarray(gi), slice(None), np.asarray(ni))
+            np.add.at(self.per_group, idx, np.stack(reqs))
+        self.total: npt.NDArray[np.int64] = self.per_group.sum(axis=0)
+
+    def own(self, group: str) -> npt.NDArray[np.int64]:
+        k = self.groups.get(group)
+        if k is None:
+            return np.zeros_like(self.total)
+        out: npt.NDArray[np.int64] = self.per_group[k]
+        return out
+
+    def others(self, group: str) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = self.total - self.own(group)
+        return out
+
+
+def fit_dims(task: TaskInfo) -> list[tuple[int, int]]:
+    fit = task.template.fit
+    return [(int(d), int(fit[d])) for d in np.flatnonzero(fit > 0)]
+
+
+def fits_future(ssn: Session, task: TaskInfo, idx: int) -> bool:
+    fut = ssn.nodes.cols(idx)[2]
+    return all(fut[d] >= v for d, v in fit_dims(task))
+
+
+def candidate_nodes(
+    ssn: Session, task: TaskInfo, bound: npt.NDArray[np.int64], max_nodes: int
+) -> list[int]:
+    """Nodes that pass the preemptor's predicates and could hold it once ``bound`` is freed."""
+    placer = ssn.placer
+    nd = ssn.nodes
+    st = placer.state(task.template)
+    ok = st.static_ok.copy()
+    dyn = placer._dynamic_fail(task)
+    if dyn is not None:
+        ok &= ~dyn
+    fut = nd.future_idle() if nd.has_future else nd.idle
+    dims = bound.shape[0]
+    for d, v in fit_dims(task):
+        if d >= dims:
+            ok &= fut[d] >= v
+            continue
+        ok &= nd.alloc[d] >= v
+        ok &= fut[d] + bound[d] >= v
+    cand = np.flatnonzero(ok)
+    if len(cand) == 0:
+        return []
+    score = st.score[cand]
+    order = np.lexsort((cand, -score))
+    return [int(i) for i in cand[order[:max_nodes]]]
+
+
+def victim_order(
+    ssn: Session, victims: list[TaskInfo], preemptor_queue: QueueInfo | None
+) -> list[TaskInfo]:
+    """Volcano's victim priority queue: first the queue that should give first, then the job
+    that orders last, then the task that orders last."""
+    jkey = ssn.job_order_key()
+    tkey = ssn.task_order_key()
+    jobs = ssn.jobs
+
+    def qcmp(a: str, b: str) -> int:
+        if a == b or preemptor_queue is None:
+            return 0
+        return ssn.victim_queue_order(ssn.queues[a], ssn.queues[b], preemptor_queue)
+
+    qk = functools.cmp_to_key(qcmp)
+
+    class Rev:
+        __slots__ = ("k",)
+
+        def __init__(self, k: Any) -> None:
+            self.k = k
+
+        def __lt__(self, other: Rev) -> bool:
+            return bool(other.k < self.k)
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Rev) and bool(self.k == other.k)
+
+        __hash__ = None  # type: ignore[assignment]
+
+    def key(t: TaskInfo) -> tuple[Any, Any, Any]:
+        job = jobs[t.job_id or ""]
+        return (qk(job.queue), Rev(jkey(job)), Rev(tkey(t)))
+
+    return sorted(victims, key=key)
+
+
+def try_node(
+    ssn: Session,
+    stmt: Statement,
+    preemptor: TaskInfo,
+    idx: int,
+    victims: list[TaskInfo],
+    reason: str,
+    *,
+    ready: Callable[[], bool],
+    causes: dict[str, tuple[str, str]],
+) -> bool:
+    """Evict ``victims`` (in order) on node ``idx`` until ``preemptor`` fits, then pipeline it.
+
+    ``ready()`` is the action's extra condition (Allocatable for preempt, always true for
+    reclaim). On failure every eviction made here is undone.
+    """
+    mark = stmt.save_operations()
+    job_id = preemptor.job_id or ""
+    for v in victims:
+        if ready() and fits_future(ssn, preemptor, idx):
+            break
+        stmt.evict(v, reason)
+        causes[v.uid] = (job_id, reason)
+    if ready() and fits_future(ssn, preemptor, idx):
+        stmt.pipeline(preemptor, idx)
+        return True
+    stmt.recover_operations(mark)
+    return False
+
+
+def validate_victims(ssn: Session, preemptor: TaskInfo, idx: int, victims: list[TaskInfo]) -> bool:
+    """Volcano's ValidateVictims: FutureIdle plus all victims' requests must hold the preemptor."""
+    fut = ssn.nodes.cols(idx)[2]
+    dims = fit_dims(preemptor)
+    freed = [0] * len(fut)
+    for v in victims:
+        rl = v.template.req_list
+        for d, _ in dims:
+            freed[d] += rl[d]
+    return all(fut[d] + freed[d] >= v for d, v in dims)
+
+
+def emit_causes(ssn: Session, committed: Iterable[str], causes: dict[str, tuple[str, str]]) -> None:
+    """One event per committed eviction naming the job it made room for."""
+    for uid in committed:
+        got = causes.get(uid)
+        task = ssn.cache.tasks.get(uid)
+        if got is None or task is None or not task.job_id or task.job_id not in ssn.jobs:
+            continue
+        cause, reason = got
+        job = ssn.jobs[task.job_id]
+        ssn.event(
+            job,
+            "Normal",
+            "Preempted" if reason == "preempt" else "Reclaimed",
+            f"pod {task.namespace}/{task.name} evicted ({reason}) for job {cause}",
+        )

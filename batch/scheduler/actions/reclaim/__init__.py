@@ -1,0 +1,247 @@
+"""reclaim: cross-queue reclamation of fair share — Volcano's reclaim action (volcano.md §4.3).
+
+Queues with admitted, valid, starving jobs are visited in QueueOrder; a queue that is Overused is
+skipped (an overused queue never reclaims). For each starving job (JobOrder), one Statement: for
+each pending task (``preemptionPolicy: Never`` skipped) the queue must still be entitled
+(``Preemptive(queue, [task])``: under its deserved share with this task); candidate nodes are
+walked best-score first, and the reclaimees on a node are the Running, preemptable tasks of jobs
+in *other* queues whose ``reclaimable`` is true; the Reclaimable callbacks choose the victims,
+which are evicted in victim order (VictimQueueOrder first) until the task fits the node's
+FutureIdle; the task is then pipelined there. Commit if the job is pipelined, else discard.
+The queue is re-pushed while it still has starving jobs.
+
+Tephra's hard guards (always on): a victim is never taken when that would bring its queue below
+its ``guarantee`` on a guaranteed resource. With ``keepVictimQueueAtDeserved: true`` (share
+hysteresis; Tephra's default configuration turns it on) a victim is taken only while its queue
+stays at or above ``(1 - reclaimHysteresis) *`` its deserved share (proportion/capacity) on the
+resources the victim uses — so a queue that was reclaimed from is never left entitled to reclaim
+straight back (no ping-pong). Evictions carry reason ``reclaim``.
+
+Arguments: ``predicateErrorCacheEnable``, ``victimSelection``, ``timeBudgetSeconds``,
+``maxCandidateEvaluations``, ``maxCandidateNodesAbsolute`` (as preempt),
+``keepVictimQueueAtDeserved`` (false), ``reclaimHysteresis`` (0.0, within 0..1).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.info import JobInfo, QueueInfo, TaskInfo
+from batch.model.status import TaskStatus
+from batch.scheduler.actions.preempt import has_topology, preemptor_tasks, starving_jobs
+from batch.scheduler.actions.preempt.victims import (
+    Budget,
+    NodeTasks,
+    candidate_nodes,
+    emit_causes,
+    parse_common,
+    select_victims,
+    try_node,
+    validate_victims,
+    victim_order,
+)
+from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.pq import PriorityQueue
+from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.statement import Statement
+
+RUNNING = frozenset({TaskStatus.RUNNING})
+
+
+class QueueLedger:
+    """Live per-queue allocated (Σ job.allocated), recomputed when the session changed."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.jobs: dict[str, list[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            self.jobs.setdefault(job.queue, []).append(job)
+        self._memo: dict[str, tuple[int, npt.NDArray[np.int64]]] = {}
+
+    def allocated(self, queue: str) -> npt.NDArray[np.int64]:
+        pos = len(self.ssn.nodes.log)
+        hit = self._memo.get(queue)
+        if hit is not None and hit[0] == pos:
+            return hit[1]
+        out = self.ssn.resources.zeros()
+        for job in self.jobs.get(queue, ()):
+            out = out + job.allocated
+        self._memo[queue] = (pos, out)
+        return out
+
+
+def deserved_of(ssn: Session, queue: str) -> npt.NDArray[np.float64] | None:
+    """The deserved vector computed by proportion or capacity this session (None if neither)."""
+    for p in ssn.plugins:
+        if p.name in ("proportion", "capacity"):
+            attrs: dict[str, Any] = getattr(p, "attrs", {})
+            a = attrs.get(queue)
+            if a is not None:
+                d: npt.NDArray[np.float64] = a.deserved
+                return d
+    return None
+
+
+@register_action
+class Reclaim(Action):
+    name = "reclaim"
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        c = parse_common(arguments, "reclaim")
+        self.strict: bool = c["strict"]
+        self.time_budget: float = c["time_budget"]
+        self.max_candidates: int = c["max_candidates"]
+        self.max_nodes: int = c["max_nodes"]
+        self.keep_deserved = arguments.get_bool("keepVictimQueueAtDeserved", False)
+        self.hysteresis = arguments.get_float("reclaimHysteresis", 0.0)
+        if not 0.0 <= self.hysteresis < 1.0:
+            raise ConfigError(
+                "configurations[reclaim]: argument 'reclaimHysteresis' must be within 0..1, "
+                f"got {self.hysteresis!r}"
+            )
+
+    def execute(self, ssn: Session) -> None:
+        t0 = time.perf_counter()
+        budget = Budget(self.time_budget, self.max_candidates)
+        jobs = [j for j in starving_jobs(ssn) if not has_topology(j)]
+        if not jobs:
+            ssn.timings["reclaim"] = time.perf_counter() - t0
+            return
+        queues = ssn.queues
+
+        def group(t: TaskInfo, j: JobInfo) -> str | None:
+            q = queues.get(j.queue)
+            return j.queue if q is not None and q.reclaimable else None
+
+        self.index = NodeTasks(ssn, group_of=group, statuses=RUNNING)
+        self.ledger = QueueLedger(ssn)
+        self.causes: dict[str, tuple[str, str]] = {}
+        jkey = ssn.job_order_key()
+        per_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        for job in jobs:
+            pq = per_queue.get(job.queue)
+            if pq is None:
+                pq = per_queue[job.queue] = PriorityQueue(jkey)
+            pq.push(job)
+        qpq: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key())
+        for name in per_queue:
+            qpq.push(queues[name])
+        while qpq and not budget.exhausted:
+            queue = qpq.pop()
+            if ssn.overused(queue):
+                continue
+            pending = per_queue[queue.name]
+            if not pending:
+                continue
+            job = pending.pop()
+            stmt = Statement(ssn)
+            self._reclaim_job(ssn, queue, job, stmt, budget)
+            if len(stmt) and ssn.job_pipelined(job):
+                evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
+                stmt.commit()
+                emit_causes(ssn, evicted, self.causes)
+            else:
+                stmt.discard()
+            if pending:
+                qpq.push(queue)
+        ssn.timings["reclaim"] = time.perf_counter() - t0
+
+    # -- guards -------------------------------------------------------------------------
+    def _guard(self, ssn: Session) -> Any:
+        ledger = self.ledger
+        keep = self.keep_deserved
+        factor = 1.0 - self.hysteresis
+
+        def guard(_: str, __: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
+            out: list[TaskInfo] = []
+            left: dict[str, npt.NDArray[np.int64]] = {}
+            for t in victims:
+                job = ssn.jobs.get(t.job_id or "")
+                if job is None:
+                    continue
+                q = ssn.queues[job.queue]
+                alloc = left.get(q.name)
+                if alloc is None:
+                    alloc = ledger.allocated(q.name).copy()
+                after = alloc - t.req
+                ok = True
+                for rname, amount in q.guarantee.items():
+                    d = ssn.resources.get(rname)
+                    if d is not None and amount > 0 and after[d] < amount:
+                        ok = False
+                        break
+                if ok and keep:
+                    des = deserved_of(ssn, q.name)
+                    if des is not None:
+                        used = np.flatnonzero(t.req[1:] > 0) + 1
+                        if bool((after[used] < des[used] * factor - 0.1).any()):
+                            ok = False
+                if ok:
+                    out.append(t)
+                    left[q.name] = after
+            return out
+
+        return guard
+
+    def _reclaim_job(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, stmt: Statement, budget: Budget
+    ) -> None:
+        guard = self._guard(ssn)
+        tasks = preemptor_tasks(ssn, job)
+        left = len(tasks)
+        bound = self.index.others(queue.name)
+        placer = ssn.placer
+        for task in tasks:
+            if budget.exhausted or not ssn.job_starving(job):
+                break
+            left -= 1
+            if task.status is not TaskStatus.PENDING or task.preemption_policy == "Never":
+                continue
+            placed = False
+            if ssn.preemptive(queue, [task]) and not ssn.pre_predicate(task):
+                for idx in candidate_nodes(ssn, task, bound, self.max_nodes):
+                    if not budget.spend():
+                        break
+                    if placer.scalar_preds and not placer._scalar_ok(task, idx):
+                        continue
+                    cands = []
+                    for t in self.index.by_node.get(idx, ()):
+                        if t.status is not TaskStatus.RUNNING:
+                            continue
+                        vjob = ssn.jobs.get(t.job_id or "")
+                        if vjob is None or vjob.queue == queue.name:
+                            continue
+                        vq = ssn.queues.get(vjob.queue)
+                        if vq is None or not vq.reclaimable:
+                            continue
+                        cands.append(t)
+                    if not cands:
+                        continue
+                    victims = select_victims(
+                        ssn, "reclaimable", task, cands, strict=self.strict, extra=(guard,)
+                    )
+                    if not victims or not validate_victims(ssn, task, idx, victims):
+                        continue
+                    ordered = victim_order(ssn, victims, queue)
+                    if try_node(
+                        ssn,
+                        stmt,
+                        task,
+                        idx,
+                        ordered,
+                        "reclaim",
+                        ready=lambda: True,
+                        causes=self.causes,
+                    ):
+                        placed = True
+                        break
+            if not placed:
+                have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort
+                if have + left < job.min_available:
+                    break

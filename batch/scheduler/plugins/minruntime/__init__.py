@@ -1,0 +1,164 @@
+"""minruntime: a minimum running time before a pod may be preempted or reclaimed.
+
+Volcano has no such protection (its ``cdp`` plugin is a per-pod cool-down annotation); this
+follows KAI Scheduler's MinRuntime plugin (``preemptMinRuntime`` / ``reclaimMinRuntime`` per
+queue, inherited down the queue tree, with plugin defaults — shared/reference/peers.md §1.6). A
+victim whose pod has been running (``status.startTime``, else its creation time) for less than
+the minimum of its queue is never chosen. The filter is a hard *guard* of the preempt/reclaim
+actions (victims.py): it applies after the tiered Preemptable/Reclaimable callbacks whatever tier
+the plugin is configured in, so Volcano's tier fall-through cannot bypass it.
+
+Arguments: ``preemptMinRuntime`` and ``reclaimMinRuntime`` (durations such as ``90s``, ``5m``,
+``1h30m`` or plain seconds; default ``0s``), and per-queue overrides
+``queues.<queue>.preemptMinRuntime`` / ``queues.<queue>.reclaimMinRuntime``. A Queue may also
+carry the annotations ``tephra.io/preempt-min-runtime`` / ``tephra.io/reclaim-min-runtime``
+(argument overrides win over annotations; a queue without either inherits from its parent).
+The switches ``enablePreemptable`` / ``enableReclaimable`` turn either half off.
+"""
+
+from __future__ import annotations
+
+import re
+
+from batch.model.info import TaskInfo
+from batch.model.parse import ROOT_QUEUE, parse_time
+from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.session import Session
+
+ANN_PREEMPT = "tephra.io/preempt-min-runtime"
+ANN_RECLAIM = "tephra.io/reclaim-min-runtime"
+
+_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: object) -> float:
+    """``"1h30m"`` / ``"90s"`` / ``"2.5m"`` / ``"120"`` / ``120`` -> seconds (ValueError)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"duration must not be negative: {value!r}")
+        return float(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"not a duration: {value!r}")
+    s = value.strip()
+    try:
+        f = float(s)
+    except ValueError:
+        pass
+    else:
+        if f < 0:
+            raise ValueError(f"duration must not be negative: {value!r}")
+        return f
+    pos = 0
+    total = 0.0
+    for m in _DUR.finditer(s):
+        if m.start() != pos:
+            raise ValueError(f"not a duration: {value!r}")
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        raise ValueError(f"not a duration (use e.g. 90s, 5m, 1h30m): {value!r}")
+    return total
+
+
+def task_start(task: TaskInfo) -> float:
+    """When the pod started running: ``status.startTime``, else its creation time."""
+    raw = task.raw
+    if raw is not None:
+        status = raw.get("status")
+        if isinstance(status, dict):
+            t = parse_time(status.get("startTime"))
+            if t:
+                return t
+    return task.creation
+
+
+@register_plugin
+class MinRuntimePlugin(Plugin):
+    name = "minruntime"
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        self.defaults = {
+            "preempt": self._dur(arguments, "preemptMinRuntime"),
+            "reclaim": self._dur(arguments, "reclaimMinRuntime"),
+        }
+        self.per_queue: dict[tuple[str, str], float] = {}
+        for key, value in arguments.keys_with_prefix("queues.").items():
+            qname, sep, field = key.rpartition(".")
+            if not sep or field not in ("preemptMinRuntime", "reclaimMinRuntime"):
+                raise ConfigError(
+                    f"plugin minruntime: argument 'queues.{key}' must be "
+                    "queues.<queue>.preemptMinRuntime or queues.<queue>.reclaimMinRuntime"
+                )
+            try:
+                secs = parse_duration(value)
+            except ValueError as exc:
+                raise ConfigError(f"plugin minruntime: argument 'queues.{key}': {exc}") from None
+            self.per_queue[(qname, field[:7])] = secs
+        for key in arguments.raw:
+            if key not in ("preemptMinRuntime", "reclaimMinRuntime") and not key.startswith(
+                "queues."
+            ):
+                raise ConfigError(f"plugin minruntime: unknown argument {key!r}")
+
+    @staticmethod
+    def _dur(arguments: Arguments, key: str) -> float:
+        if key not in arguments:
+            return 0.0
+        try:
+            return parse_duration(arguments.raw[key])
+        except ValueError as exc:
+            raise ConfigError(f"plugin minruntime: argument {key!r}: {exc}") from None
+
+    def min_runtime(self, ssn: Session, queue: str, kind: str) -> float:
+        """Minimum runtime of ``kind`` ("preempt"|"reclaim") for victims in ``queue``."""
+        ann = ANN_PREEMPT if kind == "preempt" else ANN_RECLAIM
+        seen: set[str] = set()
+        q = queue
+        while q and q not in seen:
+            seen.add(q)
+            got = self.per_queue.get((q, kind))
+            if got is not None:
+                return got
+            info = ssn.queues.get(q)
+            if info is None:
+                break
+            value = info.annotations.get(ann)
+            if value is not None:
+                try:
+                    return parse_duration(value)
+                except ValueError:
+                    break  # admission rejects bad values; treat as not set
+            q = info.parent or (ROOT_QUEUE if q != ROOT_QUEUE else "")
+        return self.defaults[kind]
+
+    def on_session_open(self, ssn: Session) -> None:
+        from batch.scheduler.actions.preempt.victims import add_guard
+
+        option = getattr(self, "option", None)
+        on = {
+            "preemptable": option is None or option.enabled("preemptable"),
+            "reclaimable": option is None or option.enabled("reclaimable"),
+        }
+        cache: dict[tuple[str, str], float] = {}
+
+        def guard(point: str, _: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
+            if not on.get(point, False):
+                return victims
+            kind = "preempt" if point == "preemptable" else "reclaim"
+            out = []
+            for t in victims:
+                job = ssn.jobs.get(t.job_id or "")
+                qname = job.queue if job is not None else ""
+                m = cache.get((qname, kind))
+                if m is None:
+                    m = cache[(qname, kind)] = self.min_runtime(ssn, qname, kind)
+                if m <= 0 or ssn.now - task_start(t) >= m:
+                    out.append(t)
+            return out
+
+        add_guard(ssn, guard)

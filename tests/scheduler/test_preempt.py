@@ -1,0 +1,194 @@
+"""preempt action: priority preemption inside a queue (volcano.md §4.3) and Tephra's guards."""
+
+from __future__ import annotations
+
+from batch.model import fixtures as f
+from batch.model.status import TaskStatus
+from batch.scheduler import apply_decisions
+
+from .evict_util import (
+    EVICT_CONF,
+    STRICT_CONF,
+    evicted_jobs,
+    pending,
+    priorities,
+    running,
+    settle,
+    statuses,
+)
+from .util import bound_jobs, cluster, run
+
+PREEMPT_ONLY = EVICT_CONF.replace("preempt, reclaim", "preempt")
+
+
+def test_higher_priority_job_preempts_lower_priority_in_same_queue() -> None:
+    c = cluster(2, cpu="4")
+    priorities(c)
+    low = running(c, "low", ["n0", "n1"], per_node=4, priority_class="low")
+    high = pending(c, "high", 2, cpu="2", priority_class="high")
+    d = run(c, PREEMPT_ONLY)
+    assert evicted_jobs(d) == {low: 4}
+    assert {e.reason for e in d.evictions} == {"preempt"}
+    assert sorted(p.job_id for p in d.pipelines) == [high, high]
+    assert not d.binds
+    assert any(e.reason == "Preempted" and high in e.message for e in d.events)
+    # victims are Releasing until the watch shows them gone; the preemptor binds after that
+    apply_decisions(c, d)
+    assert statuses(c, low)[TaskStatus.RELEASING] == 4
+    d2 = run(c, PREEMPT_ONLY)
+    assert not d2.evictions and not d2.binds
+    settle(c, d)
+    d3 = run(c, PREEMPT_ONLY)
+    assert bound_jobs(d3) == {high: 2} and not d3.evictions
+
+
+def test_preemption_stays_within_the_queue() -> None:
+    c = cluster(2, cpu="4", queues=("default", "other"))
+    priorities(c)
+    running(c, "low", ["n0", "n1"], per_node=4, priority_class="low", queue="other")
+    pending(c, "high", 2, cpu="2", priority_class="high")
+    d = run(c, PREEMPT_ONLY)
+    assert not d.evictions and not d.pipelines
+
+
+def test_equal_priority_never_preempts() -> None:
+    c = cluster(2, cpu="4")
+    priorities(c)
+    running(c, "a", ["n0", "n1"], per_node=4, priority_class="low")
+    pending(c, "b", 2, cpu="2", priority_class="low")
+    d = run(c, PREEMPT_ONLY)
+    assert not d.evictions
+    # no PriorityClass at all: everything has priority 0, still nothing
+    c2 = cluster(2, cpu="4")
+    running(c2, "a", ["n0", "n1"], per_node=4)
+    pending(c2, "b", 2, cpu="2")
+    assert not run(c2, PREEMPT_ONLY).evictions
+
+
+def test_not_enough_victims_means_no_eviction_at_all() -> None:
+    c = cluster(3, cpu="4")
+    priorities(c)
+    running(c, "low", ["n0", "n1"], per_node=4, priority_class="low")
+    running(c, "vip", ["n2"], per_node=4, priority_class="high")
+    # a 3-pod gang needing a whole node each: only two nodes can be freed
+    pending(c, "gang3", 3, cpu="4", priority_class="high")
+    d = run(c, PREEMPT_ONLY)
+    assert not d.evictions and not d.pipelines
+    # with idle capacity too small to help either
+    c2 = cluster(2, cpu="4")
+    priorities(c2)
+    running(c2, "low", ["n0"], per_node=3, priority_class="low")
+    running(c2, "vip", ["n1"], per_node=4, priority_class="high")
+    pending(c2, "gang2", 2, cpu="3", priority_class="high")
+    assert not run(c2, PREEMPT_ONLY).evictions
+
+
+def test_gang_victims_keep_their_minimum() -> None:
+    c = cluster(4, cpu="2")
+    priorities(c)
+    low = running(
+        c, "low", ["n0", "n1", "n2", "n3"], per_node=1, min_member=3, cpu="2", priority_class="low"
+    )
+    # two 2-cpu pods need two evictions, but the victim gang may lose only one pod
+    pending(c, "two", 2, cpu="2", priority_class="high")
+    d = run(c, PREEMPT_ONLY)
+    assert not d.evictions
+    c.apply("PodGroup", "DELETED", c.jobs["default/two"].podgroup or {})
+    for t in list(c.jobs["default/two"].tasks.values()):
+        assert t.raw is not None
+        c.apply("Pod", "DELETED", t.raw)
+    one = pending(c, "one", 1, cpu="2", priority_class="high")
+    d = run(c, PREEMPT_ONLY)
+    assert evicted_jobs(d) == {low: 1}
+    assert [p.job_id for p in d.pipelines] == [one]
+
+
+def test_gang_minimum_holds_across_nodes_in_one_session() -> None:
+    c = cluster(4, cpu="2")
+    priorities(c)
+    low = running(c, "low", ["n0", "n1", "n2", "n3"], min_member=2, cpu="2", priority_class="low")
+    pending(c, "p", 3, cpu="2", priority_class="high")  # needs 3 of the 2 spare pods
+    assert not run(c, PREEMPT_ONLY).evictions
+    c2 = cluster(4, cpu="2")
+    priorities(c2)
+    low = running(c2, "low", ["n0", "n1", "n2", "n3"], min_member=2, cpu="2", priority_class="low")
+    pending(c2, "p", 2, cpu="2", priority_class="high")
+    d = run(c2, PREEMPT_ONLY)
+    assert evicted_jobs(d) == {low: 2}
+    assert len({e.uid for e in d.evictions}) == 2 and len(d.pipelines) == 2
+
+
+def test_conformance_protects_kube_system_and_critical_pods() -> None:
+    c = cluster(2, cpu="4")
+    priorities(c)
+    running(c, "sys", ["n0"], per_node=4, namespace="kube-system", priority_class="low")
+    running(c, "crit", ["n1"], per_node=4, priority_class="low")
+    for t in c.jobs["default/crit"].tasks.values():
+        t.priority_class_name = "system-node-critical"
+    pending(c, "high", 1, cpu="2", priority_class="high")
+    for conf in (PREEMPT_ONLY, STRICT_CONF.replace("preempt, reclaim", "preempt")):
+        d = run(c, conf)
+        assert not d.evictions
+
+
+def test_intra_job_preemption_evicts_lower_priority_tasks_of_the_same_job() -> None:
+    conf = PREEMPT_ONLY.replace(
+        "  - name: gang\n", "  - name: gang\n    enablePreemptable: false\n"
+    )
+    c = cluster(1, cpu="4")
+    priorities(c)
+    job = running(c, "mixed", ["n0"], per_node=1, min_member=2, cpu="4", priority_class="low")
+    p = f.pod("mixed-hi", group="mixed", cpu="2", priority=5000)
+    c.apply("Pod", "ADDED", p)
+    d = run(c, conf)
+    assert evicted_jobs(d) == {job: 1}
+    assert [x.name for x in d.pipelines] == ["mixed-hi"]
+
+
+def test_min_runtime_protects_young_pods() -> None:
+    conf = PREEMPT_ONLY.replace(
+        "  - name: conformance\n",
+        "  - name: conformance\n  - name: minruntime\n    arguments: {preemptMinRuntime: 10m}\n",
+    )
+    c = cluster(1, cpu="4")
+    priorities(c)
+    # NOW in tests/scheduler/util.py is 2027-01-15T08:00:00Z
+    running(c, "young", ["n0"], per_node=4, priority_class="low", start="2027-01-15T07:55:00Z")
+    pending(c, "high", 1, cpu="2", priority_class="high")
+    assert not run(c, conf).evictions
+    # older than 10 minutes: preemptable
+    c2 = cluster(1, cpu="4")
+    priorities(c2)
+    running(c2, "old", ["n0"], per_node=4, priority_class="low", start="2027-01-15T07:40:00Z")
+    pending(c2, "high", 1, cpu="2", priority_class="high")
+    assert evicted_jobs(run(c2, conf)) == {"default/old": 2}
+
+
+def test_candidate_budget_bounds_the_work() -> None:
+    c = cluster(4, cpu="4")
+    priorities(c)
+    running(c, "low", ["n0", "n1", "n2", "n3"], per_node=4, priority_class="low")
+    for i in range(4):
+        pending(c, f"h{i}", 1, cpu="4", priority_class="high")
+    full = run(c, PREEMPT_ONLY)
+    # the victim job keeps its minimum (1 pod): three whole nodes can be freed, not four
+    assert len({e.job_id for e in full.evictions}) == 1 and len(full.evictions) == 12
+    assert len(full.pipelines) == 3
+    limited = (
+        PREEMPT_ONLY
+        + """
+configurations:
+- name: preempt
+  arguments: {maxCandidateEvaluations: 1}
+"""
+    )
+    d = run(c, limited)
+    assert len(d.pipelines) == 1 and len(d.evictions) == 4
+
+
+def test_preemptor_with_policy_never_does_not_preempt() -> None:
+    c = cluster(1, cpu="4")
+    priorities(c)
+    running(c, "low", ["n0"], per_node=4, priority_class="low")
+    pending(c, "high", 1, cpu="2", priority_class="high", spec={"preemptionPolicy": "Never"})
+    assert not run(c, PREEMPT_ONLY).evictions
