@@ -12,10 +12,10 @@ The queue is re-pushed while it still has starving jobs.
 
 Tephra's hard guards (always on): a victim is never taken when that would bring its queue below
 its ``guarantee`` on a guaranteed resource. With ``keepVictimQueueAtDeserved: true`` (share
-hysteresis; Tephra's default configuration turns it on) a victim is taken only while its queue
-stays at or above ``(1 - reclaimHysteresis) *`` its deserved share (proportion/capacity) on the
-resources the victim uses — so a queue that was reclaimed from is never left entitled to reclaim
-straight back (no ping-pong). Evictions carry reason ``reclaim``.
+hysteresis; Tephra's default configuration turns it on) a victim is taken only while its queue's
+share (max over resources of allocated / deserved, as proportion computes it) stays at or above
+``1 - reclaimHysteresis`` after the eviction — so a queue that was reclaimed from is never
+left entitled to reclaim straight back (no ping-pong). Evictions carry reason ``reclaim``.
 
 Arguments: ``predicateErrorCacheEnable``, ``victimSelection``, ``timeBudgetSeconds``,
 ``maxCandidateEvaluations``, ``maxCandidateNodesAbsolute`` (as preempt),
@@ -179,8 +179,9 @@ class Reclaim(Action):
                 if ok and keep:
                     des = deserved_of(ssn, q.name)
                     if des is not None:
-                        used = np.flatnonzero(t.req[1:] > 0) + 1
-                        if bool((after[used] < des[used] * factor - 0.1).any()):
+                        present = np.flatnonzero(des[1:] >= 0.1) + 1
+                        share = float((after[present] / des[present]).max()) if len(present) else 0
+                        if share < factor - 1e-9:
                             ok = False
                 if ok:
                     out.append(t)
