@@ -22,6 +22,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "crds": ("batch.cli.crds:crds", "Write the CRDs generated from batch.api."),
     "sandbox": ("batch.cli.sandbox:sandbox", "Run the embedded cluster (API server + nodes)."),
     "scheduler": ("batch.cli.scheduler:scheduler", "Run the scheduler service."),
+    "demo": ("batch.cli.demo:demo", "Play Tephra's story on the embedded sandbox."),
     "controller": ("batch.cli.controller:controller", "Run the job/queue/PodGroup controllers."),
     "job": ("batch.cli.job:job", "Run and manage Volcano jobs (vcctl job)."),
     "queue": ("batch.cli.queue:queue", "Create and manage queues (vcctl queue)."),
