@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +38,47 @@ def load_workload(relpath: str, kind: str) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def adapters() -> list[WorkloadAdapter]:
     return load_adapters()
+
+
+@pytest.fixture(scope="session")
+def e2e_api() -> Iterator[Any]:
+    """One sandbox per test process for the end-to-end tests: Tephra's controllers and scheduler
+    (0.2 s period), two general nodes (64 cpu, 8 GPUs), the operators' CRDs from
+    fixtures/crds, the Volcano queue `research` and the PriorityClass `high`."""
+    pytest.importorskip("batch.sandbox.testing")
+    pytest.importorskip("batch.kube.service")
+    from kubernetes import client
+
+    from batch.controllers.runner import ControllerComponent
+    from batch.kube.service import SchedulerComponent, SchedulerOptions
+    from batch.sandbox.nodes import make_nodes
+    from batch.sandbox.testing import run_sandbox
+
+    scheduler = SchedulerComponent(SchedulerOptions(schedule_period=0.2))
+    with run_sandbox(
+        nodes=make_nodes(count=2, gpus=8), components=[ControllerComponent(), scheduler]
+    ) as sb:
+        api = sb.api_client()
+        ext = client.ApiextensionsV1Api(api)
+        for path in sorted((Path(__file__).parent / "fixtures" / "crds").glob("*.yaml")):
+            ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+        client.CustomObjectsApi(api).create_cluster_custom_object(
+            "scheduling.volcano.sh",
+            "v1beta1",
+            "queues",
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "research"},
+                "spec": {"weight": 1},
+            },
+        )
+        client.SchedulingV1Api(api).create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "high"},
+                "value": 1000,
+            }
+        )
+        yield api

@@ -3,33 +3,26 @@ the operator (it creates the pods the operator would, with the operator's labels
 references), and Tephra's PodGroup controller giving the workload its gang over real HTTP.
 
 The users' manifests are the corpus ones with ``schedulerName: volcano`` added to the pod
-templates ("way 2" in docs/integrations.md). No scheduler runs here: nothing binds, so the
-PodGroups stay as the controller wrote them.
+templates ("way 2" in docs/integrations.md). The sandbox is the shared `e2e_api` fixture
+(controllers and scheduler); these tests check what the controller writes, the scheduler tests
+in test_e2e_scheduler.py what gets bound.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import yaml
 
 pytest.importorskip("batch.sandbox.testing")
 
 from kubernetes import client
 
-from batch.controllers.runner import ControllerComponent
-from batch.sandbox.nodes import make_nodes
-from batch.sandbox.testing import run_sandbox
 from tests.integrations.conftest import load_workload
 
-pytestmark = pytest.mark.xdist_group("integrations-sandbox")
-
-CRDS = Path(__file__).parent / "fixtures" / "crds"
 PG = ("scheduling.volcano.sh", "v1beta1")
 
 
@@ -49,6 +42,12 @@ class Cluster:
         self.core = client.CoreV1Api(api)
         self.co = client.CustomObjectsApi(api)
         self.ext = client.ApiextensionsV1Api(api)
+
+    def namespace(self, name: str) -> str:
+        self.core.create_namespace(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+        return name
 
     def create(self, obj: dict[str, Any], ns: str) -> dict[str, Any]:
         group, _, version = obj["apiVersion"].rpartition("/")
@@ -78,15 +77,9 @@ class Cluster:
         return dict(self.pod(name, ns).metadata.annotations or {})
 
 
-# Session scope: all these tests share one xdist group, so one worker starts one sandbox even
-# when other modules' tests are interleaved with them.
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    with run_sandbox(nodes=make_nodes(count=2, gpus=8), components=[ControllerComponent()]) as sb:
-        c = Cluster(sb.api_client())
-        for path in sorted(CRDS.glob("*.yaml")):
-            c.ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
-        yield c
+def cluster(e2e_api: Any) -> Cluster:
+    return Cluster(e2e_api)
 
 
 # --------------------------------------------------------------------------- playing operators
@@ -160,7 +153,7 @@ def submit(c: Cluster, kind: str, path: str, ns: str, **templates: Any) -> dict[
 
 
 def test_pytorchjob_gets_its_gang(cluster: Cluster) -> None:
-    ns = "default"
+    ns = cluster.namespace("pytorch-gang")
     job = copy.deepcopy(load_workload("pytorch/pytorch_job_sendrecv.yaml", "PyTorchJob"))
     for rspec in job["spec"]["pytorchReplicaSpecs"].values():
         with_scheduler(rspec["template"])
@@ -200,7 +193,7 @@ def test_pytorchjob_gets_its_gang(cluster: Cluster) -> None:
 
 
 def test_mpijob_gets_its_gang_with_resources(cluster: Cluster) -> None:
-    ns = "default"
+    ns = cluster.namespace("mpi-gang")
     job = copy.deepcopy(load_workload("mpi/tensorflow-mnist.yaml", "MPIJob"))
     for rspec in job["spec"]["mpiReplicaSpecs"].values():
         with_scheduler(rspec["template"])
@@ -214,7 +207,7 @@ def test_mpijob_gets_its_gang_with_resources(cluster: Cluster) -> None:
 
 
 def test_raycluster_gets_its_gang_in_the_workloads_queue(cluster: Cluster) -> None:
-    ns = "default"
+    ns = cluster.namespace("ray-gang")
     path = "ray/ray-cluster.volcano-scheduler-queue.yaml"
     cluster.create(copy.deepcopy(load_workload(path, "Queue")), ns)
     rc = copy.deepcopy(load_workload(path, "RayCluster"))
@@ -257,7 +250,7 @@ def test_raycluster_gets_its_gang_in_the_workloads_queue(cluster: Cluster) -> No
 
 
 def test_sparkapplication_gang_grows_once_the_driver_runs(cluster: Cluster) -> None:
-    ns = "default"
+    ns = cluster.namespace("spark-gang")
     app = copy.deepcopy(load_workload("spark/spark-pi.yaml", "SparkApplication"))
     app["metadata"].pop("namespace", None)
     app = cluster.create(app, ns)
@@ -290,9 +283,10 @@ def test_sparkapplication_gang_grows_once_the_driver_runs(cluster: Cluster) -> N
     assert pg["spec"]["minMember"] == 1
     assert pg["spec"]["minTaskMember"] == {"spark-driver": 1}
     assert pg["spec"]["minResources"] == {"cpu": "2", "memory": "1792Mi"}
-    # Play the kubelet: the driver runs (no scheduler here), then it creates its executor.
+    # The scheduler places the driver and the node emulator runs it; then, playing the driver,
+    # the test creates its executor.
+    wait_for(lambda: cluster.pod(f"{name}-driver", ns).status.phase == "Running", "driver running")
     driver = cluster.pod(f"{name}-driver", ns)
-    cluster.core.patch_namespaced_pod_status(f"{name}-driver", ns, {"status": {"phase": "Running"}})
     executor_owner = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -331,7 +325,7 @@ def test_operator_made_podgroup_is_adopted_untouched(cluster: Cluster) -> None:
     """training-operator with --gang-scheduler-name=volcano made PodGroup <job> (minMember 1,
     its own values): Tephra annotates nothing differently, creates no second group and does not
     correct the operator's spec."""
-    ns = "default"
+    ns = cluster.namespace("adopt-kubeflow")
     job = copy.deepcopy(load_workload("pytorch/demo.yaml", "PyTorchJob"))
     job["metadata"]["name"] = "adopted"
     for rspec in job["spec"]["pytorchReplicaSpecs"].values():
@@ -371,7 +365,7 @@ def test_operator_made_podgroup_is_adopted_untouched(cluster: Cluster) -> None:
 
 def test_pods_already_in_an_operator_group_are_left_alone(cluster: Cluster) -> None:
     """KubeRay with --batch-scheduler=volcano annotated its pods with its own group."""
-    ns = "default"
+    ns = cluster.namespace("adopt-kuberay")
     rc = copy.deepcopy(load_workload("ray/ray-cluster.scheduler-plugins.yaml", "RayCluster"))
     rc["metadata"]["name"] = "kuberay-managed"
     rc = cluster.create(rc, ns)
