@@ -99,7 +99,7 @@ class MiniScheduler:
                 pass
 
 
-def wait_for(fn: Any, timeout: float = 20.0, period: float = 0.1, what: str = "condition") -> Any:
+def wait_for(fn: Any, timeout: float = 60.0, period: float = 0.1, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:

@@ -127,7 +127,9 @@ class Env:
 def env() -> Iterator[Env]:
     nodes = make_nodes(count=2, cpu="64", memory="256Gi")
     comp = ControllerComponent()
-    with run_sandbox(nodes=nodes, components=[comp], max_grace_seconds=0.5) as sb:
+    with run_sandbox(
+        nodes=nodes, components=[comp], max_grace_seconds=0.5, ready_timeout=120
+    ) as sb:
         sched = MiniScheduler(sb.api_client(), nodes=[n["metadata"]["name"] for n in nodes]).start()
         try:
             yield Env(sb, sched)
@@ -196,7 +198,7 @@ def test_failed_pod_restart_job_until_max_retry(env: Env) -> None:
             policies=[{"event": "PodFailed", "action": "RestartJob"}],
         )
     )
-    job = env.wait_phase("flaky", "Failed", timeout=40)
+    job = env.wait_phase("flaky", "Failed")
     assert job["status"]["retryCount"] == 2
     assert "Restarting" in [x["status"] for x in job["status"]["conditions"]]
 
@@ -211,7 +213,7 @@ def test_min_success(env: Env) -> None:
     body["spec"]["tasks"][0]["replicas"] = 2
     body["spec"]["tasks"].append(slow)
     env.create_job(body)
-    env.wait_phase("minsucc", "Completed", timeout=30)
+    env.wait_phase("minsucc", "Completed")
     wait_for(
         lambda: (
             all(p.status.phase == "Succeeded" for p in env.pods("minsucc"))
@@ -334,7 +336,7 @@ def test_podgroups_for_deployment_and_batch_job(env: Env) -> None:
     name = f"podgroup-{bj.metadata.uid}"
     wait_for(
         lambda: ((env.podgroup(name) or {}).get("status") or {}).get("phase") == "Completed",
-        timeout=30,
+        timeout=90,
         what="batch job podgroup Completed",
     )
 
@@ -357,7 +359,7 @@ def test_corpus_examples_complete(env: Env, rel: str) -> None:
         doc = _with_run_seconds(raw)
         doc["metadata"]["name"] = f"cx-{doc['metadata']['name']}"[:40]
         env.create_job(doc)
-        job = env.wait_phase(doc["metadata"]["name"], "Completed", timeout=40)
+        job = env.wait_phase(doc["metadata"]["name"], "Completed")
         total = sum(t["replicas"] for t in doc["spec"]["tasks"])
         assert job["status"]["succeeded"] == total
 

@@ -23,7 +23,9 @@ def test_job_history_recorded(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     nodes = make_nodes(count=1, cpu="8")
     comp = ControllerComponent(db_url=url)
-    with run_sandbox(nodes=nodes, components=[comp], max_grace_seconds=0.3) as sb:
+    with run_sandbox(
+        nodes=nodes, components=[comp], max_grace_seconds=0.3, ready_timeout=120
+    ) as sb:
         sched = MiniScheduler(sb.api_client(), nodes=["node-0"]).start()
         co = client.CustomObjectsApi(sb.api_client())
         try:
@@ -35,7 +37,7 @@ def test_job_history_recorded(tmp_path: Path) -> None:
                 j = co.get_namespaced_custom_object(*B, "default", "jobs", "ledgered")
                 return ((j.get("status") or {}).get("state") or {}).get("phase", "")
 
-            wait_for(lambda: phase() == "Completed", 30, what="job Completed")
+            wait_for(lambda: phase() == "Completed", 90, what="job Completed")
         finally:
             sched.stop()
         assert comp.recorder is not None

@@ -158,7 +158,7 @@ def test_sigkill_and_restart_controller_mid_job(
     suspended = vcjob("suspended", replicas=2)
     suspended["spec"]["tasks"][0]["template"]["metadata"]["annotations"] = {}
     co.create_namespaced_custom_object(*B, "default", "jobs", suspended)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     aborted_sent = False
     try:
         while time.monotonic() < deadline and ctl.kills < 8:
@@ -198,9 +198,9 @@ def test_sigkill_and_restart_controller_mid_job(
                 and ctl.kills >= 4
             ):
                 break
-        wait_for(lambda: _phase(co, "steady") == "Completed", 40, what="steady Completed")
-        wait_for(lambda: _phase(co, "retrying") == "Failed", 40, what="retrying Failed")
-        wait_for(lambda: _phase(co, "suspended") == "Aborted", 40, what="suspended Aborted")
+        wait_for(lambda: _phase(co, "steady") == "Completed", 90, what="steady Completed")
+        wait_for(lambda: _phase(co, "retrying") == "Failed", 90, what="retrying Failed")
+        wait_for(lambda: _phase(co, "suspended") == "Aborted", 90, what="suspended Aborted")
     finally:
         ledger.stop()
         log = ctl.log.read_text(errors="replace") if ctl.log.exists() else ""
