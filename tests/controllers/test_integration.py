@@ -54,7 +54,7 @@ class Env:
         return ((self.job(name, ns).get("status") or {}).get("state") or {}).get("phase", "")
 
     def wait_phase(
-        self, name: str, phase: str, timeout: float = 30.0, ns: str = "default"
+        self, name: str, phase: str, timeout: float = 90.0, ns: str = "default"
     ) -> dict[str, Any]:
         wait_for(
             lambda: self.phase(name, ns) == phase,
