@@ -877,3 +877,12 @@ def test_rendered_configuration_loads_in_the_scheduler(
     doc["configurations"] = [c for c in doc.get("configurations", []) if c["name"] in ACTIONS]
     load_config(yaml.safe_dump(doc))
     pytest.skip(f"the scheduler does not implement {missing} yet; the rest of {combo} loads")
+
+
+def test_hook_pod_annotations(helm: Path, tmp_path: Path) -> None:
+    ann = {"sidecar.istio.io/inject": "false"}
+    docs = render(helm, tmp_path, {"webhook": {"certGen": {"podAnnotations": ann}}})
+    jobs = find(docs, "Job")
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["spec"]["template"]["metadata"]["annotations"] == ann

@@ -2,10 +2,11 @@
 
 The sandbox serves no protobuf and no OpenAPI document, so helm runs with `HELM_DRIVER=sql`
 (a fresh database per test run, dropped afterwards) and `--disable-openapi-validation`, as
-`shared/reference/testing-facts.md` describes. The sandbox runs no container images, so the
-certificate hook Jobs are skipped (`--no-hooks`) and their script is run here instead, against
-the same API, exactly as the Jobs run it in a cluster (with a kubeconfig instead of the
-in-cluster service account).
+`shared/reference/testing-facts.md` describes. The certificate hook Jobs are skipped
+(`--no-hooks`): helm validates hook manifests against the server's OpenAPI document even with
+`--disable-openapi-validation`, and the sandbox serves none (nor does it run images). Their script
+is run here instead, against the same API, exactly as the Jobs run it in a cluster (with a
+kubeconfig instead of the in-cluster service account).
 """
 
 from __future__ import annotations
