@@ -13,6 +13,7 @@ import batch.scheduler.plugins.conformance
 import batch.scheduler.plugins.drf
 import batch.scheduler.plugins.gang
 import batch.scheduler.plugins.minruntime
+import batch.scheduler.plugins.network_topology
 import batch.scheduler.plugins.nodeorder
 import batch.scheduler.plugins.overcommit
 import batch.scheduler.plugins.predicates

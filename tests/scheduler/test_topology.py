@@ -1,0 +1,217 @@
+"""network-topology-aware: gangs inside one HyperNode domain (hard/soft, tiers, bin-packing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
+from batch.scheduler import Decisions
+
+from .evict_util import pending, running
+from .util import bound_jobs, run
+
+RACK = "topology.tephra.io/rack"
+SPINE = "topology.tephra.io/spine"
+CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder},
+            {name: network-topology-aware}]
+"""
+
+
+def racked(racks: int = 4, per_rack: int = 2, spines: int = 2, cpu: str = "4") -> ClusterCache:
+    c = ClusterCache()
+    c.apply("Queue", "ADDED", f.queue("default"))
+    for r in range(racks):
+        for k in range(per_rack):
+            name = f"r{r}n{k}"
+            labels = {
+                "kubernetes.io/hostname": name,
+                RACK: f"rack-{r}",
+                SPINE: f"spine-{r % spines}",
+            }
+            c.apply("Node", "ADDED", f.node(name, cpu=cpu, labels=labels))
+    return c
+
+
+def racks_of(c: ClusterCache, d: Decisions, job: str, key: str = RACK) -> set[str]:
+    out = set()
+    for b in d.binds:
+        if b.job_id == job:
+            meta = c.nodes.meta[c.nodes.by_name[b.node]]
+            assert meta is not None
+            out.add(meta.labels[key])
+    return out
+
+
+def test_hard_gang_goes_to_the_fullest_rack_that_fits() -> None:
+    c = racked()
+    running(c, "busy", ["r1n0"], per_node=1, cpu="1")
+    job = pending(c, "g", 3, cpu="2", network_topology={"mode": "hard", "highestTierAllowed": 1})
+    d = run(c, CONF)
+    assert bound_jobs(d) == {job: 3}
+    assert racks_of(c, d, job) == {"rack-1"}
+
+
+def test_hard_mode_never_spans_two_domains_of_the_allowed_tier() -> None:
+    c = racked()
+    tier1 = pending(c, "g1", 5, cpu="2", network_topology={"mode": "hard", "highestTierAllowed": 1})
+    d = run(c, CONF)
+    assert tier1 not in bound_jobs(d)  # 5 x 2 cpu never fit in one 8-cpu rack
+    c2 = racked()
+    tier2 = pending(
+        c2, "g2", 5, cpu="2", network_topology={"mode": "hard", "highestTierAllowed": 2}
+    )
+    d2 = run(c2, CONF)
+    assert bound_jobs(d2) == {tier2: 5}
+    assert len(racks_of(c2, d2, tier2, SPINE)) == 1
+    # highestTierName works like the tier number
+    c3 = racked()
+    by_name = pending(
+        c3, "g3", 5, cpu="2", network_topology={"mode": "hard", "highestTierName": SPINE}
+    )
+    assert len(racks_of(c3, run(c3, CONF), by_name, SPINE)) == 1
+
+
+def test_soft_mode_prefers_a_domain_but_may_span() -> None:
+    c = racked()
+    soft = pending(c, "s", 5, cpu="2", network_topology={"mode": "soft", "highestTierAllowed": 1})
+    d = run(c, CONF)
+    assert bound_jobs(d) == {soft: 5}
+    c2 = racked()
+    soft2 = pending(
+        c2, "s2", 3, cpu="2", network_topology={"mode": "soft", "highestTierAllowed": 1}
+    )
+    d2 = run(c2, CONF)
+    assert len(racks_of(c2, d2, soft2)) == 1
+
+
+def hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": members},
+    }
+
+
+def test_hypernode_objects_exact_regex_label_and_nested_members() -> None:
+    c = ClusterCache()
+    c.apply("Queue", "ADDED", f.queue("default"))
+    for i in range(6):
+        c.apply("Node", "ADDED", f.node(f"node-{i}", cpu="4", labels={"zone": "z" + str(i // 4)}))
+    c.apply(
+        "HyperNode",
+        "ADDED",
+        hypernode(
+            "s0",
+            1,
+            [
+                {"type": "Node", "selector": {"exactMatch": {"name": "node-0"}}},
+                {"type": "Node", "selector": {"exactMatch": {"name": "node-1"}}},
+            ],
+        ),
+    )
+    c.apply(
+        "HyperNode",
+        "ADDED",
+        hypernode(
+            "s1",
+            1,
+            [
+                {"type": "Node", "selector": {"regexMatch": {"pattern": "node-[23]"}}},
+            ],
+        ),
+    )
+    c.apply(
+        "HyperNode",
+        "ADDED",
+        hypernode(
+            "s2",
+            1,
+            [
+                {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"zone": "z1"}}}},
+            ],
+        ),
+    )
+    c.apply(
+        "HyperNode",
+        "ADDED",
+        hypernode(
+            "top",
+            2,
+            [
+                {"type": "HyperNode", "selector": {"regexMatch": {"pattern": "s[01]"}}},
+            ],
+        ),
+    )
+    running(c, "busy", ["node-0"], per_node=1, cpu="3")
+    # 3 x 2 cpu: s0 has 5 free (2 tasks), s1 8 free, s2 8 free -> s1 or s2 (tier 1)
+    g = pending(c, "g", 3, cpu="2", network_topology={"mode": "hard", "highestTierAllowed": 1})
+    d = run(c, CONF)
+    nodes = {b.node for b in d.binds if b.job_id == g}
+    assert len(d.binds) == 3
+    assert nodes <= {"node-2", "node-3"} or nodes <= {"node-4", "node-5"}
+    # 5 x 2 cpu: only the tier-2 HyperNode "top" (node-0..3, 13 free) can hold it
+    c.apply("PodGroup", "DELETED", f.podgroup("g"))
+    for i in range(3):
+        c.apply("Pod", "DELETED", f.pod(f"g-{i}", group="g"))
+    c.apply(
+        "HyperNode",
+        "ADDED",
+        hypernode(
+            "s2",
+            1,
+            [
+                {
+                    "type": "Node",
+                    "selector": {
+                        "labelMatch": {
+                            "matchExpressions": [
+                                {"key": "zone", "operator": "In", "values": ["z1"]}
+                            ]
+                        }
+                    },
+                },
+            ],
+        ),
+    )
+    g5 = pending(c, "g5", 5, cpu="2", network_topology={"mode": "hard", "highestTierAllowed": 2})
+    d = run(c, CONF)
+    nodes5 = {b.node for b in d.binds if b.job_id == g5}
+    assert nodes5 and nodes5 <= {"node-0", "node-1", "node-2", "node-3"}
+
+
+def test_hard_job_waits_when_no_domain_exists() -> None:
+    c = ClusterCache()
+    c.apply("Queue", "ADDED", f.queue("default"))
+    c.apply("Node", "ADDED", f.node("plain", cpu="8"))
+    g = pending(c, "g", 2, cpu="1", network_topology={"mode": "hard", "highestTierAllowed": 1})
+    assert g not in bound_jobs(run(c, CONF))
+    soft = pending(c, "s", 2, cpu="1", network_topology={"mode": "soft", "highestTierAllowed": 1})
+    assert bound_jobs(run(c, CONF)).get(soft) == 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    used=st.lists(st.integers(0, 4), min_size=8, max_size=8),
+    sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4),
+)
+def test_property_hard_tier1_jobs_stay_in_one_rack(used: list[int], sizes: list[int]) -> None:
+    c = racked()
+    for i, u in enumerate(used):
+        if u:
+            running(c, f"bg{i}", [f"r{i // 2}n{i % 2}"], per_node=u, cpu="1")
+    jobs = [
+        pending(c, f"g{k}", s, cpu="1", network_topology={"mode": "hard", "highestTierAllowed": 1})
+        for k, s in enumerate(sizes)
+    ]
+    d = run(c, CONF)
+    for j in jobs:
+        assert len(racks_of(c, d, j)) <= 1
