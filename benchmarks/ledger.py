@@ -347,6 +347,15 @@ def bench_reports(url: str, repeats: int) -> list[tuple[str, str, float, float, 
     return results
 
 
+def print_results(results: list[tuple[str, str, float, float, int]], args: Any) -> None:
+    n_tr = args.jobs * args.transitions_per_job
+    load = os.getloadavg()
+    print(f"reports over {args.jobs:,} jobs, {n_tr:,} transitions (load avg {load[0]:.1f}):")
+    print(f"{'report':<12} {'window':>6} {'first_s':>8} {'best_s':>8} {'rows':>6}")
+    for rname, wname, first, best, n_rows in results:
+        print(f"{rname:<12} {wname:>6} {first:8.3f} {best:8.3f} {n_rows:6d}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -360,7 +369,17 @@ def main() -> None:
     ap.add_argument("--skip-recorder", action="store_true")
     ap.add_argument("--skip-reports", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    ap.add_argument(
+        "--reuse", metavar="DB", help="time the reports on an already loaded database (from --keep)"
+    )
     args = ap.parse_args()
+
+    if args.reuse:
+        url = make_url(args.pg_url).set(database=args.reuse).render_as_string(hide_password=False)
+        migrate.upgrade(url)
+        results = bench_reports(url, args.repeats)
+        print_results(results, args)
+        return
 
     name = f"tephra_bench_{os.getpid()}"
     admin = create_engine(args.pg_url, isolation_level="AUTOCOMMIT")
@@ -380,11 +399,7 @@ def main() -> None:
             load_synthetic(url, args.jobs, args.transitions_per_job)
             progress(f"loaded in {time.perf_counter() - tick:.1f} s")
             results = bench_reports(url, args.repeats)
-            n_tr = args.jobs * args.transitions_per_job
-            print(f"reports over {args.jobs:,} jobs, {n_tr:,} transitions:")
-            print(f"{'report':<12} {'window':>6} {'first_s':>8} {'best_s':>8} {'rows':>6}")
-            for rname, wname, first, best, n_rows in results:
-                print(f"{rname:<12} {wname:>6} {first:8.3f} {best:8.3f} {n_rows:6d}")
+            print_results(results, args)
     finally:
         if not args.keep:
             with admin.connect() as conn:

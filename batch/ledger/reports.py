@@ -26,10 +26,12 @@ from sqlalchemy import (
     column,
     distinct,
     func,
+    literal,
     or_,
     select,
     table,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql import ColumnElement, Select
 
 from batch.api.resources import is_byte_resource
@@ -150,10 +152,16 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         func.max(w.wait_seconds),
     ]
     if _pg(conn):
-        pct = [func.percentile_cont(p).within_group(w.wait_seconds) for p in PERCENTILES]
-        stmt = _where(select(*base, *pct), *conds).group_by(w.queue).order_by(w.queue)
+        # One ordered-set aggregate (one sort per queue) for all percentiles; byte-order
+        # grouping avoids locale-aware string comparisons in the sort by queue.
+        key = w.queue.collate("C").label("queue")
+        pct = func.percentile_cont(literal(list(PERCENTILES), ARRAY(Float))).within_group(
+            w.wait_seconds
+        )
+        stmt = _where(select(key, *base[1:], pct), *conds).group_by(key).order_by(key)
         rows = []
-        for queue, jobs, started, mean, mx, *ps in conn.execute(stmt):
+        for queue, jobs, started, mean, mx, found in conn.execute(stmt):
+            ps = found or [None] * len(PERCENTILES)
             rows.append(
                 (queue, jobs, started, jobs - started, _r(mean), *(_r(p) for p in ps), _r(mx))
             )

@@ -367,12 +367,21 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     return None if value is None else ev.utc(value)
 
 
+_COLUMNS_OF: dict[tuple[type, int], tuple[str, ...]] = {}
+
+
 def _fields(event: Any, policy: Mapping[str, Policy]) -> Row:
+    """The event's attributes that are columns of the policy's table (datetimes in UTC)."""
+    key = (type(event), id(policy))
+    cols = _COLUMNS_OF.get(key)
+    if cols is None:
+        cols = _COLUMNS_OF[key] = tuple(c for c in policy if hasattr(event, c))
     out: Row = {}
-    for col in policy:
-        if hasattr(event, col):
-            value = getattr(event, col)
-            out[col] = ev.utc(value) if isinstance(value, dt.datetime) else value
+    for col in cols:
+        value = getattr(event, col)
+        if value is not None and isinstance(value, dt.datetime):
+            value = ev.utc(value)
+        out[col] = value
     return out
 
 

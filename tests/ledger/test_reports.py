@@ -53,6 +53,8 @@ def test_wait_times(loaded: Engine) -> None:
     with loaded.connect() as conn:
         only_q2 = wait_times(conn, Filters(since=t(9), until=t(12), queues=["q2"]))
         late = wait_times(conn, Filters(since=t(10, 6), until=t(12), namespaces=["ns1"]))
+        only_waiting = wait_times(conn, Filters(since=t(11, 5), until=t(12)))
+    assert only_waiting.rows == [("q2", 1, 0, 1, None, None, None, None, None)]
     assert [r[0] for r in only_q2.rows] == ["q2"]
     assert late.rows == [("q1", 1, 1, 0, 36000.0, 36000.0, 36000.0, 36000.0, 36000.0)]
 

@@ -153,19 +153,21 @@ def test_vcjob_on_the_sandbox_leaves_its_full_history(
         api = sb.api_client()
         feed = Feed(api, recorders)
         feed.start()
-        co = client.CustomObjectsApi(api)
-        co.create_namespaced_custom_object(*B, "default", "jobs", vcjob("mnist"))
-        deadline = time.monotonic() + 60
-        phase = ""
-        while time.monotonic() < deadline:
-            job = co.get_namespaced_custom_object(*B, "default", "jobs", "mnist")
-            phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
-            if phase == "Completed":
-                break
-            time.sleep(0.2)
-        assert phase == "Completed", f"job did not complete (phase {phase!r})"
-        time.sleep(1.5)  # let the watches deliver the last updates
-        feed.close()
+        try:
+            co = client.CustomObjectsApi(api)
+            co.create_namespaced_custom_object(*B, "default", "jobs", vcjob("mnist"))
+            deadline = time.monotonic() + 90
+            phase = ""
+            while time.monotonic() < deadline:
+                job = co.get_namespaced_custom_object(*B, "default", "jobs", "mnist")
+                phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
+                if phase == "Completed":
+                    break
+                time.sleep(0.2)
+            assert phase == "Completed", f"job did not complete (phase {phase!r}): {job}"
+            time.sleep(1.5)  # let the watches deliver the last updates
+        finally:
+            feed.close()
     for rec in recorders:
         assert rec.flush(timeout=30)
         rec.close()
