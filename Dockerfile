@@ -48,7 +48,11 @@ RUN groupadd --system --gid 10001 tephra \
        --shell /usr/sbin/nologin tephra
 
 COPY --from=build /opt/venv /opt/venv
+# The ledger's Alembic migrations are not part of the wheel (batch.ledger.migrate finds them
+# through TEPHRA_MIGRATIONS_DIR).
+COPY migrations /opt/tephra/migrations
 ENV PATH=/opt/venv/bin:$PATH \
+    TEPHRA_MIGRATIONS_DIR=/opt/tephra/migrations \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 

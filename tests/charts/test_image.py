@@ -65,7 +65,14 @@ def test_build_context_is_minimal() -> None:
     ]
     assert lines[0] == "*"
     allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
-    assert allowed == {"requirements.lock", "pyproject.toml", "README.md", "batch", "integrations"}
+    assert allowed == {
+        "requirements.lock",
+        "pyproject.toml",
+        "README.md",
+        "batch",
+        "integrations",
+        "migrations",
+    }
     copied = set()
     for copy in _all("COPY"):
         if "--from=" in copy:
@@ -75,3 +82,10 @@ def test_build_context_is_minimal() -> None:
     # pyproject's readme and packages are in the context.
     pyproject = (REPO_ROOT / "pyproject.toml").read_text()
     assert 'readme = "README.md"' in pyproject
+
+
+def test_ledger_migrations_ship_in_the_image() -> None:
+    runtime = DOCKERFILE.split("AS runtime", 1)[1]
+    (dest,) = re.findall(r"^COPY migrations (\S+)$", runtime, re.M)
+    assert f"TEPHRA_MIGRATIONS_DIR={dest}" in re.sub(r"\\\n\s*", " ", runtime)
+    assert (REPO_ROOT / "migrations" / "env.py").is_file()
