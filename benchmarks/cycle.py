@@ -138,12 +138,15 @@ def bench(
     build_s = time.perf_counter() - t0
     cfg = load_config(conf_text)
     totals: list[float] = []
+    cpus: list[float] = []
     last = None
     for r in range(repeat):
         gc.collect()
         t = time.perf_counter()
+        c0 = time.process_time()
         d = run_session(cache, cfg, now=1.8e9 + r)
         totals.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c0)
         last = d
         print(
             f"    cycle {r + 1}/{repeat}: {totals[-1]:.3f}s ({len(d.binds)} binds)",
@@ -161,8 +164,10 @@ def bench(
     apply_decisions(cache, last)
     gc.collect()
     t = time.perf_counter()
+    c0 = time.process_time()
     steady = run_session(cache, cfg, now=1.8e9 + 10)
     steady_s = time.perf_counter() - t
+    steady_cpu = time.process_time() - c0
     p50 = statistics.median(totals)
     return {
         "nodes": nodes,
@@ -175,6 +180,8 @@ def bench(
         "close_s": tm["close"],
         "p50_s": p50,
         "p99_s": pct(totals, 0.99),
+        "cpu_p50_s": statistics.median(cpus),
+        "steady_cpu_s": steady_cpu,
         "placed": len(last.binds),
         "pods_per_s": len(last.binds) / p50 if p50 else 0.0,
         "memo_s": memo_s,
@@ -215,10 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         "close_s",
         "p50_s",
         "p99_s",
+        "cpu_p50_s",
         "placed",
         "pods_per_s",
         "memo_s",
         "steady_s",
+        "steady_cpu_s",
         "rss_mib",
     )
     print("| " + " | ".join(cols) + " |")

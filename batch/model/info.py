@@ -202,15 +202,15 @@ class JobInfo:
         return sum(c[s] for s in statuses)
 
     def ready_task_num(self) -> int:
-        c = self.counts
-        return sum(c[s] for s in READY_STATUS)
+        c = self.counts  # Bound, Binding, Running, Allocated, Succeeded
+        return c[5] + c[4] + c[6] + c[2] + c[8]
 
     def waiting_task_num(self) -> int:
         return self.counts[TaskStatus.PIPELINED]
 
     def valid_task_num(self) -> int:
-        c = self.counts
-        return sum(c[s] for s in VALID_STATUS)
+        c = self.counts  # Allocated-group, Succeeded, Pipelined, Pending
+        return c[2] + c[4] + c[5] + c[6] + c[8] + c[3] + c[1]
 
     def _roles_checked(self) -> bool:
         return bool(self.min_task_member) and self.min_available >= sum(

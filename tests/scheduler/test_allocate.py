@@ -148,3 +148,32 @@ def test_unknown_phase_when_running_tasks_and_unschedulable() -> None:
     c.apply("Pod", "ADDED", f.pod("g-1", group="g", cpu="3"))
     d = run(c)
     assert d.podgroup_status[("default", "g")]["phase"] == "Unknown"
+
+
+def test_min_task_member_per_role() -> None:
+    c = cluster(1, cpu="4")
+    c.apply(
+        "PodGroup",
+        "ADDED",
+        f.podgroup(
+            "mpi", min_member=2, phase="Inqueue", min_task_member={"master": 1, "worker": 1}
+        ),
+    )
+    c.apply("Pod", "ADDED", f.pod("mpi-w0", group="mpi", role="worker", cpu="1"))
+    c.apply("Pod", "ADDED", f.pod("mpi-w1", group="mpi", role="worker", cpu="1"))
+    d = run(c)
+    # two workers would satisfy minMember 2, but the master role is missing
+    assert not d.binds
+    assert d.pending_reasons["default/mpi"].kind == "InvalidJob"
+    c.apply("Pod", "ADDED", f.pod("mpi-m0", group="mpi", role="master", cpu="3"))
+    d = run(c)
+    assert sorted(b.name for b in d.binds) == ["mpi-m0", "mpi-w0"]
+
+
+def test_task_order_by_pod_priority_then_index() -> None:
+    c = cluster(1, cpu="2")
+    c.apply("PodGroup", "ADDED", f.podgroup("j", min_member=1, phase="Inqueue"))
+    c.apply("Pod", "ADDED", f.pod("j-low", group="j", cpu="2", priority=1))
+    c.apply("Pod", "ADDED", f.pod("j-high", group="j", cpu="2", priority=100))
+    d = run(c)
+    assert [b.name for b in d.binds] == ["j-high"]

@@ -189,3 +189,25 @@ def test_statement_discard_restores_exactly_and_commit_binds() -> None:
     assert [(e.name, e.reason) for e in ssn.evictions] == [("run", "preempt")]
     ssn.rollback()
     assert job.counts == counts0 and t0.status is TaskStatus.PENDING
+
+
+def test_fits_node_reports_first_failing_predicate() -> None:
+    from batch.model import fixtures as fx
+
+    c = cluster(0)
+    c.apply("Node", "ADDED", fx.node("small", cpu="1"))
+    c.apply(
+        "Node",
+        "ADDED",
+        fx.node("tainted", cpu="8", taints=[{"key": "k", "value": "v", "effect": "NoExecute"}]),
+    )
+    c.apply("Node", "ADDED", fx.node("ok", cpu="8"))
+    gang(c, "g", 1, cpu="2")
+    cfg = load_config("actions: allocate\ntiers: [{plugins: [{name: predicates}]}]")
+    ssn = Session(c, cfg, now=NOW)
+    task = next(iter(ssn.jobs["default/g"].tasks.values()))
+    by = c.nodes.by_name
+    assert ssn.placer.fits_node(task, by["small"]) == "Insufficient cpu"
+    assert ssn.placer.fits_node(task, by["tainted"]) == "node(s) had untolerated taint {k: v}"
+    assert ssn.placer.fits_node(task, by["ok"]) is None
+    ssn.rollback()

@@ -270,6 +270,33 @@ class Placer:
                 return i, idle_gradient
         return None
 
+    def fits_node(self, task: TaskInfo, idx: int, *, future: bool = True) -> str | None:
+        """None when ``task`` passes every predicate on node ``idx`` and fits its Idle (or, with
+        ``future``, its FutureIdle = Idle + Releasing - Pipelined); else the first reason.
+        For preempt/reclaim style per-node checks after tentative evictions."""
+        st = self.state(task.template)
+        nd = self.nodes
+        if not nd.valid[idx]:
+            return "node(s) not ready"
+        for reason, fail in st.static_reasons:
+            if fail[idx]:
+                return reason
+        alloc, used, fut = nd.cols(idx)
+        names = self.ssn.resources.names
+        for d, v in zip(st.dims, st.fitv, strict=True):
+            have = fut[d] if future else alloc[d] - used[d]
+            if have < v:
+                return resource_reason(names[d])
+        for fn in self.dyn_preds:
+            for reason, mask in fn(task, nd):
+                if mask[idx]:
+                    return reason
+        for sp in self.scalar_preds:
+            err = sp(task, idx)
+            if err:
+                return err
+        return None
+
     def _scalar_ok(self, task: TaskInfo, idx: int) -> bool:
         return all(fn(task, idx) is None for fn in self.scalar_preds)
 

@@ -189,6 +189,8 @@ class Session:
         #: per job: uid of the last task that failed to fit -> kube-style message
         self.fit_errors: dict[str, dict[str, str]] = {}
         self.timings: dict[str, float] = {}
+        #: free-form per-session memo space for actions and plugins
+        self.scratch: dict[str, Any] = {}
         self.closed = False
         # extension points: point -> tiers -> [(plugin name, fn)]
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {}
@@ -346,11 +348,14 @@ class Session:
         if all(kind == "key" for kind, _ in entries):
             fns = [fn for _, fn in entries]
             if not fns:
-                return fallback
+                return lambda x: (*fallback(x),)
             if len(fns) == 1:
                 f0 = fns[0]
-                return lambda x: (f0(x), fallback(x))
-            return lambda x: (*(f(x) for f in fns), fallback(x))
+                return lambda x: (f0(x), *fallback(x))
+            if len(fns) == 3:
+                f0, f1, f2 = fns
+                return lambda x: (f0(x), f1(x), f2(x), *fallback(x))
+            return lambda x: (*(f(x) for f in fns), *fallback(x))
 
         def cmp(a: Any, b: Any) -> int:
             for kind, fn in entries:

@@ -37,13 +37,21 @@ def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
     pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.gated]
     if not pending or short_by <= 0:
         return {}
-    need = np.zeros_like(job.allocated)
-    for t in pending[:short_by]:
-        need += t.req
     nd = ssn.nodes
+    taken = pending[:short_by]
+    key = (tuple(sorted({t.template.tid for t in taken})), len(taken), len(nd.log))
+    memo: dict[tuple[object, ...], dict[str, str]] = ssn.scratch.setdefault("shortfall", {})
+    hit = memo.get(key)
+    if hit is not None:
+        return dict(hit)
+    need = np.zeros_like(job.allocated)
+    for t in taken:
+        need += t.req
     free = nd.free_total()
     gap = np.clip(need - free[: len(need)], 0, None)
-    return format_resource_list(ssn.resources.to_dict(gap))
+    out = format_resource_list(ssn.resources.to_dict(gap))
+    memo[key] = out
+    return dict(out)
 
 
 def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[TaskInfo]:

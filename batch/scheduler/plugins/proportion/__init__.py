@@ -132,27 +132,27 @@ class ProportionPlugin(Plugin):
             cap = capability_vec(ssn, q)
             real = np.clip(total - total_guarantee, 0, None) + guarantee
             real = np.minimum(real, cap)
-            allocated = np.zeros_like(total)
-            request = np.zeros_like(total)
-            inqueue = np.zeros_like(total)
-            elastic = np.zeros_like(total)
+            alloc_i = ssn.resources.zeros()
+            pend_i = ssn.resources.zeros()
+            inq_i = ssn.resources.zeros()
+            elastic_i = ssn.resources.zeros()  # correction for jobs with minResources
             for job in by_queue[name]:
-                ja = job.allocated.astype(np.float64)
-                allocated += ja
-                request += ja + job.pending_req
-                mr = (
-                    job.min_resources.astype(np.float64)
-                    if job.min_resources is not None
-                    else np.zeros_like(total)
-                )
-                if job.min_resources is not None and (
-                    job.phase == "Inqueue"
-                    or (
-                        job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available
-                    )
+                ja = job.allocated
+                np.add(alloc_i, ja, out=alloc_i)
+                np.add(pend_i, job.pending_req, out=pend_i)
+                mr = job.min_resources
+                if mr is None:
+                    continue  # elastic = whole allocated (added below); no inqueue part
+                if job.phase == "Inqueue" or (
+                    job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available
                 ):
-                    inqueue += np.clip(np.clip(mr - ja, 0, None) - job.gated_req, 0, None)
-                elastic += np.clip(ja - mr, 0, None)
+                    inq_i += np.clip(np.clip(mr - ja, 0, None) - job.gated_req, 0, None)
+                elastic_i += np.clip(ja - mr, 0, None) - ja
+            allocated = alloc_i.astype(np.float64)
+            request = allocated + pend_i
+            inqueue = inq_i.astype(np.float64)
+            # Σ max(0, allocated - minResources); a job without minResources counts whole
+            elastic = (alloc_i + elastic_i).astype(np.float64)
             for v in (allocated, request, inqueue, elastic):
                 v[0] = 0.0
             attrs[name] = QueueAttr(

@@ -1,0 +1,41 @@
+"""JobInfo readiness helpers (volcano.md §4.2) and their hand-unrolled status groups."""
+
+from __future__ import annotations
+
+from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
+from batch.model.status import READY_STATUS, VALID_STATUS, TaskStatus
+
+
+def test_unrolled_groups_match_the_status_sets() -> None:
+    c = ClusterCache()
+    c.apply("PodGroup", "ADDED", f.podgroup("pg", min_member=3))
+    for i in range(len(TaskStatus)):
+        c.apply("Pod", "ADDED", f.pod(f"p{i}", group="pg"))
+    job = c.jobs["default/pg"]
+    tasks = list(job.tasks.values())
+    for task, status in zip(tasks, TaskStatus, strict=True):
+        job.set_status(task, status)
+    assert job.ready_task_num() == sum(1 for s in TaskStatus if s in READY_STATUS)
+    assert job.valid_task_num() == sum(1 for s in TaskStatus if s in VALID_STATUS)
+
+
+def test_readiness_helpers() -> None:
+    c = ClusterCache()
+    c.apply("PodGroup", "ADDED", f.podgroup("pg", min_member=3))
+    for i in range(4):
+        c.apply("Pod", "ADDED", f.pod(f"p{i}", group="pg"))
+    c.apply("Pod", "ADDED", f.pod("be", group="pg", cpu=None, memory=None))
+    job = c.jobs["default/pg"]
+    t = sorted(job.tasks.values(), key=lambda x: x.name)
+    assert job.pending_best_effort == 1 and not job.is_ready() and job.is_starving()
+    job.set_status(t[1], TaskStatus.ALLOCATED)
+    job.set_status(t[2], TaskStatus.PIPELINED)
+    assert not job.is_ready() and job.is_pipelined()  # 1 ready + 1 waiting + 1 best effort
+    job.set_status(t[3], TaskStatus.RUNNING)
+    assert job.is_ready() and not job.is_starving()
+    assert job.allocated[c.resources.index("cpu")] == 2000
+    job.set_status(t[3], TaskStatus.PENDING)
+    assert job.allocated[c.resources.index("cpu")] == 1000
+    assert job.pending_req[c.resources.index("cpu")] == 2000  # p2, p3
+    assert job.need_continue_allocating(set()) is True  # 5 tasks, minAvailable 3
