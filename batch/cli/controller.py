@@ -28,12 +28,20 @@ import click
 )
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True)
 @click.option("--db", "db_url", default=None, help="Ledger database URL (optional).")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=8081,
+    show_default=True,
+    help="Serve Prometheus metrics on this port (0 = off).",
+)
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def controller(
     kubeconfig: Path | None,
     scheduler_names: tuple[str, ...],
     workers: int,
     db_url: str | None,
+    metrics_port: int,
     verbose: int,
 ) -> None:
     """Run Tephra's controllers until SIGINT/SIGTERM."""
@@ -58,6 +66,11 @@ def controller(
         click.echo("error: controllers did not become ready within 60 s", err=True)
         component.stop()
         sys.exit(1)
+    if metrics_port and component.manager is not None:
+        try:
+            component.manager.metrics.serve(metrics_port)
+        except OSError as exc:
+            click.echo(f"warning: metrics not served on :{metrics_port}: {exc}", err=True)
     click.echo("controllers ready", err=True)
     while not stop.wait(0.5):
         pass

@@ -25,9 +25,11 @@ from typing import Any
 import kopf
 
 from batch.controllers import constants as c
+from batch.controllers.actions import CreateObject, PatchStatus
 from batch.controllers.job import reconcile_job
 from batch.controllers.jobspec import job_volumes, podgroup_name
 from batch.controllers.kopflogin import connection_info
+from batch.controllers.metrics import ControllerMetrics
 from batch.controllers.podgroup import (
     CREATED_BY,
     CREATED_BY_CONTROLLER,
@@ -39,7 +41,7 @@ from batch.controllers.podgroup import (
     reconcile_plain_pod,
     wants_group,
 )
-from batch.controllers.queue import parent_of, reconcile_queue
+from batch.controllers.queue import parent_of, podgroup_counts, reconcile_queue
 from batch.controllers.shell import (
     COMMANDS,
     JOBS,
@@ -56,6 +58,7 @@ from batch.controllers.shell import (
     register_kind,
     resource_for,
 )
+from batch.controllers.timeutil import parse_time
 from batch.kube.client import ApiError, KubeClient
 from batch.kube.config import load_access
 
@@ -141,6 +144,7 @@ class ControllerManager:
         self.max_requeue = 15
         self._failures: dict[Key, int] = {}
         self._last_seen: dict[str, dict[str, Any]] = {}
+        self.metrics = ControllerMetrics()
 
     # -- keys -----------------------------------------------------------------------------------
     def enqueue(self, key: Key) -> None:
@@ -438,6 +442,22 @@ class ControllerManager:
             missing_claims=missing,
         )
         await self._apply(("job", ns, name), result)
+        self._job_metrics(job, result)
+
+    def _job_metrics(self, job: Mapping[str, Any], result: Any) -> None:
+        queue = str((job.get("spec") or {}).get("queue") or c.DEFAULT_QUEUE)
+        name = str(job["metadata"].get("name"))
+        created = parse_time(job["metadata"].get("creationTimestamp"))
+        now = datetime.now(UTC)
+        for action in result.actions:
+            if isinstance(action, PatchStatus) and action.ref.kind == "Job":
+                phase = (action.status.get("state") or {}).get("phase")
+                if phase == c.COMPLETED:
+                    self.metrics.job_completed.labels(name, queue).inc()
+                elif phase == c.FAILED:
+                    self.metrics.job_failed.labels(name, queue).inc()
+            elif isinstance(action, CreateObject) and action.ref.kind == "Pod" and created:
+                self.metrics.pod_creation_latency.observe((now - created).total_seconds() * 1000)
 
     async def process_queue(self, name: str) -> None:
         client = self._client()
@@ -462,6 +482,8 @@ class ControllerManager:
         ]
         result = reconcile_queue(queue, queues=queues, podgroups=groups, commands=commands)
         await self._apply(("queue", "", name), result)
+        for phase, count in podgroup_counts(groups).items():
+            self.metrics.queue_podgroups[phase].labels(name).set(count)
         for child, parent in list(self.queue_parents.items()):
             if parent == name and result.actions:
                 self.enqueue(("queue", "", child))

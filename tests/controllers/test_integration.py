@@ -43,6 +43,7 @@ class Env:
         self.apps = client.AppsV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.sched = sched
+        self.comp: ControllerComponent | None = None
 
     def create_job(self, body: dict[str, Any], ns: str = "default") -> dict[str, Any]:
         return self.co.create_namespaced_custom_object(*B, ns, "jobs", body)
@@ -132,7 +133,9 @@ def env() -> Iterator[Env]:
     ) as sb:
         sched = MiniScheduler(sb.api_client(), nodes=[n["metadata"]["name"] for n in nodes]).start()
         try:
-            yield Env(sb, sched)
+            e = Env(sb, sched)
+            e.comp = comp
+            yield e
         finally:
             sched.stop()
 
@@ -185,6 +188,14 @@ def test_job_runs_to_completed_with_podgroup(env: Env) -> None:
     assert phases == ["Pending", "Running", "Completed"]
     names = sorted(p.metadata.name for p in env.pods("simple"))
     assert names == ["simple-w-0", "simple-w-1", "simple-w-2"]
+    assert env.comp is not None and env.comp.manager is not None
+    reg = env.comp.manager.metrics.registry
+    labels = {"job_name": "simple", "queue_name": "default"}
+    assert reg.get_sample_value("volcano_job_completed_phase_count", labels) == 1
+    assert (
+        reg.get_sample_value("volcano_controller_job_to_pod_creation_latency_milliseconds_count")
+        >= 3
+    )
 
 
 def test_failed_pod_restart_job_until_max_retry(env: Env) -> None:
