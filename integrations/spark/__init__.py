@@ -136,7 +136,7 @@ def spark_pod_requests(
             cores = spec.get("cores", 1)
             if isinstance(cores, bool) or not isinstance(cores, int | float | str):
                 raise GangError(f"{where}.cores: must be a number, got {cores!r}")
-            cpu = to_internal(CPU, cores)
+            cpu = to_internal(CPU, str(cores))  # "0.5", never float arithmetic
     except QuantityError as exc:
         raise GangError(f"{where}.coreRequest: {exc}") from None
     mem_mib = jvm_memory_mib(spec.get("memory", "1g"), what=f"{where}.memory")

@@ -404,3 +404,36 @@ def test_pods_already_in_an_operator_group_are_left_alone(cluster: Cluster) -> N
     assert groups == ["ray-kuberay-managed-pg"]
     pg = cluster.podgroup("ray-kuberay-managed-pg", ns)
     assert pg is not None and pg["spec"]["minMember"] == 3
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason=(
+        "pod admission (batch.api.admission._mutate, used by the sandbox and `tephra webhook`) "
+        "does not call batch.api.integration.apply_gang_injection yet"
+    ),
+)
+def test_namespace_opt_in_injects_the_gang_at_pod_creation(cluster: Cluster) -> None:
+    """Way 3: an operator that knows nothing of Volcano, in a namespace that opted in."""
+    ns = "opt-in"
+    cluster.core.create_namespace(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"tephra.io/gang-injection": "enabled"}},
+        }
+    )
+    job = copy.deepcopy(load_workload("pytorch/simple.yaml", "PyTorchJob"))
+    job["metadata"].pop("namespace", None)
+    job = cluster.create(job, ns)
+    pods = kubeflow_pods(job, "pytorchReplicaSpecs", "pytorchjob-controller")
+    for pod in pods:  # the pod templates name no scheduler
+        assert "schedulerName" not in pod["spec"]
+        cluster.create_pod(pod, ns)
+    stored = cluster.pod("pytorch-simple-worker-0", ns)
+    assert stored.spec.scheduler_name == "volcano"
+    assert (stored.metadata.annotations or {}).get(
+        "scheduling.k8s.io/group-name"
+    ) == "pytorch-simple"
+    pg = wait_for(lambda: cluster.podgroup("pytorch-simple", ns), "PodGroup pytorch-simple")
+    assert pg["spec"]["minMember"] == 2
