@@ -19,4 +19,5 @@ import batch.scheduler.plugins.overcommit
 import batch.scheduler.plugins.predicates
 import batch.scheduler.plugins.priority
 import batch.scheduler.plugins.proportion
+import batch.scheduler.plugins.reservation
 import batch.scheduler.plugins.sla  # noqa: F401
