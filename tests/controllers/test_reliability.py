@@ -52,6 +52,8 @@ class Controller:
                 "controller",
                 "--kubeconfig",
                 str(self.kubeconfig),
+                "--metrics-port",
+                "0",
             ],
             cwd=REPO,
             stdout=out,
