@@ -236,8 +236,42 @@ tiers:
   - name: binpack
 """
 
-#: Tephra's shipped default (Helm default for now; preempt/reclaim will be added to it)
-TEPHRA_DEFAULT_CONFIG = HELM_DEFAULT_CONFIG
+#: Tephra's shipped default: Helm's plugins plus preempt and reclaim with safe settings
+#: (docs/preemption.md): gang and conformance protect victims, pods run 5 minutes before they can
+#: be evicted, victims must satisfy every plugin (strict), budgets bound each cycle, and reclaim
+#: never leaves a victim queue below its deserved share (no ping-pong)
+TEPHRA_DEFAULT_CONFIG = """\
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: minruntime
+    arguments:
+      preemptMinRuntime: 5m
+      reclaimMinRuntime: 5m
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+configurations:
+- name: preempt
+  arguments:
+    victimSelection: strict
+    timeBudgetSeconds: 0.5
+    maxCandidateNodesAbsolute: 100
+- name: reclaim
+  arguments:
+    victimSelection: strict
+    timeBudgetSeconds: 0.5
+    maxCandidateNodesAbsolute: 100
+    keepVictimQueueAtDeserved: true
+"""
 
 
 def builtin_default() -> SchedulerConfig:

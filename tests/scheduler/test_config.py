@@ -14,9 +14,11 @@ from batch.scheduler import (
 
 
 def test_defaults_load() -> None:
-    for text in (BUILTIN_DEFAULT_CONFIG, HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG):
+    for text in (BUILTIN_DEFAULT_CONFIG, HELM_DEFAULT_CONFIG):
         cfg = load_config(text)
         assert cfg.actions == ("enqueue", "allocate", "backfill")
+    tephra = load_config(TEPHRA_DEFAULT_CONFIG)  # Tephra ships preempt and reclaim on
+    assert tephra.actions == ("enqueue", "allocate", "preempt", "reclaim", "backfill")
     helm = load_config(HELM_DEFAULT_CONFIG)
     gang = helm.plugin("gang")
     assert gang is not None and not gang.enabled("preemptable") and gang.enabled("job_ready")
