@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import click
@@ -27,7 +28,16 @@ import click
     help="Pods with this schedulerName get PodGroups (repeatable).",
 )
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True)
-@click.option("--db", "db_url", default=None, help="Ledger database URL (optional).")
+@click.option(
+    "--db",
+    "db_url",
+    envvar="TEPHRA_DB_URL",
+    default=None,
+    help="Ledger database URL (optional; env TEPHRA_DB_URL).",
+)
+@click.option("--leader-elect", is_flag=True, help="Run as one of several replicas (Lease).")
+@click.option("--lease-namespace", default="default", show_default=True)
+@click.option("--lease-name", default="tephra-controllers", show_default=True)
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
@@ -41,6 +51,9 @@ def controller(
     scheduler_names: tuple[str, ...],
     workers: int,
     db_url: str | None,
+    leader_elect: bool,
+    lease_namespace: str,
+    lease_name: str,
     metrics_port: int,
     verbose: int,
 ) -> None:
@@ -60,18 +73,35 @@ def controller(
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    component = ControllerComponent(scheduler_names=scheduler_names, workers=workers, db_url=db_url)
+    component = ControllerComponent(
+        scheduler_names=scheduler_names,
+        workers=workers,
+        db_url=db_url,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace,
+        lease_name=lease_name,
+    )
     component.start(kubeconfig=kubeconfig, stop=stop)
-    if not component.wait_ready(60):
-        click.echo("error: controllers did not become ready within 60 s", err=True)
-        component.stop()
-        sys.exit(1)
     if metrics_port and component.manager is not None:
         try:
             component.manager.metrics.serve(metrics_port)
         except OSError as exc:
             click.echo(f"warning: metrics not served on :{metrics_port}: {exc}", err=True)
-    click.echo("controllers ready", err=True)
-    while not stop.wait(0.5):
-        pass
+    deadline = time.monotonic() + 60
+    while not component.wait_ready(0.5):
+        if stop.is_set() or not component.alive():
+            break
+        if component.standby.is_set():
+            deadline = time.monotonic() + 60  # a standby replica waits for the Lease
+        elif time.monotonic() > deadline:
+            click.echo("error: controllers did not become ready within 60 s", err=True)
+            component.stop()
+            sys.exit(1)
+    if component.failed is None and not stop.is_set():
+        click.echo("controllers ready", err=True)
+        while not stop.wait(0.5) and component.alive():
+            pass
     component.stop()
+    if component.failed is not None:
+        click.echo(f"error: controllers stopped: {component.failed}", err=True)
+        sys.exit(1)

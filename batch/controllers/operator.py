@@ -78,6 +78,10 @@ def load_workload_adapters() -> list[Any]:
         return []
 
 
+class LeadershipLost(RuntimeError):
+    """Another replica took the controllers' Lease."""
+
+
 class WorkQueue:
     """De-duplicating keyed queue; one in-flight run per key."""
 
@@ -127,8 +131,19 @@ class ControllerManager:
         workers: int = 4,
         adapters: Sequence[Any] | None = None,
         recorder: Any = None,
+        leader_elect: bool = False,
+        lease_name: str = "tephra-controllers",
+        lease_namespace: str = "default",
+        identity: str | None = None,
     ) -> None:
+        import os
+        import socket
+
         self.kubeconfig = kubeconfig
+        self.leader_elect = leader_elect
+        self.lease_name = lease_name
+        self.lease_namespace = lease_namespace
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.scheduler_names = tuple(scheduler_names)
         self.workers = workers
         self.adapters = list(adapters) if adapters is not None else load_workload_adapters()
@@ -591,14 +606,40 @@ class ControllerManager:
         *,
         ready: threading.Event | None = None,
         stop: threading.Event | asyncio.Event | None = None,
+        standby: threading.Event | None = None,
     ) -> None:
-        """Run until `stop` is set (or forever)."""
+        """Run until `stop` is set (or forever).
+
+        With leader election on, a replica waits (setting `standby`) until it holds the Lease,
+        then works; losing the Lease ends `run` with LeadershipLost so the process restarts.
+        """
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
         self.queue = WorkQueue()
         access = load_access(self.kubeconfig)
         self.client = KubeClient(access)
         await self.client.open()
+        elector = None
+        hold: asyncio.Task[None] | None = None
+        if self.leader_elect:
+            from batch.kube.leader import LeaderElector
+
+            elector = LeaderElector(
+                self.client,
+                name=self.lease_name,
+                namespace=self.lease_namespace,
+                identity=self.identity,
+            )
+            if standby is not None:
+                standby.set()
+            acquire = asyncio.create_task(elector.acquire())
+            while not acquire.done():
+                if stop is not None and stop.is_set():
+                    acquire.cancel()
+                    await self.client.close()
+                    return
+                await asyncio.sleep(0.1)
+            hold = asyncio.create_task(elector.hold())
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._scheduler.start()
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
@@ -620,6 +661,7 @@ class ControllerManager:
                 ready_flag=kopf_ready,
             )
         )
+        lost = False
         try:
             await asyncio.wait(
                 [asyncio.create_task(kopf_ready.wait()), operator],
@@ -633,6 +675,9 @@ class ControllerManager:
             while not operator.done():
                 if stop is not None and stop.is_set():
                     break
+                if elector is not None and elector.lost.is_set():
+                    lost = True
+                    break
                 await asyncio.sleep(0.1)
         finally:
             kopf_stop.set()
@@ -645,7 +690,15 @@ class ControllerManager:
                     await w
             with contextlib.suppress(Exception):
                 self._scheduler.shutdown(wait=False)
+            if hold is not None:
+                hold.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await hold
+            if elector is not None and not lost:
+                await elector.release()
             await self.client.close()
+        if lost:
+            raise LeadershipLost(f"lost the lease {self.lease_namespace}/{self.lease_name}")
 
     async def _initial_sync(self) -> None:
         """Queue every existing object once (kopf also delivers them; this covers races)."""

@@ -33,7 +33,16 @@ class ControllerComponent:
         adapters: Sequence[Any] | None = None,
         workers: int = 4,
         db_url: str | None = None,
+        leader_elect: bool = False,
+        lease_namespace: str = "default",
+        lease_name: str = "tephra-controllers",
+        identity: str | None = None,
     ) -> None:
+        self.leader_elect = leader_elect
+        self.lease_name = lease_name
+        self.lease_namespace = lease_namespace
+        self.identity = identity
+        self.standby = threading.Event()
         self.options = options
         self.db_url = db_url or getattr(options, "db_url", None)
         self.recorder: Any = None
@@ -66,18 +75,30 @@ class ControllerComponent:
             adapters=self.adapters,
             workers=self.workers,
             recorder=self.recorder,
+            leader_elect=self.leader_elect,
+            lease_namespace=self.lease_namespace,
+            lease_name=self.lease_name,
+            identity=self.identity,
         )
         manager = self.manager
 
         def _main() -> None:
             try:
-                asyncio.run(manager.run(ready=self._ready, stop=self._stop))
+                asyncio.run(manager.run(ready=self._ready, stop=self._stop, standby=self.standby))
             except BaseException as exc:  # surfaced through wait_ready
                 self._error = exc
                 log.exception("controllers stopped with an error")
 
         self._thread = threading.Thread(target=_main, name="tephra-controllers", daemon=True)
         self._thread.start()
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The error that ended the controllers' thread, if any (e.g. LeadershipLost)."""
+        return self._error
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def wait_ready(self, timeout: float) -> bool:
         ok = self._ready.wait(timeout)
