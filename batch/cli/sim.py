@@ -148,6 +148,8 @@ def _run(
 
     if period <= 0:
         raise SimInputError(f"--period: must be > 0, got {period}")
+    names = [] if compare.strip() in ("", "none") else compare.split(",")
+    policies_for(conf=None, compare=names)  # validate --compare before reading the trace
     cluster = load_cluster_file(cluster_file) if cluster_file is not None else None
     if fmt == "ledger" or (db is not None and fmt is None):
         from batch.sim.traces.ledger import load_ledger
@@ -166,7 +168,6 @@ def _run(
     workload = workload.transformed(capacity_scale=capacity_scale, time_compress=time_compress)
     lifecycle = choose_lifecycle(lifecycle, len(workload.jobs))
     conf = scheduler_conf.read_text() if scheduler_conf is not None else None
-    names = [] if compare.strip() in ("", "none") else compare.split(",")
     policies = policies_for(conf=conf, compare=names, period=period, lifecycle=lifecycle)
     click.echo(
         f"trace {workload.name}: {len(workload.jobs)} jobs, {workload.cluster.node_count} nodes, "
