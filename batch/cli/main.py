@@ -29,6 +29,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "webhook": ("batch.cli.webhook:webhook", "Serve the admission webhooks over HTTPS."),
     "sim": ("batch.cli.sim:sim", "Replay a GPU-cluster trace through the scheduler (simulator)."),
     "whatif": ("batch.cli.whatif:whatif", "Replay the ledger with proposed queue weights."),
+    "gang": ("batch.cli.gang:gang", "Show the PodGroup Tephra derives for framework workloads."),
 }
 
 
