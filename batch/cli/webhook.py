@@ -14,8 +14,18 @@ import click
 @click.command("webhook")
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8443, show_default=True)
-@click.option("--cert-file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--key-file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--cert-file",
+    "--tls-cert-file",
+    "cert_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+)
+@click.option(
+    "--key-file",
+    "--tls-key-file",
+    "key_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+)
 @click.option(
     "--self-signed",
     is_flag=True,

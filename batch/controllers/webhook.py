@@ -35,9 +35,19 @@ _PATH_KINDS = {"jobs": "Job", "queues": "Queue", "podgroups": "PodGroup", "pods"
 
 
 def review_response(
-    review: Mapping[str, Any], *, mutate: bool, lookup: Lookup, kind: str | None = None
+    review: Mapping[str, Any],
+    *,
+    mutate: bool,
+    lookup: Lookup,
+    kind: str | None = None,
+    adapters: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """Answer one AdmissionReview (pure; `lookup` as for `admit`)."""
+    """Answer one AdmissionReview (pure; `lookup` as for `admit`).
+
+    Pod CREATE on the mutating endpoint also gets the opt-in gang injection of the framework
+    adapters (`batch.api.integration.mutate_pod_for_gang`: schedulerName, group annotation,
+    role) when the pod's namespace opted in.
+    """
     request = review.get("request") or {}
     uid = request.get("uid", "")
     req_kind = str((request.get("kind") or {}).get("kind") or kind or "")
@@ -57,9 +67,16 @@ def review_response(
         )
         return _wrap(review, response)
     if mutate:
-        if result.patch:
+        ops = list(result.patch)
+        if req_kind == "Pod" and operation == "CREATE" and adapters:
+            from batch.api.integration import mutate_pod_for_gang
+
+            ns = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "")
+            ns_obj = lookup.get_namespace(ns) if lookup is not None and ns else None
+            ops += mutate_pod_for_gang(result.object, namespace_obj=ns_obj, adapters=adapters)
+        if ops:
             response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(result.patch).encode()).decode()
+            response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
     elif not result.allowed:
         response["allowed"] = False
         response["status"] = {
@@ -113,8 +130,19 @@ class ClusterFacts:
             await self._client.close()
 
 
-def make_app(*, facts: ClusterFacts | None = None) -> web.Application:
-    """The aiohttp application serving every endpoint."""
+def make_app(
+    *, facts: ClusterFacts | None = None, adapters: Sequence[Any] | None = None
+) -> web.Application:
+    """The aiohttp application serving every endpoint (`adapters` default: the entry points)."""
+    if adapters is None:
+        try:
+            from batch.api.integration import default_adapters
+
+            adapters = list(default_adapters())
+        except Exception:  # an adapter failing to load must not stop admission
+            log.exception("loading tephra.integrations adapters failed")
+            adapters = []
+    gang_adapters = list(adapters)
 
     async def handle(request: web.Request) -> web.Response:
         try:
@@ -135,7 +163,9 @@ def make_app(*, facts: ClusterFacts | None = None) -> web.Application:
                 lookup = None
         else:
             lookup = AssumeAllQueues()
-        body = review_response(review, mutate=mutate, lookup=lookup, kind=kind)
+        body = review_response(
+            review, mutate=mutate, lookup=lookup, kind=kind, adapters=gang_adapters
+        )
         return web.json_response(body)
 
     async def healthz(_request: web.Request) -> web.Response:
@@ -215,9 +245,10 @@ async def serve(
     facts: ClusterFacts | None,
     stop: asyncio.Event,
     on_ready: Callable[[int], None] | None = None,
+    adapters: Sequence[Any] | None = None,
 ) -> None:
     """Serve until `stop` is set; `on_ready(port)` once listening (port 0 picks one)."""
-    runner = web.AppRunner(make_app(facts=facts), access_log=None)
+    runner = web.AppRunner(make_app(facts=facts, adapters=adapters), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()

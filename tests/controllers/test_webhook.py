@@ -321,3 +321,49 @@ def test_every_rejection_rule_denied_with_field_path(
     fields = [c["field"] for c in resp["status"]["details"]["causes"]]
     assert any(f.startswith(path) for f in fields), (label, fields, resp["status"]["message"])
     assert path.split("[", maxsplit=1)[0] in resp["status"]["message"]
+
+
+def test_pod_mutate_injects_gang_for_opted_in_namespace() -> None:
+    from batch.api.admission import StaticLookup
+    from batch.api.integration import default_adapters
+    from batch.controllers.webhook import review_response
+
+    adapters = list(default_adapters())
+    if not any(a.name == "pytorch" for a in adapters):
+        pytest.skip("pytorch adapter entry point not installed")
+    ns = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "ml", "labels": {"tephra.io/gang-injection": "enabled"}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-worker-0",
+            "namespace": "ml",
+            "labels": {
+                "training.kubeflow.org/job-name": "train",
+                "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                "training.kubeflow.org/replica-type": "worker",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": "PyTorchJob",
+                    "name": "train",
+                    "uid": "u",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    rv = review(pod, kind="Pod", group="", version="v1")
+    out = review_response(rv, mutate=True, lookup=StaticLookup([], [ns]), adapters=adapters)
+    ops = json.loads(base64.b64decode(out["response"]["patch"]))
+    flat = json.dumps(ops)
+    assert "schedulerName" in flat and "scheduling.k8s.io/group-name" in flat
+    # a namespace that did not opt in: no injection
+    other = review_response(rv, mutate=True, lookup=StaticLookup([], []), adapters=adapters)
+    assert "group-name" not in base64.b64decode(other["response"].get("patch", "") or b"").decode()
