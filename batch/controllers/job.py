@@ -406,7 +406,7 @@ def reconcile_job(
                 )
             )
 
-    if req is None and phase in (c.PENDING, c.RUNNING):
+    if req is None and phase in (c.PENDING, c.RUNNING, c.RESTARTING):
         for r in _requests(job, tasks, current, views, deleted_pods, podgroup, version, token):
             act, timeout = select_action(job, tasks, r)
             if act == c.SYNC_JOB:

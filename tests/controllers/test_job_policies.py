@@ -361,3 +361,29 @@ def test_failed_after_max_retry_leaves_no_podgroup() -> None:
     assert h.status["retryCount"] == 1
     assert h.podgroup() is None
     assert h.step(1).actions == []
+
+
+def test_restarting_job_handles_a_second_pod_event() -> None:
+    # RestartPod on worker-0 puts the job in Restarting; worker-1 fails before the job is back
+    # in Pending: it is restarted as well, without a second retryCount increment (Volcano's
+    # Restarting row: targeted kill, same check).
+    h = Harness(
+        make_job(
+            tasks=[task("worker", 2)], policies=[{"event": "PodFailed", "action": "RestartPod"}]
+        ),
+        graceful=True,
+    )
+    h.start()
+    h.pod("job-worker-0", "Failed")
+    h.cluster.reconcile("ns", "job", now=h.clock.tick(1))
+    assert h.phase == c.RESTARTING
+    assert h.status["retryCount"] == 1
+    h.pod("job-worker-1", "Failed")
+    h.cluster.reconcile("ns", "job", now=h.clock.tick(1))
+    w1 = h.cluster.get("Pod", "ns", "job-worker-1")
+    assert w1 is not None and w1["metadata"].get("deletionTimestamp")
+    assert h.status["retryCount"] == 1
+    h.cluster.finish_deletions()
+    h.step(1)
+    assert h.phase == c.PENDING
+    assert h.pod_names() == ["job-worker-0", "job-worker-1"]
