@@ -52,26 +52,35 @@ class Kube:
             )
         except Exception as exc:  # config errors are user errors
             fail(f"cannot load kubeconfig {path}: {exc}")
+        cfg.retries = 1
         self.api = client.ApiClient(configuration=cfg)
         self.core = client.CoreV1Api(self.api)
         self.co = client.CustomObjectsApi(self.api)
         self.ApiException = client.ApiException
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        from urllib3.exceptions import HTTPError
+
         try:
             return fn()
         except self.ApiException as exc:
             fail(f"{what}: {_api_message(exc)}")
-        except OSError as exc:
-            fail(f"{what}: cannot reach the API server ({exc})")
+        except (OSError, HTTPError) as exc:
+            fail(
+                f"{what}: cannot reach the API server at {self.api.configuration.host} ({_short(exc)})"
+            )
 
     def get_or_none(self, fn: Callable[[], Any]) -> Any:
+        from urllib3.exceptions import HTTPError
+
         try:
             return fn()
         except self.ApiException as exc:
             if exc.status == 404:
                 return None
             fail(_api_message(exc))
+        except (OSError, HTTPError) as exc:
+            fail(f"cannot reach the API server at {self.api.configuration.host} ({_short(exc)})")
 
     def job(self, name: str, namespace: str) -> dict[str, Any]:
         job = self.get_or_none(
@@ -80,6 +89,12 @@ class Kube:
         if job is None:
             fail(f"job {namespace}/{name} not found")
         return dict(job)
+
+
+def _short(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    text = str(reason or exc)
+    return text.split(": ", 1)[-1][:200]
 
 
 def _api_message(exc: Any) -> str:
