@@ -39,6 +39,7 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 _JSON = "application/json"
+_BATCH = 500  # events per write while a watch catches up
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 
@@ -531,48 +532,57 @@ class HttpApi:
             api_version=rt.api_version if rt.crd else None,
             render=render,
         )
-        gone = False
+        since = 0
+        snapshot: list[Obj] = []
         if rv_param and rv_param != "0" and not send_initial:
             try:
                 since = int(rv_param)
             except ValueError as exc:
                 raise ApiError(400, f"invalid resourceVersion {rv_param!r}") from exc
+            if store.events_since(rt.storage_key, since) is None:
+                await self._gone(request, rv_param, bucket.compacted_rv)
+                return None
+        else:
+            # A consistent start: the objects as of `since`, then every event after it.
+            snapshot = list(bucket.iter(ns))
+            since = store.rv
+        stream = await request.start_stream(content_type=_JSON)
+        stream.on_close.append(w.close)
+        # Catch up in batches (bounded memory, other requests keep being served), then join
+        # the live fan-out in the same step as the last catch-up read, so nothing is missed.
+        for start in range(0, len(snapshot), _BATCH):
+            lines = [
+                w.line_for("ADDED", _NoEvent, o)
+                for o in snapshot[start : start + _BATCH]
+                if w.matches(o)
+            ]
+            await stream.write(b"".join(lines))
+            if stream.closed:
+                return None
+        if send_initial and bookmarks:
+            await stream.write(self._bookmark(rt, since, initial_end=True))
+        while True:
             events = store.events_since(rt.storage_key, since)
-            if events is None:
-                gone = True
-            else:
-                for ev in events:
-                    w.offer(ev)
-        else:
-            for obj in bucket.iter(ns):
-                if w.matches(obj):
-                    w.push(w.line_for("ADDED", _NoEvent, obj))
-            if send_initial and bookmarks:
-                w.push(self._bookmark(rt, store.rv, initial_end=True))
-        if gone:
-            w.push(
-                event_line(
-                    "ERROR",
-                    dumps(
-                        ApiError(
-                            410,
-                            f"too old resource version: {rv_param} ({bucket.compacted_rv})",
-                            reason="Expired",
-                        ).status()
-                    ),
-                )
-            )
-            w.closed = True
-        else:
-            bucket.watchers.add(w)
-            self.watchers.add(w)
+            if events is None:  # fell behind the kept history while catching up
+                await stream.write(self._gone_line(str(since), bucket.compacted_rv))
+                return None
+            if not events:
+                break
+            for ev in events[:_BATCH]:
+                w.offer(ev)
+            since = events[:_BATCH][-1].rv
+            data = b"".join(w.pending)
+            w.pending.clear()
+            await stream.write(data)
+            if stream.closed:
+                return None
+        bucket.watchers.add(w)
+        self.watchers.add(w)
         started = time.monotonic()
         deadline = started + timeout
         drop_at = started + self.drop_watch_every if self.drop_watch_every else None
         next_bookmark = started + self.bookmark_seconds
         try:
-            stream = await request.start_stream(content_type=_JSON)
-            stream.on_close.append(w.close)
             while True:
                 if w.pending:
                     data = b"".join(w.pending)
@@ -603,6 +613,16 @@ class HttpApi:
             bucket.watchers.discard(w)
             self.watchers.discard(w)
         return None
+
+    @staticmethod
+    def _gone_line(rv: str, compacted: int) -> bytes:
+        err = ApiError(410, f"too old resource version: {rv} ({compacted})", reason="Expired")
+        return event_line("ERROR", dumps(err.status()))
+
+    async def _gone(self, request: Request, rv: str, compacted: int) -> None:
+        """A watch from a compacted resourceVersion: 200, then one ERROR event (410)."""
+        stream = await request.start_stream(content_type=_JSON)
+        await stream.write(self._gone_line(rv, compacted))
 
     @staticmethod
     def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False) -> bytes:

@@ -631,3 +631,33 @@ def test_pod_defaults(api: Any) -> None:
             "default", {"metadata": {"name": "nocontainers"}, "spec": {"containers": []}}
         )
     assert exc.value.status == 422
+
+
+def test_watch_catch_up_in_batches_keeps_order(sb: SandboxHandle) -> None:
+    """More events than one catch-up batch: all arrive, in resourceVersion order, once."""
+    http(sb.url, "POST", "/api/v1/namespaces", {"metadata": {"name": "many"}})
+    _code, lst = http(sb.url, "GET", "/api/v1/namespaces/many/configmaps")
+    rv0 = lst["metadata"]["resourceVersion"]
+    core = sb.core
+    cms = core.rt("", "v1", "configmaps")
+
+    def make() -> None:
+        for i in range(1200):
+            core.create(cms, "many", {"metadata": {"name": f"cm-{i:04d}"}})
+
+    sb.call(make)
+    events = list(
+        watch_lines(
+            sb.url,
+            f"/api/v1/namespaces/many/configmaps?watch=1&resourceVersion={rv0}&timeoutSeconds=1",
+        )
+    )
+    names = [e["object"]["metadata"]["name"] for e in events]
+    assert names == [f"cm-{i:04d}" for i in range(1200)]
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs)
+    events = list(
+        watch_lines(sb.url, "/api/v1/namespaces/many/configmaps?watch=1&timeoutSeconds=1")
+    )
+    assert sorted(e["object"]["metadata"]["name"] for e in events) == names
+    assert {e["type"] for e in events} == {"ADDED"}

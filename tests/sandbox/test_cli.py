@@ -64,7 +64,9 @@ def test_up_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         assert code == 200 and len(body["items"]) == 2
         code, queues = http(server, "GET", "/apis/scheduling.volcano.sh/v1beta1/queues")
         assert {q["metadata"]["name"] for q in queues["items"]} >= {"root", "default"}
-        assert elapsed < 10  # ~1 s on an idle machine; the budget leaves room for a busy CI
+        # ~1 s on an idle machine (interpreter and imports included); a loaded 2-core CI box
+        # has shown 11 s, so this only catches a start-up that hangs.
+        assert elapsed < 30
     finally:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=20)
