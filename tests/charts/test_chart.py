@@ -132,6 +132,7 @@ WEBHOOK_PATHS = {
     "/queues/mutate",
     "/queues/validate",
     "/podgroups/mutate",
+    "/podgroups/validate",
     "/pods/validate",
     "/pods/mutate",
 }
@@ -573,6 +574,12 @@ def test_webhook_configurations(rendered: dict[str, list[Doc]]) -> None:
         svc["spec"]["selector"].items() <= deploy["spec"]["template"]["metadata"]["labels"].items()
     )
     assert {"name": "https", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {
+            "path": "/healthz",
+            "port": "https",
+            "scheme": "HTTPS",
+        }
     for e in entries:
         ref = e["clientConfig"]["service"]
         assert (ref["name"], ref["namespace"], ref["port"]) == (
