@@ -66,9 +66,8 @@ class Kube:
         except self.ApiException as exc:
             fail(f"{what}: {_api_message(exc)}")
         except (OSError, HTTPError) as exc:
-            fail(
-                f"{what}: cannot reach the API server at {self.api.configuration.host} ({_short(exc)})"
-            )
+            host = self.api.configuration.host
+            fail(f"{what}: cannot reach the API server at {host} ({_short(exc)})")
 
     def get_or_none(self, fn: Callable[[], Any]) -> Any:
         from urllib3.exceptions import HTTPError
