@@ -39,6 +39,7 @@ from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
 from batch.scheduler.actions.preempt.victims import (
     Budget,
     NodeTasks,
+    QuotaBlocked,
     candidate_nodes,
     emit_causes,
     fits_future,
@@ -251,17 +252,20 @@ class Preempt(Action):
             if not victims or not validate_victims(ssn, task, idx, victims):
                 continue
             ordered = victim_order(ssn, victims, queue)
-            if try_node(
-                ssn,
-                stmt,
-                task,
-                idx,
-                ordered,
-                "preempt",
-                ready=lambda: ssn.allocatable(queue, task),
-                causes=self.causes,
-            ):
-                return True
+            try:
+                if try_node(
+                    ssn,
+                    stmt,
+                    task,
+                    idx,
+                    ordered,
+                    "preempt",
+                    ready=lambda: ssn.allocatable(queue, task),
+                    causes=self.causes,
+                ):
+                    return True
+            except QuotaBlocked:
+                return False
         return False
 
     def _job_bound(self, ssn: Session, job: JobInfo) -> npt.NDArray[np.int64]:

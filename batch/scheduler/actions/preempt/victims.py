@@ -194,9 +194,20 @@ class NodeTasks:
         return out
 
 
+_FIT: dict[int, tuple[Any, list[tuple[int, int]]]] = {}
+
+
 def fit_dims(task: TaskInfo) -> list[tuple[int, int]]:
-    fit = task.template.fit
-    return [(int(d), int(fit[d])) for d in np.flatnonzero(fit > 0)]
+    tmpl = task.template
+    hit = _FIT.get(id(tmpl))
+    if hit is not None and hit[0] is tmpl:
+        return hit[1]
+    fit = tmpl.fit
+    got = [(int(d), int(fit[d])) for d in np.flatnonzero(fit > 0)]
+    if len(_FIT) > 10_000:
+        _FIT.clear()
+    _FIT[id(tmpl)] = (tmpl, got)
+    return got
 
 
 def fits_future(ssn: Session, task: TaskInfo, idx: int) -> bool:
@@ -261,11 +272,21 @@ def victim_order(
 
         __hash__ = None  # type: ignore[assignment]
 
+    jk: dict[str, Any] = {}
+
     def key(t: TaskInfo) -> tuple[Any, Any, Any]:
         job = jobs[t.job_id or ""]
-        return (qk(job.queue), Rev(jkey(job)), Rev(tkey(t)))
+        k = jk.get(job.uid)
+        if k is None:
+            k = jk[job.uid] = (qk(job.queue), Rev(jkey(job)))
+        return (k[0], k[1], Rev(tkey(t)))
 
     return sorted(victims, key=key)
+
+
+class QuotaBlocked(Exception):
+    """Even with every victim on the node gone the queue does not allow the task (Allocatable):
+    other nodes would not change that, so the action moves on to the next task."""
 
 
 def try_node(
@@ -291,11 +312,14 @@ def try_node(
             break
         stmt.evict(v, reason)
         causes[v.uid] = (job_id, reason)
-    if ready() and fits_future(ssn, preemptor, idx):
-        stmt.pipeline(preemptor, idx)
-        return True
+    if ready():
+        if fits_future(ssn, preemptor, idx):
+            stmt.pipeline(preemptor, idx)
+            return True
+        stmt.recover_operations(mark)
+        return False
     stmt.recover_operations(mark)
-    return False
+    raise QuotaBlocked
 
 
 def validate_victims(ssn: Session, preemptor: TaskInfo, idx: int, victims: list[TaskInfo]) -> bool:

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
-from batch.model.status import TaskStatus
+from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.actions.preempt import has_topology, preemptor_tasks, starving_jobs
 from batch.scheduler.actions.preempt.victims import (
     Budget,
@@ -54,25 +54,46 @@ RUNNING = frozenset({TaskStatus.RUNNING})
 
 
 class QueueLedger:
-    """Live per-queue allocated (Σ job.allocated), recomputed when the session changed."""
+    """Live per-queue allocated (Σ job.allocated), kept by an event handler during reclaim.
+
+    Reclaim only pipelines (no change to job.allocated), evicts (Running -> Releasing: the
+    deallocate handler sees Releasing) and undoes evictions (the allocate handler sees the task
+    back in an allocated status).
+    """
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.jobs: dict[str, list[JobInfo]] = {}
+        self.alloc: dict[str, npt.NDArray[np.int64]] = {}
         for job in ssn.jobs.values():
-            self.jobs.setdefault(job.queue, []).append(job)
-        self._memo: dict[str, tuple[int, npt.NDArray[np.int64]]] = {}
+            cur = self.alloc.get(job.queue)
+            self.alloc[job.queue] = job.allocated.copy() if cur is None else cur + job.allocated
+        self.active = True
+
+        def on_alloc(t: TaskInfo) -> None:
+            if self.active and t.status in ALLOCATED_STATUS:
+                self._add(t, 1)
+
+        def on_dealloc(t: TaskInfo) -> None:
+            if self.active and t.status is TaskStatus.RELEASING:
+                self._add(t, -1)
+
+        ssn.add_event_handler(on_alloc, on_dealloc)
+
+    def _add(self, t: TaskInfo, sign: int) -> None:
+        job = self.ssn.jobs.get(t.job_id or "")
+        if job is None:
+            return
+        cur = self.alloc.get(job.queue)
+        if cur is None:
+            cur = self.alloc[job.queue] = self.ssn.resources.zeros()
+        if sign > 0:
+            cur += t.req
+        else:
+            cur -= t.req
 
     def allocated(self, queue: str) -> npt.NDArray[np.int64]:
-        pos = len(self.ssn.nodes.log)
-        hit = self._memo.get(queue)
-        if hit is not None and hit[0] == pos:
-            return hit[1]
-        out = self.ssn.resources.zeros()
-        for job in self.jobs.get(queue, ()):
-            out = out + job.allocated
-        self._memo[queue] = (pos, out)
-        return out
+        got = self.alloc.get(queue)
+        return got if got is not None else self.ssn.resources.zeros()
 
 
 def deserved_of(ssn: Session, queue: str) -> npt.NDArray[np.float64] | None:
@@ -150,6 +171,7 @@ class Reclaim(Action):
                 stmt.discard()
             if pending:
                 qpq.push(queue)
+        self.ledger.active = False
         ssn.timings["reclaim"] = time.perf_counter() - t0
 
     # -- guards -------------------------------------------------------------------------

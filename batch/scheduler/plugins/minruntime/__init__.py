@@ -145,6 +145,7 @@ class MinRuntimePlugin(Plugin):
             "reclaimable": option is None or option.enabled("reclaimable"),
         }
         cache: dict[tuple[str, str], float] = {}
+        starts: dict[str, float] = {}
 
         def guard(point: str, _: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
             if not on.get(point, False):
@@ -157,7 +158,13 @@ class MinRuntimePlugin(Plugin):
                 m = cache.get((qname, kind))
                 if m is None:
                     m = cache[(qname, kind)] = self.min_runtime(ssn, qname, kind)
-                if m <= 0 or ssn.now - task_start(t) >= m:
+                if m <= 0:
+                    out.append(t)
+                    continue
+                st = starts.get(t.uid)
+                if st is None:
+                    st = starts[t.uid] = task_start(t)
+                if ssn.now - st >= m:
                     out.append(t)
             return out
 
