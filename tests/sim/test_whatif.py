@@ -24,7 +24,7 @@ def _contended() -> Workload:
     # Two queues each submitting a 1-GPU, 100 s job every 3 s onto 32 GPUs: together they
     # offer 2 x 33 GPUs of load, so both keep a backlog and the weights decide the split.
     jobs = []
-    for i in range(60):
+    for i in range(40):
         jobs.append(job(f"a{i:03d}", submit=i * 3, run=100, queue="q1"))
         jobs.append(job(f"b{i:03d}", submit=i * 3, run=100, queue="q2"))
     return workload(jobs, cluster(4, queues=[QueueSpec("q1", 1), QueueSpec("q2", 1)]))
