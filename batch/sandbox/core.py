@@ -744,6 +744,15 @@ class Core:
                     f"Precondition failed: ResourceVersion in precondition: {want}, "
                     f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
                 )
+        if (rt.group, rt.kind) in admission.TEPHRA_KINDS and rt.kind != "Pod":
+            admission.admit(
+                group=rt.group,
+                kind=rt.kind,
+                operation="DELETE",
+                obj=old,
+                old=old,
+                lookup=self.lookup,
+            )
         if dry_run:
             return old
         new_meta = dict(meta)

@@ -186,3 +186,9 @@ def test_default_queues_exist(sb: SandboxHandle) -> None:
     assert {"root", "default"} <= set(queues)
     assert queues["root"]["spec"]["reclaimable"] is False
     assert queues["default"]["status"]["state"] == "Open"
+
+
+def test_queue_delete_admission(sb: SandboxHandle) -> None:
+    code, body = http(sb.url, "DELETE", "/apis/scheduling.volcano.sh/v1beta1/queues/root")
+    assert code == 422 and body["details"]["causes"][0]["field"] == "metadata.name"
+    assert http(sb.url, "GET", "/apis/scheduling.volcano.sh/v1beta1/queues/root")[0] == 200
