@@ -253,7 +253,7 @@ def generate_files(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", default=None, help="default: in-cluster configuration")
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -272,7 +272,11 @@ def main(argv: list[str] | None = None) -> int:
         if mode == "patch-ca":
             p.add_argument("--mutating", default="")
             p.add_argument("--validating", default="")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     handler = {"ensure-secret": ensure_secret, "patch-ca": patch_ca, "generate": generate_files}
     return handler[args.mode](args)
