@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+import psycopg
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 
@@ -45,12 +46,20 @@ def is_outage(exc: BaseException) -> bool:
     """True when ``exc`` means "database unavailable" (retry later) rather than "bad data"."""
     if isinstance(exc, (OperationalError, InterfaceError)):
         return True
+    # The bulk path talks to psycopg directly (COPY), so its errors arrive unwrapped.
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return True
+    if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == _UNDEFINED_TABLE:
+        return True
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:
             return True
         if getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE:
             return True  # schema not migrated yet: wait for `tephra db upgrade`
     return False
+
+
+DB_ERRORS = (SQLAlchemyError, psycopg.Error)
 
 
 def default_spill_path(url: str) -> Path:
@@ -213,7 +222,11 @@ class Recorder:
                         break
                     self._cond.wait(due - now)
                 closing = self._closing
-            self._drain(final=closing)
+            try:
+                self._drain(final=closing)
+            except Exception:  # never let the writer thread die: keep the events, retry later
+                log.exception("ledger recorder: unexpected error; retrying")
+                self._on_outage(RuntimeError("unexpected error"), final=closing)
             if closing:
                 return
 
@@ -248,7 +261,7 @@ class Recorder:
                     self._inflight = 0
                     self.stats.written += n
                     self._cond.notify_all()
-        except SQLAlchemyError as exc:
+        except DB_ERRORS as exc:
             if not is_outage(exc):  # pragma: no cover - _write isolates bad events
                 raise
             self._on_outage(exc, final=final)
@@ -282,7 +295,7 @@ class Recorder:
         try:
             with self._engine.begin() as conn:
                 self._writer.write(conn, batch)
-        except SQLAlchemyError as exc:
+        except DB_ERRORS as exc:
             if is_outage(exc):
                 raise
             self._write_isolating(batch)
@@ -293,7 +306,7 @@ class Recorder:
             try:
                 with self._engine.begin() as conn:
                     self._writer.write(conn, [event])
-            except SQLAlchemyError as exc:
+            except DB_ERRORS as exc:
                 if is_outage(exc):
                     raise
                 self._reject(event, exc)
