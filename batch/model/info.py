@@ -112,6 +112,7 @@ class JobInfo:
     role_counts: dict[str, list[int]] = field(default_factory=dict)
     pending_best_effort: int = 0
     gated_pending: int = 0
+    alloc_version: int = 0  # bumps whenever ``allocated`` changes (share caches key on it)
     allocated: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     pending_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     gated_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -136,6 +137,7 @@ class JobInfo:
         req = task.req
         if st in ALLOCATED_STATUS:
             op(self.allocated, req, out=self.allocated)
+            self.alloc_version += 1
         elif st is TaskStatus.PENDING:
             if task.best_effort:
                 self.pending_best_effort += sign
@@ -172,6 +174,7 @@ class JobInfo:
         na = _IS_ALLOC[status]
         if _IS_ALLOC[old] != na:
             (np.add if na else np.subtract)(self.allocated, req, out=self.allocated)
+            self.alloc_version += 1
         pend = TaskStatus.PENDING
         if old is pend or status is pend:
             sign = 1 if status is pend else -1

@@ -195,6 +195,7 @@ class Session:
         # extension points: point -> tiers -> [(plugin name, fn)]
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {}
         self._flat_cache: dict[str, list[Any]] = {}
+        self._keys: dict[str, Callable[[Any], Any]] = {}
         self._ntiers = len(config.tiers)
         self._cur: tuple[int, PluginOption] | None = None
         self.handlers: list[tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]]] = []
@@ -225,6 +226,7 @@ class Session:
             tiers = self._fns[point] = [[] for _ in range(self._ntiers)]
         tiers[ti].append((opt.name, fn))
         self._flat_cache.pop(point, None)
+        self._keys.pop(point, None)
 
     def _flat(self, point: str) -> list[Any]:
         got = self._flat_cache.get(point)
@@ -371,14 +373,22 @@ class Session:
 
         return functools.cmp_to_key(cmp)
 
+    def _cached_key(self, point: str, fallback: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        got = self._keys.get(point)
+        if got is None:
+            got = self._order_key(point, fallback)
+            if self._cur is None:
+                self._keys[point] = got
+        return got
+
     def job_order_key(self) -> Callable[[JobInfo], Any]:
-        return self._order_key("job_order", lambda j: (j.creation, j.uid))
+        return self._cached_key("job_order", lambda j: (j.creation, j.uid))
 
     def queue_order_key(self) -> Callable[[QueueInfo], Any]:
-        return self._order_key("queue_order", lambda q: (q.creation, q.uid))
+        return self._cached_key("queue_order", lambda q: (q.creation, q.uid))
 
     def task_order_key(self) -> Callable[[TaskInfo], Any]:
-        return self._order_key("task_order", TaskInfo.sort_key)
+        return self._cached_key("task_order", TaskInfo.sort_key)
 
     def victim_queue_order(self, a: QueueInfo, b: QueueInfo, preemptor: QueueInfo) -> int:
         for fn in self._flat("victim_queue_order"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from batch.model.info import TaskInfo
+from batch.model.info import JobInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.scheduler.framework.registry import Plugin, register_plugin
 from batch.scheduler.framework.session import Session
@@ -39,7 +39,17 @@ class DrfPlugin(Plugin):
         def share(alloc: IntVec) -> float:
             return dominant_share(alloc, total, dims)
 
-        ssn.add_job_order_key(lambda j: share(j.allocated))
+        cache: dict[str, tuple[int, float]] = {}
+
+        def job_key(j: JobInfo) -> float:
+            hit = cache.get(j.uid)
+            if hit is not None and hit[0] == j.alloc_version:
+                return hit[1]
+            s = share(j.allocated) if j.alloc_version else 0.0
+            cache[j.uid] = (j.alloc_version, s)
+            return s
+
+        ssn.add_job_order_key(job_key)
 
         def preemptable(
             preemptor: TaskInfo, candidates: list[TaskInfo]

@@ -67,6 +67,7 @@ class QueueAttr:
     elastic: F
     deserved: F = field(default_factory=lambda: np.zeros(0))
     _share: float | None = None
+    _overused: bool | None = None
 
     def share(self) -> float:
         if self._share is None:
@@ -180,7 +181,9 @@ class ProportionPlugin(Plugin):
             a = attrs.get(q.name)
             if a is None:
                 return False
-            return le(a.deserved, a.allocated)
+            if a._overused is None:
+                a._overused = le(a.deserved, a.allocated)
+            return a._overused
 
         ssn.add_overused_fn(overused)
 
@@ -288,6 +291,7 @@ class ProportionPlugin(Plugin):
                 np.add(a.allocated, task.req, out=a.allocated)
                 a.allocated[0] = 0.0
                 a._share = None
+                a._overused = None
 
         def on_dealloc(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job_id or "")
@@ -296,6 +300,7 @@ class ProportionPlugin(Plugin):
                 np.subtract(a.allocated, task.req, out=a.allocated)
                 a.allocated[0] = 0.0
                 a._share = None
+                a._overused = None
 
         ssn.add_event_handler(on_alloc, on_dealloc)
 
