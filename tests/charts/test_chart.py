@@ -513,6 +513,7 @@ def test_controller_rbac(rendered: dict[str, list[Doc]]) -> None:
         ("apps", "statefulsets"),
         ("apps", "deployments"),
         ("batch", "jobs"),
+        ("", "replicationcontrollers"),
         ("kubeflow.org", "pytorchjobs"),
         ("kubeflow.org", "mpijobs"),
         ("ray.io", "rayclusters"),
