@@ -409,9 +409,10 @@ def test_pods_already_in_an_operator_group_are_left_alone(cluster: Cluster) -> N
 @pytest.mark.xfail(
     strict=False,
     reason=(
-        "pod admission (batch.api.admission._mutate, used by the sandbox and `tephra webhook`) "
-        "does not call batch.api.integration.apply_gang_injection yet, and the sandbox admits "
-        "only pods that carry volcano.sh/ annotations (batch/sandbox/admission.py)"
+        "`tephra webhook` applies the gang injection, but the sandbox's in-process pod admission "
+        "does not: it admits only pods that carry volcano.sh/ annotations "
+        "(batch/sandbox/admission.py) and batch.api.admission does not call "
+        "batch.api.integration.apply_gang_injection"
     ),
 )
 def test_namespace_opt_in_injects_the_gang_at_pod_creation(cluster: Cluster) -> None:
