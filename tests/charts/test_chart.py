@@ -894,3 +894,28 @@ def test_hook_pod_annotations(helm: Path, tmp_path: Path) -> None:
     assert len(jobs) == 2
     for job in jobs:
         assert job["spec"]["template"]["metadata"]["annotations"] == ann
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def test_rbac_covers_what_the_code_watches(rendered: dict[str, list[Doc]]) -> None:
+    """Cross-check with the components' own resource tables, so RBAC follows the code."""
+    from batch.controllers import shell
+    from batch.kube.client import RESOURCES
+    from batch.kube.service import WATCHED_KINDS
+
+    docs = rendered["default"]
+    sched = _cluster_rules(docs, "scheduler")
+    for kind in WATCHED_KINDS:
+        res = RESOURCES[kind]
+        for verb in ("list", "watch"):
+            assert rule_allows(sched, _group(res.api_version), res.plural, verb), (kind, verb)
+    ctrl = _cluster_rules(docs, "controller")
+    for (api_version, kind), res in shell._KINDS.items():
+        if kind == "Event":
+            assert rule_allows(ctrl, "", "events", "create")
+            continue
+        for verb in ("get", "list", "watch"):
+            assert rule_allows(ctrl, _group(api_version), res.plural, verb), (kind, verb)
