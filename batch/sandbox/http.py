@@ -562,15 +562,15 @@ class HttpApi:
         if send_initial and bookmarks:
             await stream.write(self._bookmark(rt, since, initial_end=True))
         while True:
-            events = store.events_since(rt.storage_key, since)
+            events = store.events_since(rt.storage_key, since, _BATCH)
             if events is None:  # fell behind the kept history while catching up
                 await stream.write(self._gone_line(str(since), bucket.compacted_rv))
                 return None
             if not events:
                 break
-            for ev in events[:_BATCH]:
+            for ev in events:
                 w.offer(ev)
-            since = events[:_BATCH][-1].rv
+            since = events[-1].rv
             data = b"".join(w.pending)
             w.pending.clear()
             await stream.write(data)

@@ -47,7 +47,7 @@ class SandboxOptions:
     max_grace_seconds: float = 2.0
     heartbeat_seconds: float = 10.0
     bookmark_seconds: float = 5.0
-    watch_history: int = 200_000
+    watch_history: int = 100_000
     install_crds: bool = True
     default_queues: bool = True
     workload_controllers: bool = True

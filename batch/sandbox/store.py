@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -130,13 +129,16 @@ class Watcher:
 class Bucket:
     """All objects of one group/resource."""
 
-    __slots__ = ("compacted_rv", "key", "log", "namespaced", "objects", "watchers")
+    __slots__ = ("compacted_rv", "history", "key", "log", "namespaced", "objects", "watchers")
 
     def __init__(self, key: str, namespaced: bool, history: int) -> None:
         self.key = key
         self.namespaced = namespaced
         self.objects: dict[str, dict[str, Obj]] = {}
-        self.log: deque[WatchEvent] = deque(maxlen=history)
+        # Event history: a list trimmed to `history` entries when it reaches twice that
+        # (amortized O(1) appends, O(log n) lookups by resourceVersion).
+        self.log: list[WatchEvent] = []
+        self.history = history
         self.compacted_rv = 0
         self.watchers: set[Watcher] = set()
 
@@ -154,7 +156,7 @@ class Bucket:
 class Store:
     """Buckets, the resourceVersion counter and change listeners."""
 
-    def __init__(self, *, history: int = 200_000) -> None:
+    def __init__(self, *, history: int = 100_000) -> None:
         self.rv = 0
         self.history = history
         self.buckets: dict[str, Bucket] = {}
@@ -196,9 +198,12 @@ class Store:
             b.objects.setdefault(ns, {})[name] = obj
             etype = "MODIFIED" if old is not None else "ADDED"
         ev = WatchEvent(etype, obj, old, rv)
-        if len(b.log) == b.log.maxlen:
-            b.compacted_rv = b.log[0].rv
-        b.log.append(ev)
+        log = b.log
+        log.append(ev)
+        if len(log) >= 2 * b.history:
+            drop = len(log) - b.history
+            b.compacted_rv = log[drop - 1].rv
+            del log[:drop]
         for w in b.watchers:
             w.offer(ev)
         ev._body = None  # serialized once for all current watchers; not kept in the history
@@ -206,15 +211,14 @@ class Store:
             listener(etype, key, obj, old)
         return obj
 
-    def events_since(self, key: str, rv: int) -> list[WatchEvent] | None:
-        """Events after rv, or None when rv is older than the kept history (410)."""
+    def events_since(self, key: str, rv: int, limit: int | None = None) -> list[WatchEvent] | None:
+        """Events after rv (at most limit), or None when rv is older than the kept history."""
         b = self.buckets[key]
         if rv < b.compacted_rv:
             return None
         log = b.log
         if not log or log[-1].rv <= rv:
             return []
-        # binary search over the deque (indexable) for the first event with ev.rv > rv
         lo, hi = 0, len(log)
         while lo < hi:
             mid = (lo + hi) // 2
@@ -222,4 +226,4 @@ class Store:
                 lo = mid + 1
             else:
                 hi = mid
-        return [log[i] for i in range(lo, len(log))]
+        return log[lo:] if limit is None else log[lo : lo + limit]
