@@ -75,24 +75,27 @@ class MiniScheduler:
                 phase = "Inqueue"
             if phase in ("Inqueue", "Running", "Unknown"):
                 admitted.add((m["namespace"], m["name"]))
-        pods = self.core.list_pod_for_all_namespaces().items
+        # raw JSON: the typed client rejects pods whose quantities are numbers (`cpu: 1`)
+        raw = self.core.list_pod_for_all_namespaces(_preload_content=False)
+        pods = json.loads(raw.data)["items"]
         for pod in pods:
-            if pod.spec.node_name or pod.metadata.deletion_timestamp:
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            if spec.get("nodeName") or meta.get("deletionTimestamp"):
                 continue
-            group = (pod.metadata.annotations or {}).get("scheduling.k8s.io/group-name")
-            if (pod.metadata.namespace, group) not in admitted:
+            group = (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name")
+            if (meta["namespace"], group) not in admitted:
                 continue
             node = self.nodes[self._n % len(self.nodes)]
             self._n += 1
             body = {
                 "apiVersion": "v1",
                 "kind": "Binding",
-                "metadata": {"name": pod.metadata.name},
+                "metadata": {"name": meta["name"]},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node},
             }
             try:
                 self.core.create_namespaced_pod_binding(
-                    pod.metadata.name, pod.metadata.namespace, body, _preload_content=False
+                    meta["name"], meta["namespace"], body, _preload_content=False
                 )
                 self.binds += 1
             except client.ApiException:
