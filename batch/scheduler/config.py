@@ -251,6 +251,7 @@ tiers:
     arguments:
       preemptMinRuntime: 5m
       reclaimMinRuntime: 5m
+  - name: nominated
 - plugins:
   - name: overcommit
   - name: drf

@@ -159,6 +159,12 @@ def settle(c: ClusterCache, d: Decisions, *, now_iso: str = "2026-06-01T00:00:00
         t = c.tasks.get(e.uid)
         if t is not None and t.raw is not None:
             c.apply("Pod", "DELETED", t.raw)
+    for pl in d.pipelines:  # the shell nominates pipelined pods (status.nominatedNodeName)
+        t = c.tasks.get(pl.uid)
+        if t is None or t.raw is None or t.status.name != "PENDING":
+            continue
+        raw = {**t.raw, "status": {**t.raw.get("status", {}), "nominatedNodeName": pl.node}}
+        c.apply("Pod", "MODIFIED", raw)
     for b in d.binds:
         t = c.tasks.get(b.uid)
         if t is None or t.raw is None:

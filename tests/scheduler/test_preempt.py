@@ -192,3 +192,21 @@ def test_preemptor_with_policy_never_does_not_preempt() -> None:
     running(c, "low", ["n0"], per_node=4, priority_class="low")
     pending(c, "high", 1, cpu="2", priority_class="high", spec={"preemptionPolicy": "Never"})
     assert not run(c, PREEMPT_ONLY).evictions
+
+
+def test_nominated_preemptor_keeps_the_released_resources() -> None:
+    from batch.scheduler import TEPHRA_DEFAULT_CONFIG, load_config
+
+    conf = load_config(TEPHRA_DEFAULT_CONFIG.replace("MinRuntime: 5m", "MinRuntime: 0s"))
+    c = cluster(1, cpu="4")
+    priorities(c)
+    running(c, "low", ["n0"], per_node=4, priority_class="low")
+    mid = pending(c, "mid", 1, cpu="2", priority_class="high")
+    d = run(c, conf)
+    assert len(d.evictions) == 2 and [p.job_id for p in d.pipelines] == [mid]
+    settle(c, d)  # victims gone, the preemptor nominated to n0
+    other = pending(c, "other", 1, cpu="2", priority_class="high", created="2025-01-01T00:00:00Z")
+    d2 = run(c, conf)
+    # the older job orders first but may not take what was released for "mid"
+    assert bound_jobs(d2) == {mid: 1}
+    assert other in d2.pending_reasons and not d2.evictions

@@ -44,6 +44,7 @@ from batch.scheduler.actions.preempt.victims import (
     emit_causes,
     fits_future,
     parse_common,
+    registered,
     select_victims,
     try_node,
     validate_victims,
@@ -112,6 +113,11 @@ class Preempt(Action):
             ssn.timings["preempt"] = time.perf_counter() - t0
             return
         self.index = NodeTasks(ssn, group_of=lambda t, j: j.queue)
+        if self.strict and registered(ssn, "preemptable", "gang"):
+            # gang never gives a task of a job at (or below) its minimum: in strict mode such
+            # jobs' tasks can be left out of the candidates and the bounds up front
+            self.index.job_exhausted = lambda j: j.ready_task_num() <= j.min_available
+        self.index.start()
         self.causes: dict[str, tuple[str, str]] = {}
         qkey = ssn.queue_order_key()
         jkey = ssn.job_order_key()
@@ -147,6 +153,7 @@ class Preempt(Action):
                     self._commit(ssn, stmt)
                 else:
                     stmt.discard()
+        self.index.close()
         ssn.timings["preempt"] = time.perf_counter() - t0
 
     @staticmethod
@@ -228,8 +235,11 @@ class Preempt(Action):
             if placer.scalar_preds and not placer._scalar_ok(task, idx):
                 continue
             cands = []
-            for t in self.index.by_node.get(idx, ()):
+            index = self.index
+            for t in index.by_node.get(idx, ()):
                 if t.status not in PREEMPTABLE_STATUS:
+                    continue
+                if not same_job and not index.candidate(t):
                     continue
                 if same_job:
                     if t.job_id != job.uid:

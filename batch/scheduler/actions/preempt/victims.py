@@ -138,10 +138,14 @@ class Budget:
 class NodeTasks:
     """Running, preemptable tasks of session jobs per node, plus per-group upper bounds.
 
-    ``bound(group)`` is a ``(dims, nodes)`` matrix: Σ requests of the candidate tasks of every
-    group except ``group`` (reclaim: other queues) or of ``group`` only (preempt: own queue).
-    Evicted tasks stay counted, which keeps it an upper bound (their resources are also in
-    Releasing).
+    ``own(group)`` / ``others(group)`` are ``(dims, nodes)`` matrices: Σ requests of the tasks
+    that can still be candidates, of ``group`` (preempt: the own queue) or of every other group
+    (reclaim: other queues). The sums are kept live through session event handlers: an evicted
+    task leaves them (its resources are in Releasing, i.e. FutureIdle, already), an undone
+    eviction comes back. An action may also declare whole jobs or groups *exhausted* (e.g. a
+    gang at its minimum when gang's victim rule applies to every candidate, or a queue at its
+    deserved share under proportion's rule): their tasks leave the sums and the candidate lists
+    until that changes.
     """
 
     def __init__(
@@ -154,8 +158,12 @@ class NodeTasks:
         self.ssn = ssn
         nd = ssn.nodes
         self.dims = len(ssn.resources.names)
+        self.statuses = statuses
         self.by_node: dict[int, list[TaskInfo]] = {}
         groups: dict[str, int] = {}
+        self.task_group: dict[str, int] = {}
+        self.job_tasks: dict[str, list[TaskInfo]] = {}
+        self.group_tasks: list[list[TaskInfo]] = []
         gi: list[int] = []
         ni: list[int] = []
         reqs: list[Any] = []
@@ -172,15 +180,95 @@ class NodeTasks:
                 k = groups.get(g)
                 if k is None:
                     k = groups[g] = len(groups)
+                    self.group_tasks.append([])
+                self.task_group[t.uid] = k
+                self.job_tasks.setdefault(job.uid, []).append(t)
+                self.group_tasks[k].append(t)
                 gi.append(k)
                 ni.append(t.node_idx)
                 reqs.append(t.req[: self.dims])
         self.groups = groups
+        self.group_names = {k: g for g, k in groups.items()}
         self.per_group = np.zeros((max(len(groups), 1), self.dims, nd.n), dtype=np.int64)
         if reqs:
             idx: Any = (np.asarray(gi), slice(None), np.asarray(ni))
             np.add.at(self.per_group, idx, np.stack(reqs))
         self.total: npt.NDArray[np.int64] = self.per_group.sum(axis=0)
+        self.counted: set[str] = set(self.task_group)
+        self.job_exhausted: Callable[[JobInfo], bool] | None = None
+        self.group_exhausted: Callable[[str], bool] | None = None
+        self.ex_jobs: set[str] = set()
+        self.ex_groups: set[int] = set()
+        self.active = True
+        ssn.add_event_handler(self._changed, self._changed)
+
+    def close(self) -> None:
+        """Stop following session events (end of the action)."""
+        self.active = False
+
+    def start(self) -> None:
+        """Apply the exhaustion rules to every job and group once."""
+        if self.job_exhausted is not None:
+            for juid in list(self.job_tasks):
+                job = self.ssn.jobs.get(juid)
+                if job is not None and self.job_exhausted(job):
+                    self.ex_jobs.add(juid)
+                    self._sync(self.job_tasks[juid])
+        if self.group_exhausted is not None:
+            for g, k in self.groups.items():
+                if self.group_exhausted(g):
+                    self.ex_groups.add(k)
+                    self._sync(self.group_tasks[k])
+
+    def _want(self, t: TaskInfo) -> bool:
+        return (
+            t.status in self.statuses
+            and (t.job_id or "") not in self.ex_jobs
+            and self.task_group[t.uid] not in self.ex_groups
+        )
+
+    def _sync(self, tasks: list[TaskInfo]) -> None:
+        counted = self.counted
+        for t in tasks:
+            want = self._want(t)
+            have = t.uid in counted
+            if want == have:
+                continue
+            k = self.task_group[t.uid]
+            req = t.req[: self.dims]
+            if want:
+                counted.add(t.uid)
+                self.per_group[k][:, t.node_idx] += req
+                self.total[:, t.node_idx] += req
+            else:
+                counted.discard(t.uid)
+                self.per_group[k][:, t.node_idx] -= req
+                self.total[:, t.node_idx] -= req
+
+    def _changed(self, t: TaskInfo) -> None:
+        if not self.active:
+            return
+        k = self.task_group.get(t.uid)
+        if k is None:
+            return
+        juid = t.job_id or ""
+        if self.job_exhausted is not None:
+            job = self.ssn.jobs.get(juid)
+            if job is not None:
+                ex = self.job_exhausted(job)
+                if ex != (juid in self.ex_jobs):
+                    (self.ex_jobs.add if ex else self.ex_jobs.discard)(juid)
+                    self._sync(self.job_tasks.get(juid, []))
+        if self.group_exhausted is not None:
+            ex = self.group_exhausted(self.group_names[k])
+            if ex != (k in self.ex_groups):
+                (self.ex_groups.add if ex else self.ex_groups.discard)(k)
+                self._sync(self.group_tasks[k])
+        self._sync([t])
+
+    def candidate(self, t: TaskInfo) -> bool:
+        """Still a possible victim (status, and not in an exhausted job or group)."""
+        return t.uid in self.counted
 
     def own(self, group: str) -> npt.NDArray[np.int64]:
         k = self.groups.get(group)
@@ -192,6 +280,11 @@ class NodeTasks:
     def others(self, group: str) -> npt.NDArray[np.int64]:
         out: npt.NDArray[np.int64] = self.total - self.own(group)
         return out
+
+
+def registered(ssn: Session, point: str, plugin: str) -> bool:
+    """Whether ``plugin`` registered a callback at ``point`` this session."""
+    return any(name == plugin for tier in ssn._fns.get(point, ()) for name, _ in tier)
 
 
 _FIT: dict[int, tuple[Any, list[tuple[int, int]]]] = {}

@@ -39,6 +39,7 @@ from batch.scheduler.actions.preempt.victims import (
     candidate_nodes,
     emit_causes,
     parse_common,
+    registered,
     select_victims,
     try_node,
     validate_victims,
@@ -49,6 +50,7 @@ from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action, register_action
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
+from batch.scheduler.plugins.proportion import le
 
 RUNNING = frozenset({TaskStatus.RUNNING})
 
@@ -142,6 +144,22 @@ class Reclaim(Action):
 
         self.index = NodeTasks(ssn, group_of=group, statuses=RUNNING)
         self.ledger = QueueLedger(ssn)
+        index = self.index
+        if self.strict and registered(ssn, "reclaimable", "gang"):
+            index.job_exhausted = lambda j: j.ready_task_num() <= j.min_available
+        prop = next((p for p in ssn.plugins if p.name == "proportion"), None)
+        if prop is not None and (
+            self.keep_deserved or (self.strict and registered(ssn, "reclaimable", "proportion"))
+        ):
+            attrs: dict[str, Any] = getattr(prop, "attrs", {})
+
+            def at_deserved(q: str) -> bool:
+                # proportion takes victims only from a queue whose allocated is not <= deserved
+                a = attrs.get(q)
+                return a is None or le(a.allocated, a.deserved)
+
+            index.group_exhausted = at_deserved
+        index.start()
         self.causes: dict[str, tuple[str, str]] = {}
         jkey = ssn.job_order_key()
         per_queue: dict[str, PriorityQueue[JobInfo]] = {}
@@ -172,6 +190,7 @@ class Reclaim(Action):
             if pending:
                 qpq.push(queue)
         self.ledger.active = False
+        self.index.close()
         ssn.timings["reclaim"] = time.perf_counter() - t0
 
     # -- guards -------------------------------------------------------------------------
@@ -235,7 +254,7 @@ class Reclaim(Action):
                         continue
                     cands = []
                     for t in self.index.by_node.get(idx, ()):
-                        if t.status is not TaskStatus.RUNNING:
+                        if not self.index.candidate(t):
                             continue
                         vjob = ssn.jobs.get(t.job_id or "")
                         if vjob is None or vjob.queue == queue.name:

@@ -20,6 +20,9 @@ reserved nodes are blocked for everyone else).
 The restriction is a dynamic predicate, so allocate, backfill and preempt honour it. The
 reservation is reported in the gang's pending reason: ``details["reservation"] = {"nodes":
 [...], "due": <epoch seconds or None>}``.
+
+The module also registers ``nominated`` (see ``NominatedPlugin``): pods pipelined by preempt or
+reclaim keep the resources released for them.
 """
 
 from __future__ import annotations
@@ -237,3 +240,55 @@ class ReservationPlugin(Plugin):
                     "nodes": r.node_names(ssn.nodes),
                     "due": None if math.isinf(r.due) else r.due,
                 }
+
+
+@register_plugin
+class NominatedPlugin(Plugin):
+    """nominated: resources freed by a preemption stay with the preemptor.
+
+    A preempting or reclaiming task is pipelined onto the node whose victims it evicted
+    (``Decisions.pipelines``); the Kubernetes shell records that as the pod's
+    ``status.nominatedNodeName`` (as kube-scheduler does). Until the pod is bound, other jobs'
+    tasks may use that node only for what is left after the nominated pods' requests — so the
+    released resources cannot be taken by someone else, which would make the preemptor evict
+    again (an eviction loop). kube-scheduler honours nominations only against lower-priority
+    pods; Tephra holds them against every other job: the evictions were made for this pod.
+    """
+
+    name = "nominated"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        nd = ssn.nodes
+        self.held: dict[int, list[TaskInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.counts[TaskStatus.PENDING] == 0:
+                continue
+            for t in job.tasks.values():
+                if t.status is TaskStatus.PENDING and t.nominated_node:
+                    idx = nd.arrays.by_name.get(t.nominated_node)
+                    if idx is not None and idx < nd.n:
+                        self.held.setdefault(idx, []).append(t)
+        if self.held:
+            ssn.add_dynamic_predicate(self._predicate)
+
+    def _predicate(self, task: TaskInfo, nodes: SessionNodes) -> list[tuple[str, BoolVec]]:
+        fail = np.zeros(nodes.n, dtype=np.bool_)
+        fit = task.template.fit
+        dims = np.flatnonzero(fit > 0)
+        any_fail = False
+        for idx, tasks in self.held.items():
+            hold = None
+            for t in tasks:
+                if t.job_id == task.job_id or t.status is not TaskStatus.PENDING:
+                    continue
+                hold = t.req.copy() if hold is None else hold + t.req
+            if hold is None:
+                continue
+            _, _, fut = nodes.cols(idx)
+            if any(fut[d] - int(hold[d]) < int(fit[d]) for d in dims):
+                fail[idx] = True
+                any_fail = True
+        if not any_fail:
+            return []
+        return [("node(s) hold resources nominated to a preemptor", fail)]
