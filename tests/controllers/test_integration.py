@@ -517,3 +517,42 @@ def test_svc_ssh_objects_on_the_cluster(env: Env) -> None:
     assert envs["VC_TASK_INDEX"] == "1"
     env.command("plug", "TerminateJob")
     env.wait_phase("plug", "Terminated")
+
+
+def test_webhook_reads_queues_from_the_cluster(env: Env, tmp_path: Path) -> None:
+    from batch.controllers.webhook import ClusterFacts
+
+    from .test_webhook import Server, review
+
+    env.co.create_cluster_custom_object(
+        *S,
+        "queues",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "shut"},
+            "spec": {"weight": 1},
+        },
+    )
+    wait_for(lambda: env.queue_state("shut") == "Open", what="shut open")
+    env.queue_command("shut", "CloseQueue")
+    wait_for(lambda: env.queue_state("shut") == "Closed", what="shut closed")
+    server = Server(tmp_path, facts=ClusterFacts(env.sb.kubeconfig_path))
+    try:
+
+        def verdict(queue: str) -> dict[str, Any]:
+            body = vcjob("wh", replicas=1, queue=queue)
+            body["metadata"]["namespace"] = "default"
+            out = server.post(
+                "/jobs/validate",
+                review(body, kind="Job", group="batch.volcano.sh", version="v1alpha1"),
+            )
+            return dict(out["response"])
+
+        assert verdict("default")["allowed"] is True
+        for queue in ("missing-queue", "shut"):
+            resp = verdict(queue)
+            assert resp["allowed"] is False, queue
+            assert "spec.queue" in resp["status"]["message"], resp["status"]["message"]
+    finally:
+        server.stop()

@@ -28,7 +28,8 @@ CORPUS = (
 
 
 class Server:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, facts: Any = None) -> None:
+        self.facts = facts
         self.cert, self.key = self_signed(tmp, hosts=["localhost", "127.0.0.1"])
         self.port = 0
         self._ready = threading.Event()
@@ -52,7 +53,7 @@ class Server:
                 host="127.0.0.1",
                 port=0,
                 ssl_context=server_ssl_context(self.cert, self.key),
-                facts=None,
+                facts=self.facts,
                 stop=self._stop,
                 on_ready=ready,
             )
