@@ -49,9 +49,7 @@ def job_phase(job: JobInfo, *, unschedulable_now: bool) -> str:
 
 
 def _merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not new:
-        return list(old)
-    out = list(old)  # condition dicts are never mutated, only replaced
+    out = [dict(c) for c in old]  # decisions never alias the cache's objects
     for cond in new:
         for i, c in enumerate(out):
             if c.get("type") == cond.get("type"):
