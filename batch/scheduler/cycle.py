@@ -76,6 +76,12 @@ class Scheduler:
 
     def _time_sensitive(self, since: float, now: float) -> bool:
         """Could a plugin decide differently at ``now`` than at ``since`` with the same state?"""
+        mr = self.config.plugin("minruntime")
+        if mr is not None:
+            from batch.scheduler.plugins.minruntime import expires_between
+
+            if expires_between(self.cache, mr.arguments, since, now):
+                return True
         option = self.config.plugin("sla")
         if option is None:
             return False

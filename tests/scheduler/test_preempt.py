@@ -16,7 +16,7 @@ from .evict_util import (
     settle,
     statuses,
 )
-from .util import bound_jobs, cluster, run
+from .util import NOW, bound_jobs, cluster, run
 
 PREEMPT_ONLY = EVICT_CONF.replace("preempt, reclaim", "preempt")
 
@@ -210,3 +210,20 @@ def test_nominated_preemptor_keeps_the_released_resources() -> None:
     # the older job orders first but may not take what was released for "mid"
     assert bound_jobs(d2) == {mid: 1}
     assert other in d2.pending_reasons and not d2.evictions
+
+
+def test_scheduler_memo_notices_a_victim_passing_its_min_runtime() -> None:
+    from batch.scheduler import Scheduler, load_config
+
+    mr = "  - name: minruntime\n    arguments: {preemptMinRuntime: 10m}\n"
+    conf = load_config(
+        PREEMPT_ONLY.replace("  - name: conformance\n", "  - name: conformance\n" + mr)
+    )
+    c = cluster(1, cpu="4")
+    priorities(c)
+    running(c, "young", ["n0"], per_node=4, priority_class="low", start="2027-01-15T07:55:00Z")
+    pending(c, "high", 1, cpu="2", priority_class="high")
+    s = Scheduler(c, conf)
+    assert not s.run_once(NOW).evictions
+    assert not s.run_once(NOW + 60).evictions and s.memo_hits == 1
+    assert len(s.run_once(NOW + 301).evictions) == 2  # started 07:55, 10 minutes passed at 08:05

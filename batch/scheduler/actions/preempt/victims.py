@@ -319,20 +319,42 @@ def candidate_nodes(
     dyn = placer._dynamic_fail(task)
     if dyn is not None:
         ok &= ~dyn
-    fut = nd.future_idle() if nd.has_future else nd.idle
     dims = bound.shape[0]
     for d, v in fit_dims(task):
+        fut = nd.idle[d]
+        if nd.has_future:
+            fut = fut + nd.releasing[d] - nd.pipelined[d]
         if d >= dims:
-            ok &= fut[d] >= v
+            ok &= fut >= v
             continue
         ok &= nd.alloc[d] >= v
-        ok &= fut[d] + bound[d] >= v
+        ok &= fut + bound[d] >= v
     cand = np.flatnonzero(ok)
     if len(cand) == 0:
         return []
     score = st.score[cand]
+    if len(cand) > max_nodes:
+        top = np.argpartition(-score, max_nodes - 1)[:max_nodes]
+        cand, score = cand[top], score[top]
     order = np.lexsort((cand, -score))
-    return [int(i) for i in cand[order[:max_nodes]]]
+    return [int(i) for i in cand[order]]
+
+
+class Rev:
+    """Reverses the order of a sort key."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: Any) -> None:
+        self.k = k
+
+    def __lt__(self, other: Rev) -> bool:
+        return bool(other.k < self.k)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rev) and bool(self.k == other.k)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def victim_order(
@@ -350,20 +372,6 @@ def victim_order(
         return ssn.victim_queue_order(ssn.queues[a], ssn.queues[b], preemptor_queue)
 
     qk = functools.cmp_to_key(qcmp)
-
-    class Rev:
-        __slots__ = ("k",)
-
-        def __init__(self, k: Any) -> None:
-            self.k = k
-
-        def __lt__(self, other: Rev) -> bool:
-            return bool(other.k < self.k)
-
-        def __eq__(self, other: object) -> bool:
-            return isinstance(other, Rev) and bool(self.k == other.k)
-
-        __hash__ = None  # type: ignore[assignment]
 
     jk: dict[str, Any] = {}
 

@@ -19,9 +19,12 @@ The switches ``enablePreemptable`` / ``enableReclaimable`` turn either half off.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
-from batch.model.info import TaskInfo
+from batch.model.info import QueueInfo, TaskInfo
 from batch.model.parse import ROOT_QUEUE, parse_time
+from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.registry import Plugin, register_plugin
 from batch.scheduler.framework.session import Session
@@ -169,3 +172,38 @@ class MinRuntimePlugin(Plugin):
             return out
 
         add_guard(ssn, guard)
+
+
+def expires_between(cache: Any, arguments: Mapping[str, Any], since: float, now: float) -> bool:
+    """Did some running pod pass its minimum runtime in ``(since, now]``?
+
+    ``Scheduler.run_once`` reuses the previous decisions when nothing changed; a pod that has
+    just become old enough to be a victim is such a change.
+    """
+    plugin = MinRuntimePlugin(Arguments("plugin minruntime", arguments))
+    mins: dict[str, tuple[float, float]] = {}
+    fake = _QueuesOnly(cache.queues)
+    for job in cache.jobs.values():
+        m = mins.get(job.queue)
+        if m is None:
+            m = mins[job.queue] = (
+                plugin.min_runtime(fake, job.queue, "preempt"),  # type: ignore[arg-type]
+                plugin.min_runtime(fake, job.queue, "reclaim"),  # type: ignore[arg-type]
+            )
+        if m[0] <= 0 and m[1] <= 0:
+            continue
+        for t in job.tasks.values():
+            if t.status is not TaskStatus.RUNNING:
+                continue
+            start = task_start(t)
+            for v in m:
+                if v > 0 and since < start + v <= now:
+                    return True
+    return False
+
+
+class _QueuesOnly:
+    """The part of a session ``min_runtime`` reads (its queues)."""
+
+    def __init__(self, queues: Mapping[str, QueueInfo]) -> None:
+        self.queues = queues
