@@ -215,3 +215,39 @@ def test_property_hard_tier1_jobs_stay_in_one_rack(used: list[int], sizes: list[
     d = run(c, CONF)
     for j in jobs:
         assert len(racks_of(c, d, j)) <= 1
+
+
+def test_topology_aware_preemption_frees_one_domain() -> None:
+    from .evict_util import evicted_jobs, priorities
+
+    conf = """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: drf, enablePreemptable: false}, {name: predicates}, {name: proportion},
+            {name: nodeorder}, {name: network-topology-aware}]
+"""
+    topo_on = (
+        conf
+        + """configurations:
+- name: preempt
+  arguments: {enableTopologyAwarePreemption: true}
+"""
+    )
+    c = racked(racks=2, per_rack=2, spines=1)
+    priorities(c)
+    low = running(c, "low", ["r0n0", "r0n1", "r1n0", "r1n1"], per_node=4, priority_class="low")
+    g = pending(
+        c,
+        "g",
+        2,
+        cpu="4",
+        priority_class="high",
+        network_topology={"mode": "hard", "highestTierAllowed": 1},
+    )
+    assert not run(c, conf).evictions  # Volcano: jobs with a network topology do not preempt
+    d = run(c, topo_on)
+    assert evicted_jobs(d) == {low: 8}
+    nodes = {c.tasks[e.uid].node_name for e in d.evictions}
+    pipes = {p.node for p in d.pipelines if p.job_id == g}
+    assert len(pipes) == 2 and {n[:2] for n in nodes | pipes} in ({"r0"}, {"r1"})
