@@ -15,6 +15,7 @@ import base64
 import importlib.util
 import logging
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -340,3 +341,93 @@ def test_upgrade_to_a_postgres_ledger_and_uninstall(
     # The SQLite volume is kept (helm.sh/resource-policy: keep), and so are the CRDs.
     core.read_namespaced_persistent_volume_claim(f"{release}-ledger", namespace)
     client.ApiextensionsV1Api(api).read_custom_resource_definition("queues.scheduling.volcano.sh")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_components_start_from_the_installed_configuration(
+    env: dict[str, str], installed: dict[str, Any], tmp_path: Path
+) -> None:
+    """First run: the scheduler and the controller, started with the args of the installed
+    Deployments and the installed scheduler ConfigMap, elect their leaders with Leases in the
+    release namespace and the scheduler creates the `root` and `default` queues (through the
+    chart's CRDs)."""
+    import signal
+    import time
+
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    api = installed["api"]
+    apps = client.AppsV1Api(api)
+    core = client.CoreV1Api(api)
+    coord = client.CoordinationV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    conf = core.read_namespaced_config_map(f"{name_of('scheduler')}-config", NAMESPACE)
+    (tmp_path / "volcano-scheduler.conf").write_text(conf.data["volcano-scheduler.conf"])
+
+    def args_of(comp: str) -> list[str]:
+        deploy = apps.read_namespaced_deployment(name_of(comp), NAMESPACE)
+        out = []
+        for arg in deploy.spec.template.spec.containers[0].args:
+            local = arg.replace("/etc/tephra/", f"{tmp_path}/")
+            if local.startswith(("--metrics-port=", "--healthz-port=")):
+                local = f"{local.split('=')[0]}={_free_port()}"
+            out.append(local)
+        return [*out, f"--kubeconfig={env['KUBECONFIG']}"]
+
+    child_env = {k: v for k, v in env.items() if not k.startswith("HELM_")}
+    child_env["TEPHRA_DB_URL"] = f"sqlite:///{tmp_path}/ledger.db"
+    procs = {
+        comp: subprocess.Popen(
+            [str(Path(sys.executable).with_name("tephra")), *args_of(comp)],
+            env=child_env,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"{comp}.log").open("w"),
+        )
+        for comp in ("scheduler", "controller")
+    }
+    try:
+        deadline = time.monotonic() + 120
+        leases: dict[str, str] = {}
+        queues: set[str] = set()
+        while time.monotonic() < deadline:
+            for comp, proc in procs.items():
+                assert proc.poll() is None, (
+                    f"{comp} exited {proc.returncode}:\n{(tmp_path / f'{comp}.log').read_text()}"
+                )
+            leases = {
+                lease.metadata.name: lease.spec.holder_identity or ""
+                for lease in coord.list_namespaced_lease(NAMESPACE).items
+            }
+            try:
+                queues = {
+                    q["metadata"]["name"]
+                    for q in custom.list_cluster_custom_object(
+                        "scheduling.volcano.sh", "v1beta1", "queues"
+                    )["items"]
+                }
+            except ApiException:
+                queues = set()
+            if len([h for h in leases.values() if h]) >= 2 and {"root", "default"} <= queues:
+                break
+            time.sleep(0.5)
+        logs = {c: (tmp_path / f"{c}.log").read_text()[-2000:] for c in procs}
+        assert len([h for h in leases.values() if h]) >= 2, (leases, logs)
+        assert {"root", "default"} <= queues, (queues, logs)
+    finally:
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
