@@ -395,6 +395,15 @@ def test_scheduler_flags_and_configuration(rendered: dict[str, list[Doc]]) -> No
     assert deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
 
 
+def test_controller_follows_the_scheduler_name(helm: Path, tmp_path: Path) -> None:
+    for name in ("volcano", "tephra-gpu"):
+        docs = render(helm, tmp_path, {"scheduler": {"schedulerName": name}})
+        sched = _containers(one(docs, "Deployment", name_of("scheduler")))[0]["args"]
+        ctrl = _containers(one(docs, "Deployment", name_of("controller")))[0]["args"]
+        assert f"--scheduler-name={name}" in sched
+        assert f"--scheduler-name={name}" in ctrl
+
+
 def test_scheduler_configuration_from_values(rendered: dict[str, list[Doc]]) -> None:
     docs = rendered["production"]
     cm = one(docs, "ConfigMap", f"{name_of('scheduler')}-config")
