@@ -97,7 +97,7 @@ def main() -> None:
     )
     text = TEPHRA_DEFAULT_CONFIG
     if args.budget_off:
-        text = text.replace("timeBudgetSeconds: 0.5", "timeBudgetSeconds: 0")
+        text = text.replace("timeBudgetSeconds: 0.4", "timeBudgetSeconds: 0")
     cfg = load_config(text)
     totals: list[float] = []
     cpus: list[float] = []

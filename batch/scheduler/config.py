@@ -264,12 +264,12 @@ configurations:
 - name: preempt
   arguments:
     victimSelection: strict
-    timeBudgetSeconds: 0.5
+    timeBudgetSeconds: 0.4
     maxCandidateNodesAbsolute: 100
 - name: reclaim
   arguments:
     victimSelection: strict
-    timeBudgetSeconds: 0.5
+    timeBudgetSeconds: 0.4
     maxCandidateNodesAbsolute: 100
     keepVictimQueueAtDeserved: true
 """
