@@ -16,8 +16,9 @@ idempotent by what it writes to the job status first:
   it was issued at; matching pods created before it are deleted, never re-raise the event;
 * a Command's uid is written (`tephra.io/last-command`) in the same status write as its
   transition; a Command whose uid is already recorded is only deleted.
-Pending kills derived from the observed status are emitted before any new status write, so a
-controller killed between any two writes neither repeats nor loses a transition.
+Marks of pods already condemned by the observed status are written before any new status write,
+deletions only after the write that counts them as terminating, so a controller killed between
+any two writes neither repeats nor loses a transition, nor mistakes its own deletions for evictions.
 No I/O, no wall clock: `now` is passed in (the simulator drives this on a virtual clock).
 """
 
@@ -622,11 +623,17 @@ def reconcile_job(
     if spatch:
         result.notes.append(f"status: {sorted(spatch)}")
 
+    # Marks of pods already condemned by the observed status go before any new status write
+    # (so a new kill token can never un-condemn them); every deletion goes after the write that
+    # counts the pod as terminating (so a pod that vanishes is never mistaken for an eviction).
+    pre_marks = [a for a in pre_actions if isinstance(a, PatchObject)]
+    pre_deletes = [a for a in pre_actions if not isinstance(a, PatchObject)]
     result.actions = [
         *done_cmds,
-        *pre_actions,
+        *pre_marks,
         *result.actions,
         *status_actions,
+        *pre_deletes,
         *([DeleteObject(command_ref)] if command_ref is not None else []),
         *new_actions,
         *creates,
@@ -754,6 +761,18 @@ def _requests(
         if dv.version < version or dv.marked or dv.name in present or _token_matches(token, dv):
             continue
         out.append(Request(event=c.POD_EVICTED, task=dv.task, pod=dv))
+    # Pods that vanished while nobody watched (controller down): the last status write counted
+    # them among the task's live pods, and the controller deletes pods only after a write that
+    # already counts them as terminating; so fewer live pods now means someone else deleted one.
+    recorded = (job.get("status") or {}).get("taskStatusCount") or {}
+    explicit = {r.task for r in out}
+    for t in tasks:
+        counted = sum(
+            int(n or 0) for n in ((recorded.get(t.name) or {}).get("phase") or {}).values()
+        )
+        live = sum(1 for v in views if v.task == t.name and not v.deleting)
+        if live < counted and t.name not in explicit:
+            out.append(Request(event=c.POD_EVICTED, task=t.name))
     for pv in views:
         if (
             pv.deleting
