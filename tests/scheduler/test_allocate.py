@@ -177,3 +177,41 @@ def test_task_order_by_pod_priority_then_index() -> None:
     c.apply("Pod", "ADDED", f.pod("j-high", group="j", cpu="2", priority=100))
     d = run(c)
     assert [b.name for b in d.binds] == ["j-high"]
+
+
+def test_failed_attempt_memo_respects_changes_in_between() -> None:
+    from batch.scheduler.actions.allocate import Allocate
+
+    c = cluster(0)
+    c.apply("Node", "ADDED", f.node("n0", cpu="2", pods=1))
+    c.apply("Node", "ADDED", f.node("n1", cpu="4"))
+    c.apply(
+        "Pod",
+        "ADDED",
+        f.pod("other", node_name="n1", phase="Running", cpu="2", scheduler="default-scheduler"),
+    )
+    gang(c, "a", 1, cpu="3", created="2026-01-01T00:00:01Z")
+    gang(
+        c,
+        "b",
+        1,
+        cpu="1",
+        created="2026-01-01T00:00:02Z",
+        spec={"nodeSelector": {"kubernetes.io/hostname": "n0"}},
+    )
+    gang(c, "c", 1, cpu="3", created="2026-01-01T00:00:03Z")
+    d = run(c)
+    assert bound_jobs(d) == {"default/b": 1}
+    assert d.pending_reasons["default/a"].message == "0/2 nodes are available: 2 Insufficient cpu."
+    # kube-scheduler sorts the "<count> <reason>" strings
+    assert d.pending_reasons["default/c"].message == (
+        "0/2 nodes are available: 1 Too many pods, 2 Insufficient cpu."
+    )
+    Allocate.use_memo = False
+    try:
+        d2 = run(c)
+    finally:
+        Allocate.use_memo = True
+    assert {k: v.message for k, v in d.pending_reasons.items()} == {
+        k: v.message for k, v in d2.pending_reasons.items()
+    }

@@ -112,6 +112,25 @@ def snapshot(c: ClusterCache) -> tuple[Any, ...]:
     )
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=nodes_st, jobs=jobs_st, queues=queues_st)
+def test_failed_attempt_memo_is_exact(nodes: list[Any], jobs: list[Any], queues: list[Any]) -> None:
+    from batch.scheduler.actions.allocate import Allocate
+
+    c = build(nodes, jobs, queues)
+    with_memo = run_session(c, CONFIGS[0], now=NOW)
+    Allocate.use_memo = False
+    try:
+        without = run_session(c, CONFIGS[0], now=NOW)
+    finally:
+        Allocate.use_memo = True
+    assert with_memo.binds == without.binds and with_memo.pipelines == without.pipelines
+    assert with_memo.podgroup_status == without.podgroup_status
+    assert {k: (v.kind, v.message, v.short_by) for k, v in with_memo.pending_reasons.items()} == {
+        k: (v.kind, v.message, v.short_by) for k, v in without.pending_reasons.items()
+    }
+
+
 @settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=nodes_st, jobs=jobs_st, queues=queues_st, which=st.integers(0, 1))
 def test_cycle_invariants(nodes: list[Any], jobs: list[Any], queues: list[Any], which: int) -> None:

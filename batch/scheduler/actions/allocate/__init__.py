@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import ClassVar
 
 import numpy as np
 
@@ -68,6 +69,8 @@ def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[Task
 @register_action
 class Allocate(Action):
     name = "allocate"
+    #: reuse the outcome of an identical failed attempt (exact; tests switch it off to compare)
+    use_memo: ClassVar[bool] = True
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -113,6 +116,17 @@ class Allocate(Action):
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key())
         for name in per_queue:
             queues.push(ssn.queues[name])
+        # failed-attempt memo (see _shape); only when no callback can tell two such jobs apart
+        memo_ok = (
+            self.use_memo
+            and self.sample is None
+            and not placer.scalar_preds
+            and not placer.scalar_scores
+            and not placer.best_node
+            and not ssn.has("pre_predicate")
+            and not placer.dyn_preds_active()
+        )
+        fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
         while queues:
             queue = queues.pop()
             jobs = per_queue[queue.name]
@@ -130,6 +144,26 @@ class Allocate(Action):
                     )
                 continue
             job = jobs.pop()
+            shape = self._shape(ssn, queue, job, worksheet[job.uid]) if memo_ok else None
+            log_before = len(ssn.nodes.log)
+            if shape is not None:
+                hit = fail_memo.get(shape)
+                if hit is not None and hit[0] == log_before:
+                    r = hit[1]
+                    ssn.set_reason(
+                        PendingReason(
+                            job.uid,
+                            r.kind,
+                            r.message,
+                            r.short_by,
+                            dict(r.shortfall),
+                            dict(r.details),
+                        )
+                    )
+                    worksheet[job.uid].clear()
+                    if jobs:
+                        queues.push(queue)
+                    continue
             stmt = Statement(ssn)
             fails_before = len(ssn.fit_errors.get(job.uid, ()))
             placed = self._allocate_job(ssn, queue, job, worksheet[job.uid], stmt, jobs)
@@ -164,9 +198,42 @@ class Allocate(Action):
                     details=dict(prev.details) if prev is not None else {},
                 )
                 ssn.set_reason(reason)
+                if shape is not None and len(ssn.nodes.log) == log_before:
+                    fail_memo[shape] = (log_before, reason)
             if jobs:
                 queues.push(queue)
         ssn.timings["allocate"] = time.perf_counter() - t0
+
+    @staticmethod
+    def _shape(
+        ssn: Session, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]
+    ) -> tuple[object, ...] | None:
+        """What a failed attempt of ``job`` depends on, when nothing else does.
+
+        Two jobs with the same shape, tried at the same change-log position with nothing placed
+        in between, fail identically: same tasks (templates, roles) against the same node and
+        queue state, with the same gang counters. Jobs with a previous reason, nominated nodes,
+        volatile templates or a network topology are never memoized.
+        """
+        if job.uid in ssn.reasons or job.network_topology is not None:
+            return None
+        tids = []
+        for t in tasks:
+            if t.nominated_node or t.template.volatile:
+                return None
+            tids.append(t.template.tid)
+        return (
+            queue.name,
+            job.min_available,
+            tuple(tids),
+            tuple(t.role for t in tasks) if job.min_task_member else None,
+            tuple(sorted(job.min_task_member.items())),
+            job.ready_task_num(),
+            job.waiting_task_num(),
+            job.pending_best_effort,
+            len(job.tasks),
+            job.valid_task_num(),
+        )
 
     def _allocate_job(
         self,
