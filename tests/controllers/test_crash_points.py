@@ -52,7 +52,31 @@ def _abort(h: Harness) -> None:
     h.cluster.add(command(h.job, "AbortJob"))
 
 
+def _two_succeed(h: Harness) -> None:
+    h.pod("job-worker-0", "Succeeded")
+    h.pod("job-worker-1", "Succeeded")
+
+
+def _restart_command(h: Harness) -> None:
+    h.cluster.add(command(h.job, "RestartJob"))
+
+
 SCENARIOS: dict[str, tuple[dict[str, Any], Scenario, dict[str, Any]]] = {
+    "min success completes once": (
+        {"minSuccess": 2, "min_available": 1},
+        _two_succeed,
+        {"retryCount": 0, "phase": c.COMPLETED, "pods": 2},
+    ),
+    "restart command once": (
+        {},
+        _restart_command,
+        {"retryCount": 1, "phase": c.PENDING, "pods": 0},
+    ),
+    "restart task once": (
+        {"policies": [{"event": "PodFailed", "action": "RestartTask"}]},
+        _pod_fails,
+        {"retryCount": 1, "phase": c.PENDING, "pods": 3},
+    ),
     "scale-down is no eviction": (
         {"policies": [{"event": "PodEvicted", "action": "RestartJob"}], "min_available": 1},
         _scale_down,
@@ -93,6 +117,8 @@ def test_crash_at_every_action(name: str) -> None:
         assert len(h.pods()) == want["pods"], outcomes
         if name == "scale-down is no eviction":
             assert _uids(h) <= before  # nothing recreated
+        phases = [x["status"] for x in st["conditions"]]
+        assert len(phases) == len(set(phases)), phases
         assert h.cluster.objects_of("Command") == []
 
 
