@@ -426,6 +426,9 @@ def reconcile_job(
     if req is not None and action != c.SYNC_JOB:
         plan.reason = req.event if req.action is None else "CommandIssued"
         plan.message = f"{action} on {req.event}" + (f" of pod {req.pod.name}" if req.pod else "")
+        result.actions.append(
+            EmitEvent(ref, "ExecuteAction", f"Start to execute action {action}: {plan.message}")
+        )
     if phase in (c.PENDING, c.RUNNING) and req is not None:
         if action == c.RESTART_JOB:
             plan.full_kill = RETAIN_FINISHED if retry >= max_retry - 1 else RETAIN_NONE

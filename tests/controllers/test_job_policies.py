@@ -305,7 +305,7 @@ def test_abort_and_resume_commands_execute_once() -> None:
     h.step(1)
     assert h.phase == c.ABORTING
     assert h.cluster.objects_of("Command") == []
-    assert [e.reason for e in h.cluster.events] == ["CommandIssued"]
+    assert [e.reason for e in h.cluster.events] == ["CommandIssued", "ExecuteAction"]
     h.cluster.finish_deletions()
     h.step(1)
     assert h.phase == c.ABORTED
