@@ -160,3 +160,22 @@ def test_ray_plugin_commands() -> None:
     assert (
         wp["spec"]["containers"][0]["command"][2] == "ray start --block --address=r-head-0.r:6379"
     )
+
+
+def test_pytorch_wait_for_master_and_hcclrank() -> None:
+    h = _started(
+        make_job(
+            "pt",
+            tasks=[task("master", 1), task("worker", 2)],
+            plugins={"pytorch": ["--wait-master-enabled=true"], "hcclrank": []},
+        )
+    )
+    worker = h.cluster.get("Pod", "ns", "pt-worker-1")
+    master = h.cluster.get("Pod", "ns", "pt-master-0")
+    assert worker is not None and master is not None
+    inits = worker["spec"]["initContainers"]
+    assert [i["name"] for i in inits] == ["wait-for-master"]
+    assert "pt-master-0.pt 23456" in inits[0]["command"][2]
+    assert "initContainers" not in master["spec"]
+    assert master["metadata"]["annotations"]["hccl/rankIndex"] == "0"
+    assert worker["metadata"]["annotations"]["hccl/rankIndex"] == "2"
