@@ -50,6 +50,7 @@ def run_session(
                 ssn.timings.setdefault(name, time.perf_counter() - t0)
         except BaseException:
             ssn.rollback()
+            ssn.release()
             raise
         return close_session(ssn)
     finally:

@@ -155,6 +155,7 @@ def close_session(ssn: Session) -> Decisions:
         d.timings = ssn.timings
     finally:
         ssn.rollback()
+        ssn.release()
         ssn.closed = True
     ssn.timings["close"] = time.perf_counter() - t0
     return d

@@ -643,6 +643,20 @@ class Session:
     def record_fit_error(self, job: JobInfo, task: TaskInfo, message: str) -> None:
         self.fit_errors.setdefault(job.uid, {})[task.uid] = message
 
+    def release(self) -> None:
+        """Drop callbacks, plugins and engine state after close.
+
+        Plugins' closures reference the session, so without this the whole session (node
+        copies, template arrays, journal) would wait for Python's cyclic collector.
+        """
+        self._fns.clear()
+        self._flat_cache.clear()
+        self._keys.clear()
+        self.handlers.clear()
+        self.plugins.clear()
+        self._placer = None
+        self.scratch.clear()
+
     def rollback(self) -> None:
         """Undo every in-session change to cache objects (called by ``close``)."""
         for task, status, node_name, node_idx in reversed(self.journal):
