@@ -381,6 +381,7 @@ def test_scheduler_flags_and_configuration(rendered: dict[str, list[Doc]]) -> No
         f"--lease-namespace={NAMESPACE}",
         "--metrics-port=8080",
         "--healthz-port=11251",
+        "-v",
     ]
     cm = one(docs, "ConfigMap", f"{name_of('scheduler')}-config")
     (mount,) = [m for m in container["volumeMounts"] if m["name"] == "config"]
@@ -393,6 +394,14 @@ def test_scheduler_flags_and_configuration(rendered: dict[str, list[Doc]]) -> No
     assert set(conf) == {"actions", "tiers"}
     # A configuration change rolls the scheduler pods.
     assert deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+
+@pytest.mark.parametrize(("level", "flags"), [("debug", ["-vv"]), ("info", ["-v"]), ("error", [])])
+def test_log_level(helm: Path, tmp_path: Path, level: str, flags: list[str]) -> None:
+    docs = render(helm, tmp_path, {"logLevel": level})
+    for comp in ("scheduler", "controller"):
+        args = _containers(one(docs, "Deployment", name_of(comp)))[0]["args"]
+        assert [a for a in args if a.startswith("-v")] == flags
 
 
 def test_controller_follows_the_scheduler_name(helm: Path, tmp_path: Path) -> None:

@@ -81,8 +81,6 @@ app.kubernetes.io/component: {{ .component }}
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
-- name: TEPHRA_LOG_LEVEL
-  value: {{ .Values.logLevel | quote }}
 - name: PYTHONDONTWRITEBYTECODE
   value: "1"
 - name: PYTHONUNBUFFERED
@@ -212,5 +210,14 @@ post-install hook writes it) and under `helm template`. cert-manager's cainjecto
 {{- if and $secret $secret.data -}}
 {{- index $secret.data "ca.crt" | default "" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* logLevel as the scheduler's and controller's -v flags (none = warnings and errors). */}}
+{{- define "tephra.verbosityArgs" -}}
+{{- if eq .Values.logLevel "debug" -}}
+- -vv
+{{- else if eq .Values.logLevel "info" -}}
+- -v
 {{- end -}}
 {{- end -}}
