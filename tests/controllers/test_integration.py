@@ -466,6 +466,18 @@ def test_cli_rejects_bad_job_with_field_path(env: Env, tmp_path: Path) -> None:
     assert res.exit_code == 1
     assert "spec.tasks" in res.output
     assert "Traceback" not in res.output
+    good = tmp_path / "good.yaml"
+    doc = yaml.safe_load((CORPUS / "job.yaml").read_text())
+    doc["metadata"]["name"] = "from-file"
+    good.write_text(yaml.safe_dump(doc))
+    ok = CliRunner().invoke(
+        main, ["job", "run", "-f", str(good), "--kubeconfig", str(env.sb.kubeconfig_path)]
+    )
+    assert ok.exit_code == 0, ok.output
+    assert "run job from-file successfully" in ok.output
+    env.wait_phase("from-file", "Running")
+    env.command("from-file", "TerminateJob")
+    env.wait_phase("from-file", "Terminated")
 
 
 def test_statefulset_podgroup_min_member_and_scale_to_zero(env: Env) -> None:
