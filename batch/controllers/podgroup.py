@@ -38,7 +38,7 @@ from batch.controllers.actions import (
 )
 from batch.controllers.jobspec import meta
 from batch.controllers.quantities import ResourceSum, pod_requests
-from batch.controllers.timeutil import parse_time
+from batch.controllers.timeutil import merge_patch, parse_time
 
 JSON = dict[str, Any]
 
@@ -178,14 +178,20 @@ def reconcile_plain_pod(
     if not wants_group(pod, scheduler_names=scheduler_names):
         return result
     name = plain_podgroup_name(pod)
+    want = build_plain_podgroup(pod, owner_obj, inherit_owner_annotations=inherit_owner_annotations)
     if podgroup is None:
-        result.actions.append(
-            CreateObject(
-                build_plain_podgroup(
-                    pod, owner_obj, inherit_owner_annotations=inherit_owner_annotations
-                )
-            )
+        result.actions.append(CreateObject(want))
+    elif (meta(podgroup).get("annotations") or {}).get(CREATED_BY) == CREATED_BY_CONTROLLER:
+        # Volcano refreshes the group from the workload's newest pod (owner updated/scaled).
+        have = podgroup.get("spec") or {}
+        keys = ("minMember", "minResources", "priorityClassName")
+        patch = merge_patch(
+            {k: have.get(k) for k in keys if k in have or k in want["spec"]},
+            {k: want["spec"][k] for k in keys if k in want["spec"]},
         )
+        if patch:
+            ref = ObjectRef(c.SCHED_API, "PodGroup", str(meta(pod).get("namespace") or ""), name)
+            result.actions.append(PatchObject(ref, {"spec": patch}))
     result.actions.append(_annotate_pod(pod, name))
     return result
 

@@ -235,3 +235,33 @@ def test_adapter_pod_creates_gang_and_annotates() -> None:
     )  # type: ignore[arg-type]
     assert res2.of_type(CreateObject) == []
     assert [type(a).__name__ for a in res2.actions] == ["PatchObject"]
+
+
+def test_group_refreshed_from_a_new_pod_after_owner_update() -> None:
+    owner_obj = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "uid": "rs-uid", "annotations": {c.GROUP_MIN_MEMBER: "2"}},
+    }
+    first = reconcile_plain_pod(pod(owner=RS), owner_obj=owner_obj, podgroup=None)
+    existing = first.of_type(CreateObject)[0].body
+    assert existing["spec"]["minMember"] == 2
+    owner_obj["metadata"]["annotations"][c.GROUP_MIN_MEMBER] = "4"
+    res = reconcile_plain_pod(pod("p9", owner=RS), owner_obj=owner_obj, podgroup=existing)
+    patch = res.of_type(PatchObject)[0]
+    assert patch.ref.kind == "PodGroup"
+    assert patch.patch == {"spec": {"minMember": 4, "minResources": {"cpu": "2", "memory": "4Gi"}}}
+    # unchanged owner: only the pod annotation
+    same = reconcile_plain_pod(
+        pod("p10", owner=RS),
+        owner_obj=owner_obj,
+        podgroup={
+            **existing,
+            "spec": {
+                **existing["spec"],
+                "minMember": 4,
+                "minResources": {"cpu": "2", "memory": "4Gi"},
+            },
+        },
+    )
+    assert [a.ref.kind for a in same.actions] == ["Pod"]
