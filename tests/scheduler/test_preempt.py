@@ -227,3 +227,37 @@ def test_scheduler_memo_notices_a_victim_passing_its_min_runtime() -> None:
     assert not s.run_once(NOW).evictions
     assert not s.run_once(NOW + 60).evictions and s.memo_hits == 1
     assert len(s.run_once(NOW + 301).evictions) == 2  # started 07:55, 10 minutes passed at 08:05
+
+
+def test_arguments_are_validated() -> None:
+    import pytest
+
+    from batch.scheduler import ConfigError, load_config
+    from batch.scheduler.plugins.minruntime import parse_duration
+
+    assert parse_duration("1h30m") == 5400.0
+    assert parse_duration("90s") == 90.0 and parse_duration("2.5m") == 150.0
+    assert parse_duration("120") == 120.0 and parse_duration(7) == 7.0
+    for bad in ("soon", "5 m", "-1", "", "1h-3m"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    base = PREEMPT_ONLY
+    bad_confs = {
+        "victimSelection": base + "configurations:\n- name: preempt\n"
+        "  arguments: {victimSelection: lenient}\n",
+        "reclaimHysteresis": base + "configurations:\n- name: reclaim\n"
+        "  arguments: {reclaimHysteresis: 1.5}\n",
+        "timeBudgetSeconds": base + "configurations:\n- name: reclaim\n"
+        "  arguments: {timeBudgetSeconds: -1}\n",
+        "preemptMinRuntime": base.replace(
+            "  - name: conformance\n",
+            "  - name: conformance\n  - name: minruntime\n    arguments: {preemptMinRuntime: x}\n",
+        ),
+        "unknown argument": base.replace(
+            "  - name: conformance\n",
+            "  - name: conformance\n  - name: minruntime\n    arguments: {preemptMinRunTime: 5m}\n",
+        ),
+    }
+    for needle, text in bad_confs.items():
+        with pytest.raises(ConfigError, match=needle):
+            load_config(text)

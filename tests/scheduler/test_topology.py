@@ -64,6 +64,9 @@ def test_hard_mode_never_spans_two_domains_of_the_allowed_tier() -> None:
     tier1 = pending(c, "g1", 5, cpu="2", network_topology={"mode": "hard", "highestTierAllowed": 1})
     d = run(c, CONF)
     assert tier1 not in bound_jobs(d)  # 5 x 2 cpu never fit in one 8-cpu rack
+    r = d.pending_reasons[tier1]
+    assert r.details["networkTopology"] == {"mode": "hard", "highestTier": 1, "hyperNode": None}
+    assert "no HyperNode up to tier 1 can hold the job's tasks" in r.message
     c2 = racked()
     tier2 = pending(
         c2, "g2", 5, cpu="2", network_topology={"mode": "hard", "highestTierAllowed": 2}

@@ -322,6 +322,23 @@ class NetworkTopologyPlugin(Plugin):
             den += w
         return num / den if den else 0.0
 
+    def on_session_close(self, ssn: Session) -> None:
+        """Say in the pending reason which domain a topology job was held to (or that none fit)."""
+        for job in ssn.jobs.values():
+            nt = self.spec(job)
+            reason = ssn.reasons.get(job.uid)
+            if nt is None or reason is None:
+                continue
+            reason.details["networkTopology"] = {
+                "mode": str(nt.get("mode") or "hard"),
+                "highestTier": self.max_tier(nt),
+                "hyperNode": self.chosen.get(job.uid),
+            }
+            if job.uid not in self.chosen and str(nt.get("mode") or "hard") == "hard":
+                reason.message += (
+                    f"; no HyperNode up to tier {self.max_tier(nt)} can hold the job's tasks"
+                )
+
     # -- topology-aware preemption hooks ---------------------------------------------------
     def preemption_domains(self, ssn: Session, job: JobInfo) -> list[Domain]:
         """Allowed domains, lowest tier first (largest capacity first inside a tier)."""
