@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
 from batch.model.status import TaskStatus
 from batch.scheduler import apply_decisions
 
@@ -261,3 +262,21 @@ def test_arguments_are_validated() -> None:
     for needle, text in bad_confs.items():
         with pytest.raises(ConfigError, match=needle):
             load_config(text)
+
+
+def test_helm_tiering_breaks_gangs_where_tephra_default_does_not() -> None:
+    from batch.scheduler import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
+
+    helm = HELM_DEFAULT_CONFIG.replace("enqueue, allocate, backfill", "enqueue, allocate, preempt")
+
+    def build() -> ClusterCache:
+        c = cluster(2, cpu="2")
+        priorities(c)
+        running(c, "low", ["n0", "n1"], min_member=2, cpu="2", priority_class="low")
+        pending(c, "high", 1, cpu="2", priority_class="high")
+        return c
+
+    # Volcano's Helm tiers: gang's preemptable is off, so a gang at its minimum loses a pod
+    assert evicted_jobs(run(build(), helm)) == {"default/low": 1}
+    # Tephra's default keeps every victim gang at or above minAvailable
+    assert not run(build(), TEPHRA_DEFAULT_CONFIG).evictions
