@@ -215,3 +215,14 @@ def test_failed_attempt_memo_respects_changes_in_between() -> None:
     assert {k: v.message for k, v in d.pending_reasons.items()} == {
         k: v.message for k, v in d2.pending_reasons.items()
     }
+
+
+def test_backfill_unpipelines_best_effort_tasks_pipelined_earlier() -> None:
+    from batch.scheduler import TEPHRA_DEFAULT_CONFIG
+
+    c = cluster(1, cpu="1", pods=2)
+    for i in range(3):
+        gang(c, f"be{i}", 1, cpu=None, memory=None, created=f"2026-01-01T00:00:0{i}Z")
+    d = run(c, TEPHRA_DEFAULT_CONFIG)  # preempt runs before backfill in Tephra's default
+    assert len(d.binds) == 2 and not d.pipelines
+    assert d.pending_reasons["default/be2"].message == "0/1 nodes are available: 1 Too many pods."

@@ -248,7 +248,7 @@ def test_extended_resources_fit_in_milli_units() -> None:
     assert bound_jobs(d) == {"default/h": 2}
     r = d.pending_reasons["default/g"]
     assert r.kind == "GangShort" and r.short_by == 1 and r.shortfall == {"nvidia.com/gpu": "1"}
-    assert "quota does not allow" in r.message
+    assert "quota (deserved share) does not allow" in r.message
     # with no queue plugin the same gang is refused by the GPU fit, counted in milli-units
     conf = "actions: allocate\ntiers: [{plugins: [{name: gang}, {name: predicates}]}]"
     d2 = run(c, conf)

@@ -256,7 +256,8 @@ class Allocate(Action):
                     PendingReason(
                         job.uid,
                         "NotAllocatable",
-                        f"queue {queue.name!r} quota does not allow task {task.name}",
+                        f"queue {queue.name!r} quota (deserved share) does not allow the task's "
+                        "request",
                     ),
                     overwrite=False,
                 )

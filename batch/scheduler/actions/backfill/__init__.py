@@ -2,7 +2,9 @@
 
 Best-effort tasks (no resource requests) of admitted, valid jobs, visited queue -> job -> task,
 go to the best node that fits Idle (pod count and predicates only, since they request nothing).
-Each placement is committed at once when the job is ready; no gang statement is involved.
+Best-effort tasks that an earlier action pipelined (preempt does) are un-pipelined and retried
+first, as Volcano does. Each placement is committed at once when the job is ready; no gang
+statement is involved.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import time
 
 from batch.model.info import JobInfo
+from batch.model.status import TaskStatus
 from batch.scheduler.actions.allocate import pending_tasks
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Action, register_action
@@ -26,6 +29,15 @@ class Backfill(Action):
         placer = ssn.placer
         qkey = ssn.queue_order_key()
         jkey = ssn.job_order_key()
+        unpiped: set[str] = set()
+        for job in ssn.jobs.values():
+            if job.counts[TaskStatus.PIPELINED]:
+                for t in list(job.tasks.values()):
+                    if t.best_effort and t.status is TaskStatus.PIPELINED:
+                        ssn.unplace(t)
+                        unpiped.add(t.uid)
+        if unpiped:
+            ssn.pipelines[:] = [p for p in ssn.pipelines if p.uid not in unpiped]
         jobs: list[JobInfo] = [
             j for j in ssn.jobs.values() if not j.is_pending() and j.pending_best_effort
         ]
