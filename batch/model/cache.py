@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from batch.api.quantity import QuantityError
 from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
 from batch.model.nodes import NodeArrays
 from batch.model.parse import (
@@ -41,7 +42,7 @@ EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
 
 class CacheError(ValueError):
-    """An event the cache cannot take (unknown kind or event type)."""
+    """An event the cache cannot take (unknown kind or event, invalid quantity in the object)."""
 
 
 class ClusterCache:
@@ -82,7 +83,14 @@ class ClusterCache:
         if event not in EVENTS:
             raise CacheError(f"unknown event {event!r} for {kind}; expected ADDED/MODIFIED/DELETED")
         self.generation += 1
-        deleted = event == "DELETED"
+        try:
+            self._apply(kind, event == "DELETED", obj)
+        except QuantityError as exc:
+            meta = meta_of(obj)
+            where = "/".join(str(x) for x in (meta.get("namespace"), meta.get("name")) if x)
+            raise CacheError(f"{kind} {where}: {exc}") from None
+
+    def _apply(self, kind: str, deleted: bool, obj: Mapping[str, Any]) -> None:
         if kind == "Pod":
             self._pod(obj, deleted)
         elif kind == "Node":

@@ -124,3 +124,13 @@ def test_init_containers_and_limits_defaulting() -> None:
     assert t.req[cpu] == 2000 and t.req[mem] == 0
     assert t.init_req[cpu] == 3000 and t.init_req[mem] == 1 << 30
     assert np.array_equal(t.req, c.tasks["uid-default-a"].template.req)
+
+
+def test_bad_quantity_is_a_clear_error_and_leaves_the_cache_alone() -> None:
+    c = ClusterCache()
+    c.apply("Node", "ADDED", f.node("n0", cpu="4"))
+    c.apply("Pod", "ADDED", f.pod("a", node_name="n0", phase="Running", cpu="1"))
+    with pytest.raises(CacheError) as exc:
+        c.apply("Pod", "MODIFIED", f.pod("a", node_name="n0", phase="Running", cpu="lots"))
+    assert "Pod default/a" in str(exc.value) and "cpu" in str(exc.value)
+    assert used(c, "n0", "cpu") == 1000
