@@ -483,17 +483,30 @@ def job_why(kubeconfig: Path | None, name: str, namespace: str) -> None:
             "  waiting for the scheduler to admit the gang (enqueue): pods are not created yet"
         )
     reasons = 0
-    for cond in (pg.get("status") or {}).get("conditions") or []:
-        if cond.get("status") == "True" and cond.get("type") in ("Unschedulable", "Scheduled"):
-            reasons += 1
-            text = f"{cond.get('reason') or ''} {cond.get('message') or ''}".strip()
-            click.echo(f"  {cond.get('type')}: {text}")
+    conds = [
+        cond
+        for cond in (pg.get("status") or {}).get("conditions") or []
+        if cond.get("status") == "True" and cond.get("type") in ("Unschedulable", "Scheduled")
+    ]
+    conds.sort(key=lambda x: str(x.get("lastTransitionTime") or ""))
+    if pg_phase in ("Running", "Completed") or phase not in ("Pending", "Restarting", "(new)"):
+        st = _status(j)
+        click.echo(
+            f"  not pending: job {phase} (running {st.get('running', 0)}, "
+            f"succeeded {st.get('succeeded', 0)}, failed {st.get('failed', 0)})"
+        )
+        return
+    if conds:  # the latest scheduling verdict
+        cond = conds[-1]
+        reasons += 1
+        text = f"{cond.get('reason') or ''} {cond.get('message') or ''}".strip()
+        click.echo(f"  {cond.get('type')}: {text}")
     events = kube.get_or_none(
         lambda: kube.core.list_namespaced_event(
             namespace, field_selector=f"involvedObject.name={pg_name}"
         )
     )
-    for ev in (events.items if events is not None else [])[-5:]:
+    for ev in (events.items if events is not None else [])[-3:]:
         reasons += 1
         click.echo(f"  event {ev.reason}: {ev.message}")
     if pg_phase in ("Pending", "Inqueue"):

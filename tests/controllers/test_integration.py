@@ -412,7 +412,8 @@ def test_cli_job_and_queue_commands(env: Env) -> None:
     assert row[2] == "Running" and row[3] == "Batch" and row[4] == "2" and row[5] == "2"
     assert "Namespace" in run("job", "list", "--all-namespaces").splitlines()[0]
     assert "clijob" in run("job", "view", "-N", "clijob")
-    assert "phase Running" in run("job", "why", "clijob")
+    why = run("job", "why", "clijob")
+    assert "phase Running" in why and "not pending" in why, why
     run("job", "suspend", "-N", "clijob")
     env.wait_phase("clijob", "Aborted")
     run("job", "resume", "-N", "clijob")

@@ -61,6 +61,8 @@ def test_gang_waits_for_capacity_then_completes(sb: Any) -> None:
     out = CliRunner().invoke(main, ["job", "why", "gang", "--kubeconfig", str(sb.kubeconfig_path)])
     assert out.exit_code == 0, out.output
     assert "PodGroup gang-" in out.output
+    assert "queue position: 1 of 1 waiting in queue default" in out.output, out.output
+    assert "Unschedulable" in out.output, out.output
     # capacity arrives: the gang runs and completes
     node = make_nodes(count=1, cpu="4", memory="8Gi", prefix="big")[0]
     core.create_node(node)
