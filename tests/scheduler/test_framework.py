@@ -211,3 +211,36 @@ def test_fits_node_reports_first_failing_predicate() -> None:
     assert ssn.placer.fits_node(task, by["tainted"]) == "node(s) had untolerated taint {k: v}"
     assert ssn.placer.fits_node(task, by["ok"]) is None
     ssn.rollback()
+
+
+def test_scheduler_memo_hits_only_when_nothing_changed() -> None:
+    from batch.model import fixtures as fx
+    from batch.scheduler import Scheduler
+
+    c = cluster(1, cpu="1")
+    gang(c, "big", 1, cpu="4")
+    sched = Scheduler(
+        c,
+        load_config(
+            "actions: allocate\ntiers: [{plugins: [{name: gang}, {name: predicates}, {name: sla}]}]"
+        ),
+    )
+    d1 = sched.run_once(NOW)
+    assert sched.run_once(NOW + 1) is d1 and sched.memo_hits == 1
+    c.apply("Node", "ADDED", fx.node("n1", cpu="8"))
+    d3 = sched.run_once(NOW + 2)
+    assert d3 is not d1 and [b.node for b in d3.binds] == ["n1"]
+    # an sla deadline passing between two cycles forces a recompute
+    c.apply(
+        "PodGroup",
+        "ADDED",
+        fx.podgroup(
+            "slow",
+            phase="Inqueue",
+            annotations={"volcano.sh/sla-waiting-time": "1s"},
+            created="2027-01-15T08:00:00Z",
+        ),
+    )
+    d4 = sched.run_once(NOW)
+    assert sched.run_once(NOW) is d4
+    assert sched.run_once(NOW + 5) is not d4
