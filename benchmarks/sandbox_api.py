@@ -38,6 +38,13 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (from /proc), to express rates per CPU-second:
+    on a shared machine wall-clock rates depend on the neighbours, CPU cost does not."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     kubeconfig = tmp / "kubeconfig"
     proc = subprocess.Popen(
@@ -229,19 +236,25 @@ async def main_async(args: argparse.Namespace, server: str, pid: int) -> dict[st
         async with session.get(f"{server}/api/v1/namespaces/bench/pods?limit=1") as resp:
             rv0 = (await resp.json())["metadata"]["resourceVersion"]
         pods = [("POST", "/api/v1/namespaces/bench/pods", pod_body(i)) for i in range(args.pods)]
+        cpu0 = cpu_seconds(pid)
         out["pod_creates_per_s"] = await run_requests(server, pods, args.concurrency, "creates")
+        out["pod_creates_per_server_cpu_s"] = len(pods) / max(cpu_seconds(pid) - cpu0, 1e-9)
         # 4 watchers replay the history of pod creations (server-side watch delivery speed)
         url = (
             f"{server}/api/v1/namespaces/bench/pods?watch=true&resourceVersion={rv0}"
             "&timeoutSeconds=600"
         )
         began = time.perf_counter()
+        cpu0 = cpu_seconds(pid)
         results = await asyncio.gather(
             *(watch_count(session, url, args.pods, 600) for _ in range(args.watchers))
         )
         wall = time.perf_counter() - began
         out["watch_replay_events_per_s_per_watcher"] = min(n / s for n, s in results)
         out["watch_replay_events_per_s_total"] = sum(n for n, _ in results) / wall
+        out["watch_replay_events_per_server_cpu_s"] = sum(n for n, _ in results) / max(
+            cpu_seconds(pid) - cpu0, 1e-9
+        )
         binds = [
             (
                 "POST",
@@ -257,7 +270,9 @@ async def main_async(args: argparse.Namespace, server: str, pid: int) -> dict[st
             )
             for i in range(min(args.binds, args.pods))
         ]
+        cpu0 = cpu_seconds(pid)
         out["binds_per_s"] = await run_requests(server, binds, args.concurrency, "binds")
+        out["binds_per_server_cpu_s"] = len(binds) / max(cpu_seconds(pid) - cpu0, 1e-9)
         await asyncio.sleep(1.0)
         # live: 4 watchers receive patches as they happen
         async with session.get(f"{server}/api/v1/namespaces/bench/pods?limit=1") as resp:
@@ -302,6 +317,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
+    load_before = f"{os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as tmp:
         proc, server = start_server(Path(tmp))
         try:
@@ -315,7 +331,8 @@ def main() -> None:
         return
     print(
         f"nodes={args.nodes} pods={args.pods} binds={min(args.binds, args.pods)} "
-        f"watchers={args.watchers} concurrency={args.concurrency}"
+        f"watchers={args.watchers} concurrency={args.concurrency} "
+        f"load average before/after: {load_before} / {os.getloadavg()[0]:.1f}"
     )
     for key, value in figures.items():
         print(f"{key:42s} {value:12,.0f}")
