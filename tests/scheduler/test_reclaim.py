@@ -83,3 +83,17 @@ def test_hysteresis_keeps_the_victim_queue_at_its_deserved_share() -> None:
         "keepVictimQueueAtDeserved: true", "keepVictimQueueAtDeserved: true, reclaimHysteresis: 0.2"
     )
     assert evicted_jobs(run(c, loose)) == {"default/b-big": 1}
+
+
+def test_a_gang_part_idle_part_reclaimed_is_pipelined_whole() -> None:
+    c = cluster(0, queues=("a", "b"))
+    c.apply("Node", "ADDED", f.node("n0", cpu="2"))  # idle, nobody to evict there
+    for n in ("n1", "n2"):
+        c.apply("Node", "ADDED", f.node(n, cpu="4"))
+    b = running(c, "b-elastic", ["n1", "n2"], per_node=4, queue="b")
+    a = pending(c, "a-gang", 2, cpu="2", queue="a")
+    # deserved: a 4, b 6 of 10 cpu; b gives 2 cpu on one node, the other task fits n0 as it is
+    d = run(c, RECLAIM_ONLY)
+    assert evicted_jobs(d) == {b: 2}
+    assert sorted(p.job_id for p in d.pipelines) == [a, a]
+    assert "n0" in {p.node for p in d.pipelines}

@@ -38,6 +38,7 @@ from batch.scheduler.actions.preempt.victims import (
     NodeTasks,
     candidate_nodes,
     emit_causes,
+    fits_future,
     parse_common,
     registered,
     select_victims,
@@ -264,6 +265,10 @@ class Reclaim(Action):
                             continue
                         cands.append(t)
                     if not cands:
+                        if fits_future(ssn, task, idx):  # room without evicting anyone
+                            stmt.pipeline(task, idx)
+                            placed = True
+                            break
                         continue
                     victims = select_victims(
                         ssn, "reclaimable", task, cands, strict=self.strict, extra=(guard,)
