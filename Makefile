@@ -31,6 +31,7 @@ test: lint typecheck layers pytest
 
 crds: $(STAMP)
 	$(BIN)/tephra crds --out crds/
+	scripts/sync-chart-crds.sh
 
 demo: $(STAMP)
 	$(BIN)/tephra demo
