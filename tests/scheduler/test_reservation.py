@@ -117,3 +117,18 @@ def test_small_gangs_do_not_reserve_and_bad_arguments_are_rejected() -> None:
     with pytest.raises(ConfigError, match="defaultRunningEstimate"):
         load_config(CONF.replace("minGangSize: 3", "defaultRunningEstimate: soon"))
     assert f.GROUP  # fixtures in use
+
+
+def test_two_reservations_do_not_share_nodes() -> None:
+    conf = CONF.replace("minGangSize: 3", "minGangSize: 2, maxReservations: 2")
+    c = cluster(4, cpu="4")
+    start = iso(NOW)
+    running(c, "a", ["n0", "n1"], cpu="4", start=start, annotations={EST: "100s"})
+    running(c, "b", ["n2", "n3"], cpu="4", start=start, annotations={EST: "200s"})
+    pending(c, "g1", 2, cpu="4", created="2026-01-01T00:00:00Z")
+    pending(c, "g2", 2, cpu="4", created="2026-01-01T00:00:01Z")
+    d = run(c, conf)
+    r1 = d.pending_reasons["default/g1"].details["reservation"]
+    r2 = d.pending_reasons["default/g2"].details["reservation"]
+    assert (r1["due"], sorted(r1["nodes"])) == (NOW + 100, ["n0", "n1"])
+    assert (r2["due"], sorted(r2["nodes"])) == (NOW + 200, ["n2", "n3"])

@@ -5,7 +5,8 @@ can wait forever: every time a node frees, a small job takes it. With this plugi
 ``maxReservations`` (default 1) starving gangs with ``minAvailable >= minGangSize`` (default 8),
 in order of priority then age, each get a *reservation*: the earliest time ``T`` at which their
 missing tasks fit (the "shadow time", computed from the running jobs' estimated end times) and the
-nodes they would use then. Other jobs may still be placed on a reserved node, but only when they
+nodes they would use then (a later reservation never takes an earlier one's nodes). Other jobs
+may still be placed on a reserved node, but only when they
 will finish before ``T`` (EASY-backfill rule): ``now + runningEstimate <= T``. A job without an
 estimate never lands on reserved nodes; the reserving gang itself may use any node.
 
@@ -184,6 +185,8 @@ class ReservationPlugin(Plugin):
         want = pending[:need]
         base = (nd.future_idle() if nd.has_future else nd.idle).copy()
         base[:, ~nd.valid] = -(1 << 40)
+        for r in self.reservations:  # an earlier reservation's nodes are not available
+            base[:, r.mask] = -(1 << 40)
         ends, where, tasks = self._releases()
         reqs = np.stack([t.req for t in tasks]) if tasks else np.zeros((0, base.shape[0]), np.int64)
 
@@ -211,6 +214,8 @@ class ReservationPlugin(Plugin):
             _, used = self._fit(free_at(len(ends)), want)
             if not used.any():
                 used = nd.valid.copy()
+                for r in self.reservations:
+                    used &= ~r.mask
             return Reservation(job.uid, math.inf, used)
         k = int(np.searchsorted(ends, times[found], side="right"))
         _, used = self._fit(free_at(k), want)
