@@ -30,6 +30,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import disable_created_metrics
 
+from batch.api.resources import parse_resource_list
 from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRequest
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
@@ -39,6 +40,7 @@ from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.status import EventSpec, StatusWriter
 from batch.model.cache import ClusterCache
+from batch.model.status import TaskStatus
 from batch.scheduler import Scheduler
 from batch.scheduler.config import ConfigError, SchedulerConfig, load_config
 from batch.scheduler.framework.decisions import Decisions
@@ -207,6 +209,10 @@ class SchedulerService:
                 self.metrics.binds.labels(result=outcome.value).inc()
                 if outcome is BindOutcome.BOUND:
                     self.metrics.schedule_attempts.labels(result="scheduled").inc()
+                    task = self.cache.tasks.get(req.uid)
+                    if task is not None and task.creation:
+                        waited_ms = (time.time() - task.creation) * 1000
+                        self.metrics.task_latency.labels(stage="Bound").observe(waited_ms)
                     continue
                 if outcome is BindOutcome.FAILED:
                     self.metrics.schedule_attempts.labels(result="error").inc()
@@ -238,10 +244,58 @@ class SchedulerService:
             )
             for ev in decisions.events
         ]
+        events.extend(self._pod_events(decisions))
         if events:
             await writer.emit_events(events)
+        self._export_gauges(decisions)
         self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
         self.last_session_at = time.time()
+
+    def _pod_events(self, decisions: Decisions) -> list[EventSpec]:
+        """One `Unschedulable` event per pending job, on its first pending pod.
+
+        Every pod of a gang fails for the same reason, so one pod carries it (the PodGroup
+        has its own event and condition); repeats are suppressed by the status writer.
+        """
+        out = []
+        for job_id, reason in decisions.pending_reasons.items():
+            job = self.cache.jobs.get(job_id)
+            if job is None or reason.kind in ("Pipelined", "NotConsidered"):
+                continue
+            pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+            if not pending:
+                continue
+            first = min(pending, key=lambda t: t.sort_key())
+            out.append(
+                EventSpec(
+                    kind="Pod",
+                    namespace=first.namespace,
+                    name=first.name,
+                    uid=first.uid,
+                    reason="Unschedulable",
+                    message=reason.message,
+                    type="Warning",
+                )
+            )
+        return out
+
+    def _export_gauges(self, decisions: Decisions) -> None:
+        """Queue and job gauges of the session just run (Volcano's metric names)."""
+        m = self.metrics
+        for name, status in decisions.queue_status.items():
+            allocated = status.get("allocated")
+            if isinstance(allocated, dict):
+                m.set_queue_resources("allocated", name, parse_resource_list(allocated))
+            info = self.cache.queues.get(name)
+            if info is not None:
+                m.queue_weight.labels(queue_name=name).set(info.weight)
+                if info.capability:
+                    m.set_queue_resources("capacity", name, info.capability)
+        m.unschedule_job_count.set(len(decisions.pending_reasons))
+        m.unschedule_task_count.clear()
+        for job_id, reason in decisions.pending_reasons.items():
+            if reason.short_by:
+                m.unschedule_task_count.labels(job_id=job_id).set(reason.short_by)
 
     # -- HTTP endpoints -------------------------------------------------------------------
     async def _start_http(self) -> list[web.AppRunner]:

@@ -119,6 +119,12 @@ def test_gang_that_cannot_fit_binds_nothing(sandbox: SandboxHandle) -> None:
     assert any(c["type"] == "Unschedulable" for c in conditions), conditions
     events = client.CoreV1Api(sandbox.api_client()).list_namespaced_event("default").items
     assert any(e.involved_object.name == "toobig" and e.reason == "Unschedulable" for e in events)
+    # One event on the gang's first pending pod, with the reason text.
+    pod_events = [
+        e for e in events if e.involved_object.kind == "Pod" and e.reason == "Unschedulable"
+    ]
+    assert [e.involved_object.name for e in pod_events] == ["toobig-0"], pod_events
+    assert pod_events[0].message
 
 
 def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
@@ -133,6 +139,10 @@ def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
     assert scheduler.service is not None
     text = scheduler.service.metrics.render().decode()
     assert 'tephra_binds_total{result="bound"}' in text
+    gpu = 'volcano_queue_allocated_scalar_resources{queue_name="default",resource="nvidia.com/gpu"}'
+    assert gpu in text
+    assert "volcano_unschedule_job_count 1.0" in text
+    assert 'volcano_task_scheduling_latency_milliseconds_count{stage="Bound"}' in text
 
 
 def test_ledger_hook_records_usage_samples(tmp_path: Any) -> None:
