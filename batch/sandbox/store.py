@@ -18,6 +18,7 @@ from batch.sandbox.selectors import Matcher
 
 Obj = dict[str, Any]
 Listener = Callable[[str, str, Obj, Obj | None], None]
+MAX_PENDING = 200_000  # undelivered events after which a watch is ended
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
 
@@ -115,6 +116,11 @@ class Watcher:
         elif not self.matches(ev.obj):
             return
         self.pending.append(self.line_for(etype, ev, ev.obj))
+        if len(self.pending) > MAX_PENDING:
+            # A client that stopped reading: end its watch (it resumes from the last event it
+            # got, as after any watch timeout) instead of buffering without bound.
+            self.pending.clear()
+            self.close()
         self.wake.set()
 
     def push(self, line: bytes) -> None:
