@@ -1,76 +1,38 @@
 """Exact sums of Kubernetes resource quantities for PodGroup minResources.
 
 The PodGroup's `minResources` is a ResourceList of quota-usage keys whose values are the sums of
-pod requests (`volcano.md` §1.3). Sums are exact (Fractions), never floats. This is a small
-local parser/formatter so the controllers do not depend on the shape of `batch.api` internals;
-it follows the Kubernetes quantity grammar for the suffixes in practical use.
+pod requests (`volcano.md` §1.3). Sums are exact (Fractions), never floats; parsing and
+canonical formatting are `batch.api.quantity`'s.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-_BIN = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DEC = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_RE = re.compile(
-    r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
-)
+from batch.api.quantity import Quantity, QuantityError
+from batch.api.quantity import format_quantity as _api_format
 
 
-class QuantityParseError(ValueError):
+class QuantityParseError(QuantityError):
     """A quantity string that does not follow the Kubernetes grammar."""
 
 
 def parse(value: str | int | float) -> tuple[Fraction, bool]:
-    """Parse a quantity; returns (exact value, is_binary_suffix)."""
+    """Parse a quantity (`batch.api.quantity`); returns (exact value, uses a binary suffix)."""
     if isinstance(value, bool):
         raise QuantityParseError(f"invalid quantity {value!r}")
-    if isinstance(value, int):
-        return Fraction(value), False
-    if isinstance(value, float):
-        return Fraction(str(value)), False
-    s = value.strip()
-    m = _RE.match(s)
-    if not m:
-        raise QuantityParseError(f"invalid quantity {value!r}")
-    number = Fraction(m.group(1))
-    if m.group(2):
-        return number * Fraction(10) ** int(m.group(2)[1:]), False
-    suffix = m.group(3) or ""
-    if suffix in _BIN:
-        return number * 1024 ** _BIN[suffix], True
-    return number * Fraction(10) ** _DEC[suffix], False
+    try:
+        q = Quantity.parse(value)
+    except QuantityError as exc:
+        raise QuantityParseError(str(exc)) from None
+    return q.value, q.format == "BinarySI"
 
 
 def format_quantity(value: Fraction, *, binary: bool) -> str:
-    """Canonical-looking form: binary suffixes for memory-like sums, SI otherwise."""
-    if value == 0:
-        return "0"
-    if binary and value.denominator == 1:
-        v = int(value)
-        for suffix, power in sorted(_BIN.items(), key=lambda kv: -kv[1]):
-            unit = 1024**power
-            if v % unit == 0:
-                return f"{v // unit}{suffix}"
-        return str(v)
-    for suffix, exp in sorted(_DEC.items(), key=lambda kv: -kv[1]):
-        if exp <= 0:
-            continue
-        unit = Fraction(10) ** exp
-        q = value / unit
-        if q.denominator == 1 and abs(q) >= 1:
-            return f"{int(q)}{suffix}"
-    if value.denominator == 1:
-        return str(int(value))
-    for suffix in ("m", "u", "n"):
-        q = value / Fraction(10) ** _DEC[suffix]
-        if q.denominator == 1:
-            return f"{int(q)}{suffix}"
-    q = value * 10**9
-    return f"{-(-q.numerator // q.denominator)}n"
+    """Kubernetes' canonical form: binary suffixes for memory-like sums, SI otherwise."""
+    return _api_format(value, "BinarySI" if binary else "DecimalSI")
 
 
 class ResourceSum:
