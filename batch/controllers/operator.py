@@ -276,8 +276,11 @@ class ControllerManager:
         group = ann.get(c.GROUP_NAME_ANNOTATION)
         if group:
             self.enqueue(("pg", ns, str(group)))
-        if etype != "DELETED" and (
-            wants_group(pod, scheduler_names=self.scheduler_names) or self.adapters
+        ours = str((pod.get("spec") or {}).get("schedulerName") or "") in self.scheduler_names
+        if (
+            etype != "DELETED"
+            and ours
+            and (wants_group(pod, scheduler_names=self.scheduler_names) or self.adapters)
         ):
             self.enqueue(("pod", ns, str(m.get("name"))))
 
