@@ -157,3 +157,24 @@ def test_ledger_reader_and_whatif(tmp_path: Path) -> None:
     assert result.current.summary["completed"] == 6 == result.proposed.summary["completed"]
     with pytest.raises(SimInputError, match="--cluster"):
         load_ledger(url, since="1d", now=now)
+
+
+def test_whatif_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from batch.cli.main import main
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    now = dt.datetime.now(dt.UTC)
+    _fill_ledger(url, now)
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodeGroups:\n- {name: gpu, count: 1, cpu: '8', memory: 64Gi, gpus: 2}\n")
+    args = ["whatif", "--db", url, "--since", "1d", "--cluster", str(nodes)]
+    r = CliRunner().invoke(main, [*args, "--set", "queue=q1,weight=5"])
+    assert r.exit_code == 0, r.output
+    assert "1->5" in r.output and "overall:" in r.output
+    r = CliRunner().invoke(main, [*args, "--set", "queue=q1,weight=5", "--json"])
+    assert r.exit_code == 0, r.output
+    assert {row["queue"] for row in __import__("json").loads(r.stdout)["queues"]} == {"q1", "q2"}
+    r = CliRunner().invoke(main, [*args, "--set", "queue=nope,weight=2"])
+    assert r.exit_code != 0 and "no such queue" in r.output and "Traceback" not in r.output
