@@ -222,6 +222,7 @@ class SchedulerService:
                     )
                 self.cache.bind_failed(req.uid)
 
+        await self._nominate(writer, decisions)
         pg_status = dict(decisions.podgroup_status)
         if failed_jobs:
             # Never report a gang Running while binds of its minimum are failing.
@@ -250,6 +251,20 @@ class SchedulerService:
         self._export_gauges(decisions)
         self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
         self.last_session_at = time.time()
+
+    async def _nominate(self, writer: StatusWriter, decisions: Decisions) -> None:
+        """Write `status.nominatedNodeName` of pipelined pods (only when it changes).
+
+        A pipelined preemptor waits for its victims to go; the nomination is how the next
+        sessions (and anyone looking) know which node's released resources are its.
+        """
+        patches = []
+        for p in decisions.pipelines:
+            task = self.cache.tasks.get(p.uid)
+            if task is not None and task.nominated_node != p.node:
+                patches.append((p.namespace, p.name, {"nominatedNodeName": p.node}))
+        if patches:
+            await writer.patch_pod_statuses(patches)
 
     def _pod_events(self, decisions: Decisions) -> list[EventSpec]:
         """One `Unschedulable` event per pending job, on its first pending pod.

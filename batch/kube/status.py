@@ -165,6 +165,12 @@ class StatusWriter:
                 jobs.append(self._patch_status("Queue", name, None, patch))
         return await self._run(jobs)
 
+    async def patch_pod_statuses(self, patches: Sequence[tuple[str, str, dict[str, Any]]]) -> int:
+        """Merge-patch `status` of pods: (namespace, name, status fields)."""
+        return await self._run(
+            [self._patch_status("Pod", name, ns, patch) for ns, name, patch in patches]
+        )
+
     async def emit_events(self, events: Sequence[EventSpec]) -> int:
         """Post events, suppressing an identical one posted within `event_interval`."""
         now = time.monotonic()

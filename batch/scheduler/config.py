@@ -260,6 +260,7 @@ tiers:
   - name: proportion
   - name: nodeorder
   - name: binpack
+  - name: network-topology-aware
 configurations:
 - name: preempt
   arguments:

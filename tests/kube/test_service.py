@@ -123,7 +123,8 @@ def test_gang_that_cannot_fit_binds_nothing(sandbox: SandboxHandle) -> None:
     pod_events = [
         e for e in events if e.involved_object.kind == "Pod" and e.reason == "Unschedulable"
     ]
-    assert [e.involved_object.name for e in pod_events] == ["toobig-0"], pod_events
+    assert len(pod_events) == 1, pod_events
+    assert pod_events[0].involved_object.name.startswith("toobig-")
     assert pod_events[0].message
 
 
