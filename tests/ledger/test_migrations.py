@@ -108,3 +108,25 @@ def test_wait_time_index_covers_the_report(engine: Engine) -> None:
         else:
             names = {i["name"] for i in inspect(engine).get_indexes("jobs")}
             assert "ix_jobs_queue_submitted_at" in names
+
+
+def test_concurrent_upgrades_are_serialised(empty_url: str) -> None:
+    """The controllers and the scheduler both upgrade at start-up, often at the same moment."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            migrate.upgrade(empty_url)
+        except BaseException as exc:  # pragma: no cover - the failure being tested for
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert migrate.current_revision(empty_url) == migrate.head_revision()
+    assert _objects(empty_url) == ({t.name for t in TABLES}, VIEWS)
