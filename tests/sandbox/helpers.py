@@ -30,7 +30,8 @@ def http(
             text = resp.read()
             return resp.status, json.loads(text) if text else None
     except urllib.error.HTTPError as err:
-        text = err.read()
+        with err:
+            text = err.read()
         try:
             return err.code, json.loads(text)
         except ValueError:
