@@ -120,6 +120,8 @@ COPIED_JOB_LABELS: Final = ("volcano.sh/preemptable", "volcano.sh/cooldown-time"
 # Tephra's own bookkeeping (crash safety; see docs/controllers.md "Exactly once").
 OUT_OF_SYNC_ANNOTATION: Final = "tephra.io/out-of-sync"
 PODGROUP_JOB_VERSION: Final = "tephra.io/job-version"
+# Job.spec.runningEstimate, for the scheduler's reservation (EASY backfill) plugin.
+PODGROUP_RUNNING_ESTIMATE: Final = "tephra.io/running-estimate"
 TOKEN_COMMAND: Final = "tephra.io/last-command"
 TOKEN_KILL: Final = "tephra.io/kill"
 TOKEN_EVENT: Final = "tephra.io/last-event"

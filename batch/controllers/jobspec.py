@@ -179,6 +179,10 @@ def build_podgroup(
     job: Mapping[str, Any], *, version: int, priority_values: Mapping[str, int] | None = None
 ) -> JSON:
     m = meta(job)
+    annotations = {**dict(m.get("annotations") or {}), c.PODGROUP_JOB_VERSION: str(version)}
+    estimate = (job.get("spec") or {}).get("runningEstimate")
+    if estimate:
+        annotations[c.PODGROUP_RUNNING_ESTIMATE] = str(estimate)
     return {
         "apiVersion": c.SCHED_API,
         "kind": "PodGroup",
@@ -186,10 +190,7 @@ def build_podgroup(
             "name": podgroup_name(job),
             "namespace": m.get("namespace"),
             "labels": dict(m.get("labels") or {}),
-            "annotations": {
-                **dict(m.get("annotations") or {}),
-                c.PODGROUP_JOB_VERSION: str(version),
-            },
+            "annotations": annotations,
             "ownerReferences": [owner_ref(job)],
         },
         "spec": podgroup_spec(job, priority_values=priority_values),

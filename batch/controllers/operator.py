@@ -556,14 +556,14 @@ class ControllerManager:
             return
         existing = await get_or_none(client, PODGROUPS, gang.name, gang.namespace)
         namespace_obj = await get_or_none(client, NAMESPACES, gang.namespace)
-        leader_running = False
+        leader_is_running = False
         if gang.leader_role is not None:
+            # Only this gang's own pods count: another application's running driver in the
+            # same namespace is not this gang's leader.
+            from batch.api.integration import leader_running
+
             pods = await list_items(client, PODS, namespace=ns)
-            leader_running = any(
-                adapter.role_of_pod(p) == gang.leader_role
-                and (p.get("status") or {}).get("phase") == "Running"
-                for p in pods
-            )
+            leader_is_running = leader_running(gang, pods, adapter)
         result = reconcile_adapter_pod(
             pod,
             adapter=adapter,
@@ -572,7 +572,7 @@ class ControllerManager:
             now=datetime.now(UTC),
             workload=workload,
             namespace_obj=namespace_obj,
-            leader_running=leader_running,
+            leader_running=leader_is_running,
         )
         await self._apply(("pod", ns, str(pod["metadata"].get("name"))), result)
 

@@ -346,14 +346,6 @@ def test_sparkapplication_executors_are_a_gang(env: Env) -> None:
     assert env.bound([driver])[driver] not in placed.values()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "batch/controllers/operator.py (_process_adapter_pod) takes any running pod of the "
-        "leader role in the namespace as this gang's leader; batch.api.integration."
-        "leader_running(gang, pods, adapter) counts only the gang's own pods"
-    ),
-)
 def test_another_applications_running_driver_is_not_this_gangs_leader(env: Env) -> None:
     env.add_nodes("sparkpair", 2)
     for app_name in ("first", "second"):
