@@ -14,7 +14,9 @@ written to ``<spill>.rejected.jsonl`` and logged, so nothing is dropped silently
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -110,9 +112,12 @@ class Recorder:
         self.max_buffer = max(self.batch_size, max_buffer)
         self.retry_interval = retry_interval
         self.max_retry_interval = max_retry_interval
-        self.spill_path = Path(spill_path) if spill_path else default_spill_path(url)
-        self._replay_path = self.spill_path.with_name(self.spill_path.name + ".replaying")
+        self._spill_base = Path(spill_path) if spill_path else default_spill_path(url)
+        self._spill_lock = _claim_spill(self._spill_base)
+        self.spill_path = Path(self._spill_lock.name.removesuffix(".lock"))
+        self._replay_path = _replaying(self.spill_path)
         self._rejected_path = self.spill_path.with_name(self.spill_path.stem + ".rejected.jsonl")
+        self._next_orphan_scan = 0.0
         self._writer = Writer()
         self._buffer: deque[LedgerEvent] = deque()
         self._cond = threading.Condition()
@@ -197,6 +202,7 @@ class Recorder:
             if self._buffer:
                 self._spill_locked(len(self._buffer))
             self._closed = True
+        self._spill_lock.close()  # releases the claim on the spill file
         if self._owns_engine:
             self._engine.dispose()
 
@@ -232,7 +238,12 @@ class Recorder:
 
     def _due(self, now: float) -> float | None:
         """When the next write should start (lock held); None when there is nothing to write."""
-        if self._flush_requests or len(self._buffer) >= self.batch_size or self._has_spill():
+        if (
+            self._flush_requests
+            or len(self._buffer) >= self.batch_size
+            or self._has_spill()
+            or self._next_orphan_scan == 0.0  # adopt spill files left by dead recorders
+        ):
             return now
         if self._buffer:
             return self._first_buffered + self.flush_interval
@@ -347,23 +358,41 @@ class Recorder:
         return total
 
     def _replay_spill(self) -> None:
-        """Write the spill file(s); deleted only once fully written (replays are idempotent)."""
+        """Write our spill file(s), then any left by recorders that are gone."""
+        self._replay_file(self.spill_path)
+        now = time.monotonic()
+        if now < self._next_orphan_scan:
+            return
+        self._next_orphan_scan = now + 60.0
+        for orphan in _orphan_spills(self._spill_base, own=self.spill_path):
+            lock = _try_lock(orphan)
+            if lock is None:
+                continue  # its recorder is alive and will replay it
+            try:
+                log.info("ledger: adopting spill file %s", orphan)
+                self._replay_file(orphan)
+            finally:
+                lock.close()
+
+    def _replay_file(self, spill: Path) -> None:
+        """Replay one spill file; deleted only once fully written (replays are idempotent)."""
+        replaying = _replaying(spill)
         while True:
             with self._cond:
-                if not _non_empty(self._replay_path):
-                    if not _non_empty(self.spill_path):
+                if not _non_empty(replaying):
+                    if not _non_empty(spill):
                         return
-                    os.replace(self.spill_path, self._replay_path)
+                    os.replace(spill, replaying)
             replayed = 0
-            with self._replay_path.open("r", encoding="utf-8") as fh:
+            with replaying.open("r", encoding="utf-8") as fh:
                 for chunk in _read_chunks(fh, self.batch_size, self._reject_line):
                     self._write(chunk)
                     replayed += len(chunk)
             with self._cond:
-                self._replay_path.unlink()
+                replaying.unlink()
                 self.stats.replayed += replayed
                 self.stats.written += replayed
-            log.info("ledger: caught up %d spilled events", replayed)
+            log.info("ledger: caught up %d spilled events from %s", replayed, spill)
 
     def _reject_line(self, line: str, exc: Exception) -> None:
         log.error("ledger: unreadable spill record skipped to rejected file: %s", exc)
@@ -390,6 +419,51 @@ class UsageSource(Protocol):
     """Returns the current queue usage samples (the scheduler service's cache provides them)."""
 
     def __call__(self, at: dt.datetime) -> Iterable[LedgerEvent]: ...
+
+
+def _replaying(spill: Path) -> Path:
+    return spill.with_name(spill.name + ".replaying")
+
+
+def _try_lock(spill: Path) -> IO[str] | None:
+    """An exclusive claim on ``spill`` (via ``<spill>.lock``), or None if someone holds it."""
+    spill.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(f"{spill}.lock", "a")  # noqa: SIM115 - held for the recorder's lifetime
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def _claim_spill(base: Path) -> IO[str]:
+    """Claim ``base`` or, if a live recorder holds it, ``<stem>.1.jsonl``, ``<stem>.2...``.
+
+    Two recorders for the same database in one machine (the controllers and the scheduler in
+    the sandbox) must never append to or replay the same file.
+    """
+    for i in itertools.count():
+        path = base if i == 0 else base.with_name(f"{base.stem}.{i}{base.suffix}")
+        handle = _try_lock(path)
+        if handle is not None:
+            return handle
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _orphan_spills(base: Path, *, own: Path) -> list[Path]:
+    """Spill files of the same base other than ours (``.replaying`` ones by their spill name)."""
+    found: set[Path] = set()
+    if not base.parent.is_dir():
+        return []
+    for path in base.parent.glob(f"{base.stem}*{base.suffix}*"):
+        name = path.name
+        if name.endswith(".lock") or ".rejected" in name:
+            continue
+        spill = path.with_name(name.removesuffix(".replaying"))
+        if spill != own and spill.name.endswith(base.suffix):
+            found.add(spill)
+    return sorted(found)
 
 
 def _non_empty(path: Path) -> bool:

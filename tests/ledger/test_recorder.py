@@ -399,3 +399,38 @@ def test_bulk_path_matches_row_path(ledger_url: str, engine: Engine) -> None:
         results.append(snapshot(engine))
     assert results[0] == results[1]
     assert len(results[0]["jobs"]) == 40 and len(results[0]["pod_attempts"]) == 80
+
+
+def test_recorders_sharing_a_spill_path_never_share_a_file(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    base = tmp_path / "spill.jsonl"
+    holder = Recorder(ledger_url, spill_path=base)
+    try:
+        assert holder.spill_path == base
+        downs = [Recorder(CLOSED_PORT_URL, spill_path=base, background=False) for _ in range(2)]
+        assert [d.spill_path.name for d in downs] == ["spill.1.jsonl", "spill.2.jsonl"]
+        for i, down in enumerate(downs):
+            down.record(
+                [
+                    ev.QueueUsageSample(
+                        queue=f"down{i}", at=t(3) + dt.timedelta(seconds=k), allocated={"cpu": k}
+                    )
+                    for k in range(5)
+                ]
+            )
+            assert not down.flush()
+        for down in downs:
+            down.close()  # both spilled; their claims are released
+        # A new recorder claims spill.1 (its own) and adopts spill.2 (an orphan).
+        with Recorder(ledger_url, spill_path=base) as late:
+            assert late.spill_path.name == "spill.1.jsonl"
+            deadline = time.monotonic() + 30
+            while count(engine, "queue_usage_samples") < 10 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert late.flush()
+        assert count(engine, "queue_usage_samples") == 10
+        assert not (tmp_path / "spill.1.jsonl").exists()
+        assert not (tmp_path / "spill.2.jsonl").exists()
+    finally:
+        holder.close()
