@@ -20,10 +20,13 @@ import argparse
 import datetime as dt
 import io
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -103,9 +106,8 @@ def event_mix(n_events: int) -> list[ev.LedgerEvent]:
 def bench_recorder(url: str, n_events: int, batch_size: int) -> float:
     events = event_mix(n_events)
     progress(f"recorder: {len(events):,} events, batch size {batch_size}")
-    with Recorder(
-        url, batch_size=batch_size, spill_path=f"/tmp/tephra-bench-{os.getpid()}.jsonl"
-    ) as rec:
+    spill = Path(tempfile.mkdtemp(prefix="tephra-bench-")) / "spill.jsonl"
+    with Recorder(url, batch_size=batch_size, spill_path=spill) as rec:
         t0 = time.perf_counter()
         chunk = 1000
         for start in range(0, len(events), chunk):
@@ -113,6 +115,7 @@ def bench_recorder(url: str, n_events: int, batch_size: int) -> float:
         if not rec.flush(timeout=600):
             raise SystemExit("recorder did not flush")
         elapsed = time.perf_counter() - t0
+    shutil.rmtree(spill.parent, ignore_errors=True)
     rate = len(events) / elapsed
     print(f"recorder throughput: {len(events):,} events in {elapsed:.2f} s = {rate:,.0f} events/s")
     return rate
