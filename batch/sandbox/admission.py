@@ -8,6 +8,7 @@ sandbox admits everything (schema checks still apply) and says so once in the lo
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 from collections.abc import Callable
@@ -107,6 +108,24 @@ def admit(
         raise invalid(kind, group, name, causes)
     new_obj = getattr(result, "object", None)
     return new_obj if isinstance(new_obj, dict) else obj
+
+
+@functools.lru_cache(maxsize=1)
+def _adapters() -> tuple[Any, ...]:
+    from batch.api.integration import load_adapters
+
+    return tuple(load_adapters())
+
+
+def inject_gang(pod: dict[str, Any], namespace_obj: dict[str, Any] | None) -> None:
+    """The opt-in mutating pod webhook (`tephra webhook`), in process: in a namespace that opted
+    into gang injection, a pod a framework adapter claims gets its gang (schedulerName, group
+    annotation). Pods in other namespaces cost one label lookup."""
+    from batch.api.integration import apply_gang_injection, gang_injection_enabled
+
+    if not gang_injection_enabled(namespace_obj):
+        return
+    apply_gang_injection(pod, namespace_obj=namespace_obj, adapters=_adapters())
 
 
 def _volcano_pod(obj: dict[str, Any] | None) -> bool:

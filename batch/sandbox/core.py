@@ -336,6 +336,8 @@ class Core:
                 # create() owns its body (decoded JSON or a fresh copy made by the caller)
                 obj["spec"] = dict(obj.get("spec") or {})
                 defaults.default_pod(obj)
+                ns_obj = self.store.get("namespaces", "", obj["metadata"].get("namespace", ""))
+                admission.inject_gang(obj, ns_obj)
                 self._resolve_priority(obj)
             causes = defaults.validate_pod(obj)
             if causes:
