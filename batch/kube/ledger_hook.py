@@ -52,6 +52,7 @@ class SchedulerLedger:
         events: list[LedgerEvent] = []
         for ev in decisions.evictions:
             job = cache.jobs.get(ev.job_id) if ev.job_id else None
+            gainer = cache.jobs.get(ev.beneficiary) if ev.beneficiary else None
             task = cache.tasks.get(ev.uid)
             amounts = self._amounts(cache, task.req) if task is not None else {}
             events.append(
@@ -63,6 +64,8 @@ class SchedulerLedger:
                     victim_pod=ev.name,
                     victim_job_uid=job.uid if job is not None else None,
                     victim_queue=job.queue if job is not None else None,
+                    beneficiary_job_uid=gainer.uid if gainer is not None else None,
+                    beneficiary_queue=gainer.queue if gainer is not None else None,
                     reason=ev.reason,
                     session_id=decisions.session_uid,
                     cpu_milli=amounts.get("cpu"),

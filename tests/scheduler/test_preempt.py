@@ -33,6 +33,7 @@ def test_higher_priority_job_preempts_lower_priority_in_same_queue() -> None:
     assert sorted(p.job_id for p in d.pipelines) == [high, high]
     assert not d.binds
     assert any(e.reason == "Preempted" and high in e.message for e in d.events)
+    assert {e.beneficiary for e in d.evictions} == {high}  # who gained, for the ledger
     # victims are Releasing until the watch shows them gone; the preemptor binds after that
     apply_decisions(c, d)
     assert statuses(c, low)[TaskStatus.RELEASING] == 4

@@ -41,6 +41,7 @@ class Eviction:
     uid: str
     reason: str
     job_id: str
+    beneficiary: str = ""  # job id of the preemptor/reclaimer the eviction made room for
 
 
 @dataclass(slots=True, frozen=True)

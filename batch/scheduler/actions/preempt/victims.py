@@ -25,7 +25,7 @@ import functools
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -436,7 +436,15 @@ def validate_victims(ssn: Session, preemptor: TaskInfo, idx: int, victims: list[
 
 
 def emit_causes(ssn: Session, committed: Iterable[str], causes: dict[str, tuple[str, str]]) -> None:
-    """One event per committed eviction naming the job it made room for."""
+    """One event per committed eviction naming the job it made room for.
+
+    The session's eviction records get the same job as their `beneficiary` (the ledger
+    reports who gained from each preemption and reclaim).
+    """
+    for i, ev in enumerate(ssn.evictions):
+        got = causes.get(ev.uid)
+        if got is not None and not ev.beneficiary:
+            ssn.evictions[i] = replace(ev, beneficiary=got[0])
     for uid in committed:
         got = causes.get(uid)
         task = ssn.cache.tasks.get(uid)
