@@ -55,6 +55,7 @@ class NodeEmulator:
         self.used: dict[str, Resource] = {}  # node -> requests of admitted, non-terminal pods
         self.pod_count: dict[str, int] = {}
         self.kills: dict[str, asyncio.TimerHandle] = {}
+        self.waiting: dict[str, set[tuple[str, str, str]]] = {}  # node -> pods bound before it
         self._ip = 0
         self._req_cache: dict[bytes, Resource] = {}
         self._alloc_cache: dict[str, tuple[Any, Resource]] = {}
@@ -183,6 +184,11 @@ class NodeEmulator:
         status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 10250}})
         self.core.write(self.nodes_rt, node, {**node, "status": status}, subresource="status")
         self._renew_lease(name)
+        for ns, pod_name, uid in sorted(self.waiting.pop(name, ())):
+            pod = self.core.find(self.pods_rt, ns, pod_name)
+            if pod is not None and pod["metadata"]["uid"] == uid and uid not in self.runs:
+                self.runs[uid] = _PodRun(name, Resource.zero(), admitted=False)
+                self._admit(ns, pod_name, uid)
 
     def _node_gone(self, name: str) -> None:
         lease = self.core.find(self.leases_rt, "kube-node-lease", name)
@@ -253,8 +259,9 @@ class NodeEmulator:
         node_name = pod["spec"]["nodeName"]
         node = self.core.find(self.nodes_rt, "", node_name)
         if node is None:
-            # No kubelet: the pod stays Pending, as on a cluster without that node.
+            # No kubelet: the pod stays Pending until a Node of that name appears.
             self.runs.pop(uid, None)
+            self.waiting.setdefault(node_name, set()).add((ns, name, uid))
             return
         try:
             req = self._requests(pod.get("spec") or {})

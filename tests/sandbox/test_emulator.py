@@ -136,3 +136,17 @@ def test_graceful_deletion_capped(sb: SandboxHandle, api: Any) -> None:
     v1.create_namespaced_pod("default", pod("unbound"))
     v1.delete_namespaced_pod("unbound", "default")
     assert http(sb.url, "GET", "/api/v1/namespaces/default/pods/unbound")[0] == 404
+
+
+def test_pod_bound_before_its_node_runs_when_the_node_appears(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_pod("default", pod("early"))
+    assert bind(sb.url, "default", "early", "not-yet")[0] == 201
+    time.sleep(0.2)
+    assert _phase(v1, "early") == "Pending"
+    v1.create_node(
+        {"metadata": {"name": "not-yet"}, "status": {"capacity": {"cpu": "4", "memory": "8Gi"}}}
+    )
+    wait_for(lambda: _phase(v1, "early") == "Running")
+    v1.delete_namespaced_pod("early", "default", grace_period_seconds=0)
+    v1.delete_node("not-yet")
