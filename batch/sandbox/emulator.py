@@ -134,6 +134,10 @@ class NodeEmulator:
                     delay, self._kill, meta.get("namespace", ""), meta["name"], uid
                 )
             return
+        run = self.runs.get(uid)
+        if phase in _TERMINAL and run is not None and run.admitted:
+            self._release(uid)  # finished (possibly marked so by someone else): frees the node
+            return
         if (
             uid not in self.runs
             and phase == "Pending"
@@ -469,6 +473,31 @@ class NodeEmulator:
         if pod is None or pod["metadata"]["uid"] != uid:
             return
         self._release(uid)
+        phase = (pod.get("status") or {}).get("phase")
+        if pod["metadata"].get("finalizers") and phase not in _TERMINAL:
+            # The object outlives its containers: record how they ended, as a kubelet does.
+            now = self.core.clock.stamp()
+            status = dict(pod.get("status") or {})
+            status["containerStatuses"] = [
+                {
+                    **cs,
+                    "ready": False,
+                    "started": False,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 143,
+                            "reason": "Error",
+                            "finishedAt": now,
+                            "startedAt": ((cs.get("state") or {}).get("running") or {}).get(
+                                "startedAt", now
+                            ),
+                        }
+                    },
+                }
+                for cs in status.get("containerStatuses") or []
+            ]
+            status["phase"] = "Failed"
+            self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
         self.core.delete(self.pods_rt, ns, name, grace=0)
 
 

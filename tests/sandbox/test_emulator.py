@@ -150,3 +150,19 @@ def test_pod_bound_before_its_node_runs_when_the_node_appears(sb: SandboxHandle,
     wait_for(lambda: _phase(v1, "early") == "Running")
     v1.delete_namespaced_pod("early", "default", grace_period_seconds=0)
     v1.delete_node("not-yet")
+
+
+def test_deleted_pod_with_finalizer_records_termination(sb: SandboxHandle, api: Any) -> None:
+    v1 = client.CoreV1Api(api)
+    p = pod("held", extra={"terminationGracePeriodSeconds": 1})
+    p["metadata"]["finalizers"] = ["tests.tephra.io/hold"]
+    v1.create_namespaced_pod("default", p)
+    bind(sb.url, "default", "held", "node-1")
+    wait_for(lambda: _phase(v1, "held") == "Running")
+    v1.delete_namespaced_pod("held", "default")
+    wait_for(lambda: _phase(v1, "held") == "Failed")
+    held = v1.read_namespaced_pod("held", "default")
+    assert held.metadata.deletion_timestamp is not None
+    assert held.status.container_statuses[0].state.terminated.exit_code == 143
+    v1.patch_namespaced_pod("held", "default", {"metadata": {"finalizers": None}})
+    wait_for(lambda: http(sb.url, "GET", "/api/v1/namespaces/default/pods/held")[0] == 404)
