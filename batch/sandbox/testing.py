@@ -10,6 +10,7 @@ Start-up takes a few tens of milliseconds. Components (controllers, scheduler) g
 
 from __future__ import annotations
 
+import copy
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -63,6 +64,14 @@ class SandboxHandle:
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run fn on the sandbox's event loop (direct access to `self.core`)."""
         return self._thread.call(fn, timeout)
+
+    def apply(self, *objs: Obj) -> None:
+        """Create (or update) manifests in-process, without HTTP: fast fixture setup (nodes,
+        namespaces, ...). Same defaulting and admission as a request."""
+        from batch.sandbox.runtime import install_objects
+
+        docs = copy.deepcopy(list(objs))
+        self.call(lambda: install_objects(self.core, docs))
 
     @property
     def core(self) -> Any:

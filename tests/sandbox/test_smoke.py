@@ -55,3 +55,17 @@ def test_pod_runs_to_completion(sb: SandboxHandle, api: Any) -> None:
             break
         time.sleep(0.05)
     assert phase == "Succeeded"
+
+
+def test_handle_apply_creates_in_process(sb: SandboxHandle, api: Any) -> None:
+    sb.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "applied"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cfg", "namespace": "applied"},
+            "data": {"k": "v"},
+        },
+    )
+    cm = client.CoreV1Api(api).read_namespaced_config_map("cfg", "applied")
+    assert cm.data == {"k": "v"} and cm.metadata.uid
