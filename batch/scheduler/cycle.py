@@ -14,9 +14,10 @@ import time
 
 from batch.model.cache import ClusterCache
 from batch.scheduler.config import SchedulerConfig
+from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.close import close_session
 from batch.scheduler.framework.decisions import Decisions
-from batch.scheduler.framework.registry import ACTIONS, ensure_builtins
+from batch.scheduler.framework.registry import ACTIONS, PLUGINS, ensure_builtins
 from batch.scheduler.framework.session import Session
 
 
@@ -83,17 +84,14 @@ class Scheduler:
 
             if expires_between(self.cache, mr.arguments, since, now):
                 return True
-        option = self.config.plugin("sla")
-        if option is None:
-            return False
-        from batch.scheduler.framework.arguments import Arguments
-        from batch.scheduler.plugins.sla import SlaPlugin
-
-        sla = SlaPlugin(Arguments("plugin sla", option.arguments))
-        for job in self.cache.jobs.values():
-            wt = sla.waiting_time(job)
-            if wt is not None and since < job.creation + wt <= now:
-                return True
+        for tier in self.config.tiers:
+            for option in tier.plugins:
+                if option.name == "minruntime":
+                    continue  # handled above
+                cls = PLUGINS[option.name]
+                args = Arguments(f"plugin {option.name}", option.arguments)
+                if cls.time_sensitive(self.cache, args, since, now):
+                    return True
         return False
 
     def run_once(self, now: float) -> Decisions:

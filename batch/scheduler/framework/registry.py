@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from batch.scheduler.framework.arguments import Arguments
 
 if TYPE_CHECKING:
+    from batch.model.cache import ClusterCache
     from batch.scheduler.framework.session import Session
 
 
@@ -19,6 +20,19 @@ class Plugin:
     """Base class of a scheduler plugin: registers callbacks on session open."""
 
     name: ClassVar[str] = ""
+    #: decisions may change with time alone (deadlines, minimum runtimes): set True, and
+    #: override ``time_sensitive`` to say precisely when, so ``Scheduler`` can keep its memo
+    time_dependent: ClassVar[bool] = False
+
+    @classmethod
+    def time_sensitive(
+        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
+    ) -> bool:
+        """Could this plugin decide differently at ``now`` than at ``since`` on the same cache?
+
+        The default is conservative: any time-dependent plugin says yes.
+        """
+        return cls.time_dependent
 
     def __init__(self, arguments: Arguments) -> None:
         """Parse (and validate) ``arguments``; must raise ConfigError on bad values."""

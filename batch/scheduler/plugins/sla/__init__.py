@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.registry import Plugin, register_plugin
@@ -43,6 +44,19 @@ def parse_duration(text: str) -> float | None:
 @register_plugin
 class SlaPlugin(Plugin):
     name = "sla"
+    time_dependent = True
+
+    @classmethod
+    def time_sensitive(
+        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
+    ) -> bool:
+        """True when some job's waiting-time deadline falls in (since, now]."""
+        sla = cls(arguments)
+        for job in cache.jobs.values():
+            wt = sla.waiting_time(job)
+            if wt is not None and since < job.creation + wt <= now:
+                return True
+        return False
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
