@@ -119,7 +119,7 @@ class Core:
         versions = self.groups.setdefault(rt.group, [])
         if rt.version not in versions:
             versions.append(rt.version)
-        if rt.plural != "bindings":
+        if rt.plural != "bindings" and not rt.virtual:
             self.store.bucket(rt.storage_key, rt.namespaced)
 
     def unregister_group_resource(self, group: str, plural: str) -> None:
@@ -136,7 +136,7 @@ class Core:
     def rt_for_key(self, key: str) -> ResourceType | None:
         """Some served version of the group/resource stored under key."""
         for rt in self.types.values():
-            if rt.storage_key == key and rt.plural != "bindings":
+            if rt.storage_key == key and rt.plural != "bindings" and not rt.virtual:
                 return rt
         return None
 

@@ -267,6 +267,13 @@ class HttpApi:
             body = await self._body(request)
             core.bind(ns or "default", str((body.get("metadata") or {}).get("name", "")), body)
             return _json_response(success_status(code=201), 201)
+        if rt.virtual:
+            if method != "POST" or name:
+                raise ApiError(405, f"{rt.plural} only supports create")
+            # kubectl sends reviews as protobuf; the answer does not depend on the body.
+            ctype = request.headers.get("content-type", "")
+            body = {} if _PROTOBUF in ctype else await self._body(request)
+            return _json_response(self._review(rt, body if isinstance(body, dict) else {}), 201)
         if not rt.namespaced:
             if ns is not None:
                 raise ApiError(404, "the server could not find the requested resource")
@@ -310,6 +317,28 @@ class HttpApi:
         if rt.kind == "Namespace" and sub == "finalize" and method == "PUT":
             return await self._object(request, rt, ns_key, name, "", dry_run)
         raise ApiError(404, "the server could not find the requested resource")
+
+    @staticmethod
+    def _review(rt: ResourceType, body: Obj) -> Obj:
+        """The sandbox has no authorization: every access review is allowed."""
+        out: Obj = {**body, "apiVersion": rt.api_version, "kind": rt.kind}
+        out.setdefault("metadata", {})
+        if rt.kind == "SelfSubjectReview":
+            out["status"] = {
+                "userInfo": {
+                    "username": "tephra-sandbox",
+                    "groups": ["system:masters", "system:authenticated"],
+                }
+            }
+        elif rt.kind == "SelfSubjectRulesReview":
+            out["status"] = {
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                "incomplete": False,
+            }
+        else:
+            out["status"] = {"allowed": True, "reason": "the sandbox authorizes every request"}
+        return out
 
     async def _object(
         self,

@@ -38,6 +38,8 @@ class ResourceType:
     allow_create_on_update: bool = False
     # Name validation: "subdomain" (default) or "label" (DNS-1123 label, e.g. namespaces).
     name_rule: str = "subdomain"
+    # Create-only review resources (access reviews): answered, never stored.
+    virtual: bool = False
     # Validation of built-in kinds beyond metadata (raises ApiError on rejection).
     validator: Callable[[dict[str, Any]], None] | None = None
 
@@ -338,6 +340,34 @@ def builtin_types() -> list[ResourceType]:
             "endpointslices",
             True,
             status_subresource=False,
+        ),
+        *(
+            _rt(
+                "authorization.k8s.io",
+                "v1",
+                kind,
+                plural,
+                namespaced,
+                verbs=("create",),
+                status_subresource=False,
+                virtual=True,
+            )
+            for kind, plural, namespaced in (
+                ("SelfSubjectAccessReview", "selfsubjectaccessreviews", False),
+                ("SelfSubjectRulesReview", "selfsubjectrulesreviews", False),
+                ("SubjectAccessReview", "subjectaccessreviews", False),
+                ("LocalSubjectAccessReview", "localsubjectaccessreviews", True),
+            )
+        ),
+        _rt(
+            "authentication.k8s.io",
+            "v1",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            False,
+            verbs=("create",),
+            status_subresource=False,
+            virtual=True,
         ),
     ]
 

@@ -167,3 +167,9 @@ def test_scale_and_get_nodes(sb: SandboxHandle) -> None:
     assert dep["spec"]["replicas"] == 3
     nodes = kubectl(sb, "get", "nodes", "-l", "topology.tephra.io/rack=rack-1").stdout
     assert "node-1" in nodes and "Ready" in nodes and "node-0" not in nodes
+
+
+def test_auth_can_i_and_describe(sb: SandboxHandle) -> None:
+    assert kubectl(sb, "auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    out = kubectl(sb, "describe", "node", "node-0").stdout
+    assert "topology.tephra.io/rack=rack-0" in out and "nvidia.com/gpu" in out
