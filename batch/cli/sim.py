@@ -17,7 +17,12 @@ __all__ = ["sim"]
 
 
 @click.command("sim")
-@click.option("--trace", "trace", required=True, help="philly | elasticflow | openb, or a path.")
+@click.option(
+    "--trace",
+    "trace",
+    default=None,
+    help="philly | elasticflow | openb | ledger (with --db), or a path.",
+)
 @click.option(
     "--format",
     "fmt",
@@ -81,7 +86,7 @@ __all__ = ["sim"]
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def sim(
-    trace: str,
+    trace: str | None,
     fmt: str | None,
     db: str | None,
     since: str,
@@ -122,7 +127,7 @@ def sim(
 
 def _run(
     *,
-    trace: str,
+    trace: str | None,
     fmt: str | None,
     db: str | None,
     since: str,
@@ -151,6 +156,8 @@ def _run(
     names = [] if compare.strip() in ("", "none") else compare.split(",")
     policies_for(conf=None, compare=names)  # validate --compare before reading the trace
     cluster = load_cluster_file(cluster_file) if cluster_file is not None else None
+    if trace == "ledger" and fmt is None:
+        fmt = "ledger"
     if fmt == "ledger" or (db is not None and fmt is None):
         from batch.sim.traces.ledger import load_ledger
 
@@ -158,6 +165,8 @@ def _run(
             raise SimInputError("--format ledger: needs --db URL")
         workload = load_ledger(db, since=since, cluster=cluster).limited(limit)
     else:
+        if trace is None:
+            raise SimInputError("--trace: give a trace name or path (or --format ledger --db URL)")
         workload = load_trace(trace, fmt=fmt, limit=limit)
         if cluster is not None:
             if not cluster.queues:
