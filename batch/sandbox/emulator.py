@@ -51,6 +51,7 @@ class NodeEmulator:
         self.pods_rt = core.rt("", "v1", "pods")
         self.nodes_rt = core.rt("", "v1", "nodes")
         self.leases_rt = core.rt("coordination.k8s.io", "v1", "leases")
+        self.events_rt = core.rt("", "v1", "events")
         self.runs: dict[str, _PodRun] = {}  # pod uid -> run
         self.used: dict[str, Resource] = {}  # node -> requests of admitted, non-terminal pods
         self.pod_count: dict[str, int] = {}
@@ -351,6 +352,39 @@ class NodeEmulator:
             startTime=status.get("startTime") or self.core.clock.stamp(),
         )
         self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
+        self._event(pod, reason, message)
+
+    def _event(self, pod: Obj, reason: str, message: str) -> None:
+        """A Warning event about the pod from its node's kubelet (kubectl describe shows it)."""
+        meta = pod["metadata"]
+        now = self.core.clock.stamp()
+        node = (pod.get("spec") or {}).get("nodeName", "")
+        self.core.create(
+            self.events_rt,
+            meta.get("namespace", "default"),
+            {
+                "metadata": {
+                    "generateName": f"{meta['name']}.",
+                    "namespace": meta.get("namespace", "default"),
+                },
+                "involvedObject": {
+                    "kind": "Pod",
+                    "apiVersion": "v1",
+                    "name": meta["name"],
+                    "namespace": meta.get("namespace", "default"),
+                    "uid": meta["uid"],
+                },
+                "reason": reason,
+                "message": message,
+                "type": "Warning",
+                "count": 1,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "source": {"component": "kubelet", "host": node},
+                "reportingComponent": "kubelet",
+                "reportingInstance": node,
+            },
+        )
 
     def _next_ip(self) -> str:
         self._ip += 1

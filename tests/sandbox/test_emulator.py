@@ -101,6 +101,11 @@ def test_out_of_resource(sb: SandboxHandle, api: Any) -> None:
     wait_for(lambda: _phase(v1, "too-big") == "Failed")
     p = v1.read_namespaced_pod("too-big", "default")
     assert p.status.reason == "OutOfcpu" and "cpu" in p.status.message
+    events = v1.list_namespaced_event(
+        "default", field_selector="involvedObject.name=too-big,reason=OutOfcpu"
+    ).items
+    assert len(events) == 1 and events[0].type == "Warning"
+    assert events[0].source.component == "kubelet"
     gpu = pod("gpu-hog")
     gpu["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "9"}}
     v1.create_namespaced_pod("default", gpu)
