@@ -194,8 +194,6 @@ class Simulation:
         self.queue_names = queues
         self._queue_idx = {q: i for i, q in enumerate(queues)}
         self.metrics = MetricsRecorder(workload, queue_names=queues, samples=self.options.samples)
-        #: what the scheduler is shown of a PodGroup (a lifecycle may install a translation)
-        self.podgroup_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.lifecycle = make_lifecycle(self.options.lifecycle, self)
         self.runs: list[JobRun] = []
         self._by_pg: dict[str, JobRun] = {}
@@ -295,8 +293,7 @@ class Simulation:
         obj.setdefault("status", {}).setdefault("phase", "Pending")
         run.pg = obj
         self._by_pg[obj["metadata"]["name"]] = run
-        view = self.podgroup_view(obj) if self.podgroup_view is not None else obj
-        self.backend.apply("PodGroup", "ADDED" if old is None else "MODIFIED", view)
+        self.backend.apply("PodGroup", "ADDED" if old is None else "MODIFIED", obj)
 
     def remove_podgroup(self, run: JobRun) -> None:
         pg = run.pg
@@ -306,8 +303,7 @@ class Simulation:
             self._pending_pgs -= 1
         self._by_pg.pop(pg["metadata"]["name"], None)
         run.pg = None
-        view = self.podgroup_view(pg) if self.podgroup_view is not None else pg
-        self.backend.apply("PodGroup", "DELETED", view)
+        self.backend.apply("PodGroup", "DELETED", pg)
 
     def finish(self, run: JobRun, now: float, *, phase: str) -> None:
         """The job reached a final phase: record it and remove its objects (TTL 0)."""

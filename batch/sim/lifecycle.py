@@ -196,23 +196,6 @@ class FastLifecycle:
 
 # -- the real reconciler ------------------------------------------------------------------------
 
-_QUOTA_PREFIXES = ("count/", "requests.", "limits.")
-
-
-def scheduler_view(pg: dict[str, Any]) -> dict[str, Any]:
-    """The PodGroup without the quota-usage keys of `minResources` (`count/pods`,
-    `requests.cpu`, `limits.cpu`, ...), which Volcano's scheduler ignores (`api.NewResource`
-    keeps only cpu, memory, pods and scalar resources). Workaround: today's `ClusterCache`
-    treats them as resource dimensions no node has, so enqueue would reject every VCJob.
-    """
-    spec = pg.get("spec") or {}
-    mr = spec.get("minResources")
-    if not isinstance(mr, dict) or not any(k.startswith(_QUOTA_PREFIXES) for k in mr):
-        return pg
-    clean = {k: v for k, v in mr.items() if not k.startswith(_QUOTA_PREFIXES)}
-    return {**pg, "spec": {**spec, "minResources": clean}}
-
-
 class VolcanoLifecycle:
     """Each job is a VCJob handled by `batch.controllers.job.reconcile_job`."""
 
@@ -220,7 +203,6 @@ class VolcanoLifecycle:
         from batch.sim.engine import EPOCH
 
         self.sim = sim
-        sim.podgroup_view = scheduler_view
         self.epoch = EPOCH
         self._gpu_by_task: dict[int, dict[str, int]] = {}
         self._warned = False
