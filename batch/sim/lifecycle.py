@@ -196,6 +196,7 @@ class FastLifecycle:
 
 # -- the real reconciler ------------------------------------------------------------------------
 
+
 class VolcanoLifecycle:
     """Each job is a VCJob handled by `batch.controllers.job.reconcile_job`."""
 
