@@ -58,8 +58,10 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         elif key == "additionalProperties":
             if isinstance(value, dict):
                 out[key] = _structural(value, defs)
-            elif value is True and "properties" not in node:
-                out["x-kubernetes-preserve-unknown-fields"] = True  # a free-form map
+            elif value is True:
+                # A free-form map, or a typed object that keeps the fields it does not model
+                # (containers in pod templates): either way the API server must not prune.
+                out["x-kubernetes-preserve-unknown-fields"] = True
         elif key == "properties":
             out[key] = {k: _structural(v, defs) for k, v in value.items()}
         elif key == "required":
