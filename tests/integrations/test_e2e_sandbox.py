@@ -406,15 +406,6 @@ def test_pods_already_in_an_operator_group_are_left_alone(cluster: Cluster) -> N
     assert pg is not None and pg["spec"]["minMember"] == 3
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "`tephra webhook` applies the gang injection, but the sandbox's in-process pod admission "
-        "does not: it admits only pods that carry volcano.sh/ annotations "
-        "(batch/sandbox/admission.py) and batch.api.admission does not call "
-        "batch.api.integration.apply_gang_injection"
-    ),
-)
 def test_namespace_opt_in_injects_the_gang_at_pod_creation(cluster: Cluster) -> None:
     """Way 3: an operator that knows nothing of Volcano, in a namespace that opted in."""
     ns = "opt-in"
