@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from batch.kube.client import RESOURCES, KubeClient
+from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import load_access
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,22 +86,61 @@ async def drive(kubeconfig: Path, args: argparse.Namespace) -> dict[str, Any]:
     access = load_access(kubeconfig)
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
+    restarts: dict[str, Any] = {
+        "watch": 0,
+        "watch_410": 0,
+        "events": 0,
+        "stalls": 0,
+        "watch_errors": [],
+    }
     total = args.gangs * args.gang_size
     async with KubeClient(access, max_connections=args.concurrency + 4) as client:
         listing = await client.list(RESOURCES["Pod"], namespace="bench")
         rv = listing["metadata"]["resourceVersion"]
         done = asyncio.Event()
 
+        def seen(obj: dict[str, Any]) -> None:
+            restarts["events"] += 1
+            name = obj["metadata"]["name"]
+            if obj.get("spec", {}).get("nodeName") and name not in bound:
+                bound[name] = time.perf_counter()
+                if len(bound) >= total:
+                    done.set()
+
         async def watch() -> None:
-            async for _etype, obj in client.watch(
-                RESOURCES["Pod"], resource_version=rv, timeout_seconds=600
-            ):
-                name = obj["metadata"]["name"]
-                if obj.get("spec", {}).get("nodeName") and name not in bound:
-                    bound[name] = time.perf_counter()
-                    if len(bound) >= total:
-                        done.set()
-                        return
+            version = rv
+            while not done.is_set():
+                stream = client.watch(
+                    RESOURCES["Pod"], resource_version=version, timeout_seconds=600
+                ).__aiter__()
+                try:
+                    while True:
+                        try:
+                            # A watchdog: a stream silent for 3 s is resumed from the last
+                            # version seen (counted in "stalls").
+                            _etype, obj = await asyncio.wait_for(stream.__anext__(), 3.0)
+                        except TimeoutError:
+                            restarts["stalls"] += 1
+                            break
+                        except StopAsyncIteration:
+                            break
+                        version = obj["metadata"].get("resourceVersion") or version
+                        if _etype != "BOOKMARK":
+                            seen(obj)
+                        if done.is_set():
+                            return
+                except (aiohttp.ClientError, ValueError) as exc:
+                    restarts["watch_errors"].append(repr(exc)[:200])
+                    continue
+                except ApiError as exc:
+                    if exc.status != 410:
+                        raise
+                    restarts["watch_410"] += 1
+                    page = await client.list(RESOURCES["Pod"], namespace="bench")
+                    for obj in page["items"]:
+                        seen(obj)
+                    version = page["metadata"]["resourceVersion"]
+                restarts["watch"] += 1
 
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0.2)
@@ -187,8 +226,13 @@ async def drive(kubeconfig: Path, args: argparse.Namespace) -> dict[str, Any]:
         "creates_per_s": round(total / max(t_created - t0, 1e-9), 1),
         "first_create_to_last_bind_s": round(t_end - t0, 2),
         "pods_bound_per_s": round(len(bound) / max(t_end - t0, 1e-9), 1),
+        "first_to_last_bind_s": round(t_end - min(bound.values()), 2) if bound else None,
+        "binds_per_s_while_binding": round(len(bound) / max(t_end - min(bound.values()), 1e-9), 1)
+        if bound
+        else None,
         "latency_p50_s": round(pct(0.50), 3),
         "latency_p99_s": round(pct(0.99), 3),
+        "driver_watch": restarts,
     }
 
 
