@@ -74,6 +74,7 @@ class _Snapshot:
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: list[dict[str, Any]] = field(default_factory=list)
     racks: dict[str, str] = field(default_factory=dict)
+    group_queue: dict[str, str] = field(default_factory=dict)  # PodGroup name -> queue
 
     def pods_of(self, prefix: str) -> list[dict[str, Any]]:
         return [p for p in self.pods if p["metadata"]["name"].startswith(prefix + "-")]
@@ -125,6 +126,10 @@ class _Story:
             "batch.volcano.sh", "v1alpha1", "default", "jobs"
         )["items"]:
             snap.jobs[j["metadata"]["name"]] = j
+        for pg in self.custom.list_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", "default", "podgroups"
+        )["items"]:
+            snap.group_queue[pg["metadata"]["name"]] = (pg.get("spec") or {}).get("queue", "")
         api = self.core.api_client
         snap.pods = api.sanitize_for_serialization(self.core.list_namespaced_pod("default").items)
         for n in self.core.list_node().items:
@@ -146,18 +151,23 @@ class _Story:
                 for n in sorted(used)
             )
         )
-        total = sum(used.values()) or 1
+        per_queue: dict[str, int] = {}
+        for p in snap.pods:
+            phase = (p.get("status") or {}).get("phase")
+            if not (p.get("spec") or {}).get("nodeName") or phase in ("Succeeded", "Failed"):
+                continue
+            group = ((p.get("metadata") or {}).get("annotations") or {}).get(
+                "scheduling.k8s.io/group-name", ""
+            )
+            queue = snap.group_queue.get(group, "")
+            per_queue[queue] = per_queue.get(queue, 0) + _gpus(p)
         for name in ("team-a", "team-b"):
             q = snap.queues.get(name)
             if q is None:
                 continue
-            alloc = (q.get("status") or {}).get("allocated") or {}
-            gpus = int(float(str(alloc.get(GPU, "0")).rstrip("m") or 0))
-            if str(alloc.get(GPU, "")).endswith("m"):
-                gpus //= 1000
+            gpus = per_queue.get(name, 0)
             lines.append(
-                f"  queue {name} weight {q['spec'].get('weight', 1)}: {gpus:2d} GPUs allocated"
-                f" ({100 * gpus // total}% of used)"
+                f"  queue {name} weight {q['spec'].get('weight', 1)}: {gpus:2d} of 32 GPUs"
             )
         groups: dict[str, dict[str, int]] = {}
         for name, j in sorted(snap.jobs.items()):
@@ -301,6 +311,7 @@ class _Story:
             "metadata": {"annotations": {RUN: str(seconds)}},
             "spec": {
                 "schedulerName": "volcano",
+                "restartPolicy": "OnFailure",
                 "containers": [
                     {
                         "name": "pytorch",
@@ -369,6 +380,11 @@ class _Story:
             for e in items
             if e.reason == reason and str(e.involved_object.name).startswith(prefix)
         ]
+
+    def delete_vcjob(self, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", "default", "jobs", name
+        )
 
     def podgroup(self, name: str) -> dict[str, Any] | None:
         with contextlib.suppress(Exception):
@@ -474,37 +490,9 @@ def _play(story: _Story) -> None:
     check(len(snap.running("b-long")) >= 1, "b-long keeps its minimum (1 pod) running")
 
     # Act 5 -----------------------------------------------------------------------------
-    story.wait(
-        "a-train and b-urgent to finish",
-        lambda s: not s.running("a-train") and not s.running("b-urgent"),
-        40,
-    )
-    say("Act 5: both teams submit more 1-GPU jobs than fit; weights are 3:1")
-    for i in range(28):
-        story.vcjob(f"a-many-{i}", queue="team-a", replicas=1, gpus=1, seconds=10)
-        story.vcjob(f"b-many-{i}", queue="team-b", replicas=1, gpus=1, seconds=10)
-
-    def gpus_running(s: _Snapshot, team: str) -> int:
-        return sum(
-            _gpus(p)
-            for p in s.pods
-            if p["metadata"]["name"].startswith(team)
-            and (p.get("status") or {}).get("phase") == "Running"
-        )
-
-    snap = story.wait(
-        "the cluster to fill up", lambda s: gpus_running(s, "a-") + gpus_running(s, "b-") >= 30, 30
-    )
-    time.sleep(1.0)
-    snap = story.show()
-    a, b = gpus_running(snap, "a-many"), gpus_running(snap, "b-")
-    check(a >= 2 * b, f"team A runs {a} GPUs and team B {b}: weight 3 beats weight 1")
-
-    # Act 6 -----------------------------------------------------------------------------
-    say("Act 6: a PyTorchJob (the demo plays the Kubeflow operator) needs 4 GPUs")
+    say("Act 5: a PyTorchJob (the demo plays the Kubeflow operator) needs 4 GPUs; none free")
     pods = story.pytorchjob("torch", workers=3, seconds=5)
-    pg = story.wait("its gang PodGroup", lambda s: story.podgroup("torch") is not None, 20)
-    del pg
+    story.wait("its gang PodGroup", lambda s: story.podgroup("torch") is not None, 20)
     group = story.podgroup("torch") or {}
     min_member = (group.get("spec") or {}).get("minMember")
     check(min_member == 4, f"PodGroup 'torch' created automatically with minMember {min_member}")
@@ -512,6 +500,56 @@ def _play(story: _Story) -> None:
     starts = _start_times(snap.running("torch"))
     check(len(pods) == 4 and max(starts) - min(starts) <= 2.0, "its 4 pods started together")
     story.show(snap)
+
+    # Act 6 -----------------------------------------------------------------------------
+    story.wait(
+        "a-train, b-urgent and torch to finish",
+        lambda s: not (s.running("a-train") or s.running("b-urgent") or s.running("torch")),
+        40,
+    )
+    story.delete_vcjob("b-long")
+    say("Act 6: b-long is done; both teams submit more work than fits; weights are 3:1")
+    # Elastic jobs (4 pods, minAvailable 1): reclaim may take pods above a job's minimum,
+    # never break a gang below it.
+    for i in range(7):
+        for team in ("a", "b"):
+            story.vcjob(
+                f"{team}-many-{i}",
+                queue=f"team-{team}",
+                replicas=4,
+                gpus=1,
+                seconds=120,
+                min_available=1,
+            )
+
+    def gpus_running(s: _Snapshot, prefix: str) -> int:
+        return sum(
+            _gpus(p)
+            for p in s.pods
+            if p["metadata"]["name"].startswith(prefix)
+            and (p.get("status") or {}).get("phase") == "Running"
+        )
+
+    began = time.monotonic()
+    # Team B's jobs may take free GPUs first; reclaim then moves pods above their jobs'
+    # minimum back to team A. The fair share is 24:8; the check asks for at least 2:1 once the
+    # cluster is full, which reclaim reaches within seconds (see docs/preemption.md).
+    snap = story.wait(
+        "team A to hold twice team B's GPUs",
+        lambda s: (
+            gpus_running(s, "a-many") >= 2 * gpus_running(s, "b-many")
+            and gpus_running(s, "a-many") + gpus_running(s, "b-many") >= 28
+        ),
+        40,
+    )
+    time.sleep(2.0)
+    snap = story.show()
+    a, b = gpus_running(snap, "a-many"), gpus_running(snap, "b-many")
+    check(
+        a >= 2 * b,
+        f"team A runs {a} GPUs and team B {b}: the 3:1 weights at work (fair share 24:8, "
+        f"{time.monotonic() - began:.0f}s after submission)",
+    )
 
 
 def _report(db_url: str, out: TextIO) -> None:

@@ -1,0 +1,30 @@
+"""`tephra demo` end to end: every claim of the story holds, and nothing is left running."""
+
+from __future__ import annotations
+
+import io
+import threading
+from pathlib import Path
+
+from batch.sandbox.demo import run_demo
+
+
+def test_demo_story_holds(tmp_path: Path) -> None:
+    before = {t.name for t in threading.enumerate()}
+    out = io.StringIO()
+    code = run_demo(out=out, workdir=tmp_path)
+    text = out.getvalue()
+    assert code == 0, text
+    assert "FAIL" not in text, text
+    for claim in (
+        "none of a-train's 16 pods is bound while it cannot run",
+        "the gang sits inside one rack",
+        "preempted a pod of low-priority b-long",
+        "the 3:1 weights",
+        "PodGroup 'torch' created automatically with minMember 4",
+    ):
+        assert claim in text, text
+    # the ledger report at the end shows the preemption
+    assert "preempt  team-b" in text, text
+    leftover = {t.name for t in threading.enumerate() if t.is_alive() and not t.daemon} - before
+    assert not leftover, leftover
