@@ -106,26 +106,6 @@ COMBOS: dict[str, dict[str, Any]] = {
 #: Kinds whose schemas kubernetes-validate does not carry (custom resources of other projects).
 FOREIGN_KINDS = {"ServiceMonitor", "Certificate", "Issuer"}
 
-HELM_DEFAULT_TIERS = [
-    {
-        "plugins": [
-            {"name": "priority"},
-            {"name": "gang", "enablePreemptable": False},
-            {"name": "conformance"},
-        ]
-    },
-    {
-        "plugins": [
-            {"name": "overcommit"},
-            {"name": "drf", "enablePreemptable": False},
-            {"name": "predicates"},
-            {"name": "proportion"},
-            {"name": "nodeorder"},
-            {"name": "binpack"},
-        ]
-    },
-]
-
 WEBHOOK_PATHS = {
     "/jobs/mutate",
     "/jobs/validate",
@@ -389,9 +369,10 @@ def test_scheduler_flags_and_configuration(rendered: dict[str, list[Doc]]) -> No
     (vol,) = [v for v in _pod_spec(deploy)["volumes"] if v["name"] == "config"]
     assert vol["configMap"]["name"] == cm["metadata"]["name"]
     conf = yaml.safe_load(cm["data"]["volcano-scheduler.conf"])
-    assert conf["actions"] == "enqueue, allocate, preempt, reclaim, backfill"
-    assert conf["tiers"] == HELM_DEFAULT_TIERS
-    assert set(conf) == {"actions", "tiers"}
+    # The chart ships exactly Tephra's own default configuration.
+    from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
+
+    assert conf == yaml.safe_load(TEPHRA_DEFAULT_CONFIG)
     # A configuration change rolls the scheduler pods.
     assert deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
 
