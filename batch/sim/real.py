@@ -21,21 +21,6 @@ from batch.sim.errors import SimInputError
 __all__ = ["RealScheduler"]
 
 
-def _release_session_guards() -> None:
-    """Workaround: `batch.scheduler.actions.preempt.victims._GUARDS` is a WeakKeyDictionary
-    keyed by Session whose values (guard closures) reference the session, so no session is
-    ever freed (about 1 GB per 2,000 busy cycles). Sessions are over once `run_once` returns,
-    so their guards can go. Remove once the scheduler frees them itself.
-    """
-    try:
-        from batch.scheduler.actions.preempt import victims
-    except ImportError:  # pragma: no cover - preempt action not installed
-        return
-    guards = getattr(victims, "_GUARDS", None)
-    if guards is not None:
-        guards.clear()
-
-
 class RealScheduler:
     """`SchedulerBackend` over the real cache and session."""
 
@@ -57,7 +42,6 @@ class RealScheduler:
     def cycle(self, now: float) -> CycleOutcome:
         t0 = time.perf_counter()
         d = self.scheduler.run_once(self.epoch + now)
-        _release_session_guards()
         for k, v in d.timings.items():
             self.timings[k] = self.timings.get(k, 0.0) + v
         out = CycleOutcome(

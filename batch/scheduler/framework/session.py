@@ -184,6 +184,9 @@ class Session:
         self.binds: list[Bind] = []
         self.pipelines: list[Pipeline] = []
         self.evictions: list[Eviction] = []
+        #: hard victim filters plugins add for preempt/reclaim (see actions/preempt/victims.py);
+        #: they live and die with the session
+        self.victim_guards: list[Callable[[str, TaskInfo, list[TaskInfo]], list[TaskInfo]]] = []
         self.events: list[Event] = []
         self.podgroup_conditions: dict[str, list[dict[str, Any]]] = {}
         #: per job: uid of the last task that failed to fit -> kube-style message

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,16 +40,14 @@ from batch.scheduler.framework.votes import ABSTAIN
 #: a hard victim filter: (point "preemptable"|"reclaimable", preemptor, victims) -> kept victims
 Guard = Callable[[str, TaskInfo, list[TaskInfo]], list[TaskInfo]]
 
-_GUARDS: weakref.WeakKeyDictionary[Session, list[Guard]] = weakref.WeakKeyDictionary()
-
 
 def add_guard(ssn: Session, guard: Guard) -> None:
     """Register a hard victim filter for this session (plugins call it in on_session_open)."""
-    _GUARDS.setdefault(ssn, []).append(guard)
+    ssn.victim_guards.append(guard)
 
 
 def guards(ssn: Session) -> list[Guard]:
-    return _GUARDS.get(ssn, [])
+    return ssn.victim_guards
 
 
 def select_victims(

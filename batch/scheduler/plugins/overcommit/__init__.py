@@ -33,7 +33,11 @@ class OvercommitPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         nd = ssn.nodes
-        scaled = ssn.total_resource * round(self.factor * 1_000_000) // 1_000_000
+        # total x factor, exactly and without int64 overflow (memory totals reach 1e15+ bytes):
+        # split total into millions and a remainder before multiplying.
+        k = round(self.factor * 1_000_000)
+        millions, rest = np.divmod(ssn.total_resource, 1_000_000)
+        scaled = millions * k + rest * k // 1_000_000
         used = nd.used[:, nd.valid].sum(axis=1)
         self.idle = scaled - used
         inqueue = ssn.resources.zeros()
