@@ -48,7 +48,13 @@ def sandbox() -> None:
     show_default=True,
     help="Seconds between scheduling sessions.",
 )
-@click.option("--db", "db_url", help="Ledger database URL (default: SQLite).")
+@click.option(
+    "--db",
+    "db_url",
+    help="Ledger database URL (default: $TEPHRA_DB_URL, else a SQLite file in the user's "
+    "data directory; see `tephra db url`).",
+)
+@click.option("--no-ledger", is_flag=True, help="Record no job history.")
 @click.option(
     "--max-grace-seconds",
     type=float,
@@ -95,6 +101,7 @@ def up(
     scheduler_conf: Path | None,
     schedule_period: float,
     db_url: str | None,
+    no_ledger: bool,
     max_grace_seconds: float,
     heartbeat_seconds: float,
     fail_rate: float,
@@ -117,6 +124,10 @@ def up(
     from batch.sandbox.runtime import SandboxThread
 
     began = time.monotonic()
+    if not no_ledger and not no_components:
+        from batch.ledger.db import resolve_url
+
+        db_url = resolve_url(db_url)
     options = SandboxOptions(
         host=host,
         port=port,
