@@ -46,12 +46,6 @@ class SchedulerMetrics:
             buckets=_buckets_between(1, 5000, 20),
             registry=r,
         )
-        self.e2e_job_latency = Histogram(
-            "volcano_e2e_job_scheduling_latency_milliseconds",
-            "E2e job scheduling latency in milliseconds",
-            buckets=_buckets_between(100, 120000, 30),
-            registry=r,
-        )
         self.action_latency = Histogram(
             f"volcano_action_scheduling_latency_{ms}",
             "Action scheduling latency in milliseconds",
@@ -59,25 +53,11 @@ class SchedulerMetrics:
             buckets=_buckets_between(1, 2000, 20),
             registry=r,
         )
-        self.plugin_latency = Histogram(
-            f"volcano_plugin_scheduling_latency_{ms}",
-            "Plugin scheduling latency in milliseconds",
-            ["plugin", "OnSession"],
-            buckets=_buckets_between(0.1, 100, 15),
-            registry=r,
-        )
         self.task_latency = Histogram(
             f"volcano_task_scheduling_latency_{ms}",
             "Task scheduling latency in milliseconds, from pod creation",
             ["stage"],
             buckets=_buckets_between(50, 60000, 30),
-            registry=r,
-        )
-        self.stage_duration = Histogram(
-            f"volcano_scheduling_stage_duration_{ms}",
-            "Duration of scheduling stages in milliseconds",
-            ["stage"],
-            buckets=_buckets_between(0.1, 500, 20),
             registry=r,
         )
         self.schedule_attempts = Counter(
@@ -89,8 +69,8 @@ class SchedulerMetrics:
         self.preemption_victims = Gauge(
             "volcano_pod_preemption_victims", "Number of selected preemption victims", registry=r
         )
-        # Volcano's Go client exports these two counters without a `_total` suffix;
-        # prometheus_client would add one to a Counter, so they are monotonic Gauges here.
+        # Volcano's Go client exports this counter without a `_total` suffix; prometheus_client
+        # would add one to a Counter, so it is a monotonic Gauge here.
         self.preemption_attempts = Gauge(
             "volcano_total_preemption_attempts",
             "Total preemption attempts in the cluster till now",
@@ -111,11 +91,9 @@ class SchedulerMetrics:
         self.unschedule_job_count = Gauge(
             "volcano_unschedule_job_count", "Number of jobs that could not be scheduled", registry=r
         )
-        self.job_retry_counts = Gauge(
-            "volcano_job_retry_counts", "Number of retries of a job", ["job_id"], registry=r
-        )
         self.queue_gauges: dict[str, tuple[Gauge, Gauge, Gauge]] = {}
-        for what in ("allocated", "request", "deserved", "capacity", "real_capacity", "inqueue"):
+        # Only what the service knows for certain: allocated (session close) and capability.
+        for what in ("allocated", "capacity"):
             self.queue_gauges[what] = (
                 Gauge(
                     f"volcano_queue_{what}_milli_cpu",
@@ -136,14 +114,8 @@ class SchedulerMetrics:
                     registry=r,
                 ),
             )
-        self.queue_share = Gauge(
-            "volcano_queue_share", "Share of the queue", ["queue_name"], registry=r
-        )
         self.queue_weight = Gauge(
             "volcano_queue_weight", "Weight of the queue", ["queue_name"], registry=r
-        )
-        self.queue_overused = Gauge(
-            "volcano_queue_overused", "Whether the queue is overused", ["queue_name"], registry=r
         )
         # Tephra's own, beyond Volcano's set.
         self.binds = Counter("tephra_binds", "Bind requests by result", ["result"], registry=r)

@@ -191,6 +191,7 @@ class SchedulerService:
             ]
             for victim in victims:
                 self.cache.assume_evict(victim.uid)
+            self._count_evictions(decisions)
             for victim, ok, message in await evictor.evict_all(victims):
                 self.metrics.evictions.labels(result="ok" if ok else "failed").inc()
                 if not ok:
@@ -293,6 +294,16 @@ class SchedulerService:
                 )
             )
         return out
+
+    def _count_evictions(self, decisions: Decisions) -> None:
+        """Volcano's preemption metrics: one transaction per (action, beneficiary)."""
+        m = self.metrics
+        transactions = {(e.reason, e.beneficiary) for e in decisions.evictions}
+        for action, _job in transactions:
+            m.eviction_transactions.labels(action=action).inc()
+        preemptors = {job for action, job in transactions if action == "preempt"}
+        m.preemption_attempts.inc(len(preemptors))
+        m.preemption_victims.set(sum(1 for e in decisions.evictions if e.reason == "preempt"))
 
     def _export_gauges(self, decisions: Decisions) -> None:
         """Queue and job gauges of the session just run (Volcano's metric names)."""
