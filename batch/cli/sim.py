@@ -38,7 +38,7 @@ __all__ = ["sim"]
     "--scheduler-conf",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="volcano-scheduler.conf for the 'tephra' policy (default: Volcano's default pipeline).",
+    help="volcano-scheduler.conf for the 'tephra' policy (default: Tephra's default).",
 )
 @click.option(
     "--compare",
