@@ -4,22 +4,100 @@ Kept in one place so the pure reconcilers, the kopf shell and the CLI agree on e
 crosses the API boundary (these are Volcano's own constants, `volcano.md` §1.5, §3.3, App. A).
 """
 
+# ruff: noqa: PLC0414
 from __future__ import annotations
 
 from typing import Final
 
-BATCH_GROUP: Final = "batch.volcano.sh"
+# The names Volcano's API defines live in batch.api.constants; re-exported (`X as X`, which
+# mypy --strict reads as an explicit re-export) for the controllers.
+from batch.api.constants import (
+    ABORT_JOB as ABORT_JOB,
+)
+from batch.api.constants import (
+    ANY_EVENT as ANY_EVENT,
+)
+from batch.api.constants import (
+    BATCH_GROUP as BATCH_GROUP,
+)
+from batch.api.constants import (
+    BUS_GROUP as BUS_GROUP,
+)
+from batch.api.constants import (
+    CLOSE_QUEUE as CLOSE_QUEUE,
+)
+from batch.api.constants import (
+    COMMAND_ISSUED as COMMAND_ISSUED,
+)
+from batch.api.constants import (
+    COMPLETE_JOB as COMPLETE_JOB,
+)
+from batch.api.constants import (
+    DEFAULT_QUEUE as DEFAULT_QUEUE,
+)
+from batch.api.constants import (
+    JOB_PHASES as JOB_PHASES,
+)
+from batch.api.constants import (
+    JOB_UPDATED as JOB_UPDATED,
+)
+from batch.api.constants import (
+    OPEN_QUEUE as OPEN_QUEUE,
+)
+from batch.api.constants import (
+    OUT_OF_SYNC as OUT_OF_SYNC,
+)
+from batch.api.constants import (
+    POD_EVICTED as POD_EVICTED,
+)
+from batch.api.constants import (
+    POD_FAILED as POD_FAILED,
+)
+from batch.api.constants import (
+    POD_PENDING as POD_PENDING,
+)
+from batch.api.constants import (
+    RESTART_JOB as RESTART_JOB,
+)
+from batch.api.constants import (
+    RESTART_PARTITION as RESTART_PARTITION,
+)
+from batch.api.constants import (
+    RESTART_POD as RESTART_POD,
+)
+from batch.api.constants import (
+    RESTART_TASK as RESTART_TASK,
+)
+from batch.api.constants import (
+    RESUME_JOB as RESUME_JOB,
+)
+from batch.api.constants import (
+    ROOT_QUEUE as ROOT_QUEUE,
+)
+from batch.api.constants import (
+    SYNC_JOB as SYNC_JOB,
+)
+from batch.api.constants import (
+    SYNC_QUEUE as SYNC_QUEUE,
+)
+from batch.api.constants import (
+    TASK_COMPLETED as TASK_COMPLETED,
+)
+from batch.api.constants import (
+    TASK_FAILED as TASK_FAILED,
+)
+from batch.api.constants import (
+    TERMINATE_JOB as TERMINATE_JOB,
+)
+
 BATCH_VERSION: Final = "v1alpha1"
 BATCH_API: Final = f"{BATCH_GROUP}/{BATCH_VERSION}"
-BUS_GROUP: Final = "bus.volcano.sh"
 BUS_VERSION: Final = "v1alpha1"
 BUS_API: Final = f"{BUS_GROUP}/{BUS_VERSION}"
 SCHED_GROUP: Final = "scheduling.volcano.sh"
 SCHED_VERSION: Final = "v1beta1"
 SCHED_API: Final = f"{SCHED_GROUP}/{SCHED_VERSION}"
 
-DEFAULT_QUEUE: Final = "default"
-ROOT_QUEUE: Final = "root"
 DEFAULT_SCHEDULER_NAMES: Final = ("volcano", "tephra")
 
 # Job phases (status.state.phase).
@@ -33,45 +111,12 @@ COMPLETED: Final = "Completed"
 TERMINATING: Final = "Terminating"
 TERMINATED: Final = "Terminated"
 FAILED: Final = "Failed"
-JOB_PHASES: Final = (
-    PENDING,
-    ABORTING,
-    ABORTED,
-    RUNNING,
-    RESTARTING,
-    COMPLETING,
-    COMPLETED,
-    TERMINATING,
-    TERMINATED,
-    FAILED,
-)
 FINISHED_PHASES: Final = frozenset({COMPLETED, TERMINATED, FAILED})
 
 # Events (policy event/events).
-ANY_EVENT: Final = "*"
-POD_FAILED: Final = "PodFailed"
-POD_EVICTED: Final = "PodEvicted"
-POD_PENDING: Final = "PodPending"
 UNKNOWN_EVENT: Final = "Unknown"
-TASK_COMPLETED: Final = "TaskCompleted"
-TASK_FAILED: Final = "TaskFailed"
-JOB_UPDATED: Final = "JobUpdated"
-OUT_OF_SYNC: Final = "OutOfSync"
-COMMAND_ISSUED: Final = "CommandIssued"
 
 # Actions.
-ABORT_JOB: Final = "AbortJob"
-RESTART_JOB: Final = "RestartJob"
-RESTART_TASK: Final = "RestartTask"
-RESTART_POD: Final = "RestartPod"
-RESTART_PARTITION: Final = "RestartPartition"
-TERMINATE_JOB: Final = "TerminateJob"
-COMPLETE_JOB: Final = "CompleteJob"
-RESUME_JOB: Final = "ResumeJob"
-SYNC_JOB: Final = "SyncJob"
-OPEN_QUEUE: Final = "OpenQueue"
-CLOSE_QUEUE: Final = "CloseQueue"
-SYNC_QUEUE: Final = "SyncQueue"
 JOB_COMMAND_ACTIONS: Final = frozenset(
     {ABORT_JOB, RESUME_JOB, RESTART_JOB, COMPLETE_JOB, TERMINATE_JOB}
 )
