@@ -34,8 +34,7 @@ import psycopg
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from batch.ledger import events as ev
-from batch.ledger import migrate
+from batch.ledger import events as ev, migrate
 from batch.ledger.db import make_engine
 from batch.ledger.recorder import Recorder
 from batch.ledger.reports import Filters, fairness, outcomes, preemptions, usage, wait_times

@@ -62,8 +62,12 @@ def webhook(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from batch.controllers.webhook import ClusterFacts, serve, server_ssl_context
-    from batch.controllers.webhook import self_signed as make_self_signed
+    from batch.controllers.webhook import (
+        ClusterFacts,
+        self_signed as make_self_signed,
+        serve,
+        server_ssl_context,
+    )
 
     if self_signed:
         directory = cert_dir or Path(tempfile.mkdtemp(prefix="tephra-webhook-"))

@@ -13,80 +13,30 @@ from typing import Final
 # mypy --strict reads as an explicit re-export) for the controllers.
 from batch.api.constants import (
     ABORT_JOB as ABORT_JOB,
-)
-from batch.api.constants import (
     ANY_EVENT as ANY_EVENT,
-)
-from batch.api.constants import (
     BATCH_GROUP as BATCH_GROUP,
-)
-from batch.api.constants import (
     BUS_GROUP as BUS_GROUP,
-)
-from batch.api.constants import (
     CLOSE_QUEUE as CLOSE_QUEUE,
-)
-from batch.api.constants import (
     COMMAND_ISSUED as COMMAND_ISSUED,
-)
-from batch.api.constants import (
     COMPLETE_JOB as COMPLETE_JOB,
-)
-from batch.api.constants import (
     DEFAULT_QUEUE as DEFAULT_QUEUE,
-)
-from batch.api.constants import (
     JOB_PHASES as JOB_PHASES,
-)
-from batch.api.constants import (
     JOB_UPDATED as JOB_UPDATED,
-)
-from batch.api.constants import (
     OPEN_QUEUE as OPEN_QUEUE,
-)
-from batch.api.constants import (
     OUT_OF_SYNC as OUT_OF_SYNC,
-)
-from batch.api.constants import (
     POD_EVICTED as POD_EVICTED,
-)
-from batch.api.constants import (
     POD_FAILED as POD_FAILED,
-)
-from batch.api.constants import (
     POD_PENDING as POD_PENDING,
-)
-from batch.api.constants import (
     RESTART_JOB as RESTART_JOB,
-)
-from batch.api.constants import (
     RESTART_PARTITION as RESTART_PARTITION,
-)
-from batch.api.constants import (
     RESTART_POD as RESTART_POD,
-)
-from batch.api.constants import (
     RESTART_TASK as RESTART_TASK,
-)
-from batch.api.constants import (
     RESUME_JOB as RESUME_JOB,
-)
-from batch.api.constants import (
     ROOT_QUEUE as ROOT_QUEUE,
-)
-from batch.api.constants import (
     SYNC_JOB as SYNC_JOB,
-)
-from batch.api.constants import (
     SYNC_QUEUE as SYNC_QUEUE,
-)
-from batch.api.constants import (
     TASK_COMPLETED as TASK_COMPLETED,
-)
-from batch.api.constants import (
     TASK_FAILED as TASK_FAILED,
-)
-from batch.api.constants import (
     TERMINATE_JOB as TERMINATE_JOB,
 )
 

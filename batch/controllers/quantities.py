@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from batch.api.quantity import Quantity, QuantityError
-from batch.api.quantity import format_quantity as _api_format
+from batch.api.quantity import Quantity, QuantityError, format_quantity as _api_format
 
 
 class QuantityParseError(QuantityError):

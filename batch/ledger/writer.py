@@ -32,9 +32,9 @@ from sqlalchemy import (
     column,
     or_,
     select,
+    table as sa_table,
     update,
 )
-from sqlalchemy import table as sa_table
 from sqlalchemy.dialects import postgresql, sqlite
 
 from batch.ledger import events as ev

@@ -6,8 +6,7 @@ import copy
 from typing import Any
 
 import jsonpatch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.api.admission import AssumeAllQueues, StaticLookup, admit
 

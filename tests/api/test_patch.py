@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsonpatch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from batch.api.admission import json_patch
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from batch.ledger import events as ev
-from batch.ledger import migrate
+from batch.ledger import events as ev, migrate
 from batch.ledger.db import make_engine
 from batch.ledger.models import TABLES
 from batch.ledger.recorder import Recorder

@@ -5,8 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from batch.api.quantity import Quantity, QuantityError, format_quantity, parse_quantity
 from batch.api.resources import (

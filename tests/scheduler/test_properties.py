@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
