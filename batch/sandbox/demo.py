@@ -509,17 +509,14 @@ def _play(story: _Story) -> None:
     )
     story.delete_vcjob("b-long")
     say("Act 6: b-long is done; both teams submit more work than fits; weights are 3:1")
-    # Elastic jobs (4 pods, minAvailable 1): reclaim may take pods above a job's minimum,
-    # never break a gang below it.
-    for i in range(7):
-        for team in ("a", "b"):
+    # Team A: 2-pod training gangs. Team B: elastic jobs (4 pods, minAvailable 1). When B
+    # holds more than its share, reclaim takes pods above B's jobs' minimum for A's waiting
+    # gangs, never breaking a gang below its minimum.
+    for i in range(14):
+        story.vcjob(f"a-many-{i}", queue="team-a", replicas=2, gpus=1, seconds=120)
+        if i < 7:
             story.vcjob(
-                f"{team}-many-{i}",
-                queue=f"team-{team}",
-                replicas=4,
-                gpus=1,
-                seconds=120,
-                min_available=1,
+                f"b-many-{i}", queue="team-b", replicas=4, gpus=1, seconds=120, min_available=1
             )
 
     def gpus_running(s: _Snapshot, prefix: str) -> int:
