@@ -36,6 +36,21 @@ class JobPlugin(Protocol):
     ) -> None: ...
 
 
+class PluginBase:
+    """Keeps the parsed arguments; hooks a plugin does not need create and rewrite nothing."""
+
+    name = ""
+
+    def __init__(self, args: Mapping[str, str]) -> None:
+        self.args = dict(args)
+
+    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
+        return []
+
+    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
+        return []
+
+
 def parse_args(args: Sequence[str] | None) -> dict[str, str]:
     """pflag-style `--key=value`, `--key value` and bare `--flag` (= "true")."""
     out: dict[str, str] = {}

@@ -11,27 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batch.controllers.jobspec import TaskView, meta
-from batch.controllers.plugins import JSON, add_env, add_port, task_hosts
+from batch.controllers.plugins import JSON, PluginBase, add_env, add_port, task_hosts
 
 
 def _find(tasks: Sequence[TaskView], name: str) -> TaskView | None:
     return next((t for t in tasks if t.name == name), None)
 
 
-class _Base:
-    name = ""
-
-    def __init__(self, args: Mapping[str, str]) -> None:
-        self.args = dict(args)
-
-    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
-        return []
-
-    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
-        return []
-
-
-class PytorchPlugin(_Base):
+class PytorchPlugin(PluginBase):
     """MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK for torch.distributed."""
 
     name = "pytorch"
@@ -84,7 +71,7 @@ class PytorchPlugin(_Base):
                 )
 
 
-class MpiPlugin(_Base):
+class MpiPlugin(PluginBase):
     """MPI_HOST (worker host list) on the master, ssh port open on every pod."""
 
     name = "mpi"
@@ -107,7 +94,7 @@ class MpiPlugin(_Base):
         add_port(pod, port, "mpijob-port")
 
 
-class TensorflowPlugin(_Base):
+class TensorflowPlugin(PluginBase):
     """TF_CONFIG with the cluster spec and this pod's task type/index."""
 
     name = "tensorflow"
@@ -144,7 +131,7 @@ class TensorflowPlugin(_Base):
         add_port(pod, port, "tfjob-port")
 
 
-class RayPlugin(_Base):
+class RayPlugin(PluginBase):
     """`ray start --head` on the head container, workers join the head's GCS address."""
 
     name = "ray"
@@ -182,7 +169,7 @@ class RayPlugin(_Base):
                 ctr["command"] = ["sh", "-c", f"ray start --block --address={head_addr}:{port}"]
 
 
-class HcclRankPlugin(_Base):
+class HcclRankPlugin(PluginBase):
     """Ascend HCCL rank annotation `hccl/rankIndex` (master first, then workers)."""
 
     name = "hcclrank"

@@ -6,20 +6,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batch.controllers.jobspec import TaskView
-from batch.controllers.plugins import JSON, add_env
+from batch.controllers.plugins import JSON, PluginBase, add_env
 
 
-class EnvPlugin:
+class EnvPlugin(PluginBase):
     name = "env"
-
-    def __init__(self, args: Mapping[str, str]) -> None:
-        self.args = dict(args)
-
-    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
-        return []
-
-    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
-        return []
 
     def on_pod_create(
         self,
