@@ -6,15 +6,13 @@ figures here can be reproduced with plain SQL. The window defaults to the last 7
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
 from batch.cli.db import db_option, fail_cleanly
+from batch.ledger.reports import render
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,33 +42,6 @@ def _common(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.0f}"
-    return str(value)
-
-
-def render(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps([dict(zip(columns, r, strict=True)) for r in rows], indent=2)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(["" if v is None else v for v in r] for r in rows)
-        return buf.getvalue().rstrip("\n")
-    cells = [[_cell(v) for v in r] for r in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    lines = [title, "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
-    for r in cells:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    if not rows:
-        lines.append("(no data in the window)")
-    return "\n".join(lines)
 
 
 def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:

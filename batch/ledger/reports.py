@@ -9,7 +9,10 @@ answer over millions of rows without scanning them all. Percentiles come from
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -404,3 +407,33 @@ REPORTS: dict[str, Callable[[Connection, Filters], Report]] = {
     "outcomes": outcomes,
     "fairness": fairness,
 }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.0f}"
+    return str(value)
+
+
+def render(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table"
+) -> str:
+    """A report as an aligned text table, CSV or JSON (what `tephra report` prints)."""
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, r, strict=True)) for r in rows], indent=2)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(["" if v is None else v for v in r] for r in rows)
+        return buf.getvalue().rstrip("\n")
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    lines = [title, "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    for r in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    if not rows:
+        lines.append("(no data in the window)")
+    return "\n".join(lines)

@@ -551,7 +551,7 @@ def _play(story: _Story) -> None:
 
 def _report(db_url: str, out: TextIO) -> None:
     from batch.ledger.db import make_engine
-    from batch.ledger.reports import Filters, preemptions, usage, wait_times
+    from batch.ledger.reports import Filters, preemptions, render, usage, wait_times
 
     now = dt.datetime.now(dt.UTC)
     filters = Filters(since=now - dt.timedelta(hours=1), until=now + dt.timedelta(minutes=1))
@@ -563,22 +563,9 @@ def _report(db_url: str, out: TextIO) -> None:
                 usage(conn, filters, by=("queue",)),
                 preemptions(conn, filters),
             ):
-                out.write("\n" + _render(report.title, report.columns, report.rows) + "\n")
+                out.write("\n" + render(report.title, report.columns, report.rows) + "\n")
     finally:
         engine.dispose()
-
-
-def _render(title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> str:
-    def cell(v: Any) -> str:
-        if v is None:
-            return "-"
-        return f"{v:.2f}" if isinstance(v, float) else str(v)
-
-    cells = [[cell(v) for v in r] for r in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    lines = [title, "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
-    return "\n".join(lines)
 
 
 @contextlib.contextmanager
