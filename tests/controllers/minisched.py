@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from typing import Any
 
 from kubernetes import client
@@ -100,16 +99,3 @@ class MiniScheduler:
                 self.binds += 1
             except client.ApiException:
                 pass
-
-
-def wait_for(fn: Any, timeout: float = 60.0, period: float = 0.1, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(period)
-    raise AssertionError(
-        f"timed out waiting for {what}; last={json.dumps(last, default=str)[:500]}"
-    )

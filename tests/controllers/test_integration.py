@@ -17,8 +17,9 @@ from kubernetes import client
 from batch.controllers.runner import ControllerComponent
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import run_sandbox
+from tests.waiting import wait_for
 
-from .minisched import MiniScheduler, wait_for
+from .minisched import MiniScheduler
 
 pytestmark = pytest.mark.xdist_group("controllers-sandbox")
 
@@ -59,8 +60,9 @@ class Env:
     ) -> dict[str, Any]:
         wait_for(
             lambda: self.phase(name, ns) == phase,
-            timeout,
-            what=f"job {name} {phase} (is {self.phase(name, ns)})",
+            timeout=timeout,
+            what=f"job {name} {phase}",
+            explain=lambda: self.job(name, ns).get("status") or {},
         )
         return self.job(name, ns)
 

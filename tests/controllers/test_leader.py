@@ -11,8 +11,9 @@ from kubernetes import client
 from batch.controllers.runner import ControllerComponent
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import run_sandbox
+from tests.waiting import wait_for
 
-from .minisched import MiniScheduler, wait_for
+from .minisched import MiniScheduler
 from .test_integration import B, vcjob
 
 
@@ -36,7 +37,7 @@ def test_standby_takes_over_when_leader_stops() -> None:
             co.create_namespaced_custom_object(
                 *B, "default", "jobs", vcjob("one", replicas=1, run=0.3)
             )
-            wait_for(lambda: phase("one") == "Completed", 60, what="job one Completed")
+            wait_for(lambda: phase("one") == "Completed", timeout=60, what="job one Completed")
             assert a.manager is not None and a.manager.reconciles > 0
             assert b.manager is not None and b.manager.reconciles == 0
             lease = client.CoordinationV1Api(sb.api_client()).read_namespaced_lease(
@@ -48,7 +49,7 @@ def test_standby_takes_over_when_leader_stops() -> None:
             co.create_namespaced_custom_object(
                 *B, "default", "jobs", vcjob("two", replicas=1, run=0.3)
             )
-            wait_for(lambda: phase("two") == "Completed", 60, what="job two Completed")
+            wait_for(lambda: phase("two") == "Completed", timeout=60, what="job two Completed")
         finally:
             sched.stop()
             a.stop()

@@ -14,8 +14,9 @@ from kubernetes import client
 from batch.controllers.runner import ControllerComponent
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import run_sandbox
+from tests.waiting import wait_for
 
-from .minisched import MiniScheduler, wait_for
+from .minisched import MiniScheduler
 from .test_integration import B, vcjob
 
 
@@ -37,7 +38,7 @@ def test_job_history_recorded(tmp_path: Path) -> None:
                 j = co.get_namespaced_custom_object(*B, "default", "jobs", "ledgered")
                 return ((j.get("status") or {}).get("state") or {}).get("phase", "")
 
-            wait_for(lambda: phase() == "Completed", 90, what="job Completed")
+            wait_for(lambda: phase() == "Completed", timeout=90, what="job Completed")
         finally:
             sched.stop()
         assert comp.recorder is not None

@@ -26,8 +26,9 @@ from kubernetes import client
 
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import run_sandbox
+from tests.waiting import wait_for
 
-from .minisched import MiniScheduler, wait_for
+from .minisched import MiniScheduler
 from .test_integration import B, vcjob
 
 pytestmark = pytest.mark.xdist_group("controllers-reliability")
@@ -69,7 +70,7 @@ class Controller:
                 self.log.exists()
                 and self.log.read_text(errors="replace").count("controllers ready") >= want
             ),
-            timeout,
+            timeout=timeout,
             what="controller ready",
         )
 
@@ -200,9 +201,9 @@ def test_sigkill_and_restart_controller_mid_job(
                 and ctl.kills >= 4
             ):
                 break
-        wait_for(lambda: _phase(co, "steady") == "Completed", 90, what="steady Completed")
-        wait_for(lambda: _phase(co, "retrying") == "Failed", 90, what="retrying Failed")
-        wait_for(lambda: _phase(co, "suspended") == "Aborted", 90, what="suspended Aborted")
+        wait_for(lambda: _phase(co, "steady") == "Completed", timeout=90, what="steady Completed")
+        wait_for(lambda: _phase(co, "retrying") == "Failed", timeout=90, what="retrying Failed")
+        wait_for(lambda: _phase(co, "suspended") == "Aborted", timeout=90, what="suspended Aborted")
     finally:
         ledger.stop()
         log = ctl.log.read_text(errors="replace") if ctl.log.exists() else ""

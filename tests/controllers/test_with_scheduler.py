@@ -17,8 +17,8 @@ from batch.controllers.runner import ControllerComponent
 from batch.kube.service import SchedulerComponent
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import run_sandbox
+from tests.waiting import wait_for
 
-from .minisched import wait_for
 from .test_integration import B, vcjob
 
 pytestmark = pytest.mark.xdist_group("controllers-scheduler")
@@ -53,7 +53,7 @@ def test_gang_waits_for_capacity_then_completes(sb: Any) -> None:
     co.create_namespaced_custom_object(*B, "default", "jobs", body)
     small = vcjob("small", replicas=1, run=0.5)
     co.create_namespaced_custom_object(*B, "default", "jobs", small)
-    wait_for(lambda: _phase(co, "small") == "Completed", 60, what="small job Completed")
+    wait_for(lambda: _phase(co, "small") == "Completed", timeout=60, what="small job Completed")
     # 3 x 1 cpu on a 2-cpu node: the gang is never partly bound
     pods = core.list_namespaced_pod("default", label_selector="volcano.sh/job-name=gang").items
     assert all(not p.spec.node_name for p in pods)
@@ -66,6 +66,6 @@ def test_gang_waits_for_capacity_then_completes(sb: Any) -> None:
     # capacity arrives: the gang runs and completes
     node = make_nodes(count=1, cpu="4", memory="8Gi", prefix="big")[0]
     core.create_node(node)
-    wait_for(lambda: _phase(co, "gang") == "Completed", 90, what="gang Completed")
+    wait_for(lambda: _phase(co, "gang") == "Completed", timeout=90, what="gang Completed")
     job = co.get_namespaced_custom_object(*B, "default", "jobs", "gang")
     assert job["status"]["succeeded"] == 3

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,19 +21,9 @@ pytest.importorskip("batch.sandbox.testing")
 from kubernetes import client
 
 from tests.integrations.conftest import load_workload
+from tests.waiting import wait_for
 
 PG = ("scheduling.volcano.sh", "v1beta1")
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Cluster:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,21 +23,11 @@ pytest.importorskip("batch.sandbox.testing")
 from kubernetes import client
 
 from batch.sandbox.nodes import make_nodes
+from tests.waiting import wait_for
 
 PG = ("scheduling.volcano.sh", "v1beta1")
 SLOT = 2  # slots per pod
 NODE_SLOTS = 3  # slots per node: one pod per node
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Env:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -27,22 +28,12 @@ from batch.kube.service import SchedulerComponent, SchedulerOptions
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.options import FaultOptions
 from batch.sandbox.testing import SandboxHandle, run_sandbox
+from tests.waiting import wait_for as _wait_for
 
 GROUP = "scheduling.volcano.sh"
+# API calls of the predicates may meet injected faults (500/429) or a lease not yet created.
+wait_for = functools.partial(_wait_for, tolerate=(ApiException,))
 TEPHRA = str(Path(sys.executable).with_name("tephra"))
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except ApiException:
-            value = None
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def retry(fn: Callable[[], Any], attempts: int = 20) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,20 +12,11 @@ from kubernetes import client
 from batch.kube.service import SchedulerComponent, SchedulerOptions
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import SandboxHandle, run_sandbox
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.xdist_group("kube-service")
 
 GROUP = "scheduling.volcano.sh"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +85,22 @@ def pg_status(sb: SandboxHandle, name: str) -> dict[str, Any]:
     return dict(obj.get("status") or {})
 
 
+def scheduler_state(sb: SandboxHandle, group: str) -> dict[str, Any]:
+    """What a timed-out wait reports: the PodGroup's status and the scheduler's view."""
+    scheduler = sb.components[0]
+    assert isinstance(scheduler, SchedulerComponent) and scheduler.service is not None
+    service = scheduler.service
+    decisions = service._last_decisions
+    return {
+        "podgroup": pg_status(sb, group),
+        "sessions": service.sessions,
+        "memo_hits": service.scheduler.memo_hits,
+        "since_last_session_s": round(time.time() - service.last_session_at, 1),
+        "pending_reason": decisions.pending_reasons.get(f"default/{group}") if decisions else None,
+        "crashed": repr(scheduler.error),
+    }
+
+
 def test_gang_that_fits_is_bound_whole(sandbox: SandboxHandle) -> None:
     submit(sandbox, "fits", 4, 2)
     bound = wait_for(
@@ -132,7 +139,11 @@ def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
     # Self-contained: under xdist the module's other tests may run on another worker.
     submit(sandbox, "m-fits", 1, 1)
     submit(sandbox, "m-toobig", 1, 16)
-    wait_for(lambda: all(nodes_of(sandbox, "m-fits")), what="m-fits bound")
+    wait_for(
+        lambda: all(nodes_of(sandbox, "m-fits")),
+        what="m-fits bound",
+        explain=lambda: scheduler_state(sandbox, "m-fits"),
+    )
     wait_for(lambda: pg_status(sandbox, "m-toobig").get("conditions"), what="m-toobig reason")
     custom = client.CustomObjectsApi(sandbox.api_client())
     names = {

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -45,17 +44,6 @@ def watch_lines(base: str, path: str, *, timeout: float = 5.0) -> Iterator[dict[
         for line in resp:
             if line.strip():
                 yield json.loads(line)
-
-
-def wait_for(pred: Callable[[], Any], *, timeout: float = 10.0, step: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
 
 
 def pod(

@@ -12,8 +12,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from batch.sandbox.testing import SandboxHandle
+from tests.waiting import wait_for
 
-from .helpers import bind, http, pod, wait_for, watch_lines
+from .helpers import bind, http, pod, watch_lines
 
 
 def test_discovery(sb: SandboxHandle) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from batch.sandbox.testing import SandboxHandle
+from tests.waiting import wait_for
 
-from .helpers import http, wait_for
+from .helpers import http
 
 GROUP = "schema.tephra.io"
 

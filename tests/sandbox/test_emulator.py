@@ -8,8 +8,9 @@ from typing import Any
 from kubernetes import client
 
 from batch.sandbox.testing import SandboxHandle
+from tests.waiting import wait_for
 
-from .helpers import bind, http, pod, wait_for
+from .helpers import bind, http, pod
 
 RUN = "sandbox.tephra.io/run-seconds"
 EXIT = "sandbox.tephra.io/exit-code"

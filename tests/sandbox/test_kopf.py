@@ -15,8 +15,9 @@ import pytest
 from kopf.testing import KopfRunner
 
 from batch.sandbox.testing import SandboxHandle
+from tests.waiting import wait_for
 
-from .helpers import http, wait_for
+from .helpers import http
 
 GROUP = "tests.tephra.io"
 CRD = {

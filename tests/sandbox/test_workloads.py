@@ -7,8 +7,9 @@ from typing import Any
 from kubernetes import client
 
 from batch.sandbox.testing import SandboxHandle
+from tests.waiting import wait_for
 
-from .helpers import bind, http, wait_for
+from .helpers import bind, http
 
 
 def _template(app: str, **ann: str) -> dict[str, Any]:

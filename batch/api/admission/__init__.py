@@ -73,8 +73,9 @@ def admit(
     `kind` is the Kubernetes kind ("Job" means batch.volcano.sh's Job: a Job of another
     apiVersion is not ours and passes unchanged); `operation` is CREATE, UPDATE or DELETE
     (for DELETE `old`, when given, is the object being deleted); `lookup=None` skips the checks
-    that need queues or namespaces. Returns the defaulted object, the JSON patch from `obj` to it,
-    and one `FieldError` per violated rule (allowed is False when there is any).
+    that need queues or namespaces. Returns the defaulted object, the JSON patch to it from the
+    object under admission (`obj`, or `old` on a DELETE that carries no object), and one
+    `FieldError` per violated rule (allowed is False when there is any).
     """
     try:
         return _admit(kind=kind, operation=operation, obj=obj, old=old, lookup=lookup)
