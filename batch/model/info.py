@@ -111,6 +111,7 @@ class JobInfo:
     counts: list[int] = field(default_factory=lambda: [0] * _N_STATUS)
     role_counts: dict[str, list[int]] = field(default_factory=dict)
     pending_best_effort: int = 0
+    role_best_effort: dict[str, int] = field(default_factory=dict)  # pending best-effort by role
     gated_pending: int = 0
     alloc_version: int = 0  # bumps whenever ``allocated`` changes (share caches key on it)
     allocated: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -140,7 +141,7 @@ class JobInfo:
             self.alloc_version += 1
         elif st is TaskStatus.PENDING:
             if task.best_effort:
-                self.pending_best_effort += sign
+                self._best_effort(task.role, sign)
             if task.gated:
                 self.gated_pending += sign
                 op(self.gated_req, req, out=self.gated_req)
@@ -180,11 +181,15 @@ class JobInfo:
             sign = 1 if status is pend else -1
             op = np.add if sign > 0 else np.subtract
             if task.best_effort:
-                self.pending_best_effort += sign
+                self._best_effort(task.role, sign)
             if task.gated:
                 self.gated_pending += sign
                 op(self.gated_req, req, out=self.gated_req)
             op(self.pending_req, req, out=self.pending_req)
+
+    def _best_effort(self, role: str, sign: int) -> None:
+        self.pending_best_effort += sign
+        self.role_best_effort[role] = self.role_best_effort.get(role, 0) + sign
 
     def regrow(self, dims: int) -> None:
         """Pad the resource vectors after the resource registry grew."""
@@ -220,12 +225,17 @@ class JobInfo:
             self.min_task_member.values()
         )
 
-    def _role_ok(self, statuses: frozenset[TaskStatus]) -> bool:
+    def _role_ok(self, statuses: frozenset[TaskStatus], *, best_effort: bool = False) -> bool:
+        """Every role's minTaskMember met by tasks in ``statuses``; with ``best_effort``, pending
+        best-effort tasks count too (Volcano's CheckTaskReady/CheckTaskPipelined: backfill
+        places them without a gang check, so they never hold a gang back)."""
         if not self._roles_checked():
             return True
         for role, minimum in self.min_task_member.items():
             rc = self.role_counts.get(role)
             have = sum(rc[s] for s in statuses) if rc else 0
+            if best_effort:
+                have += self.role_best_effort.get(role, 0)
             if have < minimum:
                 return False
         return True
@@ -234,7 +244,7 @@ class JobInfo:
         return self.ready_task_num() + self.pending_best_effort >= self.min_available
 
     def check_task_ready(self) -> bool:
-        return self._role_ok(READY_STATUS)
+        return self._role_ok(READY_STATUS, best_effort=True)
 
     def is_pipelined(self) -> bool:
         return (
@@ -243,7 +253,7 @@ class JobInfo:
         )
 
     def check_task_pipelined(self) -> bool:
-        return self._role_ok(READY_STATUS | {TaskStatus.PIPELINED})
+        return self._role_ok(READY_STATUS | {TaskStatus.PIPELINED}, best_effort=True)
 
     def is_starving(self) -> bool:
         return self.waiting_task_num() + self.ready_task_num() < self.min_available

@@ -107,6 +107,24 @@ def test_best_effort_tasks_go_to_backfill() -> None:
     assert bound_jobs(d) == {"default/be": 3}
 
 
+def test_best_effort_role_does_not_hold_its_gang_back() -> None:
+    # Volcano's MindSpore example: a best-effort master (no requests) and two 1-GPU workers,
+    # minAvailable 3 with minTaskMember per role. Pending best-effort tasks count as ready for
+    # the gang and per role (CheckTaskReady), so the workers bind and backfill places the master.
+    c = cluster(1, gpu=4)
+    c.apply(
+        "PodGroup",
+        "ADDED",
+        f.podgroup("ms", min_member=3, phase="Inqueue", min_task_member={"master": 1, "worker": 2}),
+    )
+    c.apply("Pod", "ADDED", f.pod("ms-m", group="ms", role="master", cpu=None, memory=None))
+    for i in range(2):
+        c.apply("Pod", "ADDED", f.pod(f"ms-w{i}", group="ms", role="worker", gpu=1))
+    d = run(c)
+    assert sorted(b.name for b in d.binds) == ["ms-m", "ms-w0", "ms-w1"]
+    assert "default/ms" not in d.pending_reasons
+
+
 def test_invalid_job_and_missing_queue() -> None:
     c = cluster(2)
     gang(c, "short", 2, min_member=3)
