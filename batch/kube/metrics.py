@@ -53,6 +53,13 @@ class SchedulerMetrics:
             buckets=_buckets_between(1, 2000, 20),
             registry=r,
         )
+        self.plugin_latency = Histogram(
+            f"volcano_plugin_scheduling_latency_{ms}",
+            "Plugin scheduling latency in milliseconds",
+            ["plugin", "OnSession"],
+            buckets=_buckets_between(0.1, 100, 15),
+            registry=r,
+        )
         self.task_latency = Histogram(
             f"volcano_task_scheduling_latency_{ms}",
             "Task scheduling latency in milliseconds, from pod creation",
@@ -92,28 +99,42 @@ class SchedulerMetrics:
             "volcano_unschedule_job_count", "Number of jobs that could not be scheduled", registry=r
         )
         self.queue_gauges: dict[str, tuple[Gauge, Gauge, Gauge]] = {}
-        # Only what the service knows for certain: allocated (session close) and capability.
-        for what in ("allocated", "capacity"):
+        # allocated: session close; capacity: the Queue's spec; the others: the fair-share
+        # plugin (proportion or capacity) of the session.
+        for what in ("allocated", "capacity", "request", "deserved", "real_capacity", "inqueue"):
+            words = what.replace("_", " ")
             self.queue_gauges[what] = (
                 Gauge(
                     f"volcano_queue_{what}_milli_cpu",
-                    f"CPU {what} of the queue, in milli-cores",
+                    f"CPU {words} of the queue, in milli-cores",
                     ["queue_name"],
                     registry=r,
                 ),
                 Gauge(
                     f"volcano_queue_{what}_memory_bytes",
-                    f"Memory {what} of the queue, in bytes",
+                    f"Memory {words} of the queue, in bytes",
                     ["queue_name"],
                     registry=r,
                 ),
                 Gauge(
                     f"volcano_queue_{what}_scalar_resources",
-                    f"Scalar resources {what} of the queue, in milli-units",
+                    f"Scalar resources {words} of the queue, in milli-units",
                     ["queue_name", "resource"],
                     registry=r,
                 ),
             )
+        self.queue_share = Gauge(
+            "volcano_queue_share",
+            "Share of the queue: max over resources of allocated / deserved",
+            ["queue_name"],
+            registry=r,
+        )
+        self.queue_overused = Gauge(
+            "volcano_queue_overused",
+            "1 when the queue's allocation has reached its deserved share",
+            ["queue_name"],
+            registry=r,
+        )
         self.queue_weight = Gauge(
             "volcano_queue_weight", "Weight of the queue", ["queue_name"], registry=r
         )

@@ -183,6 +183,10 @@ class SchedulerService:
                 self.metrics.open_session.observe(seconds * 1000)
             elif stage != "close":
                 self.metrics.action_latency.labels(action=stage).observe(seconds * 1000)
+        for (plugin, hook), seconds in decisions.plugin_timings.items():
+            self.metrics.plugin_latency.labels(plugin=plugin, OnSession=hook).observe(
+                seconds * 1000
+            )
 
         if decisions.evictions:
             victims = [
@@ -317,6 +321,17 @@ class SchedulerService:
                 m.queue_weight.labels(queue_name=name).set(info.weight)
                 if info.capability:
                     m.set_queue_resources("capacity", name, info.capability)
+        for name, qm in decisions.queue_metrics.items():
+            for what, vector in (
+                ("request", qm.request),
+                ("deserved", qm.deserved),
+                ("real_capacity", qm.real_capacity),
+                ("inqueue", qm.inqueue),
+            ):
+                if vector is not None:
+                    m.set_queue_resources(what, name, qm.amounts(vector))
+            m.queue_share.labels(queue_name=name).set(qm.share)
+            m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
         m.unschedule_job_count.set(len(decisions.pending_reasons))
         m.unschedule_task_count.clear()
         for job_id, reason in decisions.pending_reasons.items():

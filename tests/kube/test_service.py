@@ -165,6 +165,19 @@ def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
     ]
     assert unschedulable and unschedulable[0] >= 1.0, text
     assert 'volcano_task_scheduling_latency_milliseconds_count{stage="Bound"}' in text
+    # The fair-share figures of the session and per-plugin timings, as Volcano exports them.
+    deserved = (
+        'volcano_queue_deserved_scalar_resources{queue_name="default",resource="nvidia.com/gpu"}'
+    )
+    assert deserved in text
+    assert 'volcano_queue_request_milli_cpu{queue_name="default"}' in text
+    assert 'volcano_queue_share{queue_name="default"}' in text
+    assert 'volcano_queue_overused{queue_name="default"}' in text
+    plugin = (
+        'volcano_plugin_scheduling_latency_milliseconds_count{OnSession="OnSessionOpen",'
+        'plugin="proportion"}'
+    )
+    assert plugin in text
 
 
 def test_ledger_hook_records_usage_samples(tmp_path: Any) -> None:

@@ -100,3 +100,18 @@ def test_closed_queue_rejects_enqueue() -> None:
     d = run(c)
     assert d.pending_reasons["default/j"].kind == "QueueClosed"
     assert d.podgroup_status[("default", "j")]["phase"] == "Pending"
+
+
+def test_decisions_carry_each_queues_fair_share_figures_and_plugin_timings() -> None:
+    # 12 cpus, weights 2:1, both queues want 100: deserved 8 and 4; the session allocates
+    # everything it can, so both queues end at their deserved share (share 1, overused).
+    d = run(make("12", {"q1": (2, 100), "q2": (1, 100)}))
+    q1, q2 = d.queue_metrics["q1"], d.queue_metrics["q2"]
+    assert q1.amounts(q1.deserved)["cpu"] == 8000 and q2.amounts(q2.deserved)["cpu"] == 4000
+    assert q1.amounts(q1.request)["cpu"] == 100_000
+    assert q1.amounts(q1.real_capacity)["cpu"] == 12_000
+    assert bound_jobs(d) == {"default/pg-q1": 8, "default/pg-q2": 4}
+    assert q1.share == pytest.approx(1.0) and q1.overused and q2.overused
+    hooks = {hook for (_plugin, hook) in d.plugin_timings}
+    assert hooks == {"OnSessionOpen", "OnSessionClose"}
+    assert ("proportion", "OnSessionOpen") in d.plugin_timings

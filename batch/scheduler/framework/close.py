@@ -99,7 +99,9 @@ def close_session(ssn: Session) -> Decisions:
     try:
         fill_reasons(ssn)
         for plugin in ssn.plugins:
+            t_plugin = time.perf_counter()
             plugin.on_session_close(ssn)
+            ssn.plugin_timings[(plugin.name, "OnSessionClose")] = time.perf_counter() - t_plugin
         d = Decisions(
             session_uid=ssn.uid,
             binds=ssn.binds,
@@ -153,6 +155,8 @@ def close_session(ssn: Session) -> Decisions:
                 **q_counts.get(qname, dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)),
             }
         d.timings = ssn.timings
+        d.plugin_timings = ssn.plugin_timings
+        d.queue_metrics = ssn.queue_metrics
     finally:
         ssn.rollback()
         ssn.release()

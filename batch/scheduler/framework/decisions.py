@@ -76,6 +76,36 @@ class PendingReason:
 
 
 @dataclass(slots=True)
+class QueueMetrics:
+    """A queue as a fair-share plugin (proportion, capacity) saw it this session.
+
+    Vectors are the plugin's own (indexed like ``names``, the session's resource registry), kept
+    as they are so that sessions whose metrics nobody reads pay nothing; ``amounts`` converts.
+    """
+
+    names: list[str]
+    deserved: Any
+    real_capacity: Any
+    inqueue: Any
+    request: Any  # None when the plugin has no notion of request (capacity)
+    share: float
+    overused: bool
+
+    def amounts(self, vector: Any) -> dict[str, int]:
+        """Name -> amount (milli-units; bytes for memory) of a vector; pods and unlimited
+        dimensions are left out."""
+        out: dict[str, int] = {}
+        if vector is None:
+            return out
+        for i, name in enumerate(self.names):
+            if 0 < i < len(vector):
+                value = float(vector[i])
+                if value != float("inf"):
+                    out[name] = round(value)
+        return out
+
+
+@dataclass(slots=True)
 class Decisions:
     """The decision set of one session (see docs/scheduler.md)."""
 
@@ -91,3 +121,7 @@ class Decisions:
     events: list[Event] = field(default_factory=list)
     #: seconds spent in "open", each action name, and "close"
     timings: dict[str, float] = field(default_factory=dict)
+    #: seconds per (plugin, "OnSessionOpen" | "OnSessionClose")
+    plugin_timings: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: per queue, what the fair-share plugin computed (empty without proportion/capacity)
+    queue_metrics: dict[str, QueueMetrics] = field(default_factory=dict)

@@ -37,6 +37,7 @@ from batch.scheduler.framework.decisions import (
     Eviction,
     PendingReason,
     Pipeline,
+    QueueMetrics,
 )
 from batch.scheduler.framework.registry import PLUGINS, Plugin, ensure_builtins
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
@@ -192,6 +193,9 @@ class Session:
         #: per job: uid of the last task that failed to fit -> kube-style message
         self.fit_errors: dict[str, dict[str, str]] = {}
         self.timings: dict[str, float] = {}
+        self.plugin_timings: dict[tuple[str, str], float] = {}
+        #: per queue, filled by the fair-share plugin at close (metrics)
+        self.queue_metrics: dict[str, QueueMetrics] = {}
         #: free-form per-session memo space for actions and plugins
         self.scratch: dict[str, Any] = {}
         self.closed = False
@@ -210,9 +214,28 @@ class Session:
                 plugin.option = opt  # type: ignore[attr-defined]
                 self.plugins.append(plugin)
                 self._cur = (ti, opt)
+                t_plugin = time.perf_counter()
                 plugin.on_session_open(self)
+                self.plugin_timings[(opt.name, "OnSessionOpen")] = time.perf_counter() - t_plugin
         self._cur = None
         self.timings["open"] = time.perf_counter() - t0
+
+    # -- metrics ---------------------------------------------------------------------------
+    def publish_queue_metrics(
+        self,
+        queue: str,
+        *,
+        deserved: npt.NDArray[Any],
+        real_capacity: npt.NDArray[Any],
+        inqueue: npt.NDArray[Any],
+        request: npt.NDArray[Any] | None,
+        share: float,
+        overused: bool,
+    ) -> None:
+        """Record what a fair-share plugin computed for ``queue`` (exported as metrics)."""
+        self.queue_metrics[queue] = QueueMetrics(
+            self.resources.names, deserved, real_capacity, inqueue, request, share, overused
+        )
 
     # -- registration ----------------------------------------------------------------------
     def plugin_option(self, name: str) -> PluginOption | None:

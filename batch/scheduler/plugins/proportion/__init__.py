@@ -304,6 +304,18 @@ class ProportionPlugin(Plugin):
 
         ssn.add_event_handler(on_alloc, on_dealloc)
 
+    def on_session_close(self, ssn: Session) -> None:
+        for name, a in self.attrs.items():
+            ssn.publish_queue_metrics(
+                name,
+                deserved=a.deserved,
+                real_capacity=a.real_capability,
+                inqueue=a.inqueue,
+                request=a.request,
+                share=a.share(),
+                overused=le(a.deserved, a.allocated),
+            )
+
     def deserved(self, queue: str) -> F | None:
         """The computed deserved vector of ``queue`` (tests, status, CLI)."""
         a = self.attrs.get(queue)
