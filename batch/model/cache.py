@@ -72,6 +72,9 @@ class ClusterCache:
         self.node_tasks: list[set[str]] = [set() for _ in range(self.nodes.cap)]
         self._waiting_node: dict[str, set[str]] = {}  # pods on nodes not seen yet
         self.generation = 0
+        #: aggregates the scheduler keeps across sessions (keyed by their owner), each valid
+        #: for the ``JobInfo.version`` it was computed at (see batch.scheduler.framework.aggregate)
+        self.derived: dict[str, Any] = {}
         #: uids of tasks with required pod anti-affinity (checked symmetrically by predicates)
         self.anti_affinity_tasks: set[str] = set()
 
@@ -353,6 +356,7 @@ class ClusterCache:
         if deleted:
             if job is not None:
                 job.podgroup = None
+                job.touch()
                 if not job.tasks:
                     del self.jobs[job_id]
             return
@@ -377,6 +381,7 @@ class ClusterCache:
         job.annotations = f["annotations"]
         job.network_topology = f["network_topology"]
         job.conditions = f["conditions"]
+        job.touch()
 
     def _queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
         name = str(meta_of(obj).get("name") or "")

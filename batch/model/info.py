@@ -6,6 +6,7 @@ date on every status change (``JobInfo.set_status``), so none of them loops over
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,9 @@ from batch.model.status import (
 )
 
 _N_STATUS = max(TaskStatus) + 1
+#: one counter for every JobInfo: a version is never reused, even by a job re-created under the
+#: same id, so "same version" means "same state" for anything derived from a job.
+_VERSIONS = itertools.count(1)
 _IS_ALLOC = [TaskStatus(i) in ALLOCATED_STATUS if i else False for i in range(_N_STATUS)]
 
 
@@ -114,6 +118,9 @@ class JobInfo:
     role_best_effort: dict[str, int] = field(default_factory=dict)  # pending best-effort by role
     gated_pending: int = 0
     alloc_version: int = 0  # bumps whenever ``allocated`` changes (share caches key on it)
+    #: changes (to a value never used before) on every change of the job's tasks, their
+    #: statuses, or its PodGroup facts; aggregates kept across sessions key on it
+    version: int = field(default_factory=lambda: next(_VERSIONS))
     allocated: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     pending_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     gated_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -127,7 +134,12 @@ class JobInfo:
             self.total_req = np.zeros(self.dims, dtype=np.int64)
 
     # -- bookkeeping ------------------------------------------------------------------------
+    def touch(self) -> None:
+        """Record a change made from outside (PodGroup facts, an in-session phase)."""
+        self.version = next(_VERSIONS)
+
     def _account(self, task: TaskInfo, sign: int, *, total: bool = True) -> None:
+        self.version = next(_VERSIONS)
         st = task.status
         self.counts[st] += sign
         rc = self.role_counts.get(task.role)
@@ -162,6 +174,7 @@ class JobInfo:
         old = task.status
         if old is status:
             return
+        self.version = next(_VERSIONS)
         c = self.counts
         c[old] -= 1
         c[status] += 1
@@ -193,6 +206,7 @@ class JobInfo:
 
     def regrow(self, dims: int) -> None:
         """Pad the resource vectors after the resource registry grew."""
+        self.version = next(_VERSIONS)
         for name in ("allocated", "pending_req", "gated_req", "total_req"):
             old = getattr(self, name)
             new = np.zeros(dims, dtype=np.int64)

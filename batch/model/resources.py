@@ -25,9 +25,10 @@ INITIAL_DIMS = 16
 class ResourceIndex:
     """Name <-> dimension registry; ``capacity`` is the length of every vector."""
 
-    __slots__ = ("_by_name", "capacity", "names", "version")
+    __slots__ = ("_by_name", "_formatted", "capacity", "names", "version")
 
     def __init__(self) -> None:
+        self._formatted: dict[bytes, dict[str, str]] = {}
         self.names: list[str] = [PODS, CPU, MEMORY]
         self._by_name: dict[str, int] = {n: i for i, n in enumerate(self.names)}
         self.capacity = INITIAL_DIMS
@@ -42,6 +43,7 @@ class ResourceIndex:
         if i is None:
             i = len(self.names)
             self.names.append(name)
+            self._formatted.clear()
             self._by_name[name] = i
             self.version += 1
             while len(self.names) > self.capacity:
@@ -77,8 +79,20 @@ class ResourceIndex:
         return out
 
     def to_list(self, vec: IntVec) -> dict[str, str]:
-        """Kubernetes ResourceList (canonical quantity strings) of ``vec``; cpu/memory always."""
-        return format_resource_list(self.to_dict(vec, keep_zero=(CPU, MEMORY)))
+        """Kubernetes ResourceList (canonical quantity strings) of ``vec``; cpu/memory always.
+
+        Memoized by the vector's bytes: every session formats each queue's allocation, and
+        formatting quantities costs far more than looking them up.
+        """
+        key = vec.tobytes()
+        hit = self._formatted.get(key)
+        if hit is None:
+            if len(self._formatted) >= 4096:
+                self._formatted.clear()
+            hit = self._formatted[key] = format_resource_list(
+                self.to_dict(vec, keep_zero=(CPU, MEMORY))
+            )
+        return dict(hit)
 
 
 def pad(vec: IntVec, capacity: int) -> IntVec:

@@ -175,7 +175,7 @@ class MetricsRecorder:
             ti = t[mask]
             ci = np.cumsum(d[mask])
             pos = np.searchsorted(ti, grid, side="right") - 1
-            vals = np.where(pos >= 0, ci[np.clip(pos, 0, None)], 0.0)
+            vals = np.where(pos >= 0, ci[np.maximum(pos, 0)], 0.0)
             out[i] = vals
         return out
 

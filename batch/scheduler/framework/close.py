@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from batch.model.info import JobInfo
+from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
+from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import Decisions, PendingReason
 from batch.scheduler.framework.session import Session
 
@@ -58,6 +60,25 @@ def _merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> l
         else:
             out.append(cond)
     return out
+
+
+def _allocated(job: JobInfo) -> IntVec:
+    return job.allocated
+
+
+def _status(ssn: Session, job: JobInfo, new_conds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The PodGroup status ``job`` should have after this session (module docstring)."""
+    unsched = any(
+        c.get("type") == UNSCHEDULABLE and c.get("transitionID") == ssn.uid for c in new_conds
+    )
+    c = job.counts
+    return {
+        "phase": job_phase(job, unschedulable_now=unsched),
+        "running": c[TaskStatus.RUNNING],
+        "succeeded": c[TaskStatus.SUCCEEDED],
+        "failed": c[TaskStatus.FAILED],
+        "conditions": _merge_conditions(job.conditions, new_conds),
+    }
 
 
 def fill_reasons(ssn: Session) -> None:
@@ -111,30 +132,37 @@ def close_session(ssn: Session) -> Decisions:
             pending_reasons=ssn.reasons,
         )
         res = ssn.resources
-        q_alloc: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
+        allocated = JobSums.of(ssn.cache, "close-allocated", (res.capacity,))
+        allocated.refresh(ssn.jobs, _allocated)
+        q_alloc = allocated.sums
         q_counts: dict[str, dict[str, int]] = {}
+        # A job's status depends on its state (JobInfo.version) and on what this session's
+        # conditions say (type, status, reason, message): when neither changed, the status of
+        # an earlier session is reused, with that session's transitionID and time (a condition's
+        # lastTransitionTime then means what Kubernetes says it means).
+        memo: dict[str, tuple[int, tuple[tuple[Any, ...], ...], dict[str, Any]]] = (
+            ssn.cache.derived.setdefault("close-status", {})
+        )
+        if len(memo) > 2 * len(ssn.jobs) + 64:  # forget departed jobs
+            for uid in [u for u in memo if u not in ssn.jobs]:
+                del memo[uid]
         for job in ssn.jobs.values():
-            new_conds = ssn.podgroup_conditions.get(job.uid, [])
-            unsched = any(
-                c.get("type") == UNSCHEDULABLE and c.get("transitionID") == ssn.uid
+            new_conds = ssn.podgroup_conditions.get(job.uid) or []
+            said = tuple(
+                (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
                 for c in new_conds
             )
-            phase = job_phase(job, unschedulable_now=unsched)
-            c = job.counts
-            d.podgroup_status[(job.namespace, job.name)] = {
-                "phase": phase,
-                "running": c[TaskStatus.RUNNING],
-                "succeeded": c[TaskStatus.SUCCEEDED],
-                "failed": c[TaskStatus.FAILED],
-                "conditions": _merge_conditions(job.conditions, new_conds),
-            }
-            acc = q_alloc.get(job.queue)
-            if acc is None:
-                q_alloc[job.queue] = job.allocated.copy()
+            kept = memo.get(job.uid)
+            if kept is not None and kept[0] == job.version and kept[1] == said:
+                status = kept[2]
             else:
-                acc += job.allocated
-            counts = q_counts.setdefault(job.queue, dict.fromkeys(_PHASE_COUNT_KEY.values(), 0))
-            counts[_PHASE_COUNT_KEY.get(phase, "unknown")] += 1
+                status = _status(ssn, job, new_conds)
+                memo[job.uid] = (job.version, said, status)
+            d.podgroup_status[(job.namespace, job.name)] = status
+            counts = q_counts.get(job.queue)
+            if counts is None:
+                counts = q_counts[job.queue] = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
+            counts[_PHASE_COUNT_KEY.get(status["phase"], "unknown")] += 1
         # propagate to ancestors
         total: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
         for qname, vec in q_alloc.items():

@@ -638,6 +638,7 @@ class Session:
     def set_phase(self, job: JobInfo, phase: str) -> None:
         self.phase_journal.append((job, job.phase))
         job.phase = phase
+        job.touch()
 
     def record_bind(self, task: TaskInfo) -> None:
         self.binds.append(
@@ -696,4 +697,5 @@ class Session:
         self.journal.clear()
         for job, phase in reversed(self.phase_journal):
             job.phase = phase
+            job.touch()
         self.phase_journal.clear()

@@ -49,7 +49,7 @@ def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
     for t in taken:
         need += t.req
     free = nd.free_total()
-    gap = np.clip(need - free[: len(need)], 0, None)
+    gap = np.maximum(need - free[: len(need)], 0)
     out = format_resource_list(ssn.resources.to_dict(gap))
     memo[key] = out
     return dict(out)

@@ -120,7 +120,7 @@ class CapacityPlugin(Plugin):
             for a in attrs.values():
                 total_guarantee += a.guarantee
             for a in attrs.values():
-                real = np.clip(total - total_guarantee, 0, None) + a.guarantee
+                real = np.maximum(total - total_guarantee, 0) + a.guarantee
                 a.real_capability = np.minimum(real, a.capability)
         for a in attrs.values():
             a.deserved = np.maximum(np.minimum(a.deserved, a.real_capability), a.guarantee)
@@ -135,8 +135,8 @@ class CapacityPlugin(Plugin):
             for node in qa.chain() if hierarchy else [qa]:
                 node.allocated += ja
                 if job.min_resources is not None and job.phase == "Inqueue":
-                    node.inqueue += np.clip(np.clip(mr - ja, 0, None) - job.gated_req, 0, None)
-                node.elastic += np.clip(ja - mr, 0, None)
+                    node.inqueue += np.maximum(np.maximum(mr - ja, 0) - job.gated_req, 0)
+                node.elastic += np.maximum(ja - mr, 0)
         self.attrs = attrs
         self.hierarchy = hierarchy
 
@@ -218,7 +218,7 @@ class CapacityPlugin(Plugin):
         def enqueued(job: JobInfo) -> None:
             if job.min_resources is None:
                 return
-            add = np.clip(job.min_resources - job.gated_req, 0, None).astype(np.float64)
+            add = np.maximum(job.min_resources - job.gated_req, 0).astype(np.float64)
             add[0] = 0.0
             for n in chain(ssn.queues[job.queue]):
                 n.inqueue = n.inqueue + add
@@ -298,6 +298,6 @@ class CapacityPlugin(Plugin):
             # missing capability dims are inherited from the parent
             cap = np.where(np.isinf(c.capability), parent.capability, c.capability)
             c.capability = cap
-            real = np.clip(parent.real_capability - sum_g, 0, None) + c.guarantee
+            real = np.maximum(parent.real_capability - sum_g, 0) + c.guarantee
             c.real_capability = np.minimum(real, cap)
             self._descend(c)

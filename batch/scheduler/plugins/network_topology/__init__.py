@@ -311,7 +311,7 @@ class NetworkTopologyPlugin(Plugin):
                 return None
             need_total += tmpl.req * len(group)
         alloc = nd.alloc[:, idx].sum(axis=1)
-        free_after = np.clip(fut, 0, None).sum(axis=1)
+        free_after = np.maximum(fut, 0).sum(axis=1)
         num = 0.0
         den = 0.0
         for rname, w in self.bp.items():

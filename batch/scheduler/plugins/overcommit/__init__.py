@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from batch.model.info import JobInfo
+from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS
+from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Plugin, register_plugin
@@ -20,6 +22,22 @@ from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 DEFAULT_FACTOR = 1.2
+
+
+def inqueue_contribution(job: JobInfo) -> IntVec | None:
+    """The resources ``job`` holds admitted but not yet allocated: minResources (less gated
+    pods) of an Inqueue job, the un-started part of a Running one."""
+    mr = job.min_resources
+    if mr is None:
+        return None
+    if job.phase == "Inqueue":
+        admitted: IntVec = np.maximum(mr - job.gated_req, 0)
+        return admitted
+    if job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available:
+        gap: IntVec = mr - job.allocated
+        if np.all(gap[1:] >= 0):
+            return gap
+    return None
 
 
 @register_plugin
@@ -40,18 +58,11 @@ class OvercommitPlugin(Plugin):
         scaled = millions * k + rest * k // 1_000_000
         used = nd.used[:, nd.valid].sum(axis=1)
         self.idle = scaled - used
+        sums = JobSums.of(ssn.cache, "overcommit", (ssn.resources.capacity,))
+        sums.refresh(ssn.jobs, inqueue_contribution)
         inqueue = ssn.resources.zeros()
-        for job in ssn.jobs.values():
-            if job.min_resources is None:
-                continue
-            if job.phase == "Inqueue":
-                inqueue += np.clip(job.min_resources - job.gated_req, 0, None)
-            elif job.phase == "Running":
-                allocated_tasks = job.count(*ALLOCATED_STATUS)
-                if allocated_tasks >= job.min_available:
-                    gap = job.min_resources - job.allocated
-                    if np.all(gap[1:] >= 0):
-                        inqueue += gap
+        for part in sums.sums.values():
+            inqueue += part
         self.inqueue = inqueue
 
         def enqueueable(job: JobInfo) -> int:
@@ -76,7 +87,7 @@ class OvercommitPlugin(Plugin):
 
         def enqueued(job: JobInfo) -> None:
             if job.min_resources is not None:
-                self.inqueue = self.inqueue + np.clip(job.min_resources - job.gated_req, 0, None)
+                self.inqueue = self.inqueue + np.maximum(job.min_resources - job.gated_req, 0)
 
         ssn.add_job_enqueueable_fn(enqueueable)
         ssn.add_job_enqueued_fn(enqueued)

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS
+from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Plugin, register_plugin
 from batch.scheduler.framework.session import Session
@@ -106,12 +107,32 @@ def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
             a.deserved = d
             if le(a.request, d) or np.array_equal(d, old):
                 meet.add(a.queue.name)
-            increased += np.clip(d - old, 0, None)
-            decreased += np.clip(old - d, 0, None)
-        new_remaining = np.clip(remaining + decreased - increased, 0, None)
+            increased += np.maximum(d - old, 0)
+            decreased += np.maximum(old - d, 0)
+        new_remaining = np.maximum(remaining + decreased - increased, 0)
         if bool((new_remaining[1:] < TOL).all()) or np.array_equal(new_remaining, remaining):
             break
         remaining = new_remaining
+
+
+def queue_contribution(job: JobInfo) -> IntVec:
+    """What ``job`` adds to its queue's figures (rows: allocated, pending requests, the inqueue
+    part of minResources, the elastic part of allocated), as volcano.md §5.1 step 2 defines them.
+    """
+    ja = job.allocated
+    out = np.zeros((4, len(ja)), dtype=np.int64)
+    out[0] = ja
+    out[1] = job.pending_req
+    mr = job.min_resources
+    if mr is None:
+        out[3] = ja  # no minResources: all of allocated is elastic; no inqueue part
+        return out
+    if job.phase == "Inqueue" or (
+        job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available
+    ):
+        out[2] = np.maximum(np.maximum(mr - ja, 0) - job.gated_req, 0)
+    out[3] = np.maximum(ja - mr, 0)
+    return out
 
 
 @register_plugin
@@ -123,37 +144,17 @@ class ProportionPlugin(Plugin):
         total_guarantee = np.zeros_like(total)
         for q in ssn.queues.values():
             total_guarantee += vec_of(ssn, q.guarantee)
-        by_queue: dict[str, list[JobInfo]] = {}
-        for job in ssn.jobs.values():
-            by_queue.setdefault(job.queue, []).append(job)
+        sums = JobSums.of(ssn.cache, "proportion", (4, ssn.resources.capacity))
+        sums.refresh(ssn.jobs, queue_contribution)
         attrs: dict[str, QueueAttr] = {}
-        for name in sorted(by_queue, key=lambda n: (ssn.queues[n].creation, n)):
+        for name in sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n)):
             q = ssn.queues[name]
             guarantee = vec_of(ssn, q.guarantee)
             cap = capability_vec(ssn, q)
-            real = np.clip(total - total_guarantee, 0, None) + guarantee
+            real = np.maximum(total - total_guarantee, 0) + guarantee
             real = np.minimum(real, cap)
-            alloc_i = ssn.resources.zeros()
-            pend_i = ssn.resources.zeros()
-            inq_i = ssn.resources.zeros()
-            elastic_i = ssn.resources.zeros()  # correction for jobs with minResources
-            for job in by_queue[name]:
-                ja = job.allocated
-                np.add(alloc_i, ja, out=alloc_i)
-                np.add(pend_i, job.pending_req, out=pend_i)
-                mr = job.min_resources
-                if mr is None:
-                    continue  # elastic = whole allocated (added below); no inqueue part
-                if job.phase == "Inqueue" or (
-                    job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available
-                ):
-                    inq_i += np.clip(np.clip(mr - ja, 0, None) - job.gated_req, 0, None)
-                elastic_i += np.clip(ja - mr, 0, None) - ja
-            allocated = alloc_i.astype(np.float64)
-            request = allocated + pend_i
-            inqueue = inq_i.astype(np.float64)
-            # Σ max(0, allocated - minResources); a job without minResources counts whole
-            elastic = (alloc_i + elastic_i).astype(np.float64)
+            allocated, pending, inqueue, elastic = sums.total(name).astype(np.float64)
+            request = allocated + pending
             for v in (allocated, request, inqueue, elastic):
                 v[0] = 0.0
             attrs[name] = QueueAttr(
@@ -278,7 +279,7 @@ class ProportionPlugin(Plugin):
             a = attrs.get(job.queue)
             if a is None or job.min_resources is None:
                 return
-            add = np.clip(job.min_resources - job.gated_req, 0, None).astype(np.float64)
+            add = np.maximum(job.min_resources - job.gated_req, 0).astype(np.float64)
             add[0] = 0.0
             a.inqueue = a.inqueue + add
 

@@ -1,0 +1,162 @@
+"""Sessions on a long-lived cache decide exactly what sessions on a freshly built cache decide.
+
+Proportion, overcommit and session close keep per-queue sums and per-job statuses across
+sessions (``batch.scheduler.framework.aggregate``), updated only for jobs whose
+``JobInfo.version`` moved. These tests drive one cache through random histories of watch events
+(pods added, bound, finished, deleted; PodGroups changing phase, queue and minResources; queues
+added) with a session after every step, and compare each session with one run on a cache that
+received the same events but never ran a session before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
+from batch.scheduler import Decisions, apply_decisions, load_config, run_session
+from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
+from batch.scheduler.framework.aggregate import JobSums
+
+from .util import BASIC, NOW
+
+CONFIGS = [load_config(BASIC), load_config(TEPHRA_DEFAULT_CONFIG)]
+QUEUES = ["qa", "qb", "qc"]
+GROUPS = [f"g{i}" for i in range(5)]
+NODES = ["n0", "n1", "n2"]
+VOLATILE = ("transitionID", "lastTransitionTime")
+
+Event = tuple[str, str, dict[str, Any]]
+
+
+def _cluster() -> list[Event]:
+    events: list[Event] = [("Queue", "ADDED", f.queue("root"))]
+    events += [("Queue", "ADDED", f.queue(q, weight=i + 1)) for i, q in enumerate(QUEUES[:2])]
+    events += [("Node", "ADDED", f.node(n, cpu="4", gpu=2)) for n in NODES]
+    return events
+
+
+def _base() -> list[Event]:
+    events = _cluster()
+    events += [
+        ("PodGroup", "ADDED", f.podgroup(g, queue=QUEUES[i % 2], phase="Inqueue", min_member=2))
+        for i, g in enumerate(GROUPS)
+    ]
+    return events
+
+
+@st.composite
+def step(draw: st.DrawFn) -> Event:
+    kind = draw(st.sampled_from(["pod"] * 6 + ["podgroup", "delete-pod", "queue"]))
+    group = draw(st.sampled_from(GROUPS))
+    if kind == "queue":
+        return ("Queue", "ADDED", f.queue(QUEUES[2], weight=draw(st.integers(1, 3))))
+    if kind == "podgroup":
+        mr = draw(st.one_of(st.none(), st.sampled_from([{"cpu": "2"}, {"nvidia.com/gpu": "2"}])))
+        pg = f.podgroup(
+            group,
+            min_member=draw(st.integers(1, 3)),
+            queue=draw(st.sampled_from(QUEUES)),
+            phase=draw(st.sampled_from(["Pending", "Inqueue", "Running"])),
+            min_resources=mr,
+        )
+        etype = draw(st.sampled_from(["ADDED", "MODIFIED", "MODIFIED", "DELETED"]))
+        return ("PodGroup", etype, pg)
+    index = draw(st.integers(0, 3))
+    name = f"{group}-{index}"
+    if kind == "delete-pod":
+        return ("Pod", "DELETED", f.pod(name, group=group))
+    phase = draw(st.sampled_from(["Pending", "Pending", "Pending", "Running", "Succeeded"]))
+    node = None if phase == "Pending" else draw(st.sampled_from(NODES))
+    gpu = draw(st.one_of(st.none(), st.just(1)))
+    return (
+        "Pod",
+        "MODIFIED",
+        f.pod(name, group=group, cpu="1", gpu=gpu, phase=phase, node_name=node),
+    )
+
+
+def _comparable(d: Decisions) -> dict[str, Any]:
+    statuses = {
+        key: {
+            **status,
+            "conditions": [
+                {k: v for k, v in c.items() if k not in VOLATILE} for c in status["conditions"]
+            ],
+        }
+        for key, status in d.podgroup_status.items()
+    }
+    return {
+        "binds": [(b.name, b.node) for b in d.binds],
+        "pipelines": [(p.name, p.node) for p in d.pipelines],
+        "evictions": [(e.name, e.reason) for e in d.evictions],
+        "podgroup_status": statuses,
+        "queue_status": d.queue_status,
+        "reasons": {k: (r.kind, r.message) for k, r in d.pending_reasons.items()},
+        "queue_metrics": {
+            q: (m.amounts(m.deserved), m.amounts(m.inqueue), m.share, m.overused)
+            for q, m in d.queue_metrics.items()
+        },
+    }
+
+
+def _replay(cache: ClusterCache, event: Event | Decisions) -> None:
+    if isinstance(event, Decisions):
+        apply_decisions(cache, event)  # what the service does after dispatching a session
+    else:
+        cache.apply(*event)
+
+
+def _fresh(history: list[Event | Decisions], config_index: int, now: float) -> Decisions:
+    cache = ClusterCache()
+    for event in history:
+        _replay(cache, event)
+    return run_session(cache, CONFIGS[config_index], now=now)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(step(), st.booleans()), min_size=1, max_size=25),
+    config_index=st.integers(0, 1),
+)
+def test_incremental_sessions_match_fresh_ones(
+    steps: list[tuple[Event, bool]], config_index: int
+) -> None:
+    cache = ClusterCache()
+    history: list[Event | Decisions] = list(_base())
+    for event in history:
+        _replay(cache, event)
+    for i, (event, dispatch) in enumerate(steps):
+        _replay(cache, event)
+        history.append(event)
+        now = NOW + i
+        kept = run_session(cache, CONFIGS[config_index], now=now)
+        assert _comparable(kept) == _comparable(_fresh(history, config_index, now)), (i, event)
+        if dispatch:  # binds assumed (Binding) and evictions assumed (Releasing)
+            _replay(cache, kept)
+            history.append(kept)
+
+
+def test_job_sums_follow_versions_and_departures() -> None:
+    cache = ClusterCache()
+    for kind, etype, obj in _cluster():
+        cache.apply(kind, etype, obj)
+    cache.apply("PodGroup", "ADDED", f.podgroup("g0", queue="qa", phase="Inqueue"))
+    cache.apply("Pod", "ADDED", f.pod("g0-0", group="g0", cpu="1"))
+    cpu = cache.resources.index("cpu")
+    sums = JobSums.of(cache, "test", (cache.resources.capacity,))
+    sums.refresh(cache.jobs, lambda j: j.pending_req)
+    assert sums.sums["qa"][cpu] == 1000 and sums.counts == {"qa": 1}
+    cache.apply("Pod", "ADDED", f.pod("g0-1", group="g0", cpu="2"))
+    sums.refresh(cache.jobs, lambda j: j.pending_req)
+    assert sums.sums["qa"][cpu] == 3000
+    # the job moves to another queue, then leaves: its contribution moves, then goes
+    cache.apply("PodGroup", "MODIFIED", f.podgroup("g0", queue="qb", phase="Inqueue"))
+    sums.refresh(cache.jobs, lambda j: j.pending_req)
+    assert "qa" not in sums.sums and sums.sums["qb"][cpu] == 3000
+    sums.refresh({}, lambda j: j.pending_req)
+    assert sums.sums == {} and sums.counts == {}
+    # the same key with another shape starts afresh
+    assert JobSums.of(cache, "test", (2, cache.resources.capacity)) is not sums
