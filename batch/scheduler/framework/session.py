@@ -182,6 +182,8 @@ class Session:
             self.jobs[job.uid] = job
         self.journal: list[tuple[TaskInfo, TaskStatus, str, int]] = []
         self.phase_journal: list[tuple[JobInfo, str]] = []
+        #: job uid -> (job, its version before this session first changed it)
+        self._versions: dict[str, tuple[JobInfo, int]] = {}
         self.binds: list[Bind] = []
         self.pipelines: list[Pipeline] = []
         self.evictions: list[Eviction] = []
@@ -538,10 +540,18 @@ class Session:
     def _job_of(self, task: TaskInfo) -> JobInfo | None:
         return self.jobs.get(task.job_id) if task.job_id else None
 
+    def _journal(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Record ``task``'s state, and its job's version before the session first touched it
+        (rollback restores both: a job's version then again names its state)."""
+        self.journal.append((task, status, task.node_name, task.node_idx))
+        job = self._job_of(task)
+        if job is not None and job.uid not in self._versions:
+            self._versions[job.uid] = (job, job.version)
+
     def place(self, task: TaskInfo, idx: int, status: TaskStatus) -> None:
         """Pending ``task`` -> Allocated/Pipelined on node ``idx`` (fires allocate handlers)."""
         nd = self.nodes
-        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        self._journal(task, task.status)
         req = task.req
         if status is TaskStatus.PIPELINED:
             nd.pipelined[:, idx] += req
@@ -569,7 +579,7 @@ class Session:
         """Undo ``place`` (task back to Pending; fires deallocate handlers)."""
         nd = self.nodes
         idx = task.node_idx
-        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        self._journal(task, task.status)
         req = task.req
         if task.status is TaskStatus.PIPELINED:
             nd.pipelined[:, idx] -= req
@@ -598,7 +608,7 @@ class Session:
         """Running/Bound ``task`` -> Releasing (fires deallocate handlers); returns old status."""
         nd = self.nodes
         old = task.status
-        self.journal.append((task, old, task.node_name, task.node_idx))
+        self._journal(task, old)
         if task.node_idx >= 0:
             nd.releasing[:, task.node_idx] += task.req
             nd.has_future = True
@@ -614,7 +624,7 @@ class Session:
 
     def unevict(self, task: TaskInfo, status: TaskStatus) -> None:
         nd = self.nodes
-        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        self._journal(task, task.status)
         if task.node_idx >= 0:
             nd.releasing[:, task.node_idx] -= task.req
             nd.log.append(task.node_idx)
@@ -628,7 +638,7 @@ class Session:
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Status change without resource effect (Allocated -> Binding at commit)."""
-        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        self._journal(task, task.status)
         job = self._job_of(task)
         if job is not None:
             job.set_status(task, status)
@@ -637,6 +647,8 @@ class Session:
 
     def set_phase(self, job: JobInfo, phase: str) -> None:
         self.phase_journal.append((job, job.phase))
+        if job.uid not in self._versions:
+            self._versions[job.uid] = (job, job.version)
         job.phase = phase
         job.touch()
 
@@ -697,5 +709,7 @@ class Session:
         self.journal.clear()
         for job, phase in reversed(self.phase_journal):
             job.phase = phase
-            job.touch()
         self.phase_journal.clear()
+        for job, version in self._versions.values():
+            job.version = version
+        self._versions.clear()
