@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
+from batch.model.info import QueueInfo
 from batch.scheduler import load_config
 from batch.scheduler.framework.session import Session
-from batch.scheduler.plugins.proportion import ProportionPlugin
+from batch.scheduler.plugins.proportion import ProportionPlugin, QueueAttr, water_fill
 
 from .util import BASIC, NOW, bound_jobs, gang, run
 
@@ -115,3 +118,78 @@ def test_decisions_carry_each_queues_fair_share_figures_and_plugin_timings() -> 
     hooks = {hook for (_plugin, hook) in d.plugin_timings}
     assert hooks == {"OnSessionOpen", "OnSessionClose"}
     assert ("proportion", "OnSessionOpen") in d.plugin_timings
+
+
+def _volcano_loop(
+    weights: list[int], caps: list[list[float]], requests: list[list[float]], total: list[float]
+) -> list[list[float]]:
+    """volcano.md §5.1 step 3 as written there: queue by queue (the oracle)."""
+    n = len(weights)
+    deserved = [[0.0] * len(total) for _ in range(n)]
+    remaining = [0.0, *total[1:]]
+    meet: set[int] = set()
+    while True:
+        w = sum(weights[i] for i in range(n) if i not in meet)
+        if w == 0:
+            break
+        inc = [0.0] * len(total)
+        dec = [0.0] * len(total)
+        for i in range(n):
+            if i in meet:
+                continue
+            old = deserved[i]
+            d = [o + r * (weights[i] / w) for o, r in zip(old, remaining, strict=True)]
+            d = [min(x, c, q) for x, c, q in zip(d, caps[i], requests[i], strict=True)]
+            d = [max(x, 0.0) for x in d]
+            d[0] = 0.0
+            deserved[i] = d
+            if all(q <= x + 0.1 for q, x in zip(requests[i][1:], d[1:], strict=True)) or d == old:
+                meet.add(i)
+            inc = [a + max(x - o, 0) for a, x, o in zip(inc, d, old, strict=True)]
+            dec = [a + max(o - x, 0) for a, x, o in zip(dec, d, old, strict=True)]
+        new = [max(r + b - a, 0.0) for r, a, b in zip(remaining, inc, dec, strict=True)]
+        if all(x < 0.1 for x in new[1:]) or new == remaining:
+            break
+        remaining = new
+    return deserved
+
+
+@given(
+    queues=st.lists(
+        st.tuples(
+            st.integers(1, 5),
+            st.lists(st.sampled_from([0.0, 1.0, 3.5, 8.0, 1e9]), min_size=2, max_size=2),
+            st.lists(st.sampled_from([0.0, 0.5, 2.0, 7.0, 100.0]), min_size=2, max_size=2),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    total=st.lists(st.sampled_from([0.0, 4.0, 12.0, 33.3]), min_size=2, max_size=2),
+)
+def test_water_fill_equals_volcanos_queue_by_queue_loop(
+    queues: list[tuple[int, list[float], list[float]]], total: list[float]
+) -> None:
+    attrs = []
+    for i, (weight, cap, req) in enumerate(queues):
+        z = np.zeros(3)
+        attrs.append(
+            QueueAttr(
+                queue=QueueInfo(name=f"q{i}", uid=f"q{i}", weight=weight),
+                weight=weight,
+                guarantee=z.copy(),
+                capability=np.array([0.0, *cap]),
+                real_capability=np.array([0.0, *cap]),
+                allocated=z.copy(),
+                request=np.array([0.0, *req]),
+                inqueue=z.copy(),
+                elastic=z.copy(),
+            )
+        )
+    water_fill(attrs, np.array([0.0, *total]))
+    expected = _volcano_loop(
+        [w for w, _c, _r in queues],
+        [[0.0, *c] for _w, c, _r in queues],
+        [[0.0, *r] for _w, _c, r in queues],
+        [0.0, *total],
+    )
+    assert [list(a.deserved) for a in attrs] == expected

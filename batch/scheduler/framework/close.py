@@ -140,7 +140,7 @@ def close_session(ssn: Session) -> Decisions:
         # conditions say (type, status, reason, message): when neither changed, the status of
         # an earlier session is reused, with that session's transitionID and time (a condition's
         # lastTransitionTime then means what Kubernetes says it means).
-        memo: dict[str, tuple[int, tuple[tuple[Any, ...], ...], dict[str, Any]]] = (
+        memo: dict[str, tuple[int, list[tuple[Any, ...]], dict[str, Any]]] = (
             ssn.cache.derived.setdefault("close-status", {})
         )
         if len(memo) > 2 * len(ssn.jobs) + 64:  # forget departed jobs
@@ -148,10 +148,10 @@ def close_session(ssn: Session) -> Decisions:
                 del memo[uid]
         for job in ssn.jobs.values():
             new_conds = ssn.podgroup_conditions.get(job.uid) or []
-            said = tuple(
+            said = [
                 (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
                 for c in new_conds
-            )
+            ]
             kept = memo.get(job.uid)
             if kept is not None and kept[0] == job.version and kept[1] == said:
                 status = kept[2]

@@ -101,6 +101,8 @@ class Allocate(Action):
                 if enqueue_on:
                     continue
                 ssn.set_phase(job, "Inqueue")
+            if not job.counts[TaskStatus.PENDING] and job.is_ready():
+                continue  # nothing to place, and close drops any reason a ready job gets
             vr = ssn.job_valid(job)
             if vr is not None:
                 ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))

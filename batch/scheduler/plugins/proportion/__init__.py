@@ -83,36 +83,44 @@ class QueueAttr:
 
 
 def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
-    """The deserved-share loop of volcano.md §5.1 step 3 (sets ``attr.deserved``)."""
+    """The deserved-share loop of volcano.md §5.1 step 3 (sets ``attr.deserved``).
+
+    Within a round every queue's step depends only on the round's ``remaining`` and weight sum,
+    so a round is computed for all queues at once (one row per queue); the result is Volcano's
+    queue-by-queue loop's.
+    """
+    if not attrs:
+        return
+    weight = np.array([a.weight for a in attrs], dtype=np.float64)
+    cap = np.stack([a.real_capability for a in attrs])
+    request = np.stack([a.request for a in attrs])
+    guarantee = np.stack([a.guarantee for a in attrs])
+    deserved = np.zeros_like(request)
+    meet = np.zeros(len(attrs), dtype=bool)
     remaining = total.copy()
     remaining[0] = 0.0
-    meet: set[str] = set()
-    for a in attrs:
-        a.deserved = np.zeros_like(total)
     while True:
-        w = sum(a.weight for a in attrs if a.queue.name not in meet)
+        rows = np.flatnonzero(~meet)
+        w = weight[rows].sum()
         if w == 0:
             break
-        increased = np.zeros_like(total)
-        decreased = np.zeros_like(total)
-        for a in attrs:
-            if a.queue.name in meet:
-                continue
-            old = a.deserved.copy()
-            d = a.deserved + remaining * (a.weight / w)
-            d = np.minimum(d, a.real_capability)
-            d = np.minimum(d, a.request)
-            d = np.maximum(d, a.guarantee)
-            d[0] = 0.0
-            a.deserved = d
-            if le(a.request, d) or np.array_equal(d, old):
-                meet.add(a.queue.name)
-            increased += np.maximum(d - old, 0)
-            decreased += np.maximum(old - d, 0)
+        old = deserved[rows]
+        d = old + remaining * (weight[rows] / w)[:, None]
+        d = np.minimum(d, cap[rows])
+        d = np.minimum(d, request[rows])
+        d = np.maximum(d, guarantee[rows])
+        d[:, 0] = 0.0
+        deserved[rows] = d
+        satisfied = (request[rows, 1:] <= d[:, 1:] + TOL).all(axis=1)
+        meet[rows[satisfied | (d == old).all(axis=1)]] = True
+        increased = np.maximum(d - old, 0).sum(axis=0)
+        decreased = np.maximum(old - d, 0).sum(axis=0)
         new_remaining = np.maximum(remaining + decreased - increased, 0)
         if bool((new_remaining[1:] < TOL).all()) or np.array_equal(new_remaining, remaining):
             break
         remaining = new_remaining
+    for i, a in enumerate(attrs):
+        a.deserved = deserved[i]
 
 
 def queue_contribution(job: JobInfo) -> IntVec:
