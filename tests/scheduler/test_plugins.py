@@ -119,6 +119,9 @@ def test_capacity_flat_capability_not_deserved_limits_allocation() -> None:
     got = bound_jobs(d)
     assert got["default/a"] == 6  # beyond deserved up to capability
     assert got["default/b"] == 3
+    qa = d.queue_metrics["qa"]  # the figures the volcano_queue_* gauges export
+    assert qa.amounts(qa.deserved)["cpu"] == 4000 and qa.amounts(qa.real_capacity)["cpu"] == 6000
+    assert qa.request is None and qa.share == 1.5 and qa.overused
     ssn = Session(c, load_config(CAP), now=NOW)
     plugin = next(p for p in ssn.plugins if isinstance(p, CapacityPlugin))
     cpu = c.resources.index("cpu")

@@ -34,7 +34,7 @@ from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Plugin, register_plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
-from batch.scheduler.plugins.proportion import INF, TOL, capability_vec, le, vec_of
+from batch.scheduler.plugins.proportion import INF, TOL, capability_vec, publish_shares, vec_of
 
 F = npt.NDArray[np.float64]
 
@@ -268,16 +268,7 @@ class CapacityPlugin(Plugin):
         ssn.add_event_handler(on_alloc, on_dealloc)
 
     def on_session_close(self, ssn: Session) -> None:
-        for name, a in self.attrs.items():
-            ssn.publish_queue_metrics(
-                name,
-                deserved=a.deserved,
-                real_capacity=a.real_capability,
-                inqueue=a.inqueue,
-                request=None,
-                share=a.share(),
-                overused=le(a.deserved, a.allocated),
-            )
+        publish_shares(ssn, self.attrs)
 
     def _fill_root(self, root: CapAttr, total: F) -> None:
         """Root deserved/guarantee default to the sum of its children (capability unlimited)."""

@@ -7,8 +7,9 @@ Allocatable, Preemptive, Reclaimable and the JobEnqueueable admission gate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -121,6 +122,32 @@ def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
         remaining = new_remaining
     for i, a in enumerate(attrs):
         a.deserved = deserved[i]
+
+
+class ShareAttr(Protocol):
+    """What a fair-share plugin knows of a queue (proportion's QueueAttr, capacity's CapAttr)."""
+
+    deserved: F
+    real_capability: F
+    inqueue: F
+    allocated: F
+
+    def share(self) -> float: ...
+
+
+def publish_shares(ssn: Session, attrs: Mapping[str, ShareAttr]) -> None:
+    """Hand each queue's figures to the session for the ``volcano_queue_*`` metrics (a plugin
+    without a notion of request, like capacity, has no ``request`` attribute)."""
+    for name, a in attrs.items():
+        ssn.publish_queue_metrics(
+            name,
+            deserved=a.deserved,
+            real_capacity=a.real_capability,
+            inqueue=a.inqueue,
+            request=getattr(a, "request", None),
+            share=a.share(),
+            overused=le(a.deserved, a.allocated),
+        )
 
 
 def queue_contribution(job: JobInfo) -> IntVec:
@@ -314,16 +341,7 @@ class ProportionPlugin(Plugin):
         ssn.add_event_handler(on_alloc, on_dealloc)
 
     def on_session_close(self, ssn: Session) -> None:
-        for name, a in self.attrs.items():
-            ssn.publish_queue_metrics(
-                name,
-                deserved=a.deserved,
-                real_capacity=a.real_capability,
-                inqueue=a.inqueue,
-                request=a.request,
-                share=a.share(),
-                overused=le(a.deserved, a.allocated),
-            )
+        publish_shares(ssn, self.attrs)
 
     def deserved(self, queue: str) -> F | None:
         """The computed deserved vector of ``queue`` (tests, status, CLI)."""
