@@ -105,6 +105,7 @@ class SchedulerService:
         self.last_session_at = 0.0
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
+        self._writes_failed = False  # some status write of the last dispatch failed
         self.ledger: SchedulerLedger | None = None
 
     # -- cache feed ---------------------------------------------------------------------
@@ -173,10 +174,14 @@ class SchedulerService:
         started = time.perf_counter()
         decisions = self.scheduler.run_once(time.time())
         self.sessions += 1
-        if self.ledger is not None and decisions is not self._last_decisions:
-            self.ledger.observe_session(self.cache, decisions, time.time())
         if decisions is self._last_decisions:
-            return  # nothing changed since the last session: nothing to dispatch or write
+            # Nothing changed since the last session (so it dispatched no bind or eviction):
+            # only status writes that failed then are worth making again.
+            if self._writes_failed:
+                await self._write_status(writer, decisions, failed_jobs=set())
+            return
+        if self.ledger is not None:
+            self.ledger.observe_session(self.cache, decisions, time.time())
         self._last_decisions = decisions
         for stage, seconds in decisions.timings.items():
             if stage == "open":
@@ -228,17 +233,7 @@ class SchedulerService:
                 self.cache.bind_failed(req.uid)
 
         await self._nominate(writer, decisions)
-        pg_status = dict(decisions.podgroup_status)
-        if failed_jobs:
-            # Never report a gang Running while binds of its minimum are failing.
-            for key, status in list(pg_status.items()):
-                job_id = f"{key[0]}/{key[1]}"
-                if job_id in failed_jobs and status.get("phase") == "Running":
-                    previous = writer.podgroups.get(key, {}).get("phase") or "Inqueue"
-                    pg_status[key] = {**status, "phase": previous}
-        writes = await writer.write_podgroups(pg_status)
-        writes += await writer.write_queues(decisions.queue_status)
-        self.metrics.status_writes.labels(kind="status").inc(writes)
+        await self._write_status(writer, decisions, failed_jobs=failed_jobs)
         events = [
             EventSpec(
                 kind=ev.kind,
@@ -256,6 +251,24 @@ class SchedulerService:
         self._export_gauges(decisions)
         self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
         self.last_session_at = time.time()
+
+    async def _write_status(
+        self, writer: StatusWriter, decisions: Decisions, *, failed_jobs: set[str]
+    ) -> None:
+        """PodGroup and Queue statuses of ``decisions``, only where they differ."""
+        pg_status = dict(decisions.podgroup_status)
+        if failed_jobs:
+            # Never report a gang Running while binds of its minimum are failing.
+            for key, status in list(pg_status.items()):
+                job_id = f"{key[0]}/{key[1]}"
+                if job_id in failed_jobs and status.get("phase") == "Running":
+                    previous = writer.podgroups.get(key, {}).get("phase") or "Inqueue"
+                    pg_status[key] = {**status, "phase": previous}
+        failed_before = writer.failed_writes
+        writes = await writer.write_podgroups(pg_status)
+        writes += await writer.write_queues(decisions.queue_status)
+        self._writes_failed = writer.failed_writes > failed_before
+        self.metrics.status_writes.labels(kind="status").inc(writes)
 
     async def _nominate(self, writer: StatusWriter, decisions: Decisions) -> None:
         """Write `status.nominatedNodeName` of pipelined pods (only when it changes).

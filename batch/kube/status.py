@@ -96,6 +96,9 @@ class StatusWriter:
         self.queues: dict[str, dict[str, Any]] = {}
         self._recent_events: dict[tuple[str, str, str, str, str], float] = {}
         self.writes = 0
+        #: status writes that failed (not counting objects deleted meanwhile); the caller
+        #: should offer the same statuses again even when its decisions did not change
+        self.failed_writes = 0
 
     # -- fed by the watch -----------------------------------------------------------------
     def observe(self, kind: str, etype: str, obj: Mapping[str, Any]) -> None:
@@ -123,13 +126,31 @@ class StatusWriter:
             )
         except ApiError as exc:
             if exc.status != 404:
+                self.failed_writes += 1
                 log.warning("status write of %s %s failed: %s", kind, name, exc)
             return False
         except Exception as exc:
+            self.failed_writes += 1
             log.warning("status write of %s %s failed: %r", kind, name, exc)
             return False
         self.writes += 1
         return True
+
+    async def _write(
+        self,
+        known: dict[Any, dict[str, Any]],
+        key: Any,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        patch: dict[str, Any],
+    ) -> bool:
+        """Patch, and only once the server took it count the status as written: a failed write
+        must stay a difference, or it would never be made again."""
+        ok = await self._patch_status(kind, name, namespace, patch)
+        if ok and key in known:
+            known[key] = {**known[key], **patch}
+        return ok
 
     async def _run(self, jobs: list[Any]) -> int:
         sem = asyncio.Semaphore(self.concurrency)
@@ -149,8 +170,7 @@ class StatusWriter:
                 continue  # deleted meanwhile, or not yet seen
             patch = status_patch(self.podgroups[(ns, name)], status)
             if patch:
-                self.podgroups[(ns, name)] = {**self.podgroups[(ns, name)], **patch}
-                jobs.append(self._patch_status("PodGroup", name, ns, patch))
+                jobs.append(self._write(self.podgroups, (ns, name), "PodGroup", name, ns, patch))
         return await self._run(jobs)
 
     async def write_queues(self, desired: Mapping[str, Mapping[str, Any]]) -> int:
@@ -161,8 +181,7 @@ class StatusWriter:
                 continue
             patch = status_patch(self.queues[name], status)
             if patch:
-                self.queues[name] = {**self.queues[name], **patch}
-                jobs.append(self._patch_status("Queue", name, None, patch))
+                jobs.append(self._write(self.queues, name, "Queue", name, None, patch))
         return await self._run(jobs)
 
     async def patch_pod_statuses(self, patches: Sequence[tuple[str, str, dict[str, Any]]]) -> int:

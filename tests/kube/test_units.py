@@ -116,3 +116,36 @@ def test_metrics_use_volcano_names() -> None:
         in text
     )
     assert "volcano_e2e_scheduling_latency_milliseconds_bucket" in text
+
+
+class _FlakyClient:
+    """Answers status patches; the first `fail` of them fail with a 500."""
+
+    def __init__(self, fail: int) -> None:
+        self.fail = fail
+        self.patches: list[tuple[str, dict[str, object]]] = []
+
+    async def patch(self, res: object, name: str, body: dict[str, object], **_: object) -> dict:
+        if self.fail:
+            self.fail -= 1
+            from batch.kube.client import ApiError
+
+            raise ApiError(500, {"message": "injected"}, "PATCH")
+        self.patches.append((name, body))
+        return {}
+
+
+def test_a_failed_status_write_is_retried_with_the_next_identical_decision() -> None:
+    import asyncio
+
+    from batch.kube.status import StatusWriter
+
+    client = _FlakyClient(fail=1)
+    writer = StatusWriter(client)  # type: ignore[arg-type]
+    writer.observe("PodGroup", "ADDED", {"metadata": {"namespace": "ns", "name": "pg"}})
+    desired = {("ns", "pg"): {"phase": "Inqueue"}}
+    assert asyncio.run(writer.write_podgroups(desired)) == 0  # the write failed
+    assert writer.failed_writes == 1
+    assert asyncio.run(writer.write_podgroups(desired)) == 1  # ... so it is made again
+    assert client.patches == [("pg", {"status": {"phase": "Inqueue"}})]
+    assert asyncio.run(writer.write_podgroups(desired)) == 0  # and then not again
