@@ -204,6 +204,7 @@ class SchedulerService:
             for victim, ok, message in await evictor.evict_all(victims):
                 self.metrics.evictions.labels(result="ok" if ok else "failed").inc()
                 if not ok:
+                    self.cache.evict_failed(victim.uid)  # retried, or replaced, next session
                     log.warning(
                         "eviction of %s/%s failed: %s", victim.namespace, victim.pod, message
                     )

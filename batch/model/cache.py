@@ -152,6 +152,16 @@ class ClusterCache:
         self.assumed_evict.add(pod_uid)
         self._set_task(task, TaskStatus.RELEASING, task.node_name)
 
+    def evict_failed(self, pod_uid: str) -> None:
+        """The dispatched eviction failed: the pod is what its last watched object says again
+        (so a later session may choose it, or another victim, once more)."""
+        if pod_uid not in self.assumed_evict:
+            return
+        self.assumed_evict.discard(pod_uid)
+        task = self.tasks.get(pod_uid)
+        if task is not None and task.raw is not None:
+            self.apply("Pod", "MODIFIED", task.raw)
+
     def job_priority(self, job: JobInfo) -> int:
         """PriorityClass value of the PodGroup's priorityClassName, else the global default."""
         pc = self.priority_classes.get(job.priority_class_name)

@@ -82,6 +82,29 @@ def test_assume_bind_and_bind_failed() -> None:
     assert job.counts[TaskStatus.BOUND] == 1 and job.counts[TaskStatus.PENDING] == 0
 
 
+def test_assume_evict_and_evict_failed() -> None:
+    c = ClusterCache()
+    c.apply("Node", "ADDED", f.node("n0", cpu="4"))
+    c.apply("PodGroup", "ADDED", f.podgroup("pg"))
+    running = f.pod("a", group="pg", cpu="1", node_name="n0", phase="Running")
+    c.apply("Pod", "ADDED", running)
+    c.assume_evict("uid-default-a")
+    assert c.tasks["uid-default-a"].status is TaskStatus.RELEASING
+    c.apply("Pod", "MODIFIED", running)  # e.g. the DisruptionTarget condition: still Releasing
+    assert c.tasks["uid-default-a"].status is TaskStatus.RELEASING
+    generation = c.generation
+    c.evict_failed("uid-default-a")  # the eviction was refused: the pod runs on
+    assert c.tasks["uid-default-a"].status is TaskStatus.RUNNING
+    assert not c.assumed_evict and c.generation > generation
+    idx = c.nodes.by_name["n0"]
+    cpu = c.resources.index("cpu")
+    assert c.nodes.used[cpu, idx] == 1000 and c.nodes.releasing[cpu, idx] == 0
+    job = c.jobs["default/pg"]
+    assert job.counts[TaskStatus.RUNNING] == 1 and job.counts[TaskStatus.RELEASING] == 0
+    c.evict_failed("uid-default-a")  # nothing assumed: no-op
+    assert c.tasks["uid-default-a"].status is TaskStatus.RUNNING
+
+
 def test_extended_resources_grow_dimensions() -> None:
     c = ClusterCache()
     c.apply("Node", "ADDED", f.node("n0", gpu=8))
