@@ -4,7 +4,9 @@ Why this exists: two scheduler replicas must never bind at the same time, and wh
 dies the other must take over quickly (within 15 s). The leader renews the Lease every
 `renew_seconds`; a candidate takes the Lease when its `renewTime + leaseDurationSeconds` has
 passed. Updates use the Lease's resourceVersion, so two candidates cannot both win: the loser
-gets 409 Conflict and keeps waiting.
+gets 409 Conflict and keeps waiting. A leader that cannot renew gives up at its *renew
+deadline*, `2 * renew_seconds` before the Lease expires (Kubernetes' renewDeadline <
+leaseDuration), so it has stopped acting before a standby may take over.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class LeaderElector:
     is_leader: bool = False
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     _last_renew: datetime | None = None
+
+    @property
+    def renew_deadline(self) -> float:
+        """Seconds after the last successful renewal at which a leader gives up."""
+        return max(self.lease_seconds - 2 * self.renew_seconds, self.renew_seconds)
 
     def _spec(self, now: datetime, *, acquire: datetime, transitions: int) -> dict[str, Any]:
         return {
@@ -120,7 +127,7 @@ class LeaderElector:
     async def hold(self) -> None:
         """Renew until the Lease is lost, then set `lost`; run as a background task.
 
-        A renewal that fails with an error is retried until the Lease would expire; losing the
+        A renewal that fails with an error is retried until the renew deadline; losing the
         Lease to another identity ends leadership at once.
         """
         while True:
@@ -132,10 +139,10 @@ class LeaderElector:
             except Exception as exc:
                 now = datetime.now(UTC)
                 last = self._last_renew or now
-                if now < last + timedelta(seconds=self.lease_seconds):
+                if now < last + timedelta(seconds=self.renew_deadline - self.renew_seconds):
                     log.warning("lease renewal failed, retrying: %r", exc)
                     continue
-                reason = f"renewals failed until the lease expired ({exc!r})"
+                reason = f"renewals failed until the renew deadline ({exc!r})"
             self.is_leader = False
             self.lost.set()
             log.error("lost the leader lease %s/%s: %s", self.namespace, self.name, reason)

@@ -149,3 +149,35 @@ def test_a_failed_status_write_is_retried_with_the_next_identical_decision() -> 
     assert asyncio.run(writer.write_podgroups(desired)) == 1  # ... so it is made again
     assert client.patches == [("pg", {"status": {"phase": "Inqueue"}})]
     assert asyncio.run(writer.write_podgroups(desired)) == 0  # and then not again
+
+
+class _DownClient:
+    """Every request fails, as during a network partition."""
+
+    async def get(self, *_: object, **__: object) -> dict:
+        raise OSError("connection refused")
+
+
+def test_a_leader_that_cannot_renew_stops_before_its_lease_expires() -> None:
+    import asyncio
+    import time
+    from datetime import UTC, datetime
+
+    from batch.kube.leader import LeaderElector
+
+    elector = LeaderElector(
+        _DownClient(),  # type: ignore[arg-type]
+        name="l",
+        namespace="ns",
+        identity="me",
+        lease_seconds=1,
+        renew_seconds=0.1,
+    )
+    elector.is_leader = True
+    elector._last_renew = datetime.now(UTC)
+    t0 = time.monotonic()
+    asyncio.run(asyncio.wait_for(elector.hold(), 5))
+    took = time.monotonic() - t0
+    assert elector.lost.is_set() and not elector.is_leader
+    # a standby may take the Lease 1 s after the last renewal; the leader gave up before that
+    assert took <= elector.renew_deadline + 0.05 < 1.0, took
