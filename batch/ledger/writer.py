@@ -467,16 +467,16 @@ class Writer:
         cols = [c.name for c in table.c if c.name != "id"]
         json_cols = {c.name for c in table.c if isinstance(c.type, JSON)}
         name = f"tephra_stage_{table.name}"
-        created: set[str] = conn.connection.info.setdefault("tephra_stages", set())
         raw: Any = conn.connection.driver_connection
         col_list = ", ".join(cols)
         with raw.cursor() as cur:
-            if name not in created:
-                cur.execute(
-                    f"CREATE TEMP TABLE IF NOT EXISTS {name} ON COMMIT DELETE ROWS AS "
-                    f"SELECT {col_list} FROM {table.name} WITH NO DATA"
-                )
-                created.add(name)
+            # Every time, inside this transaction: a table created by a transaction that was
+            # rolled back is gone, and remembering it per connection once made every later bulk
+            # write fail ("relation does not exist", taken for an outage) for good.
+            cur.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {name} ON COMMIT DELETE ROWS AS "
+                f"SELECT {col_list} FROM {table.name} WITH NO DATA"
+            )
             with cur.copy(f"COPY {name} ({col_list}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(

@@ -433,3 +433,29 @@ def test_recorders_sharing_a_spill_path_never_share_a_file(
         assert not (tmp_path / "spill.2.jsonl").exists()
     finally:
         holder.close()
+
+
+def test_a_rolled_back_bulk_batch_does_not_break_the_next(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    """On PostgreSQL a bulk batch stages rows in a temporary table; when its transaction is
+    rolled back (here: one row breaks a NOT NULL rule) the next bulk batch on the same pooled
+    connection must still be written, not taken for an outage."""
+    pooled = make_engine(ledger_url, pool_size=1, max_overflow=0)
+    try:
+        with Recorder(pooled, spill_path=tmp_path / "spill.jsonl", background=False) as rec:
+            bad: list[ev.LedgerEvent] = [
+                ev.JobObserved(uid=f"a{i}", namespace="ns", name=f"a{i}") for i in range(1, 100)
+            ]
+            bad.append(ev.PodAttempt(pod_uid="p-bad", namespace=None, name="x"))  # type: ignore[arg-type]
+            rec.record(bad)
+            assert rec.flush()
+            assert rec.stats.rejected == 1
+            rec.record(
+                ev.JobObserved(uid=f"b{i}", namespace="ns", name=f"b{i}") for i in range(100)
+            )
+            assert rec.flush(), rec.stats
+            assert rec.stats.available and rec.stats.failures == 0
+    finally:
+        pooled.dispose()
+    assert count(engine, "jobs") == 199 and count(engine, "pod_attempts") == 0
