@@ -6,8 +6,9 @@ batch). When the database is unreachable the events stay in a bounded in-memory 
 does not fit is appended to a local spill file (JSON lines). When the database answers again the
 spill file is replayed first, then the buffer — because writes are idempotent a batch that was
 half-sent before an outage, or a spill file replayed twice after a crash, adds nothing twice.
-``close`` flushes; if the database is still down it spills the rest, and the next recorder with
-the same spill path picks it up. Events the database rejects as invalid (not an outage) are
+``close`` flushes; if the database is still down (or so slow that the writer thread is still
+busy when ``close`` gives up waiting) it spills the rest, the batch in flight included, and the
+next recorder with the same spill path picks it up. Events the database rejects as invalid (not an outage) are
 written to ``<spill>.rejected.jsonl`` and logged, so nothing is dropped silently.
 """
 
@@ -122,6 +123,7 @@ class Recorder:
         self._buffer: deque[LedgerEvent] = deque()
         self._cond = threading.Condition()
         self._inflight = 0
+        self._inflight_batch: list[LedgerEvent] = []  # the batch the writer thread is writing
         self._closing = False
         self._closed = False
         self._flush_requests = 0
@@ -199,6 +201,10 @@ class Recorder:
         else:
             self._drain(final=True)
         with self._cond:
+            if self._thread is not None and self._thread.is_alive() and self._inflight_batch:
+                # The writer is stuck on a slow database: the batch it holds would die with the
+                # process. Spill it too (ahead of newer events); writing it twice is harmless.
+                self._buffer.extendleft(reversed(self._inflight_batch))
             if self._buffer:
                 self._spill_locked(len(self._buffer))
             self._closed = True
@@ -260,16 +266,20 @@ class Recorder:
                     n = min(self.batch_size, len(self._buffer))
                     batch = [self._buffer.popleft() for _ in range(n)]
                     self._inflight = n
+                    self._inflight_batch = batch
                     self._first_buffered = time.monotonic()
                 try:
                     self._write(batch)
                 except BaseException:
                     with self._cond:
-                        self._buffer.extendleft(reversed(batch))
+                        if not self._closed:  # else close() has spilled it already
+                            self._buffer.extendleft(reversed(batch))
                         self._inflight = 0
+                        self._inflight_batch = []
                     raise
                 with self._cond:
                     self._inflight = 0
+                    self._inflight_batch = []
                     self.stats.written += n
                     self._cond.notify_all()
         except DB_ERRORS as exc:

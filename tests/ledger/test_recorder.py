@@ -459,3 +459,31 @@ def test_a_rolled_back_bulk_batch_does_not_break_the_next(
     finally:
         pooled.dispose()
     assert count(engine, "jobs") == 199 and count(engine, "pod_attempts") == 0
+
+
+def test_close_spills_the_batch_a_stuck_writer_holds(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    """A database so slow that close() stops waiting for the writer thread: the batch the thread
+    is writing must reach the spill file (with the rest), or it dies with the process."""
+    spill = tmp_path / "spill.jsonl"
+    rec = Recorder(ledger_url, spill_path=spill, batch_size=10, flush_interval=0.01)
+    entered, release = threading.Event(), threading.Event()
+    write = rec._write
+
+    def stuck(batch: list[ev.LedgerEvent]) -> None:
+        entered.set()
+        release.wait(10)
+        write(batch)
+
+    rec._write = stuck  # type: ignore[method-assign]
+    rec.record(ev.JobObserved(uid=f"j{i}", namespace="ns", name=f"j{i}") for i in range(15))
+    assert entered.wait(5)
+    rec.close(timeout=0.2)
+    release.set()
+    spilled = [json.loads(line)["uid"] for line in spill.read_text().splitlines()]
+    assert sorted(spilled) == sorted(f"j{i}" for i in range(15))
+    # the next recorder with the same spill path writes all of them, once
+    with Recorder(ledger_url, spill_path=spill, background=False) as again:
+        assert again.flush()
+    assert count(engine, "jobs") == 15
