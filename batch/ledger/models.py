@@ -225,10 +225,12 @@ class SchedulingEvent(Base):
 
 
 class QueueConfig(Base):
-    """Queue configuration history: one row per distinct configuration, valid from ``valid_from``.
+    """Queue configuration history: the configuration observed at ``valid_from``, in force until
+    the next row of the same queue.
 
-    A row is written only when the configuration differs from the one in force at that time, so
-    a controller re-listing unchanged queues after a restart adds nothing.
+    Rows are written when a queue's configuration changes and when a component first sees the
+    queue (after a restart). A row may repeat the previous one; it is kept so that the
+    configuration in force at any time does not depend on the order events arrived in.
     """
 
     __tablename__ = "queue_configs"

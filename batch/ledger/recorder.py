@@ -8,8 +8,8 @@ spill file is replayed first, then the buffer — because writes are idempotent 
 half-sent before an outage, or a spill file replayed twice after a crash, adds nothing twice.
 ``close`` flushes; if the database is still down (or so slow that the writer thread is still
 busy when ``close`` gives up waiting) it spills the rest, the batch in flight included, and the
-next recorder with the same spill path picks it up. Events the database rejects as invalid (not an outage) are
-written to ``<spill>.rejected.jsonl`` and logged, so nothing is dropped silently.
+next recorder with the same spill path picks it up. Events the database rejects as invalid (not
+an outage) are written to ``<spill>.rejected.jsonl`` and logged, so nothing is dropped silently.
 """
 
 from __future__ import annotations

@@ -11,8 +11,11 @@ which PostgreSQL's ``ON CONFLICT DO UPDATE`` refuses to touch twice in one state
 * the job's phase is the one with the greatest (time, phase rank, name); ``final_phase`` and
   ``finished_at`` follow the winning phase.
 
-Queue configuration rows are written only when the configuration differs from the one in force
-at that time, which makes re-listing unchanged queues a no-op.
+Every observed queue configuration is kept as a row (the same queue and time twice adds
+nothing): skipping one because it equals the configuration in force when it arrives would lose
+it when an earlier, different change arrives after it (a recorder replaying a spill file
+reorders events), and the configuration in force at any time must not depend on arrival order.
+Consecutive repeats are harmless to every reader.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from sqlalchemy import (
     or_,
     select,
     table as sa_table,
-    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -494,30 +496,11 @@ class Writer:
     ) -> None:
         table: Any = QueueConfig.__table__
         at = ev.utc(change.at)
-        digest = change.config_hash
-        prev = conn.execute(
-            select(table.c.config_hash)
-            .where(table.c.queue == change.queue, table.c.valid_from <= at)
-            .order_by(table.c.valid_from.desc())
-            .limit(1)
-        ).scalar_one_or_none()
-        if prev == digest:
-            return
-        nxt = conn.execute(
-            select(table.c.id, table.c.config_hash)
-            .where(table.c.queue == change.queue, table.c.valid_from > at)
-            .order_by(table.c.valid_from.asc())
-            .limit(1)
-        ).first()
-        if nxt is not None and nxt.config_hash == digest:
-            # The same configuration was recorded later; it was already in force at ``at``.
-            conn.execute(update(table).where(table.c.id == nxt.id).values(valid_from=at))
-            return
         row = {
             "queue": change.queue,
             "queue_uid": change.queue_uid,
             "valid_from": at,
-            "config_hash": digest,
+            "config_hash": change.config_hash,
             "weight": change.weight,
             "capability": _plain(change.capability),
             "guarantee": _plain(change.guarantee),

@@ -111,7 +111,8 @@ def test_replayed_events_never_duplicate(ledger_url: str, engine: Engine, tmp_pa
     assert len(once["job_transitions"]) == 5 * 4
     assert len(once["pod_attempts"]) == 10
     assert len(once["scheduling_events"]) == 1
-    assert len(once["queue_configs"]) == 2  # the third change repeats the second
+    # every observed configuration is a row (the third repeats the second: see next test)
+    assert len(once["queue_configs"]) == 3
     # A restarted controller replays everything, twice, in a new recorder.
     _record_all(ledger_url, stream + stream, tmp_path, batch_size=7)
     assert snapshot(engine) == once
@@ -133,6 +134,37 @@ def test_order_of_events_does_not_matter(ledger_url: str, engine: Engine, tmp_pa
     pod = next(r for r in rows(engine, "pod_attempts") if r["pod_uid"] == "job-0-pod-0")
     assert pod["eviction_cause"] == "reclaim" and pod["node"] == "n0" and pod["exit_code"] == 0
     assert pod["started_at"] == t(10, 0, 5) and pod["outcome"] == "Succeeded"
+
+
+def test_queue_configuration_in_force_does_not_depend_on_arrival_order(
+    ledger_url: str, engine: Engine
+) -> None:
+    """Weight 1 on day 1, 4 on day 2, back to 1 on day 3 — in every order of arrival (a
+    recorder replaying a spill file after an outage delivers older events after newer ones)."""
+    import itertools
+
+    from sqlalchemy import text
+
+    from batch.ledger.writer import Writer
+
+    changes = [
+        ev.QueueConfigChanged(queue="q", at=t(1), weight=1),
+        ev.QueueConfigChanged(queue="q", at=t(2), weight=4),
+        ev.QueueConfigChanged(queue="q", at=t(3), weight=1),
+    ]
+    in_force = text(
+        "SELECT weight FROM queue_configs WHERE queue = 'q' AND valid_from <= :at "
+        "ORDER BY valid_from DESC LIMIT 1"
+    )
+    for order in itertools.permutations(changes):
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM queue_configs"))
+        for change in order:  # one batch each, as separate flushes would write them
+            with engine.begin() as conn:
+                Writer().write(conn, [change])
+        with engine.connect() as conn:
+            weights = [conn.execute(in_force, {"at": t(d, 12)}).scalar() for d in (1, 2, 3, 4)]
+        assert weights == [1, 4, 1, 1], [c.at for c in order]
 
 
 def test_batches_are_written_in_the_background(
