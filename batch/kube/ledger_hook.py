@@ -2,9 +2,11 @@
 
 Why this exists: preemption and reclaim decisions exist only inside the scheduler, and so does
 the per-queue view (allocated, pending demand, fair share) the fairness report compares over
-time. This hook turns a session's decisions into ledger events. It is fed on the service's
-event loop; the usage sampler (an apscheduler thread inside the recorder) reads only the
-snapshot taken here, never the live cache, so the two threads never race.
+time. This hook turns a session's decisions into ledger events: evictions keyed by the jobs'
+Kubernetes uids, and usage samples of leaf queues with the fair-share plugin's deserved share.
+It is fed on the service's event loop; the usage sampler (an apscheduler thread inside the
+recorder) reads only the snapshot taken here, never the live cache, so the two threads never
+race.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from batch.api.resources import parse_resource_list
 from batch.ledger import Recorder, usage_samples_from_queues
+from batch.ledger.convert import podgroup_job_uid
 from batch.ledger.events import LedgerEvent, SchedulingEvent
 from batch.ledger.migrate import upgrade
 from batch.model.cache import ClusterCache
@@ -53,6 +55,10 @@ class SchedulerLedger:
         for ev in decisions.evictions:
             job = cache.jobs.get(ev.job_id) if ev.job_id else None
             gainer = cache.jobs.get(ev.beneficiary) if ev.beneficiary else None
+            # the ledger keys jobs by Kubernetes uid (the PodGroup's owner, else the PodGroup),
+            # not by the scheduler's "<namespace>/<podgroup>" id
+            victim_uid = podgroup_job_uid(job.podgroup) if job and job.podgroup else None
+            gainer_uid = podgroup_job_uid(gainer.podgroup) if gainer and gainer.podgroup else None
             task = cache.tasks.get(ev.uid)
             amounts = self._amounts(cache, task.req) if task is not None else {}
             events.append(
@@ -62,9 +68,9 @@ class SchedulerLedger:
                     victim_pod_uid=ev.uid,
                     victim_namespace=ev.namespace,
                     victim_pod=ev.name,
-                    victim_job_uid=job.uid if job is not None else None,
+                    victim_job_uid=victim_uid or None,
                     victim_queue=job.queue if job is not None else None,
-                    beneficiary_job_uid=gainer.uid if gainer is not None else None,
+                    beneficiary_job_uid=gainer_uid or None,
                     beneficiary_queue=gainer.queue if gainer is not None else None,
                     reason=ev.reason,
                     session_id=decisions.session_uid,
@@ -90,18 +96,21 @@ class SchedulerLedger:
                 acc = pending.setdefault(job.queue, {})
                 for name, value in amounts.items():
                     acc[name] = acc.get(name, 0) + value
+        # Leaf queues only: a parent's allocation is the sum of its children's (session close
+        # adds each queue's to its ancestors), so sampling both would count it twice in every
+        # "share of all allocated" (root is the parent of every top-level queue).
+        parents = {info.parent for info in cache.queues.values() if info.parent}
         queues: list[dict[str, Any]] = []
         for name, info in cache.queues.items():
+            if name in parents:
+                continue
             raw: Mapping[str, Any] = info.raw or {"metadata": {"name": name}}
             status = dict(raw.get("status") or {})
             desired = decisions.queue_status.get(name)
             if desired and "allocated" in desired:
                 status["allocated"] = desired["allocated"]
             queues.append({**raw, "status": status})
-        deserved = {
-            q: parse_resource_list(v)
-            for q, v in (getattr(decisions, "queue_deserved", None) or {}).items()
-        }
+        deserved = {q: m.amounts(m.deserved) for q, m in decisions.queue_metrics.items()}
         with self._lock:
             self._queues, self._pending, self._deserved = queues, pending, deserved
 

@@ -435,6 +435,23 @@ def _workload_events(
 # ----------------------------------------------------------------------------- podgroups
 
 
+def _failed_gang(spec: Obj, status: Obj) -> bool:
+    """A PodGroup is Completed once every scheduled pod has finished, whichever way: the
+    workload failed when pods failed and fewer than minMember succeeded."""
+    failed, succeeded = _int(status.get("failed")) or 0, _int(status.get("succeeded")) or 0
+    return failed > 0 and succeeded < (_int(spec.get("minMember")) or 1)
+
+
+def podgroup_job_uid(pg: Obj) -> str:
+    """The ledger's job uid for a PodGroup: its controller owner's (the VCJob, PyTorchJob, ...),
+    else the PodGroup's own."""
+    meta = _meta(pg)
+    owner = _controller_owner(meta)
+    if owner is not None and owner.get("uid"):
+        return str(owner["uid"])
+    return str(meta.get("uid", ""))
+
+
 def events_from_podgroup(
     old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
 ) -> list[LedgerEvent]:
@@ -452,11 +469,11 @@ def events_from_podgroup(
     spec, status = _map(new, "spec"), _map(new, "status")
     owner = _controller_owner(meta)
     ns, pg_name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+    job_uid = podgroup_job_uid(new)
     if owner is not None and owner.get("uid"):
-        job_uid, job_name = str(owner["uid"]), str(owner.get("name") or pg_name)
-        kind = _kind_name(str(owner.get("kind") or ""))
+        job_name, kind = str(owner.get("name") or pg_name), _kind_name(str(owner.get("kind") or ""))
     else:
-        job_uid, job_name, kind = str(meta.get("uid", "")), pg_name, "PodGroup"
+        job_name, kind = pg_name, "PodGroup"
     phase = status.get("phase") or None
     old_phase = _map(old, "status").get("phase") if old is not None else None
     at = _podgroup_phase_time(new, phase) or _now(now)
@@ -490,6 +507,8 @@ def events_from_podgroup(
         job_phase = {"Pending": "Pending", "Running": "Running", "Completed": "Completed"}.get(
             str(phase)
         )
+        if job_phase == "Completed" and _failed_gang(spec, status):
+            job_phase = "Failed"
         if kind != "VCJob" and job_phase is not None:
             out.append(JobPhaseChanged(**base, source="job", to_phase=job_phase, at=at))
     return out

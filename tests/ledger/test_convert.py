@@ -322,6 +322,42 @@ def test_framework_workloads() -> None:
     assert s_obs.queue == "etl" and s_obs.requested_cpu_milli == 7000 and s_obs.phase == "Running"
 
 
+def test_a_framework_gang_that_failed_is_recorded_failed() -> None:
+    """A PodGroup the scheduler marks Completed once every pod finished: the workload (here a
+    PyTorchJob followed through its PodGroup) failed when pods failed and too few succeeded."""
+
+    def pg(phase: str, **counts: int) -> dict[str, Any]:
+        return {
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "bert",
+                "namespace": "ml",
+                "uid": "pg-1",
+                "creationTimestamp": ts(0),
+                "ownerReferences": [
+                    {"kind": "PyTorchJob", "name": "bert", "uid": "pt-1", "controller": True}
+                ],
+            },
+            "spec": {"minMember": 2, "queue": "research"},
+            "status": {"phase": phase, **counts},
+        }
+
+    running = pg("Running", running=2)
+
+    def job_phase(new: dict[str, Any]) -> list[str]:
+        return [
+            e.to_phase
+            for e in events_from_podgroup(running, new)
+            if isinstance(e, ev.JobPhaseChanged) and e.source == "job"
+        ]
+
+    assert job_phase(pg("Completed", failed=2)) == ["Failed"]
+    assert job_phase(pg("Completed", succeeded=1, failed=1)) == ["Failed"]
+    assert job_phase(pg("Completed", succeeded=2)) == ["Completed"]
+    assert job_phase(pg("Completed", succeeded=2, failed=1)) == ["Completed"]  # gang succeeded
+    assert all(e.job_uid == "pt-1" for e in events_from_podgroup(running, pg("Completed")))
+
+
 def test_bad_quantities_do_not_raise() -> None:
     spec = {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}
     assert pod_requests(spec) == {}
