@@ -223,6 +223,8 @@ class Recorder:
     def _run(self) -> None:
         while True:
             with self._cond:
+                if self._closed:  # close() gave up waiting and spilled everything: hands off
+                    return
                 while not self._closing:
                     now = time.monotonic()
                     due = self._due(now)
@@ -261,7 +263,7 @@ class Recorder:
             self._replay_spill()
             while True:
                 with self._cond:
-                    if not self._buffer:
+                    if not self._buffer or self._closed:
                         break
                     n = min(self.batch_size, len(self._buffer))
                     batch = [self._buffer.popleft() for _ in range(n)]
@@ -369,6 +371,8 @@ class Recorder:
 
     def _replay_spill(self) -> None:
         """Write our spill file(s), then any left by recorders that are gone."""
+        if self._closed:  # the spill file now belongs to whichever recorder claims it next
+            return
         self._replay_file(self.spill_path)
         now = time.monotonic()
         if now < self._next_orphan_scan:

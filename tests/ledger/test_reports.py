@@ -74,6 +74,33 @@ def test_usage_splits_runs_across_days(loaded: Engine) -> None:
     assert day_11.rows == [("2026-11-11", "q1", 1, 2.0, 0.0), ("2026-11-11", "q2", 1, 2.0, 4.0)]
 
 
+def test_usage_leaves_out_runs_of_no_length(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    """A pod that started and finished in the same instant (a crash loop) used nothing: it is
+    not counted as a pod on either database."""
+    from batch.ledger import events as ev
+
+    pods = [
+        ev.PodAttempt(
+            pod_uid=f"p{i}",
+            namespace="ns",
+            name=f"p{i}",
+            queue="q",
+            gpu_milli=1000,
+            started_at=t(10, 8),
+            finished_at=t(10, 8) if i == 0 else t(10, 10),
+        )
+        for i in range(2)
+    ]
+    with Recorder(ledger_url, spill_path=tmp_path / "spill.jsonl", background=False) as rec:
+        rec.record(pods)
+        assert rec.flush()
+    with engine.connect() as conn:
+        report = usage(conn, Filters(since=t(10), until=t(11)), by=["day", "queue"])
+    assert report.rows == [("2026-11-10", "q", 1, 2.0, 0.0)]
+
+
 def test_preemptions(loaded: Engine) -> None:
     with loaded.connect() as conn:
         report = preemptions(conn, WINDOW)
