@@ -33,6 +33,7 @@ from sqlalchemy import (
     and_,
     case,
     column,
+    func,
     or_,
     select,
     table as sa_table,
@@ -410,6 +411,7 @@ class Writer:
             conn, insert, PodAttempt.__table__, "pod_uid", POD_POLICY, list(batch.pods.values())
         )
         self._insert_new(conn, insert, JobTransition.__table__, list(batch.transitions.values()))
+        self._collapse_repeats(conn, {row["job_uid"] for row in batch.transitions.values()})
         self._insert_new(conn, insert, SchedulingEvent.__table__, list(batch.scheduling.values()))
         self._insert_new(conn, insert, QueueUsageSample.__table__, list(batch.samples.values()))
         for change in sorted(batch.queue_configs, key=lambda c: ev.utc(c.at)):
@@ -456,6 +458,32 @@ class Writer:
         stmt = insert(table).on_conflict_do_nothing()
         for chunk in _chunks(rows, self.chunk_size):
             conn.execute(stmt, list(chunk))
+
+    def _collapse_repeats(self, conn: Connection, job_uids: set[str]) -> None:
+        """Drop a transition into the phase its job (per source) was already in.
+
+        A re-listed object reports its current phase with the time its object says; when that
+        time moved while the phase did not (the gang condition of a waiting PodGroup is rewritten
+        with each new reason), the re-list would otherwise add a second "-> Pending". Of two
+        consecutive transitions into the same phase the earlier is kept, whatever the arrival
+        order, so the result does not depend on it.
+        """
+        if not job_uids:
+            return
+        t: Any = JobTransition.__table__
+        ordered = (
+            select(
+                t.c.id,
+                t.c.to_phase,
+                func.lag(t.c.to_phase)
+                .over(partition_by=(t.c.job_uid, t.c.source), order_by=(t.c.at, t.c.id))
+                .label("previous"),
+            )
+            .where(t.c.job_uid.in_(sorted(job_uids)))
+            .subquery()
+        )
+        repeats = select(ordered.c.id).where(ordered.c.previous == ordered.c.to_phase)
+        conn.execute(t.delete().where(t.c.id.in_(repeats)))
 
     def _use_copy(self, conn: Connection, rows: list[Row]) -> bool:
         return conn.dialect.name == "postgresql" and len(rows) >= self.copy_threshold

@@ -7,7 +7,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from batch.ledger import events as ev
 from batch.ledger.convert import (
@@ -356,6 +356,55 @@ def test_a_framework_gang_that_failed_is_recorded_failed() -> None:
     assert job_phase(pg("Completed", succeeded=2)) == ["Completed"]
     assert job_phase(pg("Completed", succeeded=2, failed=1)) == ["Completed"]  # gang succeeded
     assert all(e.job_uid == "pt-1" for e in events_from_podgroup(running, pg("Completed")))
+
+
+def test_relisting_a_waiting_podgroup_adds_no_transition(
+    ledger_url: str, engine: Any, tmp_path: Path
+) -> None:
+    """The gang condition of a waiting PodGroup is rewritten (new reason, new time) while its
+    phase stays Pending; a controller restart that re-lists it must not record a second
+    "-> Pending", in whichever order the events reach the ledger."""
+
+    def pg(minute: int, message: str) -> dict[str, Any]:
+        return {
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "pt",
+                "namespace": "ns",
+                "uid": "pg-uid",
+                "creationTimestamp": ts(0),
+                "ownerReferences": [
+                    {"kind": "PyTorchJob", "name": "pt", "uid": "job-uid", "controller": True}
+                ],
+            },
+            "spec": {"minMember": 4, "queue": "a"},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "lastTransitionTime": ts(60 * minute),
+                        "message": message,
+                    }
+                ],
+            },
+        }
+
+    first, later = pg(1, "4/4 tasks in gang unschedulable"), pg(5, "2/4 tasks unschedulable")
+    batches = [
+        events_from_podgroup(None, first),
+        events_from_podgroup(first, later),  # same phase: nothing
+        events_from_podgroup(None, later),  # re-list after a restart
+    ]
+    for order in (batches, list(reversed(batches))):
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM job_transitions"))
+        with Recorder(ledger_url, background=False, spill_path=tmp_path / "s.jsonl") as rec:
+            for batch in order:
+                rec.record(batch)
+                assert rec.flush()
+        transitions = sorted((r["source"], r["to_phase"]) for r in rows(engine, "job_transitions"))
+        assert transitions == [("job", "Pending"), ("podgroup", "Pending")], order
 
 
 def test_bad_quantities_do_not_raise() -> None:
