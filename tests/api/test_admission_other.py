@@ -98,6 +98,18 @@ def test_queue_rejections(spec: dict[str, Any], path: str, rule: str) -> None:
     assert str(result.errors[0]).startswith(f"Queue q: {path}: {rule} (")
 
 
+def test_queue_names_fit_in_a_pod_label() -> None:
+    """A job's pods carry their queue's name as a label value (at most 63 characters): a longer
+    name, though a valid DNS subdomain, would make every pod of its jobs unacceptable."""
+    assert run("Queue", make_queue("q" * 63)).allowed
+    result = run("Queue", make_queue("q" * 64))
+    assert [(e.path, e.rule) for e in result.errors] == [("metadata.name", "labelValue")]
+    assert "volcano.sh/queue-name" in result.messages()[0]
+    # an existing queue stays manageable
+    old = make_queue("q" * 64)
+    assert run("Queue", make_queue("q" * 64, weight=2), op="UPDATE", old=old).allowed
+
+
 def test_queue_resource_relations_accept_valid() -> None:
     q = make_queue(
         "q",

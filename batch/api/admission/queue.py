@@ -89,6 +89,15 @@ def validate_queue(
         errors.add("metadata.name", "required", "a queue needs a name")
     elif not is_dns1123_subdomain(name):
         errors.add("metadata.name", "dns1123Subdomain", f"invalid queue name {name!r}")
+    elif len(name) > 63 and operation == "CREATE":
+        # Every pod of a job in the queue carries the name as the label volcano.sh/queue-name,
+        # and label values are at most 63 characters: the API server would refuse those pods.
+        errors.add(
+            "metadata.name",
+            "labelValue",
+            f"queue name is {len(name)} characters; at most 63, because pods carry it as the "
+            "label volcano.sh/queue-name",
+        )
     spec = queue.spec
     if spec is None:
         return
