@@ -19,11 +19,23 @@ idempotent by what it writes to the job status first:
 Marks of pods already condemned by the observed status are written before any new status write,
 deletions only after the write that counts them as terminating, so a controller killed between
 any two writes neither repeats nor loses a transition, nor mistakes its own deletions for evictions.
+A pod missing against the last written `taskStatusCount` is an eviction only if it was of the
+current version (`tephra.io/retained` counts the older finished pods a kill kept). Plugin objects
+that follow the task layout (the svc ConfigMap) are rewritten before the status write that records
+the layout (`tephra.io/layout`).
+
+A policy `timeout` runs from the event's own time (pod creation for PodPending, the containers'
+finishedAt, or the conditions/startTime of a pod the kubelet rejected, for PodFailed, the last
+finishedAt for TaskCompleted, the PodGroup's Unschedulable condition for Unknown, the
+deletionTimestamp for PodEvicted), else from when a reconcile first saw the condition; those
+first-seen times, and the timed PodEvicted events of pods that are gone, are kept in
+`tephra.io/timers` until the action runs (once) or the condition clears.
 No I/O, no wall clock: `now` is passed in (the simulator drives this on a virtual clock).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -59,6 +71,8 @@ JSON = dict[str, Any]
 TOKEN_TARGET = "tephra.io/kill-target"
 TOKEN_RETAIN = "tephra.io/kill-retain"
 LAYOUT_KEY = "tephra.io/layout"
+TIMERS_KEY = "tephra.io/timers"
+RETAINED_KEY = "tephra.io/retained"
 
 RETAIN_NONE = "none"
 RETAIN_FINISHED = "finished"
@@ -148,14 +162,33 @@ class PodView:
         statuses = (self.pod.get("status") or {}).get("containerStatuses") or []
         return sum(int(s.get("restartCount") or 0) for s in statuses)
 
-    def failed_at(self) -> datetime | None:
+    def finished_at(self) -> datetime | None:
+        """When the last container terminated (the pod reached Succeeded/Failed), if recorded."""
         statuses = (self.pod.get("status") or {}).get("containerStatuses") or []
-        for s in statuses:
-            term = (s.get("state") or {}).get("terminated") or {}
-            t = parse_time(term.get("finishedAt"))
-            if t is not None:
-                return t
-        return None
+        times = [
+            t
+            for s in statuses
+            if (t := parse_time(((s.get("state") or {}).get("terminated") or {}).get("finishedAt")))
+            is not None
+        ]
+        return max(times) if times else None
+
+    def failed_at(self) -> datetime | None:
+        """When the pod failed: its containers' finishedAt, else (a pod the kubelet rejected,
+        e.g. OutOfcpu, has no containerStatuses) its latest condition transition or startTime."""
+        done = self.finished_at()
+        if done is not None:
+            return done
+        status = self.pod.get("status") or {}
+        times = [
+            t
+            for cond in status.get("conditions") or []
+            if (t := parse_time(cond.get("lastTransitionTime"))) is not None
+        ]
+        start = parse_time(status.get("startTime"))
+        if start is not None:
+            times.append(start)
+        return max(times) if times else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,19 +440,41 @@ def reconcile_job(
                 )
             )
 
+    # Policy timeouts run from the event's own time, else from when a reconcile first saw the
+    # condition (kept in the timers until the condition clears); a timed PodEvicted of a pod that
+    # is gone is remembered there too, since nothing else will show it again.
+    timers = _load_timers(cres.get(TIMERS_KEY))
     if req is None and phase in (c.PENDING, c.RUNNING, c.RESTARTING):
-        for r in _requests(job, tasks, current, views, deleted_pods, podgroup, version, token):
+        kept: dict[str, JSON] = {}
+        requests = _requests(
+            job, tasks, current, views, deleted_pods, podgroup, version, token, timers
+        )
+        for r in requests:
             act, timeout = select_action(job, tasks, r)
             if act == c.SYNC_JOB:
                 continue
+            keep = False
             if timeout:
-                since = r.since or now
+                key = _timer_key(r, version)
+                since = r.since or parse_time((timers.get(key) or {}).get("since")) or now
+                keep = r.since is None or r.event == c.POD_EVICTED
                 due = since + timedelta(seconds=timeout)
                 if due > now:
                     result.requeue((due - now).total_seconds())
+                    if keep:
+                        kept[key] = _timer_entry(r, since, version=version, retry=retry)
                     continue
-            req, action = r, act
-            break
+            if req is None:
+                req, action = r, act  # runs now, once: its timer goes
+            elif keep:
+                kept[key] = _timer_entry(r, since, version=version, retry=retry)
+        timers = kept
+    elif req is None:
+        timers = {}  # no policy is consulted in this phase: nothing is pending
+    if timers:
+        cres[TIMERS_KEY] = json.dumps(timers, sort_keys=True, separators=(",", ":"))
+    else:
+        cres.pop(TIMERS_KEY, None)
 
     # ---- the state machine (`volcano.md` §1.7) -------------------------------------------------
     plan = _Plan(phase=phase, retry=retry, version=version)
@@ -529,6 +584,7 @@ def reconcile_job(
 
     # ---- sync: PodGroup, plugin objects on scale, pods -----------------------------------------
     creates: list[Any] = []
+    relayout: list[Any] = []
     pg_version = _pg_version(podgroup)
     if plan.full_kill is None and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
         if podgroup is None:
@@ -553,9 +609,11 @@ def reconcile_job(
                     PatchObject(ObjectRef.of(_with_kind(podgroup, "PodGroup")), {"spec": patch})
                 )
         if cres.get(LAYOUT_KEY) != layout:
+            # Rewritten (idempotently) before the status write that records the new layout,
+            # so a crash or a failed write in between rewrites them again.
             for plugin in plugins:
                 for obj in plugin.on_job_update(job, tasks):
-                    creates.append(PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}}))
+                    relayout.append(PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}}))
             cres[LAYOUT_KEY] = layout
     pg_phase = str(((podgroup or {}).get("status") or {}).get("phase") or "")
     absent = sorted(
@@ -587,6 +645,16 @@ def reconcile_job(
                 creates.append(CreateObject(pod))
 
     # ---- status --------------------------------------------------------------------------------
+    # Pods of an older version counted in taskStatusCount (finished pods a kill kept), per task:
+    # the vanished-pod check compares the current version's pods only.
+    retained: dict[str, int] = {}
+    for pv in views:
+        if not (pv.deleting or pv.name in deleting_now or pv.version >= plan.version):
+            retained[pv.task] = retained.get(pv.task, 0) + 1
+    if retained and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
+        cres[RETAINED_KEY] = json.dumps(retained, sort_keys=True, separators=(",", ":"))
+    else:
+        cres.pop(RETAINED_KEY, None)
     new_state: JSON = dict(state)
     conditions = list(status.get("conditions") or [])
     if plan.phase != phase:
@@ -635,13 +703,14 @@ def reconcile_job(
         *done_cmds,
         *pre_marks,
         *result.actions,
+        *relayout,
         *status_actions,
         *pre_deletes,
         *([DeleteObject(command_ref)] if command_ref is not None else []),
         *new_actions,
         *creates,
     ]
-    if status_actions or new_actions or creates or pre_actions:
+    if status_actions or new_actions or creates or pre_actions or relayout:
         result.requeue(0)
 
     # ---- ttlSecondsAfterFinished ---------------------------------------------------------------
@@ -746,6 +815,104 @@ def _dependencies_ready(
     return all(ready(n) for n in names)
 
 
+def _load_timers(raw: Any) -> dict[str, JSON]:
+    """The pending policy timers recorded in the status (`TIMERS_KEY`); {} when absent/invalid."""
+    try:
+        data = json.loads(raw) if raw else {}
+    except (TypeError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+
+
+def _load_counts(raw: Any) -> dict[str, int]:
+    """Per-task counts recorded as JSON in the status (`RETAINED_KEY`); {} when absent/invalid."""
+    try:
+        data = json.loads(raw) if raw else {}
+        return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (TypeError, ValueError):
+        return {}
+
+
+def _timer_key(r: Request, version: int) -> str:
+    """One timer per event occurrence: job version, event, task and pod (name and uid)."""
+    parts = [f"v{version}", r.event, r.task or ""]
+    if r.pod is not None:
+        parts += [r.pod.name, r.pod.uid]
+    return "/".join(parts)
+
+
+def _timer_entry(r: Request, since: datetime, *, version: int, retry: int) -> JSON:
+    entry: JSON = {"since": format_time(since)}
+    if r.event == c.POD_EVICTED:
+        entry["evicted"] = (
+            _pod_stub(r.pod)
+            if r.pod is not None
+            else _pod_stub(PodView.of({}), task=r.task or "", version=version, retry=retry)
+        )
+    return entry
+
+
+def _pod_stub(
+    pv: PodView, *, task: str | None = None, version: int | None = None, retry: int | None = None
+) -> JSON:
+    """What identifies an evicted pod once it is gone (name, uid, task, index, version, retry,
+    partition): enough to raise its PodEvicted again and to aim RestartPod/Partition at it. A
+    task's eviction found from the counts has no pod: an empty name and the job's retry count."""
+    stub: JSON = {
+        "metadata": {
+            "name": pv.name if task is None else "",
+            "uid": pv.uid if task is None else "",
+            "annotations": {
+                c.TASK_SPEC: pv.task if task is None else task,
+                c.TASK_INDEX: str(pv.index),
+                c.JOB_VERSION: str(pv.version if version is None else version),
+                c.JOB_RETRY_COUNT: str(pv.retry if retry is None else retry),
+            },
+        }
+    }
+    if task is None and pv.partition:
+        stub["metadata"]["labels"] = {c.PARTITION_ID: pv.partition}
+    return stub
+
+
+def _remembered_evictions(
+    tasks: Sequence[TaskView],
+    current: Sequence[PodView],
+    views: Sequence[PodView],
+    timers: Mapping[str, JSON],
+    version: int,
+    token: str | None,
+) -> list[Request]:
+    """Timed PodEvicted events of pods that are gone, from the timers, until the pod's
+    replacement runs (Volcano cancels a delayed PodEvicted action when the pod becomes Running;
+    for a task's eviction found from the counts: until the task has all its pods, none Pending).
+    A kill of the pod's scope issued since (version, kill token) cancels them too."""
+    out: list[Request] = []
+    uids = {v.uid for v in views if v.uid}
+    by_name = {v.name: v for v in current}
+    replicas = {t.name: t.replicas for t in tasks}
+    for entry in timers.values():
+        stub = entry.get("evicted")
+        if not isinstance(stub, Mapping):
+            continue
+        dv = PodView.of(stub)
+        if dv.version < version or dv.task not in replicas or _token_matches(token, dv):
+            continue
+        if dv.name:
+            repl = by_name.get(dv.name)
+            if dv.uid in uids or (repl is not None and repl.phase in ("Running", "Succeeded")):
+                continue
+            out.append(Request(event=c.POD_EVICTED, task=dv.task, pod=dv))
+        else:
+            mine = [v for v in current if v.task == dv.task and not v.deleting]
+            if len(mine) >= replicas[dv.task] and all(v.phase != "Pending" for v in mine):
+                continue
+            out.append(Request(event=c.POD_EVICTED, task=dv.task))
+    return out
+
+
 def _requests(
     job: Mapping[str, Any],
     tasks: Sequence[TaskView],
@@ -755,25 +922,43 @@ def _requests(
     podgroup: Mapping[str, Any] | None,
     version: int,
     token: str | None,
+    timers: Mapping[str, JSON],
 ) -> list[Request]:
-    """Events implied by the observed state, in a stable order."""
+    """Events implied by the observed state (and by the timers of pods gone), in a stable order."""
     out: list[Request] = []
     present = {v.name for v in views}
     for d in deleted_pods:
         dv = PodView.of(d)
         if dv.version < version or dv.marked or dv.name in present or _token_matches(token, dv):
             continue
-        out.append(Request(event=c.POD_EVICTED, task=dv.task, pod=dv))
+        out.append(
+            Request(
+                event=c.POD_EVICTED,
+                task=dv.task,
+                pod=dv,
+                since=parse_time(meta(d).get("deletionTimestamp")),
+            )
+        )
+    seen = {_timer_key(r, version) for r in out}
+    for r in _remembered_evictions(tasks, current, views, timers, version, token):
+        if _timer_key(r, version) not in seen:
+            out.append(r)
     # Pods that vanished while nobody watched (controller down): the last status write counted
     # them among the task's live pods, and the controller deletes pods only after a write that
     # already counts them as terminating; so fewer live pods now means someone else deleted one.
-    recorded = (job.get("status") or {}).get("taskStatusCount") or {}
+    # Only pods of the current version count: the pods of an older version the last write also
+    # counted (finished pods a kill kept, `RETAINED_KEY`) raise no event when they go (Volcano
+    # syncs an old-version pod's deletion: it is simply recreated).
+    status = job.get("status") or {}
+    recorded = status.get("taskStatusCount") or {}
+    retained = _load_counts((status.get("controlledResources") or {}).get(RETAINED_KEY))
     explicit = {r.task for r in out}
     for t in tasks:
         counted = sum(
             int(n or 0) for n in ((recorded.get(t.name) or {}).get("phase") or {}).values()
         )
-        live = sum(1 for v in views if v.task == t.name and not v.deleting)
+        counted -= retained.get(t.name, 0)
+        live = sum(1 for v in views if v.task == t.name and not v.deleting and v.version >= version)
         if live < counted and t.name not in explicit:
             out.append(Request(event=c.POD_EVICTED, task=t.name))
     for pv in views:
@@ -813,15 +998,26 @@ def _requests(
             )
     for t in tasks:
         mine = [v for v in current if v.task == t.name]
-        if t.replicas > 0 and sum(1 for v in mine if v.phase == "Succeeded") >= t.replicas:
-            out.append(Request(event=c.TASK_COMPLETED, task=t.name))
+        done = [v for v in mine if v.phase == "Succeeded"]
+        if t.replicas > 0 and len(done) >= t.replicas:
+            ends = [e for v in done if (e := v.finished_at()) is not None]
+            since = max(ends) if len(ends) == len(done) else None  # the last pod's finish
+            out.append(Request(event=c.TASK_COMPLETED, task=t.name, since=since))
         if t.max_retry >= 0:
             restarts = sum(v.restarts() for v in mine if v.phase in ("Running", "Pending"))
             if restarts >= t.max_retry and restarts > 0:
                 out.append(Request(event=c.TASK_FAILED, task=t.name))
-    pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
-    if pg_phase == c.PG_UNKNOWN:
-        out.append(Request(event=c.UNKNOWN_EVENT))
+    pg_status = (podgroup or {}).get("status") or {}
+    if pg_status.get("phase") == c.PG_UNKNOWN:
+        # The group turns Unknown in the session that sets its Unschedulable condition.
+        marks = [
+            when
+            for cond in pg_status.get("conditions") or []
+            if cond.get("type") == "Unschedulable"
+            and str(cond.get("status")) == "True"
+            and (when := parse_time(cond.get("lastTransitionTime"))) is not None
+        ]
+        out.append(Request(event=c.UNKNOWN_EVENT, since=max(marks) if marks else None))
     return out
 
 

@@ -3,14 +3,15 @@
 Pure builders used by the job reconciler (`volcano.md` §1.3): the PodGroup `<job>-<uid>` with
 minMember, minTaskMember, minResources (Volcano's calcPGMinResources ordering), queue,
 priorityClassName, networkTopology and subGroupPolicy; pods `<job>-<task>-<index>` with Volcano's
-annotations and labels; PVC names for `volumes[].volumeClaim`.
+annotations and labels; PVC names for `volumes[].volumeClaim`, and the pod volume names that
+mount them (`tephra-pvc-<hash of the claim>`: a valid DNS-1123 label, never a template's volume).
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,6 +219,21 @@ def job_volumes(job: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any
     return out
 
 
+def claim_volume_name(claim: str, taken: Collection[str] = ()) -> str:
+    """The pod volume of a job volume: `tephra-pvc-<10 hex of the claim name>`.
+
+    PVC names are DNS-1123 subdomains (dots, up to 253 characters) but pod volume names must be
+    DNS-1123 labels, so the claim name itself cannot be used; the same claim always gets the same
+    name, and a template volume that happens to hold it (`taken`) is stepped around.
+    """
+    for salt in range(len(taken) + 1):
+        text = claim if salt == 0 else f"{claim}#{salt}"
+        name = f"tephra-pvc-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+        if name not in taken:
+            return name
+    raise AssertionError("unreachable: more candidates than taken names")
+
+
 def build_pvc(job: Mapping[str, Any], name: str, spec: Mapping[str, Any]) -> JSON:
     m = meta(job)
     return {
@@ -249,8 +265,9 @@ def build_pod(
     vols = job_volumes(job)
     if vols:
         volumes = pod_spec.setdefault("volumes", [])
+        taken = {str(v.get("name")) for v in volumes}
         for claim, mount, _s in vols:
-            vname = claim
+            vname = claim_volume_name(claim, taken)
             if not any(v.get("name") == vname for v in volumes):
                 volumes.append({"name": vname, "persistentVolumeClaim": {"claimName": claim}})
             for ctr in pod_spec.get("containers") or []:

@@ -3,11 +3,14 @@
 kopf handlers here are deliberately thin: `on.event` handlers for Jobs, Pods, PodGroups, Queues,
 Commands and workload owners only turn an event into a key (`job ns/name`, `queue name`,
 `pod ns/name`, `pg ns/name`) on a de-duplicating work queue, plus remember pods that vanished
-without the controller deleting them (they raise PodEvicted). Workers take a key, read the
-current objects fresh from the API, call the pure reconciler, and apply its actions in order
-(`batch.controllers.shell`). A key is never processed by two workers at once; a key that arrives
-while it is being processed is processed again afterwards. Delayed work (policy timeouts,
-`ttlSecondsAfterFinished`) is scheduled with APScheduler.
+without the controller deleting them (they raise PodEvicted; forgotten only once a reconcile that
+saw them has been applied). Workers take a key, read the current objects fresh from the API, call
+the pure reconciler, and apply its actions in order (`batch.controllers.shell`); a read or a write
+that fails (other than 404) is retried with backoff, never guessed around. A key is never
+processed by two workers at once; a key that arrives while it is being processed is processed
+again afterwards. Delayed work (policy timeouts, `ttlSecondsAfterFinished`, retries) is
+scheduled with APScheduler, whose jobs put the key back on the queue from the event loop.
+Metrics count the writes the API server took, not the ones intended.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -166,12 +169,17 @@ class ControllerManager:
         if self.queue is not None:
             self.queue.add(key)
 
+    async def _enqueue_due(self, key: Key) -> None:
+        # A coroutine, so APScheduler's AsyncIOExecutor runs it on the event loop: the work
+        # queue (an asyncio.Queue and plain sets) must never be touched from its thread pool.
+        self.enqueue(key)
+
     def enqueue_later(self, key: Key, seconds: float) -> None:
         if self._scheduler is None:
             return
         run_date = datetime.now(UTC) + timedelta(seconds=max(0.05, seconds))
         self._scheduler.add_job(
-            self.enqueue,
+            self._enqueue_due,
             "date",
             run_date=run_date,
             args=[key],
@@ -362,19 +370,25 @@ class ControllerManager:
         self._priorities = (time.monotonic(), values)
         return values
 
-    async def _apply(self, key: Key, result: Any) -> None:
+    async def _apply(
+        self, key: Key, result: Any, *, applied: Callable[[Any], None] | None = None
+    ) -> bool:
+        """Apply the reconcile's actions; False (and a retry with backoff) when one failed."""
         try:
-            await apply_actions(self._client(), result.actions, component="tephra-controllers")
+            await apply_actions(
+                self._client(), result.actions, component="tephra-controllers", applied=applied
+            )
         except ApplyError as exc:
             log.warning("%s: %s", "/".join(key), exc)
             await self._failed(key)
-            return
+            return False
         self._failures.pop(key, None)
         if result.requeue_after is not None:
             if result.requeue_after <= 0:
                 self.enqueue(key)
             else:
                 self.enqueue_later(key, result.requeue_after)
+        return True
 
     async def _failed(self, key: Key) -> None:
         """Retry with backoff; a job that keeps failing is terminated (Volcano's
@@ -444,7 +458,9 @@ class ControllerManager:
                 )
             )
         ]
-        deleted = self.deleted_pods.pop(uid, [])
+        # Deleted pods are forgotten only once a reconcile that saw them was applied: a failed
+        # apply must not lose the eviction they name (RestartPod could not act on it then).
+        deleted = list(self.deleted_pods.get(uid, []))
         missing = set()
         for claim, _mount, claim_spec in job_volumes(job):
             if claim_spec is None and await get_or_none(client, PVCS, claim, ns) is None:
@@ -459,23 +475,30 @@ class ControllerManager:
             priority_values=await self._priority_values(),
             missing_claims=missing,
         )
-        await self._apply(("job", ns, name), result)
-        self._job_metrics(job, result)
+        ok = await self._apply(
+            ("job", ns, name), result, applied=lambda action: self._job_metrics(job, action)
+        )
+        if ok and deleted:
+            bucket = self.deleted_pods.get(uid, [])
+            bucket[:] = [p for p in bucket if not any(p is d for d in deleted)]
+            if not bucket:
+                self.deleted_pods.pop(uid, None)
 
-    def _job_metrics(self, job: Mapping[str, Any], result: Any) -> None:
-        queue = str((job.get("spec") or {}).get("queue") or c.DEFAULT_QUEUE)
-        name = str(job["metadata"].get("name"))
-        created = parse_time(job["metadata"].get("creationTimestamp"))
-        now = datetime.now(UTC)
-        for action in result.actions:
-            if isinstance(action, PatchStatus) and action.ref.kind == "Job":
-                phase = (action.status.get("state") or {}).get("phase")
-                if phase == c.COMPLETED:
-                    self.metrics.job_completed.labels(name, queue).inc()
-                elif phase == c.FAILED:
-                    self.metrics.job_failed.labels(name, queue).inc()
-            elif isinstance(action, CreateObject) and action.ref.kind == "Pod" and created:
-                self.metrics.pod_creation_latency.observe((now - created).total_seconds() * 1000)
+    def _job_metrics(self, job: Mapping[str, Any], action: Any) -> None:
+        """Count one action the API server took (never an intended write that failed)."""
+        if isinstance(action, PatchStatus) and action.ref.kind == "Job":
+            queue = str((job.get("spec") or {}).get("queue") or c.DEFAULT_QUEUE)
+            name = str(job["metadata"].get("name"))
+            phase = (action.status.get("state") or {}).get("phase")
+            if phase == c.COMPLETED:
+                self.metrics.job_completed.labels(name, queue).inc()
+            elif phase == c.FAILED:
+                self.metrics.job_failed.labels(name, queue).inc()
+        elif isinstance(action, CreateObject) and action.ref.kind == "Pod":
+            created = parse_time(job["metadata"].get("creationTimestamp"))
+            if created is not None:
+                ms = (datetime.now(UTC) - created).total_seconds() * 1000
+                self.metrics.pod_creation_latency.observe(ms)
 
     async def process_queue(self, name: str) -> None:
         client = self._client()
@@ -528,8 +551,22 @@ class ControllerManager:
         owner_obj = None
         if owner_ref is not None:
             res = resource_for(str(owner_ref.get("apiVersion")), str(owner_ref.get("kind")))
-            with contextlib.suppress(ApiError):
+            try:
                 owner_obj = await get_or_none(client, res, str(owner_ref.get("name")), ns)
+            except ApiError as exc:
+                # Only a missing owner (404) means "no group-min-member annotation": a group
+                # built or refreshed from an owner that could not be read would lose its gang
+                # size (minMember 1). Retry later instead.
+                log.warning(
+                    "pod %s/%s: reading its owner %s %s failed: %s",
+                    ns,
+                    name,
+                    owner_ref.get("kind"),
+                    owner_ref.get("name"),
+                    exc,
+                )
+                await self._failed(("pod", ns, name))
+                return
         pg = await get_or_none(client, PODGROUPS, plain_podgroup_name(pod), ns)
         result = reconcile_plain_pod(
             pod, owner_obj=owner_obj, podgroup=pg, scheduler_names=self.scheduler_names

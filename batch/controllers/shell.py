@@ -3,13 +3,14 @@
 Every create tolerates 409 AlreadyExists (names are deterministic, so "already there" means an
 earlier attempt succeeded) and every delete/patch tolerates 404. Actions are applied in order and
 the first real failure stops the batch: the next reconcile re-derives what is left from the
-stored state, which is what makes a crash or an API error at any point harmless.
+stored state, which is what makes a crash or an API error at any point harmless. A caller can
+ask to hear of each write the API server took (the controllers count their metrics from those).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from batch.controllers import constants as c
@@ -79,10 +80,21 @@ class ApplyError(RuntimeError):
     """An action failed with a real (not 404/409) error."""
 
 
-async def apply_actions(client: KubeClient, actions: Iterable[Action], *, component: str) -> int:
-    """Apply in order; returns the number of writes. Raises ApplyError on a real failure."""
+async def apply_actions(
+    client: KubeClient,
+    actions: Iterable[Action],
+    *,
+    component: str,
+    applied: Callable[[Action], None] | None = None,
+) -> int:
+    """Apply in order; returns the number of writes. Raises ApplyError on a real failure.
+
+    `applied` is called with each action the API server took (not for a tolerated 404/409), as
+    soon as it is taken: what is counted (metrics) is what was really written.
+    """
     writes = 0
     for action in actions:
+        before = writes
         try:
             if isinstance(action, CreateObject):
                 ref = action.ref
@@ -134,6 +146,8 @@ async def apply_actions(client: KubeClient, actions: Iterable[Action], *, compon
                 await _post_event(client, action, component=component)
         except ApiError as exc:
             raise ApplyError(f"{type(action).__name__} {_describe(action)}: {exc}") from exc
+        if applied is not None and writes > before:
+            applied(action)
     return writes
 
 

@@ -134,3 +134,19 @@ def test_vanished_pod_while_controller_down_raises_pod_evicted() -> None:
     assert h.status["retryCount"] == 1
     h.step(1)
     assert h.status["retryCount"] == 1
+
+
+def test_scale_rewrites_the_svc_configmap_whatever_the_crash_point() -> None:
+    # The new layout is recorded only once the ConfigMap holds it: a crash (or a failed
+    # ConfigMap write) before that rewrites it on the next reconcile.
+    hosts = ",".join(f"job-worker-{i}.job" for i in range(4))
+    for k in range(8):
+        h = Harness(make_job(tasks=[task("worker", 2)], plugins={"svc": []}))
+        h.start()
+        h.cluster.get("Job", "ns", "job")["spec"]["tasks"][0]["replicas"] = 4
+        _crash_once(h, k)
+        h.step(1)
+        cm = h.cluster.get("ConfigMap", "ns", "job-svc")
+        assert cm is not None
+        assert (cm["data"]["VC_WORKER_NUM"], cm["data"]["VC_WORKER_HOSTS"]) == ("4", hosts), k
+        assert h.pod_names() == [f"job-worker-{i}" for i in range(4)], k

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from batch.api.admission.common import is_dns1123_label
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject
-from batch.controllers.jobspec import min_resources
+from batch.controllers.jobspec import (
+    build_pod,
+    claim_volume_name,
+    job_volumes,
+    min_resources,
+    tasks_of,
+)
 
 from .conftest import Harness, make_job, task
 
@@ -236,8 +245,61 @@ def test_volumes_create_pvc_and_mount() -> None:
     h.admit()
     pod = h.cluster.get("Pod", "ns", "job-worker-0")
     assert pod is not None
-    mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    mounts = {
+        m["mountPath"]: claims[m["name"]] for m in pod["spec"]["containers"][0]["volumeMounts"]
+    }
     assert mounts == {"/data": pvc_name, "/named": "mine"}
+
+
+def _claim_mounts(pod: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """mountPath -> (volume name, volume source) of the first container."""
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    return {
+        m["mountPath"]: (m["name"], {k: v for k, v in vols[m["name"]].items() if k != "name"})
+        for m in pod["spec"]["containers"][0].get("volumeMounts") or []
+    }
+
+
+def test_job_volume_names_are_valid_and_never_shadowed() -> None:
+    # PVC names are DNS-1123 subdomains, pod volume names DNS-1123 labels.
+    shadow = task("worker", 1)
+    shadow["template"]["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    shadow["template"]["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "scratch", "mountPath": "/tmp"}
+    ]
+    job = make_job(
+        "a" * 48,
+        tasks=[shadow],
+        volumes=[
+            {"mountPath": "/data", "volumeClaimName": "data.v2"},
+            {"mountPath": "/scratch", "volumeClaimName": "scratch"},
+            {"mountPath": "/gen", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}},
+        ],
+    )
+    job["metadata"]["uid"] = "uid-1"
+    pod = build_pod(job, tasks_of(job)[0], 0, version=0, retry_count=0)
+    generated = job_volumes(job)[2][0]
+    assert len(generated) > 63
+    mounts = _claim_mounts(pod)
+    assert mounts["/tmp"] == ("scratch", {"emptyDir": {}})
+    assert mounts["/data"][1] == {"persistentVolumeClaim": {"claimName": "data.v2"}}
+    assert mounts["/scratch"][1] == {"persistentVolumeClaim": {"claimName": "scratch"}}
+    assert mounts["/gen"][1] == {"persistentVolumeClaim": {"claimName": generated}}
+    names = [v["name"] for v in pod["spec"]["volumes"]]
+    assert len(names) == len(set(names)) == 4
+    assert all(is_dns1123_label(n) for n in names), names
+    # deterministic: every pod of the job names them alike
+    again = build_pod(job, tasks_of(job)[0], 1, version=0, retry_count=0)
+    assert [v["name"] for v in again["spec"]["volumes"]] == names
+    # a template volume holding the very name a claim would get is stepped around
+    taken = claim_volume_name("data.v2")
+    assert claim_volume_name("data.v2", {taken}) != taken
+    assert is_dns1123_label(claim_volume_name("data.v2", {taken}))
 
 
 def test_ttl_after_finished_deletes_job() -> None:

@@ -208,6 +208,49 @@ def test_controller_deletions_are_not_evictions() -> None:
     assert h.status["terminating"] == 2
 
 
+def _resumed_with_a_kept_pod() -> Harness:
+    """worker-0 Succeeded, then suspend/resume: the finished pod (version 0) is kept."""
+    h = Harness(
+        make_job(
+            tasks=[task("worker", 2)],
+            min_available=1,
+            policies=[{"event": "PodEvicted", "action": "RestartJob"}],
+        )
+    )
+    h.start()
+    h.pod("job-worker-0", "Succeeded")
+    h.step(1)
+    h.cluster.add(command(h.job, "AbortJob"))
+    h.step(1)
+    h.cluster.add(command(h.job, "ResumeJob", name="job-resume"))
+    h.step(1)
+    h.admit()
+    assert h.status["version"] == 2 and h.status["retryCount"] == 1
+    kept = h.cluster.get("Pod", "ns", "job-worker-0")
+    assert kept is not None and kept["metadata"]["annotations"][c.JOB_VERSION] == "0"
+    return h
+
+
+@pytest.mark.parametrize("watched", [True, False])
+def test_deleting_a_kept_old_version_pod_is_no_eviction(watched: bool) -> None:
+    h = _resumed_with_a_kept_pod()
+    old = h.cluster.get("Pod", "ns", "job-worker-0")
+    del h.cluster.objects[("Pod", "ns", "job-worker-0")]
+    h.cluster.reconcile("ns", "job", now=h.clock.tick(1), deleted_pods=[old] if watched else [])
+    h.step()
+    assert h.status["retryCount"] == 1
+    assert h.status["version"] == 2
+    pod = h.cluster.get("Pod", "ns", "job-worker-0")  # simply recreated at the current version
+    assert pod is not None and pod["metadata"]["annotations"][c.JOB_VERSION] == "2"
+
+
+def test_a_current_pod_vanishing_next_to_a_kept_one_is_an_eviction() -> None:
+    h = _resumed_with_a_kept_pod()
+    del h.cluster.objects[("Pod", "ns", "job-worker-1")]  # while the controller was down
+    h.step(1)
+    assert h.status["retryCount"] == 2
+
+
 def test_unknown_event() -> None:
     h = _failed_job([{"event": "Unknown", "action": "RestartJob"}])
     h.cluster.set_podgroup_phase(h.job, "Unknown")

@@ -1,0 +1,261 @@
+"""The controller shell (`operator.ControllerManager`) when the API server answers with errors.
+
+The reconcilers are pure; what the shell does around them (reading objects, applying actions,
+remembering deleted pods, counting metrics, timed requeues) is tested here against `FakeApi`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from datetime import UTC
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.operator import ControllerManager, Key, WorkQueue
+
+from .conftest import make_job, task
+from .fakeapi import FakeApi
+
+
+def _manager(api: FakeApi) -> tuple[ControllerManager, list[tuple[Key, float]]]:
+    mgr = ControllerManager(None, adapters=[])
+    mgr.client = api  # type: ignore[assignment]
+    mgr.queue = WorkQueue()
+    later: list[tuple[Key, float]] = []
+    mgr.enqueue_later = lambda key, seconds: later.append((key, seconds))  # type: ignore[method-assign]
+    return mgr, later
+
+
+# ---- the PodGroup controller: owners that cannot be read --------------------------------------
+
+
+def _rs_pod(name: str) -> dict[str, Any]:
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "rs",
+        "uid": "rs-uid",
+        "controller": True,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [{"name": "m", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+
+
+def test_owner_read_error_never_shrinks_the_gang() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        api.put(
+            "ReplicaSet",
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": "rs",
+                    "namespace": "ns",
+                    "uid": "rs-uid",
+                    "annotations": {c.GROUP_MIN_MEMBER: "4"},
+                },
+                "spec": {"replicas": 4},
+            },
+        )
+        for i in range(4):
+            api.put("Pod", _rs_pod(f"p{i}"))
+        mgr, later = _manager(api)
+        for i in range(3):
+            await mgr.process_pod("ns", f"p{i}")
+        pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
+        assert pg is not None and pg["spec"]["minMember"] == 4
+        for status in (503, 429, 403):
+            api.fail = lambda m, kind, _n, _s, st=status: (  # type: ignore[misc]
+                st if (m, kind) == ("GET", "ReplicaSet") else None
+            )
+            await mgr.process_pod("ns", "p3")
+            pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
+            assert pg is not None
+            assert pg["spec"]["minMember"] == 4, status
+            assert pg["spec"]["minResources"] == {"cpu": "4"}, status
+            p3 = api.get_obj("Pod", "ns", "p3")
+            assert p3 is not None
+            assert c.GROUP_NAME_ANNOTATION not in (p3["metadata"].get("annotations") or {})
+            assert later and later[-1][0] == ("pod", "ns", "p3")  # retried later
+        # the owner is readable again: the pod joins the unchanged gang
+        api.fail = lambda *_: None
+        await mgr.process_pod("ns", "p3")
+        p3 = api.get_obj("Pod", "ns", "p3")
+        assert p3 is not None
+        assert p3["metadata"]["annotations"][c.GROUP_NAME_ANNOTATION] == "podgroup-rs-uid"
+        pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
+        assert pg is not None and pg["spec"]["minMember"] == 4
+
+    asyncio.run(scenario())
+
+
+def test_owner_gone_still_groups_the_pod() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        api.put("Pod", _rs_pod("p0"))  # its ReplicaSet is gone (404): a group of one
+        mgr, _later = _manager(api)
+        await mgr.process_pod("ns", "p0")
+        pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
+        assert pg is not None and pg["spec"]["minMember"] == 1
+
+    asyncio.run(scenario())
+
+
+# ---- the job controller: failed writes --------------------------------------------------------
+
+RUNNING = {
+    "phase": "Running",
+    "containerStatuses": [
+        {"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}
+    ],
+}
+SUCCEEDED = {
+    "phase": "Succeeded",
+    "containerStatuses": [
+        {
+            "name": "main",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0}},
+        }
+    ],
+}
+
+
+async def _running_job(api: FakeApi, mgr: ControllerManager) -> None:
+    """Create, admit and run the job `ns/job` through the shell."""
+    for _ in range(3):
+        await mgr.process_job("ns", "job")
+    (pg,) = api.of_kind("PodGroup")
+    pg["status"] = {"phase": "Running"}
+    for _ in range(3):
+        await mgr.process_job("ns", "job")
+    for pod in api.of_kind("Pod"):
+        pod["status"] = copy.deepcopy(RUNNING)
+    for _ in range(2):
+        await mgr.process_job("ns", "job")
+    job = api.get_obj("Job", "ns", "job")
+    assert job is not None and job["status"]["state"]["phase"] == c.RUNNING
+
+
+def _fail_status_writes(api: FakeApi, times: int, status: int = 503) -> None:
+    left = {"n": times}
+
+    def fail(method: str, kind: str, _name: str | None, sub: str | None) -> int | None:
+        if (method, kind, sub) == ("PATCH", "Job", "status") and left["n"] > 0:
+            left["n"] -= 1
+            return status
+        return None
+
+    api.fail = fail
+
+
+def test_deleted_pod_is_kept_until_a_reconcile_is_applied() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        api.put(
+            "Job",
+            make_job(
+                tasks=[task("worker", 2)],
+                policies=[{"event": "PodEvicted", "action": "RestartPod"}],
+            ),
+        )
+        mgr, _later = _manager(api)
+        await _running_job(api, mgr)
+        # someone force-deletes worker-0; the watch says DELETED
+        gone = api.objects.pop(("Pod", "ns", "job-worker-0"))
+        mgr.on_pod_event("DELETED", gone)
+        _fail_status_writes(api, 1)
+        await mgr.process_job("ns", "job")  # the status write fails
+        assert mgr.deleted_pods  # the named eviction is not lost
+        for _ in range(3):
+            await mgr.process_job("ns", "job")
+        st = api.objects[("Job", "ns", "job")]["status"]
+        assert st["retryCount"] == 1
+        assert st["controlledResources"]["tephra.io/kill-target"] == "pod:job-worker-0:1"
+        assert mgr.deleted_pods == {}
+
+    asyncio.run(scenario())
+
+
+def _sample(mgr: ControllerManager, name: str, labels: dict[str, str] | None = None) -> float:
+    return mgr.metrics.registry.get_sample_value(name, labels or {}) or 0.0
+
+
+def test_metrics_count_only_what_was_written() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        api.put("Job", make_job(tasks=[task("worker", 1)]))
+        mgr, _later = _manager(api)
+        left = {"n": 2}
+
+        def fail(method: str, kind: str, _name: str | None, _sub: str | None) -> int | None:
+            if (method, kind) == ("CREATE", "Pod") and left["n"] > 0:
+                left["n"] -= 1
+                return 500
+            return None
+
+        api.fail = fail
+        await _running_job(api, mgr)
+        created = [call for call in api.calls if call[:2] == ("CREATE", "Pod")]
+        assert len(created) == 3  # two failed, one taken
+        assert (
+            _sample(mgr, "volcano_controller_job_to_pod_creation_latency_milliseconds_count") == 1
+        )
+        for pod in api.of_kind("Pod"):
+            pod["status"] = copy.deepcopy(SUCCEEDED)
+        _fail_status_writes(api, 2, status=500)
+        for _ in range(4):
+            await mgr.process_job("ns", "job")
+        job = api.get_obj("Job", "ns", "job")
+        assert job is not None and job["status"]["state"]["phase"] == c.COMPLETED
+        labels = {"job_name": "job", "queue_name": "default"}
+        assert _sample(mgr, "volcano_job_completed_phase_count", labels) == 1
+
+    asyncio.run(scenario())
+
+
+# ---- timed requeues ---------------------------------------------------------------------------
+
+
+def test_timed_requeue_runs_on_the_event_loop() -> None:
+    async def scenario() -> None:
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        mgr = ControllerManager(None, adapters=[])
+        mgr.queue = WorkQueue()
+        seen: list[str] = []
+        add = mgr.queue.add
+
+        def spy(key: Key) -> None:
+            seen.append(threading.current_thread().name)
+            add(key)
+
+        mgr.queue.add = spy  # type: ignore[method-assign]
+        mgr._scheduler = AsyncIOScheduler(timezone=UTC)
+        mgr._scheduler.start()
+        try:
+            waiter = asyncio.create_task(mgr.queue.get())
+            mgr.enqueue_later(("job", "ns", "j"), 0.05)
+            key = await asyncio.wait_for(waiter, timeout=5)
+        finally:
+            mgr._scheduler.shutdown(wait=False)
+        assert key == ("job", "ns", "j")
+        assert seen == [threading.current_thread().name]
+
+    asyncio.run(scenario())
