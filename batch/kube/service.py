@@ -272,16 +272,25 @@ class SchedulerService:
         self.metrics.status_writes.labels(kind="status").inc(writes)
 
     async def _nominate(self, writer: StatusWriter, decisions: Decisions) -> None:
-        """Write `status.nominatedNodeName` of pipelined pods (only when it changes).
+        """Keep `status.nominatedNodeName` equal to this session's pipelines.
 
         A pipelined preemptor waits for its victims to go; the nomination is how the next
-        sessions (and anyone looking) know which node's released resources are its.
+        sessions (and anyone looking) know which node's released resources are its. A pod the
+        session did not pipeline again (its gang no longer fits there, or it was bound) loses
+        its nomination: otherwise the `nominated` plugin would keep that node's resources from
+        every other job for as long as the pod stays Pending.
         """
-        patches = []
+        patches: list[tuple[str, str, dict[str, Any]]] = []
+        pipelined: set[str] = set()
         for p in decisions.pipelines:
+            pipelined.add(p.uid)
             task = self.cache.tasks.get(p.uid)
             if task is not None and task.nominated_node != p.node:
                 patches.append((p.namespace, p.name, {"nominatedNodeName": p.node}))
+        for uid in sorted(self.cache.nominated_tasks - pipelined):
+            task = self.cache.tasks.get(uid)
+            if task is not None and task.status is TaskStatus.PENDING:
+                patches.append((task.namespace, task.name, {"nominatedNodeName": None}))
         if patches:
             await writer.patch_pod_statuses(patches)
 

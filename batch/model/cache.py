@@ -77,6 +77,8 @@ class ClusterCache:
         self.derived: dict[str, Any] = {}
         #: uids of tasks with required pod anti-affinity (checked symmetrically by predicates)
         self.anti_affinity_tasks: set[str] = set()
+        #: uids of tasks whose pod carries status.nominatedNodeName
+        self.nominated_tasks: set[str] = set()
 
     # -- public API ----------------------------------------------------------------------
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
@@ -312,6 +314,8 @@ class ClusterCache:
         self.tasks[task.uid] = task
         if tmpl.pod_anti_affinity:
             self.anti_affinity_tasks.add(task.uid)
+        if task.nominated_node:
+            self.nominated_tasks.add(task.uid)
         if job_id is not None:
             job = self.jobs.get(job_id)
             if job is None:
@@ -325,6 +329,7 @@ class ClusterCache:
         self._unplace(task)
         self.tasks.pop(task.uid, None)
         self.anti_affinity_tasks.discard(task.uid)
+        self.nominated_tasks.discard(task.uid)
         if task.job_id:
             job = self.jobs.get(task.job_id)
             if job is not None:

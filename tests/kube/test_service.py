@@ -98,6 +98,10 @@ def scheduler_state(sb: SandboxHandle, group: str) -> dict[str, Any]:
         "since_last_session_s": round(time.time() - service.last_session_at, 1),
         "pending_reason": decisions.pending_reasons.get(f"default/{group}") if decisions else None,
         "crashed": repr(scheduler.error),
+        "pods": {
+            p.metadata.name: (p.status.phase, p.spec.node_name, p.status.nominated_node_name)
+            for p in client.CoreV1Api(sb.api_client()).list_namespaced_pod("default").items
+        },
     }
 
 
@@ -201,3 +205,27 @@ def test_ledger_hook_records_usage_samples(tmp_path: Any) -> None:
         engine.dispose()
     by_key = {(q, r): a for q, r, a in rows}
     assert by_key[("default", "nvidia.com/gpu")] == 2000, rows
+
+
+def test_a_stale_nomination_is_cleared_and_frees_its_node() -> None:
+    """A Pending pod left with status.nominatedNodeName (a preemptor whose gang no longer fits)
+    must not keep that node's resources from every other job: a session that does not pipeline
+    it again clears the nomination."""
+    scheduler = SchedulerComponent(SchedulerOptions(schedule_period=0.2))
+    with run_sandbox(nodes=make_nodes(count=1, gpus=8), components=[scheduler]) as sb:
+        core = client.CoreV1Api(sb.api_client())
+        submit(sb, "stale", 2, 8)  # 2 x 8 GPUs on one 8-GPU node: never fits, never pipelined
+        core.patch_namespaced_pod_status(
+            "stale-0", "default", {"status": {"nominatedNodeName": "node-0"}}
+        )
+        submit(sb, "small", 1, 1)
+        wait_for(
+            lambda: all(nodes_of(sb, "small")),
+            what="small bound",
+            explain=lambda: scheduler_state(sb, "small"),
+        )
+        wait_for(
+            lambda: not core.read_namespaced_pod("stale-0", "default").status.nominated_node_name,
+            what="the stale nomination cleared",
+        )
+        assert nodes_of(sb, "stale") == [None, None]

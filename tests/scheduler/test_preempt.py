@@ -147,6 +147,19 @@ def test_intra_job_preemption_evicts_lower_priority_tasks_of_the_same_job() -> N
     assert [x.name for x in d.pipelines] == ["mixed-hi"]
 
 
+def test_a_gang_that_can_never_fit_pipelines_nothing() -> None:
+    """Two 8-GPU pods on one 8-GPU node: no session may pipeline (and so nominate) one of them.
+    Intra-job preemption, whose statements are committed task by task, once pipelined the pod
+    that fits by itself: the nomination then held the node from every other job for good."""
+    from batch.scheduler import TEPHRA_DEFAULT_CONFIG
+
+    c = cluster(1, gpu=8)
+    pending(c, "never", 2, gpu=8)
+    for conf in (PREEMPT_ONLY, TEPHRA_DEFAULT_CONFIG):
+        d = run(c, conf)
+        assert d.pipelines == [] and d.binds == [] and d.evictions == []
+
+
 def test_min_runtime_protects_young_pods() -> None:
     conf = PREEMPT_ONLY.replace(
         "  - name: conformance\n",

@@ -254,7 +254,12 @@ class Preempt(Action):
                     continue
                 cands.append(t)
             if not cands:
-                if ssn.allocatable(queue, task) and _fits_now(ssn, task, idx):
+                # Fits without evicting anyone: pipelined as part of the job's statement, which
+                # is kept only if the whole gang gets pipelined. Not in intra-job preemption,
+                # whose statements are committed task by task: there it would pipeline (and
+                # nominate) part of a gang that may never fit, holding the node from every
+                # other job (Volcano's intra-job preemption needs victims too).
+                if not same_job and ssn.allocatable(queue, task) and _fits_now(ssn, task, idx):
                     stmt.pipeline(task, idx)
                     return True
                 continue
