@@ -3,8 +3,11 @@
 `Core` is what the HTTP layer calls for every request and what the in-process node emulator and
 workload controllers call directly (they act as the kubelet and kube-controller-manager would,
 minus the HTTP hop). It owns the resource-type registry (built-in kinds plus CRDs registered the
-moment their CustomResourceDefinition is stored) and enforces server-side metadata, status
-subresources, generation, finalizers, graceful pod deletion, admission and CRD schemas.
+moment their CustomResourceDefinition is stored) and enforces server-side metadata, object
+metadata validation (`validation`), status subresources, generation, finalizers, graceful pod
+deletion, pod spec immutability, eviction budgets, each kind's default deletion propagation,
+admission and CRD schemas. A paged list serves every page at the first page's resourceVersion,
+reconstructed from the watch history (410 Expired once that is gone), as etcd does.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from batch.sandbox import admission, defaults, schema
+from batch.sandbox import admission, defaults, schema, validation
 from batch.sandbox.errors import (
     ApiError,
     Cause,
@@ -40,6 +43,8 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
+# Kinds whose DELETE without a propagationPolicy orphans dependents (for back compatibility).
+_ORPHAN_BY_DEFAULT = frozenset({("batch", "v1", "Job"), ("", "v1", "ReplicationController")})
 _KEEP_STATUS_ON_CREATE = frozenset({"Node", "Service", "PersistentVolume", "Event", "Namespace"})
 _TERMINAL = ("Succeeded", "Failed")
 
@@ -175,31 +180,46 @@ class Core:
         limit: int = 0,
         cont: str = "",
     ) -> ListResult:
+        """One page of a list. A continuation (`cont`) serves the objects as they were at the
+        first page's resourceVersion, which it also answers with (etcd's snapshot semantics),
+        so list + watch from that resourceVersion misses nothing changed between pages."""
         bucket = self.store.buckets[rt.storage_key]
         rv = self.store.rv
         start: tuple[str, str] | None = None
+        # (namespace, name) -> the object at the snapshot's resourceVersion (None: absent).
+        past: dict[tuple[str, str], Obj | None] = {}
         if cont:
             try:
                 token = json.loads(base64.urlsafe_b64decode(cont.encode()))
                 start = (str(token["ns"]), str(token["name"]))
+                rv = int(token["rv"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise ApiError(400, "continue key is not valid") from exc
-        namespaces = [ns] if ns is not None else sorted(bucket.objects)
+            past = self._snapshot_changes(rt, bucket.namespaced, rv)
+        changed: dict[str, set[str]] = {}
+        for space, name in past:
+            changed.setdefault(space, set()).add(name)
+        namespaces = [ns] if ns is not None else sorted(set(bucket.objects) | set(changed))
         items: list[Obj] = []
         paging = limit > 0
         remaining = 0
         last: tuple[str, str] | None = None
         for space in namespaces:
-            objs = bucket.objects.get(space)
-            if not objs:
-                continue
             if start is not None and space < start[0]:
                 continue
-            names: Iterable[str] = sorted(objs) if paging or start is not None else objs
+            objs = bucket.objects.get(space) or {}
+            if past:
+                names: Iterable[str] = sorted(set(objs) | changed.get(space, set()))
+            elif not objs:
+                continue
+            else:
+                names = sorted(objs) if paging or start is not None else objs
             for name in names:
                 if start is not None and (space, name) <= start:
                     continue
-                obj = objs[name]
+                obj = past[(space, name)] if (space, name) in past else objs.get(name)
+                if obj is None:
+                    continue
                 if label is not None and not label(obj["metadata"].get("labels") or {}):
                     continue
                 if field is not None and not field(obj):
@@ -215,6 +235,26 @@ class Core:
                 json.dumps({"ns": last[0], "name": last[1], "rv": rv}).encode()
             ).decode()
         return ListResult(items, rv, next_token, remaining if next_token else None)
+
+    def _snapshot_changes(
+        self, rt: ResourceType, namespaced: bool, rv: int
+    ) -> dict[tuple[str, str], Obj | None]:
+        """The objects changed since rv, as they were at rv (None: did not exist then)."""
+        events = self.store.events_since(rt.storage_key, rv)
+        if events is None:
+            raise ApiError(
+                410,
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter.",
+                reason="Expired",
+            )
+        past: dict[tuple[str, str], Obj | None] = {}
+        for ev in events:
+            meta = ev.obj["metadata"]
+            key = (meta.get("namespace", "") if namespaced else "", str(meta["name"]))
+            if key not in past:
+                past[key] = None if ev.type == "ADDED" else (ev.old or ev.obj)
+        return past
 
     def ns_check(self, rt: ResourceType, ns: str, *, creating: bool) -> None:
         if not rt.namespaced:
@@ -288,9 +328,11 @@ class Core:
                         )
                     ],
                 )
-            name = str(gen) + defaults.generate_suffix(self.rand)
+            # names.SimpleNameGenerator: the prefix is cut to 63 - 5 characters
+            base = str(gen)[:58]
+            name = base + defaults.generate_suffix(self.rand)
             while self.find(rt, ns, name) is not None:
-                name = str(gen) + defaults.generate_suffix(self.rand)
+                name = base + defaults.generate_suffix(self.rand)
             meta["name"] = name
         causes = defaults.name_causes(
             str(name),
@@ -303,6 +345,7 @@ class Core:
         self.ns_check(rt, ns, creating=True)
         if self.find(rt, ns, str(name)) is not None:
             raise already_exists(rt.group, rt.plural, str(name))
+        sent_rv = meta.get("resourceVersion")
         for k in (
             "resourceVersion",
             "uid",
@@ -320,8 +363,14 @@ class Core:
         if rt.status_subresource and rt.kind not in _KEEP_STATUS_ON_CREATE:
             obj.pop("status", None)
         obj = self._prepare(rt, obj, None, "CREATE")
+        causes = validation.object_meta_causes(obj["metadata"], kind=rt.kind)
+        if causes:
+            raise invalid(rt.kind, rt.group, str(name), causes)
         if dry_run:
             return obj
+        if sent_rv:
+            # etcd3's store.Create, after validation (a dry run never reaches it)
+            raise ApiError(500, "resourceVersion should not be set on objects to be created")
         stored = self.store.commit(rt.storage_key, obj, None)
         if rt.kind == "CustomResourceDefinition":
             self._crd_changed(stored)
@@ -343,7 +392,7 @@ class Core:
             if causes:
                 raise invalid(kind, group, obj["metadata"]["name"], causes)
             if old is not None:
-                self._pod_immutable(obj, old)
+                self._pod_update(obj, old)
         elif group == "" and kind == "Namespace":
             meta = obj["metadata"]
             labels = dict(meta.get("labels") or {})
@@ -422,24 +471,24 @@ class Core:
         if pc is not None and pc.get("preemptionPolicy"):
             spec["preemptionPolicy"] = pc["preemptionPolicy"]
 
-    def _pod_immutable(self, pod: Obj, old: Obj) -> None:
-        new_spec, old_spec = pod.get("spec") or {}, old.get("spec") or {}
-        if old_spec.get("nodeName") and new_spec.get("nodeName") != old_spec.get("nodeName"):
-            raise invalid(
-                "Pod",
-                "",
-                pod["metadata"]["name"],
-                [
-                    Cause(
-                        "spec.nodeName",
-                        "FieldValueForbidden",
-                        "Forbidden: pod updates may not change fields other than "
-                        "`spec.containers[*].image`, `spec.activeDeadlineSeconds`, "
-                        "`spec.tolerations` (only additions to existing tolerations) or "
-                        "`spec.terminationGracePeriodSeconds`",
-                    )
-                ],
-            )
+    def _pod_update(self, pod: Obj, old: Obj) -> None:
+        """Defaulting and ValidatePodUpdate for a write of the pod itself (the binding and
+        status subresources do not come here): the spec is immutable but for a few fields."""
+        old_spec = old.get("spec") or {}
+        spec = pod.get("spec")
+        if spec is old_spec or spec == old_spec:
+            return
+        spec = copy.deepcopy(spec) if isinstance(spec, dict) else {}
+        defaults.default_pod_spec(spec)
+        defaults.default_tolerations(spec)
+        # the Priority admission plugin keeps what it set on create
+        for key in ("priority", "preemptionPolicy"):
+            if key not in spec and key in old_spec:
+                spec[key] = old_spec[key]
+        pod["spec"] = spec
+        causes = defaults.pod_update_causes(spec, old_spec)
+        if causes:
+            raise invalid("Pod", "", pod["metadata"]["name"], causes)
 
     def _validate_crd(self, crd: Obj, old: Obj | None) -> None:
         spec = crd.get("spec") or {}
@@ -524,8 +573,11 @@ class Core:
         old = self.find(rt, ns, name)
         if old is None:
             if rt.allow_create_on_update and not subresource:
+                # create on update: GuaranteedUpdate stores it whatever resourceVersion it has
                 body = dict(body)
-                body["metadata"] = {**(body.get("metadata") or {}), "name": name}
+                meta = {**(body.get("metadata") or {}), "name": name}
+                meta.pop("resourceVersion", None)
+                body["metadata"] = meta
                 return self.create(rt, ns, body, dry_run=dry_run)
             raise not_found(rt.group, rt.plural, name)
         meta = body.get("metadata") or {}
@@ -534,6 +586,16 @@ class Core:
                 400,
                 f"the name of the object ({meta.get('name')}) does not match the "
                 f"name on the URL ({name})",
+            )
+        want_uid = meta.get("uid")
+        if want_uid and want_uid != old["metadata"].get("uid"):
+            # the body's uid is a precondition (rest.DefaultUpdatedObjectInfo.Preconditions)
+            raise conflict(
+                rt.group,
+                rt.plural,
+                name,
+                f"Precondition failed: UID in precondition: {want_uid}, "
+                f"UID in object meta: {old['metadata'].get('uid')}",
             )
         want_rv = meta.get("resourceVersion")
         if want_rv:
@@ -574,6 +636,19 @@ class Core:
             meta = dict(old_meta)
         else:
             meta = dict(obj.get("metadata") or {})
+            if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    old_meta["name"],
+                    [
+                        Cause(
+                            "metadata.uid",
+                            "FieldValueInvalid",
+                            f'Invalid value: "{meta["uid"]}": field is immutable',
+                        )
+                    ],
+                )
             for k in (
                 "uid",
                 "creationTimestamp",
@@ -587,9 +662,6 @@ class Core:
                     meta[k] = old_meta[k]
                 else:
                     meta.pop(k, None)
-            if old_meta.get("deletionTimestamp"):
-                # Finalizers may only be removed from an object being deleted.
-                pass
             if rt.status_subresource:
                 if "status" in old:
                     obj["status"] = old["status"]
@@ -601,6 +673,10 @@ class Core:
         if subresource != "status":
             obj = self._prepare(rt, obj, old, "UPDATE")
             meta = obj["metadata"]
+            causes = validation.object_meta_causes(meta, kind=rt.kind)
+            causes += validation.object_meta_update_causes(meta, old_meta)
+            if causes:
+                raise invalid(rt.kind, rt.group, meta["name"], causes)
             if self._spec_changed(rt, obj, old):
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
         elif rt.crd and rt.schema:
@@ -674,7 +750,9 @@ class Core:
             if old is None:
                 if subresource:
                     raise not_found(rt.group, rt.plural, name)
-                applied["metadata"] = {**(applied.get("metadata") or {}), "name": name}
+                meta = {**(applied.get("metadata") or {}), "name": name}
+                meta.pop("resourceVersion", None)
+                applied["metadata"] = meta
                 return self.create(rt, ns, applied, dry_run=dry_run), True
             self._check_kind(rt, applied)
             merged = (merge_patch if rt.crd else strategic_merge_patch)(copy.deepcopy(old), applied)
@@ -757,6 +835,8 @@ class Core:
             )
         if dry_run:
             return old
+        if propagation is None and (rt.group, rt.version, rt.kind) in _ORPHAN_BY_DEFAULT:
+            propagation = "Orphan"  # the kind's DefaultGarbageCollectionPolicy
         new_meta = dict(meta)
         finalizers = list(meta.get("finalizers") or [])
         if propagation == "Foreground" and "foregroundDeletion" not in finalizers:
@@ -774,6 +854,7 @@ class Core:
             if grace > 0:
                 if current is not None and int(current) <= grace:
                     return old  # already terminating with a shorter grace
+                _deletion_generation(meta, new_meta)
                 new_meta["deletionTimestamp"] = self.clock.stamp(self.clock.now() + grace)
                 new_meta["deletionGracePeriodSeconds"] = grace
                 if finalizers:
@@ -794,6 +875,7 @@ class Core:
                 and meta.get("deletionGracePeriodSeconds") in (None, 0)
             ):
                 return old
+            _deletion_generation(meta, new_meta)
             new_meta.setdefault("deletionTimestamp", self.clock.stamp())
             new_meta["deletionGracePeriodSeconds"] = 0
             new_meta["finalizers"] = finalizers
@@ -867,7 +949,8 @@ class Core:
         pod = self.get(pods, ns, name)
         opts = eviction.get("deleteOptions") or {}
         phase = (pod.get("status") or {}).get("phase")
-        if phase not in _TERMINAL and not pod["metadata"].get("deletionTimestamp"):
+        # canIgnorePDB: a pod not running yet, finished, or already terminating goes at once
+        if phase not in (*_TERMINAL, "Pending") and not pod["metadata"].get("deletionTimestamp"):
             self._check_pdb(ns, pod)
         self.delete(
             pods,
@@ -881,11 +964,24 @@ class Core:
     def _check_pdb(self, ns: str, pod: Obj) -> None:
         bucket = self.store.buckets["poddisruptionbudgets.policy"]
         labels = pod["metadata"].get("labels") or {}
+        matching: list[tuple[Obj, Matcher]] = []
         for pdb in bucket.iter(ns):
+            raw = (pdb.get("spec") or {}).get("selector")
+            if raw is None:
+                continue  # policy/v1: a null selector selects no pod
+            # ... and an empty one every pod of the namespace
+            sel = selector_from_label_selector(raw) or _everything
+            if sel(labels):
+                matching.append((pdb, sel))
+        if len(matching) > 1:
+            raise ApiError(
+                429,
+                "This pod has more than one PodDisruptionBudget, which the eviction "
+                "subresource does not support.",
+                reason="TooManyRequests",
+            )
+        for pdb, sel in matching:
             spec = pdb.get("spec") or {}
-            sel = selector_from_label_selector(spec.get("selector"))
-            if sel is None or not sel(labels):
-                continue
             members = [
                 p
                 for p in self.store.buckets["pods"].iter(ns)
@@ -966,6 +1062,17 @@ def _path(obj: Obj, path: str) -> Any:
             return None
         cur = cur.get(p)
     return cur
+
+
+def _deletion_generation(meta: Obj, new_meta: Obj) -> None:
+    """rest.BeforeDelete / markAsDeleting: an object that starts its deletion and stays (graceful
+    deletion, finalizers) gets a new generation, when it has one."""
+    if not meta.get("deletionTimestamp") and int(meta.get("generation") or 0) > 0:
+        new_meta["generation"] = int(meta["generation"]) + 1
+
+
+def _everything(_labels: Any) -> bool:
+    return True
 
 
 def _pod_ready(pod: Obj) -> bool:

@@ -2,7 +2,10 @@
 
 A kube-apiserver fills many pod fields (schedulerName, restartPolicy, grace period, requests from
 limits, default tolerations, QoS class, ...). Tephra's scheduler reads several of them, so the
-sandbox fills the same ones with the same values.
+sandbox fills the same ones with the same values, on create and (scheme defaults, default
+tolerations) on update. `pod_update_causes` is ValidatePodUpdate's spec rule: a pod's spec only
+changes in its images, activeDeadlineSeconds, added tolerations, removed schedulingGates (and, while
+gated, added nodeSelector entries and node affinity requirements).
 """
 
 from __future__ import annotations
@@ -90,33 +93,260 @@ def qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def default_pod(pod: dict[str, Any]) -> None:
-    """Fill the fields kube-apiserver defaults on pod creation (in place, pod is private)."""
-    spec = pod.setdefault("spec", {})
+def default_pod_spec(spec: dict[str, Any]) -> None:
+    """The scheme defaults of a PodSpec and its containers (applied on create and update, as
+    decoding does; fields already set are kept)."""
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("securityContext", {})
-    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])
     spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     for c in spec.get("containers") or []:
         if isinstance(c, dict):
             _default_container(c)
     for c in spec.get("initContainers") or []:
         if isinstance(c, dict):
             _default_container(c)
+
+
+def default_tolerations(spec: dict[str, Any]) -> None:
+    """The DefaultTolerationSeconds admission plugin (create and update): tolerate not-ready and
+    unreachable nodes for 300 s unless a toleration already covers them."""
     tolerations = list(spec.get("tolerations") or [])
-    keys = {t.get("key") for t in tolerations if isinstance(t, dict)}
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if key not in keys:
+        covered = any(
+            isinstance(t, dict)
+            and t.get("key") in (key, "", None)
+            and t.get("effect") in ("NoExecute", "", None)
+            for t in tolerations
+        )
+        if not covered:
             tolerations.append(
                 {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
             )
     spec["tolerations"] = tolerations
+
+
+def default_pod(pod: dict[str, Any]) -> None:
+    """Fill the fields kube-apiserver defaults on pod creation (in place, pod is private)."""
+    spec = pod.setdefault("spec", {})
+    default_pod_spec(spec)
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    default_tolerations(spec)
     pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+
+POD_UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
+    "set to 1 if it was previously negative)"
+)
+_MAX_INT32 = 2**31 - 1
+
+
+def _semantic(value: Any) -> Any:
+    """A value as apiequality.Semantic compares it: null, [] and {} are all "unset"."""
+    if isinstance(value, dict):
+        out = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None} or None
+    if isinstance(value, list):
+        return [_semantic(v) for v in value] or None
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(_semantic(a) == _semantic(b))
+
+
+def _only_added_tolerations(new: list[Any], old: list[Any]) -> bool:
+    """validateOnlyAddedTolerations: every old toleration is still there (its tolerationSeconds
+    may change)."""
+    for o in old:
+        if not isinstance(o, dict):
+            continue
+        if not any(
+            isinstance(n, dict)
+            and _same({**o, "tolerationSeconds": None}, {**n, "tolerationSeconds": None})
+            for n in new
+        ):
+            return False
+    return True
+
+
+def _node_selector_term_only_additions(new: Any, old: Any) -> bool:
+    new, old = new if isinstance(new, dict) else {}, old if isinstance(old, dict) else {}
+    for key in ("matchExpressions", "matchFields"):
+        added = [_semantic(r) for r in new.get(key) or []]
+        if any(_semantic(r) not in added for r in old.get(key) or []):
+            return False
+    return True
+
+
+def _gated_mutation_causes(munged: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """Pods with schedulingGates may gain nodeSelector entries and required node affinity
+    requirements (additions only); munged takes the old values so the spec compares equal."""
+    causes: list[Cause] = []
+    new_sel = munged.get("nodeSelector") or {}
+    old_sel = old.get("nodeSelector") or {}
+    if not _same(new_sel, old_sel):
+        for k, v in old_sel.items():
+            if new_sel.get(k) != v:
+                causes.append(
+                    Cause(
+                        f"spec.nodeSelector[{k}]",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{new_sel.get(k, "")}": only additions are allowed '
+                        "(no mutations or deletions)",
+                    )
+                )
+        munged["nodeSelector"] = old.get("nodeSelector")
+    new_aff = dict(munged.get("affinity") or {})
+    old_aff = old.get("affinity") or {}
+    new_na, old_na = new_aff.get("nodeAffinity"), old_aff.get("nodeAffinity")
+    if not _same(new_na, old_na):
+        old_req = (old_na or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        old_terms = (old_req or {}).get("nodeSelectorTerms") or []
+        new_req = (new_na or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        new_terms = (new_req or {}).get("nodeSelectorTerms") or []
+        path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        if old_terms and len(old_terms) != len(new_terms):
+            causes.append(
+                Cause(
+                    f"{path}.nodeSelectorTerms",
+                    "FieldValueInvalid",
+                    "Invalid value: []core.NodeSelectorTerm: no additions/deletions to non-empty "
+                    "NodeSelectorTerms list are allowed",
+                )
+            )
+        elif old_terms:
+            for i, (n, o) in enumerate(zip(new_terms, old_terms, strict=True)):
+                if not _node_selector_term_only_additions(n, o):
+                    causes.append(
+                        Cause(
+                            f"{path}.nodeSelectorTerms[{i}]",
+                            "FieldValueInvalid",
+                            "Invalid value: core.NodeSelectorTerm: only additions are allowed "
+                            "(no mutations or deletions)",
+                        )
+                    )
+        new_aff["nodeAffinity"] = old_na
+        munged["affinity"] = new_aff
+    return causes
+
+
+def _spec_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    keys = sorted(k for k in set(old) | set(new) if not _same(old.get(k), new.get(k)))
+    return "\n".join(f"  spec.{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys)
+
+
+def pod_update_causes(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """ValidatePodUpdate's spec rules: what an update (PUT or PATCH of the pod, not of its
+    binding or status) may change. new is the defaulted new spec, old the stored one."""
+    causes: list[Cause] = []
+    for field in ("containers", "initContainers"):
+        new_c = new.get(field) or []
+        old_c = old.get(field) or []
+        if len(new_c) != len(old_c):
+            return [
+                Cause(
+                    f"spec.{field}",
+                    "FieldValueForbidden",
+                    "Forbidden: pod updates may not add or remove containers",
+                )
+            ]
+        for i, c in enumerate(new_c):
+            image = c.get("image") if isinstance(c, dict) else None
+            if not image:
+                causes.append(
+                    Cause(f"spec.{field}[{i}].image", "FieldValueRequired", "Required value")
+                )
+            elif str(image).strip() != image:
+                causes.append(
+                    Cause(
+                        f"spec.{field}[{i}].image",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{image}": must not have leading or trailing whitespace',
+                    )
+                )
+    new_ads, old_ads = new.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
+    if new_ads is not None:
+        if not isinstance(new_ads, int) or not 0 <= new_ads <= _MAX_INT32:
+            causes.append(
+                Cause(
+                    "spec.activeDeadlineSeconds",
+                    "FieldValueInvalid",
+                    f"Invalid value: {new_ads}: must be between 0 and 2147483647, inclusive",
+                )
+            )
+        elif old_ads is not None and new_ads > old_ads:
+            causes.append(
+                Cause(
+                    "spec.activeDeadlineSeconds",
+                    "FieldValueInvalid",
+                    f"Invalid value: {new_ads}: must be less than or equal to previous value",
+                )
+            )
+    elif old_ads is not None:
+        causes.append(
+            Cause(
+                "spec.activeDeadlineSeconds",
+                "FieldValueInvalid",
+                'Invalid value: "null": must not update from a positive integer to nil value',
+            )
+        )
+    if not _only_added_tolerations(
+        list(new.get("tolerations") or []), list(old.get("tolerations") or [])
+    ):
+        causes.append(
+            Cause(
+                "spec.tolerations",
+                "FieldValueForbidden",
+                "Forbidden: existing toleration can not be modified except its tolerationSeconds",
+            )
+        )
+    old_gates = {g.get("name") for g in old.get("schedulingGates") or [] if isinstance(g, dict)}
+    for i, g in enumerate(new.get("schedulingGates") or []):
+        gname = g.get("name") if isinstance(g, dict) else None
+        if gname not in old_gates:
+            causes.append(
+                Cause(
+                    f"spec.schedulingGates[{i}].name",
+                    "FieldValueForbidden",
+                    f"Forbidden: only deletion is allowed, but found new scheduling gate '{gname}'",
+                )
+            )
+    # the updatable fields take their old values; anything else that differs is forbidden
+    munged = dict(new)
+    for field in ("containers", "initContainers"):
+        if field in new:
+            munged[field] = [
+                {**c, "image": o.get("image")} if isinstance(c, dict) and isinstance(o, dict) else c
+                for c, o in zip(new[field] or [], old.get(field) or [], strict=False)
+            ]
+    for field in ("activeDeadlineSeconds", "schedulingGates", "tolerations"):
+        munged[field] = old.get(field)
+    old_tgps = old.get("terminationGracePeriodSeconds")
+    if (
+        isinstance(old_tgps, int)
+        and old_tgps < 0
+        and munged.get("terminationGracePeriodSeconds") == 1
+    ):
+        munged["terminationGracePeriodSeconds"] = old_tgps
+    if old.get("schedulingGates"):
+        causes += _gated_mutation_causes(munged, old)
+    if not _same(munged, old):
+        causes.append(
+            Cause(
+                "spec",
+                "FieldValueForbidden",
+                f"Forbidden: {POD_UPDATE_FORBIDDEN}\n{_spec_diff(old, munged)}",
+            )
+        )
+    return causes
 
 
 def validate_pod(pod: dict[str, Any]) -> list[Cause]:
@@ -152,6 +382,14 @@ def validate_pod(pod: dict[str, Any]) -> list[Cause]:
             causes.append(
                 Cause(f"spec.containers[{i}].image", "FieldValueRequired", "Required value")
             )
+    if spec.get("nodeName") and spec.get("schedulingGates"):
+        causes.append(
+            Cause(
+                "spec.nodeName",
+                "FieldValueForbidden",
+                "Forbidden: cannot be set until all schedulingGates have been cleared",
+            )
+        )
     rp = spec.get("restartPolicy")
     if rp not in (None, "Always", "OnFailure", "Never"):
         causes.append(

@@ -172,7 +172,8 @@ class GarbageCollector:
                 left += 1
                 if not obj["metadata"].get("deletionTimestamp"):
                     try:
-                        core.delete(rt, ns, obj["metadata"]["name"])
+                        # the namespace controller deletes content in the background
+                        core.delete(rt, ns, obj["metadata"]["name"], propagation="Background")
                     except ApiError as err:
                         if err.code != 404:
                             raise

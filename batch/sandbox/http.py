@@ -400,8 +400,8 @@ class HttpApi:
             opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
         if "propagationPolicy" in q:
             opts["propagationPolicy"] = q["propagationPolicy"]
-        if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
-            opts["propagationPolicy"] = "Orphan"
+        if opts.get("orphanDependents") is not None and "propagationPolicy" not in opts:
+            opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
         if opts.get("gracePeriodSeconds") is not None:
             opts["gracePeriodSeconds"] = int(opts["gracePeriodSeconds"])
         return opts
@@ -411,20 +411,24 @@ class HttpApi:
     ) -> Response | None:
         opts = await self._delete_options(request)
         result = self.core.list(rt, ns, **self._selectors(request, rt))
+        deleted: list[Obj] = []
         for obj in result.items:
             meta = obj["metadata"]
             try:
-                self.core.delete(
-                    rt,
-                    meta.get("namespace", ""),
-                    meta["name"],
-                    grace=opts.get("gracePeriodSeconds"),
-                    propagation=opts.get("propagationPolicy"),
+                deleted.append(
+                    self.core.delete(
+                        rt,
+                        meta.get("namespace", ""),
+                        meta["name"],
+                        grace=opts.get("gracePeriodSeconds"),
+                        propagation=opts.get("propagationPolicy"),
+                        dry_run=request.query.get("dryRun") == "All",
+                    )
                 )
             except ApiError as err:
                 if err.code != 404:
                     raise
-        return self._list_response(request, rt, result.items, str(self.core.store.rv), "", None)
+        return self._list_response(request, rt, deleted, str(self.core.store.rv), "", None)
 
     async def _scale(
         self, request: Request, rt: ResourceType, ns: str, name: str

@@ -1,10 +1,13 @@
 """The PATCH flavours clients send: JSON merge patch, JSON patch and strategic merge patch.
 
-Merge patch is RFC 7386, JSON patch RFC 6902. Strategic merge patch is implemented for the lists
-that matter in built-in kinds (containers by name, conditions by type, ...), with the `$patch`
-directives `delete`/`replace` and `$deleteFromPrimitiveList/<field>`; other lists are replaced,
-as for fields without a patch strategy. All functions return new objects and never modify their
-inputs, because stored objects are shared with readers.
+Merge patch is RFC 7386, JSON patch RFC 6902 (as kube-apiserver's json-patch library: add,
+replace, remove, move and copy need a non-empty path). Strategic merge patch is implemented for the
+lists that carry `patchStrategy: merge` in the built-in kinds (containers by name, conditions by
+type, ...), with the `$patch` directives `delete`/`replace` and `$deleteFromPrimitiveList/<field>`;
+other lists (NodeSpec.taints, PodStatus.containerStatuses, tolerations, ...) are replaced, as for
+fields without a patch strategy, and directives inside them are dropped, never stored as data.
+All functions return new objects and never modify their inputs, because stored objects are shared
+with readers.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 
 from batch.sandbox.errors import ApiError
 
-# field name -> merge key for lists merged by key in built-in kinds.
+# field name -> merge key for lists merged by key in built-in kinds (`patchMergeKey` in
+# k8s.io/api). Lists not named here have no patch strategy: a list in a patch replaces them.
 MERGE_KEYS: dict[str, str] = {
     "containers": "name",
     "initContainers": "name",
@@ -28,12 +32,13 @@ MERGE_KEYS: dict[str, str] = {
     "imagePullSecrets": "name",
     "ownerReferences": "uid",
     "hostAliases": "ip",
-    "containerStatuses": "name",
-    "initContainerStatuses": "name",
     "topologySpreadConstraints": "topologyKey",
-    "taints": "key",
+    "schedulingGates": "name",
+    "podIPs": "ip",
+    "hostIPs": "ip",
     "addresses": "type",
     "resourceClaims": "name",
+    "resourceClaimStatuses": "name",
 }
 # primitive lists merged as sets.
 MERGE_PRIMITIVES = frozenset({"finalizers"})
@@ -53,12 +58,27 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def _is_directive(key: str) -> bool:
+    return key in ("$patch", "$retainKeys") or key.startswith(
+        ("$setElementOrder/", "$deleteFromPrimitiveList/")
+    )
+
+
+def _data(value: Any) -> Any:
+    """A copy of patch content stored as is, without the directives a typed decoder drops."""
+    if isinstance(value, dict):
+        return {k: _data(v) for k, v in value.items() if not _is_directive(k)}
+    if isinstance(value, list):
+        return [_data(v) for v in value]
+    return value
+
+
 def strategic_merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return _data(patch)
     directive = patch.get("$patch")
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return _data(patch)
     if directive == "delete":
         return None
     result: dict[str, Any] = dict(target) if isinstance(target, dict) else {}
@@ -78,8 +98,11 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
                 result.pop(key, None)
             else:
                 result[key] = merged
-        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(result.get(key), list):
-            result[key] = _merge_list(result[key], value, MERGE_KEYS[key])
+        elif isinstance(value, list) and key in MERGE_KEYS:
+            current = result.get(key)
+            result[key] = _merge_list(
+                current if isinstance(current, list) else [], value, _merge_key(key, value)
+            )
         elif (
             isinstance(value, list)
             and key in MERGE_PRIMITIVES
@@ -91,17 +114,25 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
                     merged_list.append(v)
             result[key] = merged_list
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = _data(value)
     return result
+
+
+def _merge_key(field: str, items: list[Any]) -> str:
+    """The merge key of a list: a container's ports merge by containerPort, a Service's by port."""
+    if field == "ports" and not any(isinstance(p, dict) and "containerPort" in p for p in items):
+        return "port"
+    return MERGE_KEYS[field]
 
 
 def _merge_list(old: list[Any], patch: list[Any], mkey: str) -> list[Any]:
     out = list(old)
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
-        return [copy.deepcopy(p) for p in patch if not (isinstance(p, dict) and "$patch" in p)]
+        return [_data(p) for p in patch if not (isinstance(p, dict) and "$patch" in p)]
     for item in patch:
         if not isinstance(item, dict) or mkey not in item:
-            out.append(copy.deepcopy(item))
+            if not (isinstance(item, dict) and "$patch" in item):
+                out.append(_data(item))
             continue
         idx = next(
             (i for i, o in enumerate(out) if isinstance(o, dict) and o.get(mkey) == item[mkey]),
@@ -201,6 +232,11 @@ def json_patch(target: Any, ops: Any) -> Any:
             raise ApiError(400, f"invalid json patch operation: {op!r}")
         kind = op["op"]
         parts = _pointer(op["path"])
+        if not parts and kind in ("add", "replace", "remove", "move", "copy"):
+            # evanphx/json-patch v4 (kube-apiserver's) has no parent container for the root
+            raise ApiError(
+                422, f'{kind} operation does not apply: doc is missing path: "{op["path"]}"'
+            )
         if kind == "add":
             doc = _add(doc, parts, copy.deepcopy(op.get("value")), replace=False)
         elif kind == "replace":
@@ -212,6 +248,10 @@ def json_patch(target: Any, ops: Any) -> Any:
                 raise ApiError(422, f"json patch: test failed at {op['path']}")
         elif kind in ("move", "copy"):
             src = _pointer(op.get("from", ""))
+            if not src:
+                raise ApiError(
+                    422, f'{kind} operation does not apply: doc is missing from path: ""'
+                )
             value = copy.deepcopy(_get(doc, src))
             if kind == "move":
                 _remove(doc, src)

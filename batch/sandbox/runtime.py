@@ -41,7 +41,9 @@ def install_objects(core: Core, objs: Iterable[Obj]) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
         old = core.find(rt, ns, name) if name else None
         if old is None:
-            created = core.create(rt, ns, obj)
+            # a fixture may come from a read: the API would refuse its resourceVersion (500)
+            meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+            created = core.create(rt, ns, {**obj, "metadata": meta})
             if "status" in obj and rt.status_subresource and rt.kind != "Node":
                 core.write(rt, created, {**created, "status": obj["status"]}, subresource="status")
         else:

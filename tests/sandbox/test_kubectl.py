@@ -173,3 +173,16 @@ def test_auth_can_i_and_describe(sb: SandboxHandle) -> None:
     assert kubectl(sb, "auth", "can-i", "create", "pods").stdout.strip() == "yes"
     out = kubectl(sb, "describe", "node", "node-0").stdout
     assert "topology.tephra.io/rack=rack-0" in out and "nvidia.com/gpu" in out
+
+
+def test_taint_and_untaint(sb: SandboxHandle) -> None:
+    """NodeSpec.taints has no patch merge key: kubectl's strategic patch of the whole list
+    replaces it, so removing a taint (`key:Effect-`) works."""
+    kubectl(sb, "taint", "nodes", "node-1", "a=1:NoSchedule")
+    kubectl(sb, "taint", "nodes", "node-1", "b=1:NoSchedule")
+    kubectl(sb, "taint", "nodes", "node-1", "a:NoSchedule-")
+    out = kubectl(sb, "get", "node", "node-1", "-o", "jsonpath={.spec.taints[*].key}")
+    assert out.stdout.split() == ["b"]
+    kubectl(sb, "taint", "nodes", "node-1", "b-")
+    out = kubectl(sb, "get", "node", "node-1", "-o", "jsonpath={.spec.taints}")
+    assert out.stdout.strip() in ("", "[]")

@@ -1,0 +1,280 @@
+"""Object metadata validation, as kube-apiserver's ValidateObjectMeta/ValidateObjectMetaUpdate.
+
+Every kind, built-in or custom resource, goes through the same checks on create and on every
+non-status write: label keys (qualified names: an optional DNS-1123 subdomain prefix of at most
+253 characters, '/', then a name of at most 63 alphanumerics, '-', '_' or '.') and values (at most
+63 of the same characters, or empty); annotation keys (qualified names) and their total size
+(256 KiB); ownerReferences (apiVersion, kind, name and uid required, at most one controller);
+finalizer names (qualified names, not both `orphan` and `foregroundDeletion`); and, on update, no
+new finalizer while the object is being deleted. Problems come back as `Cause`s with Kubernetes'
+field paths and messages (`metadata.labels: Invalid value: "...": must be no more than 63
+characters`). The same string checks serve the label selector parser.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from batch.sandbox.errors import ApiError, Cause
+
+TOTAL_ANNOTATION_SIZE = 256 * 1024
+QUALIFIED_NAME_MAX = 63
+LABEL_VALUE_MAX = 63
+SUBDOMAIN_MAX = 253
+
+_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QNAME = re.compile(f"^{_QNAME_FMT}$")
+_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
+_SUBDOMAIN_FMT = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_SUBDOMAIN = re.compile(f"^{_SUBDOMAIN_FMT}$")
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def _max_len(n: int) -> str:
+    return f"must be no more than {n} characters"
+
+
+_QNAME_MSG = _regex_error(
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character",
+    _QNAME_FMT,
+    "MyName",
+    "my.name",
+    "123-abc",
+)
+
+
+@functools.lru_cache(maxsize=8192)
+def subdomain_errors(value: str) -> tuple[str, ...]:
+    """IsDNS1123Subdomain."""
+    errs: list[str] = []
+    if len(value) > SUBDOMAIN_MAX:
+        errs.append(_max_len(SUBDOMAIN_MAX))
+    if not _SUBDOMAIN.match(value):
+        errs.append(
+            _regex_error(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                "characters, '-' or '.', and must start and end with an alphanumeric character",
+                _SUBDOMAIN_FMT,
+                "example.com",
+            )
+        )
+    return tuple(errs)
+
+
+@functools.lru_cache(maxsize=8192)
+def qualified_name_errors(value: str) -> tuple[str, ...]:
+    """IsQualifiedName: `[prefix/]name`, prefix a DNS-1123 subdomain, name at most 63 chars."""
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs.extend("prefix part " + m for m in subdomain_errors(prefix))
+    else:
+        return (
+            "a qualified name "
+            + _regex_error(
+                "must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                "end with an alphanumeric character",
+                _QNAME_FMT,
+                "MyName",
+                "my.name",
+                "123-abc",
+            )
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        )
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > QUALIFIED_NAME_MAX:
+        errs.append("name part " + _max_len(QUALIFIED_NAME_MAX))
+    if not _QNAME.match(name):
+        errs.append("name part " + _QNAME_MSG)
+    return tuple(errs)
+
+
+@functools.lru_cache(maxsize=8192)
+def label_value_errors(value: str) -> tuple[str, ...]:
+    """IsValidLabelValue: empty, or at most 63 alphanumerics, '-', '_', '.' (alnum at ends)."""
+    errs: list[str] = []
+    if len(value) > LABEL_VALUE_MAX:
+        errs.append(_max_len(LABEL_VALUE_MAX))
+    if value and not _QNAME.match(value):
+        errs.append(
+            _regex_error(
+                "a valid label must be an empty string or consist of alphanumeric characters, "
+                "'-', '_' or '.', and must start and end with an alphanumeric character",
+                _LABEL_VALUE_FMT,
+                "MyValue",
+                "my_value",
+                "12345",
+            )
+        )
+    return tuple(errs)
+
+
+def _quote(value: Any) -> str:
+    text = str(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _invalid(field: str, value: Any, msg: str) -> Cause:
+    return Cause(field, "FieldValueInvalid", f"Invalid value: {_quote(value)}: {msg}")
+
+
+def _decode_error(kind: str, what: str) -> ApiError:
+    return ApiError(
+        400,
+        f"{kind} in version cannot be handled as a {kind}: json: cannot unmarshal {what}",
+    )
+
+
+def _string_map(kind: str, meta: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = meta.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _decode_error(kind, f"metadata.{key} into Go struct field of type map[string]string")
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise _decode_error(
+                kind,
+                f"{type(v).__name__} into Go struct field ObjectMeta.metadata.{key} of type "
+                f"string (key {k!r})",
+            )
+    return value
+
+
+def _string_list(kind: str, meta: Mapping[str, Any], key: str) -> list[Any]:
+    value = meta.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _decode_error(kind, f"metadata.{key} into Go struct field of type []string")
+    return value
+
+
+def object_meta_causes(meta: Mapping[str, Any], *, kind: str = "object") -> list[Cause]:
+    """ValidateObjectMeta's labels, annotations, ownerReferences and finalizers checks.
+
+    Raises a 400 ApiError for values a typed decoder could not read (a non-string label)."""
+    causes: list[Cause] = []
+    for k, v in _string_map(kind, meta, "labels").items():
+        for msg in qualified_name_errors(k):
+            causes.append(_invalid("metadata.labels", k, msg))
+        for msg in label_value_errors(v):
+            causes.append(_invalid("metadata.labels", v, msg))
+    annotations = _string_map(kind, meta, "annotations")
+    size = 0
+    for k, v in annotations.items():
+        for msg in qualified_name_errors(k.lower()):
+            causes.append(_invalid("metadata.annotations", k, msg))
+        size += len(k.encode()) + len(v.encode())
+    if size > TOTAL_ANNOTATION_SIZE:
+        causes.append(
+            Cause(
+                "metadata.annotations",
+                "FieldValueTooLong",
+                f"Too long: may not be more than {TOTAL_ANNOTATION_SIZE} bytes",
+            )
+        )
+    refs = meta.get("ownerReferences")
+    if refs is not None:
+        if not isinstance(refs, list) or not all(isinstance(r, Mapping) for r in refs):
+            raise _decode_error(kind, "metadata.ownerReferences into []v1.OwnerReference")
+        causes.extend(_owner_reference_causes(refs))
+    finalizers = _string_list(kind, meta, "finalizers")
+    for f in finalizers:
+        for msg in qualified_name_errors(f):
+            causes.append(_invalid("metadata.finalizers", f, msg))
+    if "orphan" in finalizers and "foregroundDeletion" in finalizers:
+        causes.append(
+            Cause(
+                "metadata.finalizers",
+                "FieldValueInvalid",
+                "Invalid value: "
+                + _quote(finalizers)
+                + ": finalizer orphan and foregroundDeletion cannot be both set",
+            )
+        )
+    return causes
+
+
+def _group_version(api_version: str) -> tuple[str, str]:
+    """schema.ParseGroupVersion; an unparseable string has an empty version."""
+    slashes = api_version.count("/")
+    if api_version == "/" or slashes > 1:
+        return "", ""
+    if slashes == 0:
+        return "", api_version
+    group, _, version = api_version.partition("/")
+    return group, version
+
+
+def _owner_reference_causes(refs: list[Mapping[str, Any]]) -> list[Cause]:
+    causes: list[Cause] = []
+    path = "metadata.ownerReferences"
+    first_controller = ""
+    for ref in refs:
+        api_version = str(ref.get("apiVersion") or "")
+        kind = str(ref.get("kind") or "")
+        group, version = _group_version(api_version)
+        if not version:
+            causes.append(_invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
+        if not kind:
+            causes.append(_invalid(f"{path}.kind", kind, "kind must not be empty"))
+        if not ref.get("name"):
+            causes.append(_invalid(f"{path}.name", ref.get("name") or "", "name must not be empty"))
+        if not ref.get("uid"):
+            causes.append(_invalid(f"{path}.uid", ref.get("uid") or "", "uid must not be empty"))
+        if group == "" and version == "v1" and kind == "Event":
+            causes.append(_invalid(path, kind, "/v1, Kind=Event is disallowed from being an owner"))
+        if ref.get("controller") is True:
+            current = f"{kind}/{ref.get('name') or ''}"
+            if first_controller:
+                causes.append(
+                    Cause(
+                        path,
+                        "FieldValueInvalid",
+                        "Invalid value: []v1.OwnerReference: Only one reference can have "
+                        f'Controller set to true. Found "true" in references for '
+                        f"{first_controller} and {current}",
+                    )
+                )
+            else:
+                first_controller = current
+    return causes
+
+
+def object_meta_update_causes(meta: Mapping[str, Any], old: Mapping[str, Any]) -> list[Cause]:
+    """ValidateObjectMetaUpdate's finalizer rule: none may be added once deletion started."""
+    if not old.get("deletionTimestamp"):
+        return []
+    extra = sorted(
+        {v for v in meta.get("finalizers") or [] if isinstance(v, str)}
+        - set(old.get("finalizers") or [])
+    )
+    if not extra:
+        return []
+    shown = ", ".join(_quote(e) for e in extra)
+    return [
+        Cause(
+            "metadata.finalizers",
+            "FieldValueForbidden",
+            "Forbidden: no new finalizers can be added if the object is being deleted, found "
+            f"new finalizers []string{{{shown}}}",
+        )
+    ]
