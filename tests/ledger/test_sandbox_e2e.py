@@ -1,8 +1,8 @@
 """A VCJob run to completion on the sandbox (real controllers and scheduler) leaves its history.
 
-The ledger is fed here by watching the API, the way the controllers will once they call the
-recorder themselves: every watch event goes through the ``events_from_*`` converters into
-recorders writing to SQLite and PostgreSQL at the same time. The objects are the sandbox's real
+The ledger is fed here by watching the API, as the controllers' own recorder does (with
+``--db``; tests/controllers/test_ledger_wiring.py): every watch event goes through the
+``events_from_*`` converters into recorders writing to SQLite and PostgreSQL at the same time. The objects are the sandbox's real
 ones (server-set uids and timestamps, emulator-written container states).
 """
 
