@@ -304,7 +304,7 @@ def podgroup_facts(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "namespace": str(meta.get("namespace") or "default"),
         "name": str(meta.get("name") or ""),
-        "queue": str(spec.get("queue") or DEFAULT_QUEUE),
+        "queue": str(spec.get("queue") or ""),  # empty: the cache's --default-queue
         "min_available": int(mm) if isinstance(mm, int) else 1,
         "min_task_member": {str(k): int(v) for k, v in _mapping(spec.get("minTaskMember")).items()},
         "min_resources": scheduling_resources(_mapping(min_res)) if min_res is not None else None,

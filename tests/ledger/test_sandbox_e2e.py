@@ -2,8 +2,9 @@
 
 The ledger is fed here by watching the API, as the controllers' own recorder does (with
 ``--db``; tests/controllers/test_ledger_wiring.py): every watch event goes through the
-``events_from_*`` converters into recorders writing to SQLite and PostgreSQL at the same time. The objects are the sandbox's real
-ones (server-set uids and timestamps, emulator-written container states).
+``events_from_*`` converters into recorders writing to SQLite and PostgreSQL at the same time.
+The objects are the sandbox's real ones (server-set uids and timestamps, emulator-written
+container states).
 """
 
 from __future__ import annotations

@@ -79,12 +79,14 @@ class Placer:
         self.nodes = ssn.nodes
         self.batch_preds: list[BatchPredicate] = []
         self.dyn_preds: list[DynamicPredicate] = []
+        self.per_job_preds = False  # some dynamic predicate answers differently per job
         self.scalar_preds: list[ScalarPredicate] = []
         for kind, fn in ssn._flat("predicate"):
             if kind == "batch":
                 self.batch_preds.append(fn)
-            elif kind == "dynamic":
+            elif kind in ("dynamic", "dynamic-job"):
                 self.dyn_preds.append(fn)
+                self.per_job_preds = self.per_job_preds or kind == "dynamic-job"
             else:
                 self.scalar_preds.append(fn)
         self.batch_scores: list[BatchScore] = []
@@ -140,6 +142,8 @@ class Placer:
                     fit_idle = False
                 if fut[d] < v:
                     fit_fut = False
+        if nd.has_future:
+            fit_idle = fit_idle and fit_fut  # idle promised to a pipelined task is not free
         score = 0.0
         for fn in self.batch_scores:
             score += fn(st.tmpl, nd, i)
@@ -193,6 +197,9 @@ class Placer:
         rel, pip = nd.releasing, nd.pipelined
         for d, v in zip(st.dims, st.fitv, strict=True):
             fut &= (idle[d, idx] + rel[d, idx] - pip[d, idx]) >= v
+        # A node is a candidate only if its FutureIdle holds the task (volcano.md §4.3): idle
+        # capacity that a pipelined task will need once the releasing pods are gone is not free.
+        fit_idle &= fut
         return fit_idle, fut & ~fit_idle
 
     def _full(self, st: TemplateState) -> None:
@@ -369,6 +376,9 @@ class Placer:
         return msg, hist
 
     def dyn_preds_active(self) -> bool:
-        return bool(self.dyn_preds) and (
-            bool(self.ssn.cache.anti_affinity_tasks) or self.nodes.placed_anti > 0
+        """Can a dynamic predicate tell two tasks of the same template apart (per job, or
+        through in-session pod (anti-)affinity)?"""
+        return self.per_job_preds or (
+            bool(self.dyn_preds)
+            and (bool(self.ssn.cache.anti_affinity_tasks) or self.nodes.placed_anti > 0)
         )

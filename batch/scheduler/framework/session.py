@@ -293,8 +293,11 @@ class Session:
     def add_batch_predicate(self, fn: BatchPredicate) -> None:
         self._add("predicate", ("batch", fn))
 
-    def add_dynamic_predicate(self, fn: DynamicPredicate) -> None:
-        self._add("predicate", ("dynamic", fn))
+    def add_dynamic_predicate(self, fn: DynamicPredicate, *, per_job: bool = False) -> None:
+        """``per_job``: the answer depends on which job the task belongs to (not only on its
+        template and the in-session placements), so failures and explanations of one job may
+        not be reused for another of the same shape."""
+        self._add("predicate", ("dynamic-job" if per_job else "dynamic", fn))
 
     def add_predicate_fn(self, fn: ScalarPredicate) -> None:
         self._add("predicate", ("scalar", fn))

@@ -39,11 +39,11 @@ from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
 from batch.scheduler.actions.preempt.victims import (
     Budget,
     NodeTasks,
-    QuotaBlocked,
     candidate_nodes,
     emit_causes,
     fits_future,
     parse_common,
+    pipelined_reason,
     registered,
     select_victims,
     try_node,
@@ -166,6 +166,7 @@ class Preempt(Action):
     def _finish(self, ssn: Session, job: JobInfo, stmt: Statement) -> bool:
         if len(stmt) and ssn.job_pipelined(job):
             self._commit(ssn, stmt)
+            ssn.set_reason(pipelined_reason(job, "preemption"))
             return True
         stmt.discard()
         return False
@@ -267,20 +268,17 @@ class Preempt(Action):
             if not victims or not validate_victims(ssn, task, idx, victims):
                 continue
             ordered = victim_order(ssn, victims, queue)
-            try:
-                if try_node(
-                    ssn,
-                    stmt,
-                    task,
-                    idx,
-                    ordered,
-                    "preempt",
-                    ready=lambda: ssn.allocatable(queue, task),
-                    causes=self.causes,
-                ):
-                    return True
-            except QuotaBlocked:
-                return False
+            if try_node(
+                ssn,
+                stmt,
+                task,
+                idx,
+                ordered,
+                "preempt",
+                ready=lambda: ssn.allocatable(queue, task),
+                causes=self.causes,
+            ):
+                return True
         return False
 
     def _job_bound(self, ssn: Session, job: JobInfo) -> npt.NDArray[np.int64]:

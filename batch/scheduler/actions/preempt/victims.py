@@ -33,6 +33,7 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS
 from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 from batch.scheduler.framework.votes import ABSTAIN
@@ -382,11 +383,6 @@ def victim_order(
     return sorted(victims, key=key)
 
 
-class QuotaBlocked(Exception):
-    """Even with every victim on the node gone the queue does not allow the task (Allocatable):
-    other nodes would not change that, so the action moves on to the next task."""
-
-
 def try_node(
     ssn: Session,
     stmt: Statement,
@@ -410,14 +406,19 @@ def try_node(
             break
         stmt.evict(v, reason)
         causes[v.uid] = (job_id, reason)
-    if ready():
-        if fits_future(ssn, preemptor, idx):
-            stmt.pipeline(preemptor, idx)
-            return True
-        stmt.recover_operations(mark)
-        return False
+    if ready() and fits_future(ssn, preemptor, idx):
+        stmt.pipeline(preemptor, idx)
+        return True
+    # Not enough here — for the node, or for the queue (Allocatable): victims on another node
+    # also lower the queue's allocation, so the caller tries the next node.
     stmt.recover_operations(mark)
-    raise QuotaBlocked
+    return False
+
+
+def pipelined_reason(job: JobInfo, how: str) -> PendingReason:
+    """The reason of a job whose gang a preempt/reclaim statement pipelined (replacing the
+    allocate action's "does not fit")."""
+    return PendingReason(job.uid, "Pipelined", f"waiting for resources being released by {how}")
 
 
 def validate_victims(ssn: Session, preemptor: TaskInfo, idx: int, victims: list[TaskInfo]) -> bool:

@@ -40,6 +40,7 @@ from batch.scheduler.actions.preempt.victims import (
     emit_causes,
     fits_future,
     parse_common,
+    pipelined_reason,
     registered,
     select_victims,
     try_node,
@@ -186,6 +187,7 @@ class Reclaim(Action):
                 evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
                 stmt.commit()
                 emit_causes(ssn, evicted, self.causes)
+                ssn.set_reason(pipelined_reason(job, "reclaim"))
             else:
                 stmt.discard()
             if pending:

@@ -2,8 +2,9 @@
 
 idle = TotalResource x ``overcommit-factor`` (default 1.2; values < 1 reset to 1.2) - Σ node
 used; inqueue = Σ minResources of Inqueue jobs (minus scheduling-gated pods) + the un-started part
-of Running jobs. JobEnqueueable permits iff inqueue + job.minResources <= idle on the dimensions
-minResources requests; otherwise Reject with event "resource in cluster is overused".
+of Running jobs (per resource, max(0, minResources - allocated), minus gated pods).
+JobEnqueueable permits iff inqueue + job.minResources <= idle on the dimensions minResources
+requests; otherwise Reject with event "resource in cluster is overused".
 JobEnqueued adds the job's minResources to inqueue.
 """
 
@@ -34,9 +35,10 @@ def inqueue_contribution(job: JobInfo) -> IntVec | None:
         admitted: IntVec = np.maximum(mr - job.gated_req, 0)
         return admitted
     if job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available:
-        gap: IntVec = mr - job.allocated
-        if np.all(gap[1:] >= 0):
-            return gap
+        # per resource, as proportion's inqueue part (volcano.md §5.1): a job above its
+        # minResources on one resource still holds the un-started part of the others
+        gap: IntVec = np.maximum(np.maximum(mr - job.allocated, 0) - job.gated_req, 0)
+        return gap
     return None
 
 

@@ -85,24 +85,35 @@ class PodAffinity:
         if tmpl.pod_affinity or tmpl.pod_anti_affinity:
             assigned = [t for t in self._assigned() if t.uid != task.uid]
         if tmpl.pod_affinity:
+            # kube-scheduler's InterPodAffinity: only pods matching *all* required terms count;
+            # a node passes when, for every term, such a pod runs in the node's domain. When no
+            # pod matches them all, the first pod of a group whose terms match itself may go to
+            # any node that has every topology label.
+            terms = [
+                (str(t.get("topologyKey") or ""), self._namespaces(t, task.namespace), t)
+                for t in tmpl.pod_affinity
+            ]
+
+            def matches_all(namespace: str, labels: Any) -> bool:
+                return all(
+                    (nss is None or namespace in nss)
+                    and labels_match(t.get("labelSelector"), labels)
+                    for _key, nss, t in terms
+                )
+
+            matching = [t for t in assigned if matches_all(t.namespace, t.labels)]
             ok = np.ones(nd.n, dtype=np.bool_)
-            for term in tmpl.pod_affinity:
-                key = str(term.get("topologyKey") or "")
-                nss = self._namespaces(term, task.namespace)
-                sel = term.get("labelSelector")
-                values = {
-                    self._code(key, t.node_idx)
-                    for t in assigned
-                    if (nss is None or t.namespace in nss) and labels_match(sel, t.labels)
-                }
+            labelled = np.ones(nd.n, dtype=np.bool_)
+            counted = False
+            for key, _nss, _t in terms:
+                col = nd.arrays.labels.get(key)
+                labelled &= (col.codes[: nd.n] >= 0) if col is not None else False
+                values = {self._code(key, t.node_idx) for t in matching}
                 values.discard(-1)
-                if values:
-                    ok &= self._domain_mask(key, values)
-                elif (nss is None or task.namespace in nss) and labels_match(sel, task.labels):
-                    col = nd.arrays.labels.get(key)
-                    ok &= (col.codes[: nd.n] >= 0) if col is not None else False
-                else:
-                    ok &= False
+                counted = counted or bool(values)
+                ok &= self._domain_mask(key, values)
+            if not counted and matches_all(task.namespace, task.labels):
+                ok = labelled
             if not ok.all():
                 out.append((R_POD_AFFINITY, ~ok))
         if tmpl.pod_anti_affinity:

@@ -113,7 +113,7 @@ class ReservationPlugin(Plugin):
         self.estimates: dict[str, float | None] = {}
         self._todo = cands[: self.max_res]
         # computed on first use: the placement engine (static masks) exists only after open
-        ssn.add_dynamic_predicate(self._predicate)
+        ssn.add_dynamic_predicate(self._predicate, per_job=True)
 
     def _ensure(self) -> None:
         if self._todo:
@@ -275,7 +275,7 @@ class NominatedPlugin(Plugin):
                     if idx is not None and idx < nd.n:
                         self.held.setdefault(idx, []).append(t)
         if self.held:
-            ssn.add_dynamic_predicate(self._predicate)
+            ssn.add_dynamic_predicate(self._predicate, per_job=True)  # a job's own nominations
 
     def _predicate(self, task: TaskInfo, nodes: SessionNodes) -> list[tuple[str, BoolVec]]:
         fail = np.zeros(nodes.n, dtype=np.bool_)
