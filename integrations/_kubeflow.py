@@ -12,7 +12,8 @@ Gang rules (written to match training-operator's ``SyncPodGroup`` where it has o
   ``elasticPolicy.minReplicas`` workers plus the other roles), else every replica.
 * minTaskMember = replicas per role (lower-cased replica type, the value training-operator puts in
   ``volcano.sh/task-spec``); with an elastic or explicit minimum the elastic role gets the
-  remainder; roles with 0 pods are left out.
+  remainder; roles with 0 pods are left out; a framework may drop roles its operator creates
+  late (hook ``role_minimums``: MPIJob's launcher under ``WaitForWorkersReady``).
 * minResources = ``schedulingPolicy.minResources`` if set, else the requests of the first
   minMember pods, leading roles (master/chief/launcher) first.
 * queue = ``schedulingPolicy.queue``, else the job annotation ``scheduling.volcano.sh/queue-name``.
@@ -141,6 +142,7 @@ class KubeflowJobAdapter:
             min_member = sum(elastic_min.values())
         else:
             min_member = total
+        min_by_role = self.role_minimums(workload, roles, min_member, min_by_role)
 
         if policy.get("minResources") is not None:
             min_resources = canonical_resource_list(
@@ -231,6 +233,17 @@ class KubeflowJobAdapter:
     ) -> dict[str, int] | None:
         """Per-role minimum for an elastic job, or None when the job is not elastic."""
         return None
+
+    def role_minimums(
+        self,
+        workload: Mapping[str, Any],
+        roles: list[Role],
+        min_member: int,
+        min_by_role: dict[str, int],
+    ) -> dict[str, int]:
+        """The per-role minimums the gang uses (default: ``min_by_role`` as derived above);
+        a framework whose operator creates some roles late leaves those out."""
+        return min_by_role
 
     def leader_role(
         self, workload: Mapping[str, Any], min_by_role: Mapping[str, int]

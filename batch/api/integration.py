@@ -151,8 +151,11 @@ class WorkloadRef:
 
     ``gang_name`` is the PodGroup name when the pod's labels alone determine it (then the webhook
     can annotate the pod at creation); None when only the workload object does (e.g. the pods of
-    a RayCluster that a RayJob made carry no RayJob label): the controller then takes the name
-    from ``gang_for_workload`` of the referenced workload and patches the pod afterwards.
+    a RayCluster that a RayJob made carry no RayJob label), when the workload may have no gang
+    at all (a Spark executor owned by an ordinary notebook pod), or when a name on the pod would
+    be read as the operator announcing its own PodGroup (a spark-submit driver): the controller
+    then takes the name from ``gang_for_workload`` of the referenced workload and patches the
+    pod afterwards. Never give a name whose PodGroup might never be created.
     """
 
     api_version: str

@@ -542,9 +542,10 @@ class ControllerManager:
             from batch.api.integration import adapter_for_pod
 
             claimed = adapter_for_pod(pod, self.adapters)
-            if claimed is not None:
-                await self._process_adapter_pod(pod, *claimed)
+            if claimed is not None and await self._process_adapter_pod(pod, *claimed):
                 return
+            # The adapter has no gang for the pod's workload (e.g. Spark executors whose driver
+            # is an ordinary notebook pod): Volcano's default path below, as for any other pod.
         if not wants_group(pod, scheduler_names=self.scheduler_names):
             return
         owner_ref = controller_owner(pod)
@@ -573,7 +574,9 @@ class ControllerManager:
         )
         await self._apply(("pod", ns, name), result)
 
-    async def _process_adapter_pod(self, pod: dict[str, Any], adapter: Any, ref: Any) -> None:
+    async def _process_adapter_pod(self, pod: dict[str, Any], adapter: Any, ref: Any) -> bool:
+        """Reconcile a pod an adapter claimed. False when the adapter has no gang for the pod's
+        workload (`gang_for_workload` returned None): the caller then takes the default path."""
         client = self._client()
         ns = str(pod["metadata"].get("namespace"))
         plural = None
@@ -585,12 +588,12 @@ class ControllerManager:
         res = resource_for(ref.api_version, ref.kind, plural=plural)
         workload = await get_or_none(client, res, ref.name, ref.namespace or ns)
         if workload is None:
-            return
+            return True  # no workload object to derive a gang from: leave the pod alone
         workload.setdefault("apiVersion", ref.api_version)
         workload.setdefault("kind", ref.kind)
         gang = adapter.gang_for_workload(workload)
         if gang is None:
-            return
+            return False
         existing = await get_or_none(client, PODGROUPS, gang.name, gang.namespace)
         namespace_obj = await get_or_none(client, NAMESPACES, gang.namespace)
         leader_is_running = False
@@ -612,6 +615,7 @@ class ControllerManager:
             leader_running=leader_is_running,
         )
         await self._apply(("pod", ns, str(pod["metadata"].get("name"))), result)
+        return True
 
     async def process_group(self, ns: str, name: str) -> None:
         client = self._client()

@@ -10,7 +10,9 @@ Two paths, both pure:
   `scheduling.k8s.io/group-name`.
 * **Framework adapters** (`reconcile_adapter_pod`): when an adapter loaded from the
   `tephra.integrations` entry points claims the pod, its `GangSpec` and
-  `batch.api.integration.decide_podgroup` decide create/update/adopt/wait.
+  `batch.api.integration.decide_podgroup` decide create/update/adopt/wait. When the adapter
+  has no gang for the pod's workload (`gang_for_workload` returns None, e.g. Spark executors
+  whose driver is an ordinary notebook pod), the pod takes the default path like any other.
 `reconcile_group` marks a group Completed when its workload finished and deletes orphans (owner
 gone, or a ReplicaSet/StatefulSet scaled to zero).
 """

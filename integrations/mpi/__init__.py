@@ -14,9 +14,13 @@ priority = ``schedulingPolicy.priorityClass`` else the launcher's, else the work
 
 ``runLauncherAsWorker: true`` puts the launcher into the hostfile; it is still one pod, so the gang
 size is unchanged (workers + 1). ``launcherCreationPolicy: WaitForWorkersReady`` makes the
-operator create the launcher only once the workers are ready, so the workers lead: until they run
-the effective minMember is the workers alone (otherwise the gang would wait for a launcher that
-waits for the gang).
+operator create the launcher only once the workers are ready, so the gang never requires the
+launcher per role: minTaskMember is ``{worker: min(workers, minMember)}`` (with
+``minAvailable`` counted against the workers, the only pods that exist at first — mpi-operator's
+own PodGroup has minMember = minAvailable and no per-role minimum), and the workers lead: until
+one runs the effective minMember is that worker minimum, afterwards the full minMember, which
+the launcher then completes (otherwise the gang would wait for a launcher that waits for the
+gang).
 
 v1 (training-operator): ``mpiReplicaSpecs`` Launcher/Worker with the training-operator labels
 (``replica-type``), the same gang rules.
@@ -68,15 +72,31 @@ class MPIJobAdapter(KubeflowJobAdapter):
             raise GangError(f"{describe(workload)}: spec.runLauncherAsWorker: must be a boolean")
         return roles
 
+    def role_minimums(
+        self,
+        workload: Mapping[str, Any],
+        roles: list[Role],
+        min_member: int,
+        min_by_role: dict[str, int],
+    ) -> dict[str, int]:
+        if not _waits_for_workers(workload):
+            return min_by_role
+        # The launcher is created only once every worker is ready: a gang that required it
+        # per role would wait for a pod that waits for the gang. Gate on the workers alone.
+        workers = sum(r.replicas for r in roles if r.role == "worker")
+        return {"worker": min(workers, min_member)} if workers else {}
+
     def leader_role(
         self, workload: Mapping[str, Any], min_by_role: Mapping[str, int]
     ) -> str | None:
-        spec = workload.get("spec") or {}
-        if spec.get("launcherCreationPolicy") == "WaitForWorkersReady" and min_by_role.get(
-            "worker", 0
-        ):
+        if _waits_for_workers(workload) and min_by_role.get("worker", 0):
             return "worker"
         return None
+
+
+def _waits_for_workers(workload: Mapping[str, Any]) -> bool:
+    spec = workload.get("spec") or {}
+    return spec.get("launcherCreationPolicy") == "WaitForWorkersReady"
 
 
 class MPIJobV1Adapter(KubeflowJobAdapter):

@@ -13,11 +13,17 @@ while the rest wait. Tephra's gang covers the driver **and the minimum executors
   are placed all-or-nothing — a real gang without the deadlock a plain minMember 1 + n would hit.
 * client mode (driver outside the cluster): the executors alone, no leader.
 
-Pod requests are computed as Spark does (``BasicDriverFeatureStep``/``BasicExecutorFeatureStep``):
-cpu = ``coreRequest`` else ``cores`` (default 1); memory = ``memory`` (JVM string, default
-``1g``; no suffix = MiB) + ``memoryOverhead``, else max(factor * memory, 384 MiB) with factor =
-``spec.memoryOverheadFactor`` or 0.1 (0.4 for Python/R apps); plus ``gpu {name, quantity}``.
-``batchSchedulerOptions.resources``, when given, replaces the computed minResources.
+Pod requests are computed as Spark does (``BasicDriverFeatureStep``/``BasicExecutorFeatureStep``),
+each setting from the ``driver``/``executor`` field, else its sparkConf key (spark-operator
+leaves the field unset when sparkConf has it): cpu = ``coreRequest``
+(``spark.kubernetes.<role>.request.cores``) else ``cores`` (``spark.<role>.cores``), default 1;
+memory = ``memory`` (``spark.<role>.memory``; JVM string, default ``1g``; no suffix = MiB) +
+``memoryOverhead`` (``spark.<role>.memoryOverhead``), else max(factor * memory, 384 MiB) with
+factor = ``spark.<role>.memoryOverheadFactor``, else ``spec.memoryOverheadFactor`` (sparkConf
+``spark.kubernetes.memoryOverheadFactor``), else 0.1 (0.4 for Python/R apps); plus
+``gpu {name, quantity}``. The ``sidecars`` and ``initContainers`` spark-operator adds to the pods
+count as kube-scheduler counts them (``pod_requests``). ``batchSchedulerOptions.resources``, when
+given, replaces the computed minResources.
 
 Queue = ``batchSchedulerOptions.queue`` (else the app annotation
 ``scheduling.volcano.sh/queue-name``); priority = ``batchSchedulerOptions.priorityClassName``
@@ -33,7 +39,11 @@ Spark's own ``VolcanoFeatureStep`` uses), minMember from the driver annotation
 ``scheduling.volcano.sh/group-min-member`` (total, driver included; default 1) and minResources
 from ``scheduling.volcano.sh/group-min-resources`` (JSON ResourceList; default the driver's
 requests — the executors' requests are not visible on the driver pod). Executors are owned by
-the driver pod and carry the same ``spark-app-selector``.
+the driver pod and carry the same ``spark-app-selector``. These pods get their group name from
+the controller, never from the opt-in webhook: a group name on a spark-submit driver means Spark's
+``VolcanoFeatureStep`` made the group (adopted after waiting for it), and an executor's owner pod
+may be an ordinary pod — a notebook running the driver in client mode — which has no gang here,
+so its executors take Volcano's default ``podgroup-<owner uid>``.
 """
 
 from __future__ import annotations
@@ -123,27 +133,59 @@ def _factor(value: Any, *, what: str) -> Fraction:
     return f
 
 
+def _setting(
+    spec: Mapping[str, Any], field: str, conf: Mapping[str, Any], key: str, path: str
+) -> tuple[Any, str]:
+    """A pod setting from the field of ``spec`` (at ``path``, e.g. ``spec.driver``), else the
+    sparkConf ``key`` (spark-operator leaves the field unset when sparkConf has it, and Spark
+    honours the conf): (value or None, the path it came from, for messages)."""
+    if spec.get(field) is not None:
+        return spec[field], f"{path}.{field}"
+    return conf.get(key), f"{path.rpartition('.')[0]}.sparkConf[{key}]"
+
+
 def spark_pod_requests(
     app: Mapping[str, Any], role: str, *, path: str, overhead_factor: Fraction
 ) -> Resource:
-    """The requests Spark gives the driver (``role='driver'``) or an executor pod."""
+    """The requests of the driver (``role='driver'``) or an executor pod as Spark makes it.
+
+    The main container: cpu = ``coreRequest`` (else sparkConf
+    ``spark.kubernetes.<role>.request.cores``), else ``cores`` (else ``spark.<role>.cores``),
+    default 1; memory = ``memory`` (else ``spark.<role>.memory``, default ``1g``) +
+    ``memoryOverhead`` (else ``spark.<role>.memoryOverhead``), else max(factor x memory,
+    384 MiB) with factor ``spark.<role>.memoryOverheadFactor`` else ``overhead_factor``; plus
+    ``gpu``. The ``sidecars`` (containers) and ``initContainers`` spark-operator adds to the pod
+    are combined with it the way kube-scheduler does (:func:`pod_requests`).
+    """
     spec: Mapping[str, Any] = (app.get("spec") or {}).get(role) or {}
+    conf: Mapping[str, Any] = (app.get("spec") or {}).get("sparkConf") or {}
     where = f"{describe(app)}: {path}"
+    request, at = _setting(
+        spec, "coreRequest", conf, f"spark.kubernetes.{role}.request.cores", path
+    )
     try:
-        if spec.get("coreRequest") is not None:
-            cpu = to_internal(CPU, str(spec["coreRequest"]))
+        if request is not None:
+            cpu = to_internal(CPU, str(request))
         else:
-            cores = spec.get("cores", 1)
+            cores, at = _setting(spec, "cores", conf, f"spark.{role}.cores", path)
+            if cores is None:
+                cores = 1
             if isinstance(cores, bool) or not isinstance(cores, int | float | str):
-                raise GangError(f"{where}.cores: must be a number, got {cores!r}")
+                raise GangError(f"{describe(app)}: {at}: must be a number, got {cores!r}")
             cpu = to_internal(CPU, str(cores))  # "0.5", never float arithmetic
     except QuantityError as exc:
-        raise GangError(f"{where}.coreRequest: {exc}") from None
-    mem_mib = jvm_memory_mib(spec.get("memory", "1g"), what=f"{where}.memory")
-    if spec.get("memoryOverhead") is not None:
-        over_mib = jvm_memory_mib(spec["memoryOverhead"], what=f"{where}.memoryOverhead")
+        raise GangError(f"{describe(app)}: {at}: {exc}") from None
+    memory, at = _setting(spec, "memory", conf, f"spark.{role}.memory", path)
+    mem_mib = jvm_memory_mib("1g" if memory is None else memory, what=f"{describe(app)}: {at}")
+    overhead, at = _setting(spec, "memoryOverhead", conf, f"spark.{role}.memoryOverhead", path)
+    if overhead is not None:
+        over_mib = jvm_memory_mib(overhead, what=f"{describe(app)}: {at}")
     else:
-        over_mib = max(int(overhead_factor * mem_mib), _MIN_OVERHEAD_MIB)
+        key = f"spark.{role}.memoryOverheadFactor"
+        factor = overhead_factor
+        if conf.get(key) is not None:
+            factor = _factor(conf[key], what=f"{describe(app)}: spec.sparkConf[{key}]")
+        over_mib = max(int(factor * mem_mib), _MIN_OVERHEAD_MIB)
     amounts = {CPU: cpu, MEMORY: (mem_mib + over_mib) * _MIB}
     gpu = spec.get("gpu")
     if isinstance(gpu, Mapping) and gpu.get("name"):
@@ -152,7 +194,22 @@ def spark_pod_requests(
             amounts[str(gpu["name"])] = to_internal(str(gpu["name"]), quantity)
         except QuantityError as exc:
             raise GangError(f"{where}.gpu: {exc}") from None
-    return Resource(amounts)
+    main = {
+        "name": f"spark-kubernetes-{role}",
+        "resources": {"requests": Resource(amounts).to_list()},
+    }
+    pod: dict[str, list[Any]] = {"containers": [main]}
+    for field, into in (("sidecars", "containers"), ("initContainers", "initContainers")):
+        containers = spec.get(field)
+        if containers is None:
+            continue
+        if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):
+            raise GangError(f"{where}.{field}: must be a list of containers")
+        pod.setdefault(into, []).extend(containers)
+    try:
+        return pod_requests(pod)
+    except GangError as exc:
+        raise GangError(f"{where}: {exc}") from None
 
 
 def application_for(scheduled: Mapping[str, Any], run_name: str) -> dict[str, Any]:
@@ -229,15 +286,20 @@ class SparkAdapter:
         role = labels.get(ROLE_LABEL)
         if not selector or role not in ("driver", "executor"):
             return None
-        gang = f"{selector}-podgroup"
+        # No gang name from the labels alone (the webhook must not name the group): a
+        # spark-submit driver that names a group is taken to announce Spark's own
+        # (VolcanoFeatureStep) PodGroup, so a name the webhook wrote would be waited for as if
+        # Spark made it; and an executor's owner pod may be an ordinary pod (a notebook running
+        # the driver in client mode) that has no gang at all. The controller names the group
+        # once it knows which gang, if any, the driver pod has.
         if role == "driver":
             return WorkloadRef(
-                "v1", "Pod", namespace, str(meta.get("name", "")), gang, meta.get("uid")
+                "v1", "Pod", namespace, str(meta.get("name", "")), None, meta.get("uid")
             )
         for ref in meta.get("ownerReferences") or []:
             if isinstance(ref, Mapping) and ref.get("kind") == "Pod":
                 return WorkloadRef(
-                    "v1", "Pod", namespace, str(ref.get("name")), gang, ref.get("uid")
+                    "v1", "Pod", namespace, str(ref.get("name")), None, ref.get("uid")
                 )
         return None  # an executor whose driver is not a pod of this cluster (client mode)
 

@@ -12,6 +12,7 @@ import threading
 from datetime import UTC
 from typing import Any
 
+from batch.api.integration import GangSpec, WorkloadKind, WorkloadRef
 from batch.controllers import constants as c
 from batch.controllers.operator import ControllerManager, Key, WorkQueue
 
@@ -112,6 +113,63 @@ def test_owner_gone_still_groups_the_pod() -> None:
         await mgr.process_pod("ns", "p0")
         pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
         assert pg is not None and pg["spec"]["minMember"] == 1
+
+    asyncio.run(scenario())
+
+
+class _NoGangAdapter:
+    """Claims pods owned by a Pod (as the Spark adapter claims executors through their driver)
+    but has no gang for that pod (a notebook running the Spark driver in client mode)."""
+
+    name = "no-gang"
+    kinds = (WorkloadKind("v1", "Pod", "pods"),)
+
+    def gang_for_workload(self, workload: Any) -> GangSpec | None:
+        return None
+
+    def workload_ref_for_pod(self, pod: Any) -> WorkloadRef | None:
+        for ref in pod["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == "Pod":
+                return WorkloadRef("v1", "Pod", "ns", ref["name"], None, ref["uid"])
+        return None
+
+    def existing_podgroup_name(self, workload: Any) -> str | None:
+        return None
+
+    def role_of_pod(self, pod: Any) -> str | None:
+        return "executor"
+
+
+def test_adapter_without_a_gang_leaves_the_pod_to_the_default_path() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        notebook = api.put(
+            "Pod",
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nb", "namespace": "ns"}},
+        )
+        owner = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "nb",
+            "uid": notebook["metadata"]["uid"],
+            "controller": True,
+        }
+        for i in (1, 2):
+            executor = _rs_pod(f"exec-{i}")
+            executor["metadata"]["ownerReferences"] = [owner]
+            api.put("Pod", executor)
+        mgr, _later = _manager(api)
+        mgr.adapters = [_NoGangAdapter()]
+        for i in (1, 2):
+            await mgr.process_pod("ns", f"exec-{i}")
+        # Volcano's default: one group per controller owner, the pods annotated with it.
+        name = f"podgroup-{notebook['metadata']['uid']}"
+        pg = api.get_obj("PodGroup", "ns", name)
+        assert pg is not None and pg["spec"]["minMember"] == 1
+        for i in (1, 2):
+            p = api.get_obj("Pod", "ns", f"exec-{i}")
+            assert p is not None
+            assert p["metadata"]["annotations"][c.GROUP_NAME_ANNOTATION] == name
 
     asyncio.run(scenario())
 

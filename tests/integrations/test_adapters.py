@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from batch.api.integration import GangError, decide_podgroup
+from batch.api.integration import (
+    GangError,
+    PodGroupAction,
+    apply_gang_injection,
+    decide_podgroup,
+    mutate_pod_for_gang,
+)
 from integrations.mpi import MPI, MPI_V1
 from integrations.pytorch import PYTORCH, TENSORFLOW
 from integrations.ray import RAY
@@ -197,6 +203,40 @@ def test_mpi_wait_for_workers_ready_lets_workers_lead() -> None:
     assert first["spec"]["minMember"] == 3
     assert first["spec"]["minTaskMember"] == {"worker": 3}
     assert first["spec"]["minResources"] == {"cpu": "7"}
+
+
+@pytest.mark.parametrize(
+    ("min_available", "min_member", "workers_min", "cpu"),
+    [
+        # 3 workers of 2 cpu, launcher 1 cpu. mpi-operator's own PodGroup: minMember =
+        # minAvailable (else workers + 1), no per-role minimum.
+        (None, 4, 3, "7"),
+        (1, 1, 1, "2"),
+        (2, 2, 2, "4"),
+        (3, 3, 3, "6"),
+        (4, 4, 3, "7"),
+    ],
+)
+def test_mpi_wait_for_workers_ready_never_requires_the_launcher(
+    min_available: int | None, min_member: int, workers_min: int, cpu: str
+) -> None:
+    """The operator creates the launcher only once every worker is ready: a gang requiring the
+    launcher per role would never place the workers (minAvailable 1 used to give
+    minTaskMember {launcher: 1}, minAvailable 2 {launcher: 1, worker: 1})."""
+    extra: dict[str, Any] = {"launcherCreationPolicy": "WaitForWorkersReady"}
+    if min_available is not None:
+        extra["runPolicy"] = {"schedulingPolicy": {"minAvailable": min_available}}
+    gang = MPI.gang_for_workload(mpijob(**extra))
+    assert gang is not None
+    assert gang.min_member == min_member
+    assert dict(gang.min_task_member) == {"worker": workers_min}
+    assert gang.leader_role == "worker"
+    assert dict(gang.min_resources or {}) == {"cpu": cpu}
+    for running in (False, True):
+        body = decide_podgroup(gang, None, leader_running=running).body
+        assert body is not None
+        assert body["spec"]["minTaskMember"] == {"worker": workers_min}
+        assert body["spec"]["minMember"] == (min_member if running else workers_min)
 
 
 def test_mpi_scheduling_policy_and_fallbacks() -> None:
@@ -394,6 +434,93 @@ def test_spark_conf_fallbacks_and_core_request() -> None:
     assert dict(gang.min_resources or {}) == {"cpu": "2500m", "memory": f"{2432 + 3 * 2048}Mi"}
 
 
+def test_spark_sizes_from_spark_conf() -> None:
+    """spark-operator leaves driver/executor cores and memory unset when sparkConf has them;
+    Spark then sizes the pods from the conf."""
+    app = sparkapp(
+        sparkConf={
+            "spark.driver.memory": "4g",
+            "spark.driver.cores": "2",
+            "spark.executor.memory": "8g",
+            "spark.executor.cores": "4",
+        },
+        driver={},
+        executor={"instances": 2},
+    )
+    gang = SPARK.gang_for_workload(app)
+    assert gang is not None
+    # driver 2 cpu, 4096 + 409 Mi; executors 2 x (4 cpu, 8192 + 819 Mi)
+    assert dict(gang.min_resources or {}) == {
+        "cpu": "10",
+        "memory": f"{4096 + 409 + 2 * (8192 + 819)}Mi",
+    }
+    # The request cores and the overhead (size or per-role factor) from sparkConf; the spec's
+    # cores give way to a request, as in Spark.
+    app = sparkapp(
+        sparkConf={
+            "spark.kubernetes.executor.request.cores": "3",
+            "spark.executor.memoryOverhead": "2g",
+            "spark.kubernetes.driver.request.cores": "500m",
+            "spark.driver.memoryOverheadFactor": "0.5",
+        },
+        driver={"cores": 1, "memory": "1g"},
+        executor={"instances": 2, "cores": 1, "memory": "1g"},
+    )
+    gang = SPARK.gang_for_workload(app)
+    assert gang is not None
+    # driver 500m, 1024 + 512 Mi; executors 2 x (3 cpu, 1024 + 2048 Mi)
+    assert dict(gang.min_resources or {}) == {
+        "cpu": "6500m",
+        "memory": f"{1024 + 512 + 2 * 3072}Mi",
+    }
+    # The spec field wins over the same setting in sparkConf.
+    app = sparkapp(
+        sparkConf={"spark.executor.memory": "64g", "spark.executor.cores": "16"},
+        executor={"instances": 1, "cores": 2, "memory": "4g"},
+    )
+    gang = SPARK.gang_for_workload(app)
+    assert gang is not None
+    assert dict(gang.min_resources or {}) == {"cpu": "3", "memory": f"{2432 + 4505}Mi"}
+
+
+def test_spark_sidecars_and_init_containers_count() -> None:
+    side = [{"name": "proxy", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]
+    init = [{"name": "fetch", "resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}]
+    app = sparkapp(
+        driver={"cores": 1, "memory": "1g", "sidecars": side},
+        executor={
+            "instances": 2,
+            "cores": 1,
+            "memory": "1g",
+            "sidecars": side,
+            "initContainers": init,
+        },
+    )
+    gang = SPARK.gang_for_workload(app)
+    assert gang is not None
+    # driver 1 cpu / 1408Mi + the sidecar = 1500m / 1664Mi; an executor pod needs the larger
+    # of its containers (1500m / 1664Mi) and its init container (4 / 8Gi).
+    assert dict(gang.min_resources or {}) == {"cpu": "9500m", "memory": f"{1664 + 2 * 8192}Mi"}
+
+
+def test_spark_conf_size_errors_name_the_conf_key() -> None:
+    with pytest.raises(
+        GangError,
+        match=r"^SparkApplication data/etl: spec\.sparkConf\[spark\.executor\.memory\]: "
+        r"'lots' is not a Spark memory size",
+    ):
+        SPARK.gang_for_workload(
+            sparkapp(executor={"instances": 1}, sparkConf={"spark.executor.memory": "lots"})
+        )
+    bad_sidecar = [{"name": "proxy", "resources": {"requests": {"cpu": "fast"}}}]
+    with pytest.raises(
+        GangError, match=r"^SparkApplication data/etl: spec\.driver: container proxy: resources"
+    ):
+        SPARK.gang_for_workload(sparkapp(driver={"sidecars": bad_sidecar}))
+    with pytest.raises(GangError, match=r"spec\.executor\.initContainers: must be a list"):
+        SPARK.gang_for_workload(sparkapp(executor={"initContainers": {"name": "x"}}))
+
+
 @pytest.mark.parametrize(
     ("value", "mib"),
     [
@@ -469,3 +596,58 @@ def test_spark_submit_driver_pod_is_a_workload() -> None:
     # An operator-launched driver is not a native workload (its SparkApplication is).
     driver["metadata"]["labels"]["sparkoperator.k8s.io/app-name"] = "pi"
     assert SPARK.gang_for_workload(driver) is None
+
+
+OPTED_IN = {"metadata": {"name": "data", "labels": {"tephra.io/gang-injection": "enabled"}}}
+
+
+def spark_pod(name: str, labels: dict[str, str], *, owner: dict[str, Any] | None = None) -> Any:
+    meta: dict[str, Any] = {"name": name, "namespace": "data", "uid": f"u-{name}"}
+    meta["labels"] = labels
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+    }
+
+
+def test_executors_of_a_notebook_driver_are_not_named_a_group_that_never_comes() -> None:
+    """Client mode from a notebook: the executors are owned by the notebook pod, which is no
+    spark-submit driver and so has no Spark gang. The webhook must not name `<app>-podgroup`
+    (nobody would create it); the controller gives them Volcano's default group instead."""
+    notebook = spark_pod("notebook", {"app": "jupyter"})
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "notebook", "uid": "u-notebook"}
+    executor = spark_pod(
+        "exec-1",
+        {"spark-role": "executor", "spark-app-selector": "spark-0a1b", "spark-exec-id": "1"},
+        owner={**owner, "controller": True},
+    )
+    ref = SPARK.workload_ref_for_pod(executor)
+    assert ref is not None and (ref.kind, ref.name, ref.gang_name) == ("Pod", "notebook", None)
+    assert SPARK.gang_for_workload(notebook) is None
+    ops = mutate_pod_for_gang(executor, namespace_obj=OPTED_IN, adapters=[SPARK])
+    assert ops == [
+        {"op": "add", "path": "/spec/schedulerName", "value": "volcano"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {"volcano.sh/task-spec": "spark-executor"},
+        },
+    ]
+
+
+def test_webhook_injection_does_not_make_a_spark_submit_driver_wait_for_sparks_group() -> None:
+    """A group name on a spark-submit driver means Spark's VolcanoFeatureStep made the group;
+    the opt-in webhook must not write one, or the controller waits the whole grace period for
+    a group that only Tephra itself would create."""
+    driver = spark_pod("pi-driver", {"spark-role": "driver", "spark-app-selector": "spark-77aa"})
+    assert apply_gang_injection(driver, namespace_obj=OPTED_IN, adapters=[SPARK])
+    assert driver["spec"]["schedulerName"] == "volcano"
+    assert driver["metadata"]["annotations"] == {"volcano.sh/task-spec": "spark-driver"}
+    gang = SPARK.gang_for_workload(driver)
+    assert gang is not None and gang.name == "spark-77aa-podgroup"
+    assert gang.adopt_existing is False
+    assert decide_podgroup(gang, None).action is PodGroupAction.CREATE

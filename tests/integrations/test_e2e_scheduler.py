@@ -223,6 +223,65 @@ def test_mpijob_gang(env: Env) -> None:
     gang_is_all_or_nothing(env, "mpi", "allreduce", pods, 3)
 
 
+def test_mpijob_waiting_for_workers_never_waits_for_the_launcher(env: Env) -> None:
+    """launcherCreationPolicy WaitForWorkersReady: mpi-operator creates the launcher only once
+    every worker is ready. minAvailable 3 (mpi-operator's count: launcher + 2 workers) must
+    not require the launcher per role, or the workers are never placed; the 3 workers are the
+    pods that exist, so they are placed all-or-nothing, and the launcher follows."""
+    env.add_nodes("mpiwait", 2)
+    tmpl = {"spec": pod_spec("mpiwait")}
+    launcher_spec = {
+        "schedulerName": "volcano",
+        "containers": [{"name": "main", "image": "x", "resources": {"requests": {"cpu": "100m"}}}],
+    }
+    job = env.co.create_namespaced_custom_object(
+        "kubeflow.org",
+        "v2beta1",
+        env.ns,
+        "mpijobs",
+        {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": "ar"},
+            "spec": {
+                "launcherCreationPolicy": "WaitForWorkersReady",
+                "runPolicy": {"schedulingPolicy": {"minAvailable": 3}},
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": {"spec": launcher_spec}},
+                    "Worker": {"replicas": 3, "template": copy.deepcopy(tmpl)},
+                },
+            },
+        },
+    )
+    kf = "training.kubeflow.org/"
+    base = {kf + "operator-name": "mpi-operator", kf + "job-name": "ar"}
+    workers = [
+        create_pod(
+            env,
+            f"ar-worker-{i}",
+            {**base, kf + "job-role": "worker", kf + "replica-index": str(i)},
+            owner_of(job),
+            tmpl["spec"],
+        )
+        for i in range(3)
+    ]
+    wait_for(lambda: env.podgroup("ar"), "PodGroup ar")
+    gang_is_all_or_nothing(env, "mpiwait", "ar", workers, 3)
+    wait_for(
+        lambda: all(
+            env.core.read_namespaced_pod(w, env.ns).status.phase == "Running" for w in workers
+        ),
+        "workers running",
+    )
+    # Playing mpi-operator: every worker is ready, so now the launcher is created.
+    launcher = create_pod(
+        env, "ar-launcher", {**base, kf + "job-role": "launcher"}, owner_of(job), launcher_spec
+    )
+    wait_for(lambda: env.bound([launcher])[launcher], "launcher bound")
+    pg = env.podgroup("ar")
+    assert pg is not None and pg["spec"]["minTaskMember"] == {"worker": 3}
+
+
 def test_raycluster_gang(env: Env) -> None:
     env.add_nodes("ray", 2)
     tmpl = {"spec": pod_spec("ray")}
@@ -380,3 +439,95 @@ def test_another_applications_running_driver_is_not_this_gangs_leader(env: Env) 
     assert pg is not None
     # The second driver has not started: its gang must gate on the driver alone.
     assert pg["spec"]["minMember"] == 1
+
+
+def opted_in_namespace(env: Env, suffix: str) -> str:
+    """A namespace that opted into gang injection (way 3), beside the test's own."""
+    ns = f"{env.ns[:40].rstrip('-')}-{suffix}"
+    env.core.create_namespace(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"tephra.io/gang-injection": "enabled"}},
+        }
+    )
+    return ns
+
+
+def small_pod(
+    ns: str,
+    name: str,
+    labels: dict[str, str],
+    *,
+    owner: dict[str, Any] | None = None,
+    scheduler: str | None = "volcano",
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]
+    }
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def test_executors_of_a_notebook_driver_are_grouped_and_bound(env: Env) -> None:
+    """Spark client mode from a notebook: the executors are owned by the notebook pod, which is
+    no spark-submit driver, so the Spark adapter has no gang for them. They take Volcano's
+    default group `podgroup-<notebook uid>` and are bound, with the scheduler named in their
+    template (way 2) or injected by the opted-in namespace's webhook (way 3)."""
+    for ns, scheduler in ((env.ns, "volcano"), (opted_in_namespace(env, "in"), None)):
+        env.core.create_namespaced_pod(
+            ns, small_pod(ns, "notebook", {"app": "jupyter"}, scheduler=None)
+        )
+        nb = env.core.read_namespaced_pod("notebook", ns)
+        owner = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "notebook",
+            "uid": nb.metadata.uid,
+            "controller": True,
+        }
+        labels = {"spark-role": "executor", "spark-app-selector": "spark-0a1b"}
+        executors = [f"exec-{i}" for i in (1, 2)]
+        for i, name in enumerate(executors, 1):
+            env.core.create_namespaced_pod(
+                ns,
+                small_pod(
+                    ns, name, {**labels, "spark-exec-id": str(i)}, owner=owner, scheduler=scheduler
+                ),
+            )
+        stored = env.core.read_namespaced_pod("exec-1", ns)
+        assert stored.spec.scheduler_name == "volcano"
+        # The webhook names no group here: `spark-0a1b-podgroup` would never be created.
+        assert "scheduling.k8s.io/group-name" not in (stored.metadata.annotations or {})
+        group = f"podgroup-{nb.metadata.uid}"
+
+        def placed(ns: str = ns, group: str = group, executors: list[str] = executors) -> bool:
+            pods = [env.core.read_namespaced_pod(n, ns) for n in executors]
+            return all(
+                p.spec.node_name
+                and (p.metadata.annotations or {}).get("scheduling.k8s.io/group-name") == group
+                for p in pods
+            )
+
+        wait_for(placed, f"{ns}: executors in {group} and bound")
+
+
+def test_opted_in_spark_submit_driver_gets_its_group_at_once(env: Env) -> None:
+    """Way 3 for spark-submit: the webhook must not write a group name that the controller
+    then takes for Spark's VolcanoFeatureStep announcing its own group (a 30 s wait)."""
+    ns = opted_in_namespace(env, "in")
+    labels = {"spark-role": "driver", "spark-app-selector": "spark-5e6f"}
+    env.core.create_namespaced_pod(ns, small_pod(ns, "pi-driver", labels, scheduler=None))
+    # Well inside the 30 s the controller would wait for a group announced by Spark.
+    pg = wait_for(
+        lambda: env.co.get_namespaced_custom_object(*PG, ns, "podgroups", "spark-5e6f-podgroup"),
+        "PodGroup spark-5e6f-podgroup",
+        timeout=20,
+        tolerate=(client.ApiException,),
+    )
+    assert "tephra.io/gang-spec-hash" in pg["metadata"]["annotations"]
+    wait_for(lambda: env.core.read_namespaced_pod("pi-driver", ns).spec.node_name, "driver bound")

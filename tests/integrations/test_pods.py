@@ -251,7 +251,8 @@ CASES: list[tuple[str, dict[str, Any], str | None, WorkloadRef | None, str | Non
         "spark-submit driver (no operator)",
         pod("pi-driver", {"spark-role": "driver", "spark-app-selector": "spark-77aa"}),
         "spark",
-        WorkloadRef("v1", "Pod", "team-a", "pi-driver", "spark-77aa-podgroup"),
+        # No gang name for the webhook: on a driver it would read as Spark's own group.
+        WorkloadRef("v1", "Pod", "team-a", "pi-driver", None),
         "spark-driver",
     ),
     (
@@ -262,7 +263,8 @@ CASES: list[tuple[str, dict[str, Any], str | None, WorkloadRef | None, str | Non
             owner=("v1", "Pod", "pi-driver"),
         ),
         "spark",
-        WorkloadRef("v1", "Pod", "team-a", "pi-driver", "spark-77aa-podgroup", "uid-pi-driver"),
+        # No gang name: the owner pod may be a notebook (client mode) that has no gang.
+        WorkloadRef("v1", "Pod", "team-a", "pi-driver", None, "uid-pi-driver"),
         "spark-executor",
     ),
     (
