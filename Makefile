@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck layers pytest demo crds bench clean-venv
+.PHONY: test lint typecheck layers pytest services demo crds bench clean-venv
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,13 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-pytest: $(STAMP)
+# Services the suite needs that a new machine lacks: PostgreSQL on 127.0.0.1:5432 (installed and
+# started when missing; idempotent) and unzip for the Helm fetch.
+services:
+	scripts/ensure-packages.sh unzip=unzip flock=util-linux
+	scripts/ensure-postgres.sh
+
+pytest: $(STAMP) services
 	$(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: lint typecheck layers pytest
