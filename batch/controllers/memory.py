@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from batch.api.mergepatch import apply_merge_patch
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     Action,
@@ -32,19 +33,6 @@ from batch.controllers.timeutil import format_time
 
 JSON = dict[str, Any]
 Key = tuple[str, str, str]
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = apply_merge_patch(out.get(k), v)
-    return out
 
 
 class MemoryCluster:

@@ -29,6 +29,7 @@ from batch.api.integration import (
     WorkloadAdapter,
     decide_podgroup,
 )
+from batch.api.mergepatch import merge_patch
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     CreateObject,
@@ -40,7 +41,7 @@ from batch.controllers.actions import (
 )
 from batch.controllers.jobspec import meta
 from batch.controllers.quantities import ResourceSum, pod_requests
-from batch.controllers.timeutil import merge_patch, parse_time
+from batch.controllers.timeutil import parse_time
 
 JSON = dict[str, Any]
 

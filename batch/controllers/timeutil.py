@@ -6,6 +6,11 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from batch.api.mergepatch import merge_patch
+
+# merge_patch is re-exported for the job controller; its home is batch.api.mergepatch
+__all__ = ["format_time", "merge_patch", "parse_duration", "parse_time", "seconds_between"]
+
 _DUR = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNITS = {
     "ns": 1e-9,
@@ -54,23 +59,3 @@ def format_time(dt: datetime) -> str:
 
 def seconds_between(start: datetime, end: datetime) -> float:
     return (end - start) / timedelta(seconds=1)
-
-
-def merge_patch(old: Any, new: Any) -> Any:
-    """The RFC 7386 merge patch turning `old` into `new` (None when nothing changes)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: dict[str, Any] = {}
-        for k, v in new.items():
-            if k not in old:
-                out[k] = v
-            else:
-                sub = merge_patch(old[k], v)
-                if sub is not None:
-                    out[k] = sub
-        for k in old:
-            if k not in new:
-                out[k] = None
-        return out or None
-    if old == new:
-        return None
-    return new

@@ -99,6 +99,8 @@ class SchedulerMetrics:
             "volcano_unschedule_job_count", "Number of jobs that could not be scheduled", registry=r
         )
         self.queue_gauges: dict[str, tuple[Gauge, Gauge, Gauge]] = {}
+        #: scalar resources last set per (gauge kind, queue), to zero those that disappear
+        self._scalars: dict[tuple[str, str], set[str]] = {}
         # allocated: session close; capacity: the Queue's spec; the others: the fair-share
         # plugin (proportion or capacity) of the session.
         for what in ("allocated", "capacity", "request", "deserved", "real_capacity", "inqueue"):
@@ -152,12 +154,16 @@ class SchedulerMetrics:
         self.is_leader = Gauge("tephra_is_leader", "1 while this replica is the leader", registry=r)
 
     def set_queue_resources(self, what: str, queue: str, amounts: Mapping[str, int]) -> None:
+        """Set a queue's gauges of `what`; a scalar resource it no longer lists reads 0."""
         cpu, mem, scalar = self.queue_gauges[what]
         cpu.labels(queue_name=queue).set(amounts.get(CPU, 0))
         mem.labels(queue_name=queue).set(amounts.get(MEMORY, 0))
-        for name, value in amounts.items():
-            if name not in (CPU, MEMORY):
-                scalar.labels(queue_name=queue, resource=name).set(value)
+        names = {name for name in amounts if name not in (CPU, MEMORY)}
+        for name in self._scalars.get((what, queue), set()) - names:
+            scalar.labels(queue_name=queue, resource=name).set(0)
+        for name in names:
+            scalar.labels(queue_name=queue, resource=name).set(amounts[name])
+        self._scalars[(what, queue)] = names
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -3,7 +3,8 @@
 Why this exists: Volcano rewrites every queue's and PodGroup's status at every session close
 (its issue #3852), which at one session per second loads the API server with writes that change
 nothing. Tephra remembers what the API server last told it (from the watch) and sends a merge
-patch of the changed fields only; conditions are compared without their timestamps so an
+patch of the changed fields only (a key that left a map, say a resource no longer allocated,
+is sent as null so that the server drops it); conditions are compared without their timestamps so an
 unchanged "Unschedulable" condition is not rewritten every second. Repeated events are
 suppressed for a while instead of being posted every session.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from batch.api.mergepatch import apply_merge_patch, merge_patch
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 
 __all__ = ["EventSpec", "StatusWriter", "status_patch"]
@@ -47,9 +49,23 @@ def _same(key: str, current: Any, desired: Any) -> bool:
 
 
 def status_patch(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of `desired` that differ from `current` (empty when nothing changed)."""
+    """The fields of `desired` that differ from `current` (empty when nothing changed).
+
+    Fields `desired` does not name are left alone (another writer owns them); inside a map
+    field, a key that left it is patched to null, or the server would keep its old value.
+    """
     current = current or {}
-    return {k: v for k, v in desired.items() if not _same(k, current.get(k), v)}
+    return {
+        k: _field_patch(current.get(k), v)
+        for k, v in desired.items()
+        if not _same(k, current.get(k), v)
+    }
+
+
+def _field_patch(have: Any, want: Any) -> Any:
+    if isinstance(have, Mapping) and isinstance(want, Mapping):
+        return merge_patch(dict(have), dict(want))
+    return want
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +165,7 @@ class StatusWriter:
         must stay a difference, or it would never be made again."""
         ok = await self._patch_status(kind, name, namespace, patch)
         if ok and key in known:
-            known[key] = {**known[key], **patch}
+            known[key] = apply_merge_patch(known[key], patch)
         return ok
 
     async def _run(self, jobs: list[Any]) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from batch.api.mergepatch import apply_merge_patch
 from batch.sandbox import admission, defaults, schema, validation
 from batch.sandbox.errors import (
     ApiError,
@@ -34,7 +35,7 @@ from batch.sandbox.errors import (
     not_found,
 )
 from batch.sandbox.meta import ResourceType, builtin_types, crd_types
-from batch.sandbox.patch import json_patch, merge_patch, strategic_merge_patch
+from batch.sandbox.patch import json_patch, strategic_merge_patch
 from batch.sandbox.selectors import Matcher, selector_from_label_selector
 from batch.sandbox.store import Obj, Store
 
@@ -755,7 +756,9 @@ class Core:
                 applied["metadata"] = meta
                 return self.create(rt, ns, applied, dry_run=dry_run), True
             self._check_kind(rt, applied)
-            merged = (merge_patch if rt.crd else strategic_merge_patch)(copy.deepcopy(old), applied)
+            merged = (apply_merge_patch if rt.crd else strategic_merge_patch)(
+                copy.deepcopy(old), applied
+            )
             return self.write(rt, old, merged, subresource=subresource, dry_run=dry_run), False
         try:
             patch_body = json.loads(raw or b"null")
@@ -765,7 +768,7 @@ class Core:
         if ctype == MERGE_PATCH or ctype == "application/json":
             if not isinstance(patch_body, dict):
                 raise ApiError(400, "merge patch must be a JSON object")
-            new = merge_patch(copy.deepcopy(old), patch_body)
+            new = apply_merge_patch(copy.deepcopy(old), patch_body)
         elif ctype == JSON_PATCH:
             new = json_patch(old, patch_body)
         elif ctype == STRATEGIC_PATCH:

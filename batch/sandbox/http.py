@@ -440,13 +440,16 @@ class HttpApi:
             if method == "PUT":
                 body = await self._body(request)
             else:
-                from batch.sandbox.patch import json_patch, merge_patch
+                from batch.api.mergepatch import apply_merge_patch
+                from batch.sandbox.patch import json_patch
 
                 current = self.core.get_scale(rt, ns, name)
                 raw = json.loads(request.body or b"{}")
                 ctype = request.headers.get("content-type", "")
                 body = (
-                    json_patch(current, raw) if "json-patch" in ctype else merge_patch(current, raw)
+                    json_patch(current, raw)
+                    if "json-patch" in ctype
+                    else apply_merge_patch(current, raw)
                 )
             replicas = int(((body or {}).get("spec") or {}).get("replicas", 0))
             return _json_response(self.core.set_scale(rt, ns, name, replicas))

@@ -44,20 +44,6 @@ MERGE_KEYS: dict[str, str] = {
 MERGE_PRIMITIVES = frozenset({"finalizers"})
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result: dict[str, Any] = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        elif isinstance(value, dict):
-            result[key] = merge_patch(result.get(key), value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
-
-
 def _is_directive(key: str) -> bool:
     return key in ("$patch", "$retainKeys") or key.startswith(
         ("$setElementOrder/", "$deleteFromPrimitiveList/")

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from batch.api.mergepatch import apply_merge_patch
 from batch.controllers.actions import (
     Action,
     CreateObject,
@@ -44,19 +45,6 @@ log = logging.getLogger(__name__)
 LIFECYCLES = ("volcano", "fast")
 FINAL_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted"})
 MAX_ROUNDS = 12
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """Apply an RFC 7386 merge patch (`None` deletes a key); returns a new value."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
 
 
 class Lifecycle(Protocol):
@@ -328,25 +316,30 @@ class VolcanoLifecycle:
             elif isinstance(a, PatchStatus):
                 kind = a.ref.kind
                 if kind == "Job":
-                    run.state["status"] = merge_patch(run.state.get("status") or {}, a.status)
+                    run.state["status"] = apply_merge_patch(run.state.get("status") or {}, a.status)
                 elif kind == "PodGroup" and run.pg is not None:
                     pg = run.pg
-                    sim.put_podgroup(run, {**pg, "status": merge_patch(pg["status"], a.status)})
+                    sim.put_podgroup(
+                        run, {**pg, "status": apply_merge_patch(pg["status"], a.status)}
+                    )
                 elif kind == "Pod":
                     pod = run.pods.get(a.ref.name)
                     if pod is not None:
-                        new = {**pod.obj, "status": merge_patch(pod.obj.get("status"), a.status)}
+                        new = {
+                            **pod.obj,
+                            "status": apply_merge_patch(pod.obj.get("status"), a.status),
+                        }
                         sim.update_pod(run, pod, new, notify=True)
             elif isinstance(a, PatchObject):
                 kind = a.ref.kind
                 if kind == "Job":
-                    run.state = merge_patch(run.state, a.patch)
+                    run.state = apply_merge_patch(run.state, a.patch)
                 elif kind == "Pod":
                     pod = run.pods.get(a.ref.name)
                     if pod is not None:
-                        sim.update_pod(run, pod, merge_patch(pod.obj, a.patch), notify=False)
+                        sim.update_pod(run, pod, apply_merge_patch(pod.obj, a.patch), notify=False)
                 elif kind == "PodGroup" and run.pg is not None:
-                    sim.put_podgroup(run, merge_patch(run.pg, a.patch))
+                    sim.put_podgroup(run, apply_merge_patch(run.pg, a.patch))
             elif isinstance(a, DeleteObject):
                 kind = a.ref.kind
                 if kind == "Pod":

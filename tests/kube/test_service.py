@@ -62,12 +62,12 @@ def pod(name: str, group: str, gpus: int) -> dict[str, Any]:
     }
 
 
-def submit(sb: SandboxHandle, name: str, size: int, gpus: int) -> None:
+def submit(sb: SandboxHandle, name: str, size: int, gpus: int, queue: str = "default") -> None:
     api = sb.api_client()
     custom = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
     custom.create_namespaced_custom_object(
-        GROUP, "v1beta1", "default", "podgroups", podgroup(name, size)
+        GROUP, "v1beta1", "default", "podgroups", podgroup(name, size, queue)
     )
     for i in range(size):
         core.create_namespaced_pod("default", pod(f"{name}-{i}", name, gpus))
@@ -182,6 +182,44 @@ def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
         'plugin="proportion"}'
     )
     assert plugin in text
+
+
+def queue_allocated(sb: SandboxHandle, name: str) -> dict[str, str]:
+    custom = client.CustomObjectsApi(sb.api_client())
+    obj = custom.get_cluster_custom_object(GROUP, "v1beta1", "queues", name)
+    return dict((obj.get("status") or {}).get("allocated") or {})
+
+
+def test_a_queue_whose_jobs_ended_shows_no_allocation(sandbox: SandboxHandle) -> None:
+    """Issue 15, item 1: `allocated: nvidia.com/gpu: 2` stayed on the Queue (and in its
+    metric) after every job of the queue ended, because the merge patch left the key out."""
+    custom = client.CustomObjectsApi(sandbox.api_client())
+    queue = {
+        "apiVersion": f"{GROUP}/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "stale-q"},
+        "spec": {"weight": 1},
+    }
+    custom.create_cluster_custom_object(GROUP, "v1beta1", "queues", queue)
+    submit(sandbox, "stale-alloc", 1, 2, queue="stale-q")
+    wait_for(
+        lambda: queue_allocated(sandbox, "stale-q").get("nvidia.com/gpu") == "2",
+        what="the queue's allocation written",
+        explain=lambda: scheduler_state(sandbox, "stale-alloc"),
+    )
+    core = client.CoreV1Api(sandbox.api_client())
+    core.delete_namespaced_pod("stale-alloc-0", "default", grace_period_seconds=0)
+    custom.delete_namespaced_custom_object(GROUP, "v1beta1", "default", "podgroups", "stale-alloc")
+    wait_for(
+        lambda: "nvidia.com/gpu" not in queue_allocated(sandbox, "stale-q"),
+        what="the GPU allocation removed from the queue",
+        timeout=20,
+        explain=lambda: queue_allocated(sandbox, "stale-q"),
+    )
+    scheduler = sandbox.components[0]
+    assert isinstance(scheduler, SchedulerComponent) and scheduler.service is not None
+    gpu = 'volcano_queue_allocated_scalar_resources{queue_name="stale-q",resource="nvidia.com/gpu"}'
+    assert f"{gpu} 0.0" in scheduler.service.metrics.render().decode()
 
 
 def test_ledger_hook_records_usage_samples(tmp_path: Any) -> None:

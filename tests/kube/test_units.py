@@ -181,3 +181,41 @@ def test_a_leader_that_cannot_renew_stops_before_its_lease_expires() -> None:
     assert elector.lost.is_set() and not elector.is_leader
     # a standby may take the Lease 1 s after the last renewal; the leader gave up before that
     assert took <= elector.renew_deadline + 0.05 < 1.0, took
+
+
+def test_status_patch_removes_keys_that_left_a_map() -> None:
+    """A resource whose allocation fell to zero leaves `allocated`: the merge patch must send
+    null for it, or the server keeps the old figure (issue 15, item 1)."""
+    current = {"allocated": {"cpu": "2", "memory": "0", "nvidia.com/gpu": "2"}, "running": 1}
+    desired = {"allocated": {"cpu": "0", "memory": "0"}, "running": 0}
+    assert status_patch(current, desired) == {
+        "allocated": {"cpu": "0", "nvidia.com/gpu": None},
+        "running": 0,
+    }
+
+
+def test_a_written_removal_is_not_written_again() -> None:
+    import asyncio
+
+    from batch.kube.status import StatusWriter
+
+    client = _FlakyClient(fail=0)
+    writer = StatusWriter(client)  # type: ignore[arg-type]
+    status = {"allocated": {"cpu": "1", "nvidia.com/gpu": "2"}, "state": "Open"}
+    writer.observe("Queue", "ADDED", {"metadata": {"name": "q"}, "status": status})
+    desired = {"q": {"allocated": {"cpu": "0"}}}
+    assert asyncio.run(writer.write_queues(desired)) == 1
+    assert client.patches == [
+        ("q", {"status": {"allocated": {"cpu": "0", "nvidia.com/gpu": None}}})
+    ]
+    assert writer.queues["q"] == {"allocated": {"cpu": "0"}, "state": "Open"}
+    assert asyncio.run(writer.write_queues(desired)) == 0
+
+
+def test_a_resource_that_left_a_queue_reads_zero_in_metrics() -> None:
+    metrics = SchedulerMetrics()
+    metrics.set_queue_resources("allocated", "q", {"cpu": 1000, "nvidia.com/gpu": 2000})
+    metrics.set_queue_resources("allocated", "q", {"cpu": 0})
+    text = metrics.render().decode()
+    gpu = 'volcano_queue_allocated_scalar_resources{queue_name="q",resource="nvidia.com/gpu"}'
+    assert f"{gpu} 0.0" in text, text
