@@ -4,7 +4,9 @@ The webhook server, the sandbox API server, `tephra validate` and the simulator 
 `admit()`. Order follows the Kubernetes API server: mutating admission (CREATE only, as
 Volcano's webhooks), then schema validation (types, enums, bounds, quantities — the same
 models the CRDs are generated from), then the validating webhook's cross-field rules.
-`admit` never raises for bad input: everything wrong is an error in the result.
+`admit` never raises for bad input: everything wrong is an error in the result. The size limits
+(`AdmissionLimits`: pods per job, replicas per task, tasks, policies) are the one admission option;
+every caller passes the limits it was configured with, or gets the safe defaults.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .common import Errors, as_dict, json_copy, object_ref, schema_validate
 from .cronjob import validate_cronjob
 from .hypernode import validate_hypernode
 from .job import mutate_job_spec, validate_job_create, validate_job_update
+from .limits import DEFAULT_LIMITS, UNBOUNDED, AdmissionLimits
 from .patch import json_patch
 from .pod import validate_pod
 from .podgroup import mutate_podgroup, validate_podgroup
@@ -40,8 +43,11 @@ from .types import (
 )
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "OPERATIONS",
     "SERVED_KINDS",
+    "UNBOUNDED",
+    "AdmissionLimits",
     "AdmissionLookup",
     "AdmissionResult",
     "AssumeAllQueues",
@@ -67,18 +73,22 @@ def admit(
     obj: Mapping[str, Any],
     old: Mapping[str, Any] | None,
     lookup: AdmissionLookup | None,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> AdmissionResult:
     """Default and validate one object.
 
     `kind` is the Kubernetes kind ("Job" means batch.volcano.sh's Job: a Job of another
     apiVersion is not ours and passes unchanged); `operation` is CREATE, UPDATE or DELETE
     (for DELETE `old`, when given, is the object being deleted); `lookup=None` skips the checks
-    that need queues or namespaces. Returns the defaulted object, the JSON patch to it from the
-    object under admission (`obj`, or `old` on a DELETE that carries no object), and one
-    `FieldError` per violated rule (allowed is False when there is any).
+    that need queues or namespaces; `limits` bound what one object may ask for. Returns the
+    defaulted object, the JSON patch to it from the object under admission (`obj`, or `old` on a
+    DELETE that carries no object), and one `FieldError` per violated rule (allowed is False when
+    there is any).
     """
     try:
-        return _admit(kind=kind, operation=operation, obj=obj, old=old, lookup=lookup)
+        return _admit(
+            kind=kind, operation=operation, obj=obj, old=old, lookup=lookup, limits=limits
+        )
     except Exception as exc:  # a bug, not bad input: still answer, and say so
         log.exception("admission of %s failed", kind)
         source = dict(obj) if isinstance(obj, Mapping) else {}
@@ -93,6 +103,7 @@ def _admit(
     obj: Mapping[str, Any],
     old: Mapping[str, Any] | None,
     lookup: AdmissionLookup | None,
+    limits: AdmissionLimits,
 ) -> AdmissionResult:
     given: Any = obj  # callers may pass anything decoded from JSON or YAML
     if operation == "DELETE" and not given:
@@ -136,9 +147,9 @@ def _admit(
         if spec is None:
             errors.add("spec", "required", "a Job needs a spec")
         elif operation == "UPDATE" and old_map is not None:
-            validate_job_update(spec, target, old_map, errors)
+            validate_job_update(spec, target, old_map, errors, limits=limits)
         else:
-            validate_job_create(spec, target, source, lookup=lookup, errors=errors)
+            validate_job_create(spec, target, source, lookup=lookup, errors=errors, limits=limits)
     elif kind == "Queue":
         assert isinstance(typed, Queue)
         validate_queue(
@@ -146,7 +157,7 @@ def _admit(
         )
     elif kind == "PodGroup":
         assert isinstance(typed, PodGroup)
-        validate_podgroup(typed, operation=operation, lookup=lookup, errors=errors)
+        validate_podgroup(typed, operation=operation, lookup=lookup, errors=errors, limits=limits)
     elif kind == "Command":
         assert isinstance(typed, Command)
         validate_command(typed, errors)
@@ -155,7 +166,7 @@ def _admit(
         validate_hypernode(typed, errors)
     elif kind == "CronJob":
         assert isinstance(typed, CronJob)
-        validate_cronjob(typed, target, errors)
+        validate_cronjob(typed, target, errors, limits=limits)
     return _result(source, target, errors)
 
 

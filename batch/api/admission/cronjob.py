@@ -16,6 +16,7 @@ from batch.api.job import JobSpec
 
 from .common import Errors, as_dict, is_go_duration, schema_validate
 from .job import mutate_job_spec, validate_job_spec
+from .limits import DEFAULT_LIMITS, AdmissionLimits
 
 __all__ = ["is_cron_schedule", "validate_cronjob"]
 
@@ -84,7 +85,9 @@ def is_cron_schedule(schedule: str) -> tuple[bool, str]:
     return True, ""
 
 
-def validate_cronjob(cj: CronJob, raw: dict[str, Any], errors: Errors) -> None:
+def validate_cronjob(
+    cj: CronJob, raw: dict[str, Any], errors: Errors, *, limits: AdmissionLimits = DEFAULT_LIMITS
+) -> None:
     spec = cj.spec
     if spec is None:
         errors.add("spec", "required", "a CronJob needs a spec")
@@ -114,6 +117,7 @@ def validate_cronjob(cj: CronJob, raw: dict[str, Any], errors: Errors) -> None:
             job_name=None,
             user_min_available=user_min,
             errors=errors,
+            limits=limits,
         )
 
 

@@ -3,8 +3,10 @@
 Defaulting (CREATE, volcano.md §1.2): queue `default`, schedulerName `volcano`, maxRetry 3,
 task names `default<i>`, dnsPolicy for hostNetwork pods, task and job minAvailable, implied
 plugins (`svc` for tensorflow/mpi/pytorch/ray, `ssh` for mpi), networkTopology mode `hard`.
-Validation (CREATE): every rejection rule of §1.1/§1.2/§1.6; UPDATE: only minAvailable,
-priorityClassName and per-task replicas/minAvailable may change (Volcano's scale up/down).
+Validation (CREATE): every rejection rule of §1.1/§1.2/§1.6, and the size limits (`limits.py`:
+tasks, replicas per task, pods per job, policies per list); UPDATE: only minAvailable,
+priorityClassName and per-task replicas/minAvailable may change (Volcano's scale up/down), and
+a scale-up stays within the limits.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .common import (
     join,
     quantity_amount,
 )
+from .limits import DEFAULT_LIMITS, AdmissionLimits
 from .types import AdmissionLookup
 
 __all__ = [
@@ -129,8 +132,18 @@ def validate_network_topology(topo: NetworkTopologySpec | None, path: str, error
         )
 
 
-def validate_policies(policies: list[LifecyclePolicy] | None, path: str, errors: Errors) -> None:
+def validate_policies(
+    policies: list[LifecyclePolicy] | None,
+    path: str,
+    errors: Errors,
+    *,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
+) -> None:
     """Lifecycle policy rules (volcano.md §1.6) for one policy list (job level or one task)."""
+    too_many = limits.policies_error(len(policies or []))
+    if too_many:
+        errors.add(path, "maxPolicies", too_many)
+        return
     event_at: dict[str, str] = {}
     code_at: dict[int, str] = {}
     for j, policy in enumerate(policies or []):
@@ -264,14 +277,21 @@ def validate_pod_template(tmpl: PodTemplateSpec | None, path: str, errors: Error
 _NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
 
-def _master_task(args: list[str]) -> str:
-    name = "master"
+def _plugin_arg(args: list[str], key: str, default: str) -> str:
+    """A job plugin's `--key=value` or `--key value` (the last one wins), else `default`."""
+    value = default
     for i, arg in enumerate(args):
-        if arg.startswith("--master="):
-            name = arg.split("=", 1)[1]
-        elif arg == "--master" and i + 1 < len(args):
-            name = args[i + 1]
-    return name
+        if arg.startswith(f"--{key}="):
+            value = arg.split("=", 1)[1]
+        elif arg == f"--{key}" and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def _tensorflow_hosts(tasks: list[TaskSpec], args: list[str]) -> int:
+    """How many hosts the tensorflow plugin lists in each pod's TF_CONFIG (its roles' pods)."""
+    roles = {_plugin_arg(args, role, role) for role in ("ps", "worker", "chief", "evaluator")}
+    return sum(t.replicas or 0 for t in tasks if t.name in roles)
 
 
 def _check_dag(tasks: list[TaskSpec], path: str, errors: Errors) -> None:
@@ -315,6 +335,26 @@ def _check_dag(tasks: list[TaskSpec], path: str, errors: Errors) -> None:
                 return
 
 
+def _add(errors: Errors, path: str, rule: str, message: str | None) -> None:
+    if message:
+        errors.add(path, rule, message)
+
+
+def _check_size(spec: JobSpec, path: str, limits: AdmissionLimits, errors: Errors) -> bool:
+    """The size limits of a new job; False when it has too many tasks to look any further."""
+    tasks = spec.tasks or []
+    tpath = join(path, "tasks")
+    too_many = limits.tasks_error(len(tasks))
+    if too_many:
+        errors.add(tpath, "maxTasks", too_many)
+        return False
+    for i, task in enumerate(tasks):
+        message = limits.task_replicas_error(task.replicas or 0)
+        _add(errors, join(join(tpath, i), "replicas"), "maxTaskReplicas", message)
+    _add(errors, tpath, "maxPodsPerJob", limits.pods_error(sum(t.replicas or 0 for t in tasks)))
+    return True
+
+
 def validate_job_spec(
     spec: JobSpec,
     *,
@@ -322,8 +362,11 @@ def validate_job_spec(
     job_name: str | None,
     user_min_available: Mapping[int, bool],
     errors: Errors,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> None:
     """CREATE-time rules of a (defaulted) JobSpec; `path` is where the spec sits (`spec`)."""
+    if not _check_size(spec, path, limits, errors):
+        return
     tasks = spec.tasks or []
     tpath = join(path, "tasks")
     if not tasks:
@@ -357,7 +400,7 @@ def validate_job_spec(
                     "podName",
                     f"pod name {pod_name!r} would not be a valid name (at most 63 characters)",
                 )
-        validate_policies(task.policies, join(ipath, "policies"), errors)
+        validate_policies(task.policies, join(ipath, "policies"), errors, limits=limits)
         validate_pod_template(task.template, join(ipath, "template"), errors)
         if task.topology_policy and task.topology_policy != "none":
             pod_spec = task.template.spec if task.template else None
@@ -414,7 +457,7 @@ def validate_job_spec(
             "minSuccessLessEqualReplicas",
             f"minSuccess {spec.min_success} is greater than total replicas {total_replicas}",
         )
-    validate_policies(spec.policies, join(path, "policies"), errors)
+    validate_policies(spec.policies, join(path, "policies"), errors, limits=limits)
     for pname, args in (spec.plugins or {}).items():
         ppath = join(join(path, "plugins"), pname)
         if pname not in JOB_PLUGINS:
@@ -422,9 +465,12 @@ def validate_job_spec(
                 ppath, "plugin", f"unknown job plugin {pname!r} ({', '.join(sorted(JOB_PLUGINS))})"
             )
         elif pname == "mpi":
-            master = _master_task(args)
+            master = _plugin_arg(args, "master", "master")
             if master not in seen:
                 errors.add(ppath, "mpiMaster", f"mpi master task {master!r} is not a task")
+        elif pname == "tensorflow":
+            too_many = limits.hosts_error(_tensorflow_hosts(tasks, args))
+            _add(errors, ppath, "maxHostsPerPod", too_many and f"TF_CONFIG lists {too_many}")
     mounts: dict[str, int] = {}
     for k, vol in enumerate(spec.volumes or []):
         vpath = join(join(path, "volumes"), k)
@@ -482,6 +528,7 @@ def validate_job_create(
     *,
     lookup: AdmissionLookup | None,
     errors: Errors,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> None:
     meta = as_dict(raw.get("metadata")) or {}
     name = meta.get("name") if isinstance(meta.get("name"), str) else None
@@ -499,7 +546,12 @@ def validate_job_create(
         i: isinstance(t, dict) and t.get("minAvailable") is not None for i, t in enumerate(otasks)
     }
     validate_job_spec(
-        spec, path="spec", job_name=job_name, user_min_available=user_min, errors=errors
+        spec,
+        path="spec",
+        job_name=job_name,
+        user_min_available=user_min,
+        errors=errors,
+        limits=limits,
     )
     _check_queue(spec.queue or DEFAULT_QUEUE, "spec.queue", lookup, errors)
 
@@ -508,10 +560,38 @@ _MUTABLE_JOB = ("minAvailable", "priorityClassName")
 _MUTABLE_TASK = ("replicas", "minAvailable")
 
 
-def validate_job_update(
-    spec: JobSpec, raw: Mapping[str, Any], old: Mapping[str, Any], errors: Errors
+def _replicas_of(obj: Mapping[str, Any]) -> list[int]:
+    tasks = as_list((as_dict(obj.get("spec")) or {}).get("tasks")) or []
+    return [
+        t["replicas"] if isinstance(t, dict) and _is_int(t.get("replicas")) else 0 for t in tasks
+    ]
+
+
+def _check_scale(
+    spec: JobSpec, old: Mapping[str, Any], limits: AdmissionLimits, errors: Errors
 ) -> None:
-    """UPDATE rules (§1.1): tasks fixed; only the scale fields may change."""
+    """A scale-up stays within the size limits; growth only is refused, so a lowered limit
+    never freezes a job that is already over it."""
+    before = _replicas_of(old)
+    after = [t.replicas or 0 for t in spec.tasks or []]
+    for i, n in enumerate(after):
+        if n > (before[i] if i < len(before) else 0):
+            message = limits.task_replicas_error(n)
+            _add(errors, f"spec.tasks[{i}].replicas", "maxTaskReplicas", message)
+    if sum(after) > sum(before):
+        _add(errors, "spec.tasks", "maxPodsPerJob", limits.pods_error(sum(after)))
+
+
+def validate_job_update(
+    spec: JobSpec,
+    raw: Mapping[str, Any],
+    old: Mapping[str, Any],
+    errors: Errors,
+    *,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
+) -> None:
+    """UPDATE rules (§1.1): tasks fixed; only the scale fields may change, within the limits."""
+    _check_scale(spec, old, limits, errors)
     new_spec = copy.deepcopy(as_dict(raw.get("spec")) or {})
     old_spec = copy.deepcopy(as_dict(old.get("spec")) or {})
     # compare with defaults applied to both, as the API server would have stored them

@@ -3,7 +3,9 @@
 Defaulting (CREATE): a PodGroup whose queue is empty or `default` takes the queue named by its
 namespace's annotation `scheduling.volcano.sh/queue-name` (Volcano's PodGroup mutating webhook).
 Validation: minMember >= 0, minTaskMember values >= 0, minResources quantities, networkTopology
-exclusivity, unique subGroupPolicy names; on CREATE the queue must exist and be Open.
+exclusivity, unique subGroupPolicy names; on CREATE the queue must exist and be Open. The
+scheduler checks every minTaskMember role and subGroupPolicy entry of every gang in every
+session, so there are at most as many of each as a job may have tasks (`limits.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from batch.api.scheduling import PodGroup
 
 from .common import Errors, as_dict, join, quantity_amount
 from .job import validate_network_topology
+from .limits import DEFAULT_LIMITS, AdmissionLimits
 from .types import AdmissionLookup
 
 __all__ = ["mutate_podgroup", "validate_podgroup"]
@@ -39,11 +42,24 @@ def mutate_podgroup(obj: dict[str, Any], lookup: AdmissionLookup | None) -> None
 
 
 def validate_podgroup(
-    pg: PodGroup, *, operation: str, lookup: AdmissionLookup | None, errors: Errors
+    pg: PodGroup,
+    *,
+    operation: str,
+    lookup: AdmissionLookup | None,
+    errors: Errors,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> None:
     spec = pg.spec
     if spec is None:
         return
+    for path, items in (
+        ("spec.minTaskMember", spec.min_task_member),
+        ("spec.subGroupPolicy", spec.sub_group_policy),
+    ):
+        too_many = limits.tasks_error(len(items or ()))
+        if too_many:
+            errors.add(path, "maxTasks", f"{too_many} (one entry per task)")
+            return
     for task, n in (spec.min_task_member or {}).items():
         if n < 0:
             errors.add(join("spec.minTaskMember", task), "minimum", "must be >= 0")
