@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck layers pytest services demo crds bench clean-venv
+.PHONY: test lint typecheck layers pytest services kube cluster demo crds bench clean-venv
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ services:
 	scripts/ensure-packages.sh unzip=unzip flock=util-linux
 	scripts/ensure-postgres.sh
 
-pytest: $(STAMP) services
-	$(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+# The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) of the
+# `real` test tier, built from the Go modules in tools/ once and cached in ~/.cache/tephra.
+kube:
+	scripts/build-kube.sh >/dev/null
+
+cluster: $(STAMP) kube
+	$(BIN)/tephra cluster up --kubeconfig $(or $(KUBECONFIG_OUT),real.kubeconfig) --bin-dir "$$(scripts/build-kube.sh)"
+
+pytest: $(STAMP) services kube
+	TEPHRA_KUBE_BIN="$$(scripts/build-kube.sh)" $(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: lint typecheck layers pytest
 

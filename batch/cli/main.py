@@ -21,6 +21,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("batch.cli.validate:validate", "Default and validate Volcano YAML offline."),
     "crds": ("batch.cli.crds:crds", "Write the CRDs generated from batch.api."),
     "sandbox": ("batch.cli.sandbox:sandbox", "Run the embedded cluster (API server + nodes)."),
+    "cluster": ("batch.cli.cluster:cluster", "Run a real control plane built from Go modules."),
     "scheduler": ("batch.cli.scheduler:scheduler", "Run the scheduler service."),
     "demo": ("batch.cli.demo:demo", "Play Tephra's story on the embedded sandbox."),
     "controller": ("batch.cli.controller:controller", "Run the job/queue/PodGroup controllers."),

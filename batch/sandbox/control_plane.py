@@ -1,0 +1,334 @@
+"""A real Kubernetes control plane on 127.0.0.1: the oracle the sandbox is checked against.
+
+Starts etcd, kube-apiserver and (optionally) kube-controller-manager built from their published
+Go modules by `scripts/build-kube.sh`, with a PKI generated here: a CA, the apiserver's serving
+certificate (SAN 127.0.0.1 and localhost), an admin client certificate in `system:masters`,
+and a service-account signing key. Authorization is RBAC, admission runs the apiserver's default
+plugins. `ControlPlane.kubeconfig` is an admin kubeconfig any client can use.
+
+No Go is needed to import this module; only starting a control plane needs the binaries.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+__all__ = ["ControlPlane", "ControlPlaneError", "control_plane"]
+
+SERVICE_CIDR = "10.0.0.0/24"
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+class ControlPlaneError(RuntimeError):
+    """A component failed to start; the message names it and quotes its log's tail."""
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane: where it listens and the files a client needs."""
+
+    workdir: Path
+    server: str
+    kubeconfig: Path
+    pki: dict[str, Path]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client context that trusts the apiserver and presents the admin certificate."""
+        ctx = ssl.create_default_context(cafile=str(self.pki["ca"]))
+        ctx.load_cert_chain(str(self.pki["admin"]), str(self.pki["admin-key"]))
+        return ctx
+
+    def stop(self) -> None:
+        """Stop the components in reverse start order (clients before the apiserver)."""
+        for name in reversed(list(self.processes)):
+            proc = self.processes[name]
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextmanager
+def control_plane(
+    bin_dir: Path, workdir: Path, *, controller_manager: bool = True, timeout: float = 120.0
+) -> Iterator[ControlPlane]:
+    """Start a control plane in `workdir` (its etcd data, PKI and logs) and stop it on exit."""
+    pki = _write_pki(workdir / "pki")
+    etcd_port, peer_port, api_port = _free_ports(3)
+    server = f"https://127.0.0.1:{api_port}"
+    plane = ControlPlane(workdir, server, workdir / "admin.kubeconfig", pki)
+    _write_kubeconfig(plane.kubeconfig, server, pki)
+    try:
+        _start(plane, "etcd", bin_dir, _etcd_args(workdir, etcd_port, peer_port))
+        _start(plane, "kube-apiserver", bin_dir, _apiserver_args(pki, etcd_port, api_port))
+        _wait_ready(plane, "kube-apiserver", f"{server}/readyz", timeout)
+        if controller_manager:
+            _start(plane, "kube-controller-manager", bin_dir, _kcm_args(plane.kubeconfig, pki))
+            # Its serviceaccount controller creating `default` proves it runs and can write.
+            sa = f"{server}/api/v1/namespaces/default/serviceaccounts/default"
+            _wait_ready(plane, "kube-controller-manager", sa, timeout)
+        yield plane
+    finally:
+        plane.stop()
+
+
+def _etcd_args(workdir: Path, port: int, peer: int) -> list[str]:
+    peer_url = f"http://127.0.0.1:{peer}"
+    return [
+        f"--data-dir={workdir / 'etcd'}",
+        "--name=tephra",
+        f"--listen-client-urls=http://127.0.0.1:{port}",
+        f"--advertise-client-urls=http://127.0.0.1:{port}",
+        f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster=tephra={peer_url}",
+        "--unsafe-no-fsync",  # throwaway test data: fsync would only add noise
+        "--log-level=warn",
+    ]
+
+
+def _apiserver_args(pki: dict[str, Path], etcd_port: int, port: int) -> list[str]:
+    return [
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={pki['ca'].parent}",
+        f"--tls-cert-file={pki['server']}",
+        f"--tls-private-key-file={pki['server-key']}",
+        f"--client-ca-file={pki['ca']}",
+        "--authorization-mode=Node,RBAC",
+        f"--service-account-issuer={ISSUER}",
+        f"--service-account-key-file={pki['sa-pub']}",
+        f"--service-account-signing-key-file={pki['sa-key']}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=none",
+    ]
+
+
+def _kcm_args(kubeconfig: Path, pki: dict[str, Path]) -> list[str]:
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={_free_ports(1)[0]}",
+        f"--root-ca-file={pki['ca']}",
+        f"--service-account-private-key-file={pki['sa-key']}",
+        "--controllers="
+        + ",".join(
+            f"{c}-controller"
+            for c in (
+                "namespace",
+                "garbage-collector",
+                "serviceaccount",
+                "serviceaccount-token",
+                "root-ca-certificate-publisher",
+                "job",
+                "replicaset",
+                "statefulset",
+                "deployment",
+                "pod-garbage-collector",
+                "clusterrole-aggregation",
+            )
+        ),
+        "--leader-elect=false",
+        "--kube-api-qps=1000",
+        "--kube-api-burst=2000",
+    ]
+
+
+def _start(plane: ControlPlane, name: str, bin_dir: Path, args: list[str]) -> None:
+    binary = bin_dir / name
+    if not binary.is_file():
+        raise ControlPlaneError(f"{binary} is missing: build it with scripts/build-kube.sh")
+    log: IO[bytes] = (plane.workdir / f"{name}.log").open("wb")
+    plane.processes[name] = subprocess.Popen(
+        [str(binary), *args], stdout=log, stderr=subprocess.STDOUT, cwd=plane.workdir
+    )
+
+
+def _wait_ready(plane: ControlPlane, name: str, url: str, timeout: float) -> None:
+    ctx = plane.ssl_context()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc_name, proc in plane.processes.items():
+            if proc.poll() is not None:
+                raise ControlPlaneError(
+                    f"{proc_name} exited {proc.returncode}: {_tail(plane, proc_name)}"
+                )
+        try:
+            with urllib.request.urlopen(url, context=ctx, timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise ControlPlaneError(f"{name} not ready within {timeout:.0f} s: {_tail(plane, name)}")
+
+
+def _tail(plane: ControlPlane, name: str, lines: int = 5) -> str:
+    text = (plane.workdir / f"{name}.log").read_text(errors="replace").splitlines()
+    return " | ".join(text[-lines:])
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+# ---------------------------------------------------------------------------------- PKI
+def _write_pki(directory: Path) -> dict[str, Path]:
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    ca_key, ca_cert = _issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tephra-ca")]))
+    server_key, server_cert = _issue(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
+        issuer=(ca_key, ca_cert),
+        sans=[
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+            x509.DNSName("localhost"),
+            x509.DNSName("kubernetes.default.svc"),
+        ],
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+    )
+    admin_key, admin_cert = _issue(
+        x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                x509.NameAttribute(NameOID.COMMON_NAME, "tephra-admin"),
+            ]
+        ),
+        issuer=(ca_key, ca_cert),
+        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+    )
+    files = {
+        "ca": _pem(directory / "ca.crt", ca_cert),
+        "server": _pem(directory / "apiserver.crt", server_cert),
+        "server-key": _pem(directory / "apiserver.key", server_key),
+        "admin": _pem(directory / "admin.crt", admin_cert),
+        "admin-key": _pem(directory / "admin.key", admin_key),
+    }
+    sa_key = _new_key()
+    files["sa-key"] = _pem(directory / "sa.key", sa_key)
+    files["sa-pub"] = _pem(directory / "sa.pub", sa_key.public_key())
+    return files
+
+
+def _new_key() -> Any:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _issue(
+    subject: Any,
+    *,
+    issuer: tuple[Any, Any] | None = None,
+    sans: list[Any] | None = None,
+    usage: Any = None,
+) -> tuple[Any, Any]:
+    """A key and its certificate: self-signed CA when `issuer` is None, else a leaf."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    key = _new_key()
+    now = dt.datetime.now(dt.UTC)
+    signer_key, signer_cert = issuer if issuer else (key, None)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(signer_cert.subject if signer_cert else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    if usage is not None:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    return key, builder.sign(signer_key, hashes.SHA256())
+
+
+def _pem(path: Path, item: Any) -> Path:
+    from cryptography.hazmat.primitives import serialization
+
+    if hasattr(item, "private_bytes"):
+        data = item.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        path.write_bytes(data)
+        path.chmod(0o600)
+    elif hasattr(item, "subject"):
+        path.write_bytes(item.public_bytes(serialization.Encoding.PEM))
+    else:
+        path.write_bytes(
+            item.public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+    return path
+
+
+def _write_kubeconfig(path: Path, server: str, pki: dict[str, Path]) -> None:
+    def data(name: str) -> str:
+        return base64.b64encode(pki[name].read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "real",
+                "cluster": {"server": server, "certificate-authority-data": data("ca")},
+            }
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate-data": data("admin"),
+                    "client-key-data": data("admin-key"),
+                },
+            }
+        ],
+        "contexts": [{"name": "real", "context": {"cluster": "real", "user": "admin"}}],
+        "current-context": "real",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)

@@ -1,0 +1,74 @@
+"""The `real` tier: tests against a real kube-apiserver built from the Kubernetes Go modules.
+
+One control plane per test session (per xdist worker; the tier's tests share one xdist group so
+they land on one worker). The binaries come from `TEPHRA_KUBE_BIN` when set (`make test` sets it
+from `scripts/build-kube.sh`), else from that script here, which builds them on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batch.sandbox.control_plane import ControlPlane, control_plane
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kube_bin() -> Path:
+    env = os.environ.get("TEPHRA_KUBE_BIN")
+    if env:
+        return Path(env)
+    built = subprocess.run(
+        [str(REPO / "scripts" / "build-kube.sh")], capture_output=True, text=True, check=False
+    )
+    if built.returncode != 0:
+        pytest.fail(f"scripts/build-kube.sh failed: {built.stderr[-2000:]}")
+    return Path(built.stdout.strip())
+
+
+@pytest.fixture(scope="session")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    with control_plane(kube_bin(), tmp_path_factory.mktemp("real-cluster")) as plane:
+        yield plane
+
+
+class Api:
+    """Raw JSON requests to the real apiserver as its admin (what every test here needs)."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.ctx = plane.ssl_context()
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.plane.server + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as answer:
+                return answer.status, json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"null")
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        # A new discovery cache each call: one filled before the CRDs existed would hide them.
+        cache = tempfile.mkdtemp(dir=self.plane.workdir, prefix="kubectl-cache-")
+        cmd = ["kubectl", f"--kubeconfig={self.plane.kubeconfig}", f"--cache-dir={cache}", *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if check and done.returncode != 0:
+            pytest.fail(f"{' '.join(args)} failed: {done.stderr[-2000:]}")
+        return done
+
+
+@pytest.fixture(scope="session")
+def api(real: ControlPlane) -> Api:
+    return Api(real)
