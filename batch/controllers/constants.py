@@ -49,6 +49,10 @@ SCHED_VERSION: Final = "v1beta1"
 SCHED_API: Final = f"{SCHED_GROUP}/{SCHED_VERSION}"
 
 DEFAULT_SCHEDULER_NAMES: Final = ("volcano", "tephra")
+#: Pods the job controller creates per reconcile at most (Kubernetes' Job controller creates 500
+#: per sync, its ReplicaSet controller 500 per burst): a job's pods arrive in batches, each its
+#: own reconcile, so the work queue, deletion and shutdown are served between batches.
+POD_BATCH: Final = 500
 
 # Job phases (status.state.phase).
 PENDING: Final = "Pending"

@@ -30,6 +30,11 @@ finishedAt for TaskCompleted, the PodGroup's Unschedulable condition for Unknown
 deletionTimestamp for PodEvicted), else from when a reconcile first saw the condition; those
 first-seen times, and the timed PodEvicted events of pods that are gone, are kept in
 `tephra.io/timers` until the action runs (once) or the condition clears.
+Bounded work: a reconcile creates at most `pod_batch` pods (the first missing ones, task by task)
+and asks to run again at once for the rest, so it never holds more than a batch of new pods and the
+work queue, a deletion of the job and shutdown are served between batches. A job over the size
+limits (`batch.api.admission.AdmissionLimits`; admission refuses it, so it got here without
+admission) is never expanded: a new one fails at once, one scaled over them is left as it is.
 No I/O, no wall clock: `now` is passed in (the simulator drives this on a virtual clock).
 """
 
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     CreateObject,
@@ -59,6 +65,7 @@ from batch.controllers.jobspec import (
     job_min_available,
     job_volumes,
     meta,
+    pod_name,
     podgroup_name,
     podgroup_spec,
     tasks_of,
@@ -317,6 +324,8 @@ def reconcile_job(
     deleted_pods: Sequence[Mapping[str, Any]] = (),
     priority_values: Mapping[str, int] | None = None,
     missing_claims: Collection[str] = (),
+    pod_batch: int = c.POD_BATCH,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> ReconcileResult:
     """Everything the controller wants done for one VCJob, in application order.
 
@@ -324,7 +333,8 @@ def reconcile_job(
     `commands` the bus Commands targeting it, `deleted_pods` pods the watch saw disappear that the
     controller did not delete (they raise PodEvicted), `priority_values` PriorityClass values by
     name (task order for minResources), `missing_claims` the `volumes[].volumeClaimName`s that do
-    not exist (the job then creates no pods and stays Pending, retried).
+    not exist (the job then creates no pods and stays Pending, retried), `pod_batch` the most
+    pods one reconcile creates, `limits` the size limits of the job (as admission's).
     """
     result = ReconcileResult()
     m = meta(job)
@@ -342,6 +352,9 @@ def reconcile_job(
     max_retry = int(spec.get("maxRetry") or 3)
     cres: dict[str, str] = dict(status.get("controlledResources") or {})
     tasks = tasks_of(job)
+    too_big = limits.job_error([t.replicas for t in tasks])
+    if too_big and phase not in c.FINISHED_PHASES:
+        return _refuse_oversized(ref, phase, too_big, now)
     total = sum(t.replicas for t in tasks)
     min_av = job_min_available(job)
     plugins = build_plugins(job)
@@ -632,17 +645,9 @@ def reconcile_job(
         and pg_phase not in ("", c.PG_PENDING)
         and not meta(podgroup).get("deletionTimestamp")
     ):
-        for task in tasks:
-            if not _dependencies_ready(task, tasks, views):
-                continue
-            for i in range(task.replicas):
-                pname = f"{name}-{task.name}-{i}"
-                if pname in by_name:
-                    continue
-                pod = build_pod(job, task, i, version=plan.version, retry_count=plan.retry)
-                for plugin in plugins:
-                    plugin.on_pod_create(job, tasks, pod, task, i)
-                creates.append(CreateObject(pod))
+        creates += _missing_pods(
+            job, tasks, views, by_name, plugins, plan=plan, limit=max(1, pod_batch)
+        )
 
     # ---- status --------------------------------------------------------------------------------
     # Pods of an older version counted in taskStatusCount (finished pods a kill kept), per task:
@@ -722,6 +727,53 @@ def reconcile_job(
             result.actions.append(DeleteObject(ref))
         else:
             result.requeue((due - now).total_seconds())
+    return result
+
+
+def _missing_pods(
+    job: Mapping[str, Any],
+    tasks: Sequence[TaskView],
+    views: Sequence[PodView],
+    present: Collection[str],
+    plugins: Sequence[Any],
+    *,
+    plan: _Plan,
+    limit: int,
+) -> list[CreateObject]:
+    """The first `limit` missing pods, task by task, of the tasks whose dependencies are ready.
+
+    Each index either names a pod that exists or adds one, so this takes time in the pods that
+    exist plus `limit`, and memory in `limit` only (the rest come in the next reconciles)."""
+    name = str(meta(job).get("name"))
+    out: list[CreateObject] = []
+    for task in tasks:
+        if not _dependencies_ready(task, tasks, views):
+            continue
+        for i in range(task.replicas):
+            if len(out) >= limit:
+                return out
+            if pod_name(name, task.name, i) in present:
+                continue
+            pod = build_pod(job, task, i, version=plan.version, retry_count=plan.retry)
+            for plugin in plugins:
+                plugin.on_pod_create(job, tasks, pod, task, i)
+            out.append(CreateObject(pod))
+    return out
+
+
+def _refuse_oversized(ref: ObjectRef, phase: str, message: str, now: datetime) -> ReconcileResult:
+    """A job over the size limits is never expanded (no PodGroup, plugin objects or pods): a new
+    one fails at once, saying why; one scaled over them is left as it is until scaled back."""
+    result = ReconcileResult(notes=[message])
+    result.actions.append(EmitEvent(ref, "JobTooLarge", message, type="Warning"))
+    if phase == "":
+        stamp = format_time(now)
+        state = {"phase": c.FAILED, "reason": "JobTooLarge", "message": message}
+        status = {
+            "state": {**state, "lastTransitionTime": stamp},
+            "conditions": [{"status": c.FAILED, "lastTransitionTime": stamp}],
+        }
+        result.actions.append(PatchStatus(ref, status))
     return result
 
 

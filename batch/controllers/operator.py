@@ -10,6 +10,9 @@ that fails (other than 404) is retried with backoff, never guessed around. A key
 processed by two workers at once; a key that arrives while it is being processed is processed
 again afterwards. Delayed work (policy timeouts, `ttlSecondsAfterFinished`, retries) is
 scheduled with APScheduler, whose jobs put the key back on the queue from the event loop.
+A job's pods are created in batches (`pod_batch`), one reconcile each, the key requeued at once:
+between batches the job is read again (a deleted job stops there) and other keys get their turn,
+and within one every create awaits the API, so shutdown is never held up by a big job.
 Metrics count the writes the API server took, not the ones intended.
 """
 
@@ -27,6 +30,7 @@ from typing import Any
 
 import kopf
 
+from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, PatchStatus
 from batch.controllers.job import reconcile_job
@@ -138,6 +142,8 @@ class ControllerManager:
         lease_name: str = "tephra-controllers",
         lease_namespace: str = "default",
         identity: str | None = None,
+        pod_batch: int = c.POD_BATCH,
+        limits: AdmissionLimits = DEFAULT_LIMITS,
     ) -> None:
         import os
         import socket
@@ -149,6 +155,8 @@ class ControllerManager:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.scheduler_names = tuple(scheduler_names)
         self.workers = workers
+        self.pod_batch = pod_batch
+        self.limits = limits
         self.adapters = list(adapters) if adapters is not None else load_workload_adapters()
         self.recorder = recorder
         self.client: KubeClient | None = None
@@ -474,6 +482,8 @@ class ControllerManager:
             deleted_pods=deleted,
             priority_values=await self._priority_values(),
             missing_claims=missing,
+            pod_batch=self.pod_batch,
+            limits=self.limits,
         )
         ok = await self._apply(
             ("job", ns, name), result, applied=lambda action: self._job_metrics(job, action)

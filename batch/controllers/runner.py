@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.controllers import constants as c
 from batch.controllers.operator import ControllerManager
 
@@ -21,7 +22,11 @@ log = logging.getLogger(__name__)
 
 
 class ControllerComponent:
-    """The job, queue, PodGroup and command controllers as one background component."""
+    """The job, queue, PodGroup and command controllers as one background component.
+
+    `pod_batch` and `limits` (the job controller's pods per reconcile, the size limits of a job)
+    default to the sandbox options' `pod_batch` and `admission_limits`, else to the defaults.
+    """
 
     name = "controllers"
 
@@ -37,7 +42,11 @@ class ControllerComponent:
         lease_namespace: str = "default",
         lease_name: str = "tephra-controllers",
         identity: str | None = None,
+        pod_batch: int | None = None,
+        limits: AdmissionLimits | None = None,
     ) -> None:
+        self.pod_batch = pod_batch or getattr(options, "pod_batch", None) or c.POD_BATCH
+        self.limits = limits or getattr(options, "admission_limits", None) or DEFAULT_LIMITS
         self.leader_elect = leader_elect
         self.lease_name = lease_name
         self.lease_namespace = lease_namespace
@@ -79,6 +88,8 @@ class ControllerComponent:
             lease_namespace=self.lease_namespace,
             lease_name=self.lease_name,
             identity=self.identity,
+            pod_batch=self.pod_batch,
+            limits=self.limits,
         )
         manager = self.manager
 

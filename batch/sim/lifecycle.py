@@ -32,6 +32,7 @@ from batch.controllers.actions import (
     PatchObject,
     PatchStatus,
 )
+from batch.controllers.constants import POD_BATCH
 from batch.controllers.job import reconcile_job
 from batch.sim.errors import SimInputError
 
@@ -249,7 +250,8 @@ class VolcanoLifecycle:
         """Reconcile until the job asks for nothing more now; True if pods were created."""
         created = False
         dt = self._now(now)
-        for _ in range(MAX_ROUNDS):
+        rounds = MAX_ROUNDS + sum(t.replicas for t in run.job.tasks) // POD_BATCH
+        for _ in range(rounds):  # a job's pods come in batches of POD_BATCH, one round each
             result = reconcile_job(
                 run.state,
                 [p.obj for p in run.pods.values()],
@@ -270,7 +272,7 @@ class VolcanoLifecycle:
         else:
             if not self._warned:
                 self._warned = True
-                log.warning("job %s did not settle in %d reconciles", run.job.name, MAX_ROUNDS)
+                log.warning("job %s did not settle in %d reconciles", run.job.name, rounds)
         status = run.state.get("status") or {}
         run.record.restarts = int(status.get("retryCount") or 0)
         phase = str((status.get("state") or {}).get("phase") or "")
