@@ -17,13 +17,18 @@ JSON = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    """Identifies one object: apiVersion, kind, namespace ("" for cluster scope), name."""
+    """Identifies one object: apiVersion, kind, namespace ("" for cluster scope), name.
+
+    `resource_version` is the version the reconcile saw; only events carry it (it takes no part
+    in comparing references).
+    """
 
     api_version: str
     kind: str
     namespace: str
     name: str
     uid: str | None = None
+    resource_version: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> ObjectRef:
@@ -34,6 +39,7 @@ class ObjectRef:
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name", "")),
             uid=meta.get("uid"),
+            resource_version=meta.get("resourceVersion"),
         )
 
 

@@ -78,7 +78,7 @@ def reconcile_queue(
     if m.get("deletionTimestamp"):
         return result
     name = str(m.get("name"))
-    ref = ObjectRef(c.SCHED_API, "Queue", "", name, m.get("uid"))
+    ref = ObjectRef(c.SCHED_API, "Queue", "", name, m.get("uid"), m.get("resourceVersion"))
     by_name = {str(meta(q).get("name")): q for q in queues}
     state = queue_state(queue)
     annotations = dict(m.get("annotations") or {})

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
+from batch.api.events import event_body, object_reference
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     Action,
@@ -157,35 +159,26 @@ def _describe(action: Action) -> str:
     return f"{ref.kind} {where}"
 
 
-_event_seq = 0
-
-
 async def _post_event(client: KubeClient, ev: EmitEvent, *, component: str) -> None:
-    from datetime import UTC, datetime
-
-    global _event_seq
-    _event_seq += 1
-    now = format_time(datetime.now(UTC))
-    ns = ev.ref.namespace or "default"
-    body = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{ev.ref.name}.", "namespace": ns},
-        "involvedObject": {
-            "apiVersion": ev.ref.api_version,
-            "kind": ev.ref.kind,
-            "name": ev.ref.name,
-            "namespace": ev.ref.namespace or None,
-            "uid": ev.ref.uid,
-        },
-        "reason": ev.reason,
-        "message": ev.message,
-        "type": ev.type,
-        "source": {"component": component},
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
+    ref = ev.ref
+    involved = object_reference(
+        api_version=ref.api_version,
+        kind=ref.kind,
+        namespace=ref.namespace,
+        name=ref.name,
+        uid=ref.uid,
+        resource_version=ref.resource_version,
+    )
+    stamp = format_time(datetime.now(UTC))
+    body = event_body(
+        involved,
+        reason=ev.reason,
+        message=ev.message,
+        type=ev.type,
+        component=component,
+        stamp=stamp,
+    )
+    ns = ref.namespace or "default"
     try:
         await client.create(EVENTS, body, namespace=ns)
     except ApiError as exc:  # events are best effort

@@ -30,6 +30,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import disable_created_metrics
 
+from batch.api.events import identity
 from batch.api.resources import parse_resource_list
 from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRequest
 from batch.kube.client import RESOURCES, ApiError, KubeClient
@@ -43,7 +44,7 @@ from batch.model.cache import ClusterCache
 from batch.model.status import TaskStatus
 from batch.scheduler import Scheduler
 from batch.scheduler.config import ConfigError, SchedulerConfig, load_config
-from batch.scheduler.framework.decisions import Decisions
+from batch.scheduler.framework.decisions import Decisions, Event
 
 __all__ = ["SchedulerOptions", "SchedulerService", "run_scheduler"]
 
@@ -235,17 +236,7 @@ class SchedulerService:
 
         await self._nominate(writer, decisions)
         await self._write_status(writer, decisions, failed_jobs=failed_jobs)
-        events = [
-            EventSpec(
-                kind=ev.kind,
-                namespace=ev.namespace,
-                name=ev.name,
-                reason=ev.reason,
-                message=ev.message,
-                type=ev.type,
-            )
-            for ev in decisions.events
-        ]
+        events = [self._podgroup_event(ev) for ev in decisions.events]
         events.extend(self._pod_events(decisions))
         if events:
             await writer.emit_events(events)
@@ -294,6 +285,21 @@ class SchedulerService:
         if patches:
             await writer.patch_pod_statuses(patches)
 
+    def _podgroup_event(self, ev: Event) -> EventSpec:
+        """A session's event about a PodGroup, naming the object as the cache last saw it."""
+        job = self.cache.jobs.get(f"{ev.namespace}/{ev.name}")
+        uid, version = identity(job.podgroup if job is not None else None)
+        return EventSpec(
+            kind=ev.kind,
+            namespace=ev.namespace,
+            name=ev.name,
+            reason=ev.reason,
+            message=ev.message,
+            type=ev.type,
+            uid=uid,
+            resource_version=version,
+        )
+
     def _pod_events(self, decisions: Decisions) -> list[EventSpec]:
         """One `Unschedulable` event per pending job, on its first pending pod.
 
@@ -315,6 +321,7 @@ class SchedulerService:
                     namespace=first.namespace,
                     name=first.name,
                     uid=first.uid,
+                    resource_version=identity(first.raw)[1],
                     reason="Unschedulable",
                     message=reason.message,
                     type="Warning",

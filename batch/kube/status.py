@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from batch.api.events import event_body, object_reference
 from batch.api.mergepatch import apply_merge_patch, merge_patch
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 
@@ -80,6 +81,7 @@ class EventSpec:
     type: str = "Normal"
     uid: str = ""
     api_version: str = ""
+    resource_version: str = ""
 
 
 _API_VERSIONS = {
@@ -222,31 +224,23 @@ class StatusWriter:
         return await self._run(jobs)
 
     async def _post_event(self, ev: EventSpec) -> bool:
-        stamp = _now()
+        involved = object_reference(
+            api_version=ev.api_version or _API_VERSIONS.get(ev.kind, "v1"),
+            kind=ev.kind,
+            namespace=ev.namespace,
+            name=ev.name,
+            uid=ev.uid,
+            resource_version=ev.resource_version,
+        )
+        body = event_body(
+            involved,
+            reason=ev.reason,
+            message=ev.message,
+            type=ev.type,
+            component=self.component,
+            stamp=_now(),
+        )
         namespace = ev.namespace or "default"
-        involved: dict[str, Any] = {
-            "apiVersion": ev.api_version or _API_VERSIONS.get(ev.kind, "v1"),
-            "kind": ev.kind,
-            "name": ev.name,
-        }
-        if ev.namespace:
-            involved["namespace"] = ev.namespace
-        if ev.uid:
-            involved["uid"] = ev.uid
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{ev.name}.", "namespace": namespace},
-            "involvedObject": involved,
-            "reason": ev.reason,
-            "message": ev.message[:1024],
-            "type": ev.type,
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
         try:
             await self.client.create(RESOURCES["Event"], body, namespace)
         except Exception as exc:

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from batch.api.events import event_body, reference_of
 from batch.api.integration import GangError, pod_requests
 from batch.api.quantity import QuantityError
 from batch.api.resources import Resource, parse_resource_list
@@ -356,35 +357,18 @@ class NodeEmulator:
 
     def _event(self, pod: Obj, reason: str, message: str) -> None:
         """A Warning event about the pod from its node's kubelet (kubectl describe shows it)."""
-        meta = pod["metadata"]
-        now = self.core.clock.stamp()
-        node = (pod.get("spec") or {}).get("nodeName", "")
-        self.core.create(
-            self.events_rt,
-            meta.get("namespace", "default"),
-            {
-                "metadata": {
-                    "generateName": f"{meta['name']}.",
-                    "namespace": meta.get("namespace", "default"),
-                },
-                "involvedObject": {
-                    "kind": "Pod",
-                    "apiVersion": "v1",
-                    "name": meta["name"],
-                    "namespace": meta.get("namespace", "default"),
-                    "uid": meta["uid"],
-                },
-                "reason": reason,
-                "message": message,
-                "type": "Warning",
-                "count": 1,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "source": {"component": "kubelet", "host": node},
-                "reportingComponent": "kubelet",
-                "reportingInstance": node,
-            },
+        node = str((pod.get("spec") or {}).get("nodeName", ""))
+        involved = reference_of(pod, kind="Pod", api_version="v1")
+        body = event_body(
+            involved,
+            reason=reason,
+            message=message,
+            type="Warning",
+            component="kubelet",
+            stamp=self.core.clock.stamp(),
+            host=node,
         )
+        self.core.create(self.events_rt, body["metadata"]["namespace"], body)
 
     def _next_ip(self) -> str:
         self._ip += 1

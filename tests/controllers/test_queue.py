@@ -183,3 +183,30 @@ def test_command_repeat_is_harmless() -> None:
     )
     assert res1.of_type(PatchStatus)[0].status["state"] == "Closed"
     assert res2.of_type(PatchStatus) == []
+
+
+def test_queue_events_name_the_queue_as_kubectl_describe_looks_for_it() -> None:
+    """`kubectl describe q` selects events by the queue's uid; the reference carries the
+    resourceVersion the controller saw, as client-go's recorder fills it (issue 15, item 2)."""
+    import asyncio
+
+    from batch.controllers.actions import EmitEvent
+    from batch.controllers.shell import apply_actions
+    from tests.controllers.fakeapi import FakeApi
+
+    queue = q("a", parent="root")
+    queue["metadata"].update(uid="uid-a", resourceVersion="42")
+    res = reconcile_queue(
+        queue, queues=[q("root"), queue], podgroups=[], commands=[cmd("a", "CloseQueue")]
+    )
+    api: Any = FakeApi()  # a KubeClient by duck typing
+    asyncio.run(apply_actions(api, res.of_type(EmitEvent), component="tephra-controllers"))
+    [event] = api.of_kind("Event")
+    assert event["involvedObject"] == {
+        "apiVersion": c.SCHED_API,
+        "kind": "Queue",
+        "name": "a",
+        "uid": "uid-a",
+        "resourceVersion": "42",
+    }
+    assert event["metadata"]["namespace"] == "default"

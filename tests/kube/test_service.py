@@ -139,6 +139,51 @@ def test_gang_that_cannot_fit_binds_nothing(sandbox: SandboxHandle) -> None:
     assert pod_events[0].message
 
 
+def events_about(sb: SandboxHandle, obj: Any) -> list[Any]:
+    """The events `kubectl describe` shows for `obj`: it selects them by kind, name and uid."""
+    meta = obj["metadata"]
+    selector = ",".join(
+        [
+            f"involvedObject.kind={obj['kind']}",
+            f"involvedObject.name={meta['name']}",
+            f"involvedObject.namespace={meta['namespace']}",
+            f"involvedObject.uid={meta['uid']}",
+        ]
+    )
+    core = client.CoreV1Api(sb.api_client())
+    return list(core.list_namespaced_event(meta["namespace"], field_selector=selector).items)
+
+
+def test_unschedulable_events_name_their_object_as_kubectl_looks_for_it(
+    sandbox: SandboxHandle,
+) -> None:
+    """Issue 15, item 2: `kubectl describe pg` showed `Events: <none>`, the scheduler's events
+    carrying no involvedObject.uid; apiVersion and resourceVersion are filled as kube-scheduler
+    fills them."""
+    submit(sandbox, "evt-toobig", 1, 16)
+    api = sandbox.api_client()
+    pg = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, "v1beta1", "default", "podgroups", "evt-toobig"
+    )
+    pod = api.sanitize_for_serialization(
+        client.CoreV1Api(api).read_namespaced_pod("evt-toobig-0", "default")
+    )
+    for obj, api_version in ((pg, f"{GROUP}/v1beta1"), (pod, "v1")):
+        events = wait_for(
+            lambda obj=obj: events_about(sandbox, obj),
+            what=f"the {obj['kind']}'s Unschedulable event",
+            timeout=20,
+            explain=lambda: [
+                e.involved_object
+                for e in client.CoreV1Api(api).list_namespaced_event("default").items
+            ],
+        )
+        assert {e.reason for e in events} == {"Unschedulable"}
+        involved = events[0].involved_object
+        assert involved.api_version == api_version
+        assert involved.resource_version, involved
+
+
 def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
     # Self-contained: under xdist the module's other tests may run on another worker.
     submit(sandbox, "m-fits", 1, 1)

@@ -107,6 +107,9 @@ def test_out_of_resource(sb: SandboxHandle, api: Any) -> None:
     ).items
     assert len(events) == 1 and events[0].type == "Warning"
     assert events[0].source.component == "kubelet"
+    # named as kubelet names it: `kubectl describe pod` selects events by uid too
+    assert events[0].involved_object.uid == p.metadata.uid
+    assert events[0].involved_object.resource_version
     gpu = pod("gpu-hog")
     gpu["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "9"}}
     v1.create_namespaced_pod("default", gpu)
