@@ -11,6 +11,9 @@ from pathlib import Path
 
 import click
 
+from batch.api.admission import AdmissionLimits
+from batch.cli.limits import limit_options, pod_batch_option
+
 
 @click.command("controller")
 @click.option(
@@ -45,6 +48,8 @@ import click
     show_default=True,
     help="Serve Prometheus metrics on this port (0 = off).",
 )
+@pod_batch_option
+@limit_options
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def controller(
     kubeconfig: Path | None,
@@ -55,6 +60,8 @@ def controller(
     lease_namespace: str,
     lease_name: str,
     metrics_port: int,
+    pod_batch: int,
+    limits: AdmissionLimits,
     verbose: int,
 ) -> None:
     """Run Tephra's controllers until SIGINT/SIGTERM."""
@@ -80,6 +87,8 @@ def controller(
         leader_elect=leader_elect,
         lease_namespace=lease_namespace,
         lease_name=lease_name,
+        pod_batch=pod_batch,
+        limits=limits,
     )
     component.start(kubeconfig=kubeconfig, stop=stop)
     if metrics_port and component.manager is not None:

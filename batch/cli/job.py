@@ -232,14 +232,17 @@ def job_run(
 
 
 def _precheck(kube: Kube, body: dict[str, Any]) -> None:
-    """Admission rules offline first, so errors come back as one line per field."""
+    """Admission rules offline first, so errors come back as one line per field (but for the
+    size limits: only the cluster knows the ones it was configured with)."""
     try:
-        from batch.api.admission import StaticLookup, admit
+        from batch.api.admission import UNBOUNDED, StaticLookup, admit
     except ImportError:  # pragma: no cover - batch.api always ships admission
         return
     queues = kube.get_or_none(lambda: kube.co.list_cluster_custom_object(*SCHED, "queues")) or {}
     lookup = StaticLookup(queues.get("items") or [])
-    result = admit(kind="Job", operation="CREATE", obj=body, old=None, lookup=lookup)
+    result = admit(
+        kind="Job", operation="CREATE", obj=body, old=None, lookup=lookup, limits=UNBOUNDED
+    )
     if not result.allowed:
         for line in result.messages():
             click.echo(f"error: {line}", err=True)

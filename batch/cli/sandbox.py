@@ -14,6 +14,9 @@ from types import FrameType
 import click
 import yaml
 
+from batch.api.admission import AdmissionLimits
+from batch.cli.limits import limit_options, pod_batch_option
+
 
 @click.group("sandbox")
 def sandbox() -> None:
@@ -92,6 +95,8 @@ def sandbox() -> None:
     help="Seed of fault injection and generated names.",
 )
 @click.option("--no-components", is_flag=True, help="Serve only the API server and node emulator.")
+@pod_batch_option
+@limit_options
 @click.option("-v", "--verbose", is_flag=True)
 def up(
     kubeconfig: Path,
@@ -111,6 +116,8 @@ def up(
     drop_watch_every: float,
     seed: int,
     no_components: bool,
+    pod_batch: int,
+    limits: AdmissionLimits,
     verbose: bool,
 ) -> None:
     """Serve a sandbox cluster until SIGINT/SIGTERM; write KUBECONFIG once it is ready."""
@@ -138,6 +145,8 @@ def up(
         max_grace_seconds=max_grace_seconds,
         heartbeat_seconds=heartbeat_seconds,
         seed=seed,
+        admission_limits=limits,
+        pod_batch=pod_batch,
         faults=FaultOptions(
             error_rate=fail_rate,
             throttle_rate=throttle_rate,

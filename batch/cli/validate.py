@@ -5,8 +5,9 @@ on every document of every file. Valid documents are printed defaulted (YAML, st
 error is one line on stderr: `FILE:DOC Kind ns/name: field.path: rule (message)` (DOC counts
 documents from 1). Documents of kinds Tephra does not serve are listed as skipped. Queues are
 assumed to exist, be Open and be leaves unless `--queues FILE` gives them (Queue and Namespace
-documents; Queues defined in the validated files count too). A directory argument means its
-*.yaml, *.yml and *.json files, recursively. Exit status 1 on any error.
+documents; Queues defined in the validated files count too). The size limits are the admission
+defaults unless `--max-pods-per-job`/`--max-task-replicas` give the cluster's. A directory
+argument means its *.yaml, *.yml and *.json files, recursively. Exit status 1 on any error.
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ from typing import Any
 import click
 import yaml
 
-from batch.api.admission import AdmissionLookup, AssumeAllQueues, StaticLookup, admit
+from batch.api.admission import (
+    AdmissionLimits,
+    AdmissionLookup,
+    AssumeAllQueues,
+    StaticLookup,
+    admit,
+)
 from batch.api.kinds import kind_for_object
 from batch.api.yamlio import dump_yaml, iter_documents, yaml_error_summary
+from batch.cli.limits import limit_options
 
 
 @dataclass
@@ -119,7 +127,10 @@ def _served_kind(obj: Any) -> str | None:
     help="YAML with the cluster's Queue (and Namespace) objects; default: every queue exists.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the defaulted objects.")
-def validate(files: tuple[str, ...], queues_file: str | None, quiet: bool) -> None:
+@limit_options
+def validate(
+    files: tuple[str, ...], queues_file: str | None, quiet: bool, limits: AdmissionLimits
+) -> None:
     """Default and validate Volcano/Tephra objects offline, as admission would."""
     failures = 0
     loaded = [_load(f) for f in _expand(files)]
@@ -146,7 +157,9 @@ def validate(files: tuple[str, ...], queues_file: str | None, quiet: bool) -> No
             skipped += 1
             click.echo(f"{where} skipped: {_describe(doc.obj)} (not served by Tephra)", err=True)
             continue
-        result = admit(kind=kind, operation="CREATE", obj=doc.obj, old=None, lookup=lookup)
+        result = admit(
+            kind=kind, operation="CREATE", obj=doc.obj, old=None, lookup=lookup, limits=limits
+        )
         if not result.allowed:
             invalid += 1
             for err in result.errors:

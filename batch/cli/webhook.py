@@ -10,6 +10,9 @@ from pathlib import Path
 
 import click
 
+from batch.api.admission import AdmissionLimits
+from batch.cli.limits import limit_options
+
 
 @click.command("webhook")
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
@@ -47,6 +50,7 @@ import click
     help="Read queues/namespaces from this cluster for the rules that need them.",
 )
 @click.option("--assume-queues", is_flag=True, help="Do not read the cluster; every queue exists.")
+@limit_options
 def webhook(
     host: str,
     port: int,
@@ -57,6 +61,7 @@ def webhook(
     sans: tuple[str, ...],
     kubeconfig: Path | None,
     assume_queues: bool,
+    limits: AdmissionLimits,
 ) -> None:
     """Serve AdmissionReview v1 endpoints (/jobs/validate, /jobs/mutate, ...) until SIGTERM."""
     logging.basicConfig(
@@ -89,6 +94,7 @@ def webhook(
             ssl_context=ctx,
             facts=facts,
             stop=stop,
+            limits=limits,
             on_ready=lambda p: click.echo(f"webhook listening on https://{host}:{p}", err=True),
         )
 

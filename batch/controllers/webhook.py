@@ -7,6 +7,7 @@ Mutating endpoints answer a JSONPatch (base64) and always allow; validating endp
 HTTP-style code 422, reason `Invalid`, and one line per violated rule naming the field path.
 Queue and namespace facts for the rules that need them come from the cluster (when a kubeconfig
 is given) or are assumed (development). TLS from files, or a self-signed pair for development.
+The size limits (`AdmissionLimits`) are the server's, given once to `make_app`/`serve`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from typing import Any
 
 from aiohttp import web
 
-from batch.api.admission import AssumeAllQueues, StaticLookup, admit
+from batch.api.admission import (
+    DEFAULT_LIMITS,
+    AdmissionLimits,
+    AssumeAllQueues,
+    StaticLookup,
+    admit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,7 @@ def review_response(
     lookup: Lookup,
     kind: str | None = None,
     adapters: Sequence[Any] = (),
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> dict[str, Any]:
     """Answer one AdmissionReview (pure; `lookup` as for `admit`).
 
@@ -58,7 +66,9 @@ def review_response(
         obj = old or {}
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     try:
-        result = admit(kind=req_kind, operation=operation, obj=obj, old=old, lookup=lookup)
+        result = admit(
+            kind=req_kind, operation=operation, obj=obj, old=old, lookup=lookup, limits=limits
+        )
     except Exception as exc:  # admission must answer, never crash the server
         log.exception("admission of %s failed", req_kind)
         response.update(
@@ -131,7 +141,10 @@ class ClusterFacts:
 
 
 def make_app(
-    *, facts: ClusterFacts | None = None, adapters: Sequence[Any] | None = None
+    *,
+    facts: ClusterFacts | None = None,
+    adapters: Sequence[Any] | None = None,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> web.Application:
     """The aiohttp application serving every endpoint (`adapters` default: the entry points)."""
     if adapters is None:
@@ -164,7 +177,7 @@ def make_app(
         else:
             lookup = AssumeAllQueues()
         body = review_response(
-            review, mutate=mutate, lookup=lookup, kind=kind, adapters=gang_adapters
+            review, mutate=mutate, lookup=lookup, kind=kind, adapters=gang_adapters, limits=limits
         )
         return web.json_response(body)
 
@@ -246,9 +259,11 @@ async def serve(
     stop: asyncio.Event,
     on_ready: Callable[[int], None] | None = None,
     adapters: Sequence[Any] | None = None,
+    limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> None:
     """Serve until `stop` is set; `on_ready(port)` once listening (port 0 picks one)."""
-    runner = web.AppRunner(make_app(facts=facts, adapters=adapters), access_log=None)
+    app = make_app(facts=facts, adapters=adapters, limits=limits)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()

@@ -2,8 +2,9 @@
 
 The production webhook and the sandbox call the same `admit()` function, so a VCJob rejected by
 the sandbox is rejected by a real cluster with Tephra installed. The lookup it needs (queues,
-namespaces) is answered from the sandbox store. If `batch.api.admission` is not importable the
-sandbox admits everything (schema checks still apply) and says so once in the log.
+namespaces) is answered from the sandbox store, and carries the sandbox's admission size limits
+(`SandboxOptions.admission_limits`). If `batch.api.admission` is not importable the sandbox admits
+everything (schema checks still apply) and says so once in the log.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ TEPHRA_KINDS = frozenset(
 
 
 class StoreLookup:
-    """The `lookup` protocol of `batch.api.admission.admit`, answered from the store."""
+    """The `lookup` protocol of `batch.api.admission.admit`, answered from the store; `limits` are
+    the `AdmissionLimits` this sandbox admits with (None: admission's defaults)."""
 
     def __init__(
         self,
@@ -42,6 +44,7 @@ class StoreLookup:
     ) -> None:
         self._get = get
         self._list = list_all
+        self.limits: Any = None
 
     def get_queue(self, name: str) -> dict[str, Any] | None:
         return self._get("queues.scheduling.volcano.sh", "", name)
@@ -93,7 +96,8 @@ def admit(
     fn = _load()
     if fn is None:
         return obj
-    result = fn(kind=kind, operation=operation, obj=obj, old=old, lookup=lookup)
+    sized = {"limits": lookup.limits} if lookup.limits is not None else {}
+    result = fn(kind=kind, operation=operation, obj=obj, old=old, lookup=lookup, **sized)
     if not getattr(result, "allowed", True):
         errors = list(getattr(result, "errors", []) or [])
         causes = [

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from batch.api.admission import AdmissionLimits
 
 
 @dataclass(slots=True)
@@ -36,7 +40,12 @@ class FaultOptions:
 
 @dataclass(slots=True)
 class SandboxOptions:
-    """Everything `tephra sandbox up` accepts; components read what concerns them."""
+    """Everything `tephra sandbox up` accepts; components read what concerns them.
+
+    `admission_limits` bound what one object may ask for, in the API server's admission and in the
+    controllers alike (None: admission's defaults); `pod_batch` is how many pods the job
+    controller creates per reconcile (None: its default).
+    """
 
     host: str = "127.0.0.1"
     port: int = 0
@@ -54,3 +63,5 @@ class SandboxOptions:
     emulator: bool = True
     seed: int = 0
     faults: FaultOptions = field(default_factory=FaultOptions)
+    admission_limits: AdmissionLimits | None = None
+    pod_batch: int | None = None

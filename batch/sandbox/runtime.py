@@ -61,6 +61,7 @@ class Sandbox:
         self.options = options or SandboxOptions()
         self.initial_nodes = list(nodes or [])
         self.core = Core(store=Store(history=self.options.watch_history), seed=self.options.seed)
+        self.core.lookup.limits = self.options.admission_limits
         self.gc = GarbageCollector(self.core)
         self.emulator: NodeEmulator | None = None
         self.workloads: Any = None
