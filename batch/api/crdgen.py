@@ -24,9 +24,12 @@ _DROP_KEYS = frozenset({"title", "default", "description", "examples"})
 _DEFAULT_KEY = "x-tephra-default"
 
 
-def _structural(node: Any, defs: dict[str, Any]) -> Any:
+def _structural(node: Any, defs: dict[str, Any], keep: bool = False) -> Any:
+    """A structural schema node. Unknown fields are pruned (as Volcano's CRDs do) but in free-form
+    maps and below a model that keeps them (`keep`: a pod template keeps every core/v1 field
+    Tephra does not model, however deep)."""
     if isinstance(node, list):
-        return [_structural(n, defs) for n in node]
+        return [_structural(n, defs, keep) for n in node]
     if not isinstance(node, dict):
         return node
     node = dict(node)
@@ -34,7 +37,7 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(ref, str):
         target = copy.deepcopy(defs[ref.rsplit("/", 1)[-1]])
         target.update(node)
-        return _structural(target, defs)
+        return _structural(target, defs, keep)
     any_of = node.get("anyOf")
     if isinstance(any_of, list):
         rest = [s for s in any_of if s != {"type": "null"}]
@@ -45,8 +48,9 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
                 merged.setdefault(key, value)
             if _DEFAULT_KEY in node:
                 merged[_DEFAULT_KEY] = node[_DEFAULT_KEY]
-            return _structural(merged, defs)
+            return _structural(merged, defs, keep)
         node["anyOf"] = rest
+    keep = keep or node.get("x-kubernetes-preserve-unknown-fields") is True
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP_KEYS:
@@ -57,17 +61,15 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             out["enum"] = [value]
         elif key == "additionalProperties":
             if isinstance(value, dict):
-                out[key] = _structural(value, defs)
-            elif value is True:
-                # A free-form map, or a typed object that keeps the fields it does not model
-                # (containers in pod templates): either way the API server must not prune.
+                out[key] = _structural(value, defs, keep)
+            elif value is True and (keep or "properties" not in node):
                 out["x-kubernetes-preserve-unknown-fields"] = True
         elif key == "properties":
-            out[key] = {k: _structural(v, defs) for k, v in value.items()}
+            out[key] = {k: _structural(v, defs, keep) for k, v in value.items()}
         elif key == "required":
             out[key] = sorted(value)
         elif key in ("items", "anyOf"):
-            out[key] = _structural(value, defs)
+            out[key] = _structural(value, defs, keep)
         else:
             out[key] = value
     return out

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from batch.sandbox import tables
+from batch.sandbox import schema, tables
 from batch.sandbox.core import Core
 from batch.sandbox.errors import ApiError, success_status
 from batch.sandbox.faults import Faults
@@ -288,7 +288,7 @@ class HttpApi:
             if method == "POST":
                 if rt.namespaced and ns is None:
                     raise ApiError(405, "create requires a namespace in the path")
-                body = await self._body(request)
+                body = self._strict(request, rt, await self._body(request))
                 obj = core.create(rt, ns_key, body, dry_run=dry_run)
                 return self._out(request, rt, obj, 201)
             if method == "DELETE":
@@ -354,9 +354,8 @@ class HttpApi:
         if method == "GET":
             return self._out(request, rt, core.get(rt, ns, name), 200)
         if method == "PUT":
-            obj = core.update(
-                rt, ns, name, await self._body(request), subresource=sub, dry_run=dry_run
-            )
+            body = self._strict(request, rt, await self._body(request))
+            obj = core.update(rt, ns, name, body, subresource=sub, dry_run=dry_run)
             return self._out(request, rt, obj, 200)
         if method == "PATCH":
             ctype = request.headers.get("content-type", "")
@@ -388,6 +387,22 @@ class HttpApi:
             )
             return self._out(request, rt, obj, 200)
         raise ApiError(405, f"method {method} is not allowed")
+
+    @staticmethod
+    def _strict(request: Request, rt: ResourceType, body: Any) -> Any:
+        """`fieldValidation=Strict` on a custom resource: unknown fields are a 400, worded as
+        kube-apiserver's strict decoding error (otherwise they are pruned, as by default)."""
+        if request.query.get("fieldValidation") != "Strict" or not (rt.crd and rt.schema):
+            return body
+        unknown = schema.unknown_fields(body, rt.schema) if isinstance(body, dict) else []
+        if unknown:
+            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+            raise ApiError(
+                400,
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {fields}",
+            )
+        return body
 
     async def _delete_options(self, request: Request) -> Obj:
         opts: Obj = {}

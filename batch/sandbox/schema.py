@@ -18,12 +18,22 @@ from batch.sandbox.errors import Cause
 _ROOT_KEEP = ("apiVersion", "kind", "metadata")
 
 
-def prune_and_default(obj: dict[str, Any], schema: dict[str, Any]) -> None:
-    """Drop unknown fields and fill defaults, in place (obj must be a private copy)."""
-    _walk(obj, schema, root=True)
+def prune_and_default(obj: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """Drop unknown fields and fill defaults, in place (obj must be a private copy); returns the
+    dropped fields' paths as kube-apiserver names them (`spec.tasks[0].bogus`)."""
+    pruned: list[str] = []
+    _walk(obj, schema, "", pruned, root=True)
+    return pruned
 
 
-def _walk(value: Any, schema: dict[str, Any], *, root: bool = False) -> None:
+def unknown_fields(obj: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """The fields `fieldValidation=Strict` refuses: those pruning would drop."""
+    return prune_and_default(copy.deepcopy(obj), schema)
+
+
+def _walk(
+    value: Any, schema: dict[str, Any], path: str, pruned: list[str], *, root: bool = False
+) -> None:
     if isinstance(value, dict):
         props = schema.get("properties")
         preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
@@ -31,29 +41,29 @@ def _walk(value: Any, schema: dict[str, Any], *, root: bool = False) -> None:
         embedded = schema.get("x-kubernetes-embedded-resource") is True
         if props is not None or addl is not None or not preserve:
             for key in list(value):
-                if root and key in _ROOT_KEEP:
-                    continue
-                if embedded and key in _ROOT_KEEP:
+                if (root or embedded) and key in _ROOT_KEEP:
                     continue
                 sub = props.get(key) if props else None
+                here = f"{path}.{key}" if path else key
                 if sub is not None:
-                    _walk(value[key], sub)
+                    _walk(value[key], sub, here, pruned)
                 elif isinstance(addl, dict):
-                    _walk(value[key], addl)
+                    _walk(value[key], addl, here, pruned)
                 elif addl is True or preserve:
                     continue
                 else:
+                    pruned.append(here)
                     del value[key]
         if props:
             for key, sub in props.items():
                 if key not in value and "default" in sub:
                     value[key] = copy.deepcopy(sub["default"])
-                    _walk(value[key], sub)
+                    _walk(value[key], sub, f"{path}.{key}" if path else key, [])
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            for item in value:
-                _walk(item, items)
+            for i, item in enumerate(value):
+                _walk(item, items, f"{path}[{i}]", pruned)
 
 
 _TYPE_NAMES = {

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,9 +20,11 @@ from typing import Any
 
 import pytest
 
+from batch.api.yamlio import iter_documents
 from batch.sandbox.control_plane import ControlPlane, control_plane
 
 REPO = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO / "crds"
 
 
 def kube_bin() -> Path:
@@ -72,3 +75,31 @@ class Api:
 @pytest.fixture(scope="session")
 def api(real: ControlPlane) -> Api:
     return Api(real)
+
+
+def crd_names() -> list[str]:
+    names = []
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        for doc in iter_documents(path.read_text()):
+            names.append(doc["metadata"]["name"])
+    return names
+
+
+def conditions(api: Api, name: str) -> dict[str, dict[str, Any]]:
+    code, crd = api.request(
+        "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+    )
+    assert code == 200, crd
+    return {c["type"]: c for c in crd.get("status", {}).get("conditions", [])}
+
+
+@pytest.fixture(scope="module")
+def crds(api: Api) -> list[str]:
+    api.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
+    names = crd_names()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all(conditions(api, n).get("Established", {}).get("status") == "True" for n in names):
+            return names
+        time.sleep(0.5)
+    pytest.fail(f"CRDs not Established within 60 s: {[conditions(api, n) for n in names]}")

@@ -8,43 +8,13 @@ from typing import Any
 
 import pytest
 
-from batch.api.yamlio import iter_documents
 from tests.api.conftest import corpus_documents
-from tests.real.conftest import REPO, Api
+from tests.real.conftest import Api, conditions
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 
-CRD_DIR = REPO / "crds"
 OUR_GROUPS = ("batch.volcano.sh", "scheduling.volcano.sh", "bus.volcano.sh", "topology.volcano.sh")
 CLUSTER_SCOPED = {"Queue", "HyperNode"}
-
-
-def crd_names() -> list[str]:
-    names = []
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        for doc in iter_documents(path.read_text()):
-            names.append(doc["metadata"]["name"])
-    return names
-
-
-def conditions(api: Api, name: str) -> dict[str, dict[str, Any]]:
-    code, crd = api.request(
-        "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-    )
-    assert code == 200, crd
-    return {c["type"]: c for c in crd.get("status", {}).get("conditions", [])}
-
-
-@pytest.fixture(scope="module")
-def crds(api: Api) -> list[str]:
-    api.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
-    names = crd_names()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if all(conditions(api, n).get("Established", {}).get("status") == "True" for n in names):
-            return names
-        time.sleep(0.5)
-    pytest.fail(f"CRDs not Established within 60 s: {[conditions(api, n) for n in names]}")
 
 
 def test_every_crd_is_a_structural_schema_with_accepted_names(api: Api, crds: list[str]) -> None:
