@@ -394,6 +394,19 @@ def test_controller_follows_the_scheduler_name(helm: Path, tmp_path: Path) -> No
         assert f"--scheduler-name={name}" in ctrl
 
 
+def test_admission_limits_reach_the_webhook_and_the_controller(helm: Path, tmp_path: Path) -> None:
+    values = {
+        "admission": {"maxPodsPerJob": 20000, "maxTaskReplicas": 5000},
+        "controller": {"podBatch": 100},
+    }
+    docs = render(helm, tmp_path, values)
+    for comp in ("webhook", "controller"):
+        args = _containers(one(docs, "Deployment", name_of(comp)))[0]["args"]
+        assert "--max-pods-per-job=20000" in args and "--max-task-replicas=5000" in args
+    ctrl = _containers(one(docs, "Deployment", name_of("controller")))[0]["args"]
+    assert "--pod-batch=100" in ctrl
+
+
 def test_scheduler_configuration_from_values(rendered: dict[str, list[Doc]]) -> None:
     docs = rendered["production"]
     cm = one(docs, "ConfigMap", f"{name_of('scheduler')}-config")
