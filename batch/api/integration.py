@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from batch.api.errors import UserError
 from batch.api.quantity import QuantityError
 from batch.api.resources import Resource, format_resource_list, parse_resource_list
 
@@ -109,7 +110,7 @@ WORKLOAD_KIND_LABEL = "tephra.io/workload-kind"
 WORKLOAD_NAME_LABEL = "tephra.io/workload-name"
 
 
-class GangError(ValueError):
+class GangError(UserError):
     """A workload the user wrote cannot be turned into a gang.
 
     The message is one line naming the object, the field path and the rule, e.g.

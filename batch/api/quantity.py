@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from batch.api.errors import UserError
+
 __all__ = [
     "Quantity",
     "QuantityError",
@@ -62,7 +64,7 @@ _MAX_EXPONENT = 100
 _NANO = Fraction(1, 10**9)
 
 
-class QuantityError(ValueError):
+class QuantityError(UserError):
     """A string that is not a valid Kubernetes quantity."""
 
 

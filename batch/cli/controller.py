@@ -72,6 +72,12 @@ def controller(
             f"kubeconfig {kubeconfig} does not exist", param_hint="--kubeconfig"
         )
     from batch.controllers.runner import ControllerComponent
+    from batch.kube.config import KubeConfigError, load_access
+
+    try:
+        load_access(kubeconfig)  # a broken kubeconfig is one line now, not a thread's traceback
+    except KubeConfigError as exc:
+        raise click.ClickException(str(exc)) from None
 
     stop = threading.Event()
 

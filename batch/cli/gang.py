@@ -6,7 +6,7 @@ the `tephra.integrations` entry points (PyTorchJob, MPIJob, RayCluster/RayJob, S
 comment naming the adapter and, where it applies, the operator PodGroup Tephra would adopt and
 the leader role. Documents no adapter handles are listed on stderr as skipped; a workload the
 user got wrong is one line on stderr (`FILE:DOC Kind ns/name: field.path: rule`) and makes the
-exit status 1.
+exit status 1. A directory stands for its *.yaml, *.yml and *.json files, as for `validate`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from batch.api.integration import (
     GangError,
@@ -25,7 +24,7 @@ from batch.api.integration import (
     load_adapters,
     podgroup_manifest,
 )
-from batch.api.yamlio import dump_yaml, iter_documents, yaml_error_summary
+from batch.api.yamlio import FileInputError, dump_yaml, load_yaml_file, manifest_paths
 
 _RAY_JOB = ("ray.io/v1", "RayJob")
 # Kinds whose gangs belong to the objects their operator creates from them.
@@ -64,11 +63,11 @@ def gang(files: tuple[Path, ...], leader_running: bool) -> None:
     adapters = load_adapters()
     failed = False
     out: list[str] = []
-    for path in files:
+    for path in manifest_paths(str(f) for f in files):
         try:
-            docs = list(iter_documents(path.read_text()))
-        except yaml.YAMLError as exc:
-            click.echo(f"{path}: {yaml_error_summary(exc)}", err=True)
+            docs = load_yaml_file(path)
+        except FileInputError as exc:
+            click.echo(str(exc), err=True)
             failed = True
             continue
         for index, doc in enumerate(docs, start=1):

@@ -15,6 +15,9 @@ from typing import Any, NoReturn, TypeVar
 import click
 import yaml
 
+from batch.api.errors import one_line
+from batch.api.yamlio import FileInputError, load_yaml_file
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 BATCH = ("batch.volcano.sh", "v1alpha1")
@@ -51,7 +54,7 @@ class Kube:
                 config_file=str(path), client_configuration=cfg
             )
         except Exception as exc:  # config errors are user errors
-            fail(f"cannot load kubeconfig {path}: {exc}")
+            fail(f"cannot load kubeconfig {path}: {one_line(exc)}")
         cfg.retries = 1
         self.api = client.ApiClient(configuration=cfg)
         self.core = client.CoreV1Api(self.api)
@@ -172,11 +175,9 @@ def job_run(
     """Create a job from flags or from a YAML file (-f)."""
     if filename is not None:
         try:
-            docs = [d for d in yaml.safe_load_all(filename.read_text()) if d]
-        except OSError as exc:
-            fail(f"cannot read {filename}: {exc.strerror}")
-        except yaml.YAMLError as exc:
-            fail(f"{filename} is not valid YAML: {exc}")
+            docs = load_yaml_file(filename)
+        except FileInputError as exc:
+            fail(str(exc))
         jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "Job"]
         if not jobs:
             fail(f"{filename} holds no batch.volcano.sh Job")

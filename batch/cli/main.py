@@ -11,8 +11,10 @@ import importlib
 from typing import Any
 
 import click
+import yaml
 
 import batch
+from batch.api.errors import UserError, one_line
 
 _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", "short help")
@@ -34,8 +36,19 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: what a user's input or environment causes (a bad file, an unreachable server), wherever a
+#: command lets it through: one line, exit status 1. Anything else is a bug and keeps its traceback.
+_USER_ERRORS = (UserError, OSError, UnicodeError, yaml.YAMLError)
+
+
 class _LazyGroup(click.Group):
     """A click group that imports each subcommand's module only when it is invoked."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _USER_ERRORS as exc:
+            raise click.ClickException(one_line(exc)) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *_SUBCOMMANDS])

@@ -52,7 +52,9 @@ def queue() -> None:
 @kube_options
 @click.option("-n", "--name", required=True)
 @click.option("-w", "--weight", type=int, default=1, show_default=True)
-@click.option("-S", "--state", default="Open", show_default=True)
+@click.option(
+    "-S", "--state", type=click.Choice(["Open", "Closed"]), default="Open", show_default=True
+)
 @click.option("-p", "--parent", default="", help="Parent queue (default root).")
 def queue_create(kubeconfig: Path | None, name: str, weight: int, state: str, parent: str) -> None:
     """Create a queue."""

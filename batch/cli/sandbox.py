@@ -15,6 +15,8 @@ import click
 import yaml
 
 from batch.api.admission import AdmissionLimits
+from batch.api.errors import one_line
+from batch.api.yamlio import load_yaml_file
 from batch.cli.limits import limit_options, pod_batch_option
 
 
@@ -131,6 +133,7 @@ def up(
     from batch.sandbox.runtime import SandboxThread
 
     began = time.monotonic()
+    _check_inputs(nodes_file, scheduler_conf)
     if not no_ledger and not no_components:
         from batch.ledger.db import resolve_url
 
@@ -166,7 +169,7 @@ def up(
     try:
         thread = SandboxThread(options).start()
     except (RuntimeError, OSError, yaml.YAMLError) as exc:
-        raise click.ClickException(f"sandbox: {exc}") from None
+        raise click.ClickException(f"sandbox: {one_line(exc)}") from None
     components = [] if no_components else default_components(options)
     with tempfile.TemporaryDirectory(prefix="tephra-sandbox-") as tmp:
         internal = write_kubeconfig(Path(tmp) / "kubeconfig", thread.url)
@@ -174,7 +177,7 @@ def up(
             start_all(components, kubeconfig=internal, options=options)
         except (RuntimeError, OSError) as exc:
             thread.stop()
-            raise click.ClickException(f"sandbox: {exc}") from None
+            raise click.ClickException(f"sandbox: {one_line(exc)}") from None
         write_kubeconfig(kubeconfig, thread.url)
         names = ", ".join(c.name for c in components) or "no components"
         click.echo(
@@ -189,6 +192,17 @@ def up(
         stop_all(components)
         thread.stop()
     kubeconfig.unlink(missing_ok=True)
+
+
+def _check_inputs(nodes_file: Path | None, scheduler_conf: Path | None) -> None:
+    """Read the files `up` was given before anything starts: a mistake in one is one line
+    at once, not a failure inside a component that is already running."""
+    from batch.kube.service import load_scheduler_conf
+
+    if nodes_file is not None:
+        load_yaml_file(nodes_file)
+    if scheduler_conf is not None:
+        load_scheduler_conf(scheduler_conf)
 
 
 @sandbox.command("nodes")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from batch.api.yamlio import read_text_file
 from batch.sim.engine import ProgressFn
 
 __all__ = ["sim"]
@@ -176,7 +177,7 @@ def _run(
             )
     workload = workload.transformed(capacity_scale=capacity_scale, time_compress=time_compress)
     lifecycle = choose_lifecycle(lifecycle, len(workload.jobs))
-    conf = scheduler_conf.read_text() if scheduler_conf is not None else None
+    conf = read_text_file(scheduler_conf) if scheduler_conf is not None else None
     policies = policies_for(conf=conf, compare=names, period=period, lifecycle=lifecycle)
     click.echo(
         f"trace {workload.name}: {len(workload.jobs)} jobs, {workload.cluster.node_count} nodes, "

@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import click
@@ -29,7 +28,14 @@ from batch.api.admission import (
     admit,
 )
 from batch.api.kinds import kind_for_object
-from batch.api.yamlio import dump_yaml, iter_documents, yaml_error_summary
+from batch.api.yamlio import (
+    FileInputError,
+    dump_yaml,
+    iter_documents,
+    manifest_paths,
+    read_text_file,
+    yaml_error_summary,
+)
 from batch.cli.limits import limit_options
 
 
@@ -49,10 +55,9 @@ class _Loaded:
 def _load(path: str) -> _Loaded:
     loaded = _Loaded()
     try:
-        text = Path(path).read_text(encoding="utf-8") if path != "-" else sys.stdin.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        loaded.problems.append(f"{path}: cannot read file: {reason}")
+        text = read_text_file(path) if path != "-" else sys.stdin.read()
+    except FileInputError as exc:
+        loaded.problems.append(str(exc))
         return loaded
     index = 0
     try:
@@ -92,21 +97,6 @@ def _lookup_from(path: str | None, extra_queues: list[Mapping[str, Any]]) -> Adm
     return StaticLookup(queues, namespaces)
 
 
-def _expand(paths: tuple[str, ...]) -> list[str]:
-    """Files as given; a directory stands for its *.yaml, *.yml and *.json files, recursively."""
-    out: list[str] = []
-    for p in paths:
-        path = Path(p)
-        if p != "-" and path.is_dir():
-            found = sorted(
-                str(f) for f in path.rglob("*") if f.suffix in (".yaml", ".yml", ".json")
-            )
-            out.extend(found or [p])
-        else:
-            out.append(p)
-    return out
-
-
 def _served_kind(obj: Any) -> str | None:
     """The admission kind of a document, or None when Tephra does not serve it."""
     if not isinstance(obj, Mapping):
@@ -133,7 +123,7 @@ def validate(
 ) -> None:
     """Default and validate Volcano/Tephra objects offline, as admission would."""
     failures = 0
-    loaded = [_load(f) for f in _expand(files)]
+    loaded = [_load(f) for f in manifest_paths(files)]
     for item in loaded:
         for problem in item.problems:
             click.echo(problem, err=True)

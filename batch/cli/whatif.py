@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from batch.api.yamlio import read_text_file
+
 __all__ = ["whatif"]
 
 
@@ -64,7 +66,7 @@ def whatif(
             raise SimInputError(
                 f"--db: no jobs with a known run time submitted in the last {since}"
             )
-        conf = scheduler_conf.read_text() if scheduler_conf is not None else None
+        conf = read_text_file(scheduler_conf) if scheduler_conf is not None else None
         click.echo(
             f"replaying {len(workload.jobs)} recorded jobs on {cluster.node_count} nodes "
             f"({cluster.gpu_milli_total / 1000:g} GPUs), twice",

@@ -17,12 +17,15 @@ from typing import Any
 
 import yaml
 
+from batch.api.errors import UserError
+from batch.api.yamlio import FileInputError, read_text_file, yaml_error_summary
+
 __all__ = ["ClusterAccess", "KubeConfigError", "load_access"]
 
 _SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-class KubeConfigError(ValueError):
+class KubeConfigError(UserError):
     """The kubeconfig is missing, unreadable or incomplete."""
 
 
@@ -67,11 +70,12 @@ def _ssl_context(
 
 def _from_kubeconfig(path: Path, context_name: str | None) -> ClusterAccess:
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise KubeConfigError(f"cannot read kubeconfig {path}: {exc.strerror}") from None
+        doc = yaml.safe_load(read_text_file(path))
+    except FileInputError as exc:
+        raise KubeConfigError(f"cannot read kubeconfig {path}: {exc.reason}") from None
     except yaml.YAMLError as exc:
-        raise KubeConfigError(f"kubeconfig {path} is not valid YAML: {exc}") from None
+        summary = yaml_error_summary(exc)
+        raise KubeConfigError(f"kubeconfig {path} is not valid YAML: {summary}") from None
     if not isinstance(doc, dict):
         raise KubeConfigError(f"kubeconfig {path} is not a mapping")
 

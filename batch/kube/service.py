@@ -32,6 +32,7 @@ from prometheus_client import disable_created_metrics
 
 from batch.api.events import identity
 from batch.api.resources import parse_resource_list
+from batch.api.yamlio import FileInputError, read_text_file
 from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRequest
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
@@ -46,7 +47,7 @@ from batch.scheduler import Scheduler
 from batch.scheduler.config import ConfigError, SchedulerConfig, load_config
 from batch.scheduler.framework.decisions import Decisions, Event
 
-__all__ = ["SchedulerOptions", "SchedulerService", "run_scheduler"]
+__all__ = ["SchedulerOptions", "SchedulerService", "load_scheduler_conf", "run_scheduler"]
 
 log = logging.getLogger(__name__)
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -73,16 +74,21 @@ class SchedulerOptions:
     db_url: str | None = None
 
 
-def _load_conf(path: Path | None) -> SchedulerConfig:
+def load_scheduler_conf(path: Path | None) -> SchedulerConfig:
+    """The scheduler configuration in `path` (Tephra's default when None); a ConfigError names
+    the file."""
     from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 
     if path is None:
         return load_config(TEPHRA_DEFAULT_CONFIG)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read scheduler configuration {path}: {exc.strerror}") from None
-    return load_config(text)
+        text = read_text_file(path)
+    except FileInputError as exc:
+        raise ConfigError(f"cannot read scheduler configuration {path}: {exc.reason}") from None
+    try:
+        return load_config(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 class SchedulerService:
@@ -91,7 +97,7 @@ class SchedulerService:
     def __init__(self, options: SchedulerOptions, *, access: ClusterAccess | None = None) -> None:
         self.options = options
         self.access = access or load_access(options.kubeconfig)
-        self.config = _load_conf(options.scheduler_conf)
+        self.config = load_scheduler_conf(options.scheduler_conf)
         self._conf_mtime = (
             options.scheduler_conf.stat().st_mtime if options.scheduler_conf else None
         )
@@ -131,7 +137,7 @@ class SchedulerService:
             return
         self._conf_mtime = mtime
         try:
-            self.config = _load_conf(path)
+            self.config = load_scheduler_conf(path)
             self.scheduler = Scheduler(self.cache, self.config)
             log.info("reloaded scheduler configuration from %s", path)
         except ConfigError as exc:

@@ -16,10 +16,12 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from batch.api.errors import UserError
+
 ENV_URL = "TEPHRA_DB_URL"
 
 
-class LedgerConfigError(ValueError):
+class LedgerConfigError(UserError):
     """A user-supplied database setting is unusable (message names the setting)."""
 
 

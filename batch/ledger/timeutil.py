@@ -9,11 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from batch.api.errors import UserError
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-class TimeSpecError(ValueError):
+class TimeSpecError(UserError):
     """A time or duration the user typed is not understood."""
 
 

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from batch.api.yamlio import load_yaml_file
 from batch.sandbox.core import Core
 from batch.sandbox.crds import load_crds
 from batch.sandbox.emulator import NodeEmulator
@@ -105,11 +106,7 @@ class Sandbox:
             self.workloads.start(loop)
         nodes = list(self.initial_nodes)
         if opts.nodes_file is not None:
-            import yaml
-
-            nodes += [
-                d for d in yaml.safe_load_all(opts.nodes_file.read_text()) if isinstance(d, dict)
-            ]
+            nodes += [d for d in load_yaml_file(opts.nodes_file) if isinstance(d, dict)]
         install_objects(self.core, _flatten(nodes))
         self._server = WireServer(self.http.handle)
         self.port = await self._server.start(opts.host, opts.port)

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from batch.api.yamlio import yaml_error_summary
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.registry import ACTIONS, PLUGINS, ensure_builtins
 
@@ -134,7 +135,8 @@ def load_config(text: str) -> SchedulerConfig:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"scheduler configuration is not valid YAML: {exc}") from None
+        summary = yaml_error_summary(exc)
+        raise ConfigError(f"scheduler configuration is not valid YAML: {summary}") from None
     if not isinstance(doc, Mapping):
         raise ConfigError("scheduler configuration must be a mapping with 'actions' and 'tiers'")
     unknown = set(doc) - _TOP_KEYS

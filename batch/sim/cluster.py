@@ -29,9 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from batch.api.resources import to_internal
+from batch.api.yamlio import FileInputError, load_yaml_file
 from batch.sim.errors import SimInputError
 
 __all__ = [
@@ -274,14 +273,16 @@ def parse_cluster_spec(data: Any, *, source: str = "cluster spec") -> ClusterSpe
 
 
 def load_cluster_spec(path: str | Path) -> ClusterSpec:
-    p = Path(path)
+    docs = _documents(path)
+    return parse_cluster_spec(docs[0] if len(docs) == 1 else docs, source=str(path))
+
+
+def _documents(path: str | Path) -> list[Any]:
+    """The non-empty documents of a YAML file (SimInputError naming the file)."""
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise SimInputError(f"{p}: cannot read cluster spec: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SimInputError(f"{p}: not valid YAML: {exc}") from None
-    return parse_cluster_spec(data, source=str(p))
+        return [d for d in load_yaml_file(path) if d is not None]
+    except FileInputError as exc:
+        raise SimInputError(str(exc)) from None
 
 
 def cluster_from_nodes(nodes: Sequence[Mapping[str, Any]], *, source: str) -> ClusterSpec:
@@ -309,12 +310,7 @@ def cluster_from_nodes(nodes: Sequence[Mapping[str, Any]], *, source: str) -> Cl
 def load_cluster_file(path: str | Path) -> ClusterSpec:
     """A cluster spec (`nodeGroups:`) or a Node manifest file (multi-document or `kind: List`)."""
     p = Path(path)
-    try:
-        docs = [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
-    except OSError as exc:
-        raise SimInputError(f"{p}: cannot read cluster file: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SimInputError(f"{p}: not valid YAML: {exc}") from None
+    docs = _documents(p)
     if len(docs) == 1 and isinstance(docs[0], Mapping) and "nodeGroups" in docs[0]:
         return parse_cluster_spec(docs[0], source=str(p))
     nodes: list[Mapping[str, Any]] = []

@@ -5,8 +5,10 @@ The CLI prints them as one line, never as a traceback.
 
 from __future__ import annotations
 
+from batch.api.errors import UserError
+
 __all__ = ["SimInputError"]
 
 
-class SimInputError(ValueError):
+class SimInputError(UserError):
     """Bad input to the simulator; the message names the file/field and the rule."""

@@ -68,3 +68,13 @@ def test_user_error_is_one_line_and_exit_1(tmp_path: Path) -> None:
         f"{bad}:1: PyTorchJob default/j: spec.pytorchReplicaSpecs.Worker.replicas: must be an "
         "integer >= 0, got -1"
     )
+
+
+def test_a_directory_stands_for_its_manifests_as_for_validate(tmp_path: Path) -> None:
+    """`tephra gang DIR` printed an IsADirectoryError traceback (issue 15, item 5)."""
+    (tmp_path / "mpi").mkdir()
+    (tmp_path / "mpi" / "pi.yaml").write_text((frameworks_dir() / "mpi" / "pi.yaml").read_text())
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    code, out, err = run(str(tmp_path))
+    assert code == 0, err
+    assert "# MPIJob default/pi: adapter mpi" in out

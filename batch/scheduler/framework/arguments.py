@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from batch.api.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError):
     """A scheduler configuration problem, with a message naming the offending field."""
 
 
