@@ -30,6 +30,7 @@ __all__ = [
     "MEMORY",
     "PODS",
     "Resource",
+    "describe_amount",
     "format_resource_list",
     "from_internal",
     "is_byte_resource",
@@ -84,6 +85,22 @@ def from_internal(name: str, amount: int) -> str:
         decimal = format_quantity(amount, "DecimalSI")
         return binary if len(binary) <= len(decimal) else decimal
     return format_quantity(Fraction(amount, 1000), "DecimalSI")
+
+
+_BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def describe_amount(name: str, amount: int) -> str:
+    """An internal amount of resource `name` for people to read (not a canonical quantity):
+    38400 milli-GPUs read `38.4`, 1500m cpu `1.5`, memory in the largest binary unit."""
+    if is_count_resource(name):
+        return str(amount)
+    if is_byte_resource(name):
+        for unit, size in _BINARY_UNITS:
+            if abs(amount) >= size:
+                return f"{round(amount / size, 1):g}{unit}"
+        return str(amount)
+    return f"{amount / 1000:g}"
 
 
 def parse_resource_list(rl: Mapping[str, str | int | float] | None) -> dict[str, int]:

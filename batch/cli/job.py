@@ -16,6 +16,7 @@ import click
 import yaml
 
 from batch.api.errors import one_line
+from batch.api.resources import describe_amount, parse_resource_list
 from batch.api.yamlio import FileInputError, load_yaml_file
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -448,6 +449,62 @@ def queue_position(
     return 0, len(line)
 
 
+#: minResources keys that are quota names (requests.cpu, count/pods), not resources
+_QUOTA_KEYS = ("requests.", "limits.", "count/")
+
+
+def _parent(queue: Mapping[str, Any]) -> str:
+    name = (queue.get("metadata") or {}).get("name")
+    return str((queue.get("spec") or {}).get("parent") or ("" if name == "root" else "root"))
+
+
+def _weight(queue: Mapping[str, Any]) -> int:
+    weight = (queue.get("spec") or {}).get("weight")
+    return weight if isinstance(weight, int) and weight > 0 else 1
+
+
+def queue_share(
+    queue: Mapping[str, Any],
+    queues: Sequence[Mapping[str, Any]],
+    capacity: Mapping[str, int],
+    resources: Sequence[str],
+) -> str:
+    """A queue's weight among the queues of its parent, and what it holds (status.allocated)
+    of the cluster's `capacity` (internal amounts) in each of `resources`."""
+    name = str((queue.get("metadata") or {}).get("name"))
+    parent = _parent(queue)
+    siblings = sum(_weight(q) for q in queues if _parent(q) == parent and _parent(q))
+    allocated = parse_resource_list((queue.get("status") or {}).get("allocated") or {})
+    held = []
+    for res in resources:
+        amount, total = allocated.get(res, 0), capacity.get(res, 0)
+        of = f" of {describe_amount(res, total)}" if total else ""
+        pct = f" ({100 * amount / total:.0f}%)" if total else ""
+        held.append(f"{describe_amount(res, amount)}{of} {res}{pct}")
+    return (
+        f"queue {name}: weight {_weight(queue)} of {max(siblings, _weight(queue))} among the "
+        f"queues under {parent or '(none)'}; holds {', '.join(held)}"
+    )
+
+
+def _capacity(kube: Kube) -> dict[str, int]:
+    """The allocatable resources of every node, summed (internal amounts)."""
+    nodes = kube.get_or_none(kube.core.list_node)
+    total: dict[str, int] = {}
+    for node in nodes.items if nodes is not None else []:
+        for res, amount in parse_resource_list(node.status.allocatable or {}).items():
+            total[res] = total.get(res, 0) + amount
+    return total
+
+
+def _share_line(kube: Kube, pg: Mapping[str, Any], queue: Mapping[str, Any]) -> str:
+    queues = kube.get_or_none(lambda: kube.co.list_cluster_custom_object(*SCHED, "queues"))
+    asked = (pg.get("spec") or {}).get("minResources") or {}
+    resources = [r for r in sorted(asked) if r != "pods" and not r.startswith(_QUOTA_KEYS)]
+    items = (queues or {}).get("items") or []
+    return queue_share(queue, items, _capacity(kube), resources or ["cpu"])
+
+
 @job.command("why")
 @kube_options
 @click.argument("name")
@@ -526,5 +583,7 @@ def job_why(kubeconfig: Path | None, name: str, namespace: str) -> None:
         pos, total = queue_position(pg, groups["items"], priorities)
         if pos:
             click.echo(f"  queue position: {pos} of {total} waiting in queue {queue_name}")
+        if queue is not None:
+            click.echo(f"  {_share_line(kube, pg, queue)}")
     if reasons == 0 and pg_phase in ("Pending", "Inqueue"):
         click.echo("  no reason recorded yet (the scheduler has not examined this gang)")

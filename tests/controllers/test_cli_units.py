@@ -1,4 +1,4 @@
-"""Pure helpers of the job/queue CLI: column layout, resource flags, queue position."""
+"""Pure helpers of the job/queue CLI: column layout, resource flags, queue position and share."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import click
 import pytest
 
-from batch.cli.job import parse_resources, queue_position, table
+from batch.cli.job import parse_resources, queue_position, queue_share, table
 
 
 def pg(
@@ -38,6 +38,29 @@ def test_queue_position_orders_by_priority_then_age() -> None:
     assert queue_position(groups[0], groups, prio) == (2, 3)
     assert queue_position(groups[1], groups, prio) == (3, 3)
     assert queue_position(groups[3], groups, prio) == (0, 3)
+
+
+def queue(name: str, weight: int, parent: str = "", allocated: dict[str, str] | None = None) -> Any:
+    spec: dict[str, Any] = {"weight": weight, **({"parent": parent} if parent else {})}
+    return {"metadata": {"name": name}, "spec": spec, "status": {"allocated": allocated or {}}}
+
+
+def test_queue_share_gives_the_queue_weight_and_holdings() -> None:
+    """`tephra job why` says what the job's queue holds of the cluster (issue 15, item 6)."""
+    queues = [
+        queue("root", 1),
+        queue("default", 1, allocated={"cpu": "4", "nvidia.com/gpu": "2"}),
+        queue("prod", 2, parent="root"),
+        queue("team", 5, parent="prod"),
+    ]
+    capacity = {"cpu": 128_000, "nvidia.com/gpu": 32_000}
+    line = queue_share(queues[1], queues, capacity, ["nvidia.com/gpu", "cpu"])
+    assert line == (
+        "queue default: weight 1 of 3 among the queues under root; holds 2 of 32 nvidia.com/gpu "
+        "(6%), 4 of 128 cpu (3%)"
+    )
+    line = queue_share(queues[3], queues, {}, ["nvidia.com/gpu"])
+    assert line == "queue team: weight 5 of 5 among the queues under prod; holds 0 nvidia.com/gpu"
 
 
 def test_table_and_resources() -> None:

@@ -297,3 +297,34 @@ def test_node_sampling_knobs_limit_candidates() -> None:
     ssn.placer.sample = (100, 5, 0)
     assert ssn.placer._num_to_find(10000) == 500  # kube adaptive: max(5, 50 - 10000/125) %
     ssn.rollback()
+
+
+def test_overcommit_reason_gives_the_figures() -> None:
+    """Issue 15, item 6: "5/0 tasks in gang unschedulable ... exceed 1.2 x cluster capacity
+    minus used" said neither how much was asked nor what the cluster has."""
+    c = cluster(4, cpu="64", memory="256Gi", gpu=8)  # 32 GPUs
+    c.apply("PodGroup", "ADDED", f.podgroup("running", phase="Running"))
+    running = f.pod("running-0", group="running", gpu=2, node_name="n0", phase="Running")
+    c.apply("Pod", "ADDED", running)
+    c.apply(
+        "PodGroup",
+        "ADDED",
+        f.podgroup("big", min_member=5, phase="Pending", min_resources={"nvidia.com/gpu": "40"}),
+    )
+    conf = "actions: enqueue\ntiers: [{plugins: [{name: gang}, {name: overcommit}]}]"
+    d = run(c, conf)
+    reason = d.pending_reasons["default/big"]
+    assert reason.message == (
+        "resource in cluster is overused: needs 40 nvidia.com/gpu; cluster has 32, 38.4 with "
+        "overcommit factor 1.2; 2 in use"
+    )
+    assert reason.details["resources"]["nvidia.com/gpu"] == {
+        "needs": 40000,
+        "admitted": 0,
+        "capacity": 32000,
+        "overcommitted": 38400,
+        "used": 2000,
+    }
+    [cond] = d.podgroup_status[("default", "big")]["conditions"]
+    # the gang's pods do not exist before admission: the gang counts minMember tasks, not 0
+    assert cond["message"].startswith("5/5 tasks in gang unschedulable: resource in cluster")

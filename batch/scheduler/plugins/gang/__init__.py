@@ -4,9 +4,10 @@ JobValid: enough valid tasks for minAvailable (and per-role minTaskMember). JobO
 are not ready yet go first. JobReady / JobPipelined / JobStarving: the readiness helpers of §4.2.
 Preemptable/Reclaimable: victims only from jobs whose ready count exceeds minAvailable, at most
 the surplus per job. On session close: an ``Unschedulable`` condition (reason
-NotEnoughResources, message "<k>/<n> tasks in gang unschedulable: <why>", transitionID = session
-uid) for every job that is not ready, a ``Scheduled`` condition for ready ones, and a Warning
-event ``Unschedulable`` for not-ready jobs in phase Pending/Inqueue/Unknown.
+NotEnoughResources, message "<k>/<n> tasks in gang unschedulable: <why>", n being the number of
+tasks but at least minMember, where Volcano prints 0 before the pods exist; transitionID =
+session uid) for every job that is not ready, a ``Scheduled`` condition for ready ones, and a
+Warning event ``Unschedulable`` for not-ready jobs in phase Pending/Inqueue/Unknown.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ class GangPlugin(Plugin):
                 unready = job.min_available - job.ready_task_num()
                 reason = ssn.reasons.get(job.uid)
                 why = reason.message if reason is not None else "pod group is not ready"
-                msg = f"{max(unready, 0)}/{len(job.tasks)} tasks in gang unschedulable: {why}"
+                # before admission the gang's pods do not exist yet: it still has minMember
+                size = max(len(job.tasks), job.min_available)
+                msg = f"{max(unready, 0)}/{size} tasks in gang unschedulable: {why}"
                 cond = {
                     "type": "Unschedulable",
                     "status": "True",

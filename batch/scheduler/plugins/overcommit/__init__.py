@@ -4,7 +4,9 @@ idle = TotalResource x ``overcommit-factor`` (default 1.2; values < 1 reset to 1
 used; inqueue = Σ minResources of Inqueue jobs (minus scheduling-gated pods) + the un-started part
 of Running jobs (per resource, max(0, minResources - allocated), minus gated pods).
 JobEnqueueable permits iff inqueue + job.minResources <= idle on the dimensions minResources
-requests; otherwise Reject with event "resource in cluster is overused".
+requests; otherwise Reject with event "resource in cluster is overused", and a pending reason
+giving, for each resource short, what the job needs, what other admitted jobs hold, the cluster's
+capacity with and without the factor, and what is in use (details["resources"]).
 JobEnqueued adds the job's minResources to inqueue.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from batch.api.resources import describe_amount
 from batch.model.info import JobInfo
 from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS
@@ -58,8 +61,10 @@ class OvercommitPlugin(Plugin):
         k = round(self.factor * 1_000_000)
         millions, rest = np.divmod(ssn.total_resource, 1_000_000)
         scaled = millions * k + rest * k // 1_000_000
-        used = nd.used[:, nd.valid].sum(axis=1)
-        self.idle = scaled - used
+        self.total = ssn.total_resource
+        self.scaled = scaled
+        self.used = nd.used[:, nd.valid].sum(axis=1)
+        self.idle = scaled - self.used
         sums = JobSums.of(ssn.cache, "overcommit", (ssn.resources.capacity,))
         sums.refresh(ssn.jobs, inqueue_contribution)
         inqueue = ssn.resources.zeros()
@@ -76,15 +81,7 @@ class OvercommitPlugin(Plugin):
             if bool((need <= self.idle[dims]).all()):
                 return PERMIT
             ssn.event(job, "Warning", "Unschedulable", "resource in cluster is overused")
-            ssn.set_reason(
-                PendingReason(
-                    job.uid,
-                    "NotEnqueued",
-                    "resource in cluster is overused: the job's minResources plus already "
-                    f"admitted jobs exceed {self.factor:g} x cluster capacity minus used",
-                    details={"rejected_by": "overcommit"},
-                )
-            )
+            ssn.set_reason(self._overused(ssn, job, mr, dims[need > self.idle[dims]]))
             return REJECT
 
         def enqueued(job: JobInfo) -> None:
@@ -93,3 +90,35 @@ class OvercommitPlugin(Plugin):
 
         ssn.add_job_enqueueable_fn(enqueueable)
         ssn.add_job_enqueued_fn(enqueued)
+
+    def _overused(self, ssn: Session, job: JobInfo, needs: IntVec, dims: IntVec) -> PendingReason:
+        """Why `job` (minResources `needs`) is not admitted, with the figures of each resource
+        in `dims`, those that are short."""
+        figures = {
+            ssn.resources.names[d]: {
+                "needs": int(needs[d]),
+                "admitted": int(self.inqueue[d]),
+                "capacity": int(self.total[d]),
+                "overcommitted": int(self.scaled[d]),
+                "used": int(self.used[d]),
+            }
+            for d in dims
+        }
+        said = ". ".join(self._explain(name, f) for name, f in figures.items())
+        return PendingReason(
+            job.uid,
+            "NotEnqueued",
+            f"resource in cluster is overused: {said}",
+            details={"rejected_by": "overcommit", "resources": figures},
+        )
+
+    def _explain(self, name: str, f: dict[str, int]) -> str:
+        def amount(key: str) -> str:
+            return describe_amount(name, f[key])
+
+        admitted = f" with {amount('admitted')} admitted to other jobs" if f["admitted"] else ""
+        return (
+            f"needs {amount('needs')} {name}{admitted}; cluster has {amount('capacity')}, "
+            f"{amount('overcommitted')} with overcommit factor {self.factor:g}; "
+            f"{amount('used')} in use"
+        )
