@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import tempfile
 import time
@@ -45,6 +46,20 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
         yield plane
 
 
+def json_request(
+    url: str, method: str, body: Any = None, context: ssl.SSLContext | None = None
+) -> tuple[int, Any]:
+    """One JSON request to an API server: (status code, decoded answer), errors included."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, context=context, timeout=30) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"null")
+
+
 class Api:
     """Raw JSON requests to the real apiserver as its admin (what every test here needs)."""
 
@@ -53,14 +68,7 @@ class Api:
         self.ctx = plane.ssl_context()
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.plane.server + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as answer:
-                return answer.status, json.loads(answer.read() or b"null")
-        except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read() or b"null")
+        return json_request(self.plane.server + path, method, body, self.ctx)
 
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         # A new discovery cache each call: one filled before the CRDs existed would hide them.

@@ -8,15 +8,12 @@ that Tephra does not model are core/v1 fields and are kept."""
 from __future__ import annotations
 
 import copy
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.real.conftest import Api
+from tests.real.conftest import Api, json_request
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 
@@ -53,17 +50,7 @@ def sandbox_post() -> Iterator[Post]:
     from batch.sandbox.testing import run_sandbox
 
     with run_sandbox() as sb:
-
-        def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
-            req = urllib.request.Request(sb.url + path, data=json.dumps(body).encode())
-            req.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(req, timeout=30) as answer:
-                    return answer.status, json.loads(answer.read())
-            except urllib.error.HTTPError as err:
-                return err.code, json.loads(err.read())
-
-        yield post
+        yield lambda path, body: json_request(sb.url + path, "POST", body)
 
 
 def servers(api: Api, sandbox_post: Post) -> dict[str, Post]:
