@@ -8,6 +8,12 @@ assumed to exist, be Open and be leaves unless `--queues FILE` gives them (Queue
 documents; Queues defined in the validated files count too). The size limits are the admission
 defaults unless `--max-pods-per-job`/`--max-task-replicas` give the cluster's. A directory
 argument means its *.yaml, *.yml and *.json files, recursively. Exit status 1 on any error.
+
+Unknown fields are errors (rule `unknownField`), as `kubectl apply --validate=strict` makes
+them: each field the kind's generated CRD schema does not declare, by path
+(`spec.minAvaliable`), which the API server would otherwise drop without a word. Pod templates
+(`spec.tasks[*].template`) and other places the CRDs keep verbatim are checked against nothing,
+and neither is `metadata` nor a core `v1 Pod`.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import click
@@ -24,10 +31,13 @@ from batch.api.admission import (
     AdmissionLimits,
     AdmissionLookup,
     AssumeAllQueues,
+    FieldError,
     StaticLookup,
     admit,
 )
-from batch.api.kinds import kind_for_object
+from batch.api.admission.common import object_ref
+from batch.api.crdgen import openapi_schema
+from batch.api.kinds import KindInfo, kind_for_object
 from batch.api.yamlio import (
     FileInputError,
     dump_yaml,
@@ -37,6 +47,7 @@ from batch.api.yamlio import (
     yaml_error_summary,
 )
 from batch.cli.limits import limit_options
+from batch.sandbox.schema import unknown_fields
 
 
 @dataclass
@@ -107,6 +118,29 @@ def _served_kind(obj: Any) -> str | None:
     return info.kind if info else None
 
 
+@cache
+def _schema(info: KindInfo) -> dict[str, Any]:
+    return openapi_schema(info)
+
+
+def _unknown_field_errors(obj: Any) -> list[FieldError]:
+    """What `--validate=strict` refuses: the fields the kind's CRD schema would prune."""
+    info = kind_for_object(obj) if isinstance(obj, Mapping) else None
+    if info is None or not isinstance(obj, dict):
+        return []
+    ref = object_ref(info.kind, obj, namespaced=info.scope == "Namespaced")
+    return [
+        FieldError(
+            path=path,
+            rule="unknownField",
+            message=f'unknown field "{path}": not in the {info.kind} schema, '
+            "so the API server would drop it",
+            ref=ref,
+        )
+        for path in unknown_fields(obj, _schema(info))
+    ]
+
+
 @click.command("validate")
 @click.argument("files", nargs=-1, required=True)
 @click.option(
@@ -150,9 +184,10 @@ def validate(
         result = admit(
             kind=kind, operation="CREATE", obj=doc.obj, old=None, lookup=lookup, limits=limits
         )
-        if not result.allowed:
+        errors = [*_unknown_field_errors(doc.obj), *result.errors]
+        if errors:
             invalid += 1
-            for err in result.errors:
+            for err in errors:
                 click.echo(f"{where} {err}", err=True)
             continue
         valid += 1

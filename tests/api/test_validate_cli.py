@@ -200,3 +200,29 @@ def test_crds_command(tmp_path: Path) -> None:
     blocker.write_text("x")
     result = runner.invoke(crds, ["--out", str(blocker / "sub")])
     assert result.exit_code == 1 and "cannot write CRDs" in result.stderr
+
+
+def test_unknown_fields_are_errors_naming_the_path(tmp_path: Path) -> None:
+    """As `kubectl apply --validate=strict`: a typo is an error, not a silently pruned field."""
+    path = tmp_path / "typo.yaml"
+    job = make_job(minAvaliable=1)
+    job["spec"]["tasks"][0]["replicaz"] = 2
+    job["spec"]["tasks"][0]["template"]["spec"]["madeUp"] = True  # a pod template keeps it
+    path.write_text(yaml.safe_dump_all([job, make_queue("q", wieght=2)]))
+    code, out, err = run(str(path))
+    assert code == 1
+    assert f"{path}:1 Job ml/train: spec.minAvaliable: unknownField (" in err
+    assert f"{path}:1 Job ml/train: spec.tasks[0].replicaz: unknownField (" in err
+    assert f"{path}:2 Queue q: spec.wieght: unknownField (" in err
+    assert "madeUp" not in err
+    assert "0 valid, 2 invalid, 0 skipped" in err
+    assert out == ""
+
+
+def test_unknown_fields_with_other_errors_are_all_reported(tmp_path: Path) -> None:
+    path = tmp_path / "both.yaml"
+    path.write_text(yaml.safe_dump(make_job(minAvailable=7, minAvaliable=1)))
+    code, _out, err = run(str(path))
+    assert code == 1
+    assert "spec.minAvaliable: unknownField (" in err
+    assert "spec.minAvailable: minAvailableLessEqualReplicas (" in err
