@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime as dt
-import ipaddress
 import json
 import logging
 import ssl
@@ -32,6 +30,16 @@ from batch.api.admission import (
     StaticLookup,
     admit,
 )
+from batch.kube.certs import self_signed
+
+__all__ = [
+    "ClusterFacts",
+    "make_app",
+    "review_response",
+    "self_signed",
+    "serve",
+    "server_ssl_context",
+]
 
 log = logging.getLogger(__name__)
 
@@ -198,50 +206,6 @@ def make_app(
 
         app.on_cleanup.append(_close)
     return app
-
-
-def self_signed(
-    directory: Path, *, hosts: Sequence[str] = ("localhost", "127.0.0.1")
-) -> tuple[Path, Path]:
-    """Write a development key and self-signed certificate (SANs = hosts); returns (cert, key)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
-    sans: list[x509.GeneralName] = []
-    for h in hosts:
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
-        except ValueError:
-            sans.append(x509.DNSName(h))
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    key_path.chmod(0o600)
-    return cert_path, key_path
 
 
 def server_ssl_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:

@@ -12,8 +12,6 @@ No Go is needed to import this module; only starting a control plane needs the b
 from __future__ import annotations
 
 import base64
-import datetime as dt
-import ipaddress
 import shutil
 import socket
 import ssl
@@ -24,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import yaml
 
@@ -204,104 +202,36 @@ def _free_ports(count: int) -> list[int]:
 
 # ---------------------------------------------------------------------------------- PKI
 def _write_pki(directory: Path) -> dict[str, Path]:
-    from cryptography import x509
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from batch.kube.certs import issue, new_key, write_pem
 
     if directory.exists():
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
-    ca_key, ca_cert = _issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tephra-ca")]))
-    server_key, server_cert = _issue(
-        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
-        issuer=(ca_key, ca_cert),
-        sans=[
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-            x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
-            x509.DNSName("localhost"),
-            x509.DNSName("kubernetes.default.svc"),
-        ],
+    ca = issue("tephra-ca")
+    server = issue(
+        "kube-apiserver",
+        issuer=ca,
+        hosts=["127.0.0.1", "10.0.0.1", "localhost", "kubernetes.default.svc"],
         usage=ExtendedKeyUsageOID.SERVER_AUTH,
     )
-    admin_key, admin_cert = _issue(
-        x509.Name(
-            [
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                x509.NameAttribute(NameOID.COMMON_NAME, "tephra-admin"),
-            ]
-        ),
-        issuer=(ca_key, ca_cert),
+    admin = issue(
+        "tephra-admin",
+        organization="system:masters",
+        issuer=ca,
         usage=ExtendedKeyUsageOID.CLIENT_AUTH,
     )
-    files = {
-        "ca": _pem(directory / "ca.crt", ca_cert),
-        "server": _pem(directory / "apiserver.crt", server_cert),
-        "server-key": _pem(directory / "apiserver.key", server_key),
-        "admin": _pem(directory / "admin.crt", admin_cert),
-        "admin-key": _pem(directory / "admin.key", admin_key),
+    sa_key = new_key()
+    return {
+        "ca": write_pem(directory / "ca.crt", ca[1]),
+        "server": write_pem(directory / "apiserver.crt", server[1]),
+        "server-key": write_pem(directory / "apiserver.key", server[0]),
+        "admin": write_pem(directory / "admin.crt", admin[1]),
+        "admin-key": write_pem(directory / "admin.key", admin[0]),
+        "sa-key": write_pem(directory / "sa.key", sa_key),
+        "sa-pub": write_pem(directory / "sa.pub", sa_key.public_key()),
     }
-    sa_key = _new_key()
-    files["sa-key"] = _pem(directory / "sa.key", sa_key)
-    files["sa-pub"] = _pem(directory / "sa.pub", sa_key.public_key())
-    return files
-
-
-def _new_key() -> Any:
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _issue(
-    subject: Any,
-    *,
-    issuer: tuple[Any, Any] | None = None,
-    sans: list[Any] | None = None,
-    usage: Any = None,
-) -> tuple[Any, Any]:
-    """A key and its certificate: self-signed CA when `issuer` is None, else a leaf."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-
-    key = _new_key()
-    now = dt.datetime.now(dt.UTC)
-    signer_key, signer_cert = issuer if issuer else (key, None)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(signer_cert.subject if signer_cert else subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
-    )
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    if usage is not None:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    return key, builder.sign(signer_key, hashes.SHA256())
-
-
-def _pem(path: Path, item: Any) -> Path:
-    from cryptography.hazmat.primitives import serialization
-
-    if hasattr(item, "private_bytes"):
-        data = item.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        path.write_bytes(data)
-        path.chmod(0o600)
-    elif hasattr(item, "subject"):
-        path.write_bytes(item.public_bytes(serialization.Encoding.PEM))
-    else:
-        path.write_bytes(
-            item.public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
-        )
-    return path
 
 
 def _write_kubeconfig(path: Path, server: str, pki: dict[str, Path]) -> None:
