@@ -2,7 +2,9 @@
 
 Thin shell over `batch.sim.whatif`: reads the workload from the ledger (`--db`, `--since`), the
 cluster from `--cluster`, runs Tephra's scheduler once with today's queue configuration and once
-with the `--set` changes, and prints who gains and who loses.
+with the `--set` changes, and prints who gains and who loses. It says on stderr how many
+recorded jobs it replays and what it leaves out, per reason, and which `--set` queues are new
+(not in the ledger: added, with no recorded jobs).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def whatif(
     from batch.sim.cluster import load_cluster_file
     from batch.sim.errors import SimInputError
     from batch.sim.traces.ledger import load_ledger
-    from batch.sim.whatif import compare_queue_configs, format_whatif, parse_change
+    from batch.sim.whatif import compare_queue_configs, format_whatif, new_queues, parse_change
 
     try:
         parsed = [parse_change(c) for c in changes]
@@ -67,9 +69,13 @@ def whatif(
                 f"--db: no jobs with a known run time submitted in the last {since}"
             )
         conf = read_text_file(scheduler_conf) if scheduler_conf is not None else None
+        for note in workload.notes:
+            click.echo(note, err=True)
+        for name in new_queues(workload.cluster.queues, parsed):
+            click.echo(f"--set queue={name}: not in the ledger, added as a new queue", err=True)
         click.echo(
-            f"replaying {len(workload.jobs)} recorded jobs on {cluster.node_count} nodes "
-            f"({cluster.gpu_milli_total / 1000:g} GPUs), twice",
+            f"running the scheduler twice on {cluster.node_count} nodes "
+            f"({cluster.gpu_milli_total / 1000:g} GPUs)",
             err=True,
         )
         result = compare_queue_configs(workload, parsed, conf=conf, period=period)

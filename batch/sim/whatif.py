@@ -6,12 +6,14 @@ with the queues as they are, once with the changes applied — and reports per q
 time and GPU share move, so the admin sees who gains and who loses before applying anything.
 
 Changes are written like `queue=q1,weight=3` or
-`queue=q2,capability.nvidia.com/gpu=16,reclaimable=false`.
+`queue=q2,capability.nvidia.com/gpu=16,reclaimable=false`. A change naming a queue the workload
+does not have adds that queue (weight 1 unless the change says otherwise): it has no recorded
+jobs, but it takes part in the share and capacity decisions of the proposed run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,7 +23,14 @@ from batch.sim.policies import Policy, policies_for
 from batch.sim.runner import BackendFactory, PolicyRun, run_policy
 from batch.sim.workload import Workload
 
-__all__ = ["QueueChange", "apply_changes", "compare_queue_configs", "format_whatif", "parse_change"]
+__all__ = [
+    "QueueChange",
+    "apply_changes",
+    "compare_queue_configs",
+    "format_whatif",
+    "new_queues",
+    "parse_change",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +83,17 @@ def parse_change(text: str) -> QueueChange:
     return QueueChange(queue, weight, tuple(capability), tuple(guarantee), reclaimable)
 
 
+def new_queues(queues: Sequence[QueueSpec], changes: Sequence[QueueChange]) -> list[str]:
+    """The queues that `changes` name and `queues` lack, in order: `apply_changes` adds them."""
+    known = {q.name for q in queues}
+    return list(dict.fromkeys(ch.queue for ch in changes if ch.queue not in known))
+
+
 def apply_changes(queues: Sequence[QueueSpec], changes: Sequence[QueueChange]) -> list[QueueSpec]:
+    """`queues` with `changes` applied; a queue not in `queues` is added after them."""
     by_name = {q.name: q for q in queues}
     for ch in changes:
-        q = by_name.get(ch.queue)
-        if q is None:
-            raise SimInputError(
-                f"--set queue={ch.queue}: no such queue (known: {', '.join(sorted(by_name))})"
-            )
+        q = by_name.get(ch.queue) or QueueSpec(ch.queue)
         if ch.weight is not None:
             q = replace(q, weight=ch.weight)
         if ch.capability:
@@ -91,7 +103,7 @@ def apply_changes(queues: Sequence[QueueSpec], changes: Sequence[QueueChange]) -
         if ch.reclaimable is not None:
             q = replace(q, reclaimable=ch.reclaimable)
         by_name[ch.queue] = q
-    return [by_name[q.name] for q in queues]
+    return list(by_name.values())
 
 
 @dataclass(slots=True)
@@ -118,40 +130,58 @@ def compare_queue_configs(
         replace(policy, name="proposed"),
         backend_factory=backend_factory,
     )
-    rows: list[dict[str, Any]] = []
     weights_now = {q.name: q.weight for q in workload.cluster.queues}
     weights_new = {q.name: q.weight for q in proposed_queues}
-    for name in current.result.metrics.queue_names:
-        a = current.summary["queues"].get(name)
-        b = proposed.summary["queues"].get(name)
-        if a is None or b is None:
-            continue
-        wa, wb = a.get("queue_delay_mean_s"), b.get("queue_delay_mean_s")
-        sa, sb = a.get("allocated_share") or 0.0, b.get("allocated_share") or 0.0
-        if wa is not None and wb is not None and abs(wb - wa) > 1e-9:
-            verdict = "gains" if wb < wa else "loses"
-        elif abs(sb - sa) > 1e-9:
-            verdict = "gains" if sb > sa else "loses"
-        else:
-            verdict = "same"
-        rows.append(
-            {
-                "queue": name,
-                "weight_now": weights_now.get(name, 1),
-                "weight_proposed": weights_new.get(name, 1),
-                "jobs": a.get("jobs"),
-                "wait_mean_now_s": wa,
-                "wait_mean_proposed_s": wb,
-                "wait_p99_now_s": a.get("queue_delay_p99_s"),
-                "wait_p99_proposed_s": b.get("queue_delay_p99_s"),
-                "share_now": sa,
-                "share_proposed": sb,
-                "deserved_now": a.get("deserved_share"),
-                "deserved_proposed": b.get("deserved_share"),
-                "verdict": verdict,
-            }
-        )
+    added = set(new_queues(workload.cluster.queues, changes))
+    names = dict.fromkeys([*current.result.metrics.queue_names, *weights_new])
+    rows = [
+        _row(name, name in added, current.summary, proposed.summary, weights_now, weights_new)
+        for name in names
+    ]
     return WhatIfResult(current, proposed, rows)
+
+
+def _verdict(new: bool, a: dict[str, Any], b: dict[str, Any]) -> str:
+    if new:
+        return "new"
+    wa, wb = a.get("queue_delay_mean_s"), b.get("queue_delay_mean_s")
+    sa, sb = a.get("allocated_share") or 0.0, b.get("allocated_share") or 0.0
+    if wa is not None and wb is not None and abs(wb - wa) > 1e-9:
+        return "gains" if wb < wa else "loses"
+    if abs(sb - sa) > 1e-9:
+        return "gains" if sb > sa else "loses"
+    return "same"
+
+
+def _row(
+    name: str,
+    new: bool,
+    current: dict[str, Any],
+    proposed: dict[str, Any],
+    weights_now: dict[str, int],
+    weights_new: dict[str, int],
+) -> dict[str, Any]:
+    """One queue's comparison; a queue without jobs (or new) has no waits and zero shares."""
+    a: dict[str, Any] = current["queues"].get(name) or {}
+    b: dict[str, Any] = proposed["queues"].get(name) or {}
+    wa, wb = a.get("queue_delay_mean_s"), b.get("queue_delay_mean_s")
+    sa, sb = a.get("allocated_share") or 0.0, b.get("allocated_share") or 0.0
+    return {
+        "queue": name,
+        "new": new,
+        "weight_now": None if new else weights_now.get(name, 1),
+        "weight_proposed": weights_new.get(name, 1),
+        "jobs": a.get("jobs") or b.get("jobs") or 0,
+        "wait_mean_now_s": wa,
+        "wait_mean_proposed_s": wb,
+        "wait_p99_now_s": a.get("queue_delay_p99_s"),
+        "wait_p99_proposed_s": b.get("queue_delay_p99_s"),
+        "share_now": sa,
+        "share_proposed": sb,
+        "deserved_now": a.get("deserved_share"),
+        "deserved_proposed": b.get("deserved_share"),
+        "verdict": _verdict(new, a, b),
+    }
 
 
 def format_whatif(result: WhatIfResult) -> str:
@@ -163,18 +193,21 @@ def format_whatif(result: WhatIfResult) -> str:
     def p(v: Any) -> str:
         return "-" if v is None else f"{float(v) * 100:.1f}%"
 
+    def pair(fmt: Callable[[Any], str], now: Any, proposed: Any) -> str:
+        return "-" if now is None and proposed is None else f"{fmt(now)}->{fmt(proposed)}"
+
     head = ["queue", "weight", "jobs", "wait mean", "wait p99", "GPU share", "deserved", "verdict"]
     table = [head]
     for r in result.rows:
         table.append(
             [
                 r["queue"],
-                f"{r['weight_now']}->{r['weight_proposed']}",
+                f"{'new' if r['weight_now'] is None else r['weight_now']}->{r['weight_proposed']}",
                 str(r["jobs"]),
-                f"{s(r['wait_mean_now_s'])}->{s(r['wait_mean_proposed_s'])}",
-                f"{s(r['wait_p99_now_s'])}->{s(r['wait_p99_proposed_s'])}",
+                pair(s, r["wait_mean_now_s"], r["wait_mean_proposed_s"]),
+                pair(s, r["wait_p99_now_s"], r["wait_p99_proposed_s"]),
                 f"{p(r['share_now'])}->{p(r['share_proposed'])}",
-                f"{p(r['deserved_now'])}->{p(r['deserved_proposed'])}",
+                pair(p, r["deserved_now"], r["deserved_proposed"]),
                 r["verdict"],
             ]
         )

@@ -176,5 +176,7 @@ def test_whatif_cli(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, [*args, "--set", "queue=q1,weight=5", "--json"])
     assert r.exit_code == 0, r.output
     assert {row["queue"] for row in __import__("json").loads(r.stdout)["queues"]} == {"q1", "q2"}
-    r = CliRunner().invoke(main, [*args, "--set", "queue=nope,weight=2"])
-    assert r.exit_code != 0 and "no such queue" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(main, [*args, "--set", "queue=nope,weight=2"])  # a new queue
+    assert r.exit_code == 0, r.output
+    assert "--set queue=nope: not in the ledger, added as a new queue" in r.stderr
+    assert any(line.startswith("nope ") and "new->2" in line for line in r.stdout.splitlines())

@@ -4,8 +4,10 @@ Why this exists: the most relevant workload for a what-if is the one the cluster
 Each ledger job submitted in the window becomes a SimJob: its queue, its gang shape (per role,
 from the recorded pod attempts; else the job's replicas and total requests split evenly),
 its gang size (`min_available`, else every pod) and its run time (`finished_at -
-first_started_at`; a job still running counts until now). Jobs that never started have no
-known run time and are left out (counted in the notes). The queue configuration in force now
+first_started_at`; a job still running counts until now). What is left out is counted per
+reason in the notes: jobs that never started (no known run time), jobs with neither pod
+attempts nor replicas (no known gang shape) and jobs submitted before the window. The queue
+configuration in force now
 (latest `queue_configs` row per queue) gives the weights, capabilities and guarantees. The
 cluster is not in the ledger: give it with `--cluster` (a cluster spec or the Node manifests
 the cluster runs, e.g. the file given to `tephra sandbox up --nodes`).
@@ -15,10 +17,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -33,6 +35,8 @@ __all__ = ["load_ledger", "parse_since"]
 
 _SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_NEVER_STARTED = "never started (run time unknown)"
+_NO_SHAPE = "without pods or replicas (gang shape unknown)"
 
 
 def parse_since(text: str) -> float:
@@ -80,6 +84,7 @@ def load_ledger(
                 for p in s.scalars(select(PodAttempt).where(PodAttempt.job_uid.in_(chunk))):
                     if p.job_uid is not None:
                         pods[p.job_uid].append(p)
+            older = s.scalar(select(func.count(Job.uid)).where(Job.submitted_at < cutoff)) or 0
             configs = list(
                 s.scalars(
                     select(QueueConfig)
@@ -97,17 +102,19 @@ def load_ledger(
     for cfg in configs:
         latest[cfg.queue] = cfg
     jobs: list[SimJob] = []
-    skipped = 0
+    left_out: Counter[str] = Counter()
+    if older:
+        left_out[f"submitted before the last {since}"] = older
     origin = min((_utc(r.submitted_at) for r in rows if r.submitted_at), default=cutoff)
     for r in rows:
         if r.first_started_at is None or r.submitted_at is None:
-            skipped += 1
+            left_out[_NEVER_STARTED] += 1
             continue
         end = _utc(r.finished_at) if r.finished_at is not None else now
         run_time = max((end - _utc(r.first_started_at)).total_seconds(), 0.0)
         tasks = _shape(r, pods.get(r.uid, []))
         if not tasks:
-            skipped += 1
+            left_out[_NO_SHAPE] += 1
             continue
         total = sum(t.replicas for t in tasks)
         jobs.append(
@@ -140,9 +147,9 @@ def load_ledger(
             "(a cluster spec or Node manifests)"
         )
     where = url.rsplit("@", maxsplit=1)[-1]
-    notes = [f"ledger: {len(jobs)} jobs submitted in the last {since} ({where})"]
-    if skipped:
-        notes.append(f"ledger: {skipped} jobs left out (never started: run time unknown)")
+    recorded = len(jobs) + left_out.total()
+    notes = [f"ledger: replaying {len(jobs)} of {recorded} recorded jobs ({where})"]
+    notes.extend(f"ledger: left out {n} {why}" for why, n in sorted(left_out.items()))
     return Workload(
         name="ledger",
         jobs=sort_jobs(jobs),

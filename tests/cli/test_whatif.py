@@ -1,0 +1,134 @@
+"""`tephra whatif` as the README shows it: the example runs as written, says what it leaves out
+of the replay and why, and a queue named in `--set` that the ledger does not know is added."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy.orm import Session
+
+from batch.cli.main import main
+from batch.ledger.db import make_engine
+from batch.ledger.migrate import upgrade
+from batch.ledger.models import Job, PodAttempt, QueueConfig
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+NODES = "".join(
+    f"---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}}}\n"
+    "status: {allocatable: {cpu: '32', memory: 256Gi, nvidia.com/gpu: '4', pods: '110'}}\n"
+    for i in range(2)
+)
+
+
+def readme_whatif() -> list[str]:
+    """The `tephra whatif` command of README.md's sh block, continuation lines joined."""
+    blocks = re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    for block in blocks:
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            if line.startswith("tephra whatif "):
+                return shlex.split(line)[1:]
+    raise AssertionError("README.md has no sh block with a tephra whatif command")
+
+
+def _job(uid: str, queue: str, submitted: dt.datetime, *, started: bool = True) -> Job:
+    start = submitted + dt.timedelta(seconds=20) if started else None
+    return Job(
+        uid=uid,
+        namespace="ml",
+        name=uid,
+        kind="VCJob",
+        queue=queue,
+        requested_cpu_milli=2000,
+        requested_gpu_milli=2000,
+        replicas={"worker": 2},
+        min_available=2,
+        submitted_at=submitted,
+        first_started_at=start,
+        finished_at=start + dt.timedelta(seconds=300) if start else None,
+        updated_at=submitted,
+    )
+
+
+def fill_ledger(url: str) -> None:
+    now = dt.datetime.now(dt.UTC)
+    upgrade(url)
+    engine = make_engine(url)
+    with Session(engine) as s:
+        for i in range(4):
+            queue = "research" if i % 2 else "default"
+            s.add(_job(f"run-{i}", queue, now - dt.timedelta(hours=3, minutes=-i)))
+            s.add(
+                PodAttempt(
+                    pod_uid=f"pod-{i}",
+                    namespace="ml",
+                    name=f"run-{i}-worker-0",
+                    job_uid=f"run-{i}",
+                    role="worker",
+                    queue=queue,
+                    cpu_milli=1000,
+                    gpu_milli=1000,
+                )
+            )
+        s.add(_job("waiting", "research", now - dt.timedelta(hours=1), started=False))
+        shapeless = _job("shapeless", "default", now - dt.timedelta(hours=2))
+        shapeless.replicas = {}
+        s.add(shapeless)
+        s.add(_job("old", "research", now - dt.timedelta(days=30)))
+        for queue in ("default", "research"):
+            s.add(
+                QueueConfig(
+                    queue=queue,
+                    valid_from=now - dt.timedelta(days=1),
+                    config_hash=queue,
+                    weight=1,
+                    reclaimable=True,
+                )
+            )
+        s.commit()
+    engine.dispose()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with the README's files: the ledger of --db and the nodes of --cluster."""
+    args = readme_whatif()
+    db = args[args.index("--db") + 1]
+    assert db.startswith("sqlite:///") and not db.startswith("sqlite:////"), (
+        f"the README's --db {db} should be a relative SQLite path the test can create"
+    )
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / args[args.index("--cluster") + 1]).write_text(NODES)
+    fill_ledger(db)
+    return tmp_path
+
+
+def test_the_readme_example_runs_as_written(workdir: Path) -> None:
+    args = readme_whatif()
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    assert "1->3" in rows["research"]
+    assert "prod" in rows, result.stdout  # the queue of --set, new: it has no recorded jobs
+    assert "new" in rows["prod"]
+    err = result.stderr
+    assert "replaying 4 of 7 recorded jobs" in err, err
+    assert "1 never started (run time unknown)" in err, err
+    assert "1 without pods or replicas (gang shape unknown)" in err, err
+    assert "1 submitted before the last 7d" in err, err
+    assert "--set queue=prod: not in the ledger, added as a new queue" in err, err
+
+
+def test_json_lists_the_new_queue(workdir: Path) -> None:
+    result = CliRunner().invoke(main, [*readme_whatif(), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["queue"]: r for r in json.loads(result.stdout)["queues"]}
+    assert rows["prod"]["new"] is True and rows["prod"]["jobs"] == 0
+    assert rows["prod"]["weight_now"] is None and rows["prod"]["weight_proposed"] == 1
+    assert rows["research"]["new"] is False and rows["research"]["jobs"] == 2
