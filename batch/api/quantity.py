@@ -17,6 +17,10 @@ Grammar (Kubernetes `resource.Quantity`)::
 
 Like Kubernetes, a non-zero value is rounded up (away from zero) to a multiple of 1e-9, and
 `MilliValue`/`Value` round up as well.
+
+Kubernetes' `resource.Quantity` documents that no quantity may represent a number greater than
+2^63-1 in magnitude (its `Value`/`MilliValue` are int64 and wrap beyond it). `check_int64` applies
+that bound to the integer a quantity is counted as (bytes, or thousandths for cpu).
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ from typing import Literal
 from batch.api.errors import UserError
 
 __all__ = [
+    "MAX_INT64",
     "Quantity",
     "QuantityError",
     "QuantityFormat",
+    "QuantityRangeError",
+    "check_int64",
     "format_quantity",
     "parse_quantity",
 ]
@@ -64,8 +71,25 @@ _MAX_EXPONENT = 100
 _NANO = Fraction(1, 10**9)
 
 
+#: Kubernetes' bound on a quantity's magnitude in the unit it is counted in (int64).
+MAX_INT64 = 2**63 - 1
+
+
 class QuantityError(UserError):
     """A string that is not a valid Kubernetes quantity."""
+
+
+class QuantityRangeError(QuantityError):
+    """A valid quantity whose counted integer exceeds Kubernetes' int64 bound."""
+
+
+def check_int64(amount: int, text: object, unit: str) -> int:
+    """`amount` (the integer `text` is counted as, in `unit`) if it fits Kubernetes' int64."""
+    if abs(amount) > MAX_INT64:
+        raise QuantityRangeError(
+            f"quantity {text!r} is too large: Kubernetes bounds a quantity by 2^63-1 {unit}"
+        )
+    return amount
 
 
 def _round_up_nano(value: Fraction) -> Fraction:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Literal
 
-from batch.api.quantity import Quantity, QuantityError, format_quantity
+from batch.api.quantity import Quantity, QuantityError, check_int64, format_quantity
 
 __all__ = [
     "CPU",
@@ -35,6 +35,7 @@ __all__ = [
     "from_internal",
     "is_byte_resource",
     "is_count_resource",
+    "is_extended_resource",
     "parse_resource_list",
     "to_internal",
 ]
@@ -62,6 +63,14 @@ def is_byte_resource(name: str) -> bool:
     return base in _BYTE_RESOURCES or base.startswith("hugepages-")
 
 
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' extended resources (`nvidia.com/gpu`): a prefixed name outside
+    `kubernetes.io/`, not a quota key. Kubernetes accepts only whole amounts of them."""
+    if name.startswith("requests.") or "/" not in name:
+        return False
+    return "kubernetes.io/" not in name
+
+
 def is_count_resource(name: str) -> bool:
     """True for plain object counts (`pods`, `count/pods`, ...)."""
     base = _base_name(name)
@@ -69,11 +78,13 @@ def is_count_resource(name: str) -> bool:
 
 
 def to_internal(name: str, value: str | int | float | Fraction) -> int:
-    """Convert one quantity of resource `name` to Tephra's integer unit for it."""
+    """Convert one quantity of resource `name` to Tephra's integer unit for it.
+
+    Raises QuantityRangeError when that integer exceeds Kubernetes' int64 bound."""
     quantity = Quantity.parse(value)
     if is_byte_resource(name) or is_count_resource(name):
-        return quantity.int_value()
-    return quantity.milli_value()
+        return check_int64(quantity.int_value(), value, "units")
+    return check_int64(quantity.milli_value(), value, "thousandths")
 
 
 def from_internal(name: str, amount: int) -> str:

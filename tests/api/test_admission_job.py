@@ -402,6 +402,30 @@ CONTAINER_REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
         "portRange",
     ),
     (
+        "memory above Kubernetes' int64 bound",
+        {"resources": {"requests": {"memory": "16Ei"}}},
+        "spec.tasks[0].template.spec.containers[0].resources.requests.memory",
+        "maxQuantity",
+    ),
+    (
+        "cpu whose milli-value overflows int64",
+        {"resources": {"limits": {"cpu": "9223372036854775807"}}},
+        "spec.tasks[0].template.spec.containers[0].resources.limits.cpu",
+        "maxQuantity",
+    ),
+    (
+        "half a gpu",
+        {"resources": {"limits": {"nvidia.com/gpu": "0.5"}}},
+        "spec.tasks[0].template.spec.containers[0].resources.limits[nvidia.com/gpu]",
+        "integer",
+    ),
+    (
+        "milli gpu",
+        {"resources": {"requests": {"example.com/fpga": "100m"}}},
+        "spec.tasks[0].template.spec.containers[0].resources.requests[example.com/fpga]",
+        "integer",
+    ),
+    (
         "container name",
         {"name": "Main"},
         "spec.tasks[0].template.spec.containers[0].name",
@@ -647,3 +671,13 @@ def test_container_needs_image() -> None:
         "spec.tasks[0].template.spec.containers[0].image",
         "required",
     )
+
+
+def test_a_job_whose_total_request_overflows_int64_is_refused() -> None:
+    """Each pod fits Kubernetes' bound, but the gang's minResources would not (issue 20.2)."""
+    job = _container_job(resources={"requests": {"memory": "5Ei"}})
+    job["spec"]["tasks"][0]["replicas"] = 2
+    assert only_error(create(job)) == ("spec.tasks", "maxQuantity")
+    job["spec"]["tasks"][0]["replicas"] = 1
+    job["spec"]["minAvailable"] = 1
+    assert create(job).allowed

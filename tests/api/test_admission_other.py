@@ -59,6 +59,12 @@ QUEUE_REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
         "nonNegative",
     ),
     (
+        "capability above Kubernetes' int64 bound",
+        {"capability": {"memory": "16Ei"}},
+        "spec.capability.memory",
+        "maxQuantity",
+    ),
+    (
         "deserved above capability",
         {"capability": {"cpu": "4"}, "deserved": {"cpu": "8"}},
         "spec.deserved.cpu",
@@ -239,6 +245,9 @@ def test_podgroup_rejections() -> None:
     }
     assert errors_of(run("PodGroup", _pg(minResources={"cpu": "abc"}))) == {
         ("spec.minResources.cpu", "quantity")
+    }
+    assert errors_of(run("PodGroup", _pg(minResources={"cpu": "9223372036854775807"}))) == {
+        ("spec.minResources.cpu", "maxQuantity")
     }
     result = run("PodGroup", _pg(networkTopology={"highestTierAllowed": 1, "highestTierName": "s"}))
     assert errors_of(result) == {("spec.networkTopology", "exclusive")}

@@ -161,3 +161,12 @@ def test_ordering_is_preserved(a: Fraction, b: Fraction) -> None:
 @given(st.integers(min_value=0, max_value=10**15), st.sampled_from(["cpu", "memory", "pods"]))
 def test_internal_round_trip(amount: int, name: str) -> None:
     assert to_internal(name, from_internal(name, amount)) == amount
+
+
+def test_internal_amounts_are_bounded_like_kubernetes() -> None:
+    """Kubernetes bounds a quantity by 2^63-1 in the unit it is counted in (MilliValue for cpu)."""
+    assert to_internal("memory", "7Ei") == 7 * 2**60
+    assert to_internal("cpu", "9223372036854775") == 9223372036854775000
+    for name, text in (("memory", "16Ei"), ("memory", "8Ei"), ("cpu", "9223372036854775807")):
+        with pytest.raises(QuantityError, match="2\\^63-1"):
+            to_internal(name, text)

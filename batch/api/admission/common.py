@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from batch.api.base import KubeModel
-from batch.api.quantity import QuantityError
-from batch.api.resources import to_internal
+from batch.api.quantity import QuantityError, QuantityRangeError
+from batch.api.resources import is_extended_resource, to_internal
 
 from .types import FieldError
 
@@ -21,6 +21,7 @@ __all__ = [
     "Errors",
     "as_dict",
     "as_list",
+    "check_amount",
     "is_dns1123_label",
     "is_dns1123_subdomain",
     "is_go_duration",
@@ -149,18 +150,45 @@ def schema_validate(model: type[KubeModel], obj: Mapping[str, Any], errors: Erro
 
 
 def quantity_amount(resource: str, value: Any) -> int | None:
-    """Internal integer amount of a quantity (see batch.api.resources), None when unparsable."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
+    """Internal integer amount of a quantity (see batch.api.resources), None when unparsable
+    or beyond Kubernetes' bound."""
+    amount = _amount(resource, value)
+    return amount if isinstance(amount, int) else None
+
+
+def check_amount(
+    resource: str, value: Any, path: str, errors: Errors, *, whole_extended: bool = False
+) -> int | None:
+    """The internal amount of one ResourceList entry, or None after adding the error: not a
+    quantity, negative, beyond Kubernetes' int64 bound, or (with `whole_extended`, as Kubernetes
+    checks container resources) a fraction of an extended resource such as `nvidia.com/gpu`."""
+    amount = _amount(resource, value)
+    if isinstance(amount, tuple):
+        errors.add(path, *amount)
         return None
-    return _amount(resource, type(value).__name__, value)
+    if amount < 0:
+        errors.add(path, "nonNegative", f"quantity {value!r} must not be negative")
+        return None
+    if whole_extended and is_extended_resource(resource) and amount % 1000:
+        errors.add(path, "integer", f"{value!r} must be an integer ({resource} is counted whole)")
+        return None
+    return amount
+
+
+def _amount(resource: str, value: Any) -> int | tuple[str, str]:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return "quantity", f"invalid quantity {value!r}"
+    return _cached_amount(resource, type(value).__name__, value)
 
 
 @functools.lru_cache(maxsize=8192)
-def _amount(resource: str, _kind: str, value: str | int | float) -> int | None:
+def _cached_amount(resource: str, _kind: str, value: str | int | float) -> int | tuple[str, str]:
     try:
         return to_internal(resource, value)
+    except QuantityRangeError as exc:
+        return "maxQuantity", str(exc)
     except (QuantityError, ValueError, OverflowError):
-        return None
+        return "quantity", f"invalid quantity {value!r}"
 
 
 def json_copy(value: Any) -> Any:

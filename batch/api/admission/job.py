@@ -29,11 +29,13 @@ from batch.api.constants import (
 )
 from batch.api.core import Container, PodTemplateSpec
 from batch.api.job import JobSpec, LifecyclePolicy, NetworkTopologySpec, TaskSpec
+from batch.api.quantity import QuantityRangeError, check_int64
 
 from .common import (
     Errors,
     as_dict,
     as_list,
+    check_amount,
     is_dns1123_label,
     is_go_duration,
     is_qualified_name,
@@ -210,12 +212,8 @@ def _validate_container(c: Container, path: str, errors: Errors) -> None:
             amounts[kind] = {}
             for rname, value in rl.items():
                 qpath = join(join(join(path, "resources"), kind), rname)
-                amount = quantity_amount(rname, value)
-                if amount is None:
-                    errors.add(qpath, "quantity", f"invalid quantity {value!r}")
-                elif amount < 0:
-                    errors.add(qpath, "nonNegative", f"quantity {value!r} must not be negative")
-                else:
+                amount = check_amount(rname, value, qpath, errors, whole_extended=True)
+                if amount is not None:
                     amounts[kind][rname] = amount
         for rname, req in amounts["requests"].items():
             lim = amounts["limits"].get(rname)
@@ -355,6 +353,35 @@ def _check_size(spec: JobSpec, path: str, limits: AdmissionLimits, errors: Error
     return True
 
 
+def _pod_amounts(task: TaskSpec) -> dict[str, int]:
+    """What one pod of `task` asks for: Σ containers (requests, else limits); bad values skipped
+    (the container checks report them)."""
+    pod_spec = task.template.spec if task.template else None
+    total: dict[str, int] = {}
+    for cont in (pod_spec.containers or []) if pod_spec else []:
+        res = cont.resources
+        wanted = {**((res.limits or {}) if res else {}), **((res.requests or {}) if res else {})}
+        for rname, value in wanted.items():
+            amount = quantity_amount(rname, value)
+            if amount is not None and amount > 0:
+                total[rname] = total.get(rname, 0) + amount
+    return total
+
+
+def _check_totals(tasks: list[TaskSpec], path: str, errors: Errors) -> None:
+    """The job's whole request (replicas x pod) is a PodGroup's minResources at most: it must fit
+    Kubernetes' int64 bound too, or the scheduler could not account the gang."""
+    total: dict[str, int] = {}
+    for task in tasks:
+        for rname, amount in _pod_amounts(task).items():
+            total[rname] = total.get(rname, 0) + amount * (task.replicas or 0)
+    for rname in sorted(total):
+        try:
+            check_int64(total[rname], f"{rname} of all replicas", "units")
+        except QuantityRangeError as exc:
+            errors.add(path, "maxQuantity", str(exc))
+
+
 def validate_job_spec(
     spec: JobSpec,
     *,
@@ -444,6 +471,7 @@ def validate_job_spec(
             validate_network_topology(pp.network_topology, join(ppath, "networkTopology"), errors)
     if tasks:
         _check_dag(tasks, tpath, errors)
+        _check_totals(tasks, tpath, errors)
     if spec.min_available is not None and spec.min_available > total_replicas:
         errors.add(
             join(path, "minAvailable"),

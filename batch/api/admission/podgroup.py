@@ -15,7 +15,7 @@ from typing import Any
 from batch.api.constants import ANN_QUEUE_NAME, DEFAULT_QUEUE, QUEUE_OPEN
 from batch.api.scheduling import PodGroup
 
-from .common import Errors, as_dict, join, quantity_amount
+from .common import Errors, as_dict, check_amount, join
 from .job import validate_network_topology
 from .limits import DEFAULT_LIMITS, AdmissionLimits
 from .types import AdmissionLookup
@@ -64,11 +64,7 @@ def validate_podgroup(
         if n < 0:
             errors.add(join("spec.minTaskMember", task), "minimum", "must be >= 0")
     for rname, value in (spec.min_resources or {}).items():
-        amount = quantity_amount(rname, value)
-        if amount is not None and amount < 0:
-            errors.add(
-                join("spec.minResources", rname), "nonNegative", f"{value!r} must not be negative"
-            )
+        check_amount(rname, value, join("spec.minResources", rname), errors)
     validate_network_topology(spec.network_topology, "spec.networkTopology", errors)
     names: set[str] = set()
     for i, sg in enumerate(spec.sub_group_policy or []):

@@ -16,7 +16,7 @@ from typing import Any
 from batch.api.constants import ANN_HIERARCHY, ANN_HIERARCHY_WEIGHTS, DEFAULT_QUEUE, ROOT_QUEUE
 from batch.api.scheduling import Queue
 
-from .common import Errors, as_dict, is_dns1123_subdomain, join, quantity_amount
+from .common import Errors, as_dict, check_amount, is_dns1123_subdomain, join
 from .types import AdmissionLookup
 
 __all__ = ["mutate_queue", "validate_queue", "validate_queue_delete"]
@@ -52,12 +52,8 @@ def mutate_queue(obj: dict[str, Any]) -> None:
 def _amounts(rl: Mapping[str, Any] | None, path: str, errors: Errors) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, value in (rl or {}).items():
-        amount = quantity_amount(name, value)
-        if amount is None:
-            errors.add(join(path, name), "quantity", f"invalid quantity {value!r}")
-        elif amount < 0:
-            errors.add(join(path, name), "nonNegative", f"quantity {value!r} must not be negative")
-        else:
+        amount = check_amount(name, value, join(path, name), errors)
+        if amount is not None:
             out[name] = amount
     return out
 
