@@ -70,7 +70,7 @@ from batch.controllers.jobspec import (
     podgroup_spec,
     tasks_of,
 )
-from batch.controllers.plugins import build_plugins
+from batch.controllers.plugins import PluginArgsError, build_plugins
 from batch.controllers.timeutil import format_time, merge_patch, parse_duration, parse_time
 
 JSON = dict[str, Any]
@@ -357,7 +357,13 @@ def reconcile_job(
         return _refuse_oversized(ref, phase, too_big, now)
     total = sum(t.replicas for t in tasks)
     min_av = job_min_available(job)
-    plugins = build_plugins(job)
+    try:
+        plugins = build_plugins(job)
+    except PluginArgsError as exc:
+        if phase == "":
+            return _refuse_job(ref, "InvalidPluginArguments", str(exc), now)
+        plugins = []  # never expanded further, but its Commands and pods are still handled
+        result.notes.append(str(exc))
     layout = ",".join(f"{t.name}={t.replicas}" for t in tasks)
 
     # ---- initialisation (phase "") -----------------------------------------------------------
@@ -764,16 +770,24 @@ def _missing_pods(
 def _refuse_oversized(ref: ObjectRef, phase: str, message: str, now: datetime) -> ReconcileResult:
     """A job over the size limits is never expanded (no PodGroup, plugin objects or pods): a new
     one fails at once, saying why; one scaled over them is left as it is until scaled back."""
+    if phase == "":
+        return _refuse_job(ref, "JobTooLarge", message, now)
     result = ReconcileResult(notes=[message])
     result.actions.append(EmitEvent(ref, "JobTooLarge", message, type="Warning"))
-    if phase == "":
-        stamp = format_time(now)
-        state = {"phase": c.FAILED, "reason": "JobTooLarge", "message": message}
-        status = {
-            "state": {**state, "lastTransitionTime": stamp},
-            "conditions": [{"status": c.FAILED, "lastTransitionTime": stamp}],
-        }
-        result.actions.append(PatchStatus(ref, status))
+    return result
+
+
+def _refuse_job(ref: ObjectRef, reason: str, message: str, now: datetime) -> ReconcileResult:
+    """Fail a new job the controller cannot act on, saying why (a Warning event too)."""
+    result = ReconcileResult(notes=[message])
+    result.actions.append(EmitEvent(ref, reason, message, type="Warning"))
+    stamp = format_time(now)
+    state = {"phase": c.FAILED, "reason": reason, "message": message}
+    status = {
+        "state": {**state, "lastTransitionTime": stamp},
+        "conditions": [{"status": c.FAILED, "lastTransitionTime": stamp}],
+    }
+    result.actions.append(PatchStatus(ref, status))
     return result
 
 

@@ -132,6 +132,24 @@ REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.plugins.mpi",
         "mpiMaster",
     ),
+    (
+        "ssh port not a number",
+        {"plugins": {"ssh": ["--ssh-port=notaport"]}},
+        "spec.plugins.ssh",
+        "pluginArgument",
+    ),
+    (
+        "svc flag not a bool",
+        {"plugins": {"svc": ["--disable-network-policy=maybe"]}},
+        "spec.plugins.svc",
+        "pluginArgument",
+    ),
+    (
+        "pytorch port out of range",
+        {"plugins": {"pytorch": ["--port", "70000"], "svc": []}},
+        "spec.plugins.pytorch",
+        "pluginArgument",
+    ),
     ("invalid task name", {"tasks": [make_task("Bad_Name")]}, "spec.tasks[0].name", "pattern"),
     (
         "pod name too long",
@@ -390,18 +408,6 @@ CONTAINER_REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
         "nonNegative",
     ),
     (
-        "request above limit",
-        {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}},
-        "spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
-        "requestsLessEqualLimits",
-    ),
-    (
-        "host port range",
-        {"ports": [{"containerPort": 80, "hostPort": 70000}]},
-        "spec.tasks[0].template.spec.containers[0].ports[0].hostPort",
-        "portRange",
-    ),
-    (
         "memory above Kubernetes' int64 bound",
         {"resources": {"requests": {"memory": "16Ei"}}},
         "spec.tasks[0].template.spec.containers[0].resources.requests.memory",
@@ -424,6 +430,18 @@ CONTAINER_REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
         {"resources": {"requests": {"example.com/fpga": "100m"}}},
         "spec.tasks[0].template.spec.containers[0].resources.requests[example.com/fpga]",
         "integer",
+    ),
+    (
+        "request above limit",
+        {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}},
+        "spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
+        "requestsLessEqualLimits",
+    ),
+    (
+        "host port range",
+        {"ports": [{"containerPort": 80, "hostPort": 70000}]},
+        "spec.tasks[0].template.spec.containers[0].ports[0].hostPort",
+        "portRange",
     ),
     (
         "container name",

@@ -179,3 +179,36 @@ def test_pytorch_wait_for_master_and_hcclrank() -> None:
     assert "initContainers" not in master["spec"]
     assert master["metadata"]["annotations"]["hccl/rankIndex"] == "0"
     assert worker["metadata"]["annotations"]["hccl/rankIndex"] == "2"
+
+
+def test_plugin_arguments_of_the_wrong_type_fail_the_job_once() -> None:
+    """Issue 20.3: `ssh: ["--ssh-port=notaport"]` (stored without admission) made every reconcile
+    raise; the job now fails with a reason, and its Commands are still handled."""
+    from batch.controllers import constants as c
+    from batch.controllers.memory import command
+
+    h = Harness(make_job(tasks=[task("worker", 2)], plugins={"ssh": ["--ssh-port=notaport"]}))
+    h.step()
+    state = h.status["state"]
+    assert h.phase == c.FAILED
+    assert state["reason"] == "InvalidPluginArguments"
+    assert "ssh-port" in state["message"] and "notaport" in state["message"]
+    assert not h.pods() and h.podgroup() is None
+    h.cluster.add(command(h.job, "TerminateJob"))
+    h.step(1)
+    assert h.cluster.objects_of("Command") == []
+
+
+def test_plugin_arguments_turning_bad_later_do_not_stop_commands() -> None:
+    from batch.controllers import constants as c
+    from batch.controllers.memory import command
+
+    h = Harness(make_job(tasks=[task("worker", 2)], plugins={"ssh": []}))
+    h.start()
+    job = h.cluster.get("Job", h.ns, h.name)
+    assert job is not None and h.phase == c.RUNNING
+    job["spec"]["plugins"] = {"ssh": ["--ssh-port=notaport"]}  # an update that bypassed admission
+    h.cluster.add(command(h.job, "TerminateJob"))
+    h.step(1)
+    assert h.cluster.objects_of("Command") == []
+    assert h.phase in (c.TERMINATING, c.TERMINATED)

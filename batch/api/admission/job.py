@@ -29,6 +29,7 @@ from batch.api.constants import (
 )
 from batch.api.core import Container, PodTemplateSpec
 from batch.api.job import JobSpec, LifecyclePolicy, NetworkTopologySpec, TaskSpec
+from batch.api.jobplugins import parse_plugin_args, plugin_arg_problems
 from batch.api.quantity import QuantityRangeError, check_int64
 
 from .common import (
@@ -277,13 +278,7 @@ _NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "
 
 def _plugin_arg(args: list[str], key: str, default: str) -> str:
     """A job plugin's `--key=value` or `--key value` (the last one wins), else `default`."""
-    value = default
-    for i, arg in enumerate(args):
-        if arg.startswith(f"--{key}="):
-            value = arg.split("=", 1)[1]
-        elif arg == f"--{key}" and i + 1 < len(args):
-            value = args[i + 1]
-    return value
+    return parse_plugin_args(args).get(key, default)
 
 
 def _tensorflow_hosts(tasks: list[TaskSpec], args: list[str]) -> int:
@@ -488,6 +483,8 @@ def validate_job_spec(
     validate_policies(spec.policies, join(path, "policies"), errors, limits=limits)
     for pname, args in (spec.plugins or {}).items():
         ppath = join(join(path, "plugins"), pname)
+        for problem in plugin_arg_problems(pname, args):
+            errors.add(ppath, "pluginArgument", problem)
         if pname not in JOB_PLUGINS:
             errors.add(
                 ppath, "plugin", f"unknown job plugin {pname!r} ({', '.join(sorted(JOB_PLUGINS))})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from batch.api.jobplugins import parse_plugin_args, plugin_arg_problems
 from batch.controllers.jobspec import TaskView
 
 JSON = dict[str, Any]
@@ -51,31 +52,17 @@ class PluginBase:
         return []
 
 
-def parse_args(args: Sequence[str] | None) -> dict[str, str]:
-    """pflag-style `--key=value`, `--key value` and bare `--flag` (= "true")."""
-    out: dict[str, str] = {}
-    items = list(args or [])
-    i = 0
-    while i < len(items):
-        a = str(items[i]).strip()
-        i += 1
-        if not a.startswith("-"):
-            continue
-        a = a.lstrip("-")
-        if "=" in a:
-            k, v = a.split("=", 1)
-            out[k] = v
-        elif i < len(items) and not str(items[i]).startswith("-"):
-            out[a] = str(items[i])
-            i += 1
-        else:
-            out[a] = "true"
-    return out
+#: The one parser of plugin arguments (admission uses it too).
+parse_args = parse_plugin_args
+
+
+class PluginArgsError(ValueError):
+    """A job's plugin arguments have values of the wrong type (admission refuses them)."""
 
 
 def build_plugins(job: Mapping[str, Any]) -> list[JobPlugin]:
     """Instantiate the job's plugins in a stable order (unknown names are ignored here; the
-    admission webhook rejects them)."""
+    admission webhook rejects them). Raises PluginArgsError when an argument has a wrong type."""
     from batch.controllers.plugins.distributed import (
         HcclRankPlugin,
         MpiPlugin,
@@ -106,6 +93,13 @@ def build_plugins(job: Mapping[str, Any]) -> list[JobPlugin]:
         requested["svc"] = []
     if "mpi" in requested and "ssh" not in requested:
         requested["ssh"] = []
+    problems = [
+        f"plugin {name}: {p}"
+        for name in sorted(requested)
+        for p in plugin_arg_problems(name, requested[name])
+    ]
+    if problems:
+        raise PluginArgsError("; ".join(problems))
     out: list[JobPlugin] = []
     for name, factory in factories.items():
         if name in requested:
