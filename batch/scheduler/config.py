@@ -10,90 +10,21 @@ problem. Unlike Volcano, a bad file is never silently replaced by the default.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+import batch.scheduler.builtins  # noqa: F401 (fills PLUGINS and ACTIONS, read below)
 from batch.api.yamlio import yaml_error_summary
 from batch.scheduler.framework.arguments import Arguments, ConfigError
-from batch.scheduler.framework.registry import ACTIONS, PLUGINS, ensure_builtins
-
-#: every enable switch of a plugin option and the extension points it gates (volcano.md §4.5)
-SWITCHES: dict[str, tuple[str, ...]] = {
-    "enableJobOrder": ("job_order",),
-    "enableHierarchy": (),
-    "enableJobReady": ("job_ready",),
-    "enableJobPipelined": ("job_pipelined",),
-    "enableTaskOrder": ("task_order",),
-    "enablePreemptable": ("preemptable",),
-    "enableReclaimable": ("reclaimable",),
-    "enablePreemptive": ("preemptive",),
-    "enableQueueOrder": ("queue_order",),
-    "enabledClusterOrder": ("cluster_order",),
-    "enablePredicate": ("predicate", "pre_predicate"),
-    "enableBestNode": ("best_node",),
-    "enableNodeOrder": ("node_order",),
-    "enableTargetJob": ("target_job",),
-    "enableReservedNodes": ("reserved_nodes",),
-    "enableJobEnqueued": ("job_enqueueable", "job_enqueued"),
-    "enabledVictim": ("victim_tasks",),
-    "enableJobStarving": ("job_starving",),
-    "enabledOverused": ("overused",),
-    "enabledAllocatable": ("allocatable",),
-    "enabledHyperNodeOrder": ("hypernode_order",),
-    "enabledSubJobReady": ("subjob_ready",),
-    "enabledSubJobPipelined": ("subjob_pipelined",),
-    "enabledSubJobOrder": ("subjob_order",),
-    "enabledHyperNodeGradient": ("hypernode_gradient",),
-}
-#: extension point -> switch that gates it
-GATES: dict[str, str] = {p: s for s, points in SWITCHES.items() for p in points}
-
-
-@dataclass(slots=True, frozen=True)
-class PluginOption:
-    """One ``tiers[].plugins[]`` entry."""
-
-    name: str
-    switches: Mapping[str, bool] = field(default_factory=dict)
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-
-    def enabled(self, point: str) -> bool:
-        """Whether callbacks at extension point ``point`` are registered (default true)."""
-        switch = GATES.get(point)
-        return switch is None or self.switches.get(switch, True)
-
-    @property
-    def hierarchy(self) -> bool:
-        return self.switches.get("enableHierarchy", False)
-
-
-@dataclass(slots=True, frozen=True)
-class Tier:
-    plugins: tuple[PluginOption, ...]
-
-
-@dataclass(slots=True, frozen=True)
-class SchedulerConfig:
-    """A validated scheduler configuration."""
-
-    actions: tuple[str, ...]
-    tiers: tuple[Tier, ...]
-    configurations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    metrics: Mapping[str, Any] = field(default_factory=dict)
-    source: str = ""
-
-    def action_arguments(self, action: str) -> Arguments:
-        return Arguments(f"configurations[{action}]", self.configurations.get(action, {}))
-
-    def plugin(self, name: str) -> PluginOption | None:
-        for tier in self.tiers:
-            for p in tier.plugins:
-                if p.name == name:
-                    return p
-        return None
-
+from batch.scheduler.framework.conf import (
+    GATES,
+    SWITCHES,
+    PluginOption,
+    SchedulerConfig,
+    Tier,
+)
+from batch.scheduler.framework.registry import ACTIONS, PLUGINS
 
 _TOP_KEYS = {"actions", "tiers", "configurations", "metrics"}
 
@@ -131,7 +62,6 @@ def _parse_plugin(i: int, j: int, raw: object) -> PluginOption:
 
 def load_config(text: str) -> SchedulerConfig:
     """Parse and validate a ``volcano-scheduler.conf`` document."""
-    ensure_builtins()
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -292,7 +222,9 @@ def tephra_default() -> SchedulerConfig:
 
 __all__ = [
     "BUILTIN_DEFAULT_CONFIG",
+    "GATES",
     "HELM_DEFAULT_CONFIG",
+    "SWITCHES",
     "TEPHRA_DEFAULT_CONFIG",
     "ConfigError",
     "PluginOption",

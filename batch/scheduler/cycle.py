@@ -12,12 +12,13 @@ from __future__ import annotations
 import gc
 import time
 
+import batch.scheduler.builtins  # noqa: F401 (fills ACTIONS and PLUGINS)
 from batch.model.cache import ClusterCache
 from batch.scheduler.config import SchedulerConfig
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.close import close_session
 from batch.scheduler.framework.decisions import Decisions
-from batch.scheduler.framework.registry import ACTIONS, PLUGINS, ensure_builtins
+from batch.scheduler.framework.registry import ACTIONS, PLUGINS
 from batch.scheduler.framework.session import Session
 
 
@@ -37,7 +38,6 @@ def run_session(
     Everything the session allocates is freed by reference counting; the collector is
     re-enabled (if it was enabled) before returning.
     """
-    ensure_builtins()
     was_enabled = gc.isenabled()
     if pause_gc:
         gc.disable()
@@ -78,16 +78,8 @@ class Scheduler:
 
     def _time_sensitive(self, since: float, now: float) -> bool:
         """Could a plugin decide differently at ``now`` than at ``since`` with the same state?"""
-        mr = self.config.plugin("minruntime")
-        if mr is not None:
-            from batch.scheduler.plugins.minruntime import expires_between
-
-            if expires_between(self.cache, mr.arguments, since, now):
-                return True
         for tier in self.config.tiers:
             for option in tier.plugins:
-                if option.name == "minruntime":
-                    continue  # handled above
                 cls = PLUGINS[option.name]
                 args = Arguments(f"plugin {option.name}", option.arguments)
                 if cls.time_sensitive(self.cache, args, since, now):

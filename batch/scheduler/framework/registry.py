@@ -1,8 +1,10 @@
-"""Plugin and action registries: a new plugin is one folder and one ``register_plugin`` call.
+"""Plugin and action base classes and the name -> class tables a session builds them from.
 
 Volcano builds plugins per session from a name -> builder map; Tephra does the same with classes.
-Built-in actions and plugins register themselves when ``batch.scheduler.builtins`` is imported
-(``ensure_builtins``); other packages (the preempt/reclaim work) register more the same way.
+The tables are filled from outside the framework: ``batch.scheduler.builtins`` registers the
+built-in actions and plugins (it is imported with ``batch.scheduler``), tests and extensions call
+``register_plugin``/``register_action`` the same way. The framework never imports an action or a
+plugin.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from batch.scheduler.framework.arguments import Arguments
 
 if TYPE_CHECKING:
     from batch.model.cache import ClusterCache
+    from batch.scheduler.framework.conf import PluginOption
     from batch.scheduler.framework.session import Session
 
 
@@ -37,6 +40,8 @@ class Plugin:
     def __init__(self, arguments: Arguments) -> None:
         """Parse (and validate) ``arguments``; must raise ConfigError on bad values."""
         self.arguments = arguments
+        #: the configuration entry this plugin was built from (set by the session)
+        self.option: PluginOption | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         """Register extension-point callbacks on ``ssn``."""
@@ -72,5 +77,8 @@ def register_action(cls: type[Action]) -> type[Action]:
 
 
 def ensure_builtins() -> None:
-    """Import the built-in actions and plugins (idempotent)."""
-    import batch.scheduler.builtins  # noqa: F401
+    """Kept for callers: the built-ins are registered whenever this module is importable.
+
+    Importing any ``batch.scheduler`` module imports the package, whose ``cycle`` imports
+    ``batch.scheduler.builtins``; there is nothing left to do here.
+    """

@@ -39,11 +39,11 @@ from batch.scheduler.framework.decisions import (
     Pipeline,
     QueueMetrics,
 )
-from batch.scheduler.framework.registry import PLUGINS, Plugin, ensure_builtins
+from batch.scheduler.framework.registry import PLUGINS, Plugin
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
 
 if TYPE_CHECKING:
-    from batch.scheduler.config import PluginOption, SchedulerConfig
+    from batch.scheduler.framework.conf import PluginOption, SchedulerConfig
     from batch.scheduler.framework.placement import Placer
 
 FloatVec = npt.NDArray[np.float64]
@@ -157,7 +157,6 @@ class Session:
         now: float,
         uid: str | None = None,
     ) -> None:
-        ensure_builtins()
         t0 = time.perf_counter()
         self.cache = cache
         self.config = config
@@ -213,7 +212,7 @@ class Session:
         for ti, tier in enumerate(config.tiers):
             for opt in tier.plugins:
                 plugin = PLUGINS[opt.name](Arguments(f"plugin {opt.name}", opt.arguments))
-                plugin.option = opt  # type: ignore[attr-defined]
+                plugin.option = opt
                 self.plugins.append(plugin)
                 self._cur = (ti, opt)
                 t_plugin = time.perf_counter()

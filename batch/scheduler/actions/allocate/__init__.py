@@ -28,7 +28,7 @@ from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.pq import PriorityQueue
-from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
@@ -66,7 +66,6 @@ def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[Task
     return tasks
 
 
-@register_action
 class Allocate(Action):
     name = "allocate"
     #: reuse the outcome of an identical failed attempt (exact; tests switch it off to compare)

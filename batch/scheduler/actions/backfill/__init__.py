@@ -15,12 +15,11 @@ from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
 from batch.scheduler.actions.allocate import pending_tasks
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
 
-@register_action
 class Backfill(Action):
     name = "backfill"
 

@@ -14,11 +14,10 @@ import time
 from batch.model.info import JobInfo, QueueInfo
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.pq import PriorityQueue
-from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 
 
-@register_action
 class Enqueue(Action):
     name = "enqueue"
 

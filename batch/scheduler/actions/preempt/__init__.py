@@ -51,7 +51,7 @@ from batch.scheduler.actions.preempt.victims import (
     victim_order,
 )
 from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
@@ -84,7 +84,6 @@ def has_topology(job: JobInfo) -> bool:
     return bool(nt) and isinstance(nt, dict) and bool(nt)
 
 
-@register_action
 class Preempt(Action):
     name = "preempt"
 

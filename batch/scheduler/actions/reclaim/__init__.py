@@ -49,7 +49,7 @@ from batch.scheduler.actions.preempt.victims import (
 )
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.pq import PriorityQueue
-from batch.scheduler.framework.registry import Action, register_action
+from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 from batch.scheduler.plugins.proportion import le
@@ -112,7 +112,6 @@ def deserved_of(ssn: Session, queue: str) -> npt.NDArray[np.float64] | None:
     return None
 
 
-@register_action
 class Reclaim(Action):
     name = "reclaim"
 

@@ -16,13 +16,12 @@ import numpy as np
 
 from batch.model.info import TaskTemplate
 from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import FloatVec, Session, SessionNodes
 
 MAX_SCORE = 100
 
 
-@register_plugin
 class BinpackPlugin(Plugin):
     name = "binpack"
 

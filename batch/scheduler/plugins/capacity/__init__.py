@@ -31,7 +31,7 @@ from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.parse import ROOT_QUEUE
 from batch.model.resources import IntVec
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
 from batch.scheduler.plugins.proportion import INF, TOL, capability_vec, publish_shares, vec_of
@@ -71,12 +71,11 @@ class CapAttr:
         return out
 
 
-@register_plugin
 class CapacityPlugin(Plugin):
     name = "capacity"
 
     def on_session_open(self, ssn: Session) -> None:
-        option = getattr(self, "option", None)
+        option = self.option
         hierarchy = bool(option is not None and option.hierarchy)
         total = ssn.total_resource.astype(np.float64)
         total[0] = 0.0

@@ -7,7 +7,7 @@ system-node-critical, nor pods in namespace kube-system.
 from __future__ import annotations
 
 from batch.model.info import TaskInfo
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT
 
@@ -18,7 +18,6 @@ def evictable(task: TaskInfo) -> bool:
     return task.priority_class_name not in CRITICAL and task.namespace != "kube-system"
 
 
-@register_plugin
 class ConformancePlugin(Plugin):
     name = "conformance"
 

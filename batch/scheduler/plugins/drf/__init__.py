@@ -13,7 +13,7 @@ import numpy as np
 
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.resources import IntVec
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT
 
@@ -26,7 +26,6 @@ def dominant_share(allocated: IntVec, total: IntVec, dims: IntVec) -> float:
     return float((allocated[dims] / total[dims]).max())
 
 
-@register_plugin
 class DrfPlugin(Plugin):
     name = "drf"
 
@@ -75,7 +74,7 @@ class DrfPlugin(Plugin):
             return victims, PERMIT
 
         ssn.add_preemptable_fn(preemptable)
-        option = getattr(self, "option", None)
+        option = self.option
         if option is not None and option.hierarchy:
             from batch.scheduler.plugins.drf.hierarchy import HierarchicalDrf
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.model.info import JobInfo, TaskInfo
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session, ValidateResult
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
@@ -25,7 +25,6 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@register_plugin
 class GangPlugin(Plugin):
     name = "gang"
 

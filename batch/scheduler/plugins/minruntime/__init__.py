@@ -22,11 +22,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo, TaskInfo
 from batch.model.parse import ROOT_QUEUE, parse_time
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 
 ANN_PREEMPT = "tephra.io/preempt-min-runtime"
@@ -79,7 +80,6 @@ def task_start(task: TaskInfo) -> float:
     return task.creation
 
 
-@register_plugin
 class MinRuntimePlugin(Plugin):
     name = "minruntime"
 
@@ -107,6 +107,13 @@ class MinRuntimePlugin(Plugin):
                 "queues."
             ):
                 raise ConfigError(f"plugin minruntime: unknown argument {key!r}")
+
+    @classmethod
+    def time_sensitive(
+        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
+    ) -> bool:
+        """A running pod passing its minimum runtime in ``(since, now]`` may become a victim."""
+        return expires_between(cache, arguments.raw, since, now)
 
     @staticmethod
     def _dur(arguments: Arguments, key: str) -> float:
@@ -142,7 +149,7 @@ class MinRuntimePlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         from batch.scheduler.actions.preempt.victims import add_guard
 
-        option = getattr(self, "option", None)
+        option = self.option
         on = {
             "preemptable": option is None or option.enabled("preemptable"),
             "reclaimable": option is None or option.enabled("reclaimable"),
@@ -174,7 +181,9 @@ class MinRuntimePlugin(Plugin):
         add_guard(ssn, guard)
 
 
-def expires_between(cache: Any, arguments: Mapping[str, Any], since: float, now: float) -> bool:
+def expires_between(
+    cache: ClusterCache, arguments: Mapping[str, Any], since: float, now: float
+) -> bool:
     """Did some running pod pass its minimum runtime in ``(since, now]``?
 
     ``Scheduler.run_once`` reuses the previous decisions when nothing changed; a pod that has

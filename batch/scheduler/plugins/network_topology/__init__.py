@@ -42,7 +42,7 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import BoolVec, Session, SessionNodes
 
 DEFAULT_AUTO_LABELS = "topology.tephra.io/rack,topology.tephra.io/spine"
@@ -149,7 +149,6 @@ def auto_domains(keys: list[str], nodes: SessionNodes) -> list[Domain]:
     return out
 
 
-@register_plugin
 class NetworkTopologyPlugin(Plugin):
     name = "network-topology-aware"
 

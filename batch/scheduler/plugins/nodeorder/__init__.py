@@ -20,7 +20,7 @@ import numpy as np
 from batch.model.info import TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import FloatVec, Session, SessionNodes
 from batch.scheduler.plugins.predicates.matching import term_mask, tolerates
 
@@ -103,7 +103,6 @@ def normalize(raw: FloatVec, ok: BoolVec, *, reverse: bool) -> FloatVec:
     return MAX_SCORE - s if reverse else s
 
 
-@register_plugin
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
 

@@ -21,7 +21,7 @@ from batch.model.status import ALLOCATED_STATUS
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
@@ -45,7 +45,6 @@ def inqueue_contribution(job: JobInfo) -> IntVec | None:
     return None
 
 
-@register_plugin
 class OvercommitPlugin(Plugin):
     name = "overcommit"
 

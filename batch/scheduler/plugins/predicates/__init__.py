@@ -22,7 +22,7 @@ import numpy as np
 from batch.model.info import TaskInfo, TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session, SessionNodes
 from batch.scheduler.plugins.predicates.matching import (
     selector_mask,
@@ -52,7 +52,6 @@ def taint_reason(key: str, value: str) -> str:
     return f"node(s) had untolerated taint {{{key}: {value}}}"
 
 
-@register_plugin
 class PredicatesPlugin(Plugin):
     name = "predicates"
 

@@ -8,12 +8,11 @@ job, or tasks of the same job with a lower task priority. JobStarving: ready + w
 from __future__ import annotations
 
 from batch.model.info import JobInfo, TaskInfo
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT
 
 
-@register_plugin
 class PriorityPlugin(Plugin):
     name = "priority"
 

@@ -19,7 +19,7 @@ from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
@@ -170,7 +170,6 @@ def queue_contribution(job: JobInfo) -> IntVec:
     return out
 
 
-@register_plugin
 class ProportionPlugin(Plugin):
     name = "proportion"
 

@@ -37,7 +37,7 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import BoolVec, Session, SessionNodes
 from batch.scheduler.plugins.minruntime import parse_duration, task_start
 
@@ -72,7 +72,6 @@ def job_estimate(job: JobInfo, default: float | None) -> float | None:
         return default
 
 
-@register_plugin
 class ReservationPlugin(Plugin):
     name = "reservation"
 
@@ -247,7 +246,6 @@ class ReservationPlugin(Plugin):
                 }
 
 
-@register_plugin
 class NominatedPlugin(Plugin):
     """nominated: resources freed by a preemption stay with the preemptor.
 

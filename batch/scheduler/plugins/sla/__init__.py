@@ -15,7 +15,7 @@ import re
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.scheduler.framework.arguments import Arguments, ConfigError
-from batch.scheduler.framework.registry import Plugin, register_plugin
+from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT
 
@@ -41,7 +41,6 @@ def parse_duration(text: str) -> float | None:
     return total if pos == len(text) else None
 
 
-@register_plugin
 class SlaPlugin(Plugin):
     name = "sla"
     time_dependent = True
