@@ -47,6 +47,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
+from batch.api.events import identity
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     CreateObject,
@@ -342,7 +343,8 @@ def reconcile_job(
         return result
     ns = str(m.get("namespace") or "default")
     name = str(m.get("name"))
-    ref = ObjectRef(c.BATCH_API, "Job", ns, name, m.get("uid"))
+    uid, seen = identity(job)  # events name the job as client-go's recorder does
+    ref = ObjectRef(c.BATCH_API, "Job", ns, name, uid or None, seen or None)
     spec = job.get("spec") or {}
     status: Mapping[str, Any] = job.get("status") or {}
     state = status.get("state") or {}
