@@ -16,6 +16,7 @@ import asyncio
 import base64
 import json
 import logging
+import re
 import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 
 Lookup = Any
 LookupFactory = Callable[[Mapping[str, Any]], "asyncio.Future[Lookup] | Any"]
+
+#: The apiserver's default `timeoutSeconds` of a webhook (admissionregistration.k8s.io/v1).
+DEFAULT_TIMEOUT_SECONDS = 10.0
 
 _PATH_KINDS = {"jobs": "Job", "queues": "Queue", "podgroups": "PodGroup", "pods": "Pod"}
 
@@ -148,6 +152,41 @@ class ClusterFacts:
             await self._client.close()
 
 
+def facts_budget(timeout: str | None) -> float:
+    """Seconds the cluster reads of one review may take: half the apiserver's `?timeout=`.
+
+    The apiserver gives up on the webhook after `timeoutSeconds` (sent as e.g. `10s`); the rest
+    of the budget is for TLS, the rules and the answer. Unparsable or absent: half of 10 s.
+    """
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)s", timeout or "")
+    seconds = float(found.group(1)) if found else DEFAULT_TIMEOUT_SECONDS
+    return max(0.2, seconds / 2)
+
+
+async def _facts_within(facts: ClusterFacts, review: Mapping[str, Any], budget: float) -> Lookup:
+    """The cluster facts, or None (queue checks skipped) when unavailable within `budget` s."""
+    try:
+        return await asyncio.wait_for(facts.lookup(review), budget)
+    except TimeoutError:
+        log.warning("cluster facts not read within %.1f s; queue checks skipped", budget)
+    except Exception as exc:
+        log.warning("cluster facts unavailable (%s); queue checks skipped", exc)
+    return None
+
+
+async def _read_review(request: web.Request) -> dict[str, Any] | web.Response:
+    """The AdmissionReview of the body, or the 400 answer for a body that is none."""
+    try:
+        review = await request.json()
+    except RecursionError:
+        return web.json_response({"message": "body is nested too deeply"}, status=400)
+    except (ValueError, UnicodeDecodeError):
+        return web.json_response({"message": "body is not an AdmissionReview JSON"}, status=400)
+    if not isinstance(review, dict) or not isinstance(review.get("request"), dict):
+        return web.json_response({"message": "missing request"}, status=400)
+    return review
+
+
 def make_app(
     *,
     facts: ClusterFacts | None = None,
@@ -166,24 +205,15 @@ def make_app(
     gang_adapters = list(adapters)
 
     async def handle(request: web.Request) -> web.Response:
-        try:
-            review = await request.json()
-        except (ValueError, UnicodeDecodeError):
-            return web.json_response({"message": "body is not an AdmissionReview JSON"}, status=400)
-        if not isinstance(review, dict) or not isinstance(review.get("request"), dict):
-            return web.json_response({"message": "missing request"}, status=400)
+        review = await _read_review(request)
+        if isinstance(review, web.Response):
+            return review
         parts = [p for p in request.path.split("/") if p]
         mutate = parts[-1] == "mutate"
         kind = _PATH_KINDS.get(parts[0]) if len(parts) == 2 else None
-        lookup: Lookup
+        lookup: Lookup = AssumeAllQueues()
         if facts is not None:
-            try:
-                lookup = await facts.lookup(review)
-            except Exception as exc:
-                log.warning("cluster facts unavailable (%s); queue checks skipped", exc)
-                lookup = None
-        else:
-            lookup = AssumeAllQueues()
+            lookup = await _facts_within(facts, review, facts_budget(request.query.get("timeout")))
         body = review_response(
             review, mutate=mutate, lookup=lookup, kind=kind, adapters=gang_adapters, limits=limits
         )

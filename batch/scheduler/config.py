@@ -9,6 +9,7 @@ problem. Unlike Volcano, a bad file is never silently replaced by the default.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,36 @@ from batch.scheduler.framework.conf import (
 from batch.scheduler.framework.registry import ACTIONS, PLUGINS
 
 _TOP_KEYS = {"actions", "tiers", "configurations", "metrics"}
+#: The largest weight an argument may give: scores of 0..100 times it stay exact in a float.
+MAX_WEIGHT = 1_000_000
+
+
+def _as_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+    except OverflowError:
+        return math.inf
+
+
+def _is_weight(key: str) -> bool:
+    return key.rsplit(".", 1)[-1] == "weight" or "binpack." in key
+
+
+def _check_numbers(where: str, arguments: Mapping[str, Any]) -> None:
+    """No argument may be nan or infinite, no weight outside 0..MAX_WEIGHT: a nan weight made
+    every node's score nan and silently stopped all scheduling (issue 20.3)."""
+    for key, value in arguments.items():
+        number = _as_number(value)
+        if number is None:
+            continue
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: argument {key!r} must be a finite number, got {value!r}")
+        if _is_weight(key) and not 0 <= number <= MAX_WEIGHT:
+            raise ConfigError(f"{where}: weight {key!r} must be in 0..{MAX_WEIGHT}, got {value!r}")
 
 
 def _parse_plugin(i: int, j: int, raw: object) -> PluginOption:
@@ -55,6 +86,7 @@ def _parse_plugin(i: int, j: int, raw: object) -> PluginOption:
             switches[key] = value
         else:
             raise ConfigError(f"{where}: unknown key {key!r} for plugin {name!r}")
+    _check_numbers(f"{where}.arguments ({name})", arguments)
     option = PluginOption(name=name, switches=switches, arguments=arguments)
     PLUGINS[name](Arguments(f"plugin {name}", arguments))  # validates the arguments
     return option
@@ -124,6 +156,7 @@ def load_config(text: str) -> SchedulerConfig:
         if not isinstance(args, Mapping):
             raise ConfigError(f"configurations[{k}].arguments: must be a mapping, got {args!r}")
         confs[name] = {str(a): v for a, v in args.items()}
+        _check_numbers(f"configurations[{k}].arguments ({name})", confs[name])
         ACTIONS[name](Arguments(f"configurations[{name}]", confs[name]))  # validates
     metrics = doc.get("metrics") or {}
     if not isinstance(metrics, Mapping):

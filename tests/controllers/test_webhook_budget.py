@@ -1,0 +1,65 @@
+"""The webhook answers within the apiserver's timeout and never with a traceback.
+
+The apiserver gives each call `?timeout=<timeoutSeconds>s` and treats a late answer as a failure
+(with `failurePolicy: Fail` the user's request is refused). Reading cluster facts must therefore
+stop well inside that budget; a body nested too deeply for the JSON decoder is a 400, not a 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from batch.controllers.webhook import ClusterFacts, make_app
+
+REVIEW = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {
+        "uid": "u-1",
+        "kind": {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "Queue"},
+        "operation": "CREATE",
+        "object": {"metadata": {"name": "q"}, "spec": {"weight": 1}},
+    },
+}
+
+
+class SlowFacts(ClusterFacts):
+    """An apiserver that does not answer the webhook's own reads."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    async def lookup(self, review: Mapping[str, Any]) -> Any:
+        await asyncio.sleep(60)
+
+    async def close(self) -> None:
+        return None
+
+
+async def _post(path: str, body: Any, *, facts: ClusterFacts | None = None) -> tuple[int, Any]:
+    async with TestClient(TestServer(make_app(facts=facts, adapters=[]))) as client:
+        if isinstance(body, bytes):
+            answer = await client.post(path, data=body)
+        else:
+            answer = await client.post(path, json=body)
+        return answer.status, await answer.json()
+
+
+def test_slow_cluster_facts_do_not_outlive_the_apiservers_timeout() -> None:
+    started = time.monotonic()
+    code, body = asyncio.run(_post("/queues/validate?timeout=2s", REVIEW, facts=SlowFacts()))
+    elapsed = time.monotonic() - started
+    assert code == 200 and body["response"]["uid"] == "u-1", body
+    assert elapsed < 2.0, f"answered after {elapsed:.1f} s, the apiserver gave up at 2 s"
+
+
+def test_a_deeply_nested_body_is_a_400_not_a_traceback() -> None:
+    nested = b'{"request": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    code, body = asyncio.run(_post("/jobs/validate", nested))
+    assert code == 400, body
+    assert "nested" in body["message"], body
