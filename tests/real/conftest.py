@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +114,62 @@ def crds(api: Api) -> list[str]:
             return names
         time.sleep(0.5)
     pytest.fail(f"CRDs not Established within 60 s: {[conditions(api, n) for n in names]}")
+
+
+# ------------------------------------------------------------- Tephra components as processes
+TEPHRA = Path(sys.executable).with_name("tephra")
+
+
+class TephraProcess:
+    """`tephra <args>` as its own process, stdout and stderr in `log_path` (read while it runs)."""
+
+    def __init__(self, log_path: Path, *args: str) -> None:
+        self.log_path = log_path
+        self.args = args
+        with log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [str(TEPHRA), *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+            )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
+        """The first match of `pattern` in the log; fails when the process exits or time is up."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.log())
+            if found:
+                return found
+            if self.proc.poll() is not None:
+                pytest.fail(f"tephra {self.args[0]} exited {self.proc.returncode}:\n{self.log()}")
+            time.sleep(0.2)
+        pytest.fail(f"tephra {self.args[0]}: no {pattern!r} within {timeout:.0f} s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@contextmanager
+def tephra_process(log_path: Path, *args: str) -> Iterator[TephraProcess]:
+    process = TephraProcess(log_path, *args)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def helm_bin() -> Path:
+    from tests.charts.helmtools import fetch_helm
+
+    try:
+        return fetch_helm()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -1,0 +1,212 @@
+"""`tephra webhook` called by a real kube-apiserver through the chart's webhook configurations.
+
+The webhook runs as its own process on 127.0.0.1 with its self-signed certificate; the chart's
+MutatingWebhookConfiguration and ValidatingWebhookConfiguration (rendered by `helm template`,
+pod webhooks left out so the rest of the session's pods are untouched) are registered with a URL
+clientConfig and that certificate as caBundle. The apiserver then sends its own AdmissionReview
+v1 requests: Volcano's invalid examples must come back refused with the webhook's field message,
+the valid ones stored with the webhook's defaults.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batch.api.admission import AssumeAllQueues, admit
+from batch.sandbox.control_plane import ControlPlane
+from tests.api.conftest import corpus_documents
+from tests.charts.helmtools import render
+from tests.real.conftest import Api, TephraProcess, tephra_process
+
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
+
+NS = "webhook-real"
+JOBS = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs"
+PODGROUPS = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups"
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+CONFIG_KINDS = {
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+}
+#: The corpus's intentionally invalid jobs and the field message the webhook gives each.
+INVALID = {
+    "duplicatedPolicyEvent-webhook-deny.yaml": "spec.policies[1].event: unique",
+    "duplicatedTaskName-webhook-deny.yaml": "spec.tasks[1].name: unique",
+    "minAvailable-webhook-deny.yaml": "spec.minAvailable: minAvailableLessEqualReplicas",
+}
+
+
+def chart_configurations(helm: Path, tmp: Path, base_url: str, ca: str) -> list[dict[str, Any]]:
+    """The chart's two webhook configurations, pointed at `base_url` instead of the Service."""
+    values = {"webhook": {"pods": {"validate": False, "mutate": {"enabled": False}}}}
+    docs = render(helm, tmp, values, include_crds=False)
+    configs = [copy.deepcopy(d) for d in docs if d["kind"] in CONFIG_KINDS]
+    assert len(configs) == 2, [d["kind"] for d in docs]
+    for config in configs:
+        config["metadata"] = {"name": "tephra-webhook-real-test"}
+        for hook in config["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": base_url + path, "caBundle": ca}
+    return configs
+
+
+def wait_until_called(api: Api, proc: TephraProcess) -> None:
+    """Registration takes effect asynchronously: wait until an invalid job is refused."""
+    body = {"metadata": {"name": "probe"}, "spec": {"minAvailable": 3, "tasks": []}}
+    body.update(apiVersion="batch.volcano.sh/v1alpha1", kind="Job")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        code, answer = api.request("POST", JOBS + "?dryRun=All", body)
+        if code != 201 and "denied the request" in str(answer.get("message")):
+            return
+        time.sleep(0.3)
+    pytest.fail(f"the apiserver never called the webhook: {code} {answer}\n{proc.log()}")
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    real: ControlPlane,
+    api: Api,
+    crds: list[str],
+    helm_bin: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[TephraProcess]:
+    tmp = tmp_path_factory.mktemp("webhook-real")
+    args = ["--host", "127.0.0.1", "--port", "0", "--self-signed", "--cert-dir", str(tmp)]
+    args += ["--san", "127.0.0.1", "--kubeconfig", str(real.kubeconfig)]
+    api.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+    with tephra_process(tmp / "webhook.log", "webhook", *args) as proc:
+        port = int(proc.wait_for(r"listening on https://127\.0\.0\.1:(\d+)").group(1))
+        ca = base64.b64encode((tmp / "tls.crt").read_bytes()).decode()
+        configs = chart_configurations(helm_bin, tmp, f"https://127.0.0.1:{port}", ca)
+        for config in configs:
+            plural = CONFIG_KINDS[config["kind"]]
+            code, answer = api.request("POST", f"{ADMISSION}/{plural}", config)
+            assert code == 201, answer
+        try:
+            wait_until_called(api, proc)
+            yield proc
+        finally:
+            for config in configs:
+                plural = CONFIG_KINDS[config["kind"]]
+                api.request("DELETE", f"{ADMISSION}/{plural}/{config['metadata']['name']}")
+        assert "Traceback" not in proc.log(), proc.log()
+
+
+def corpus_of(kind: str, *, invalid: bool) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{rel}#{index}", doc)
+        for rel, index, doc in corpus_documents()
+        if isinstance(doc, dict)
+        and doc.get("kind") == kind
+        and "volcano.sh" in str(doc.get("apiVersion"))
+        and ("invalid_jobs" in rel) == invalid
+    ]
+
+
+def test_invalid_examples_are_refused_with_the_field_message(
+    api: Api, webhook: TephraProcess
+) -> None:
+    invalid = corpus_of("Job", invalid=True)
+    assert {where.split("/")[-1].split("#")[0] for where, _ in invalid} == set(INVALID)
+    for where, doc in invalid:
+        code, answer = api.request("POST", JOBS, doc)
+        expected = INVALID[where.split("/")[-1].split("#")[0]]
+        message = str(answer.get("message"))
+        assert code == 422, (where, code, answer)
+        assert 'admission webhook "validate.jobs.batch.tephra.io" denied' in message, message
+        assert expected in message, (where, message)
+        assert answer["reason"] == "Invalid", answer
+        code, _ = api.request("GET", f"{JOBS}/{doc['metadata']['name']}")
+        assert code == 404, f"{where} was stored although refused"
+
+
+def create_queues(api: Api) -> None:
+    for where, doc in corpus_of("Queue", invalid=False):
+        code, answer = api.request("POST", QUEUES, doc)
+        assert code in (201, 409), (where, answer)
+
+
+def expected_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    """What Tephra's own defaulting makes of the job (the webhook must have applied it)."""
+    result = admit(kind="Job", operation="CREATE", obj=doc, old=None, lookup=AssumeAllQueues())
+    assert result.allowed, result.messages()
+    spec: dict[str, Any] = result.object["spec"]
+    return spec
+
+
+def test_valid_examples_are_stored_with_the_webhook_defaults(
+    api: Api, webhook: TephraProcess
+) -> None:
+    create_queues(api)
+    jobs = corpus_of("Job", invalid=False)
+    assert len(jobs) >= 15
+    for i, (where, original) in enumerate(jobs):
+        doc = copy.deepcopy(original)
+        doc["metadata"] = {"name": f"w{i}-{doc['metadata']['name']}"[:40].rstrip("-")}
+        doc["metadata"]["namespace"] = NS
+        code, stored = api.request("POST", JOBS, doc)
+        assert code == 201, (where, stored)
+        want = expected_spec(doc)
+        spec = stored["spec"]
+        assert "minAvailable" in spec, where
+        assert spec["minAvailable"] == want["minAvailable"], where
+        assert spec["schedulerName"] == want["schedulerName"], where
+        assert spec["queue"] == want["queue"] and spec["maxRetry"] == want["maxRetry"], where
+        for task, task_want in zip(spec["tasks"], want["tasks"], strict=True):
+            # No CRD default sets these: only the mutating webhook can have.
+            assert task["name"] == task_want["name"], where
+            assert task["minAvailable"] == task_want["minAvailable"], (where, task["name"])
+
+
+def test_a_bare_job_gets_minavailable_queue_and_task_names(
+    api: Api, webhook: TephraProcess
+) -> None:
+    create_queues(api)
+    container = {"name": "c", "image": "busybox"}
+    task = {"replicas": 3, "template": {"spec": {"containers": [container]}}}
+    doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}
+    doc.update(metadata={"name": "bare"}, spec={"tasks": [task, copy.deepcopy(task)]})
+    code, stored = api.request("POST", JOBS, doc)
+    assert code == 201, stored
+    spec = stored["spec"]
+    assert spec["minAvailable"] == 6 and spec["queue"] == "default" and spec["maxRetry"] == 3
+    assert spec["schedulerName"] == "volcano"
+    assert [t["name"] for t in spec["tasks"]] == ["default0", "default1"]
+    assert [t["minAvailable"] for t in spec["tasks"]] == [3, 3]
+
+
+def test_podgroup_and_queue_examples_pass_admission(api: Api, webhook: TephraProcess) -> None:
+    create_queues(api)
+    for where, doc in corpus_of("PodGroup", invalid=False):
+        body = copy.deepcopy(doc)
+        body["metadata"]["namespace"] = NS
+        code, answer = api.request("POST", PODGROUPS, body)
+        assert code == 201, (where, answer)
+    bad = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}
+    bad.update(metadata={"name": "selfish"}, spec={"parent": "selfish"})
+    code, answer = api.request("POST", QUEUES, bad)
+    assert code == 422, answer
+    assert 'admission webhook "validate.queues.scheduling.tephra.io" denied' in answer["message"]
+    assert "spec.parent: parent" in answer["message"], answer
+
+
+def test_an_update_is_validated_too(api: Api, webhook: TephraProcess) -> None:
+    container = {"name": "c", "image": "busybox"}
+    task = {"name": "t", "replicas": 2, "template": {"spec": {"containers": [container]}}}
+    doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}
+    doc.update(metadata={"name": "updated"}, spec={"tasks": [task]})
+    code, stored = api.request("POST", JOBS, doc)
+    assert code == 201, stored
+    stored["spec"]["minAvailable"] = 99
+    code, answer = api.request("PUT", f"{JOBS}/updated", stored)
+    assert code == 422, answer
+    assert "denied the request" in answer["message"] and "spec.minAvailable" in answer["message"]
