@@ -104,3 +104,34 @@ def test_drf_hierarchy_with_proportion_in_another_tier_is_allowed() -> None:
         "actions: allocate\ntiers: [{plugins: [{name: drf, enableHierarchy: true}]},"
         " {plugins: [{name: proportion}]}]"
     )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "needle"),
+    [
+        ("{leastrequested.weight: nan}", "finite"),
+        ("{leastrequested.weight: .nan}", "finite"),
+        ("{mostrequested.weight: .inf}", "finite"),
+        ("{leastrequested.weight: -1}", "0..1000000"),
+        ("{balancedresource.weight: 1e300}", "0..1000000"),
+    ],
+)
+def test_nodeorder_weights_must_be_finite_and_bounded(arguments: str, needle: str) -> None:
+    """Issue 20.3: `leastrequested.weight: nan` loaded, made every score nan and stopped all
+    scheduling while `job why` said "0/4 nodes are available"."""
+    text = f"actions: allocate\ntiers: [{{plugins: [{{name: nodeorder, arguments: {arguments}}}]}}]"
+    with pytest.raises(ConfigError) as exc:
+        load_config(text)
+    assert needle in str(exc.value) and "nodeorder" in str(exc.value)
+
+
+def test_binpack_resource_weights_and_action_arguments_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"binpack\.cpu"):
+        load_config(
+            "actions: allocate\ntiers: [{plugins: [{name: binpack, arguments: {binpack.cpu: -2}}]}]"
+        )
+    with pytest.raises(ConfigError, match="finite"):
+        load_config(
+            "actions: allocate, preempt\n"
+            "configurations: [{name: preempt, arguments: {timeBudgetSeconds: .inf}}]"
+        )
