@@ -146,6 +146,7 @@ def _kcm_args(kubeconfig: Path, pki: dict[str, Path]) -> list[str]:
                 "statefulset",
                 "deployment",
                 "pod-garbage-collector",
+                "node-lifecycle",  # lifts the not-ready taint of Ready nodes
                 "clusterrole-aggregation",
             )
         ),

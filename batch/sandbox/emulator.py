@@ -1,4 +1,4 @@
-"""The node emulator: the sandbox's kubelets.
+"""The node emulator: Tephra's kubelets, for the sandbox and for a real kube-apiserver.
 
 Every Node object becomes Ready (conditions, addresses, nodeInfo, allocatable) and renews a
 heartbeat Lease in `kube-node-lease`. Every pod bound to a node is admitted against the node's
@@ -7,14 +7,23 @@ runs: Running with containerStatuses, Ready condition, podIP and startTime; it t
 `sandbox.tephra.io/run-seconds` with `sandbox.tephra.io/exit-code`, honouring restartPolicy
 (restart counts under OnFailure/Always, restarted at once rather than with CrashLoopBackOff
 delays). A deleted pod terminates after its grace period capped by `max_grace_seconds`.
+
+One kubelet logic (`Kubelets`) sees Node and Pod events and writes through a `Transport`:
+`CoreTransport` calls the sandbox's store in process (`NodeEmulator`, what the sandbox runs),
+`batch.sandbox.emulator_http` speaks HTTP to any API server, the sandbox's or kube-apiserver.
+Every write is a status patch, a lease renewal, an Event or a final pod deletion, each checked
+against the object's uid, so a pod recreated under the same name is never touched by mistake.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from batch.api.events import event_body, reference_of
 from batch.api.integration import GangError, pod_requests
@@ -24,292 +33,361 @@ from batch.sandbox.core import Core
 from batch.sandbox.errors import ApiError
 from batch.sandbox.store import Obj, dumps
 
+__all__ = [
+    "EXIT_CODE",
+    "RUN_SECONDS",
+    "CoreTransport",
+    "Kubelets",
+    "NodeEmulator",
+    "Transport",
+    "apply_status_patch",
+]
+
 log = logging.getLogger(__name__)
 
 RUN_SECONDS = "sandbox.tephra.io/run-seconds"
 EXIT_CODE = "sandbox.tephra.io/exit-code"
 KUBELET_VERSION = "v1.32.0-tephra-sandbox"
+LEASE_NAMESPACE = "kube-node-lease"
+LEASE_SECONDS = 40
 _TERMINAL = ("Succeeded", "Failed")
+_OWN_POD_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
 
 
-class _PodRun:
-    __slots__ = ("admitted", "node", "requests", "timer")
+class Transport(Protocol):
+    """How the kubelet logic writes. Each call answers None when the object is gone (404) or is
+    another one by now (uid precondition failed, 409); other failures raise."""
 
-    def __init__(self, node: str, requests: Resource, *, admitted: bool) -> None:
+    async def node_status(self, name: str, uid: str, patch: Obj) -> Obj | None: ...
+
+    async def pod_status(self, ns: str, name: str, uid: str, patch: Obj) -> Obj | None: ...
+
+    async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None: ...
+
+    async def delete_lease(self, name: str) -> None: ...
+
+    async def create_event(self, body: Obj) -> None: ...
+
+    async def delete_pod(self, ns: str, name: str, uid: str) -> None: ...
+
+
+def apply_status_patch(status: Obj, patch: Obj) -> Obj:
+    """A status patch as strategic merge applies it to the fields the emulator writes: None
+    removes a key, `conditions` merge by type, every other value replaces."""
+    out = dict(status)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif key == "conditions":
+            by_type = {c.get("type"): c for c in out.get("conditions") or []}
+            order = list(by_type)
+            for cond in value:
+                if cond.get("type") not in by_type:
+                    order.append(cond.get("type"))
+                by_type[cond.get("type")] = cond
+            out["conditions"] = [by_type[t] for t in order]
+        else:
+            out[key] = value
+    return out
+
+
+class _Pod:
+    """What the emulator knows of one bound pod."""
+
+    __slots__ = ("admitted", "kill", "killed", "node", "obj", "requests", "timer")
+
+    def __init__(self, obj: Obj, node: str) -> None:
+        self.obj = obj
         self.node = node
-        self.requests = requests
-        self.admitted = admitted
+        self.requests = Resource.zero()
+        self.admitted = False
         self.timer: asyncio.TimerHandle | None = None
+        self.kill: asyncio.TimerHandle | None = None
+        self.killed = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        meta = self.obj["metadata"]
+        return meta.get("namespace", ""), meta["name"], meta["uid"]
 
 
-class NodeEmulator:
+def _newer(old: Obj, new: Obj) -> Obj:
+    """The later of two versions of one object (watch events may trail a write's answer)."""
+    try:
+        before = int(old["metadata"].get("resourceVersion") or 0)
+        after = int(new["metadata"].get("resourceVersion") or 0)
+    except ValueError:
+        return new
+    return new if after >= before else old
+
+
+class Kubelets:
+    """The kubelet logic of every node, fed Node and Pod events, writing through a transport."""
+
     def __init__(
-        self, core: Core, *, max_grace_seconds: float = 2.0, heartbeat_seconds: float = 10.0
+        self,
+        transport: Transport,
+        *,
+        max_grace_seconds: float = 2.0,
+        heartbeat_seconds: float = 10.0,
+        stamp: Callable[[], str] | None = None,
     ) -> None:
-        self.core = core
+        self.transport = transport
         self.max_grace = max_grace_seconds
         self.heartbeat = heartbeat_seconds
-        self.pods_rt = core.rt("", "v1", "pods")
-        self.nodes_rt = core.rt("", "v1", "nodes")
-        self.leases_rt = core.rt("coordination.k8s.io", "v1", "leases")
-        self.events_rt = core.rt("", "v1", "events")
-        self.runs: dict[str, _PodRun] = {}  # pod uid -> run
+        self.stamp = stamp or _stamp
+        self.nodes: dict[str, Obj] = {}
+        self.posted: set[str] = set()  # nodes whose status this emulator wrote
+        self.pods: dict[str, _Pod] = {}  # uid -> bound pod
         self.used: dict[str, Resource] = {}  # node -> requests of admitted, non-terminal pods
         self.pod_count: dict[str, int] = {}
-        self.kills: dict[str, asyncio.TimerHandle] = {}
-        self.waiting: dict[str, set[tuple[str, str, str]]] = {}  # node -> pods bound before it
+        self.waiting: dict[str, set[str]] = {}  # node -> uids bound before its status is posted
         self._ip = 0
+        self._node_index: dict[str, int] = {}
         self._req_cache: dict[bytes, Resource] = {}
         self._alloc_cache: dict[str, tuple[Any, Resource]] = {}
-        self._node_index: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self.core.store.listeners.append(self.on_change)
-        for node in list(self.core.store.buckets["nodes"].iter(None)):
-            self._soon(self._node_seen, node["metadata"]["name"])
-        for pod in list(self.core.store.buckets["pods"].iter(None)):
-            self.on_change("ADDED", "pods", pod, None)
         self._heartbeat_task = loop.create_task(self._heartbeat_loop())
 
     def stop(self) -> None:
-        if self.on_change in self.core.store.listeners:
-            self.core.store.listeners.remove(self.on_change)
-        for run in self.runs.values():
-            if run.timer is not None:
-                run.timer.cancel()
-        for t in self.kills.values():
-            t.cancel()
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
+        for rec in self.pods.values():
+            for handle in (rec.timer, rec.kill):
+                if handle is not None:
+                    handle.cancel()
+        for task in (*self._tasks, self._heartbeat_task):
+            if task is not None:
+                task.cancel()
 
-    def _soon(self, fn: Callable[..., None], *args: Any) -> None:
-        if self._loop is not None:
-            self._loop.call_soon(self._safe, fn, *args)
+    async def shutdown(self) -> None:
+        """`stop`, then wait for the cancelled writes to end."""
+        pending = [t for t in (*self._tasks, self._heartbeat_task) if t is not None]
+        self.stop()
+        await asyncio.gather(*pending, return_exceptions=True)
 
-    def _later(self, delay: float, fn: Callable[..., None], *args: Any) -> asyncio.TimerHandle:
+    async def idle(self) -> None:
+        """Wait until every write started so far is done."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        assert self._loop is not None, "Kubelets.start() first"
+        task = self._loop.create_task(self._guard(coro))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _later(
+        self, delay: float, fn: Callable[[_Pod], Awaitable[None]], rec: _Pod
+    ) -> asyncio.TimerHandle:
         assert self._loop is not None
-        return self._loop.call_later(delay, self._safe, fn, *args)
+        return self._loop.call_later(delay, lambda: self._spawn(fn(rec)))
 
     @staticmethod
-    def _safe(fn: Callable[..., None], *args: Any) -> None:
+    async def _guard(coro: Awaitable[None]) -> None:
         try:
-            fn(*args)
-        except ApiError as err:
-            if err.code not in (404, 409):
-                log.warning("node emulator: %s", err.message)
-        except Exception:
-            log.exception("node emulator failed")
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("node emulator: %s", exc)
 
     # ------------------------------------------------------------------ events
-    def on_change(self, etype: str, key: str, obj: Obj, old: Obj | None) -> None:
-        if key == "pods":
-            self._pod_event(etype, obj, old)
-        elif key == "nodes":
-            name = obj["metadata"]["name"]
-            if etype == "ADDED":
-                self._soon(self._node_seen, name)
-            elif etype == "DELETED":
-                self._soon(self._node_gone, name)
+    def on_node(self, etype: str, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        if etype == "DELETED":
+            self.nodes.pop(name, None)
+            self.posted.discard(name)
+            self._spawn(self._node_gone(name))
+            return
+        old = self.nodes.get(name)
+        self.nodes[name] = node if old is None else _newer(old, node)
+        if old is None:
+            self._spawn(self._post_node(name))
 
-    def _pod_event(self, etype: str, pod: Obj, old: Obj | None) -> None:
+    def on_pod(self, etype: str, pod: Obj) -> None:
         meta = pod["metadata"]
         uid = meta["uid"]
         if etype == "DELETED":
-            self._release(uid)
-            kill = self.kills.pop(uid, None)
-            if kill is not None:
-                kill.cancel()
+            self._forget(uid)
             return
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             return
-        phase = (pod.get("status") or {}).get("phase")
+        rec = self.pods.get(uid)
+        fresh = rec is None
+        if rec is None:
+            rec = self.pods[uid] = _Pod(pod, node)
+        else:
+            rec.obj = _newer(rec.obj, pod)
+        status = pod.get("status") or {}
         if meta.get("deletionTimestamp"):
-            if uid not in self.kills:
-                grace = float(meta.get("deletionGracePeriodSeconds") or 0)
-                delay = min(grace, self.max_grace)
-                self.kills[uid] = self._later(
-                    delay, self._kill, meta.get("namespace", ""), meta["name"], uid
-                )
+            self._schedule_kill(rec)
+        elif status.get("phase") in _TERMINAL:
+            self._release(rec)  # finished (possibly marked so by someone else): frees the node
+        elif fresh and status.get("phase") == "Pending" and not status.get("containerStatuses"):
+            self._spawn(self._admit(rec))
+
+    def _schedule_kill(self, rec: _Pod) -> None:
+        if rec.kill is not None or rec.killed:
             return
-        run = self.runs.get(uid)
-        if phase in _TERMINAL and run is not None and run.admitted:
-            self._release(uid)  # finished (possibly marked so by someone else): frees the node
+        grace = float(rec.obj["metadata"].get("deletionGracePeriodSeconds") or 0)
+        rec.kill = self._later(min(grace, self.max_grace), self._kill, rec)
+
+    def _forget(self, uid: str) -> None:
+        rec = self.pods.pop(uid, None)
+        if rec is None:
             return
-        if (
-            uid not in self.runs
-            and phase == "Pending"
-            and not ((pod.get("status") or {}).get("containerStatuses"))
-        ):
-            self.runs[uid] = _PodRun(node, Resource.zero(), admitted=False)  # placeholder
-            self._soon(self._admit, meta.get("namespace", ""), meta["name"], uid)
+        self._release(rec)
+        if rec.kill is not None:
+            rec.kill.cancel()
+        self.waiting.get(rec.node, set()).discard(uid)
 
     # ------------------------------------------------------------------ nodes
-    def _node_seen(self, name: str) -> None:
-        node = self.core.find(self.nodes_rt, "", name)
+    async def _post_node(self, name: str) -> None:
+        node = self.nodes.get(name)
         if node is None:
             return
+        meta = node["metadata"]
+        stored = await self.transport.node_status(name, meta["uid"], self._node_status(node))
+        if stored is None or name not in self.nodes:
+            return
+        self.nodes[name] = _newer(self.nodes[name], stored)
+        self.posted.add(name)
+        await self._renew_lease(name)
+        for uid in sorted(self.waiting.pop(name, ())):
+            rec = self.pods.get(uid)
+            if rec is not None:
+                await self._admit(rec)
+
+    def _node_status(self, node: Obj) -> Obj:
+        name = node["metadata"]["name"]
+        uid = node["metadata"]["uid"]
         idx = self._node_index.setdefault(name, len(self._node_index) + 1)
-        status = dict(node.get("status") or {})
-        now = self.core.clock.stamp()
-        cap = dict(status.get("capacity") or {})
-        cap.setdefault("pods", "110")
-        status["capacity"] = cap
+        status = node.get("status") or {}
+        now = self.stamp()
+        cap = {"pods": "110", **(status.get("capacity") or {})}
         alloc = dict(status.get("allocatable") or cap)
         alloc.setdefault("pods", cap["pods"])
-        status["allocatable"] = alloc
-        status["conditions"] = [
-            _cond("MemoryPressure", "False", "KubeletHasSufficientMemory", now),
-            _cond("DiskPressure", "False", "KubeletHasNoDiskPressure", now),
-            _cond("PIDPressure", "False", "KubeletHasSufficientPID", now),
-            _cond("Ready", "True", "KubeletReady", now, "kubelet is posting ready status"),
-        ]
-        status.setdefault(
-            "addresses",
-            [
+        patch: Obj = {
+            "capacity": cap,
+            "allocatable": alloc,
+            "conditions": [
+                _cond("MemoryPressure", "False", "KubeletHasSufficientMemory", now),
+                _cond("DiskPressure", "False", "KubeletHasNoDiskPressure", now),
+                _cond("PIDPressure", "False", "KubeletHasSufficientPID", now),
+                _cond("Ready", "True", "KubeletReady", now, "kubelet is posting ready status"),
+            ],
+            "nodeInfo": _node_info(uid),
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        }
+        if not status.get("addresses"):
+            patch["addresses"] = [
                 {"type": "InternalIP", "address": f"172.18.{(idx >> 8) & 255}.{idx & 255}"},
                 {"type": "Hostname", "address": name},
-            ],
-        )
-        status["nodeInfo"] = {
-            "kubeletVersion": KUBELET_VERSION,
-            "kubeProxyVersion": KUBELET_VERSION,
-            "operatingSystem": "linux",
-            "architecture": "amd64",
-            "containerRuntimeVersion": "sandbox://1.0",
-            "osImage": "Tephra sandbox",
-            "kernelVersion": "6.1.0",
-            "machineID": node["metadata"]["uid"].replace("-", ""),
-            "systemUUID": node["metadata"]["uid"],
-            "bootID": node["metadata"]["uid"],
-        }
-        status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 10250}})
-        self.core.write(self.nodes_rt, node, {**node, "status": status}, subresource="status")
-        self._renew_lease(name)
-        for ns, pod_name, uid in sorted(self.waiting.pop(name, ())):
-            pod = self.core.find(self.pods_rt, ns, pod_name)
-            if pod is not None and pod["metadata"]["uid"] == uid and uid not in self.runs:
-                self.runs[uid] = _PodRun(name, Resource.zero(), admitted=False)
-                self._admit(ns, pod_name, uid)
+            ]
+        return patch
 
-    def _node_gone(self, name: str) -> None:
-        lease = self.core.find(self.leases_rt, "kube-node-lease", name)
-        if lease is not None:
-            self.core.delete(self.leases_rt, "kube-node-lease", name)
+    async def _node_gone(self, name: str) -> None:
+        await self.transport.delete_lease(name)
         # Pod GC: pods bound to a node that no longer exists are deleted.
-        for pod in list(self.core.store.buckets["pods"].iter(None)):
-            if (pod.get("spec") or {}).get("nodeName") == name:
-                meta = pod["metadata"]
-                self.core.delete(self.pods_rt, meta.get("namespace", ""), meta["name"], grace=0)
+        for rec in [r for r in self.pods.values() if r.node == name]:
+            await self.transport.delete_pod(*rec.key)
 
-    def _renew_lease(self, name: str) -> None:
-        now = self.core.clock.now()
-        stamp = _micro(now)
-        lease = self.core.find(self.leases_rt, "kube-node-lease", name)
-        node = self.core.find(self.nodes_rt, "", name)
+    async def _renew_lease(self, name: str) -> None:
+        node = self.nodes.get(name)
         if node is None:
             return
-        spec = {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": stamp}
-        if lease is None:
-            self.core.create(
-                self.leases_rt,
-                "kube-node-lease",
-                {
-                    "metadata": {
-                        "name": name,
-                        "namespace": "kube-node-lease",
-                        "ownerReferences": [
-                            {
-                                "apiVersion": "v1",
-                                "kind": "Node",
-                                "name": name,
-                                "uid": node["metadata"]["uid"],
-                            }
-                        ],
-                    },
-                    "spec": spec,
-                },
-            )
-        else:
-            self.core.write(self.leases_rt, lease, {**lease, "spec": {**lease["spec"], **spec}})
+        spec = {
+            "holderIdentity": name,
+            "leaseDurationSeconds": LEASE_SECONDS,
+            "renewTime": _micro(time.time()),
+        }
+        await self.transport.renew_lease(name, node["metadata"]["uid"], spec)
 
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat)
-            names = [n["metadata"]["name"] for n in self.core.store.buckets["nodes"].iter(None)]
-            for i, name in enumerate(names):
-                self._safe(self._renew_lease, name)
-                if i % 500 == 499:
-                    await asyncio.sleep(0)
+            names = sorted(self.posted)
+            for i in range(0, len(names), 64):
+                batch = names[i : i + 64]
+                await asyncio.gather(
+                    *(self._guard(self._heartbeat_one(n)) for n in batch),
+                    return_exceptions=True,
+                )
+
+    async def _heartbeat_one(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is not None and not _ready(node):
+            await self._post_node(name)  # someone (the node lifecycle controller) said otherwise
+        else:
+            await self._renew_lease(name)
 
     # ------------------------------------------------------------------ pods
-    def _release(self, uid: str) -> None:
-        run = self.runs.pop(uid, None)
-        if run is None:
-            return
-        if run.timer is not None:
-            run.timer.cancel()
-        if run.admitted:
-            self.used[run.node] = self.used.get(run.node, Resource.zero()).sub(run.requests)
-            self.pod_count[run.node] = self.pod_count.get(run.node, 1) - 1
+    def _release(self, rec: _Pod) -> None:
+        if rec.timer is not None:
+            rec.timer.cancel()
+            rec.timer = None
+        if rec.admitted:
+            rec.admitted = False
+            self.used[rec.node] = self.used.get(rec.node, Resource.zero()).sub(rec.requests)
+            self.pod_count[rec.node] = self.pod_count.get(rec.node, 1) - 1
 
-    def _admit(self, ns: str, name: str, uid: str) -> None:
-        pod = self.core.find(self.pods_rt, ns, name)
-        if pod is None or pod["metadata"]["uid"] != uid or pod["metadata"].get("deletionTimestamp"):
-            self.runs.pop(uid, None)
+    def _current(self, rec: _Pod) -> bool:
+        """The pod is still known and not being deleted."""
+        uid = rec.obj["metadata"]["uid"]
+        return self.pods.get(uid) is rec and not rec.obj["metadata"].get("deletionTimestamp")
+
+    async def _admit(self, rec: _Pod) -> None:
+        if not self._current(rec):
             return
-        node_name = pod["spec"]["nodeName"]
-        node = self.core.find(self.nodes_rt, "", node_name)
-        if node is None:
-            # No kubelet: the pod stays Pending until a Node of that name appears.
-            self.runs.pop(uid, None)
-            self.waiting.setdefault(node_name, set()).add((ns, name, uid))
+        node = self.nodes.get(rec.node)
+        if node is None or rec.node not in self.posted:
+            # No kubelet yet: the pod stays Pending until its Node is there and Ready.
+            self.waiting.setdefault(rec.node, set()).add(rec.obj["metadata"]["uid"])
             return
         try:
-            req = self._requests(pod.get("spec") or {})
+            req = self._requests(rec.obj.get("spec") or {})
             alloc = self._allocatable(node)
         except (GangError, QuantityError) as exc:
-            self.runs.pop(uid, None)
-            self._fail(pod, "UnexpectedAdmissionError", str(exc))
+            await self._fail(rec, "UnexpectedAdmissionError", str(exc))
             return
-        used = self.used.get(node_name, Resource.zero())
-        count = self.pod_count.get(node_name, 0)
+        refusal = self._refusal(rec.node, req, alloc)
+        if refusal is not None:
+            await self._fail(rec, *refusal)
+            return
+        rec.requests = req
+        rec.admitted = True
+        self.used[rec.node] = self.used.get(rec.node, Resource.zero()).add(req)
+        self.pod_count[rec.node] = self.pod_count.get(rec.node, 0) + 1
+        await self._start(rec, restarts=None)
+
+    def _refusal(self, node: str, req: Resource, alloc: Resource) -> tuple[str, str] | None:
+        """(reason, message) when the pod does not fit the node's free allocatable."""
+        used = self.used.get(node, Resource.zero())
+        count = self.pod_count.get(node, 0)
         max_pods = alloc.get("pods", 110)
         if count + 1 > max_pods:
-            self.runs.pop(uid, None)
-            self._fail(
-                pod,
-                "OutOfpods",
+            return "OutOfpods", (
                 "Pod was rejected: Node didn't have enough resource: "
-                f"pods, requested: 1, used: {count}, capacity: {max_pods}",
+                f"pods, requested: 1, used: {count}, capacity: {max_pods}"
             )
-            return
         for res in sorted(req.names()):
-            if res == "pods":
-                continue
             need = req.get(res)
-            if need <= 0:
+            if res == "pods" or need <= 0:
                 continue
             have = alloc.get(res)
             if used.get(res) + need > have:
-                self.runs.pop(uid, None)
-                self._fail(
-                    pod,
-                    f"OutOf{res}",
+                return f"OutOf{res}", (
                     "Pod was rejected: Node didn't have enough "
                     f"resource: {res}, requested: {need}, used: {used.get(res)}, "
-                    f"capacity: {have}",
+                    f"capacity: {have}"
                 )
-                return
-        run = _PodRun(node_name, req, admitted=True)
-        self.runs[uid] = run
-        self.used[node_name] = used.add(req)
-        self.pod_count[node_name] = count + 1
-        self._start(pod, run, restarts=None)
+        return None
 
     def _requests(self, spec: Obj) -> Resource:
         """`pod_requests` memoized on the resource-relevant part of the spec (exact parsing of
@@ -336,7 +414,8 @@ class NodeEmulator:
         return cached
 
     def _allocatable(self, node: Obj) -> Resource:
-        raw = (node.get("status") or {}).get("allocatable")
+        status = node.get("status") or {}
+        raw = status.get("allocatable") or status.get("capacity")
         name = node["metadata"]["name"]
         cached = self._alloc_cache.get(name)
         if cached is None or cached[0] != raw:
@@ -344,18 +423,25 @@ class NodeEmulator:
             self._alloc_cache[name] = cached
         return cached[1]
 
-    def _fail(self, pod: Obj, reason: str, message: str) -> None:
-        status = dict(pod.get("status") or {})
-        status.update(
-            phase="Failed",
-            reason=reason,
-            message=message,
-            startTime=status.get("startTime") or self.core.clock.stamp(),
-        )
-        self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
-        self._event(pod, reason, message)
+    async def _write_pod(self, rec: _Pod, patch: Obj) -> Obj | None:
+        ns, name, uid = rec.key
+        stored = await self.transport.pod_status(ns, name, uid, patch)
+        if stored is not None and self.pods.get(uid) is rec:
+            rec.obj = _newer(rec.obj, stored)
+        return stored
 
-    def _event(self, pod: Obj, reason: str, message: str) -> None:
+    async def _fail(self, rec: _Pod, reason: str, message: str) -> None:
+        status = rec.obj.get("status") or {}
+        patch = {
+            "phase": "Failed",
+            "reason": reason,
+            "message": message,
+            "startTime": status.get("startTime") or self.stamp(),
+        }
+        if await self._write_pod(rec, patch) is not None:
+            await self._event(rec.obj, reason, message)
+
+    async def _event(self, pod: Obj, reason: str, message: str) -> None:
         """A Warning event about the pod from its node's kubelet (kubectl describe shows it)."""
         node = str((pod.get("spec") or {}).get("nodeName", ""))
         involved = reference_of(pod, kind="Pod", api_version="v1")
@@ -365,40 +451,44 @@ class NodeEmulator:
             message=message,
             type="Warning",
             component="kubelet",
-            stamp=self.core.clock.stamp(),
+            stamp=self.stamp(),
             host=node,
         )
-        self.core.create(self.events_rt, body["metadata"]["namespace"], body)
+        await self.transport.create_event(body)
 
     def _next_ip(self) -> str:
         self._ip += 1
         i = self._ip
         return f"10.{64 + ((i >> 16) & 63)}.{(i >> 8) & 255}.{i & 255}"
 
-    def _start(self, pod: Obj, run: _PodRun, *, restarts: dict[str, Any] | None) -> None:
-        now = self.core.clock.stamp()
-        status = dict(pod.get("status") or {})
-        spec = pod.get("spec") or {}
-        node = self.core.find(self.nodes_rt, "", run.node)
-        host_ip = ""
-        if node is not None:
-            for a in (node.get("status") or {}).get("addresses") or []:
-                if a.get("type") == "InternalIP":
-                    host_ip = str(a.get("address"))
+    def _host_ip(self, node_name: str) -> str:
+        node = self.nodes.get(node_name) or {}
+        for a in (node.get("status") or {}).get("addresses") or []:
+            if a.get("type") == "InternalIP":
+                return str(a.get("address"))
+        return ""
+
+    def _running_patch(self, rec: _Pod, restarts: dict[str, Obj] | None) -> Obj:
+        now = self.stamp()
+        patch: Obj = {"phase": "Running", "reason": None, "message": None}
         if restarts is None:
-            status["startTime"] = now
-            status["podIP"] = self._next_ip()
-            status["podIPs"] = [{"ip": status["podIP"]}]
-            status["hostIP"] = host_ip
-            status["hostIPs"] = [{"ip": host_ip}]
+            pod_ip, host_ip = self._next_ip(), self._host_ip(rec.node)
+            patch.update(
+                startTime=now,
+                podIP=pod_ip,
+                podIPs=[{"ip": pod_ip}],
+                hostIP=host_ip,
+                hostIPs=[{"ip": host_ip}],
+            )
         statuses = []
-        for c in spec.get("containers") or []:
+        uid = rec.obj["metadata"]["uid"]
+        for c in (rec.obj.get("spec") or {}).get("containers") or []:
             prev = (restarts or {}).get(c["name"])
             cs: Obj = {
                 "name": c["name"],
                 "image": c.get("image", ""),
                 "imageID": f"sandbox://{c.get('image', '')}",
-                "containerID": f"sandbox://{pod['metadata']['uid'][:8]}-{c['name']}",
+                "containerID": f"sandbox://{uid[:8]}-{c['name']}",
                 "ready": True,
                 "started": True,
                 "restartCount": int(prev["restartCount"]) + 1 if prev else 0,
@@ -407,116 +497,105 @@ class NodeEmulator:
             if prev:
                 cs["lastState"] = {"terminated": prev["state"]["terminated"]}
             statuses.append(cs)
-        status["containerStatuses"] = statuses
-        status["phase"] = "Running"
-        status.pop("reason", None)
-        status.pop("message", None)
-        conds = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
-        conds += [
-            _cond("PodReadyToStartContainers", "True", None, now),
-            _cond("Initialized", "True", None, now),
-            _cond("Ready", "True", None, now),
-            _cond("ContainersReady", "True", None, now),
-        ]
-        status["conditions"] = conds
-        stored = self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
+        patch["containerStatuses"] = statuses
+        patch["conditions"] = [_cond(t, "True", None, now) for t in _OWN_POD_CONDITIONS]
+        return patch
+
+    async def _start(self, rec: _Pod, *, restarts: dict[str, Obj] | None) -> None:
+        stored = await self._write_pod(rec, self._running_patch(rec, restarts))
+        if stored is None or not self._current(rec) or not rec.admitted:
+            return
         ann = stored["metadata"].get("annotations") or {}
         seconds = ann.get(RUN_SECONDS)
-        if seconds is not None:
-            try:
-                delay = max(float(seconds), 0.0)
-            except ValueError:
-                log.warning(
-                    "pod %s: %s=%r is not a number; it runs until deleted",
-                    stored["metadata"]["name"],
-                    RUN_SECONDS,
-                    seconds,
-                )
-                return
-            meta = stored["metadata"]
-            run.timer = self._later(
-                delay, self._finish, meta.get("namespace", ""), meta["name"], meta["uid"]
+        if seconds is None:
+            return
+        try:
+            delay = max(float(seconds), 0.0)
+        except ValueError:
+            log.warning(
+                "pod %s: %s=%r is not a number; it runs until deleted",
+                stored["metadata"]["name"],
+                RUN_SECONDS,
+                seconds,
             )
+            return
+        rec.timer = self._later(delay, self._finish, rec)
 
-    def _finish(self, ns: str, name: str, uid: str) -> None:
-        pod = self.core.find(self.pods_rt, ns, name)
-        run = self.runs.get(uid)
-        if pod is None or run is None or pod["metadata"]["uid"] != uid:
+    async def _finish(self, rec: _Pod) -> None:
+        rec.timer = None
+        if not self._current(rec) or not rec.admitted:
             return
-        if pod["metadata"].get("deletionTimestamp"):
-            return
-        ann = pod["metadata"].get("annotations") or {}
+        ann = rec.obj["metadata"].get("annotations") or {}
         try:
             code = int(ann.get(EXIT_CODE, "0"))
         except ValueError:
             code = 1
-        now = self.core.clock.stamp()
-        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
-        status = dict(pod.get("status") or {})
-        terminated = []
-        for cs in status.get("containerStatuses") or []:
-            started = ((cs.get("state") or {}).get("running") or {}).get("startedAt", now)
-            term = {
-                "exitCode": code,
-                "reason": "Completed" if code == 0 else "Error",
-                "startedAt": started,
-                "finishedAt": now,
-                "containerID": cs.get("containerID"),
-            }
-            terminated.append(
-                {**cs, "ready": False, "started": False, "state": {"terminated": term}}
-            )
-        restart = policy == "Always" or (policy == "OnFailure" and code != 0)
-        if restart:
-            by_name = {cs["name"]: cs for cs in terminated}
-            self._start({**pod, "status": status}, run, restarts=by_name)
+        now = self.stamp()
+        status = rec.obj.get("status") or {}
+        terminated = [_terminated(cs, code, now) for cs in status.get("containerStatuses") or []]
+        policy = (rec.obj.get("spec") or {}).get("restartPolicy", "Always")
+        if policy == "Always" or (policy == "OnFailure" and code != 0):
+            await self._start(rec, restarts={cs["name"]: cs for cs in terminated})
             return
-        status["containerStatuses"] = terminated
-        status["phase"] = "Succeeded" if code == 0 else "Failed"
-        conds = []
-        for cond in status.get("conditions") or []:
-            if cond.get("type") in ("Ready", "ContainersReady"):
-                conds.append(
-                    {**cond, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
-                )
-            else:
-                conds.append(cond)
-        status["conditions"] = conds
-        self._release(uid)
-        self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
+        conds = [
+            {**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+            for c in status.get("conditions") or []
+            if c.get("type") in ("Ready", "ContainersReady")
+        ]
+        self._release(rec)
+        phase = "Succeeded" if code == 0 else "Failed"
+        await self._write_pod(
+            rec, {"phase": phase, "containerStatuses": terminated, "conditions": conds}
+        )
 
-    def _kill(self, ns: str, name: str, uid: str) -> None:
-        self.kills.pop(uid, None)
-        pod = self.core.find(self.pods_rt, ns, name)
-        if pod is None or pod["metadata"]["uid"] != uid:
-            return
-        self._release(uid)
-        phase = (pod.get("status") or {}).get("phase")
-        if pod["metadata"].get("finalizers") and phase not in _TERMINAL:
+    async def _kill(self, rec: _Pod) -> None:
+        rec.kill = None
+        rec.killed = True
+        self._release(rec)
+        status = rec.obj.get("status") or {}
+        if rec.obj["metadata"].get("finalizers") and status.get("phase") not in _TERMINAL:
             # The object outlives its containers: record how they ended, as a kubelet does.
-            now = self.core.clock.stamp()
-            status = dict(pod.get("status") or {})
-            status["containerStatuses"] = [
-                {
-                    **cs,
-                    "ready": False,
-                    "started": False,
-                    "state": {
-                        "terminated": {
-                            "exitCode": 143,
-                            "reason": "Error",
-                            "finishedAt": now,
-                            "startedAt": ((cs.get("state") or {}).get("running") or {}).get(
-                                "startedAt", now
-                            ),
-                        }
-                    },
-                }
+            now = self.stamp()
+            statuses = [
+                _terminated(cs, 143, now, reason="Error")
                 for cs in status.get("containerStatuses") or []
             ]
-            status["phase"] = "Failed"
-            self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
-        self.core.delete(self.pods_rt, ns, name, grace=0)
+            await self._write_pod(rec, {"phase": "Failed", "containerStatuses": statuses})
+        await self.transport.delete_pod(*rec.key)
+
+
+def _terminated(cs: Obj, code: int, now: str, *, reason: str | None = None) -> Obj:
+    started = ((cs.get("state") or {}).get("running") or {}).get("startedAt", now)
+    term = {
+        "exitCode": code,
+        "reason": reason or ("Completed" if code == 0 else "Error"),
+        "startedAt": started,
+        "finishedAt": now,
+        "containerID": cs.get("containerID"),
+    }
+    return {**cs, "ready": False, "started": False, "state": {"terminated": term}}
+
+
+def _ready(node: Obj) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return bool(c.get("status") == "True")
+    return False
+
+
+def _node_info(uid: str) -> Obj:
+    return {
+        "kubeletVersion": KUBELET_VERSION,
+        "kubeProxyVersion": KUBELET_VERSION,
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+        "containerRuntimeVersion": "sandbox://1.0",
+        "osImage": "Tephra sandbox",
+        "kernelVersion": "6.1.0",
+        "machineID": uid.replace("-", ""),
+        "systemUUID": uid,
+        "bootID": uid,
+    }
 
 
 def _cond(typ: str, status: str, reason: str | None, now: str, message: str = "") -> Obj:
@@ -529,7 +608,131 @@ def _cond(typ: str, status: str, reason: str | None, now: str, message: str = ""
     return c
 
 
-def _micro(t: float) -> str:
-    from datetime import UTC, datetime
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
+def _micro(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---------------------------------------------------------------------- in process
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _quiet(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R | None]]:
+    """The store's 404/409 answers turned into None, as `Transport` says."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
+        try:
+            return await fn(*args, **kwargs)
+        except ApiError as err:
+            if err.code in (404, 409):
+                return None
+            raise
+
+    return wrapper
+
+
+class CoreTransport:
+    """The transport of the sandbox's own emulator: the store in process, no HTTP hop."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.pods_rt = core.rt("", "v1", "pods")
+        self.nodes_rt = core.rt("", "v1", "nodes")
+        self.leases_rt = core.rt("coordination.k8s.io", "v1", "leases")
+        self.events_rt = core.rt("", "v1", "events")
+
+    def _same(self, obj: Obj | None, uid: str) -> Obj | None:
+        return obj if obj is not None and obj["metadata"]["uid"] == uid else None
+
+    @_quiet
+    async def node_status(self, name: str, uid: str, patch: Obj) -> Obj | None:
+        node = self._same(self.core.find(self.nodes_rt, "", name), uid)
+        if node is None:
+            return None
+        status = apply_status_patch(node.get("status") or {}, patch)
+        new = {**node, "status": status}
+        return self.core.write(self.nodes_rt, node, new, subresource="status")
+
+    @_quiet
+    async def pod_status(self, ns: str, name: str, uid: str, patch: Obj) -> Obj | None:
+        pod = self._same(self.core.find(self.pods_rt, ns, name), uid)
+        if pod is None:
+            return None
+        status = apply_status_patch(pod.get("status") or {}, patch)
+        return self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
+
+    @_quiet
+    async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None:
+        lease = self.core.find(self.leases_rt, LEASE_NAMESPACE, name)
+        if lease is not None:
+            new = {**lease, "spec": {**lease["spec"], **spec}}
+            self.core.write(self.leases_rt, lease, new)
+            return
+        self.core.create(self.leases_rt, LEASE_NAMESPACE, lease_body(name, node_uid, spec))
+
+    @_quiet
+    async def delete_lease(self, name: str) -> None:
+        if self.core.find(self.leases_rt, LEASE_NAMESPACE, name) is not None:
+            self.core.delete(self.leases_rt, LEASE_NAMESPACE, name)
+
+    @_quiet
+    async def create_event(self, body: Obj) -> None:
+        self.core.create(self.events_rt, body["metadata"]["namespace"], body)
+
+    @_quiet
+    async def delete_pod(self, ns: str, name: str, uid: str) -> None:
+        if self._same(self.core.find(self.pods_rt, ns, name), uid) is not None:
+            self.core.delete(self.pods_rt, ns, name, grace=0)
+
+
+def lease_body(name: str, node_uid: str, spec: Obj) -> Obj:
+    """A node's heartbeat Lease, owned by its Node as a kubelet creates it."""
+    owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]},
+        "spec": spec,
+    }
+
+
+class NodeEmulator:
+    """The sandbox's kubelets: `Kubelets` fed by the store's change listener."""
+
+    def __init__(
+        self, core: Core, *, max_grace_seconds: float = 2.0, heartbeat_seconds: float = 10.0
+    ) -> None:
+        self.core = core
+        self.kubelets = Kubelets(
+            CoreTransport(core),
+            max_grace_seconds=max_grace_seconds,
+            heartbeat_seconds=heartbeat_seconds,
+            stamp=core.clock.stamp,
+        )
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.kubelets.start(loop)
+        self.core.store.listeners.append(self.on_change)
+        for node in list(self.core.store.buckets["nodes"].iter(None)):
+            self.kubelets.on_node("ADDED", node)
+        for pod in list(self.core.store.buckets["pods"].iter(None)):
+            self.kubelets.on_pod("ADDED", pod)
+
+    def stop(self) -> None:
+        if self.on_change in self.core.store.listeners:
+            self.core.store.listeners.remove(self.on_change)
+        self.kubelets.stop()
+
+    async def idle(self) -> None:
+        await self.kubelets.idle()
+
+    def on_change(self, etype: str, key: str, obj: Obj, old: Obj | None) -> None:
+        if key == "pods":
+            self.kubelets.on_pod(etype, obj)
+        elif key == "nodes":
+            self.kubelets.on_node(etype, obj)

@@ -1,19 +1,48 @@
-"""Contract: the node emulator runs bound pods like a kubelet (phases, exit codes, capacity)."""
+"""Contract: the node emulator runs bound pods like a kubelet (phases, exit codes, capacity).
+
+Every test runs twice: with the sandbox's in-process emulator, and with the same kubelet logic
+over HTTP (`batch.sandbox.emulator_http`, what runs against a real kube-apiserver) attached to a
+sandbox started without its own emulator.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from kubernetes import client
 
-from batch.sandbox.testing import SandboxHandle
+from batch.kube.config import ClusterAccess
+from batch.sandbox.emulator_http import EmulatorThread
+from batch.sandbox.nodes import make_nodes
+from batch.sandbox.options import SandboxOptions
+from batch.sandbox.testing import SandboxHandle, run_sandbox
 from tests.waiting import wait_for
 
 from .helpers import bind, http, pod
 
 RUN = "sandbox.tephra.io/run-seconds"
 EXIT = "sandbox.tephra.io/exit-code"
+
+
+@pytest.fixture(scope="module", params=["in-process", "http"])
+def sb(request: pytest.FixtureRequest) -> Iterator[SandboxHandle]:
+    nodes = make_nodes(count=3, gpus=8, cpu="16", memory="64Gi", racks=2)
+    over_http = request.param == "http"
+    opts = SandboxOptions(max_grace_seconds=0.5, emulator=not over_http)
+    with run_sandbox(nodes=nodes, options=opts) as handle:
+        if not over_http:
+            yield handle
+            return
+        emulator = EmulatorThread(ClusterAccess(handle.url), max_grace_seconds=0.5).start()
+        try:
+            names = [n["metadata"]["name"] for n in nodes]
+            emulator.wait_schedulable(names)
+            yield handle
+        finally:
+            emulator.stop()
 
 
 def _phase(v1: Any, name: str) -> str:

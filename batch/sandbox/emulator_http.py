@@ -1,0 +1,233 @@
+"""The node emulator over HTTP: Tephra's kubelets for any API server, the sandbox's or a real
+kube-apiserver (`tephra cluster up`, the `real` test tier, the real-cluster benchmarks).
+
+`ApiEmulator` watches Nodes and bound Pods through `batch.kube`'s client and reflectors and runs
+the same kubelet logic as the sandbox's in-process emulator (`batch.sandbox.emulator.Kubelets`):
+it writes `nodes/status`, Leases in `kube-node-lease`, `pods/status` (strategic merge patches,
+so conditions other components own are kept), kubelet Events and the final deletion of a pod
+after its grace period. `create_nodes` registers emulated Nodes as kubelets do (a create with
+`status.capacity`). `EmulatorThread` runs one on its own event loop for synchronous callers.
+
+On a real apiserver the TaintNodesByCondition admission plugin taints every new Node
+`node.kubernetes.io/not-ready:NoSchedule`; kube-controller-manager's node lifecycle controller
+lifts it once the Node is Ready, so a schedulable Node needs that controller running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from batch.kube.client import RESOURCES, ApiError, KubeClient
+from batch.kube.config import ClusterAccess, load_access
+from batch.kube.informer import Reflector, ReflectorSet
+from batch.sandbox.emulator import LEASE_NAMESPACE, Kubelets, lease_body
+from batch.sandbox.nodes import make_nodes
+from batch.sandbox.store import Obj
+
+__all__ = ["NOT_READY_TAINT", "ApiEmulator", "EmulatorThread", "HttpTransport", "schedulable"]
+
+T = TypeVar("T")
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+_NODE = RESOURCES["Node"]
+_POD = RESOURCES["Pod"]
+_LEASE = RESOURCES["Lease"]
+_EVENT = RESOURCES["Event"]
+
+
+async def _quiet(call: Awaitable[T]) -> T | None:
+    """The answer, or None when the object is gone (404) or another one now (409)."""
+    try:
+        return await call
+    except ApiError as err:
+        if err.status in (404, 409):
+            return None
+        raise
+
+
+class HttpTransport:
+    """Kubelet writes as HTTP requests of `KubeClient` (see `batch.sandbox.emulator.Transport`)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def node_status(self, name: str, uid: str, patch: Obj) -> Obj | None:
+        body = {"metadata": {"uid": uid}, "status": patch}
+        return await _quiet(
+            self.client.patch(_NODE, name, body, sub="status", patch_type="strategic")
+        )
+
+    async def pod_status(self, ns: str, name: str, uid: str, patch: Obj) -> Obj | None:
+        body = {"metadata": {"uid": uid}, "status": patch}
+        return await _quiet(
+            self.client.patch(_POD, name, body, namespace=ns, sub="status", patch_type="strategic")
+        )
+
+    async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None:
+        patched = await _quiet(
+            self.client.patch(_LEASE, name, {"spec": spec}, namespace=LEASE_NAMESPACE)
+        )
+        if patched is None:
+            body = lease_body(name, node_uid, spec)
+            await _quiet(self.client.create(_LEASE, body, namespace=LEASE_NAMESPACE))
+
+    async def delete_lease(self, name: str) -> None:
+        await _quiet(self.client.delete(_LEASE, name, LEASE_NAMESPACE))
+
+    async def create_event(self, body: Obj) -> None:
+        await _quiet(self.client.create(_EVENT, body, namespace=body["metadata"]["namespace"]))
+
+    async def delete_pod(self, ns: str, name: str, uid: str) -> None:
+        await _quiet(self.client.delete(_POD, name, ns, grace_seconds=0, uid=uid))
+
+
+def schedulable(node: Obj) -> bool:
+    """Ready and without the not-ready taint: what a scheduler needs of a Node."""
+    status = node.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    taints = (node.get("spec") or {}).get("taints") or []
+    return ready and not any(t.get("key") == NOT_READY_TAINT for t in taints)
+
+
+class ApiEmulator:
+    """Emulated kubelets for the API server of `access`. `await start()`, `await stop()`."""
+
+    def __init__(
+        self,
+        access: ClusterAccess,
+        *,
+        max_grace_seconds: float = 2.0,
+        heartbeat_seconds: float = 10.0,
+        max_connections: int = 64,
+    ) -> None:
+        self.client = KubeClient(access, max_connections=max_connections)
+        self.kubelets = Kubelets(
+            HttpTransport(self.client),
+            max_grace_seconds=max_grace_seconds,
+            heartbeat_seconds=heartbeat_seconds,
+        )
+        self._reflectors: ReflectorSet | None = None
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path, **kwargs: Any) -> ApiEmulator:
+        return cls(load_access(path), **kwargs)
+
+    def _sink(self, kind: str, etype: str, obj: Obj) -> None:
+        if kind == "Node":
+            self.kubelets.on_node(etype, obj)
+        elif kind == "Pod":
+            self.kubelets.on_pod(etype, obj)
+
+    async def start(self, timeout: float = 60.0) -> None:
+        """Open the client, list+watch Nodes and bound Pods, and wait until both are synced."""
+        await self.client.open()
+        self.kubelets.start(asyncio.get_running_loop())
+        self._reflectors = ReflectorSet(
+            [
+                Reflector(self.client, _NODE, self._sink),
+                Reflector(self.client, _POD, self._sink, {"fieldSelector": "spec.nodeName!="}),
+            ]
+        )
+        self._reflectors.start()
+        if not await self._reflectors.wait_synced(timeout):
+            raise TimeoutError(f"node emulator: no list of nodes and pods in {timeout:.0f} s")
+
+    async def stop(self) -> None:
+        if self._reflectors is not None:
+            await self._reflectors.stop()
+            self._reflectors = None
+        await self.kubelets.shutdown()
+        await self.client.close()
+
+    async def create_nodes(
+        self, count: int, *, prefix: str = "node", concurrency: int = 32, **shape: Any
+    ) -> list[str]:
+        """Register `count` Nodes shaped as `make_nodes(**shape)` (gpus, cpu, memory, pods,
+        racks, labels, taints); one that exists already is kept. Returns their names."""
+        nodes = make_nodes(count=count, prefix=prefix, **shape)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def create(node: Obj) -> None:
+            async with gate:
+                await _quiet(self.client.create(_NODE, node))
+
+        await asyncio.gather(*(create(n) for n in nodes))
+        return [n["metadata"]["name"] for n in nodes]
+
+    async def wait_schedulable(self, names: Iterable[str], timeout: float = 60.0) -> None:
+        """Wait until every named Node is Ready and untainted (TimeoutError names the rest)."""
+        left = set(names)
+        deadline = time.monotonic() + timeout
+        while left:
+            page = await self.client.list(_NODE)
+            left -= {n["metadata"]["name"] for n in page["items"] if schedulable(n)}
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nodes not Ready and untainted in {timeout:.0f} s: {left}")
+            await asyncio.sleep(0.2)
+
+
+class EmulatorThread:
+    """An `ApiEmulator` on its own event loop in a daemon thread, for synchronous callers."""
+
+    def __init__(self, access: ClusterAccess, **kwargs: Any) -> None:
+        self._access = access
+        self._kwargs = kwargs
+        self.loop = asyncio.new_event_loop()
+        self.emulator: ApiEmulator | None = None
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def start(self, timeout: float = 60.0) -> EmulatorThread:
+        self._thread.start()
+
+        async def begin() -> None:
+            self.emulator = ApiEmulator(self._access, **self._kwargs)
+            await self.emulator.start(timeout)
+
+        self.run(begin, timeout + 5)
+        return self
+
+    def run(self, fn: Callable[[], Coroutine[Any, Any, T]], timeout: float = 60.0) -> T:
+        """Run a coroutine made by fn on the emulator's loop and return its result."""
+        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(fn(), self.loop)
+        return fut.result(timeout)
+
+    def create_nodes(self, count: int, *, timeout: float = 120.0, **shape: Any) -> list[str]:
+        """`ApiEmulator.create_nodes`, then wait until they are schedulable."""
+        emulator = self._emulator()
+
+        async def create() -> list[str]:
+            names = await emulator.create_nodes(count, **shape)
+            await emulator.wait_schedulable(names, timeout)
+            return names
+
+        return self.run(create, timeout + 5)
+
+    def wait_schedulable(self, names: Iterable[str], timeout: float = 60.0) -> None:
+        """`ApiEmulator.wait_schedulable` from this thread."""
+        emulator = self._emulator()
+        self.run(lambda: emulator.wait_schedulable(names, timeout), timeout + 5)
+
+    def _emulator(self) -> ApiEmulator:
+        if self.emulator is None:
+            raise RuntimeError("EmulatorThread.start() first")
+        return self.emulator
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.emulator is not None:
+            self.run(self.emulator.stop, timeout)
+            self.emulator = None
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+        if not self.loop.is_running():
+            self.loop.close()
