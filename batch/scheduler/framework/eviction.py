@@ -34,21 +34,8 @@ from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.session import Session, VictimGuard
 from batch.scheduler.framework.statement import Statement
-from batch.scheduler.framework.votes import ABSTAIN
-
-#: a hard victim filter: (point "preemptable"|"reclaimable", preemptor, victims) -> kept victims
-Guard = Callable[[str, TaskInfo, list[TaskInfo]], list[TaskInfo]]
-
-
-def add_guard(ssn: Session, guard: Guard) -> None:
-    """Register a hard victim filter for this session (plugins call it in on_session_open)."""
-    ssn.victim_guards.append(guard)
-
-
-def guards(ssn: Session) -> list[Guard]:
-    return ssn.victim_guards
 
 
 def select_victims(
@@ -58,29 +45,16 @@ def select_victims(
     candidates: list[TaskInfo],
     *,
     strict: bool,
-    extra: Iterable[Guard] = (),
+    extra: Iterable[VictimGuard] = (),
 ) -> list[TaskInfo]:
     """Victims among ``candidates`` for ``preemptor`` at extension point ``point``."""
     if not candidates:
         return []
     if strict:
-        victims = list(candidates)
-        answered = False
-        for tier in ssn._fns.get(point, ()):
-            for _, fn in tier:
-                got, vote = fn(preemptor, victims)
-                if vote == ABSTAIN:
-                    continue
-                answered = True
-                keep = {t.uid for t in got}
-                victims = [t for t in victims if t.uid in keep]
-                if not victims:
-                    return []
-        if not answered:
-            return []
+        victims = ssn.victims_strict(point, preemptor, candidates)
     else:
-        victims = ssn._victims(point, preemptor, candidates)
-    for g in guards(ssn):
+        victims = ssn.victims(point, preemptor, candidates)
+    for g in ssn.victim_guards():
         if not victims:
             return []
         victims = g(point, preemptor, victims)
@@ -278,11 +252,6 @@ class NodeTasks:
     def others(self, group: str) -> npt.NDArray[np.int64]:
         out: npt.NDArray[np.int64] = self.total - self.own(group)
         return out
-
-
-def registered(ssn: Session, point: str, plugin: str) -> bool:
-    """Whether ``plugin`` registered a callback at ``point`` this session."""
-    return any(name == plugin for tier in ssn._fns.get(point, ()) for name, _ in tier)
 
 
 _FIT: dict[int, tuple[Any, list[tuple[int, int]]]] = {}

@@ -20,7 +20,7 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +65,20 @@ BatchScore = Callable[[TaskTemplate, "SessionNodes", Any], Any]
 StaticScore = Callable[[TaskTemplate, "SessionNodes", BoolVec], FloatVec]
 ScalarScore = Callable[[TaskInfo, int], float]
 Victims = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
+#: a hard victim filter: (point "preemptable"|"reclaimable", preemptor, victims) -> kept victims
+VictimGuard = Callable[[str, TaskInfo, list[TaskInfo]], list[TaskInfo]]
+
+
+class TopologyPreemption(Protocol):
+    """What topology-aware preemption needs of the network-topology plugin."""
+
+    def preemption_domains(self, ssn: Session, job: JobInfo) -> Sequence[object]:
+        """Domains to try for ``job``, best first."""
+
+    def pin(self, job: JobInfo, domain: Any) -> None:
+        """Keep ``job``'s placement inside ``domain`` until ``unpin``."""
+
+    def unpin(self, job: JobInfo) -> None: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -186,9 +200,6 @@ class Session:
         self.binds: list[Bind] = []
         self.pipelines: list[Pipeline] = []
         self.evictions: list[Eviction] = []
-        #: hard victim filters plugins add for preempt/reclaim (see actions/preempt/victims.py);
-        #: they live and die with the session
-        self.victim_guards: list[Callable[[str, TaskInfo, list[TaskInfo]], list[TaskInfo]]] = []
         self.events: list[Event] = []
         self.podgroup_conditions: dict[str, list[dict[str, Any]]] = {}
         #: per job: uid of the last task that failed to fit -> kube-style message
@@ -242,11 +253,11 @@ class Session:
     def plugin_option(self, name: str) -> PluginOption | None:
         return self.config.plugin(name)
 
-    def _add(self, point: str, fn: Any) -> None:
+    def _add(self, point: str, fn: Any, *, gate: str | None = None) -> None:
         if self._cur is None:
             raise RuntimeError("extension points can only be registered during on_session_open")
         ti, opt = self._cur
-        if not opt.enabled(point):
+        if not opt.enabled(gate or point):
             return
         tiers = self._fns.get(point)
         if tiers is None:
@@ -367,6 +378,31 @@ class Session:
     def add_hypernode_gradient_fn(self, fn: Callable[..., list[list[str]]]) -> None:
         self._add("hypernode_gradient", fn)
 
+    def add_victim_guard(self, fn: VictimGuard) -> None:
+        """A hard victim filter of preempt/reclaim, applied after the tiers (framework/eviction)."""
+        self._add("victim_guard", fn)
+
+    def add_deserved_fn(self, fn: Callable[[str], FloatVec | None]) -> None:
+        """A fair-share plugin's deserved vector of a queue (None: not computed for it)."""
+        self._add("deserved", fn)
+
+    def add_queue_at_deserved_fn(self, fn: Callable[[str], bool]) -> None:
+        """True while a queue's allocation is within its deserved share on every resource."""
+        self._add("queue_at_deserved", fn)
+
+    def add_victim_job_floor_fn(self, point: str, fn: Callable[[JobInfo], bool]) -> None:
+        """At ``point`` ("preemptable"|"reclaimable") this plugin never gives a task of a job for
+        which ``fn`` is true (lets strict victim selection drop such jobs up front)."""
+        self._add(f"{point}_job_floor", fn, gate=point)
+
+    def add_victim_queue_floor_fn(self, point: str, fn: Callable[[str], bool]) -> None:
+        """As ``add_victim_job_floor_fn``, for every task of a queue (by name)."""
+        self._add(f"{point}_queue_floor", fn, gate=point)
+
+    def add_topology_preemption(self, provider: TopologyPreemption) -> None:
+        """The HyperNode domains topology-aware preemption tries, one after the other."""
+        self._add("topology_preemption", provider)
+
     def add_event_handler(
         self,
         on_allocate: Callable[[TaskInfo], None],
@@ -486,9 +522,11 @@ class Session:
                 return str(err)
         return None
 
-    def _victims(
+    def victims(
         self, point: str, preemptor: TaskInfo, candidates: list[TaskInfo]
     ) -> list[TaskInfo]:
+        """Volcano's tiered victim choice at ``point``: per-tier intersection, first tier with an
+        answer decides."""
         for tier in self._fns.get(point, ()):
             victims: list[TaskInfo] | None = None
             for _, fn in tier:
@@ -509,10 +547,10 @@ class Session:
         return []
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        return self._victims("preemptable", preemptor, candidates)
+        return self.victims("preemptable", preemptor, candidates)
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        return self._victims("reclaimable", reclaimer, candidates)
+        return self.victims("reclaimable", reclaimer, candidates)
 
     def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
         for tier in self._fns.get("victim_tasks", ()):
@@ -528,6 +566,61 @@ class Session:
         for fn in self._flat("target_job"):
             return fn(jobs)  # type: ignore[no-any-return]
         return None
+
+    def victim_guards(self) -> list[VictimGuard]:
+        return self._flat("victim_guard")
+
+    def deserved(self, queue: str) -> FloatVec | None:
+        """The first fair-share plugin's deserved vector of ``queue`` (None without one)."""
+        for fn in self._flat("deserved"):
+            got: FloatVec | None = fn(queue)
+            if got is not None:
+                return got
+        return None
+
+    def queue_at_deserved(self) -> Callable[[str], bool] | None:
+        """The fair-share rule "allocated <= deserved" by queue name (None without one)."""
+        fns: list[Callable[[str], bool]] = self._flat("queue_at_deserved")
+        return fns[0] if fns else None
+
+    def victim_job_floor(self, point: str) -> Callable[[JobInfo], bool] | None:
+        fns: list[Callable[[JobInfo], bool]] = self._flat(f"{point}_job_floor")
+        if not fns:
+            return None
+        if len(fns) == 1:
+            return fns[0]
+        return lambda j: any(fn(j) for fn in fns)
+
+    def victim_queue_floor(self, point: str) -> Callable[[str], bool] | None:
+        fns: list[Callable[[str], bool]] = self._flat(f"{point}_queue_floor")
+        if not fns:
+            return None
+        if len(fns) == 1:
+            return fns[0]
+        return lambda q: any(fn(q) for fn in fns)
+
+    def topology_preemption(self) -> TopologyPreemption | None:
+        got: list[TopologyPreemption] = self._flat("topology_preemption")
+        return got[0] if got else None
+
+    def victims_strict(
+        self, point: str, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> list[TaskInfo]:
+        """Every non-abstaining callback of every tier filters the candidates in turn (none
+        answering: no victims)."""
+        victims = list(candidates)
+        answered = False
+        for tier in self._fns.get(point, ()):
+            for _, fn in tier:
+                got, vote = fn(preemptor, victims)
+                if vote == ABSTAIN:
+                    continue
+                answered = True
+                keep = {t.uid for t in got}
+                victims = [t for t in victims if t.uid in keep]
+                if not victims:
+                    return []
+        return victims if answered else []
 
     # -- placement engine ------------------------------------------------------------------
     @property

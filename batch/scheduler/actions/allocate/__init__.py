@@ -29,6 +29,7 @@ from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
+from batch.scheduler.framework.selection import pending_tasks
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
@@ -53,17 +54,6 @@ def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
     out = format_resource_list(ssn.resources.to_dict(gap))
     memo[key] = out
     return dict(out)
-
-
-def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[TaskInfo]:
-    key = ssn.task_order_key()
-    tasks = [
-        t
-        for t in job.tasks.values()
-        if t.status is TaskStatus.PENDING and not t.gated and t.best_effort == best_effort
-    ]
-    tasks.sort(key=key)
-    return tasks
 
 
 class Allocate(Action):

@@ -13,9 +13,9 @@ import time
 
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
-from batch.scheduler.actions.allocate import pending_tasks
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Action
+from batch.scheduler.framework.selection import pending_tasks
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 

@@ -36,7 +36,8 @@ import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
-from batch.scheduler.actions.preempt.victims import (
+from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.eviction import (
     Budget,
     NodeTasks,
     candidate_nodes,
@@ -44,44 +45,15 @@ from batch.scheduler.actions.preempt.victims import (
     fits_future,
     parse_common,
     pipelined_reason,
-    registered,
     select_victims,
     try_node,
     validate_victims,
     victim_order,
 )
-from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.registry import Action
-from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
+from batch.scheduler.framework.session import Session, TopologyPreemption
 from batch.scheduler.framework.statement import Statement
-
-
-def starving_jobs(ssn: Session) -> list[JobInfo]:
-    """Admitted, valid, starving jobs with pending ungated tasks."""
-    out = []
-    for job in ssn.jobs.values():
-        if job.is_pending() or job.queue not in ssn.queues:
-            continue
-        if job.counts[TaskStatus.PENDING] - job.gated_pending <= 0:
-            continue
-        if not ssn.job_starving(job):
-            continue
-        if ssn.job_valid(job) is not None:
-            continue
-        out.append(job)
-    return out
-
-
-def preemptor_tasks(ssn: Session, job: JobInfo) -> list[TaskInfo]:
-    key = ssn.task_order_key()
-    tasks = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.gated]
-    tasks.sort(key=key)
-    return tasks
-
-
-def has_topology(job: JobInfo) -> bool:
-    nt = job.network_topology
-    return bool(nt) and isinstance(nt, dict) and bool(nt)
 
 
 class Preempt(Action):
@@ -112,10 +84,10 @@ class Preempt(Action):
             ssn.timings["preempt"] = time.perf_counter() - t0
             return
         self.index = NodeTasks(ssn, group_of=lambda t, j: j.queue)
-        if self.strict and registered(ssn, "preemptable", "gang"):
-            # gang never gives a task of a job at (or below) its minimum: in strict mode such
-            # jobs' tasks can be left out of the candidates and the bounds up front
-            self.index.job_exhausted = lambda j: j.ready_task_num() <= j.min_available
+        if self.strict:
+            # a plugin that never gives a task of some jobs (gang: a job at its minimum): in
+            # strict mode such jobs' tasks can be left out of the candidates and the bounds
+            self.index.job_exhausted = ssn.victim_job_floor("preemptable")
         self.index.start()
         self.causes: dict[str, tuple[str, str]] = {}
         qkey = ssn.queue_order_key()
@@ -123,7 +95,7 @@ class Preempt(Action):
         by_queue: dict[str, list[JobInfo]] = {}
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)
-        topo = self._topology_plugin(ssn)
+        topo = ssn.topology_preemption()
         for qname in sorted(by_queue, key=lambda n: qkey(ssn.queues[n])):
             queue = ssn.queues[qname]
             for job in sorted(by_queue[qname], key=jkey):
@@ -155,13 +127,6 @@ class Preempt(Action):
         self.index.close()
         ssn.timings["preempt"] = time.perf_counter() - t0
 
-    @staticmethod
-    def _topology_plugin(ssn: Session) -> object | None:
-        for p in ssn.plugins:
-            if p.name == "network-topology-aware":
-                return p
-        return None
-
     def _finish(self, ssn: Session, job: JobInfo, stmt: Statement) -> bool:
         if len(stmt) and ssn.job_pipelined(job):
             self._commit(ssn, stmt)
@@ -176,18 +141,23 @@ class Preempt(Action):
         emit_causes(ssn, evicted, self.causes)
 
     def _preempt_topology_job(
-        self, ssn: Session, queue: QueueInfo, job: JobInfo, topo: object, budget: Budget
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        topo: TopologyPreemption,
+        budget: Budget,
     ) -> None:
-        domains = getattr(topo, "preemption_domains")(ssn, job)  # noqa: B009
+        domains = topo.preemption_domains(ssn, job)
         for dom in domains[: self.max_domains]:
-            getattr(topo, "pin")(job, dom)  # noqa: B009
+            topo.pin(job, dom)
             stmt = Statement(ssn)
             self._preempt_job(ssn, queue, job, stmt, budget)
             if self._finish(ssn, job, stmt):
                 return
             if budget.exhausted:
                 break
-        getattr(topo, "unpin")(job)  # noqa: B009
+        topo.unpin(job)
 
     def _preempt_job(
         self, ssn: Session, queue: QueueInfo, job: JobInfo, stmt: Statement, budget: Budget

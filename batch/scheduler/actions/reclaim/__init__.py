@@ -32,8 +32,8 @@ import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
-from batch.scheduler.actions.preempt import has_topology, preemptor_tasks, starving_jobs
-from batch.scheduler.actions.preempt.victims import (
+from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.eviction import (
     Budget,
     NodeTasks,
     candidate_nodes,
@@ -41,18 +41,16 @@ from batch.scheduler.actions.preempt.victims import (
     fits_future,
     parse_common,
     pipelined_reason,
-    registered,
     select_victims,
     try_node,
     validate_victims,
     victim_order,
 )
-from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
+from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
-from batch.scheduler.plugins.proportion import le
 
 RUNNING = frozenset({TaskStatus.RUNNING})
 
@@ -100,18 +98,6 @@ class QueueLedger:
         return got if got is not None else self.ssn.resources.zeros()
 
 
-def deserved_of(ssn: Session, queue: str) -> npt.NDArray[np.float64] | None:
-    """The deserved vector computed by proportion or capacity this session (None if neither)."""
-    for p in ssn.plugins:
-        if p.name in ("proportion", "capacity"):
-            attrs: dict[str, Any] = getattr(p, "attrs", {})
-            a = attrs.get(queue)
-            if a is not None:
-                d: npt.NDArray[np.float64] = a.deserved
-                return d
-    return None
-
-
 class Reclaim(Action):
     name = "reclaim"
 
@@ -146,20 +132,14 @@ class Reclaim(Action):
         self.index = NodeTasks(ssn, group_of=group, statuses=RUNNING)
         self.ledger = QueueLedger(ssn)
         index = self.index
-        if self.strict and registered(ssn, "reclaimable", "gang"):
-            index.job_exhausted = lambda j: j.ready_task_num() <= j.min_available
-        prop = next((p for p in ssn.plugins if p.name == "proportion"), None)
-        if prop is not None and (
-            self.keep_deserved or (self.strict and registered(ssn, "reclaimable", "proportion"))
-        ):
-            attrs: dict[str, Any] = getattr(prop, "attrs", {})
-
-            def at_deserved(q: str) -> bool:
-                # proportion takes victims only from a queue whose allocated is not <= deserved
-                a = attrs.get(q)
-                return a is None or le(a.allocated, a.deserved)
-
-            index.group_exhausted = at_deserved
+        if self.strict:
+            index.job_exhausted = ssn.victim_job_floor("reclaimable")
+        # share hysteresis keeps victims' queues at their deserved share whatever the tiers say;
+        # in strict mode a plugin's own victim rule (proportion's) may exclude whole queues
+        at_deserved = ssn.queue_at_deserved() if self.keep_deserved else None
+        if at_deserved is None and self.strict:
+            at_deserved = ssn.victim_queue_floor("reclaimable")
+        index.group_exhausted = at_deserved
         index.start()
         self.causes: dict[str, tuple[str, str]] = {}
         jkey = ssn.job_order_key()
@@ -220,7 +200,7 @@ class Reclaim(Action):
                         ok = False
                         break
                 if ok and keep:
-                    des = deserved_of(ssn, q.name)
+                    des = ssn.deserved(q.name)
                     if des is not None:
                         present = np.flatnonzero(des[1:] >= 0.1) + 1
                         share = float((after[present] / des[present]).max()) if len(present) else 0

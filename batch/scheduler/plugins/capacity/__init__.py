@@ -33,8 +33,8 @@ from batch.model.resources import IntVec
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.shares import INF, TOL, capability_vec, publish_shares, vec_of
 from batch.scheduler.framework.votes import PERMIT, REJECT
-from batch.scheduler.plugins.proportion import INF, TOL, capability_vec, publish_shares, vec_of
 
 F = npt.NDArray[np.float64]
 
@@ -138,6 +138,12 @@ class CapacityPlugin(Plugin):
                 node.elastic += np.maximum(ja - mr, 0)
         self.attrs = attrs
         self.hierarchy = hierarchy
+
+        def deserved(queue: str) -> npt.NDArray[np.float64] | None:
+            a = attrs.get(queue)
+            return a.deserved if a is not None else None
+
+        ssn.add_deserved_fn(deserved)
 
         def chain(q: QueueInfo) -> list[CapAttr]:
             a = attrs.get(q.name)

@@ -72,6 +72,13 @@ class GangPlugin(Plugin):
 
         ssn.add_preemptable_fn(victims)
         ssn.add_reclaimable_fn(victims)
+
+        def at_minimum(job: JobInfo) -> bool:
+            return job.ready_task_num() <= job.min_available
+
+        # gang's victim rule above never gives a task of a job at (or below) its minimum
+        ssn.add_victim_job_floor_fn("preemptable", at_minimum)
+        ssn.add_victim_job_floor_fn("reclaimable", at_minimum)
         ssn.add_unified_evictable_fn(lambda _, c: (list(c), PERMIT))
 
     def on_session_close(self, ssn: Session) -> None:

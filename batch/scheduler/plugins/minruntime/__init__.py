@@ -18,66 +18,22 @@ The switches ``enablePreemptable`` / ``enableReclaimable`` turn either half off.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo, TaskInfo
-from batch.model.parse import ROOT_QUEUE, parse_time
+from batch.model.parse import ROOT_QUEUE
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.durations import parse_duration, task_start
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 
+__all__ = ["ANN_PREEMPT", "ANN_RECLAIM", "MinRuntimePlugin", "expires_between", "parse_duration"]
+
 ANN_PREEMPT = "tephra.io/preempt-min-runtime"
 ANN_RECLAIM = "tephra.io/reclaim-min-runtime"
-
-_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(value: object) -> float:
-    """``"1h30m"`` / ``"90s"`` / ``"2.5m"`` / ``"120"`` / ``120`` -> seconds (ValueError)."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"duration must not be negative: {value!r}")
-        return float(value)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"not a duration: {value!r}")
-    s = value.strip()
-    try:
-        f = float(s)
-    except ValueError:
-        pass
-    else:
-        if f < 0:
-            raise ValueError(f"duration must not be negative: {value!r}")
-        return f
-    pos = 0
-    total = 0.0
-    for m in _DUR.finditer(s):
-        if m.start() != pos:
-            raise ValueError(f"not a duration: {value!r}")
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or pos == 0:
-        raise ValueError(f"not a duration (use e.g. 90s, 5m, 1h30m): {value!r}")
-    return total
-
-
-def task_start(task: TaskInfo) -> float:
-    """When the pod started running: ``status.startTime``, else its creation time."""
-    raw = task.raw
-    if raw is not None:
-        status = raw.get("status")
-        if isinstance(status, dict):
-            t = parse_time(status.get("startTime"))
-            if t:
-                return t
-    return task.creation
 
 
 class MinRuntimePlugin(Plugin):
@@ -147,8 +103,6 @@ class MinRuntimePlugin(Plugin):
         return self.defaults[kind]
 
     def on_session_open(self, ssn: Session) -> None:
-        from batch.scheduler.actions.preempt.victims import add_guard
-
         option = self.option
         on = {
             "preemptable": option is None or option.enabled("preemptable"),
@@ -178,7 +132,7 @@ class MinRuntimePlugin(Plugin):
                     out.append(t)
             return out
 
-        add_guard(ssn, guard)
+        ssn.add_victim_guard(guard)
 
 
 def expires_between(

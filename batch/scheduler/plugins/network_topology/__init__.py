@@ -186,6 +186,7 @@ class NetworkTopologyPlugin(Plugin):
         self._memo: dict[str, tuple[int, Domain | None]] = {}
         self.chosen: dict[str, str] = {}
         ssn.add_dynamic_predicate(self._predicate)
+        ssn.add_topology_preemption(self)
 
     @staticmethod
     def spec(job: JobInfo) -> Mapping[str, Any] | None:

@@ -20,9 +20,9 @@ import numpy as np
 from batch.model.info import TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.matching import term_mask, tolerates
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import FloatVec, Session, SessionNodes
-from batch.scheduler.plugins.predicates.matching import term_mask, tolerates
 
 MAX_SCORE = 100
 CPU, MEM = 1, 2

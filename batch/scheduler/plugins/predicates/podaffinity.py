@@ -18,8 +18,8 @@ import numpy as np
 from batch.model.info import TaskInfo
 from batch.model.nodes import BoolVec
 from batch.model.status import ON_NODE_STATUS, TaskStatus
+from batch.scheduler.framework.matching import labels_match
 from batch.scheduler.framework.session import Session
-from batch.scheduler.plugins.predicates.matching import labels_match
 
 R_POD_AFFINITY = "node(s) didn't match pod affinity rules"
 R_POD_ANTI = "node(s) didn't match pod anti-affinity rules"

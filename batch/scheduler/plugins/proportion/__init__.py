@@ -7,9 +7,8 @@ Allocatable, Preemptive, Reclaimable and the JobEnqueueable admission gate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -21,39 +20,16 @@ from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.shares import (
+    TOL,
+    F,
+    capability_vec,
+    le,
+    le_on,
+    publish_shares,
+    vec_of,
+)
 from batch.scheduler.framework.votes import PERMIT, REJECT
-
-F = npt.NDArray[np.float64]
-TOL = 0.1
-INF = np.inf
-
-
-def le(a: F, b: F) -> bool:
-    """Volcano's ``LessEqual`` with the 0.1 tolerance, all dimensions except pods."""
-    return bool((a[1:] <= b[1:] + TOL).all())
-
-
-def le_on(a: F, b: F, dims: npt.NDArray[np.intp]) -> bool:
-    return bool((a[dims] <= b[dims] + TOL).all())
-
-
-def vec_of(ssn: Session, amounts: dict[str, int], *, missing: float = 0.0) -> F:
-    v = np.full(ssn.resources.capacity, missing, dtype=np.float64)
-    v[0] = 0.0 if missing == 0.0 else INF
-    for name, amount in amounts.items():
-        i = ssn.resources.get(name)
-        if i is not None:
-            v[i] = float(amount)
-    return v
-
-
-def capability_vec(ssn: Session, q: QueueInfo) -> F:
-    """spec.capability: missing dimensions, and cpu/memory <= 0, are unlimited."""
-    v = vec_of(ssn, q.capability, missing=INF)
-    for i in (1, 2):
-        if v[i] <= 0:
-            v[i] = INF
-    return v
 
 
 @dataclass(slots=True)
@@ -122,32 +98,6 @@ def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
         remaining = new_remaining
     for i, a in enumerate(attrs):
         a.deserved = deserved[i]
-
-
-class ShareAttr(Protocol):
-    """What a fair-share plugin knows of a queue (proportion's QueueAttr, capacity's CapAttr)."""
-
-    deserved: F
-    real_capability: F
-    inqueue: F
-    allocated: F
-
-    def share(self) -> float: ...
-
-
-def publish_shares(ssn: Session, attrs: Mapping[str, ShareAttr]) -> None:
-    """Hand each queue's figures to the session for the ``volcano_queue_*`` metrics (a plugin
-    without a notion of request, like capacity, has no ``request`` attribute)."""
-    for name, a in attrs.items():
-        ssn.publish_queue_metrics(
-            name,
-            deserved=a.deserved,
-            real_capacity=a.real_capability,
-            inqueue=a.inqueue,
-            request=getattr(a, "request", None),
-            share=a.share(),
-            overused=le(a.deserved, a.allocated),
-        )
 
 
 def queue_contribution(job: JobInfo) -> IntVec:
@@ -276,6 +226,15 @@ class ProportionPlugin(Plugin):
             return victims, PERMIT
 
         ssn.add_reclaimable_fn(reclaimable)
+
+        def at_deserved(queue: str) -> bool:
+            # reclaimable above takes victims only from a queue whose allocated is not <= deserved
+            a = attrs.get(queue)
+            return a is None or le(a.allocated, a.deserved)
+
+        ssn.add_queue_at_deserved_fn(at_deserved)
+        ssn.add_victim_queue_floor_fn("reclaimable", at_deserved)
+        ssn.add_deserved_fn(self.deserved)
 
         def enqueueable(job: JobInfo) -> int:
             q = ssn.queues[job.queue]

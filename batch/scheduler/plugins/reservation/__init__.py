@@ -37,9 +37,9 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.durations import parse_duration, task_start
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import BoolVec, Session, SessionNodes
-from batch.scheduler.plugins.minruntime import parse_duration, task_start
 
 ESTIMATE = "tephra.io/running-estimate"
 

@@ -1,0 +1,52 @@
+"""Which jobs and tasks an action works on, in the order the plugins give.
+
+allocate and backfill take a job's pending, ungated tasks of one kind (best-effort or not) in
+TaskOrder; preempt, reclaim and the gang actions take the admitted, valid, starving jobs and
+their pending tasks. Jobs with a ``networkTopology`` are told apart because the evicting actions
+treat them separately (Volcano skips them unless topology-aware preemption is on).
+"""
+
+from __future__ import annotations
+
+from batch.model.info import JobInfo, TaskInfo
+from batch.model.status import TaskStatus
+from batch.scheduler.framework.session import Session
+
+
+def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[TaskInfo]:
+    key = ssn.task_order_key()
+    tasks = [
+        t
+        for t in job.tasks.values()
+        if t.status is TaskStatus.PENDING and not t.gated and t.best_effort == best_effort
+    ]
+    tasks.sort(key=key)
+    return tasks
+
+
+def starving_jobs(ssn: Session) -> list[JobInfo]:
+    """Admitted, valid, starving jobs with pending ungated tasks."""
+    out = []
+    for job in ssn.jobs.values():
+        if job.is_pending() or job.queue not in ssn.queues:
+            continue
+        if job.counts[TaskStatus.PENDING] - job.gated_pending <= 0:
+            continue
+        if not ssn.job_starving(job):
+            continue
+        if ssn.job_valid(job) is not None:
+            continue
+        out.append(job)
+    return out
+
+
+def preemptor_tasks(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    key = ssn.task_order_key()
+    tasks = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.gated]
+    tasks.sort(key=key)
+    return tasks
+
+
+def has_topology(job: JobInfo) -> bool:
+    nt = job.network_topology
+    return bool(nt) and isinstance(nt, dict) and bool(nt)

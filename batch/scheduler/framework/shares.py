@@ -1,0 +1,76 @@
+"""Fair-share arithmetic the fair-share plugins and the evicting actions share.
+
+Volcano compares resource vectors with a 0.1 tolerance and leaves the pods dimension out
+(``LessEqual``); queue figures are float vectors over the session's resource dimensions, missing
+capability dimensions unlimited. proportion and capacity compute their queues' figures with
+these helpers and publish them (``publish_shares``) for the ``volcano_queue_*`` metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.info import QueueInfo
+from batch.scheduler.framework.session import Session
+
+F = npt.NDArray[np.float64]
+TOL = 0.1
+INF = np.inf
+
+
+def le(a: F, b: F) -> bool:
+    """Volcano's ``LessEqual`` with the 0.1 tolerance, all dimensions except pods."""
+    return bool((a[1:] <= b[1:] + TOL).all())
+
+
+def le_on(a: F, b: F, dims: npt.NDArray[np.intp]) -> bool:
+    return bool((a[dims] <= b[dims] + TOL).all())
+
+
+def vec_of(ssn: Session, amounts: dict[str, int], *, missing: float = 0.0) -> F:
+    v = np.full(ssn.resources.capacity, missing, dtype=np.float64)
+    v[0] = 0.0 if missing == 0.0 else INF
+    for name, amount in amounts.items():
+        i = ssn.resources.get(name)
+        if i is not None:
+            v[i] = float(amount)
+    return v
+
+
+def capability_vec(ssn: Session, q: QueueInfo) -> F:
+    """spec.capability: missing dimensions, and cpu/memory <= 0, are unlimited."""
+    v = vec_of(ssn, q.capability, missing=INF)
+    for i in (1, 2):
+        if v[i] <= 0:
+            v[i] = INF
+    return v
+
+
+class ShareAttr(Protocol):
+    """What a fair-share plugin knows of a queue (proportion's QueueAttr, capacity's CapAttr)."""
+
+    deserved: F
+    real_capability: F
+    inqueue: F
+    allocated: F
+
+    def share(self) -> float: ...
+
+
+def publish_shares(ssn: Session, attrs: Mapping[str, ShareAttr]) -> None:
+    """Hand each queue's figures to the session for the ``volcano_queue_*`` metrics (a plugin
+    without a notion of request, like capacity, has no ``request`` attribute)."""
+    for name, a in attrs.items():
+        ssn.publish_queue_metrics(
+            name,
+            deserved=a.deserved,
+            real_capacity=a.real_capability,
+            inqueue=a.inqueue,
+            request=getattr(a, "request", None),
+            share=a.share(),
+            overused=le(a.deserved, a.allocated),
+        )
