@@ -173,3 +173,12 @@ def helm_bin() -> Path:
         return fetch_helm()
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kubelets(real: ControlPlane) -> Iterator[Any]:
+    """The real apiserver with Tephra's HTTP node emulator and four Ready, untainted Nodes."""
+    from tests.real.kubelets import emulated
+
+    with emulated("real", real.server, real.ssl_context()) as cluster:
+        yield cluster
