@@ -1,8 +1,9 @@
-"""`tephra cluster up` writes an admin kubeconfig once the control plane serves, and stops every
-component on SIGINT."""
+"""`tephra cluster up` writes an admin kubeconfig once the control plane serves and its emulated
+Nodes are Ready and untainted, and stops every component on SIGINT."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from batch.sandbox.emulator_http import schedulable
 from tests.real.conftest import kube_bin
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
@@ -20,6 +22,7 @@ def test_cluster_up_serves_until_sigint(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "admin.kubeconfig"
     cmd = [sys.executable, "-m", "batch.cli.main", "cluster", "up", f"--kubeconfig={kubeconfig}"]
     cmd += [f"--bin-dir={kube_bin()}", f"--workdir={tmp_path / 'work'}"]
+    cmd += ["--nodes=2", "--node-gpus=8", "--node-prefix=gpu"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -42,6 +45,17 @@ def test_cluster_up_serves_until_sigint(tmp_path: Path) -> None:
             check=False,
         )
         assert got.stdout.strip() == "serviceaccount/default", got.stderr
+        nodes = subprocess.run(
+            ["kubectl", f"--kubeconfig={kubeconfig}", "get", "nodes", "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        items = json.loads(nodes.stdout)["items"]
+        assert sorted(n["metadata"]["name"] for n in items) == ["gpu-0", "gpu-1"]
+        assert all(schedulable(n) for n in items), items
+        assert {n["status"]["allocatable"]["nvidia.com/gpu"] for n in items} == {"8"}
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
