@@ -57,7 +57,7 @@ def test_hierarchical_queue_examples_order_by_weighted_drf() -> None:
         "{name: drf, enableHierarchy: true}]}]"
     )
     ssn = Session(c, load_config(conf), now=NOW)
-    order = sorted((ssn.queues[n] for n in names), key=ssn.queue_order_key())
+    order = sorted((ssn.queues[n] for n in names), key=ssn.dispatch.queue_order_key())
     ssn.rollback()
     # sci (weight 8) before eng (weight 2); inside each, prod (8) before dev (2)
     assert [q.name for q in order] == [

@@ -32,20 +32,20 @@ class Voter(Plugin):
         self.order = arguments.get_int("order", 0)
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add_job_enqueueable_fn(lambda j: self.vote)
-        ssn.add_job_pipelined_fn(lambda j: self.vote)
+        ssn.hooks.add_job_enqueueable_fn(lambda j: self.vote)
+        ssn.hooks.add_job_pipelined_fn(lambda j: self.vote)
         if self.starving:
-            ssn.add_job_starving_fn(lambda j: self.starving == "yes")
+            ssn.hooks.add_job_starving_fn(lambda j: self.starving == "yes")
         if self.victims:
             keep = set(self.victims.split(",")) if self.victims != "none" else set()
 
             def victims(_: TaskInfo, cands: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
                 return [t for t in cands if t.name in keep], PERMIT
 
-            ssn.add_preemptable_fn(victims)
+            ssn.hooks.add_preemptable_fn(victims)
         if self.order:
             sign = self.order
-            ssn.add_job_order_fn(lambda a, b: sign * ((a.name > b.name) - (a.name < b.name)))
+            ssn.hooks.add_job_order_fn(lambda a, b: sign * ((a.name > b.name) - (a.name < b.name)))
 
 
 for n in ("va", "vb", "vc"):
@@ -94,7 +94,7 @@ def session(tiers: str) -> tuple[Session, JobInfo]:
 )
 def test_vote_semantics(tiers: str, expected: bool) -> None:
     ssn, job = session(tiers)
-    assert ssn.job_enqueueable(job)[0] is expected
+    assert ssn.dispatch.job_enqueueable(job)[0] is expected
     ssn.rollback()
 
 
@@ -103,14 +103,14 @@ def test_job_starving_uses_first_tier_that_registers() -> None:
         "[{plugins: [{name: va}]}, {plugins: [{name: vb, arguments: "
         "{starving: 'yes'}}, {name: vc, arguments: {starving: 'yes'}}]}]"
     )
-    assert ssn.job_starving(job) is True
+    assert ssn.dispatch.job_starving(job) is True
     ssn, job = session(
         "[{plugins: [{name: va, arguments: {starving: 'no'}}]}, "
         "{plugins: [{name: vb, arguments: {starving: 'yes'}}]}]"
     )
-    assert ssn.job_starving(job) is False
+    assert ssn.dispatch.job_starving(job) is False
     ssn, job = session("[{plugins: [{name: va}]}]")
-    assert ssn.job_starving(job) is False
+    assert ssn.dispatch.job_starving(job) is False
 
 
 def test_victim_intersection_per_tier() -> None:
@@ -119,14 +119,14 @@ def test_victim_intersection_per_tier() -> None:
         "{name: vb, arguments: {victims: 'j-1,k-0'}}]}]"
     )
     tasks = sorted(ssn.cache.tasks.values(), key=lambda t: t.name)
-    got = ssn.preemptable(tasks[0], tasks)
+    got = ssn.dispatch.preemptable(tasks[0], tasks)
     assert [t.name for t in got] == ["j-1"]
     # an empty result stops the tier; the next tier answers
     ssn, _job = session(
         "[{plugins: [{name: va, arguments: {victims: 'none'}}]}, "
         "{plugins: [{name: vb, arguments: {victims: 'k-0'}}]}]"
     )
-    got = ssn.preemptable(tasks[0], list(ssn.cache.tasks.values()))
+    got = ssn.dispatch.preemptable(tasks[0], list(ssn.cache.tasks.values()))
     assert [t.name for t in got] == ["k-0"]
 
 
@@ -134,14 +134,14 @@ def test_order_first_nonzero_decides_and_switch_disables() -> None:
     ssn, _ = session(
         "[{plugins: [{name: va, arguments: {order: -1}}, {name: vb, arguments: {order: 1}}]}]"
     )
-    key = ssn.job_order_key()
+    key = ssn.dispatch.job_order_key()
     jobs = sorted(ssn.jobs.values(), key=key)
     assert [j.name for j in jobs] == ["k", "j"]  # va (descending names) decides
     ssn, _ = session(
         "[{plugins: [{name: va, enableJobOrder: false, arguments: {order: -1}}, "
         "{name: vb, arguments: {order: 1}}]}]"
     )
-    jobs = sorted(ssn.jobs.values(), key=ssn.job_order_key())
+    jobs = sorted(ssn.jobs.values(), key=ssn.dispatch.job_order_key())
     assert [j.name for j in jobs] == ["j", "k"]
 
 

@@ -173,7 +173,7 @@ def test_hierarchical_drf_orders_queues_by_weighted_share() -> None:
         "{name: drf, enableHierarchy: true}]}]"
     )
     ssn = Session(c, load_config(conf), now=NOW)
-    key = ssn.queue_order_key()
+    key = ssn.dispatch.queue_order_key()
     order = sorted((ssn.queues["qa"], ssn.queues["qb"]), key=key)
     assert [q.name for q in order] == ["qb", "qa"]  # same share, qb has 4x the weight
     ssn.rollback()

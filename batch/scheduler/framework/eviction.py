@@ -34,7 +34,8 @@ from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.session import Session, VictimGuard
+from batch.scheduler.framework.hooks import VictimGuard
+from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
 
@@ -51,10 +52,10 @@ def select_victims(
     if not candidates:
         return []
     if strict:
-        victims = ssn.victims_strict(point, preemptor, candidates)
+        victims = ssn.dispatch.victims_strict(point, preemptor, candidates)
     else:
-        victims = ssn.victims(point, preemptor, candidates)
-    for g in ssn.victim_guards():
+        victims = ssn.dispatch.victims(point, preemptor, candidates)
+    for g in ssn.dispatch.victim_guards():
         if not victims:
             return []
         victims = g(point, preemptor, victims)
@@ -172,7 +173,7 @@ class NodeTasks:
         self.ex_jobs: set[str] = set()
         self.ex_groups: set[int] = set()
         self.active = True
-        ssn.add_event_handler(self._changed, self._changed)
+        ssn.hooks.add_event_handler(self._changed, self._changed)
 
     def close(self) -> None:
         """Stop following session events (end of the action)."""
@@ -329,14 +330,14 @@ def victim_order(
 ) -> list[TaskInfo]:
     """Volcano's victim priority queue: first the queue that should give first, then the job
     that orders last, then the task that orders last."""
-    jkey = ssn.job_order_key()
-    tkey = ssn.task_order_key()
+    jkey = ssn.dispatch.job_order_key()
+    tkey = ssn.dispatch.task_order_key()
     jobs = ssn.jobs
 
     def qcmp(a: str, b: str) -> int:
         if a == b or preemptor_queue is None:
             return 0
-        return ssn.victim_queue_order(ssn.queues[a], ssn.queues[b], preemptor_queue)
+        return ssn.dispatch.victim_queue_order(ssn.queues[a], ssn.queues[b], preemptor_queue)
 
     qk = functools.cmp_to_key(qcmp)
 

@@ -17,22 +17,27 @@ scored candidates to the first k feasible nodes from a rotating start, like kube
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from batch.model.info import TaskInfo, TaskTemplate
-from batch.scheduler.framework.session import (
+from batch.scheduler.framework.hooks import (
     BatchPredicate,
+    BatchPredicateHook,
     BatchScore,
-    BoolVec,
+    BatchScoreHook,
     DynamicPredicate,
-    FloatVec,
+    DynamicPredicateHook,
     ScalarPredicate,
     ScalarScore,
-    Session,
     StaticScore,
+    StaticScoreHook,
 )
+from batch.scheduler.framework.nodes import BoolVec, FloatVec
+
+if TYPE_CHECKING:
+    from batch.scheduler.framework.session import Session
 
 NEG = -np.inf
 
@@ -81,25 +86,25 @@ class Placer:
         self.dyn_preds: list[DynamicPredicate] = []
         self.per_job_preds = False  # some dynamic predicate answers differently per job
         self.scalar_preds: list[ScalarPredicate] = []
-        for kind, fn in ssn._flat("predicate"):
-            if kind == "batch":
-                self.batch_preds.append(fn)
-            elif kind in ("dynamic", "dynamic-job"):
-                self.dyn_preds.append(fn)
-                self.per_job_preds = self.per_job_preds or kind == "dynamic-job"
+        for pred in ssn.hooks.predicate.flat():
+            if isinstance(pred, BatchPredicateHook):
+                self.batch_preds.append(pred.fn)
+            elif isinstance(pred, DynamicPredicateHook):
+                self.dyn_preds.append(pred.fn)
+                self.per_job_preds = self.per_job_preds or pred.per_job
             else:
-                self.scalar_preds.append(fn)
+                self.scalar_preds.append(pred.fn)
         self.batch_scores: list[BatchScore] = []
         self.static_scores: list[StaticScore] = []
         self.scalar_scores: list[ScalarScore] = []
-        for kind, fn in ssn._flat("node_order"):
-            if kind == "batch":
-                self.batch_scores.append(fn)
-            elif kind == "static":
-                self.static_scores.append(fn)
+        for score in ssn.hooks.node_order.flat():
+            if isinstance(score, BatchScoreHook):
+                self.batch_scores.append(score.fn)
+            elif isinstance(score, StaticScoreHook):
+                self.static_scores.append(score.fn)
             else:
-                self.scalar_scores.append(fn)
-        self.best_node = ssn._flat("best_node")
+                self.scalar_scores.append(score.fn)
+        self.best_node = ssn.hooks.best_node.flat()
         self.states: dict[int, TemplateState] = {}
         self.sample: tuple[int, int, int] | None = None  # (minNodes, minPct, pct)
         self.start = 0

@@ -14,7 +14,7 @@ from batch.scheduler.framework.session import Session
 
 
 def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[TaskInfo]:
-    key = ssn.task_order_key()
+    key = ssn.dispatch.task_order_key()
     tasks = [
         t
         for t in job.tasks.values()
@@ -32,16 +32,16 @@ def starving_jobs(ssn: Session) -> list[JobInfo]:
             continue
         if job.counts[TaskStatus.PENDING] - job.gated_pending <= 0:
             continue
-        if not ssn.job_starving(job):
+        if not ssn.dispatch.job_starving(job):
             continue
-        if ssn.job_valid(job) is not None:
+        if ssn.dispatch.job_valid(job) is not None:
             continue
         out.append(job)
     return out
 
 
 def preemptor_tasks(ssn: Session, job: JobInfo) -> list[TaskInfo]:
-    key = ssn.task_order_key()
+    key = ssn.dispatch.task_order_key()
     tasks = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.gated]
     tasks.sort(key=key)
     return tasks

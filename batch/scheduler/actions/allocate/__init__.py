@@ -82,7 +82,7 @@ class Allocate(Action):
         placer = ssn.placer
         placer.sample = self.sample
         enqueue_on = "enqueue" in ssn.config.actions
-        jkey = ssn.job_order_key()
+        jkey = ssn.dispatch.job_order_key()
         per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheet: dict[str, deque[TaskInfo]] = {}
         for job in ssn.jobs.values():
@@ -92,7 +92,7 @@ class Allocate(Action):
                 ssn.set_phase(job, "Inqueue")
             if not job.counts[TaskStatus.PENDING] and job.is_ready():
                 continue  # nothing to place, and close drops any reason a ready job gets
-            vr = ssn.job_valid(job)
+            vr = ssn.dispatch.job_valid(job)
             if vr is not None:
                 ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))
                 continue
@@ -104,7 +104,7 @@ class Allocate(Action):
             if pq is None:
                 pq = per_queue[job.queue] = PriorityQueue(jkey)
             pq.push(job)
-        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key())
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
         for name in per_queue:
             queues.push(ssn.queues[name])
         # failed-attempt memo (see _shape); only when no callback can tell two such jobs apart
@@ -114,7 +114,7 @@ class Allocate(Action):
             and not placer.scalar_preds
             and not placer.scalar_scores
             and not placer.best_node
-            and not ssn.has("pre_predicate")
+            and not ssn.hooks.pre_predicate
             and not placer.dyn_preds_active()
         )
         fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
@@ -123,7 +123,7 @@ class Allocate(Action):
             jobs = per_queue[queue.name]
             if not jobs:
                 continue
-            if ssn.overused(queue):
+            if ssn.dispatch.overused(queue):
                 for j in jobs.items():
                     ssn.set_reason(
                         PendingReason(
@@ -158,11 +158,11 @@ class Allocate(Action):
             stmt = Statement(ssn)
             fails_before = len(ssn.fit_errors.get(job.uid, ()))
             placed = self._allocate_job(ssn, queue, job, worksheet[job.uid], stmt, jobs)
-            if ssn.job_ready(job):
+            if ssn.dispatch.job_ready(job):
                 stmt.commit()
                 if len(ssn.fit_errors.get(job.uid, ())) == fails_before:
                     ssn.reasons.pop(job.uid, None)
-            elif ssn.job_pipelined(job):
+            elif ssn.dispatch.job_pipelined(job):
                 stmt.keep_pipelined()
                 ssn.set_reason(
                     PendingReason(job.uid, "Pipelined", "waiting for resources being released")
@@ -242,7 +242,7 @@ class Allocate(Action):
             task = tasks.popleft()
             if task.status is not TaskStatus.PENDING:
                 continue
-            if not ssn.allocatable(queue, task):
+            if not ssn.dispatch.allocatable(queue, task):
                 ssn.set_reason(
                     PendingReason(
                         job.uid,
@@ -255,7 +255,7 @@ class Allocate(Action):
                 continue
             if task.role in failed_roles:
                 continue
-            err = ssn.pre_predicate(task)
+            err = ssn.dispatch.pre_predicate(task)
             got = None if err else placer.select(task)
             if got is None:
                 hist: dict[str, int]
@@ -275,7 +275,7 @@ class Allocate(Action):
             else:
                 stmt.pipeline(task, idx)
             placed += 1
-            if tasks and ssn.job_ready(job):
+            if tasks and ssn.dispatch.job_ready(job):
                 jobs.push(job)
                 break
         return placed

@@ -26,8 +26,8 @@ class Backfill(Action):
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
         placer = ssn.placer
-        qkey = ssn.queue_order_key()
-        jkey = ssn.job_order_key()
+        qkey = ssn.dispatch.queue_order_key()
+        jkey = ssn.dispatch.job_order_key()
         unpiped: set[str] = set()
         for job in ssn.jobs.values():
             if job.counts[TaskStatus.PIPELINED]:
@@ -42,7 +42,7 @@ class Backfill(Action):
         ]
         jobs.sort(key=lambda j: (qkey(ssn.queues[j.queue]), jkey(j)))
         for job in jobs:
-            if ssn.job_valid(job) is not None:
+            if ssn.dispatch.job_valid(job) is not None:
                 continue
             for task in pending_tasks(ssn, job, best_effort=True):
                 got = placer.select(task)
@@ -56,6 +56,6 @@ class Backfill(Action):
                     continue
                 stmt = Statement(ssn)
                 stmt.allocate(task, got[0])
-                if ssn.job_ready(job):
+                if ssn.dispatch.job_ready(job):
                     stmt.commit()
         ssn.timings["backfill"] = time.perf_counter() - t0

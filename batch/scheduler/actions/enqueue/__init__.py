@@ -23,7 +23,7 @@ class Enqueue(Action):
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
-        jkey = ssn.job_order_key()
+        jkey = ssn.dispatch.job_order_key()
         per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         for job in ssn.jobs.values():
             if not job.is_pending():
@@ -32,7 +32,7 @@ class Enqueue(Action):
             if pq is None:
                 pq = per_queue[job.queue] = PriorityQueue(jkey)
             pq.push(job)
-        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key())
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
         for name in per_queue:
             queues.push(ssn.queues[name])
         while queues:
@@ -41,9 +41,11 @@ class Enqueue(Action):
             if not jobs:
                 continue
             job = jobs.pop()
-            ok, rejecter = (True, "") if job.min_resources is None else ssn.job_enqueueable(job)
+            ok, rejecter = (
+                (True, "") if job.min_resources is None else ssn.dispatch.job_enqueueable(job)
+            )
             if ok:
-                ssn.job_enqueued(job)
+                ssn.dispatch.job_enqueued(job)
                 ssn.set_phase(job, "Inqueue")
                 ssn.reasons.pop(job.uid, None)
             else:

@@ -50,9 +50,10 @@ from batch.scheduler.framework.eviction import (
     validate_victims,
     victim_order,
 )
+from batch.scheduler.framework.hooks import TopologyPreemption
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
-from batch.scheduler.framework.session import Session, TopologyPreemption
+from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
 
@@ -87,15 +88,15 @@ class Preempt(Action):
         if self.strict:
             # a plugin that never gives a task of some jobs (gang: a job at its minimum): in
             # strict mode such jobs' tasks can be left out of the candidates and the bounds
-            self.index.job_exhausted = ssn.victim_job_floor("preemptable")
+            self.index.job_exhausted = ssn.dispatch.victim_job_floor("preemptable")
         self.index.start()
         self.causes: dict[str, tuple[str, str]] = {}
-        qkey = ssn.queue_order_key()
-        jkey = ssn.job_order_key()
+        qkey = ssn.dispatch.queue_order_key()
+        jkey = ssn.dispatch.job_order_key()
         by_queue: dict[str, list[JobInfo]] = {}
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)
-        topo = ssn.topology_preemption()
+        topo = ssn.dispatch.topology_preemption()
         for qname in sorted(by_queue, key=lambda n: qkey(ssn.queues[n])):
             queue = ssn.queues[qname]
             for job in sorted(by_queue[qname], key=jkey):
@@ -113,11 +114,11 @@ class Preempt(Action):
         for job in jobs:
             if budget.exhausted:
                 break
-            if not ssn.job_starving(job) or has_topology(job):
+            if not ssn.dispatch.job_starving(job) or has_topology(job):
                 continue
             queue = ssn.queues[job.queue]
             for task in preemptor_tasks(ssn, job):
-                if budget.exhausted or not ssn.job_starving(job):
+                if budget.exhausted or not ssn.dispatch.job_starving(job):
                     break
                 stmt = Statement(ssn)
                 if self._preempt_task(ssn, queue, job, task, stmt, budget, same_job=True):
@@ -128,7 +129,7 @@ class Preempt(Action):
         ssn.timings["preempt"] = time.perf_counter() - t0
 
     def _finish(self, ssn: Session, job: JobInfo, stmt: Statement) -> bool:
-        if len(stmt) and ssn.job_pipelined(job):
+        if len(stmt) and ssn.dispatch.job_pipelined(job):
             self._commit(ssn, stmt)
             ssn.set_reason(pipelined_reason(job, "preemption"))
             return True
@@ -165,7 +166,7 @@ class Preempt(Action):
         tasks = preemptor_tasks(ssn, job)
         left = len(tasks)
         for task in tasks:
-            if not ssn.job_starving(job) or budget.exhausted:
+            if not ssn.dispatch.job_starving(job) or budget.exhausted:
                 break
             left -= 1
             if task.status is not TaskStatus.PENDING:
@@ -190,7 +191,7 @@ class Preempt(Action):
     ) -> bool:
         if task.preemption_policy == "Never":
             return False
-        if ssn.pre_predicate(task):
+        if ssn.dispatch.pre_predicate(task):
             return False
         placer = ssn.placer
         if same_job:
@@ -229,7 +230,11 @@ class Preempt(Action):
                 # whose statements are committed task by task: there it would pipeline (and
                 # nominate) part of a gang that may never fit, holding the node from every
                 # other job (Volcano's intra-job preemption needs victims too).
-                if not same_job and ssn.allocatable(queue, task) and _fits_now(ssn, task, idx):
+                if (
+                    not same_job
+                    and ssn.dispatch.allocatable(queue, task)
+                    and _fits_now(ssn, task, idx)
+                ):
                     stmt.pipeline(task, idx)
                     return True
                 continue
@@ -244,7 +249,7 @@ class Preempt(Action):
                 idx,
                 ordered,
                 "preempt",
-                ready=lambda: ssn.allocatable(queue, task),
+                ready=lambda: ssn.dispatch.allocatable(queue, task),
                 causes=self.causes,
             ):
                 return True

@@ -79,7 +79,7 @@ class QueueLedger:
             if self.active and t.status is TaskStatus.RELEASING:
                 self._add(t, -1)
 
-        ssn.add_event_handler(on_alloc, on_dealloc)
+        ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
     def _add(self, t: TaskInfo, sign: int) -> None:
         job = self.ssn.jobs.get(t.job_id or "")
@@ -133,28 +133,28 @@ class Reclaim(Action):
         self.ledger = QueueLedger(ssn)
         index = self.index
         if self.strict:
-            index.job_exhausted = ssn.victim_job_floor("reclaimable")
+            index.job_exhausted = ssn.dispatch.victim_job_floor("reclaimable")
         # share hysteresis keeps victims' queues at their deserved share whatever the tiers say;
         # in strict mode a plugin's own victim rule (proportion's) may exclude whole queues
-        at_deserved = ssn.queue_at_deserved() if self.keep_deserved else None
+        at_deserved = ssn.dispatch.queue_at_deserved() if self.keep_deserved else None
         if at_deserved is None and self.strict:
-            at_deserved = ssn.victim_queue_floor("reclaimable")
+            at_deserved = ssn.dispatch.victim_queue_floor("reclaimable")
         index.group_exhausted = at_deserved
         index.start()
         self.causes: dict[str, tuple[str, str]] = {}
-        jkey = ssn.job_order_key()
+        jkey = ssn.dispatch.job_order_key()
         per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         for job in jobs:
             pq = per_queue.get(job.queue)
             if pq is None:
                 pq = per_queue[job.queue] = PriorityQueue(jkey)
             pq.push(job)
-        qpq: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key())
+        qpq: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
         for name in per_queue:
             qpq.push(queues[name])
         while qpq and not budget.exhausted:
             queue = qpq.pop()
-            if ssn.overused(queue):
+            if ssn.dispatch.overused(queue):
                 continue
             pending = per_queue[queue.name]
             if not pending:
@@ -162,7 +162,7 @@ class Reclaim(Action):
             job = pending.pop()
             stmt = Statement(ssn)
             self._reclaim_job(ssn, queue, job, stmt, budget)
-            if len(stmt) and ssn.job_pipelined(job):
+            if len(stmt) and ssn.dispatch.job_pipelined(job):
                 evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
                 stmt.commit()
                 emit_causes(ssn, evicted, self.causes)
@@ -200,7 +200,7 @@ class Reclaim(Action):
                         ok = False
                         break
                 if ok and keep:
-                    des = ssn.deserved(q.name)
+                    des = ssn.dispatch.deserved(q.name)
                     if des is not None:
                         present = np.flatnonzero(des[1:] >= 0.1) + 1
                         share = float((after[present] / des[present]).max()) if len(present) else 0
@@ -222,13 +222,13 @@ class Reclaim(Action):
         bound = self.index.others(queue.name)
         placer = ssn.placer
         for task in tasks:
-            if budget.exhausted or not ssn.job_starving(job):
+            if budget.exhausted or not ssn.dispatch.job_starving(job):
                 break
             left -= 1
             if task.status is not TaskStatus.PENDING or task.preemption_policy == "Never":
                 continue
             placed = False
-            if ssn.preemptive(queue, [task]) and not ssn.pre_predicate(task):
+            if ssn.dispatch.preemptive(queue, [task]) and not ssn.dispatch.pre_predicate(task):
                 for idx in candidate_nodes(ssn, task, bound, self.max_nodes):
                     if not budget.spend():
                         break

@@ -16,8 +16,9 @@ import numpy as np
 
 from batch.model.info import TaskTemplate
 from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import FloatVec, Session, SessionNodes
+from batch.scheduler.framework.session import Session
 
 MAX_SCORE = 100
 
@@ -94,4 +95,4 @@ class BinpackPlugin(Plugin):
             out: FloatVec = np.where(overflow, 0.0, acc / wsum * scale)
             return out
 
-        ssn.add_batch_node_order_fn(score)
+        ssn.hooks.add_batch_node_order_fn(score)

@@ -143,7 +143,7 @@ class CapacityPlugin(Plugin):
             a = attrs.get(queue)
             return a.deserved if a is not None else None
 
-        ssn.add_deserved_fn(deserved)
+        ssn.hooks.add_deserved_fn(deserved)
 
         def chain(q: QueueInfo) -> list[CapAttr]:
             a = attrs.get(q.name)
@@ -160,7 +160,7 @@ class CapacityPlugin(Plugin):
             path = list(reversed(a.chain()))[1:]  # below root
             return tuple((-n.queue.priority, n.share(), n.queue.name) for n in path)
 
-        ssn.add_queue_order_key(order_key)
+        ssn.hooks.add_queue_order_key(order_key)
 
         def dims_of(req: IntVec) -> npt.NDArray[np.intp]:
             return np.flatnonzero(req[1:] > 0) + 1
@@ -174,7 +174,7 @@ class CapacityPlugin(Plugin):
                 for n in chain(q)
             )
 
-        ssn.add_allocatable_fn(lambda q, t: under_capability(q, t.req))
+        ssn.hooks.add_allocatable_fn(lambda q, t: under_capability(q, t.req))
 
         def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
             req = ssn.resources.zeros()
@@ -186,7 +186,7 @@ class CapacityPlugin(Plugin):
             dims = dims_of(req)
             return bool((a.allocated[dims] + req[dims] <= a.deserved[dims] + TOL).any())
 
-        ssn.add_preemptive_fn(preemptive)
+        ssn.hooks.add_preemptive_fn(preemptive)
 
         def enqueueable(job: JobInfo) -> int:
             q = ssn.queues[job.queue]
@@ -218,7 +218,7 @@ class CapacityPlugin(Plugin):
                     return REJECT
             return PERMIT
 
-        ssn.add_job_enqueueable_fn(enqueueable)
+        ssn.hooks.add_job_enqueueable_fn(enqueueable)
 
         def enqueued(job: JobInfo) -> None:
             if job.min_resources is None:
@@ -228,7 +228,7 @@ class CapacityPlugin(Plugin):
             for n in chain(ssn.queues[job.queue]):
                 n.inqueue = n.inqueue + add
 
-        ssn.add_job_enqueued_fn(enqueued)
+        ssn.hooks.add_job_enqueued_fn(enqueued)
 
         def reclaimable(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             copies: dict[str, F] = {}
@@ -252,7 +252,7 @@ class CapacityPlugin(Plugin):
                     copies[a.queue.name] = after
             return victims, PERMIT
 
-        ssn.add_reclaimable_fn(reclaimable)
+        ssn.hooks.add_reclaimable_fn(reclaimable)
 
         def on_alloc(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job_id or "")
@@ -270,7 +270,7 @@ class CapacityPlugin(Plugin):
                 np.subtract(n.allocated, task.req, out=n.allocated)
                 n.allocated[0] = 0.0
 
-        ssn.add_event_handler(on_alloc, on_dealloc)
+        ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)

@@ -25,6 +25,6 @@ class ConformancePlugin(Plugin):
         def victims(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             return [t for t in candidates if evictable(t)], PERMIT
 
-        ssn.add_preemptable_fn(victims)
-        ssn.add_reclaimable_fn(victims)
-        ssn.add_unified_evictable_fn(victims)
+        ssn.hooks.add_preemptable_fn(victims)
+        ssn.hooks.add_reclaimable_fn(victims)
+        ssn.hooks.add_unified_evictable_fn(victims)

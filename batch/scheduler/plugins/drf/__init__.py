@@ -48,7 +48,7 @@ class DrfPlugin(Plugin):
             cache[j.uid] = (j.alloc_version, s)
             return s
 
-        ssn.add_job_order_key(job_key)
+        ssn.hooks.add_job_order_key(job_key)
 
         def preemptable(
             preemptor: TaskInfo, candidates: list[TaskInfo]
@@ -73,7 +73,7 @@ class DrfPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        ssn.add_preemptable_fn(preemptable)
+        ssn.hooks.add_preemptable_fn(preemptable)
         option = self.option
         if option is not None and option.hierarchy:
             from batch.scheduler.plugins.drf.hierarchy import HierarchicalDrf

@@ -151,8 +151,8 @@ class HierarchicalDrf:
         def dirty(_: TaskInfo) -> None:
             self._keys = None
 
-        ssn.add_event_handler(dirty, dirty)
-        ssn.add_queue_order_key(lambda q: self.keys().get(q.name, ()))
+        ssn.hooks.add_event_handler(dirty, dirty)
+        ssn.hooks.add_queue_order_key(lambda q: self.keys().get(q.name, ()))
 
         def reclaimable(
             reclaimer: TaskInfo, candidates: list[TaskInfo]
@@ -174,4 +174,4 @@ class HierarchicalDrf:
                     victims.append(t)
             return victims, PERMIT
 
-        ssn.add_reclaimable_fn(reclaimable)
+        ssn.hooks.add_reclaimable_fn(reclaimable)

@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.model.info import JobInfo, TaskInfo
+from batch.scheduler.framework.hooks import ValidateResult
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import Session, ValidateResult
+from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 
@@ -46,13 +47,13 @@ class GangPlugin(Plugin):
                 )
             return None
 
-        ssn.add_job_valid_fn(valid)
-        ssn.add_job_order_key(lambda j: 1 if j.is_ready() else 0)
-        ssn.add_job_ready_fn(lambda j: j.is_ready() and j.check_task_ready())
-        ssn.add_job_pipelined_fn(
+        ssn.hooks.add_job_valid_fn(valid)
+        ssn.hooks.add_job_order_key(lambda j: 1 if j.is_ready() else 0)
+        ssn.hooks.add_job_ready_fn(lambda j: j.is_ready() and j.check_task_ready())
+        ssn.hooks.add_job_pipelined_fn(
             lambda j: PERMIT if (j.is_pipelined() and j.check_task_pipelined()) else REJECT
         )
-        ssn.add_job_starving_fn(lambda j: j.is_starving())
+        ssn.hooks.add_job_starving_fn(lambda j: j.is_starving())
 
         def victims(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             surplus: dict[str, int] = {}
@@ -70,16 +71,16 @@ class GangPlugin(Plugin):
                 surplus[job.uid] = left
             return out, PERMIT
 
-        ssn.add_preemptable_fn(victims)
-        ssn.add_reclaimable_fn(victims)
+        ssn.hooks.add_preemptable_fn(victims)
+        ssn.hooks.add_reclaimable_fn(victims)
 
         def at_minimum(job: JobInfo) -> bool:
             return job.ready_task_num() <= job.min_available
 
         # gang's victim rule above never gives a task of a job at (or below) its minimum
-        ssn.add_victim_job_floor_fn("preemptable", at_minimum)
-        ssn.add_victim_job_floor_fn("reclaimable", at_minimum)
-        ssn.add_unified_evictable_fn(lambda _, c: (list(c), PERMIT))
+        ssn.hooks.add_victim_job_floor_fn("preemptable", at_minimum)
+        ssn.hooks.add_victim_job_floor_fn("reclaimable", at_minimum)
+        ssn.hooks.add_unified_evictable_fn(lambda _, c: (list(c), PERMIT))
 
     def on_session_close(self, ssn: Session) -> None:
         now = iso(ssn.now)

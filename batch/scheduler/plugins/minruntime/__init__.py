@@ -132,7 +132,7 @@ class MinRuntimePlugin(Plugin):
                     out.append(t)
             return out
 
-        ssn.add_victim_guard(guard)
+        ssn.hooks.add_victim_guard(guard)
 
 
 def expires_between(

@@ -42,8 +42,9 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import BoolVec, Session, SessionNodes
+from batch.scheduler.framework.session import Session
 
 DEFAULT_AUTO_LABELS = "topology.tephra.io/rack,topology.tephra.io/spine"
 HOLDING = ALLOCATED_STATUS | {TaskStatus.PIPELINED}
@@ -185,8 +186,8 @@ class NetworkTopologyPlugin(Plugin):
         self.pinned = {}
         self._memo: dict[str, tuple[int, Domain | None]] = {}
         self.chosen: dict[str, str] = {}
-        ssn.add_dynamic_predicate(self._predicate)
-        ssn.add_topology_preemption(self)
+        ssn.hooks.add_dynamic_predicate(self._predicate)
+        ssn.hooks.add_topology_preemption(self)
 
     @staticmethod
     def spec(job: JobInfo) -> Mapping[str, Any] | None:
@@ -261,7 +262,7 @@ class NetworkTopologyPlugin(Plugin):
         need = job.min_available - job.ready_task_num() - job.waiting_task_num()
         if need <= 0:
             need = min(len(pending), 1)
-        pending.sort(key=self.ssn.task_order_key())
+        pending.sort(key=self.ssn.dispatch.task_order_key())
         want = pending[:need]
         if len(want) < need:
             return None

@@ -21,8 +21,9 @@ from batch.model.info import TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.matching import term_mask, tolerates
+from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import FloatVec, Session, SessionNodes
+from batch.scheduler.framework.session import Session
 
 MAX_SCORE = 100
 CPU, MEM = 1, 2
@@ -143,9 +144,9 @@ class NodeOrderPlugin(Plugin):
             return out
 
         if least or most or bal:
-            ssn.add_batch_node_order_fn(dynamic)
+            ssn.hooks.add_batch_node_order_fn(dynamic)
         if self.node_affinity or self.taint:
-            ssn.add_static_node_order_fn(self.static)
+            ssn.hooks.add_static_node_order_fn(self.static)
 
     def static(self, tmpl: TaskTemplate, nd: SessionNodes, ok: BoolVec) -> FloatVec:
         out: FloatVec = np.zeros(nd.n)

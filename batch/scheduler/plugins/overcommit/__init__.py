@@ -87,8 +87,8 @@ class OvercommitPlugin(Plugin):
             if job.min_resources is not None:
                 self.inqueue = self.inqueue + np.maximum(job.min_resources - job.gated_req, 0)
 
-        ssn.add_job_enqueueable_fn(enqueueable)
-        ssn.add_job_enqueued_fn(enqueued)
+        ssn.hooks.add_job_enqueueable_fn(enqueueable)
+        ssn.hooks.add_job_enqueued_fn(enqueued)
 
     def _overused(self, ssn: Session, job: JobInfo, needs: IntVec, dims: IntVec) -> PendingReason:
         """Why `job` (minResources `needs`) is not admitted, with the figures of each resource

@@ -27,8 +27,9 @@ from batch.scheduler.framework.matching import (
     terms_mask,
     tolerates,
 )
+from batch.scheduler.framework.nodes import SessionNodes
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import Session, SessionNodes
+from batch.scheduler.framework.session import Session
 from batch.scheduler.plugins.predicates.podaffinity import PodAffinity
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -65,10 +66,10 @@ class PredicatesPlugin(Plugin):
             arguments.get_bool(key, False)
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add_batch_predicate(self.static_filters)
+        ssn.hooks.add_batch_predicate(self.static_filters)
         if self.node_ports or self.pod_affinity:
             self.affinity = PodAffinity(ssn)
-            ssn.add_dynamic_predicate(self.dynamic_filters)
+            ssn.hooks.add_dynamic_predicate(self.dynamic_filters)
 
     def static_filters(self, tmpl: TaskTemplate, nd: SessionNodes) -> list[tuple[str, BoolVec]]:
         arrays = nd.arrays

@@ -17,8 +17,8 @@ class PriorityPlugin(Plugin):
     name = "priority"
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add_task_order_key(lambda t: -t.priority)
-        ssn.add_job_order_key(lambda j: -j.priority)
+        ssn.hooks.add_task_order_key(lambda t: -t.priority)
+        ssn.hooks.add_job_order_key(lambda j: -j.priority)
 
         def preemptable(
             preemptor: TaskInfo, candidates: list[TaskInfo]
@@ -36,9 +36,9 @@ class PriorityPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        ssn.add_preemptable_fn(preemptable)
+        ssn.hooks.add_preemptable_fn(preemptable)
 
         def starving(job: JobInfo) -> bool:
             return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
 
-        ssn.add_job_starving_fn(starving)
+        ssn.hooks.add_job_starving_fn(starving)

@@ -160,7 +160,7 @@ class ProportionPlugin(Plugin):
             a = attrs.get(q.name)
             return (-q.priority, a.share() if a is not None else 0.0)
 
-        ssn.add_queue_order_key(queue_key)
+        ssn.hooks.add_queue_order_key(queue_key)
 
         def overused(q: QueueInfo) -> bool:
             a = attrs.get(q.name)
@@ -170,7 +170,7 @@ class ProportionPlugin(Plugin):
                 a._overused = le(a.deserved, a.allocated)
             return a._overused
 
-        ssn.add_overused_fn(overused)
+        ssn.hooks.add_overused_fn(overused)
 
         def fits_deserved(
             q: QueueInfo, req: IntVec, dims: npt.NDArray[np.intp] | None = None
@@ -196,7 +196,7 @@ class ProportionPlugin(Plugin):
             alloc, des = a.allocated, a.deserved
             return all(alloc[d] + rl[d] <= des[d] + TOL for d in dims)
 
-        ssn.add_allocatable_fn(allocatable)
+        ssn.hooks.add_allocatable_fn(allocatable)
 
         def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
             total_req = ssn.resources.zeros()
@@ -204,7 +204,7 @@ class ProportionPlugin(Plugin):
                 total_req = total_req + t.req
             return fits_deserved(q, total_req)
 
-        ssn.add_preemptive_fn(preemptive)
+        ssn.hooks.add_preemptive_fn(preemptive)
 
         def reclaimable(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             copies: dict[str, F] = {}
@@ -225,16 +225,16 @@ class ProportionPlugin(Plugin):
                 copies[job.queue] = alloc
             return victims, PERMIT
 
-        ssn.add_reclaimable_fn(reclaimable)
+        ssn.hooks.add_reclaimable_fn(reclaimable)
 
         def at_deserved(queue: str) -> bool:
             # reclaimable above takes victims only from a queue whose allocated is not <= deserved
             a = attrs.get(queue)
             return a is None or le(a.allocated, a.deserved)
 
-        ssn.add_queue_at_deserved_fn(at_deserved)
-        ssn.add_victim_queue_floor_fn("reclaimable", at_deserved)
-        ssn.add_deserved_fn(self.deserved)
+        ssn.hooks.add_queue_at_deserved_fn(at_deserved)
+        ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
+        ssn.hooks.add_deserved_fn(self.deserved)
 
         def enqueueable(job: JobInfo) -> int:
             q = ssn.queues[job.queue]
@@ -266,7 +266,7 @@ class ProportionPlugin(Plugin):
             )
             return REJECT
 
-        ssn.add_job_enqueueable_fn(enqueueable)
+        ssn.hooks.add_job_enqueueable_fn(enqueueable)
 
         def enqueued(job: JobInfo) -> None:
             a = attrs.get(job.queue)
@@ -276,7 +276,7 @@ class ProportionPlugin(Plugin):
             add[0] = 0.0
             a.inqueue = a.inqueue + add
 
-        ssn.add_job_enqueued_fn(enqueued)
+        ssn.hooks.add_job_enqueued_fn(enqueued)
 
         def on_alloc(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job_id or "")
@@ -296,7 +296,7 @@ class ProportionPlugin(Plugin):
                 a._share = None
                 a._overused = None
 
-        ssn.add_event_handler(on_alloc, on_dealloc)
+        ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)

@@ -38,8 +38,9 @@ from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.durations import parse_duration, task_start
+from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import BoolVec, Session, SessionNodes
+from batch.scheduler.framework.session import Session
 
 ESTIMATE = "tephra.io/running-estimate"
 
@@ -104,7 +105,7 @@ class ReservationPlugin(Plugin):
             and j.min_available >= self.min_gang
             and j.is_starving()
             and j.counts[TaskStatus.PENDING] - j.gated_pending > 0
-            and ssn.job_valid(j) is None
+            and ssn.dispatch.job_valid(j) is None
         ]
         if not cands or self.max_res == 0:
             return
@@ -112,7 +113,7 @@ class ReservationPlugin(Plugin):
         self.estimates: dict[str, float | None] = {}
         self._todo = cands[: self.max_res]
         # computed on first use: the placement engine (static masks) exists only after open
-        ssn.add_dynamic_predicate(self._predicate, per_job=True)
+        ssn.hooks.add_dynamic_predicate(self._predicate, per_job=True)
 
     def _ensure(self) -> None:
         if self._todo:
@@ -179,7 +180,7 @@ class ReservationPlugin(Plugin):
         ssn = self.ssn
         nd = ssn.nodes
         pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.gated]
-        pending.sort(key=ssn.task_order_key())
+        pending.sort(key=ssn.dispatch.task_order_key())
         need = max(job.min_available - job.ready_task_num() - job.waiting_task_num(), 1)
         want = pending[:need]
         base = (nd.future_idle() if nd.has_future else nd.idle).copy()
@@ -273,7 +274,9 @@ class NominatedPlugin(Plugin):
                     if idx is not None and idx < nd.n:
                         self.held.setdefault(idx, []).append(t)
         if self.held:
-            ssn.add_dynamic_predicate(self._predicate, per_job=True)  # a job's own nominations
+            ssn.hooks.add_dynamic_predicate(
+                self._predicate, per_job=True
+            )  # a job's own nominations
 
     def _predicate(self, task: TaskInfo, nodes: SessionNodes) -> list[tuple[str, BoolVec]]:
         fail = np.zeros(nodes.n, dtype=np.bool_)

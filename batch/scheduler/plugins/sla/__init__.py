@@ -90,6 +90,6 @@ class SlaPlugin(Plugin):
                 return PERMIT
             return ABSTAIN
 
-        ssn.add_job_order_key(order)
-        ssn.add_job_enqueueable_fn(vote)
-        ssn.add_job_pipelined_fn(vote)
+        ssn.hooks.add_job_order_key(order)
+        ssn.hooks.add_job_enqueueable_fn(vote)
+        ssn.hooks.add_job_pipelined_fn(vote)

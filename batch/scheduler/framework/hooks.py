@@ -1,0 +1,395 @@
+"""The extension points of a session: one typed point per hook, filled by plugins at open.
+
+A plugin's ``on_session_open`` registers callbacks through ``ssn.hooks.add_*``; each point keeps
+its callbacks per tier with the name of the plugin that registered them, so ``Dispatch``
+(framework/dispatch.py) can apply Volcano's tier rules (volcano-semantics.md#tiers). Every point
+is a ``Point`` of one callback type, so mypy checks each callback against the hook it is given to.
+Points that take several kinds of callback (orders: a sort key or a comparison; predicates and
+node scores: vector, per-task or scalar) wrap them in a small frozen dataclass per kind.
+
+A configuration's enable switches (``enablePreemptable: false``, ...) turn points off per plugin:
+a callback for a switched-off point is dropped at registration (``PluginOption.enabled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
+
+from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
+from batch.scheduler.framework.nodes import BoolVec, FloatVec, SessionNodes
+
+if TYPE_CHECKING:
+    from batch.scheduler.framework.conf import PluginOption
+    from batch.scheduler.framework.session import Session
+
+T = TypeVar("T")
+F = TypeVar("F")
+
+#: vector filter: (template, nodes) -> [(kube-style reason, failing-node mask)], in order
+BatchPredicate = Callable[[TaskTemplate, SessionNodes], list[tuple[str, BoolVec]]]
+#: per-task filter over nodes that depends on in-session state (ports, inter-pod affinity)
+DynamicPredicate = Callable[[TaskInfo, SessionNodes], list[tuple[str, BoolVec]]]
+#: scalar filter for one (task, node index): None = fits, else the reason
+ScalarPredicate = Callable[[TaskInfo, int], str | None]
+#: dynamic score over node indexes ``idx`` (an int array or a full slice)
+#: (an int ``idx`` asks for one node's score as a float: the per-placement fast path)
+BatchScore = Callable[[TaskTemplate, SessionNodes, Any], Any]
+#: static (state-independent) score over all nodes, computed once per template and session
+StaticScore = Callable[[TaskTemplate, SessionNodes, BoolVec], FloatVec]
+ScalarScore = Callable[[TaskInfo, int], float]
+#: Preemptable/Reclaimable: (preemptor, candidates) -> (victims, vote)
+Victims = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
+#: a hard victim filter: (point "preemptable"|"reclaimable", preemptor, victims) -> kept victims
+VictimGuard = Callable[[str, TaskInfo, list[TaskInfo]], list[TaskInfo]]
+JobCmp = Callable[[JobInfo, JobInfo], int]
+QueueCmp = Callable[[QueueInfo, QueueInfo], int]
+TaskCmp = Callable[[TaskInfo, TaskInfo], int]
+#: (victim queue a, victim queue b, preemptor's queue) -> <0 when a should give first
+VictimQueueCmp = Callable[[QueueInfo, QueueInfo, QueueInfo], int]
+#: which evicting point a victim floor or guard is about
+VICTIM_POINTS = ("preemptable", "reclaimable")
+
+
+@dataclass(slots=True, frozen=True)
+class ValidateResult:
+    passed: bool
+    reason: str = ""
+    message: str = ""
+
+
+class TopologyPreemption(Protocol):
+    """What topology-aware preemption needs of the network-topology plugin."""
+
+    def preemption_domains(self, ssn: Session, job: JobInfo) -> Sequence[object]:
+        """Domains to try for ``job``, best first."""
+
+    def pin(self, job: JobInfo, domain: Any) -> None:
+        """Keep ``job``'s placement inside ``domain`` until ``unpin``."""
+
+    def unpin(self, job: JobInfo) -> None: ...
+
+
+@dataclass(slots=True, frozen=True)
+class OrderKey(Generic[T]):
+    """An order given as a sort key (compared with ``<``; the cheap form)."""
+
+    fn: Callable[[T], Any]
+
+
+@dataclass(slots=True, frozen=True)
+class OrderCmp(Generic[T]):
+    """An order given as a three-way comparison (Volcano's ``LessFn`` form)."""
+
+    fn: Callable[[T, T], int]
+
+
+Order: TypeAlias = OrderKey[T] | OrderCmp[T]
+
+
+@dataclass(slots=True, frozen=True)
+class BatchPredicateHook:
+    fn: BatchPredicate
+
+
+@dataclass(slots=True, frozen=True)
+class DynamicPredicateHook:
+    fn: DynamicPredicate
+    #: the answer depends on the job, not only on the template and in-session placements
+    per_job: bool
+
+
+@dataclass(slots=True, frozen=True)
+class ScalarPredicateHook:
+    fn: ScalarPredicate
+
+
+PredicateHook: TypeAlias = BatchPredicateHook | DynamicPredicateHook | ScalarPredicateHook
+
+
+@dataclass(slots=True, frozen=True)
+class BatchScoreHook:
+    fn: BatchScore
+
+
+@dataclass(slots=True, frozen=True)
+class StaticScoreHook:
+    fn: StaticScore
+
+
+@dataclass(slots=True, frozen=True)
+class ScalarScoreHook:
+    fn: ScalarScore
+
+
+ScoreHook: TypeAlias = BatchScoreHook | StaticScoreHook | ScalarScoreHook
+
+
+@dataclass(slots=True, frozen=True)
+class EventHandler:
+    """Called after every in-session allocation and deallocation (Volcano's EventHandler)."""
+
+    on_allocate: Callable[[TaskInfo], None]
+    on_deallocate: Callable[[TaskInfo], None]
+
+
+class Point(Generic[F]):
+    """One extension point: (plugin name, callback) per tier, in registration order."""
+
+    __slots__ = ("_flat", "gate", "name", "tiers", "version")
+
+    def __init__(self, name: str, ntiers: int, *, gate: str | None = None) -> None:
+        self.name = name
+        #: the extension point whose enable switch turns this one off (default: its own name)
+        self.gate = gate or name
+        self.tiers: list[list[tuple[str, F]]] = [[] for _ in range(ntiers)]
+        self._flat: list[F] | None = None
+        self.version = 0
+
+    def add(self, tier: int, plugin: str, fn: F) -> None:
+        self.tiers[tier].append((plugin, fn))
+        self._flat = None
+        self.version += 1
+
+    def flat(self) -> list[F]:
+        """Every callback, tier by tier."""
+        if self._flat is None:
+            self._flat = [fn for tier in self.tiers for _, fn in tier]
+        return self._flat
+
+    def __bool__(self) -> bool:
+        return bool(self.flat())
+
+    def clear(self) -> None:
+        for tier in self.tiers:
+            tier.clear()
+        self._flat = None
+        self.version += 1
+
+
+def _victim_points(name: str, ntiers: int) -> dict[str, Point[Any]]:
+    return {p: Point(f"{p}_{name}", ntiers, gate=p) for p in VICTIM_POINTS}
+
+
+class Hooks:
+    """The typed extension points of one session and the registration API plugins use."""
+
+    def __init__(self, ntiers: int) -> None:
+        n = ntiers
+        self.job_order: Point[Order[JobInfo]] = Point("job_order", n)
+        self.queue_order: Point[Order[QueueInfo]] = Point("queue_order", n)
+        self.task_order: Point[Order[TaskInfo]] = Point("task_order", n)
+        self.victim_queue_order: Point[VictimQueueCmp] = Point("victim_queue_order", n)
+        self.predicate: Point[PredicateHook] = Point("predicate", n)
+        self.pre_predicate: Point[Callable[[TaskInfo], str | None]] = Point("pre_predicate", n)
+        self.node_order: Point[ScoreHook] = Point("node_order", n)
+        self.best_node: Point[Callable[[TaskInfo, dict[int, float]], int | None]] = Point(
+            "best_node", n
+        )
+        self.preemptable: Point[Victims] = Point("preemptable", n)
+        self.reclaimable: Point[Victims] = Point("reclaimable", n)
+        self.unified_evictable: Point[Victims] = Point("unified_evictable", n)
+        self.overused: Point[Callable[[QueueInfo], bool]] = Point("overused", n)
+        self.allocatable: Point[Callable[[QueueInfo, TaskInfo], bool]] = Point("allocatable", n)
+        self.preemptive: Point[Callable[[QueueInfo, Sequence[TaskInfo]], bool]] = Point(
+            "preemptive", n
+        )
+        self.job_ready: Point[Callable[[JobInfo], bool]] = Point("job_ready", n)
+        self.job_pipelined: Point[Callable[[JobInfo], int]] = Point("job_pipelined", n)
+        self.job_valid: Point[Callable[[JobInfo], ValidateResult | None]] = Point("job_valid", n)
+        self.job_enqueueable: Point[Callable[[JobInfo], int]] = Point("job_enqueueable", n)
+        self.job_enqueued: Point[Callable[[JobInfo], None]] = Point("job_enqueued", n)
+        self.job_starving: Point[Callable[[JobInfo], bool]] = Point("job_starving", n)
+        self.target_job: Point[Callable[[list[JobInfo]], JobInfo | None]] = Point("target_job", n)
+        self.reserved_nodes: Point[Callable[[], None]] = Point("reserved_nodes", n)
+        self.victim_tasks: Point[Callable[[list[TaskInfo]], list[TaskInfo]]] = Point(
+            "victim_tasks", n
+        )
+        self.hypernode_order: Point[Callable[..., dict[str, float]]] = Point("hypernode_order", n)
+        self.hypernode_gradient: Point[Callable[..., list[list[str]]]] = Point(
+            "hypernode_gradient", n
+        )
+        # Tephra's points: what actions used to ask of a plugin by its name
+        self.victim_guard: Point[VictimGuard] = Point("victim_guard", n)
+        self.deserved: Point[Callable[[str], FloatVec | None]] = Point("deserved", n)
+        self.queue_at_deserved: Point[Callable[[str], bool]] = Point("queue_at_deserved", n)
+        self.job_floor: dict[str, Point[Callable[[JobInfo], bool]]] = _victim_points("job", n)
+        self.queue_floor: dict[str, Point[Callable[[str], bool]]] = _victim_points("queue", n)
+        self.topology_preemption: Point[TopologyPreemption] = Point("topology_preemption", n)
+        #: not tiered, not switchable; actions add their own during execute as well
+        self.handlers: list[EventHandler] = []
+        self._cur: tuple[int, PluginOption] | None = None
+
+    # -- the registration window -------------------------------------------------------
+    @contextmanager
+    def opening(self, tier: int, option: PluginOption) -> Iterator[None]:
+        """Callbacks registered inside belong to ``option``'s plugin in ``tier``."""
+        self._cur = (tier, option)
+        try:
+            yield
+        finally:
+            self._cur = None
+
+    def _add(self, point: Point[F], fn: F) -> None:
+        if self._cur is None:
+            raise RuntimeError("extension points can only be registered during on_session_open")
+        tier, option = self._cur
+        if option.enabled(point.gate):
+            point.add(tier, option.name, fn)
+
+    def registering(self) -> bool:
+        return self._cur is not None
+
+    def points(self) -> Iterator[Point[Any]]:
+        for value in vars(self).values():
+            if isinstance(value, Point):
+                yield value
+            elif isinstance(value, dict):
+                yield from value.values()
+
+    def clear(self) -> None:
+        """Drop every callback (plugins' closures reference the session)."""
+        for point in self.points():
+            point.clear()
+        self.handlers.clear()
+
+    # -- orders --------------------------------------------------------------------------
+    def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:
+        self._add(self.job_order, OrderKey(fn))
+
+    def add_job_order_fn(self, fn: JobCmp) -> None:
+        self._add(self.job_order, OrderCmp(fn))
+
+    def add_queue_order_key(self, fn: Callable[[QueueInfo], Any]) -> None:
+        self._add(self.queue_order, OrderKey(fn))
+
+    def add_queue_order_fn(self, fn: QueueCmp) -> None:
+        self._add(self.queue_order, OrderCmp(fn))
+
+    def add_task_order_key(self, fn: Callable[[TaskInfo], Any]) -> None:
+        self._add(self.task_order, OrderKey(fn))
+
+    def add_task_order_fn(self, fn: TaskCmp) -> None:
+        self._add(self.task_order, OrderCmp(fn))
+
+    def add_victim_queue_order_fn(self, fn: VictimQueueCmp) -> None:
+        self._add(self.victim_queue_order, fn)
+
+    # -- placement -----------------------------------------------------------------------
+    def add_batch_predicate(self, fn: BatchPredicate) -> None:
+        self._add(self.predicate, BatchPredicateHook(fn))
+
+    def add_dynamic_predicate(self, fn: DynamicPredicate, *, per_job: bool = False) -> None:
+        """``per_job``: the answer depends on which job the task belongs to (not only on its
+        template and the in-session placements), so failures and explanations of one job may
+        not be reused for another of the same shape."""
+        self._add(self.predicate, DynamicPredicateHook(fn, per_job))
+
+    def add_predicate_fn(self, fn: ScalarPredicate) -> None:
+        self._add(self.predicate, ScalarPredicateHook(fn))
+
+    def add_pre_predicate_fn(self, fn: Callable[[TaskInfo], str | None]) -> None:
+        self._add(self.pre_predicate, fn)
+
+    def add_batch_node_order_fn(self, fn: BatchScore) -> None:
+        self._add(self.node_order, BatchScoreHook(fn))
+
+    def add_static_node_order_fn(self, fn: StaticScore) -> None:
+        self._add(self.node_order, StaticScoreHook(fn))
+
+    def add_node_order_fn(self, fn: ScalarScore) -> None:
+        self._add(self.node_order, ScalarScoreHook(fn))
+
+    def add_best_node_fn(self, fn: Callable[[TaskInfo, dict[int, float]], int | None]) -> None:
+        self._add(self.best_node, fn)
+
+    def add_hypernode_order_fn(self, fn: Callable[..., dict[str, float]]) -> None:
+        self._add(self.hypernode_order, fn)
+
+    def add_hypernode_gradient_fn(self, fn: Callable[..., list[list[str]]]) -> None:
+        self._add(self.hypernode_gradient, fn)
+
+    def add_reserved_nodes_fn(self, fn: Callable[[], None]) -> None:
+        self._add(self.reserved_nodes, fn)
+
+    # -- victims -------------------------------------------------------------------------
+    def add_preemptable_fn(self, fn: Victims) -> None:
+        self._add(self.preemptable, fn)
+
+    def add_reclaimable_fn(self, fn: Victims) -> None:
+        self._add(self.reclaimable, fn)
+
+    def add_unified_evictable_fn(self, fn: Victims) -> None:
+        self._add(self.unified_evictable, fn)
+
+    def add_victim_tasks_fn(self, fn: Callable[[list[TaskInfo]], list[TaskInfo]]) -> None:
+        self._add(self.victim_tasks, fn)
+
+    def add_victim_guard(self, fn: VictimGuard) -> None:
+        """A hard victim filter of the evicting actions, applied after the tiers whatever tier
+        the plugin sits in (framework/eviction.py)."""
+        self._add(self.victim_guard, fn)
+
+    def add_victim_job_floor_fn(self, point: str, fn: Callable[[JobInfo], bool]) -> None:
+        """At ``point`` ("preemptable"|"reclaimable") this plugin never gives a task of a job for
+        which ``fn`` is true (strict victim selection drops such jobs up front)."""
+        self._add(self.job_floor[point], fn)
+
+    def add_victim_queue_floor_fn(self, point: str, fn: Callable[[str], bool]) -> None:
+        """As ``add_victim_job_floor_fn``, for every task of a queue (by name)."""
+        self._add(self.queue_floor[point], fn)
+
+    def add_topology_preemption(self, provider: TopologyPreemption) -> None:
+        """The HyperNode domains topology-aware preemption tries, one after the other."""
+        self._add(self.topology_preemption, provider)
+
+    # -- queues --------------------------------------------------------------------------
+    def add_overused_fn(self, fn: Callable[[QueueInfo], bool]) -> None:
+        self._add(self.overused, fn)
+
+    def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
+        self._add(self.allocatable, fn)
+
+    def add_preemptive_fn(self, fn: Callable[[QueueInfo, Sequence[TaskInfo]], bool]) -> None:
+        self._add(self.preemptive, fn)
+
+    def add_deserved_fn(self, fn: Callable[[str], FloatVec | None]) -> None:
+        """A fair-share plugin's deserved vector of a queue (None: not computed for it)."""
+        self._add(self.deserved, fn)
+
+    def add_queue_at_deserved_fn(self, fn: Callable[[str], bool]) -> None:
+        """True while a queue's allocation is within its deserved share on every resource."""
+        self._add(self.queue_at_deserved, fn)
+
+    # -- jobs ----------------------------------------------------------------------------
+    def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._add(self.job_ready, fn)
+
+    def add_job_pipelined_fn(self, fn: Callable[[JobInfo], int]) -> None:
+        self._add(self.job_pipelined, fn)
+
+    def add_job_valid_fn(self, fn: Callable[[JobInfo], ValidateResult | None]) -> None:
+        self._add(self.job_valid, fn)
+
+    def add_job_enqueueable_fn(self, fn: Callable[[JobInfo], int]) -> None:
+        self._add(self.job_enqueueable, fn)
+
+    def add_job_enqueued_fn(self, fn: Callable[[JobInfo], None]) -> None:
+        self._add(self.job_enqueued, fn)
+
+    def add_job_starving_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._add(self.job_starving, fn)
+
+    def add_target_job_fn(self, fn: Callable[[list[JobInfo]], JobInfo | None]) -> None:
+        self._add(self.target_job, fn)
+
+    # -- events --------------------------------------------------------------------------
+    def add_event_handler(
+        self,
+        on_allocate: Callable[[TaskInfo], None],
+        on_deallocate: Callable[[TaskInfo], None],
+    ) -> None:
+        """Follow in-session allocations (plugins at open, actions while they run)."""
+        self.handlers.append(EventHandler(on_allocate, on_deallocate))

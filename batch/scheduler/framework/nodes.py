@@ -1,0 +1,93 @@
+"""The session's node view: mutable copies of the cache's node matrices, shared metadata.
+
+A session never copies the cluster's object graph; it copies the per-node used/releasing/
+pipelined matrices (a few MB at 10,000 nodes) and logs which node indexes it changed, so the
+placement engine can refresh only those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.cache import ClusterCache
+from batch.model.info import TaskInfo
+from batch.model.nodes import NodeArrays
+from batch.model.resources import IntVec
+
+FloatVec = npt.NDArray[np.float64]
+BoolVec = npt.NDArray[np.bool_]
+
+
+class SessionNodes:
+    """The session's node view: mutable copies of used/releasing/pipelined, shared metadata."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        arrays = cache.nodes
+        n = arrays.count
+        self.arrays: NodeArrays = arrays
+        self.n = n
+        self.dims = len(cache.resources)
+        self.alloc = arrays.alloc[:, :n]
+        self.used = arrays.used[:, :n].copy()
+        self.releasing = arrays.releasing[:, :n].copy()
+        self.pipelined = arrays.pipelined[:, :n].copy()
+        self.idle = self.alloc - self.used
+        self.valid: BoolVec = (arrays.schedulable[:n] & arrays.present[:n]).copy()
+        self.has_future = bool(self.releasing.any() or self.pipelined.any())
+        self.log: list[int] = []  # node indexes changed in this session, in order
+        self._ports: dict[tuple[str, str, int], npt.NDArray[np.int32]] = {}
+        self.placed: dict[int, list[TaskInfo]] = {}  # in-session additions per node
+        self.placed_anti = 0  # in-session placed tasks with required pod anti-affinity
+        self._free: tuple[int, IntVec] | None = None
+        self._cols: dict[int, tuple[int, tuple[list[int], list[int], list[int]]]] = {}
+
+    def name(self, idx: int) -> str:
+        return self.arrays.name_of(idx)
+
+    def cols(self, idx: int) -> tuple[list[int], list[int], list[int]]:
+        """(allocatable, used, future idle) of one node as Python ints (scalar fast paths)."""
+        pos = len(self.log)
+        hit = self._cols.get(idx)
+        if hit is not None and hit[0] == pos:
+            return hit[1]
+        alloc = self.alloc[:, idx].tolist()
+        used = self.used[:, idx].tolist()
+        if self.has_future:
+            fut = (self.idle[:, idx] + self.releasing[:, idx] - self.pipelined[:, idx]).tolist()
+        else:
+            fut = [a - u for a, u in zip(alloc, used, strict=True)]
+        got = (alloc, used, fut)
+        self._cols[idx] = (pos, got)
+        return got
+
+    def future_idle(self) -> IntVec:
+        return self.idle + self.releasing - self.pipelined
+
+    def free_total(self) -> IntVec:
+        """Σ over schedulable nodes of max(0, FutureIdle), per dimension (cached per change)."""
+        pos = len(self.log)
+        if self._free is None or self._free[0] != pos:
+            fut = self.future_idle() if self.has_future else self.idle
+            self._free = (pos, np.clip(fut[:, self.valid], 0, None).sum(axis=1))
+        return self._free[1]
+
+    def port_counts(self, port: tuple[str, str, int]) -> npt.NDArray[np.int32] | None:
+        own = self._ports.get(port)
+        if own is not None:
+            return own
+        base = self.arrays.ports.get(port)
+        return base[: self.n] if base is not None else None
+
+    def add_ports(self, idx: int, ports: Iterable[tuple[str, str, int]], sign: int) -> None:
+        for p in ports:
+            own = self._ports.get(p)
+            if own is None:
+                base = self.arrays.ports.get(p)
+                own = (
+                    base[: self.n].copy() if base is not None else np.zeros(self.n, dtype=np.int32)
+                )
+                self._ports[p] = own
+            own[idx] += sign
