@@ -182,3 +182,21 @@ def kubelets(real: ControlPlane) -> Iterator[Any]:
 
     with emulated("real", real.server, real.ssl_context()) as cluster:
         yield cluster
+
+
+def helm_env(plane: ControlPlane, tmp: Path) -> dict[str, str]:
+    """An environment for helm against `plane` as its admin, helm's own files inside `tmp`."""
+    env = dict(os.environ, KUBECONFIG=str(plane.kubeconfig))
+    env.update(HELM_CONFIG_HOME=str(tmp / "config"), HELM_CACHE_HOME=str(tmp / "cache"))
+    env["HELM_DATA_HOME"] = str(tmp / "data")
+    return env
+
+
+def helm(helm_bin: Path, env: dict[str, str], *args: str) -> str:
+    """`helm ARGS`' output; fails the test with helm's output when it exits non-zero."""
+    from tests.charts.helmtools import run_helm
+
+    proc = run_helm(helm_bin, list(args), env=env, timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"helm {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout

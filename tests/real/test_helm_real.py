@@ -8,7 +8,6 @@ Service without endpoints and would refuse every later VCJob (failurePolicy Fail
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,30 +17,13 @@ import pytest
 import yaml
 
 from batch.sandbox.control_plane import ControlPlane
-from tests.charts.helmtools import CHART_DIR, run_helm
-from tests.real.conftest import Api, conditions
+from tests.charts.helmtools import CHART_DIR
+from tests.real.conftest import Api, conditions, helm, helm_env
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 
 RELEASE = "helm-real"
 NAMESPACE = "helm-real"
-
-
-def helm_env(plane: ControlPlane, tmp: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        KUBECONFIG=str(plane.kubeconfig),
-        HELM_CONFIG_HOME=str(tmp / "config"),
-        HELM_CACHE_HOME=str(tmp / "cache"),
-        HELM_DATA_HOME=str(tmp / "data"),
-    )
-    return env
-
-
-def helm(helm_bin: Path, env: dict[str, str], *args: str) -> str:
-    proc = run_helm(helm_bin, list(args), env=env, timeout=300)
-    assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 
 from batch.api.admission import AssumeAllQueues, admit
 from batch.sandbox.control_plane import ControlPlane
-from tests.api.conftest import corpus_documents
+from tests.api.conftest import corpus_documents, make_job, make_queue, make_task
 from tests.charts.helmtools import render
 from tests.real.conftest import Api, TephraProcess, tephra_process
 
@@ -171,10 +171,11 @@ def test_a_bare_job_gets_minavailable_queue_and_task_names(
     api: Api, webhook: TephraProcess
 ) -> None:
     create_queues(api)
-    container = {"name": "c", "image": "busybox"}
-    task = {"replicas": 3, "template": {"spec": {"containers": [container]}}}
-    doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}
-    doc.update(metadata={"name": "bare"}, spec={"tasks": [task, copy.deepcopy(task)]})
+    tasks = [make_task(replicas=3), make_task(replicas=3)]
+    for task in tasks:
+        del task["name"]
+    doc = make_job(tasks=tasks)
+    doc["metadata"] = {"name": "bare"}
     code, stored = api.request("POST", JOBS, doc)
     assert code == 201, stored
     spec = stored["spec"]
@@ -191,19 +192,15 @@ def test_podgroup_and_queue_examples_pass_admission(api: Api, webhook: TephraPro
         body["metadata"]["namespace"] = NS
         code, answer = api.request("POST", PODGROUPS, body)
         assert code == 201, (where, answer)
-    bad = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}
-    bad.update(metadata={"name": "selfish"}, spec={"parent": "selfish"})
-    code, answer = api.request("POST", QUEUES, bad)
+    code, answer = api.request("POST", QUEUES, make_queue("selfish", parent="selfish"))
     assert code == 422, answer
     assert 'admission webhook "validate.queues.scheduling.tephra.io" denied' in answer["message"]
     assert "spec.parent: parent" in answer["message"], answer
 
 
 def test_an_update_is_validated_too(api: Api, webhook: TephraProcess) -> None:
-    container = {"name": "c", "image": "busybox"}
-    task = {"name": "t", "replicas": 2, "template": {"spec": {"containers": [container]}}}
-    doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}
-    doc.update(metadata={"name": "updated"}, spec={"tasks": [task]})
+    doc = make_job()
+    doc["metadata"] = {"name": "updated"}
     code, stored = api.request("POST", JOBS, doc)
     assert code == 201, stored
     stored["spec"]["minAvailable"] = 99
