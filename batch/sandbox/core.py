@@ -22,10 +22,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
 from batch.api.mergepatch import apply_merge_patch
-from batch.sandbox import admission, defaults, schema, validation
+from batch.sandbox import admission, decode, defaults, schema, validation
 from batch.sandbox.errors import (
     ApiError,
     Cause,
@@ -37,17 +35,37 @@ from batch.sandbox.errors import (
 from batch.sandbox.meta import ResourceType, builtin_types, crd_types
 from batch.sandbox.patch import json_patch, strategic_merge_patch
 from batch.sandbox.selectors import Matcher, selector_from_label_selector
-from batch.sandbox.store import Obj, Store
+from batch.sandbox.store import Obj, Store, dumps
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+# application/json first: taken as a merge patch, but not named among the accepted types
+_PATCH_TYPES = ("application/json", JSON_PATCH, MERGE_PATCH, APPLY_PATCH, STRATEGIC_PATCH)
 
 # Kinds whose DELETE without a propagationPolicy orphans dependents (for back compatibility).
 _ORPHAN_BY_DEFAULT = frozenset({("batch", "v1", "Job"), ("", "v1", "ReplicationController")})
 _KEEP_STATUS_ON_CREATE = frozenset({"Node", "Service", "PersistentVolume", "Event", "Namespace"})
 _TERMINAL = ("Succeeded", "Failed")
+
+
+def _check_size(obj: Obj) -> None:
+    """etcd refuses a value over its request limit; the sandbox stores none either."""
+    if len(dumps(obj)) > decode.MAX_OBJECT_BYTES:
+        raise decode.object_too_large()
+
+
+def _merge_string_data(secret: Obj) -> None:
+    """A Secret's `stringData` is write-only: its values replace `data`'s, base64-encoded, as
+    the apiserver's conversion does, and it is never stored."""
+    string_data = secret.pop("stringData", None)
+    if not isinstance(string_data, dict):
+        return
+    data = dict(secret.get("data") or {})
+    for key, value in string_data.items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    secret["data"] = data
 
 
 class Clock:
@@ -372,6 +390,7 @@ class Core:
         if sent_rv:
             # etcd3's store.Create, after validation (a dry run never reaches it)
             raise ApiError(500, "resourceVersion should not be set on objects to be created")
+        _check_size(obj)
         stored = self.store.commit(rt.storage_key, obj, None)
         if rt.kind == "CustomResourceDefinition":
             self._crd_changed(stored)
@@ -394,6 +413,8 @@ class Core:
                 raise invalid(kind, group, obj["metadata"]["name"], causes)
             if old is not None:
                 self._pod_update(obj, old)
+        elif group == "" and kind == "Secret":
+            _merge_string_data(obj)
         elif group == "" and kind == "Namespace":
             meta = obj["metadata"]
             labels = dict(meta.get("labels") or {})
@@ -699,6 +720,7 @@ class Core:
             and rt.kind != "Namespace"
         ):
             return self._remove(rt, obj)
+        _check_size(obj)
         stored = self.store.commit(rt.storage_key, obj, old)
         if rt.kind == "CustomResourceDefinition":
             self._crd_changed(stored)
@@ -733,7 +755,9 @@ class Core:
         force: bool = False,
     ) -> tuple[Obj, bool]:
         """Apply a patch; returns (object, created)."""
-        ctype = content_type.split(";", maxsplit=1)[0].strip()
+        ctype = decode.media_type(content_type)
+        if ctype not in _PATCH_TYPES:
+            raise decode.unsupported_media_type(_PATCH_TYPES[1:])
         if ctype == APPLY_PATCH:
             if not field_manager:
                 raise ApiError(
@@ -741,10 +765,7 @@ class Core:
                     "PATCH requests with apply content type require the "
                     "fieldManager query parameter",
                 )
-            try:
-                applied = yaml.safe_load(raw.decode() or "{}")
-            except yaml.YAMLError as exc:
-                raise ApiError(400, f"error decoding YAML: {exc}") from exc
+            applied = decode.decode_yaml(raw or b"{}")
             if not isinstance(applied, dict):
                 raise ApiError(400, "apply body must be an object")
             old = self.find(rt, ns, name)
@@ -760,10 +781,7 @@ class Core:
                 copy.deepcopy(old), applied
             )
             return self.write(rt, old, merged, subresource=subresource, dry_run=dry_run), False
-        try:
-            patch_body = json.loads(raw or b"null")
-        except ValueError as exc:
-            raise ApiError(400, f"error decoding patch: {exc}") from exc
+        patch_body = decode.decode_json(raw or b"null", "the patch")
         old = self.get(rt, ns, name)
         if ctype == MERGE_PATCH or ctype == "application/json":
             if not isinstance(patch_body, dict):
@@ -771,7 +789,7 @@ class Core:
             new = apply_merge_patch(copy.deepcopy(old), patch_body)
         elif ctype == JSON_PATCH:
             new = json_patch(old, patch_body)
-        elif ctype == STRATEGIC_PATCH:
+        else:  # STRATEGIC_PATCH
             if rt.crd:
                 raise ApiError(
                     415,
@@ -781,13 +799,6 @@ class Core:
             if not isinstance(patch_body, dict):
                 raise ApiError(400, "strategic merge patch must be a JSON object")
             new = strategic_merge_patch(copy.deepcopy(old), patch_body)
-        else:
-            raise ApiError(
-                415,
-                f"the body of the request was in an unknown format - accepted "
-                f"media types include: {JSON_PATCH}, {MERGE_PATCH}, "
-                f"{APPLY_PATCH}, {STRATEGIC_PATCH}",
-            )
         if not isinstance(new, dict):
             raise ApiError(422, "the patch did not produce an object")
         want_rv = (new.get("metadata") or {}).get("resourceVersion")

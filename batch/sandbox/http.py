@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import ipaddress
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
-from batch.sandbox import schema, tables
+from batch.sandbox import decode, schema, tables
 from batch.sandbox.core import Core
 from batch.sandbox.errors import ApiError, success_status
 from batch.sandbox.faults import Faults
@@ -54,6 +55,54 @@ def _error_response(err: ApiError) -> Response:
     return resp
 
 
+_LOOPBACK_NAMES = frozenset({"localhost", "::1"})
+
+
+class HostCheck:
+    """The Host names the sandbox answers: loopback ones, plus those it was told to allow (`*`:
+    any). A web page on another name that resolves to 127.0.0.1 (DNS rebinding) gets a 403, and
+    so does a request whose `Origin` (a web page's, cross-site) is not one of those names."""
+
+    def __init__(self, allowed: tuple[str, ...] = ()) -> None:
+        self.any = "*" in allowed
+        self.allowed = frozenset(h.lower().strip("[]") for h in allowed)
+
+    @staticmethod
+    def name_of(host: str) -> str:
+        host = host.strip().lower()
+        if host.startswith("["):
+            return host[1:].split("]", 1)[0]
+        return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+    def allows(self, host: str) -> bool:
+        name = self.name_of(host)
+        if self.any or not name or name in _LOOPBACK_NAMES or name in self.allowed:
+            return True
+        if name.endswith(".localhost"):
+            return True
+        try:
+            return ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            return False
+
+    def check(self, request: Request) -> None:
+        host = request.host
+        if not self.allows(host):
+            raise ApiError(
+                403,
+                f"Host {host!r} is not allowed: the sandbox answers loopback names only "
+                "(localhost, 127.0.0.1, [::1]); allow others with --allow-host",
+            )
+        origin = request.headers.get("origin")
+        if origin is not None and not self.allows(urlsplit(origin).netloc):
+            # a browser sends Origin with every cross-site write, whatever its body type
+            raise ApiError(
+                403,
+                f"Origin {origin!r} is not allowed: the sandbox answers web pages served "
+                "from loopback names only (see --allow-host)",
+            )
+
+
 class HttpApi:
     """The aiohttp application around a `Core`."""
 
@@ -64,8 +113,10 @@ class HttpApi:
         faults: Faults | None = None,
         bookmark_seconds: float = 5.0,
         drop_watch_every: float = 0.0,
+        allowed_hosts: tuple[str, ...] = (),
     ) -> None:
         self.core = core
+        self.hosts = HostCheck(allowed_hosts)
         self.faults = faults
         self.bookmark_seconds = bookmark_seconds
         self.drop_watch_every = drop_watch_every
@@ -80,6 +131,9 @@ class HttpApi:
     async def handle(self, request: Request) -> Response | None:
         self.requests += 1
         try:
+            self.hosts.check(request)
+            if len(request.body) > decode.MAX_REQUEST_BYTES:
+                raise decode.request_too_large()
             if self.faults is not None:
                 delay = self.faults.delay()
                 if delay:
@@ -238,17 +292,7 @@ class HttpApi:
         ctype = request.headers.get("content-type", "")
         if _PROTOBUF in ctype:
             raise ApiError(415, "the sandbox only accepts JSON bodies (protobuf is not supported)")
-        raw = request.body
-        if not raw:
-            return {}
-        try:
-            return json.loads(raw)
-        except ValueError:
-            if "yaml" in ctype:
-                import yaml
-
-                return yaml.safe_load(raw.decode())
-            raise ApiError(400, "the request body is not valid JSON") from None
+        return decode.decode_object(request.body, ctype)
 
     async def _resource(
         self,
@@ -459,7 +503,7 @@ class HttpApi:
                 from batch.sandbox.patch import json_patch
 
                 current = self.core.get_scale(rt, ns, name)
-                raw = json.loads(request.body or b"{}")
+                raw = decode.decode_json(request.body or b"{}")
                 ctype = request.headers.get("content-type", "")
                 body = (
                     json_patch(current, raw)

@@ -44,7 +44,8 @@ class SandboxOptions:
 
     `admission_limits` bound what one object may ask for, in the API server's admission and in the
     controllers alike (None: admission's defaults); `pod_batch` is how many pods the job
-    controller creates per reconcile (None: its default).
+    controller creates per reconcile (None: its default); `allowed_hosts` are the Host names
+    (and web page origins) answered besides loopback ones (`*`: any).
     """
 
     host: str = "127.0.0.1"
@@ -65,3 +66,4 @@ class SandboxOptions:
     faults: FaultOptions = field(default_factory=FaultOptions)
     admission_limits: AdmissionLimits | None = None
     pod_batch: int | None = None
+    allowed_hosts: tuple[str, ...] = ()

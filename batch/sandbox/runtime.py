@@ -72,6 +72,7 @@ class Sandbox:
             faults=faults,
             bookmark_seconds=self.options.bookmark_seconds,
             drop_watch_every=self.options.faults.drop_watch_every,
+            allowed_hosts=(*self.options.allowed_hosts, self.options.host),  # and its own
         )
         self._server: WireServer | None = None
         self.port = 0

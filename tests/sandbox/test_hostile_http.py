@@ -1,0 +1,155 @@
+"""Hostile requests (issues 19.3, 20.5): the sandbox refuses what a kube-apiserver refuses, answers
+with a Status (never a traceback), and cannot be driven from a web page."""
+
+from __future__ import annotations
+
+import base64
+import json
+from http.client import HTTPConnection
+from typing import Any
+from urllib.parse import urlsplit
+
+from batch.sandbox.testing import SandboxHandle
+
+from .helpers import http
+
+CM = "/api/v1/namespaces/default/configmaps"
+SECRETS = "/api/v1/namespaces/default/secrets"
+
+
+def _cm(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def _raw(
+    sb: SandboxHandle, method: str, path: str, body: bytes | None, headers: dict[str, str]
+) -> tuple[int, Any]:
+    """One request with exactly these headers (http.client adds only Host and Content-Length)."""
+    parts = urlsplit(sb.url)
+    conn = HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for key, value in headers.items():
+            conn.putheader(key, value)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        text = resp.read()
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(text)
+    except ValueError:
+        return resp.status, text.decode(errors="replace")
+
+
+def test_an_object_over_etcds_limit_is_refused_with_413(sb: SandboxHandle) -> None:
+    big = _cm("too-big", blob="x" * (1536 * 1024 + 1))
+    code, body = http(sb.url, "POST", CM, big)
+    assert code == 413, body
+    assert body["reason"] == "RequestEntityTooLarge"
+    assert "request is too large" in body["message"]
+    assert http(sb.url, "GET", f"{CM}/too-big")[0] == 404
+    code, _ = http(sb.url, "POST", CM, _cm("grows", blob="x"))
+    assert code == 201
+    code, body = http(
+        sb.url,
+        "PATCH",
+        f"{CM}/grows",
+        {"data": {"blob": "y" * (1600 * 1024)}},
+        ctype="application/merge-patch+json",
+    )
+    assert code == 413, body
+
+
+def test_a_body_over_the_request_limit_is_refused_with_413(sb: SandboxHandle) -> None:
+    code, body = http(sb.url, "POST", CM, _cm("huge", blob="x" * (3 * 1024 * 1024)))
+    assert code == 413, body
+    assert body["message"] == "Request entity too large: limit is 3145728"
+
+
+def test_deeply_nested_json_is_a_400_not_a_traceback(sb: SandboxHandle) -> None:
+    for depth in (200, 5000, 100_000):
+        raw = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep"},"x":'
+        raw += b"[" * depth + b"]" * depth + b"}"
+        code, body = http(sb.url, "POST", CM, raw=raw)
+        assert code == 400, (depth, body)
+        assert "depth" in body["message"]
+        code, body = http(
+            sb.url, "PATCH", f"{CM}/deep", raw=raw, ctype="application/merge-patch+json"
+        )
+        assert code in (400, 404), (depth, body)
+        assert "Traceback" not in json.dumps(body)
+
+
+def test_bodies_need_a_json_or_yaml_content_type(sb: SandboxHandle) -> None:
+    """A cross-site form (text/plain, form-urlencoded) or a type-less fetch cannot create."""
+    raw = json.dumps(_cm("form")).encode()
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
+        code, body = _raw(sb, "POST", CM, raw, {"Content-Type": ctype})
+        assert code == 415, (ctype, body)
+        assert "accepted media types include" in body["message"]
+    # a type-less body is JSON, as kube-apiserver takes it (the Python client sends no type) ...
+    code, body = _raw(sb, "POST", CM, raw, {"Origin": "https://evil.example.com"})
+    assert code == 403, body  # ... but not from a web page elsewhere (a no-cors fetch of a Blob)
+    assert "Origin" in body["message"]
+    code, body = _raw(sb, "PATCH", f"{CM}/form", b'{"data":{}}', {"Content-Type": "text/plain"})
+    assert code == 415, body
+    assert http(sb.url, "GET", f"{CM}/form")[0] == 404
+    code, _ = _raw(sb, "POST", CM, raw, {"Content-Type": "application/json; charset=utf-8"})
+    assert code == 201
+    raw = json.dumps(_cm("typeless")).encode()
+    code, _ = _raw(sb, "POST", CM, raw, {"Origin": f"http://localhost:{urlsplit(sb.url).port}"})
+    assert code == 201
+    yaml_body = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-yaml}\n"
+    code, _ = _raw(sb, "POST", CM, yaml_body, {"Content-Type": "application/yaml"})
+    assert code == 201
+
+
+def test_only_loopback_host_names_are_served(sb: SandboxHandle) -> None:
+    """DNS rebinding: a page on evil.example.com resolving to 127.0.0.1 must not read secrets."""
+    port = urlsplit(sb.url).port
+    for host in ("evil.example.com", f"evil.example.com:{port}", "10.0.0.1"):
+        code, body = _raw(sb, "GET", SECRETS, None, {"Host": host})
+        assert code == 403, (host, body)
+        assert "Host" in body["message"]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+        code, _ = _raw(sb, "GET", SECRETS, None, {"Host": host})
+        assert code == 200, host
+
+
+def test_a_secrets_string_data_is_stored_in_data(sb: SandboxHandle) -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "sd"},
+        "data": {"a": base64.b64encode(b"old").decode(), "b": base64.b64encode(b"kept").decode()},
+        "stringData": {"a": "new", "c": "plain"},
+    }
+    code, body = http(sb.url, "POST", SECRETS, secret)
+    assert code == 201, body
+    assert "stringData" not in body
+    decoded = {k: base64.b64decode(v).decode() for k, v in body["data"].items()}
+    assert decoded == {"a": "new", "b": "kept", "c": "plain"}
+    code, body = http(
+        sb.url,
+        "PATCH",
+        f"{SECRETS}/sd",
+        {"stringData": {"b": "patched"}},
+        ctype="application/merge-patch+json",
+    )
+    assert code == 200, body
+    assert "stringData" not in body
+    assert base64.b64decode(body["data"]["b"]) == b"patched"
+
+
+def test_host_check_names() -> None:
+    from batch.sandbox.http import HostCheck
+
+    check = HostCheck(("sandbox.internal", "[fd00::1]"))
+    for host in ("127.0.0.2:80", "app.localhost", "sandbox.internal:6443", "[fd00::1]:1", ""):
+        assert check.allows(host), host
+    for host in ("evil.example.com", "127.0.0.1.evil.example.com", "[fd00::2]:1", "0.0.0.0"):
+        assert not check.allows(host), host
+    assert HostCheck(("*",)).allows("anything.example.com")
