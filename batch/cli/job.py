@@ -18,6 +18,7 @@ import yaml
 from batch.api.errors import one_line
 from batch.api.resources import describe_amount, parse_resource_list
 from batch.api.yamlio import FileInputError, load_yaml_file
+from batch.cli.output import event_age, event_source, output_option, print_list
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -251,6 +252,43 @@ def _precheck(kube: Kube, body: dict[str, Any]) -> None:
         sys.exit(1)
 
 
+_JOB_HEADERS = [
+    "Name",
+    "Creation",
+    "Phase",
+    "JobType",
+    "Replicas",
+    "Min",
+    "Pending",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Unknown",
+    "RetryCount",
+]
+
+
+def _job_row(j: Mapping[str, Any], *, wide: bool) -> list[Any]:
+    spec, st, meta = j.get("spec") or {}, _status(j), j["metadata"]
+    row = [
+        meta["name"],
+        _created(j),
+        _phase(j),
+        (meta.get("labels") or {}).get("volcano.sh/job-type", "Batch"),
+        _replicas(j),
+        st.get("minAvailable", spec.get("minAvailable", 0)),
+        st.get("pending", 0),
+        st.get("running", 0),
+        st.get("succeeded", 0),
+        st.get("failed", 0),
+        st.get("unknown", 0),
+        st.get("retryCount", 0),
+    ]
+    if wide:
+        row += [spec.get("queue") or "default", spec.get("schedulerName") or "volcano"]
+    return row
+
+
 @job.command("list")
 @kube_options
 @click.option("-n", "--namespace", default="default", show_default=True)
@@ -258,6 +296,7 @@ def _precheck(kube: Kube, body: dict[str, Any]) -> None:
 @click.option("-q", "--queue", default="", help="Only jobs of this queue.")
 @click.option("-S", "--scheduler", default="", help="Only jobs of this scheduler.")
 @click.option("--selector", default="", help="Only jobs whose name contains this text.")
+@output_option()
 def job_list(
     kubeconfig: Path | None,
     namespace: str,
@@ -265,8 +304,9 @@ def job_list(
     queue: str,
     scheduler: str,
     selector: str,
+    output: str,
 ) -> None:
-    """List jobs with vcctl's columns."""
+    """List jobs with vcctl's columns (-o wide adds Queue and Scheduler)."""
     kube = Kube(kubeconfig)
     if all_namespaces:
         items = kube.call("list jobs", lambda: kube.co.list_cluster_custom_object(*BATCH, "jobs"))[
@@ -276,48 +316,26 @@ def job_list(
         items = kube.call(
             "list jobs", lambda: kube.co.list_namespaced_custom_object(*BATCH, namespace, "jobs")
         )["items"]
-    rows = []
+    kept = []
     for j in sorted(items, key=lambda x: (x["metadata"].get("namespace"), x["metadata"]["name"])):
-        spec, st, meta = j.get("spec") or {}, _status(j), j["metadata"]
+        spec = j.get("spec") or {}
         if queue and spec.get("queue") != queue:
             continue
         if scheduler and spec.get("schedulerName") != scheduler:
             continue
-        if selector and selector not in meta["name"]:
+        if selector and selector not in j["metadata"]["name"]:
             continue
-        row = [
-            meta["name"],
-            _created(j),
-            _phase(j),
-            (meta.get("labels") or {}).get("volcano.sh/job-type", "Batch"),
-            _replicas(j),
-            st.get("minAvailable", spec.get("minAvailable", 0)),
-            st.get("pending", 0),
-            st.get("running", 0),
-            st.get("succeeded", 0),
-            st.get("failed", 0),
-            st.get("unknown", 0),
-            st.get("retryCount", 0),
-        ]
-        if all_namespaces:
-            row.insert(0, meta.get("namespace"))
-        rows.append(row)
-    headers = [
-        "Name",
-        "Creation",
-        "Phase",
-        "JobType",
-        "Replicas",
-        "Min",
-        "Pending",
-        "Running",
-        "Succeeded",
-        "Failed",
-        "Unknown",
-        "RetryCount",
-    ]
+        kept.append(j)
+    if output in ("json", "yaml"):
+        print_list(kept, output)
+        return
+    wide = output == "wide"
+    rows = [_job_row(j, wide=wide) for j in kept]
+    headers = [*_JOB_HEADERS, *(["Queue", "Scheduler"] if wide else [])]
     if all_namespaces:
         headers.insert(0, "Namespace")
+        for row, j in zip(rows, kept, strict=True):
+            row.insert(0, j["metadata"].get("namespace"))
     if not rows:
         click.echo("No resources found")
         return
@@ -345,17 +363,34 @@ def job_view(kubeconfig: Path | None, name: str, namespace: str) -> None:
         "Status": j.get("status") or {},
     }
     click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False).rstrip())
-    events = kube.get_or_none(
-        lambda: kube.core.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={name}"
-        )
-    )
     click.echo("Events:")
-    items = events.items if events is not None else []
-    if not items:
-        click.echo("  <none>")
-    for ev in items:
-        click.echo(f"  {ev.type or 'Normal':<8} {ev.reason or '':<16} {ev.message or ''}")
+    click.echo(_events_table(kube, j))
+
+
+def _event_row(event: Mapping[str, Any]) -> list[str]:
+    message = " ".join(str(event.get("message") or "").split())
+    kind = str(event.get("type") or "Normal")
+    return [kind, str(event.get("reason") or ""), event_age(event), event_source(event), message]
+
+
+def _events_table(kube: Kube, obj: Mapping[str, Any]) -> str:
+    """The object's events as `kubectl describe` lists them: Type Reason Age From Message,
+    oldest first (a repeated event's Age: `30s (x3 over 10m)`)."""
+    meta = obj["metadata"]
+    fields = f"involvedObject.name={meta['name']},involvedObject.kind={obj.get('kind')}"
+    if meta.get("uid"):
+        fields += f",involvedObject.uid={meta['uid']}"
+    found = kube.get_or_none(
+        lambda: kube.core.list_namespaced_event(meta.get("namespace"), field_selector=fields)
+    )
+    serialize: Callable[[Any], dict[str, Any]] = kube.api.sanitize_for_serialization
+    events = [serialize(e) for e in (found.items if found else [])]
+    if not events:
+        return "  <none>"
+    events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    rows = [["----", "------", "----", "----", "-------"], *map(_event_row, events)]
+    text = table(["Type", "Reason", "Age", "From", "Message"], rows)
+    return "\n".join(f"  {line}" for line in text.splitlines())
 
 
 def _command(kube: Kube, job_obj: Mapping[str, Any], action: str) -> str:

@@ -33,6 +33,9 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("batch.cli.sim:sim", "Replay a GPU-cluster trace through the scheduler (simulator)."),
     "whatif": ("batch.cli.whatif:whatif", "Replay the ledger with proposed queue weights."),
     "gang": ("batch.cli.gang:gang", "Show the PodGroup Tephra derives for framework workloads."),
+    "pod": ("batch.cli.pod:pod", "List the pods of Volcano jobs (vcctl pod)."),
+    "version": ("batch.cli.version:version", "Print the client's and the API server's versions."),
+    "completion": ("batch.cli.completion:completion", "Print the bash, zsh or fish completion."),
 }
 
 

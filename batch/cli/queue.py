@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from batch.cli.job import BUS, SCHED, Kube, fail, kube_options, table
+from batch.cli.output import dump, output_option, print_list
 
 _HEADERS = [
     "Name",
@@ -26,10 +27,24 @@ _HEADERS = [
 ]
 
 
-def _row(q: dict[str, Any]) -> list[Any]:
+_WIDE = ["Reclaimable", "Allocated", "Capability"]
+
+
+def _resources(amounts: Any) -> str:
+    if not isinstance(amounts, dict) or not amounts:
+        return "<none>"
+    return ",".join(f"{k}={v}" for k, v in sorted(amounts.items()))
+
+
+def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
     spec, st = q.get("spec") or {}, q.get("status") or {}
     name = q["metadata"]["name"]
     parent = spec.get("parent") or ("" if name == "root" else "root")
+    extra = [
+        str(spec.get("reclaimable", True)).lower(),
+        _resources(st.get("allocated")),
+        _resources(spec.get("capability")),
+    ]
     return [
         name,
         spec.get("weight", 1),
@@ -40,7 +55,17 @@ def _row(q: dict[str, Any]) -> list[Any]:
         st.get("running", 0),
         st.get("unknown", 0),
         st.get("completed", 0),
+        *(extra if wide else []),
     ]
+
+
+def _print(items: list[dict[str, Any]], output: str) -> None:
+    if output in ("json", "yaml"):
+        print_list(items, output)
+        return
+    wide = output == "wide"
+    headers = [*_HEADERS, *(_WIDE if wide else [])]
+    click.echo(table(headers, [_row(q, wide=wide) for q in items]))
 
 
 @click.group("queue")
@@ -140,27 +165,31 @@ def queue_operate(kubeconfig: Path | None, name: str, action: str, weight: int) 
 
 @queue.command("list")
 @kube_options
-def queue_list(kubeconfig: Path | None) -> None:
-    """List queues with vcctl's columns."""
+@output_option()
+def queue_list(kubeconfig: Path | None, output: str) -> None:
+    """List queues with vcctl's columns (-o wide adds Reclaimable, Allocated, Capability)."""
     kube = Kube(kubeconfig)
     items = kube.call("list queues", lambda: kube.co.list_cluster_custom_object(*SCHED, "queues"))[
         "items"
     ]
-    if not items:
+    items = sorted(items, key=lambda q: q["metadata"]["name"])
+    if not items and output in ("table", "wide"):
         click.echo("No resources found")
         return
-    click.echo(
-        table(_HEADERS, [_row(q) for q in sorted(items, key=lambda q: q["metadata"]["name"])])
-    )
+    _print(items, output)
 
 
 @queue.command("get")
 @kube_options
 @click.option("-n", "--name", required=True)
-def queue_get(kubeconfig: Path | None, name: str) -> None:
-    """Show one queue."""
+@output_option()
+def queue_get(kubeconfig: Path | None, name: str, output: str) -> None:
+    """Show one queue (-o json|yaml: the Queue object)."""
     kube = Kube(kubeconfig)
     q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
     if q is None:
         fail(f"queue {name} not found")
-    click.echo(table(_HEADERS, [_row(q)]))
+    if output in ("json", "yaml"):
+        click.echo(dump(q, output))
+        return
+    _print([q], output)

@@ -12,7 +12,11 @@ from typing import Any, TypeVar
 import click
 
 from batch.cli.db import db_option, fail_cleanly
+from batch.cli.output import dump, output_option
 from batch.ledger.reports import render
+
+#: `-o wide` is the table with every figure at full precision (the table rounds to 3 decimals)
+_FORMATS = ("table", "wide", "csv", "json", "yaml")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,12 +34,9 @@ def _common(func: F) -> F:
         click.option(
             "--namespace", "namespaces", multiple=True, help="Only these namespaces (repeatable)."
         ),
-        click.option(
-            "--format",
-            "fmt",
-            type=click.Choice(["table", "csv", "json"]),
-            default="table",
-            show_default=True,
+        output_option(_FORMATS),
+        click.option(  # the spelling before -o/--output, kept for scripts
+            "--format", "legacy_format", type=click.Choice(_FORMATS), default=None, hidden=True
         ),
         db_option,
     ]
@@ -81,7 +82,15 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
     except Exception as exc:
         raise fail_cleanly(exc, db_url) from None
     window = f"{since.isoformat(timespec='seconds')} .. {until.isoformat(timespec='seconds')}"
-    click.echo(render(f"{result.title}, {window}", result.columns, result.rows, opts["fmt"]))
+    fmt = opts["legacy_format"] or opts["output"]
+    title = f"{result.title}, {window}"
+    if fmt == "yaml":
+        click.echo(dump([dict(zip(result.columns, r, strict=True)) for r in result.rows], fmt))
+    elif fmt == "wide":
+        rows = [[repr(v) if isinstance(v, float) else v for v in r] for r in result.rows]
+        click.echo(render(title, result.columns, rows, "table"))
+    else:
+        click.echo(render(title, result.columns, result.rows, fmt))
 
 
 @click.group("report")

@@ -9,12 +9,19 @@ recorded jobs it replays and what it leaves out, per reason, and which `--set` q
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from batch.api.yamlio import read_text_file
+from batch.cli.job import table
+from batch.cli.output import dump, output_option
+
+if TYPE_CHECKING:
+    from batch.sim.cluster import QueueSpec
+    from batch.sim.whatif import QueueChange
 
 __all__ = ["whatif"]
 
@@ -44,7 +51,8 @@ __all__ = ["whatif"]
     help="volcano-scheduler.conf (default: the one Tephra ships).",
 )
 @click.option("--period", type=float, default=1.0, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@output_option()
+@click.option("--json", "as_json", is_flag=True, hidden=True)  # before -o json; kept for scripts
 def whatif(
     db: str,
     since: str,
@@ -52,6 +60,7 @@ def whatif(
     cluster_file: Path,
     scheduler_conf: Path | None,
     period: float,
+    output: str,
     as_json: bool,
 ) -> None:
     """Compare today's queue configuration with a proposed one on recorded submissions."""
@@ -81,7 +90,34 @@ def whatif(
         result = compare_queue_configs(workload, parsed, conf=conf, period=period)
     except SimInputError as exc:
         raise click.ClickException(str(exc)) from None
-    if as_json:
-        click.echo(json.dumps({"queues": result.rows}, indent=2))
-    else:
-        click.echo(format_whatif(result))
+    fmt = "json" if as_json else output
+    if fmt in ("json", "yaml"):
+        click.echo(dump({"queues": result.rows}, fmt))
+        return
+    click.echo(format_whatif(result))
+    if fmt == "wide":
+        click.echo("")
+        click.echo(_limits_table(workload.cluster.queues, parsed))
+
+
+def _limits_table(queues: Sequence[QueueSpec], changes: Sequence[QueueChange]) -> str:
+    """`-o wide`: each queue's capability, guarantee and reclaimable, now -> proposed."""
+    from batch.sim.whatif import apply_changes
+
+    now = {q.name: q for q in queues}
+    rows = []
+    for new in apply_changes(queues, changes):
+        old = now.get(new.name)
+        rows.append(
+            [new.name]
+            + [
+                f"{_amounts(getattr(old, f)) if old else 'new'}->{_amounts(getattr(new, f))}"
+                for f in ("capability", "guarantee")
+            ]
+            + [f"{str(old.reclaimable).lower() if old else 'new'}->{str(new.reclaimable).lower()}"]
+        )
+    return table(["queue", "capability", "guarantee", "reclaimable"], rows)
+
+
+def _amounts(amounts: Mapping[str, str] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((amounts or {}).items())) or "-"

@@ -126,9 +126,52 @@ def test_the_readme_example_runs_as_written(workdir: Path) -> None:
 
 
 def test_json_lists_the_new_queue(workdir: Path) -> None:
-    result = CliRunner().invoke(main, [*readme_whatif(), "--json"])
+    result = CliRunner().invoke(main, [*readme_whatif(), "-o", "json"])
     assert result.exit_code == 0, result.output
     rows = {r["queue"]: r for r in json.loads(result.stdout)["queues"]}
     assert rows["prod"]["new"] is True and rows["prod"]["jobs"] == 0
     assert rows["prod"]["weight_now"] is None and rows["prod"]["weight_proposed"] == 1
     assert rows["research"]["new"] is False and rows["research"]["jobs"] == 2
+
+
+def test_output_flag_yaml_wide_and_the_old_json_flag(workdir: Path) -> None:
+    import yaml
+
+    as_yaml = CliRunner().invoke(main, [*readme_whatif(), "-o", "yaml"])
+    assert as_yaml.exit_code == 0, as_yaml.output
+    assert {r["queue"] for r in yaml.safe_load(as_yaml.stdout)["queues"]} == {
+        "default",
+        "research",
+        "prod",
+    }
+    wide = CliRunner().invoke(main, [*readme_whatif(), "-o", "wide"])
+    assert wide.exit_code == 0, wide.output
+    limits = {line.split()[0]: line.split() for line in wide.stdout.splitlines() if line.strip()}
+    assert limits["queue"] == ["queue", "capability", "guarantee", "reclaimable"]
+    assert limits["prod"][1:] == ["new->nvidia.com/gpu=64", "new->-", "new->true"]
+    assert limits["research"][1:] == ["-->-", "-->-", "true->true"]
+    legacy = CliRunner().invoke(main, [*readme_whatif(), "--json"])
+    assert legacy.exit_code == 0 and json.loads(legacy.stdout) == json.loads(
+        CliRunner().invoke(main, [*readme_whatif(), "-o", "json"]).stdout
+    )
+
+
+def test_report_takes_the_same_output_flag(workdir: Path) -> None:
+    import csv
+    import io
+
+    import yaml
+
+    db = ["--db", "sqlite:///ledger.db", "--since", "7d"]
+    as_json = CliRunner().invoke(main, ["report", "wait-times", *db, "-o", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    rows = {r["queue"]: r for r in json.loads(as_json.stdout)}
+    assert rows["research"]["jobs"] == 3  # two run, one never started
+    as_yaml = CliRunner().invoke(main, ["report", "wait-times", *db, "-o", "yaml"])
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
+    as_csv = CliRunner().invoke(main, ["report", "wait-times", *db, "--output", "csv"])
+    assert [r["queue"] for r in csv.DictReader(io.StringIO(as_csv.stdout))] == list(rows)
+    wide = CliRunner().invoke(main, ["report", "wait-times", *db, "-o", "wide"])
+    assert wide.exit_code == 0 and "MEAN_WAIT_S" in wide.stdout
+    legacy = CliRunner().invoke(main, ["report", "wait-times", *db, "--format", "json"])
+    assert json.loads(legacy.stdout) == json.loads(as_json.stdout)
