@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import math
 import signal
 import sys
 import tempfile
@@ -15,7 +17,7 @@ import click
 import yaml
 
 from batch.api.admission import AdmissionLimits
-from batch.api.errors import one_line
+from batch.api.errors import UserError, one_line
 from batch.api.yamlio import load_yaml_file
 from batch.cli.limits import limit_options, pod_batch_option
 
@@ -34,7 +36,20 @@ def sandbox() -> None:
     help="Write a kubeconfig here once everything is ready.",
 )
 @click.option("--port", type=int, default=0, show_default=True, help="0 picks a free port.")
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--insecure-listen-anywhere",
+    is_flag=True,
+    help="Allow a --host other than loopback: the sandbox has no authentication, so anyone "
+    "who reaches it controls it.",
+)
+@click.option(
+    "--allow-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Answer this Host name (and web pages from it) besides loopback ones; `*`: any.",
+)
 @click.option(
     "--nodes",
     "nodes_file",
@@ -104,6 +119,8 @@ def up(
     kubeconfig: Path,
     port: int,
     host: str,
+    insecure_listen_anywhere: bool,
+    allowed_hosts: tuple[str, ...],
     nodes_file: Path | None,
     scheduler_conf: Path | None,
     schedule_period: float,
@@ -133,11 +150,24 @@ def up(
     from batch.sandbox.runtime import SandboxThread
 
     began = time.monotonic()
-    _check_inputs(nodes_file, scheduler_conf)
-    if not no_ledger and not no_components:
-        from batch.ledger.db import resolve_url
+    numbers = {
+        "--schedule-period": (schedule_period, False),
+        "--max-grace-seconds": (max_grace_seconds, True),
+        "--heartbeat-seconds": (heartbeat_seconds, False),
+        "--latency": (latency, True),
+        "--jitter": (jitter, True),
+        "--drop-watch-every": (drop_watch_every, True),
+    }
+    try:
+        _check_options(port, numbers, {"--fail-rate": fail_rate, "--throttle-rate": throttle_rate})
+        _check_host(host, insecure=insecure_listen_anywhere)
+        _check_inputs(nodes_file, scheduler_conf)
+        if not no_ledger and not no_components:
+            from batch.ledger.db import resolve_url
 
-        db_url = resolve_url(db_url)
+            db_url = resolve_url(db_url)
+    except UserError as exc:
+        raise StartupError(one_line(exc)) from None
     options = SandboxOptions(
         host=host,
         port=port,
@@ -150,6 +180,7 @@ def up(
         seed=seed,
         admission_limits=limits,
         pod_batch=pod_batch,
+        allowed_hosts=allowed_hosts,
         faults=FaultOptions(
             error_rate=fail_rate,
             throttle_rate=throttle_rate,
@@ -192,6 +223,53 @@ def up(
         stop_all(components)
         thread.stop()
     kubeconfig.unlink(missing_ok=True)
+
+
+class StartupError(click.ClickException):
+    """A bad option or file of `sandbox up`, found before anything starts: one line, exit 2."""
+
+    exit_code = 2
+
+
+def _check_options(
+    port: int, seconds: dict[str, tuple[float, bool]], rates: dict[str, float]
+) -> None:
+    """Numbers that would only fail once the server or a component runs (`--port -5` failed in
+    bind() after the emulator had started; `--schedule-period nan` never scheduled)."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port: {port} is not a port (0..65535; 0 picks a free one)")
+    for flag, (value, zero_ok) in seconds.items():
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            bound = ">= 0" if zero_ok else "> 0"
+            raise UserError(f"{flag}: {value} must be a finite number of seconds {bound}")
+    for flag, rate in rates.items():
+        if not 0 <= rate <= 1:  # false for nan too
+            raise UserError(f"{flag}: {rate} must be a fraction between 0 and 1")
+
+
+def _check_host(host: str, *, insecure: bool) -> None:
+    """The sandbox authenticates nobody: listening beyond loopback needs an explicit flag."""
+    if _is_loopback(host):
+        return
+    if not insecure:
+        raise UserError(
+            f"--host {host}: the sandbox has no authentication, so it listens on loopback "
+            "addresses only; add --insecure-listen-anywhere to listen there anyway"
+        )
+    click.echo(
+        f"warning: listening on {host} without authentication: anyone who can reach it "
+        "controls this cluster",
+        err=True,
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_inputs(nodes_file: Path | None, scheduler_conf: Path | None) -> None:

@@ -80,3 +80,51 @@ def test_up_stops_on_sigint(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=20)
     assert proc.returncode == 0
+
+
+def _refused(tmp_path: Path, *args: str) -> tuple[int, str, float]:
+    began = time.monotonic()
+    proc = subprocess.run(
+        [*TEPHRA, "sandbox", "up", "--kubeconfig", str(tmp_path / "kc"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert not (tmp_path / "kc").exists()
+    return proc.returncode, proc.stderr, time.monotonic() - began
+
+
+def test_up_refuses_bad_options_before_anything_starts(tmp_path: Path) -> None:
+    """Issue 19.4: an unknown scheduler action printed a traceback after the controllers had
+    started; `--port -5` failed in bind() after the emulator had. One line, exit 2, at once."""
+    conf = tmp_path / "bad.conf"
+    conf.write_text('actions: "enqueue, bogus"\ntiers: []\n')
+    cases = [
+        (["--scheduler-conf", str(conf)], "unknown action 'bogus'"),
+        (["--port", "-5"], "--port"),
+        (["--schedule-period", "nan"], "--schedule-period"),
+        (["--heartbeat-seconds", "0"], "--heartbeat-seconds"),
+        (["--fail-rate", "1.5"], "--fail-rate"),
+        (["--host", "0.0.0.0"], "--insecure-listen-anywhere"),
+        (["--db", "bogus://x"], "bogus"),
+    ]
+    for args, needle in cases:
+        code, err, elapsed = _refused(tmp_path, *args)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2, (args, err)
+        assert len(lines) == 1 and needle in lines[0], (args, err)
+        assert "Traceback" not in err and elapsed < 20, (args, elapsed)
+
+
+def test_up_anywhere_needs_the_flag_and_warns(tmp_path: Path) -> None:
+    proc, kubeconfig, _ = _up(
+        tmp_path, "--host", "0.0.0.0", "--insecure-listen-anywhere", "--no-components"
+    )
+    try:
+        url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        assert http(url, "GET", "/api/v1/namespaces")[0] == 200  # its own address is answered
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert "warning: listening on 0.0.0.0 without authentication" in err
