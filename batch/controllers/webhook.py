@@ -239,7 +239,11 @@ def make_app(
 
 
 def server_ssl_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    """TLS 1.2 or newer; on 1.2 only ECDHE with an AEAD cipher (AES-GCM, ChaCha20), as Go's
+    secure default suites (TLS 1.3 suites are all AEAD)."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20")
     ctx.load_cert_chain(str(cert_file), str(key_file))
     return ctx
 
