@@ -63,6 +63,10 @@ def is_outage(exc: BaseException) -> bool:
 
 
 DB_ERRORS = (SQLAlchemyError, psycopg.Error)
+#: What a driver raises outside its DBAPI errors for a value it cannot hold (SQLite's sqlite3
+#: binds integers as 64-bit: `Python int too large to convert to SQLite INTEGER`). Bad data, as
+#: PostgreSQL's NumericValueOutOfRange is, never an outage.
+VALUE_ERRORS = (OverflowError,)
 
 
 def default_spill_path(url: str) -> Path:
@@ -318,7 +322,7 @@ class Recorder:
         try:
             with self._engine.begin() as conn:
                 self._writer.write(conn, batch)
-        except DB_ERRORS as exc:
+        except (*DB_ERRORS, *VALUE_ERRORS) as exc:
             if is_outage(exc):
                 raise
             self._write_isolating(batch)
@@ -329,7 +333,7 @@ class Recorder:
             try:
                 with self._engine.begin() as conn:
                     self._writer.write(conn, [event])
-            except DB_ERRORS as exc:
+            except (*DB_ERRORS, *VALUE_ERRORS) as exc:
                 if is_outage(exc):
                     raise
                 self._reject(event, exc)

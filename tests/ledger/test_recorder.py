@@ -519,3 +519,26 @@ def test_close_spills_the_batch_a_stuck_writer_holds(
     with Recorder(ledger_url, spill_path=spill, background=False) as again:
         assert again.flush()
     assert count(engine, "jobs") == 15
+
+
+def test_an_event_the_database_cannot_hold_is_rejected_and_recording_continues(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    """Issue 20.2: `memory: 16Ei` reached the SQLite recorder, which retried the event for ever
+    (`OverflowError: Python int too large to convert to SQLite INTEGER`) and replayed it from the
+    spill file after every restart, so nothing more was recorded."""
+    huge = ev.JobObserved(uid="j-huge", namespace="ns", name="huge", requested_memory_bytes=2**64)
+    after = ev.JobObserved(uid="j-after", namespace="ns", name="after", requested_memory_bytes=1)
+    spill = tmp_path / "spill.jsonl"
+    with Recorder(ledger_url, spill_path=spill, background=False) as rec:
+        rec.record([huge, after])
+        assert rec.flush(timeout=10)
+        assert rec.stats.rejected == 1
+    spill.write_text(json.dumps(ev.event_to_json(huge)) + "\n")  # as left by an earlier run
+    with Recorder(ledger_url, spill_path=spill, background=False) as rec:
+        rec.record_one(ev.JobObserved(uid="j-later", namespace="ns", name="later"))
+        assert rec.flush(timeout=10)
+        assert rec.stats.rejected == 1
+    rejected = (tmp_path / "spill.rejected.jsonl").read_text().splitlines()
+    assert [json.loads(r)["event"]["uid"] for r in rejected] == ["j-huge", "j-huge"]
+    assert sorted(j[0] for j in snapshot(engine)["jobs"]) == ["j-after", "j-later"]
