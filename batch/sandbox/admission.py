@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +90,7 @@ def admit(
     """Run admission; return the (possibly defaulted) object or raise a 422 ApiError."""
     if (group, kind) not in TEPHRA_KINDS:
         return obj
+    _check_emulator_annotations(kind, obj)
     if kind == "Pod" and not _volcano_pod(obj):
         # Tephra's pod admission only looks at Volcano's pod annotations (job disruption
         # budgets); skipping other pods keeps pod creation fast and changes no outcome.
@@ -130,6 +132,56 @@ def inject_gang(pod: dict[str, Any], namespace_obj: dict[str, Any] | None) -> No
     if not gang_injection_enabled(namespace_obj):
         return
     apply_gang_injection(pod, namespace_obj=namespace_obj, adapters=_adapters())
+
+
+def _check_emulator_annotations(kind: str, obj: dict[str, Any] | None) -> None:
+    """The node emulator's annotations, on a pod or a VCJob's pod templates: run-seconds a
+    finite number >= 0 (`nan` ran for ever, or broke the emulator's timer), exit-code an
+    integer 0..255. A field error, as any admission rule."""
+    if kind == "Pod":
+        places = [("metadata.annotations", (obj or {}).get("metadata"))]
+    elif kind == "Job":
+        tasks = ((obj or {}).get("spec") or {}).get("tasks")
+        places = [
+            (
+                f"spec.tasks[{i}].template.metadata.annotations",
+                (t.get("template") or {}).get("metadata"),
+            )
+            for i, t in enumerate(tasks if isinstance(tasks, list) else [])
+            if isinstance(t, dict) and isinstance(t.get("template"), dict)
+        ]
+    else:
+        return
+    causes = [c for path, meta in places for c in _annotation_causes(path, meta)]
+    if causes:
+        name = str(((obj or {}).get("metadata") or {}).get("name", ""))
+        raise invalid(kind, "" if kind == "Pod" else "batch.volcano.sh", name, causes)
+
+
+def _annotation_causes(path: str, meta: Any) -> list[Cause]:
+    from batch.sandbox.emulator import EXIT_CODE, RUN_SECONDS
+
+    ann = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(ann, dict):
+        return []
+    out: list[Cause] = []
+    seconds = ann.get(RUN_SECONDS)
+    if seconds is not None and not _seconds_ok(seconds):
+        message = f"Invalid value: {seconds!r}: must be a finite number of seconds >= 0"
+        out.append(Cause(f"{path}[{RUN_SECONDS}]", "FieldValueInvalid", message))
+    code = ann.get(EXIT_CODE)
+    if code is not None and not (isinstance(code, str) and code.isdigit() and int(code) <= 255):
+        message = f"Invalid value: {code!r}: must be an exit code, an integer 0..255"
+        out.append(Cause(f"{path}[{EXIT_CODE}]", "FieldValueInvalid", message))
+    return out
+
+
+def _seconds_ok(value: Any) -> bool:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(seconds) and seconds >= 0
 
 
 def _volcano_pod(obj: dict[str, Any] | None) -> bool:

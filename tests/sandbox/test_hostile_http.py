@@ -153,3 +153,41 @@ def test_host_check_names() -> None:
     for host in ("evil.example.com", "127.0.0.1.evil.example.com", "[fd00::2]:1", "0.0.0.0"):
         assert not check.allows(host), host
     assert HostCheck(("*",)).allows("anything.example.com")
+
+
+def test_emulator_annotations_must_be_numbers(sb: SandboxHandle) -> None:
+    """Issue 20.3: `sandbox.tephra.io/run-seconds: nan` was stored; it is a field error now, on a
+    pod and on a VCJob's pod template."""
+    from .helpers import pod
+
+    for ann in ({"sandbox.tephra.io/run-seconds": "nan"}, {"sandbox.tephra.io/exit-code": "-1"}):
+        bad = pod("emu-bad")
+        bad["metadata"]["annotations"] = ann
+        code, body = http(sb.url, "POST", "/api/v1/namespaces/default/pods", bad)
+        assert code == 422, body
+        assert next(iter(ann)) in body["details"]["causes"][0]["field"]
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "emu-inf"},
+        "spec": {
+            "tasks": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"annotations": {"sandbox.tephra.io/run-seconds": "inf"}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                    },
+                }
+            ]
+        },
+    }
+    code, body = http(
+        sb.url, "POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs", job
+    )
+    assert code == 422, body
+    assert "spec.tasks[0].template.metadata.annotations" in body["details"]["causes"][0]["field"]
+    good = pod("emu-good")
+    good["metadata"]["annotations"] = {"sandbox.tephra.io/run-seconds": "0.5"}
+    assert http(sb.url, "POST", "/api/v1/namespaces/default/pods", good)[0] == 201
