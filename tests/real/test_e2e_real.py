@@ -1,0 +1,350 @@
+"""End to end on a real kube-apiserver: `tephra controller` and two `tephra scheduler` replicas
+(leader election) as processes, the HTTP node emulator as the kubelets of four 8-GPU Nodes.
+
+No webhook is registered here (test_webhook_real covers it), so every job is written complete:
+queue, minAvailable, schedulerName. The scheduler creates the `root` and `default` queues, the
+controller opens them. The scheduler's configuration is Tephra's default without `minruntime`
+(its five minutes would protect every victim of the preemption tests).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from batch.sandbox.control_plane import ControlPlane
+from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
+from tests.real.conftest import Api, TephraProcess, tephra_process
+from tests.real.kubelets import Cluster
+
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
+
+NS = "e2e"
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "volcano-examples"
+EXAMPLES = CORPUS / "volcano" / "example"
+VCJOBS = "/apis/batch.volcano.sh/v1alpha1"
+SCHED = "/apis/scheduling.volcano.sh/v1beta1"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+RUN = "sandbox.tephra.io/run-seconds"
+
+
+class Stack:
+    """The processes and the API: what every test of this module drives."""
+
+    def __init__(self, api: Api, controller: TephraProcess, schedulers: list[TephraProcess]):
+        self.api = api
+        self.controller = controller
+        self.schedulers = schedulers
+        self.metrics: dict[int, int] = {}  # scheduler pid -> metrics port
+
+    def logs(self) -> str:
+        procs = [self.controller, *self.schedulers]
+        return "\n".join(f"--- tephra {p.args[0]} {p.proc.pid}:\n{p.log()[-2500:]}" for p in procs)
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            time.sleep(0.25)
+        pytest.fail(f"{what} not within {timeout:.0f} s\n{self.logs()}")
+
+    def get(self, path: str) -> Any:
+        code, body = self.api.request("GET", path)
+        return body if code == 200 else None
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        code, answer = self.api.request("POST", path, body)
+        assert code == 201, answer
+        return dict(answer)
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.get(f"{VCJOBS}/namespaces/{NS}/jobs/{name}")
+        return found
+
+    def phase(self, name: str) -> str:
+        job = self.job(name) or {}
+        return str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        selector = f"volcano.sh/job-name={job}"
+        page = self.get(f"/api/v1/namespaces/{NS}/pods?labelSelector={selector}") or {}
+        return list(page.get("items") or [])
+
+    def bound(self, job: str) -> dict[str, str]:
+        """Pod name -> node of the job's bound pods."""
+        out = {}
+        for p in self.pods(job):
+            node = p["spec"].get("nodeName")
+            if node and not p["metadata"].get("deletionTimestamp"):
+                out[p["metadata"]["name"]] = node
+        return out
+
+    def uids(self, job: str) -> set[str]:
+        return {p["metadata"]["uid"] for p in self.pods(job)}
+
+    def delete_job(self, name: str) -> None:
+        self.api.request("DELETE", f"{VCJOBS}/namespaces/{NS}/jobs/{name}")
+        gone = f"job {name} and its pods gone"
+        self.wait(gone, lambda: not self.job(name) and not self.pods(name))
+
+    def leader(self) -> str:
+        lease = self.get(f"{LEASES}/tephra-scheduler")
+        return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _scheduler_conf(path: Path) -> Path:
+    conf = yaml.safe_load(TEPHRA_DEFAULT_CONFIG)
+    for tier in conf["tiers"]:
+        tier["plugins"] = [p for p in tier["plugins"] if p["name"] != "minruntime"]
+    path.write_text(yaml.safe_dump(conf))
+    return path
+
+
+def _namespace(api: Api, name: str) -> None:
+    api.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    deadline = time.monotonic() + 60
+    while api.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] != 200:
+        assert time.monotonic() < deadline, "no default ServiceAccount (kube-controller-manager)"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def stack(
+    real: ControlPlane,
+    api: Api,
+    crds: list[str],
+    kubelets: Cluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("e2e-real")
+    _namespace(api, NS)
+    for name, value in (("e2e-high", 1000), ("e2e-low", 10)):
+        body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+        body["value"] = value
+        body["metadata"] = {"name": name}
+        api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
+    kubeconfig = str(real.kubeconfig)
+    conf = str(_scheduler_conf(tmp / "scheduler.conf"))
+    ports = [(_free_port(), _free_port()) for _ in range(2)]
+    with (
+        tephra_process(tmp / "controller.log", *_controller_args(kubeconfig)) as controller,
+        tephra_process(
+            tmp / "scheduler-0.log", *_scheduler_args(kubeconfig, conf, ports[0])
+        ) as first,
+        tephra_process(
+            tmp / "scheduler-1.log", *_scheduler_args(kubeconfig, conf, ports[1])
+        ) as second,
+    ):
+        stack = Stack(api, controller, [first, second])
+        stack.metrics = {first.proc.pid: ports[0][0], second.proc.pid: ports[1][0]}
+        _wait_open(stack, "default")
+        yield stack
+
+
+def _controller_args(kubeconfig: str) -> list[str]:
+    return ["controller", "--kubeconfig", kubeconfig, "--metrics-port", "0", "-v"]
+
+
+def _scheduler_args(kubeconfig: str, conf: str, ports: tuple[int, int]) -> list[str]:
+    return [
+        "scheduler",
+        "--kubeconfig",
+        kubeconfig,
+        "--scheduler-conf",
+        conf,
+        "--schedule-period",
+        "0.3s",
+        "--leader-elect",
+        "--metrics-port",
+        str(ports[0]),
+        "--healthz-port",
+        str(ports[1]),
+        "-v",
+    ]
+
+
+def _corpus_job(rel: str) -> dict[str, Any]:
+    path = EXAMPLES / rel
+    if not path.exists():
+        pytest.skip(f"corpus not found at {path}")
+    doc = next(d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "Job")
+    for task in doc["spec"]["tasks"]:
+        meta = task["template"].setdefault("metadata", {})
+        meta.setdefault("annotations", {})[RUN] = "1"
+    doc["metadata"] = {"name": f"cx-{doc['metadata']['name']}", "namespace": NS}
+    return dict(doc)
+
+
+def _job(
+    name: str,
+    *,
+    replicas: int,
+    min_available: int,
+    gpus: int = 0,
+    cpu: str = "100m",
+    queue: str = "default",
+    priority: str | None = None,
+    run_seconds: float | None = None,
+) -> dict[str, Any]:
+    resources = {"cpu": cpu, **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+    template: dict[str, Any] = {
+        "metadata": {"annotations": {RUN: str(run_seconds)} if run_seconds is not None else {}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox:1.36",
+                    "resources": {"requests": resources, "limits": dict(resources)},
+                }
+            ],
+        },
+    }
+    spec: dict[str, Any] = {
+        "schedulerName": "volcano",
+        "queue": queue,
+        "minAvailable": min_available,
+        "tasks": [{"name": "worker", "replicas": replicas, "template": template}],
+    }
+    if priority:
+        spec["priorityClassName"] = priority
+    meta = {"name": name}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+def _queue(stack: Stack, name: str, weight: int = 1) -> None:
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": weight, "reclaimable": True},
+    }
+    stack.api.request("POST", f"{SCHED}/queues", body)
+    _wait_open(stack, name)
+
+
+def _wait_open(stack: Stack, name: str) -> None:
+    def state() -> str:
+        queue = stack.get(f"{SCHED}/queues/{name}") or {}
+        return str((queue.get("status") or {}).get("state") or "")
+
+    stack.wait(f"queue {name} Open", lambda: state() == "Open")
+
+
+# ---------------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("rel", ["job.yaml", "job-plugin.yaml", "task-start-dependency/job.yaml"])
+def test_corpus_vcjobs_complete(stack: Stack, rel: str) -> None:
+    doc = _corpus_job(rel)
+    name = doc["metadata"]["name"]
+    stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", doc)
+    stack.wait(f"{name} Completed", lambda: stack.phase(name) == "Completed", timeout=90)
+    job = stack.job(name) or {}
+    total = sum(t["replicas"] for t in doc["spec"]["tasks"])
+    assert job["status"]["succeeded"] == total, job["status"]
+    stack.delete_job(name)
+
+
+def test_gang_larger_than_free_capacity_binds_nothing(stack: Stack) -> None:
+    # 10 cpu pods on 16-cpu nodes: one per node, 4 fit; the gang needs 5 (enqueue admits it).
+    gang = _job("gang5", replicas=5, min_available=5, cpu="10")
+    stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", gang)
+    stack.wait("gang5's pods created", lambda: len(stack.pods("gang5")) == 5)
+
+    def unschedulable() -> bool:
+        for pg in (stack.get(f"{SCHED}/namespaces/{NS}/podgroups") or {}).get("items") or []:
+            if pg["metadata"]["name"].startswith("gang5-"):
+                conds = (pg.get("status") or {}).get("conditions") or []
+                return any(c["type"] == "Unschedulable" and c["status"] == "True" for c in conds)
+        return False
+
+    stack.wait("gang5 Unschedulable", unschedulable)
+    time.sleep(1.5)  # several more sessions
+    assert stack.bound("gang5") == {}, stack.pods("gang5")
+    stack.delete_job("gang5")
+
+
+def test_preempt_evicts_a_low_priority_job_in_the_same_queue(stack: Stack) -> None:
+    _queue(stack, "pq")
+    # 6-GPU pods on 8-GPU nodes: one per node; the high pod (8 GPUs) fits nowhere until preempt.
+    low = _job("low", replicas=4, min_available=1, gpus=6, queue="pq", priority="e2e-low")
+    stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", low)
+    stack.wait("low's 4 pods bound", lambda: len(stack.bound("low")) == 4)
+    before = stack.uids("low")
+    high = _job(
+        "high", replicas=1, min_available=1, gpus=8, queue="pq", priority="e2e-high", run_seconds=1
+    )
+    stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", high)
+    stack.wait("high Completed", lambda: stack.phase("high") == "Completed", timeout=90)
+    assert stack.uids("low") != before  # a victim was evicted (and recreated)
+    stack.delete_job("high")
+    stack.delete_job("low")
+
+
+def test_reclaim_takes_back_a_queue_share(stack: Stack) -> None:
+    _queue(stack, "qa")
+    _queue(stack, "qb")
+    greedy = _job("greedy", replicas=4, min_available=1, gpus=6, queue="qa")
+    stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", greedy)
+    stack.wait("greedy's 4 pods bound", lambda: len(stack.bound("greedy")) == 4)
+    before = stack.uids("greedy")
+    # qb asks 16 GPUs: deserved 16 each, qa holds 24; an 8-GPU pod fits only after reclaim.
+    fair = _job("fair", replicas=2, min_available=1, gpus=8, queue="qb")
+    stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", fair)
+    stack.wait("a fair pod bound", lambda: stack.bound("fair"), timeout=90)
+    assert stack.uids("greedy") != before  # a victim was evicted (and recreated)
+    stack.delete_job("fair")
+    stack.delete_job("greedy")
+
+
+def _conflicts(stack: Stack, pid: int) -> float:
+    url = f"http://127.0.0.1:{stack.metrics[pid]}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    found = re.search(r'^tephra_binds_total\{result="conflict"\} (\S+)$', text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_leader_killed_the_other_replica_takes_over(stack: Stack) -> None:
+    by_identity = {f"{socket.gethostname()}-{p.proc.pid}": p for p in stack.schedulers}
+    leader = stack.wait("a scheduler leads", lambda: by_identity.get(stack.leader()))
+    survivor = next(p for p in stack.schedulers if p is not leader)
+    # 10-cpu pods, one per node: three waves of four, the last two under the new leader.
+    relay = _job("relay", replicas=12, min_available=1, cpu="10", run_seconds=2)
+    stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", relay)
+    stack.wait("relay partly bound", lambda: stack.bound("relay"))
+    first_nodes = stack.bound("relay")
+    leader.proc.send_signal(signal.SIGKILL)
+    leader.proc.wait(10)
+    seen: dict[str, str] = dict(first_nodes)
+
+    def completed() -> bool:
+        for name, node in stack.bound("relay").items():
+            assert seen.setdefault(name, node) == node, f"{name} bound twice: {seen[name]}, {node}"
+        return stack.phase("relay") == "Completed"
+
+    stack.wait("relay Completed under the new leader", completed, timeout=90)
+    assert stack.leader() == f"{socket.gethostname()}-{survivor.proc.pid}"
+    assert _conflicts(stack, survivor.proc.pid) == 0
+    stack.delete_job("relay")
