@@ -7,10 +7,11 @@ its PodGroup's conditions and events and its position in the queue.
 
 from __future__ import annotations
 
+import base64
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import yaml
@@ -19,6 +20,9 @@ from batch.api.errors import one_line
 from batch.api.resources import describe_amount, parse_resource_list
 from batch.api.yamlio import FileInputError, load_yaml_file
 from batch.cli.output import event_age, event_source, output_option, print_list
+
+if TYPE_CHECKING:
+    from batch.kube.config import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,32 +36,84 @@ def fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+_CONTEXT_KEY = "tephra.kube_context"
+
+
+def _remember_context(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    ctx.meta[_CONTEXT_KEY] = value
+
+
 def kube_options(fn: F) -> F:
-    """--kubeconfig for every command that talks to the cluster."""
+    """--kubeconfig and --context for every command that talks to the cluster (kubectl's)."""
+    fn = click.option(
+        "--context",
+        default=None,
+        expose_value=False,
+        callback=_remember_context,
+        help="The kubeconfig context to use (default: its current-context).",
+    )(fn)
     return click.option(
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
-        envvar="KUBECONFIG",
         default=None,
-        help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config).",
+        help="Kubeconfig file (default: $KUBECONFIG, files separated by ':', merged as kubectl "
+        "does; then ~/.kube/config).",
     )(fn)
 
 
+def client_configuration(target: Target) -> Any:
+    """The official client's configuration for a target resolved by `batch.kube.config` (an
+    exec plugin's token is renewed before a request when it expired)."""
+    from kubernetes import client
+
+    cfg: Any = client.Configuration()
+    cfg.host = target.server
+    cfg.verify_ssl = not target.insecure
+    cfg.ssl_ca_cert = target.ca_file
+    cfg.cert_file, cfg.key_file = target.cert_file, target.key_file
+    cfg.tls_server_name = target.tls_server_name
+    plugin = target.exec
+    if plugin is not None and not plugin.token():  # the plugin gives a client certificate
+        cred = plugin.current()
+        cfg.cert_file = _private_file(cred.cert_data or b"")
+        cfg.key_file = _private_file(cred.key_data or b"")
+    elif plugin is not None:
+        cfg.api_key = {"authorization": f"Bearer {plugin.token()}"}
+        cfg.refresh_api_key_hook = lambda c: c.api_key.update(
+            authorization=f"Bearer {plugin.token()}"
+        )
+    elif target.token:
+        cfg.api_key = {"authorization": f"Bearer {target.token}"}
+    elif target.username is not None and target.password is not None:
+        basic = base64.b64encode(f"{target.username}:{target.password}".encode()).decode()
+        cfg.api_key = {"authorization": f"Basic {basic}"}
+    cfg.retries = 1
+    return cfg
+
+
+def _private_file(data: bytes) -> str:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(prefix="tephra-kube-", delete=False) as handle:
+        handle.write(data)
+    return handle.name
+
+
 class Kube:
-    """The three API clients the CLI needs, built from an explicit kubeconfig."""
+    """The three API clients the CLI needs, built by kubectl's kubeconfig rules
+    (`batch.kube.config`, the services' loader too)."""
 
     def __init__(self, kubeconfig: Path | None) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        cfg = client.Configuration()
-        path = kubeconfig or Path("~/.kube/config").expanduser()
+        from batch.kube.config import KubeConfigError, resolve
+
+        context = click.get_current_context(silent=True)
+        name = context.meta.get(_CONTEXT_KEY) if context is not None else None
         try:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(path), client_configuration=cfg
-            )
-        except Exception as exc:  # config errors are user errors
-            fail(f"cannot load kubeconfig {path}: {one_line(exc)}")
-        cfg.retries = 1
+            cfg = client_configuration(resolve(kubeconfig, context=name))
+        except (KubeConfigError, OSError, ValueError) as exc:  # config errors are user errors
+            fail(one_line(exc))
         self.api = client.ApiClient(configuration=cfg)
         self.core = client.CoreV1Api(self.api)
         self.co = client.CustomObjectsApi(self.api)

@@ -119,6 +119,16 @@ class KubeClient:
             raise RuntimeError("KubeClient is not open")
         return self._session
 
+    async def _auth(self) -> dict[str, str] | None:
+        """The exec plugin's bearer header, renewed off the event loop when it expired (None:
+        no plugin, the session's static headers say it all)."""
+        creds = self.access.credentials
+        if creds is None:
+            return None
+        if creds.stale():
+            await asyncio.to_thread(creds.current)
+        return creds.headers()
+
     async def request(
         self,
         method: str,
@@ -129,8 +139,27 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float = 30.0,
     ) -> dict[str, Any]:
+        try:
+            return await self._request(method, path, params, body, content_type, timeout)
+        except ApiError as exc:
+            if exc.status != 401 or self.access.credentials is None:
+                raise
+            self.access.credentials.invalidate()  # refused: the plugin runs again, once
+            return await self._request(method, path, params, body, content_type, timeout)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Any,
+        content_type: str,
+        timeout: float,
+    ) -> dict[str, Any]:
         data = None if body is None else json.dumps(body, separators=(",", ":"))
-        headers = {"Content-Type": content_type} if data is not None else None
+        headers = await self._auth()
+        if data is not None:
+            headers = {**(headers or {}), "Content-Type": content_type}
         async with self.session.request(
             method,
             path,
@@ -245,6 +274,7 @@ class KubeClient:
         async with self.session.get(
             res.path(),
             params=query,
+            headers=await self._auth(),
             timeout=aiohttp.ClientTimeout(
                 total=None, sock_connect=10, sock_read=timeout_seconds + 30
             ),
@@ -255,6 +285,8 @@ class KubeClient:
                     body = json.loads(raw)
                 except ValueError:
                     body = {}
+                if resp.status == 401 and self.access.credentials is not None:
+                    self.access.credentials.invalidate()  # the caller's retry gets a fresh one
                 raise ApiError(resp.status, body, f"WATCH {res.plural}")
             seen = 0
             while True:

@@ -1,0 +1,213 @@
+"""One kubeconfig loader with kubectl's rules for the CLI and the services (issue 15, item 10):
+`$KUBECONFIG` lists merged, `--context`, exec credential plugins with expiry and refresh.
+
+The exec plugin is a fake: a Python script that answers an ExecCredential whose token counts
+its runs (`tok-1`, `tok-2`, ...) and that records the KUBERNETES_EXEC_INFO it was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from click.testing import CliRunner
+
+from batch.cli.main import main
+from batch.kube.client import RESOURCES, KubeClient
+from batch.kube.config import KubeConfigError, kubeconfig_paths, load_access, resolve
+from batch.sandbox.testing import run_sandbox
+
+PLUGIN = """\
+#!{python}
+import datetime, json, os, pathlib, sys
+state = pathlib.Path(os.environ["FAKE_STATE"])
+runs = int(state.read_text()) + 1 if state.exists() else 1
+state.write_text(str(runs))
+pathlib.Path(str(state) + ".info").write_text(os.environ.get("KUBERNETES_EXEC_INFO", ""))
+if os.environ.get("FAKE_FAIL"):
+    print("could not sign in: token revoked", file=sys.stderr)
+    sys.exit(3)
+ttl = float(os.environ.get("FAKE_TTL", "3600"))
+expiry = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=ttl)
+status = {{"token": f"tok-{{runs}}", "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+kind = {{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}}
+print(json.dumps({{**kind, "status": status}}))
+"""
+
+
+def plugin(tmp_path: Path) -> Path:
+    script = tmp_path / "bin" / "fake-auth"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(PLUGIN.format(python=sys.executable))
+    script.chmod(0o755)
+    return script
+
+
+def kubeconfig(
+    path: Path,
+    *,
+    context: str,
+    server: str,
+    user: dict[str, Any],
+    current: bool = True,
+    cluster: str | None = None,
+) -> Path:
+    name = cluster or f"{context}-cluster"
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "users": [{"name": f"{context}-user", "user": user}],
+        "contexts": [{"name": context, "context": {"cluster": name, "user": f"{context}-user"}}],
+    }
+    if current:
+        doc["current-context"] = context
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def exec_user(state: Path, *, command: str = "bin/fake-auth", **env: str) -> dict[str, Any]:
+    return {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": command,
+            "env": [{"name": "FAKE_STATE", "value": str(state)}]
+            + [{"name": k, "value": v} for k, v in env.items()],
+            "provideClusterInfo": True,
+            "interactiveMode": "Never",
+            "installHint": "install fake-auth from the test suite",
+        }
+    }
+
+
+def test_kubeconfig_list_is_merged_first_file_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = kubeconfig(tmp_path / "a", context="ctx-a", server="https://a:6443", user={"token": "A"})
+    b = kubeconfig(
+        tmp_path / "b",
+        context="ctx-b",
+        server="https://b:6443",
+        user={"token": "B"},
+        cluster="ctx-a-cluster",  # the same cluster name as a's: a's wins
+    )
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "missing"), str(a), str(b)]))
+    assert kubeconfig_paths() == [a, b]
+    now = resolve()
+    assert (now.context, now.server, now.token) == ("ctx-a", "https://a:6443", "A")
+    other = resolve(context="ctx-b")
+    assert (other.server, other.token) == ("https://a:6443", "B")
+    with pytest.raises(KubeConfigError, match="no context named 'nope'"):
+        resolve(context="nope")
+    # an explicit file is the only one read
+    assert resolve(b, context="ctx-b").token == "B"
+    with pytest.raises(KubeConfigError, match="no context named 'ctx-a'"):
+        resolve(b, context="ctx-a")
+
+
+def test_exec_plugin_token_expiry_and_cluster_info(tmp_path: Path) -> None:
+    plugin(tmp_path)
+    state = tmp_path / "runs"
+    path = kubeconfig(
+        tmp_path / "kc", context="eks", server="http://127.0.0.1:1", user=exec_user(state)
+    )
+    access = load_access(path)
+    creds = access.credentials
+    assert creds is not None and creds.headers() == {"Authorization": "Bearer tok-1"}
+    assert creds.headers() == {"Authorization": "Bearer tok-1"}  # cached until it expires
+    info = json.loads((tmp_path / "runs.info").read_text())
+    assert info["kind"] == "ExecCredential" and info["spec"]["interactive"] is False
+    assert info["spec"]["cluster"]["server"] == "http://127.0.0.1:1"
+    creds._clock = lambda: 4_000_000_000.0  # past the expiry: the plugin runs again
+    assert creds.headers() == {"Authorization": "Bearer tok-2"} and creds.runs == 2
+
+
+def test_exec_plugin_failures_are_one_line(tmp_path: Path) -> None:
+    plugin(tmp_path)
+    state = tmp_path / "runs"
+    failing = kubeconfig(
+        tmp_path / "kc", context="c", server="http://x", user=exec_user(state, FAKE_FAIL="1")
+    )
+    with pytest.raises(KubeConfigError, match="failed: could not sign in: token revoked"):
+        load_access(failing).credentials.headers()  # type: ignore[union-attr]
+    missing = kubeconfig(
+        tmp_path / "kc2", context="c", server="http://x", user=exec_user(state, command="nope-x")
+    )
+    with pytest.raises(KubeConfigError, match=r"command not found \(install fake-auth"):
+        load_access(missing).credentials.headers()  # type: ignore[union-attr]
+    legacy = kubeconfig(
+        tmp_path / "kc3", context="c", server="http://x", user={"auth-provider": {"name": "gcp"}}
+    )
+    with pytest.raises(KubeConfigError, match="auth-provider 'gcp' is not supported"):
+        load_access(legacy)
+
+
+def test_async_client_renews_an_expired_or_refused_token(tmp_path: Path) -> None:
+    """The services' client sends the plugin's token; a 401 runs the plugin again, once."""
+    plugin(tmp_path)
+    seen: list[str] = []
+
+    async def nodes(request: web.Request) -> web.Response:
+        token = request.headers.get("Authorization", "")
+        seen.append(token)
+        if token == "Bearer tok-1":  # revoked by the server before its expiry
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        return web.json_response({"kind": "NodeList", "items": [], "metadata": {}})
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_get("/api/v1/nodes", nodes)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        path = kubeconfig(
+            tmp_path / "kc",
+            context="c",
+            server=f"http://127.0.0.1:{port}",
+            user=exec_user(tmp_path / "runs"),
+        )
+        try:
+            async with KubeClient(load_access(path)) as client:
+                await client.list(RESOURCES["Node"])
+                await client.list(RESOURCES["Node"])
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(scenario())
+    assert seen == ["Bearer tok-1", "Bearer tok-2", "Bearer tok-2"]
+
+
+def test_cli_follows_kubeconfig_list_context_and_exec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin(tmp_path)
+    with run_sandbox() as sb:
+        server = yaml.safe_load(sb.kubeconfig_path.read_text())["clusters"][0]["cluster"]["server"]
+        dead = kubeconfig(
+            tmp_path / "dead", context="dead", server="http://127.0.0.1:9", user={"token": "x"}
+        )
+        live = kubeconfig(
+            tmp_path / "live",
+            context="sandbox",
+            server=server,
+            user=exec_user(tmp_path / "runs"),
+            current=False,
+        )
+        monkeypatch.setenv("KUBECONFIG", f"{dead}{os.pathsep}{live}")
+        refused = CliRunner().invoke(main, ["queue", "list"])
+        assert refused.exit_code == 1 and "127.0.0.1:9" in refused.stderr
+        result = CliRunner().invoke(main, ["queue", "list", "--context", "sandbox"])
+        assert result.exit_code == 0, result.output
+        assert "default" in result.stdout
+        assert (tmp_path / "runs").read_text() == "1"  # the plugin signed the CLI in
+        unknown = CliRunner().invoke(main, ["job", "list", "--context", "nope"])
+        assert unknown.exit_code == 1 and "no context named 'nope'" in unknown.stderr
