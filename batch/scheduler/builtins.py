@@ -12,6 +12,8 @@ from __future__ import annotations
 from batch.scheduler.actions.allocate import Allocate
 from batch.scheduler.actions.backfill import Backfill
 from batch.scheduler.actions.enqueue import Enqueue
+from batch.scheduler.actions.gangpreempt import GangPreempt
+from batch.scheduler.actions.gangreclaim import GangReclaim
 from batch.scheduler.actions.preempt import Preempt
 from batch.scheduler.actions.reclaim import Reclaim
 from batch.scheduler.framework.registry import Action, Plugin, register_action, register_plugin
@@ -30,7 +32,15 @@ from batch.scheduler.plugins.proportion import ProportionPlugin
 from batch.scheduler.plugins.reservation import NominatedPlugin, ReservationPlugin
 from batch.scheduler.plugins.sla import SlaPlugin
 
-BUILTIN_ACTIONS: tuple[type[Action], ...] = (Enqueue, Allocate, Backfill, Preempt, Reclaim)
+BUILTIN_ACTIONS: tuple[type[Action], ...] = (
+    Enqueue,
+    Allocate,
+    Backfill,
+    Preempt,
+    Reclaim,
+    GangPreempt,
+    GangReclaim,
+)
 BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     BinpackPlugin,
     CapacityPlugin,

@@ -423,6 +423,6 @@ def emit_causes(ssn: Session, committed: Iterable[str], causes: dict[str, tuple[
         ssn.event(
             job,
             "Normal",
-            "Preempted" if reason == "preempt" else "Reclaimed",
+            "Reclaimed" if reason.endswith("reclaim") else "Preempted",
             f"pod {task.namespace}/{task.name} evicted ({reason}) for job {cause}",
         )

@@ -18,6 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
 from batch.scheduler.framework.nodes import BoolVec, FloatVec, SessionNodes
 
@@ -70,6 +73,9 @@ class TopologyPreemption(Protocol):
         """Keep ``job``'s placement inside ``domain`` until ``unpin``."""
 
     def unpin(self, job: JobInfo) -> None: ...
+
+    def domain_nodes(self, domain: Any) -> npt.NDArray[np.intp]:
+        """The node indexes of ``domain``."""
 
 
 @dataclass(slots=True, frozen=True)

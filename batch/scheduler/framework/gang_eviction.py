@@ -1,0 +1,310 @@
+"""The shared run of gangpreempt and gangreclaim: whole-gang planning per candidate domain.
+
+Both actions (volcano-semantics.md#gang-eviction) take the admitted, valid, starving jobs queue
+by queue (QueueOrder; gangreclaim skips an Overused queue) and job by job (JobOrder). For one
+preemptor job: its pending, ungated, non-best-effort tasks in TaskOrder are the need (gangreclaim
+first asks Preemptive for all of them at once). The candidate domains are the whole cluster, or
+for a job with a ``networkTopology`` the HyperNode domains of the topology plugin (at most
+``maxDomains``). In a domain the running victims are grouped in bundles (framework/bundles.py),
+filtered by the UnifiedEvictable callbacks, and taken in bundle order: after each added bundle,
+if the domain's Idle + Releasing plus what the bundles free holds the need, a dry run evicts those
+victims and pipelines every pending task onto the domain's nodes (predicates, FutureIdle,
+Allocatable); the first plan that leaves the job pipelined is kept. The job's statement is
+committed only if the job is then pipelined, otherwise discarded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.model.info import JobInfo, QueueInfo, TaskInfo
+from batch.model.resources import IntVec
+from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
+from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.bundles import (
+    WHOLE,
+    Bundle,
+    flatten,
+    job_bundles,
+    job_preemptable,
+    keep_allowed,
+    sort_bundles,
+)
+from batch.scheduler.framework.eviction import candidate_nodes, emit_causes, pipelined_reason
+from batch.scheduler.framework.pq import PriorityQueue
+from batch.scheduler.framework.selection import has_topology
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.statement import Statement
+
+IntIdx = npt.NDArray[np.intp]
+RUNNING = frozenset({TaskStatus.RUNNING})
+
+
+@dataclass(slots=True, frozen=True)
+class GangEvictionArgs:
+    max_domains: int
+    allow_whole: bool
+
+
+def parse_gang_arguments(args: Arguments) -> GangEvictionArgs:
+    """``maxDomains`` (8; a value <= 0 falls back to 8, as in Volcano), ``allowWholeBundle``."""
+    max_domains = args.get_int("maxDomains", 8)
+    return GangEvictionArgs(
+        max_domains=max_domains if max_domains > 0 else 8,
+        allow_whole=args.get_bool("allowWholeBundle", True),
+    )
+
+
+@dataclass(slots=True, frozen=True)
+class Domain:
+    nodes: IntIdx  # node indexes
+    pin: object | None = None  # the topology plugin's domain, pinned while planning
+
+
+class GangEviction:
+    """One execution of gangpreempt (``reclaim=False``) or gangreclaim (``reclaim=True``)."""
+
+    def __init__(self, ssn: Session, args: GangEvictionArgs, *, reclaim: bool) -> None:
+        self.ssn = ssn
+        self.args = args
+        self.reclaim = reclaim
+        self.reason = "gangreclaim" if reclaim else "gangpreempt"
+        self.statuses = RUNNING if reclaim else PREEMPTABLE_STATUS
+        nd = ssn.nodes
+        self.zero_bound = np.zeros((len(ssn.resources.names), nd.n), dtype=np.int64)
+        self.by_node: dict[int, list[TaskInfo]] = {}
+        for job in ssn.jobs.values():
+            for t in job.tasks.values():
+                if 0 <= t.node_idx < nd.n and t.status in self.statuses:
+                    self.by_node.setdefault(t.node_idx, []).append(t)
+        self.causes: dict[str, tuple[str, str]] = {}
+
+    # -- the action ----------------------------------------------------------------------
+    def run(self) -> None:
+        t0 = time.perf_counter()
+        ssn = self.ssn
+        dispatch = ssn.dispatch
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(dispatch.queue_order_key())
+        seen: set[str] = set()
+        starving: dict[str, PriorityQueue[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending() or dispatch.job_valid(job) is not None:
+                continue
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue
+            if queue.name not in seen:
+                seen.add(queue.name)
+                queues.push(queue)
+            if dispatch.job_starving(job):
+                pq = starving.get(queue.name)
+                if pq is None:
+                    pq = starving[queue.name] = PriorityQueue(dispatch.job_order_key())
+                pq.push(job)
+        while queues:
+            queue = queues.pop()
+            if self.reclaim and dispatch.overused(queue):
+                continue
+            jobs = starving.get(queue.name)
+            while jobs:
+                self._job(queue, jobs.pop())
+        ssn.timings[self.reason] = time.perf_counter() - t0
+
+    def _job(self, queue: QueueInfo, job: JobInfo) -> None:
+        ssn = self.ssn
+        stmt = Statement(ssn)
+        self._plan_job(queue, job, stmt)
+        if len(stmt) and ssn.dispatch.job_pipelined(job):
+            evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
+            stmt.commit()
+            emit_causes(ssn, evicted, self.causes)
+            ssn.set_reason(pipelined_reason(job, "gang " + self.reason[4:]))
+        else:
+            stmt.discard()
+
+    # -- one preemptor job ---------------------------------------------------------------
+    def _pending(self, job: JobInfo) -> list[TaskInfo]:
+        tasks = [
+            t
+            for t in job.tasks.values()
+            if t.status is TaskStatus.PENDING and not t.gated and not t.best_effort
+        ]
+        tasks.sort(key=self.ssn.dispatch.task_order_key())
+        return tasks
+
+    def _domains(self, job: JobInfo) -> list[Domain]:
+        ssn = self.ssn
+        if not has_topology(job):
+            return [Domain(np.flatnonzero(ssn.nodes.valid))]
+        topo = ssn.dispatch.topology_preemption()
+        if topo is None:
+            return []
+        doms = topo.preemption_domains(ssn, job)[: self.args.max_domains]
+        return [Domain(topo.domain_nodes(d), d) for d in doms]
+
+    def _plan_job(self, queue: QueueInfo, job: JobInfo, stmt: Statement) -> None:
+        ssn = self.ssn
+        pending = self._pending(job)
+        if not pending:
+            return
+        if self.reclaim and not ssn.dispatch.preemptive(queue, pending):
+            return
+        dims = len(ssn.resources.names)
+        need = np.zeros(dims, dtype=np.int64)
+        for t in pending:
+            need += t.init_req[:dims]
+        topo = ssn.dispatch.topology_preemption()
+        for dom in self._domains(job):
+            if not ssn.dispatch.job_starving(job):
+                break
+            if len(dom.nodes) == 0:
+                continue
+            if topo is not None and dom.pin is not None:
+                topo.pin(job, dom.pin)
+            if self._plan_domain(queue, job, pending, need, dom, stmt):
+                return
+        if topo is not None and has_topology(job):
+            topo.unpin(job)
+
+    def _plan_domain(
+        self,
+        queue: QueueInfo,
+        job: JobInfo,
+        pending: list[TaskInfo],
+        need: IntVec,
+        dom: Domain,
+        stmt: Statement,
+    ) -> bool:
+        bundles = self._bundles(queue, job, pending, need, dom)
+        if not bundles:
+            return False
+        nd = self.ssn.nodes
+        cols = dom.nodes
+        dims = len(need)
+        base = (nd.idle[:dims, cols] + nd.releasing[:dims, cols]).sum(axis=1)
+        victims: list[TaskInfo] = []
+        freed = np.zeros_like(need)
+        for b in bundles:
+            victims.extend(b.tasks)
+            for t in b.tasks:
+                freed += t.req[:dims]
+            if not bool((need[1:] <= base[1:] + freed[1:]).all()):
+                continue
+            if self._try(queue, job, pending, victims, dom, stmt):
+                return True
+        return False
+
+    # -- victims -------------------------------------------------------------------------
+    def _candidate(self, job: JobInfo, queue: QueueInfo, task: TaskInfo) -> JobInfo | None:
+        ssn = self.ssn
+        if not task.preemptable or task.job_id == job.uid:
+            return None
+        victim = ssn.jobs.get(task.job_id or "")
+        if victim is None or not job_preemptable(victim):
+            return None
+        if self.reclaim:
+            vq = ssn.queues.get(victim.queue)
+            if victim.queue == queue.name or vq is None or not vq.reclaimable:
+                return None
+        elif victim.queue != queue.name or job.priority <= victim.priority:
+            return None
+        return victim
+
+    def _bundles(
+        self, queue: QueueInfo, job: JobInfo, pending: list[TaskInfo], need: IntVec, dom: Domain
+    ) -> list[Bundle]:
+        by_job: dict[str, tuple[JobInfo, list[TaskInfo]]] = {}
+        for idx in dom.nodes.tolist():
+            for t in self.by_node.get(idx, ()):
+                if t.status not in self.statuses:
+                    continue
+                victim = self._candidate(job, queue, t)
+                if victim is not None:
+                    by_job.setdefault(victim.uid, (victim, []))[1].append(t)
+        bundles = [b for victim, tasks in by_job.values() for b in job_bundles(victim, tasks)]
+        if not bundles:
+            return []
+        order = self._victim_order(queue)
+        sort_bundles(bundles, need, order)
+        allowed = self.ssn.dispatch.victims("unified_evictable", pending[0], flatten(bundles))
+        valid = keep_allowed(bundles, {t.uid for t in allowed})
+        sort_bundles(valid, need, order)
+        return [b for b in valid if b.kind != WHOLE or self.args.allow_whole]
+
+    def _victim_order(self, queue: QueueInfo) -> Callable[[Bundle, Bundle], int]:
+        ssn = self.ssn
+        if self.reclaim:
+
+            def by_queue(a: Bundle, b: Bundle) -> int:
+                qa, qb = ssn.queues.get(a.job.queue), ssn.queues.get(b.job.queue)
+                if qa is None or qb is None or qa.name == qb.name:
+                    return 0
+                return ssn.dispatch.victim_queue_order(qa, qb, queue)
+
+            return by_queue
+        key = ssn.dispatch.job_order_key()
+
+        def by_job(a: Bundle, b: Bundle) -> int:
+            ka, kb = key(a.job), key(b.job)
+            # the job that orders last gives first
+            return 1 if ka < kb else (-1 if kb < ka else 0)
+
+        return by_job
+
+    # -- the dry run ---------------------------------------------------------------------
+    def _try(
+        self,
+        queue: QueueInfo,
+        job: JobInfo,
+        pending: list[TaskInfo],
+        victims: list[TaskInfo],
+        dom: Domain,
+        stmt: Statement,
+    ) -> bool:
+        """Evict ``victims`` and pipeline every pending task in ``dom``; kept iff the job is
+        then pipelined, else undone."""
+        ssn = self.ssn
+        mark = stmt.save_operations()
+        for v in victims:
+            stmt.evict(v, self.reason)
+            self.causes[v.uid] = (job.uid, self.reason)
+        in_domain = np.zeros(ssn.nodes.n, dtype=np.bool_)
+        in_domain[dom.nodes] = True
+        for task in pending:
+            idx = self._node_for(queue, task, in_domain)
+            if idx is None:
+                stmt.recover_operations(mark)
+                return False
+            stmt.pipeline(task, idx)
+        if ssn.dispatch.job_pipelined(job):
+            return True
+        stmt.recover_operations(mark)
+        return False
+
+    def _node_for(
+        self, queue: QueueInfo, task: TaskInfo, in_domain: npt.NDArray[np.bool_]
+    ) -> int | None:
+        ssn = self.ssn
+        if not ssn.dispatch.allocatable(queue, task) or ssn.dispatch.pre_predicate(task):
+            return None
+        placer = ssn.placer
+        nodes = [
+            i
+            for i in candidate_nodes(ssn, task, self.zero_bound, ssn.nodes.n)
+            if in_domain[i] and (not placer.scalar_preds or placer._scalar_ok(task, i))
+        ]
+        if not nodes:
+            return None
+        # nodes whose Idle already holds the task first (Volcano's first gradient), best score
+        used = ssn.nodes.used
+        alloc = ssn.nodes.alloc
+        fit = task.template.fit
+        for i in nodes:
+            if bool((alloc[:, i] - used[:, i] >= fit).all()):
+                return i
+        return nodes[0]

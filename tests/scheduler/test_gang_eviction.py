@@ -1,0 +1,231 @@
+"""gangpreempt and gangreclaim: whole-gang victim selection (volcano-semantics.md#gang-eviction)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
+from batch.scheduler import ConfigError, Decisions, load_config
+
+from .evict_util import evicted_jobs, pending, priorities, running
+from .util import cluster, run
+
+TIERS = """
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+GANG_PREEMPT = 'actions: "enqueue, allocate, gangpreempt"\n' + TIERS
+GANG_RECLAIM = 'actions: "enqueue, allocate, gangreclaim"\n' + TIERS
+BOTH = 'actions: "enqueue, allocate, backfill, gangreclaim, gangpreempt"\n' + TIERS
+
+
+def test_a_configuration_naming_the_gang_actions_is_accepted() -> None:
+    cfg = load_config(
+        BOTH
+        + """
+configurations:
+- name: gangpreempt
+  arguments: {maxDomains: 4, allowWholeBundle: false}
+- name: gangreclaim
+  arguments: {maxDomains: 0}
+"""
+    )
+    assert cfg.actions == ("enqueue", "allocate", "backfill", "gangreclaim", "gangpreempt")
+
+
+def test_volcanos_gang_eviction_e2e_configuration_loads() -> None:
+    load_config(
+        """
+actions: "allocate, backfill, gangreclaim, gangpreempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+  - name: sla
+  - name: capacity
+    enableHierarchy: false
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: nodeorder
+  - name: binpack
+  - name: network-topology-aware
+"""
+    )
+
+
+def test_a_bad_gang_action_argument_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="allowWholeBundle"):
+        load_config(
+            GANG_PREEMPT
+            + "configurations:\n- name: gangpreempt\n  arguments: {allowWholeBundle: maybe}\n"
+        )
+
+
+def _two_victims(c: ClusterCache) -> tuple[str, str]:
+    """n0: an elastic job with 2 tasks above its minimum; n1: a strict gang of 4."""
+    elastic = running(c, "elastic", ["n0"], per_node=4, min_member=2, priority_class="low")
+    strict = running(c, "strict", ["n1"], per_node=4, min_member=4, priority_class="low")
+    return elastic, strict
+
+
+def test_surplus_tasks_are_taken_before_any_gang_is_broken() -> None:
+    c = cluster(2, cpu="4")
+    priorities(c)
+    elastic, _ = _two_victims(c)
+    high = pending(c, "high", 2, priority_class="high")
+    d = run(c, GANG_PREEMPT)
+    assert evicted_jobs(d) == {elastic: 2}  # the elastic job keeps its minimum of 2
+    assert {e.reason for e in d.evictions} == {"gangpreempt"}
+    assert sorted(p.job_id for p in d.pipelines) == [high, high]
+    assert any(e.reason == "Preempted" and high in e.message for e in d.events)
+
+
+def test_a_gang_is_evicted_whole_when_surplus_is_not_enough() -> None:
+    c = cluster(2, cpu="4")
+    priorities(c)
+    elastic, strict = _two_victims(c)
+    high = pending(c, "high", 6, priority_class="high")
+    d = run(c, GANG_PREEMPT)
+    # 2 surplus tasks do not hold 6; breaking a gang costs it all of its tasks, never part
+    # the surplus first, then the whole gang that orders last in JobOrder (same priority, share
+    # and age: the larger uid); the elastic job keeps its minimum
+    assert evicted_jobs(d) == {elastic: 2, strict: 4}
+    assert len([p for p in d.pipelines if p.job_id == high]) == 6
+
+
+def test_allow_whole_bundle_false_never_breaks_a_gang() -> None:
+    c = cluster(2, cpu="4")
+    priorities(c)
+    _two_victims(c)
+    pending(c, "high", 6, priority_class="high")
+    conf = GANG_PREEMPT + (
+        "configurations:\n- name: gangpreempt\n  arguments: {allowWholeBundle: false}\n"
+    )
+    d = run(c, conf)
+    assert not d.evictions and not d.pipelines
+
+
+def test_gangpreempt_stays_inside_the_queue_and_below_the_preemptors_priority() -> None:
+    c = cluster(2, cpu="4", queues=("default", "other"))
+    priorities(c)
+    running(c, "elsewhere", ["n0"], per_node=4, min_member=1, queue="other", priority_class="low")
+    running(c, "peer", ["n1"], per_node=4, min_member=1, priority_class="high")
+    pending(c, "high", 2, priority_class="high")
+    d = run(c, GANG_PREEMPT)
+    assert not d.evictions
+
+
+def test_gangreclaim_takes_from_other_reclaimable_queues_only() -> None:
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    c.apply("Queue", "ADDED", f.queue("locked", reclaimable=False))
+    b = running(c, "b-gang", ["n0"], per_node=4, min_member=4, queue="b")
+    running(c, "locked-gang", ["n1"], per_node=4, min_member=4, queue="locked")
+    a = pending(c, "a-job", 2, queue="a")
+    d = run(c, GANG_RECLAIM)
+    assert evicted_jobs(d) == {b: 4}  # a whole gang, from the reclaimable queue
+    assert {e.reason for e in d.evictions} == {"gangreclaim"}
+    assert sorted(p.job_id for p in d.pipelines) == [a, a]
+    assert any(e.reason == "Reclaimed" and a in e.message for e in d.events)
+
+
+def test_no_eviction_when_the_whole_gang_cannot_fit() -> None:
+    c = cluster(2, cpu="4")
+    priorities(c)
+    _two_victims(c)
+    pending(c, "huge", 9, priority_class="high")  # 9 cpu on an 8-cpu cluster
+    d = run(c, GANG_PREEMPT)
+    assert not d.evictions and not d.pipelines
+
+
+def _left_running(c: ClusterCache, d: Decisions) -> dict[str, int]:
+    gone = {e.uid for e in d.evictions}
+    out: dict[str, int] = {}
+    for job in c.jobs.values():
+        out[job.uid] = sum(
+            1 for t in job.tasks.values() if t.status.name == "RUNNING" and t.uid not in gone
+        )
+    return out
+
+
+victim_jobs = st.lists(
+    st.tuples(
+        st.integers(1, 4),  # running tasks per node (500m each: 4 fill a 2-cpu node)
+        st.integers(1, 3),  # nodes
+        st.integers(1, 8),  # minMember (capped at the job's size)
+        st.sampled_from(["low", "high"]),
+        st.sampled_from(["a", "b"]),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    victims=victim_jobs,
+    preemptors=st.lists(
+        st.tuples(st.integers(1, 6), st.sampled_from(["a", "b"])), min_size=1, max_size=3
+    ),
+    allow_whole=st.booleans(),
+)
+def test_no_partial_gang_is_left_running_after_a_gang_eviction(
+    victims: list[tuple[int, int, int, str, str]],
+    preemptors: list[tuple[int, str]],
+    allow_whole: bool,
+) -> None:
+    """Volcano's bundles: a victim job keeps its gang minimum or loses all its running tasks,
+    and a preemptor gang is pipelined whole or not at all."""
+    c = cluster(6, cpu="2", queues=("a", "b"))
+    priorities(c)
+    node = 0
+    for i, (per_node, nodes, min_member, prio, queue) in enumerate(victims):
+        names = [f"n{(node + k) % 6}" for k in range(nodes)]
+        node += nodes
+        size = per_node * nodes
+        running(
+            c,
+            f"v{i}",
+            names,
+            per_node=per_node,
+            min_member=min(min_member, size),
+            priority_class=prio,
+            queue=queue,
+            cpu="500m",
+        )
+    for i, (size, queue) in enumerate(preemptors):
+        pending(c, f"p{i}", size, priority_class="high", queue=queue)
+    conf = BOTH + (
+        "configurations:\n"
+        f"- name: gangpreempt\n  arguments: {{allowWholeBundle: {str(allow_whole).lower()}}}\n"
+        f"- name: gangreclaim\n  arguments: {{allowWholeBundle: {str(allow_whole).lower()}}}\n"
+    )
+    d = run(c, conf)
+    hit = evicted_jobs(d)
+    left = _left_running(c, d)
+    for job_id in hit:
+        job = c.jobs[job_id]
+        assert left[job_id] == 0 or left[job_id] >= job.min_available, (job_id, left[job_id])
+        if not allow_whole:
+            assert left[job_id] >= job.min_available
+    pipelined: dict[str, int] = {}
+    for p in d.pipelines:
+        pipelined[p.job_id] = pipelined.get(p.job_id, 0) + 1
+    for job_id, n in pipelined.items():
+        assert n >= c.jobs[job_id].min_available
