@@ -113,6 +113,7 @@ JOB_PHASES: Final = (
     "Failed",
 )
 QUEUE_OPEN: Final = "Open"
+QUEUE_CLOSED: Final = "Closed"
 QUEUE_STATES: Final = ("Open", "Closed", "Closing", "Unknown")
 PODGROUP_PHASES: Final = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 

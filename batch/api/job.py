@@ -6,7 +6,7 @@ models); the webhook's cross-field rules live in `batch.api.admission.job`.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -124,15 +124,33 @@ class JobSpec(KubeModel):
     network_topology: NetworkTopologySpec | None = None
 
 
+#: A job's phases (`batch.api.constants.JOB_PHASES`). The CRD refuses any other, and negative
+#: counts, in a status write: a status patched by hand (`phase: Bogus`, `running: -7`) used to be
+#: stored, and the job never completed (issue 19.2).
+JobPhase = Literal[
+    "Pending",
+    "Aborting",
+    "Aborted",
+    "Running",
+    "Restarting",
+    "Completing",
+    "Completed",
+    "Terminating",
+    "Terminated",
+    "Failed",
+]
+Count = Annotated[int, Field(ge=0)]
+
+
 class JobState(KubeModel):
-    phase: str | None = None
+    phase: JobPhase | None = None
     reason: str | None = None
     message: str | None = None
     last_transition_time: str | None = None
 
 
 class TaskState(KubeModel):
-    phase: dict[str, int] | None = None
+    phase: dict[str, Count] | None = None
 
 
 class JobCondition(KubeModel):
@@ -142,16 +160,16 @@ class JobCondition(KubeModel):
 
 class JobStatus(KubeModel):
     state: JobState | None = None
-    min_available: int | None = None
+    min_available: Count | None = None
     task_status_count: dict[str, TaskState] | None = None
-    pending: int | None = None
-    running: int | None = None
-    succeeded: int | None = None
-    failed: int | None = None
-    terminating: int | None = None
-    unknown: int | None = None
-    version: int | None = None
-    retry_count: int | None = None
+    pending: Count | None = None
+    running: Count | None = None
+    succeeded: Count | None = None
+    failed: Count | None = None
+    terminating: Count | None = None
+    unknown: Count | None = None
+    version: Count | None = None
+    retry_count: Count | None = None
     running_duration: str | None = None
     controlled_resources: dict[str, str] | None = None
     conditions: list[JobCondition] | None = None

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from batch.api.base import KubeModel, ResourceList
-from batch.api.job import NetworkTopologySpec
+from batch.api.job import Count, NetworkTopologySpec
 from batch.api.meta import LabelSelector, ObjectMeta
 
 __all__ = [
@@ -69,12 +69,12 @@ class Reservation(KubeModel):
 
 
 class QueueStatus(KubeModel):
-    state: str | None = None
-    unknown: int | None = None
-    pending: int | None = None
-    running: int | None = None
-    inqueue: int | None = None
-    completed: int | None = None
+    state: Literal["Open", "Closed", "Closing", "Unknown"] | None = None
+    unknown: Count | None = None
+    pending: Count | None = None
+    running: Count | None = None
+    inqueue: Count | None = None
+    completed: Count | None = None
     reservation: Reservation | None = None
     allocated: ResourceList | None = None
 
@@ -120,11 +120,11 @@ class PodGroupCondition(KubeModel):
 
 
 class PodGroupStatus(KubeModel):
-    phase: str | None = None
+    phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] | None = None
     conditions: list[PodGroupCondition] | None = None
-    running: int | None = None
-    succeeded: int | None = None
-    failed: int | None = None
+    running: Count | None = None
+    succeeded: Count | None = None
+    failed: Count | None = None
 
 
 class PodGroup(KubeModel):

@@ -349,8 +349,12 @@ def reconcile_job(
     status: Mapping[str, Any] = job.get("status") or {}
     state = status.get("state") or {}
     phase = str(state.get("phase") or "")
-    version = int(status.get("version") or 0)
-    retry = int(status.get("retryCount") or 0)
+    if phase and phase not in c.JOB_PHASES:
+        # a status the controller did not write: Volcano's state machine takes it for Pending
+        result.notes.append(f"unknown phase {phase!r} taken as {c.PENDING}")
+        phase = c.PENDING
+    version = _count(status.get("version"))
+    retry = _count(status.get("retryCount"))
     max_retry = int(spec.get("maxRetry") or 3)
     cres: dict[str, str] = dict(status.get("controlledResources") or {})
     tasks = tasks_of(job)
@@ -791,6 +795,11 @@ def _refuse_job(ref: ObjectRef, reason: str, message: str, now: datetime) -> Rec
     }
     result.actions.append(PatchStatus(ref, status))
     return result
+
+
+def _count(value: Any) -> int:
+    """A counter of the status (version, retryCount): 0 unless a non-negative integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _empty_like(v: Any) -> Any:

@@ -82,12 +82,6 @@ QUEUE_REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.guarantee.resource.memory",
         "guaranteeInDeserved",
     ),
-    (
-        "guarantee above capability",
-        {"capability": {"nvidia.com/gpu": 2}, "guarantee": {"resource": {"nvidia.com/gpu": 4}}},
-        "spec.guarantee.resource[nvidia.com/gpu]",
-        "guaranteeLessEqualCapability",
-    ),
     ("own parent", {"parent": "q"}, "spec.parent", "parent"),
     ("bad dequeue strategy", {"dequeueStrategy": "random"}, "spec.dequeueStrategy", "enum"),
     ("negative priority", {"priority": -3}, "spec.priority", "minimum"),
@@ -172,14 +166,65 @@ def test_hierarchy_prefix_paths_conflict() -> None:
     assert run("Queue", _hier("dev", "root/eng/dev", "1/2/2"), lookup=lookup).allowed
 
 
+def _closed(queue: dict[str, Any]) -> dict[str, Any]:
+    return {**queue, "status": {"state": "Closed"}}
+
+
 def test_queue_delete_protection() -> None:
     for name in ("root", "default"):
         result = run("Queue", make_queue(name), op="DELETE")
         assert errors_of(result) == {("metadata.name", "deletionProtected")}
-    lookup = StaticLookup([make_queue("eng"), make_queue("eng-a", parent="eng")])
-    result = run("Queue", make_queue("eng"), op="DELETE", old=make_queue("eng"), lookup=lookup)
+    eng, eng_a = _closed(make_queue("eng")), _closed(make_queue("eng-a", parent="eng"))
+    lookup = StaticLookup([eng, eng_a])
+    result = run("Queue", eng, op="DELETE", old=eng, lookup=lookup)
     assert errors_of(result) == {("metadata.name", "hasChildren")}
-    assert run("Queue", make_queue("eng-a"), op="DELETE", lookup=lookup).allowed
+    assert run("Queue", eng_a, op="DELETE", lookup=lookup).allowed
+
+
+def test_only_a_closed_queue_can_be_deleted() -> None:
+    """Volcano's validateQueueDeleting (issue 19.2): Open, Closing or state-less queues stay."""
+    for status in ({}, {"state": "Open"}, {"state": "Closing"}):
+        queue = {**make_queue("eng"), "status": status}
+        result = run("Queue", queue, op="DELETE", old=queue)
+        assert errors_of(result) == {("metadata.name", "closedOnly")}
+        assert "only queue with state `Closed` can be deleted" in result.errors[0].message
+    assert run("Queue", _closed(make_queue("eng")), op="DELETE").allowed
+
+
+def test_guarantee_above_capability() -> None:
+    """Now that a guarantee needs deserved >= it, above capability comes with deserved above."""
+    spec = {
+        "capability": {"nvidia.com/gpu": 2},
+        "deserved": {"nvidia.com/gpu": 4},
+        "guarantee": {"resource": {"nvidia.com/gpu": 4}},
+    }
+    assert errors_of(run("Queue", make_queue("q", **spec))) == {
+        ("spec.deserved[nvidia.com/gpu]", "deservedLessEqualCapability"),
+        ("spec.guarantee.resource[nvidia.com/gpu]", "guaranteeLessEqualCapability"),
+    }
+
+
+def test_a_guarantee_needs_a_deserved_amount() -> None:
+    """Volcano >= 1.15: `deserved[cpu] must be >= guarantee[cpu]`, also with no deserved at all."""
+    result = run("Queue", make_queue("g", guarantee={"resource": {"cpu": "2"}}))
+    assert errors_of(result) == {("spec.guarantee.resource.cpu", "guaranteeInDeserved")}
+    assert "deserved[cpu] must be >= guarantee[cpu]=2" in result.errors[0].message
+    ok = make_queue("g", deserved={"cpu": "2"}, guarantee={"resource": {"cpu": "2"}})
+    assert run("Queue", ok).allowed
+
+
+def test_a_parent_cycle_made_by_an_update_is_refused() -> None:
+    qa, qb = make_queue("qa"), make_queue("qb", parent="qa")
+    lookup = StaticLookup([qa, qb])
+    patched = make_queue("qa", parent="qb")  # kubectl patch q qa -p '{"spec":{"parent":"qb"}}'
+    result = run("Queue", patched, op="UPDATE", old=qa, lookup=lookup)
+    assert errors_of(result) == {("spec.parent", "parentCycle")}
+    assert "qa -> qb -> qa" in result.errors[0].message
+    qc = make_queue("qc", parent="qb")
+    lookup = StaticLookup([qa, qb, qc])
+    result = run("Queue", make_queue("qa", parent="qc"), op="UPDATE", old=qa, lookup=lookup)
+    assert errors_of(result) == {("spec.parent", "parentCycle")}
+    assert run("Queue", make_queue("qc", parent="qa"), op="UPDATE", old=qc, lookup=lookup).allowed
 
 
 def test_root_queue_resources_immutable() -> None:
@@ -474,7 +519,6 @@ def test_job_spec_wrong_type() -> None:
 def test_delete_with_null_object_uses_old() -> None:
     result = admit(kind="Queue", operation="DELETE", obj=None, old=make_queue("root"), lookup=None)  # type: ignore[arg-type]
     assert errors_of(result) == {("metadata.name", "deletionProtected")}
-    assert admit(
-        kind="Queue", operation="DELETE", obj=None, old=make_queue("q"), lookup=None
-    ).allowed  # type: ignore[arg-type]
+    closed = {**make_queue("q"), "status": {"state": "Closed"}}
+    assert admit(kind="Queue", operation="DELETE", obj=None, old=closed, lookup=None).allowed  # type: ignore[arg-type]
     assert admit(kind="Job", operation="DELETE", obj=None, old=None, lookup=None).allowed  # type: ignore[arg-type]

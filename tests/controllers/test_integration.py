@@ -452,6 +452,8 @@ def test_cli_job_and_queue_commands(env: Env) -> None:
     assert run("queue", "get", "-n", "cliq").splitlines()[1].split()[:3] == ["cliq", "5", "Closed"]
     run("queue", "operate", "-n", "cliq", "-a", "open")
     wait_for(lambda: env.queue_state("cliq") == "Open", what="cliq reopened")
+    run("queue", "operate", "-n", "cliq", "-a", "close")  # only a Closed queue can be deleted
+    wait_for(lambda: env.queue_state("cliq") == "Closed", what="cliq closed again")
     run("queue", "delete", "-n", "cliq")
 
 

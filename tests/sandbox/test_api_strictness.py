@@ -540,6 +540,8 @@ def test_deletion_details(sb: SandboxHandle) -> None:
     }
     code, body = http(sb.url, "POST", queues, q)
     assert code == 201 and body["metadata"]["generation"] == 1
+    closed = {"status": {"state": "Closed"}}  # only a Closed queue may be deleted (Volcano)
+    assert http(sb.url, "PATCH", f"{queues}/gen-q/status", closed, ctype=MERGE)[0] == 200
     code, body = http(sb.url, "DELETE", f"{queues}/gen-q")
     assert code == 200 and body["metadata"]["generation"] == 2
     assert body["metadata"]["deletionTimestamp"]

@@ -191,3 +191,58 @@ def test_emulator_annotations_must_be_numbers(sb: SandboxHandle) -> None:
     good = pod("emu-good")
     good["metadata"]["annotations"] = {"sandbox.tephra.io/run-seconds": "0.5"}
     assert http(sb.url, "POST", "/api/v1/namespaces/default/pods", good)[0] == 201
+
+
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
+MERGE = "application/merge-patch+json"
+
+
+def _queue(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, **spec},
+    }
+
+
+def test_updates_and_status_are_validated(sb: SandboxHandle) -> None:
+    """Issue 19.2: a parent cycle by PATCH, a status PATCH with phase Bogus or running -7, and
+    deleting an Open queue were all accepted."""
+    assert http(sb.url, "POST", QUEUES, _queue("cyc-a"))[0] == 201
+    assert http(sb.url, "POST", QUEUES, _queue("cyc-b", parent="cyc-a"))[0] == 201
+    code, body = http(
+        sb.url, "PATCH", f"{QUEUES}/cyc-a", {"spec": {"parent": "cyc-b"}}, ctype=MERGE
+    )
+    assert code == 422 and "cycle" in body["message"], body
+    code, body = http(sb.url, "DELETE", f"{QUEUES}/cyc-b")
+    assert code == 422 and "only queue with state `Closed`" in body["message"], body
+    closed = {"status": {"state": "Closed"}}
+    assert http(sb.url, "PATCH", f"{QUEUES}/cyc-b/status", closed, ctype=MERGE)[0] == 200
+    assert http(sb.url, "DELETE", f"{QUEUES}/cyc-b")[0] == 200
+    code, body = http(sb.url, "POST", QUEUES, _queue("g", guarantee={"resource": {"cpu": "2"}}))
+    assert code == 422 and "deserved[cpu] must be >= guarantee[cpu]=2" in body["message"], body
+
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "status-j"},
+        "spec": {
+            "tasks": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                }
+            ]
+        },
+    }
+    assert http(sb.url, "POST", JOBS, job)[0] == 201
+    for status in ({"state": {"phase": "Bogus"}}, {"running": -7}, {"retryCount": -1}):
+        code, body = http(
+            sb.url, "PATCH", f"{JOBS}/status-j/status", {"status": status}, ctype=MERGE
+        )
+        assert code == 422, (status, body)
+    ok = {"status": {"state": {"phase": "Running"}, "running": 1}}
+    assert http(sb.url, "PATCH", f"{JOBS}/status-j/status", ok, ctype=MERGE)[0] == 200

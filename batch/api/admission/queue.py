@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from batch.api.constants import ANN_HIERARCHY, ANN_HIERARCHY_WEIGHTS, DEFAULT_QUEUE, ROOT_QUEUE
+from batch.api.constants import (
+    ANN_HIERARCHY,
+    ANN_HIERARCHY_WEIGHTS,
+    DEFAULT_QUEUE,
+    QUEUE_CLOSED,
+    ROOT_QUEUE,
+)
 from batch.api.scheduling import Queue
 
 from .common import Errors, as_dict, check_amount, is_dns1123_subdomain, join
@@ -112,17 +118,21 @@ def validate_queue(
             )
     for rname, amount in gua.items():
         gpath = join("spec.guarantee.resource", rname)
-        if des:
-            if rname not in des:
-                errors.add(
-                    gpath,
-                    "guaranteeInDeserved",
-                    f"guaranteed resource {rname} must also be set in spec.deserved",
-                )
-            elif amount > des[rname]:
-                errors.add(
-                    gpath, "guaranteeLessEqualDeserved", f"guarantee of {rname} exceeds deserved"
-                )
+        shown = (spec.guarantee.resource or {}).get(rname) if spec.guarantee else None
+        if rname not in des:  # Volcano >= 1.15 refuses a guarantee without deserved too
+            errors.add(
+                gpath,
+                "guaranteeInDeserved",
+                f"deserved[{rname}] must be >= guarantee[{rname}]={shown} "
+                f"(set spec.deserved.{rname})",
+            )
+        elif amount > des[rname]:
+            errors.add(
+                gpath,
+                "guaranteeLessEqualDeserved",
+                f"deserved[{rname}]={(spec.deserved or {}).get(rname)} must be >= "
+                f"guarantee[{rname}]={shown}",
+            )
         if rname in cap and amount > cap[rname]:
             errors.add(
                 gpath, "guaranteeLessEqualCapability", f"guarantee of {rname} exceeds capability"
@@ -133,8 +143,8 @@ def validate_queue(
             errors.add("spec.parent", "parent", "a queue cannot be its own parent")
         elif name == ROOT_QUEUE:
             errors.add("spec.parent", "parent", "the root queue has no parent")
-        elif lookup is not None and parent != ROOT_QUEUE and lookup.get_queue(parent) is None:
-            errors.add("spec.parent", "parentExists", f"parent queue {parent!r} does not exist")
+        elif lookup is not None and parent != ROOT_QUEUE:
+            _check_ancestors(name, parent, lookup, errors)
     hier = _hierarchy(raw)
     if hier is not None:
         hpath, hweights = hier
@@ -179,12 +189,41 @@ def validate_queue(
                 errors.add(f"spec.{key}", "immutable", "the root queue's resources are immutable")
 
 
+def _check_ancestors(name: str, parent: str, lookup: AdmissionLookup, errors: Errors) -> None:
+    """The parent exists and the queue is not among its ancestors: a cycle refused on create
+    could otherwise be made by an update (`kubectl patch q qa -p '{"spec":{"parent":"qb"}}'`)."""
+    chain = [name]
+    current: str | None = parent
+    while current and current != ROOT_QUEUE:
+        if current in chain:
+            path = " -> ".join([*chain, current])
+            errors.add("spec.parent", "parentCycle", f"queue hierarchy would have a cycle: {path}")
+            return
+        found = lookup.get_queue(current)
+        if found is None:
+            if current == parent:
+                errors.add("spec.parent", "parentExists", f"parent queue {parent!r} does not exist")
+            return
+        chain.append(current)
+        value = (as_dict(found.get("spec")) or {}).get("parent")
+        current = value if isinstance(value, str) else None
+
+
 def validate_queue_delete(
     obj: Mapping[str, Any], lookup: AdmissionLookup | None, errors: Errors
 ) -> None:
     name = (as_dict(obj.get("metadata")) or {}).get("name")
     if name in (ROOT_QUEUE, DEFAULT_QUEUE):
         errors.add("metadata.name", "deletionProtected", f"queue {name!r} cannot be deleted")
+        return
+    state = (as_dict(obj.get("status")) or {}).get("state") or ""
+    if state != QUEUE_CLOSED:
+        errors.add(
+            "metadata.name",
+            "closedOnly",
+            f"only queue with state `{QUEUE_CLOSED}` can be deleted, queue `{name}` state is "
+            f"`{state}` (close it first: tephra queue operate -n NAME -a close)",
+        )
         return
     if lookup is None or not isinstance(name, str):
         return
