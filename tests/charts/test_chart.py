@@ -103,6 +103,14 @@ COMBOS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: What the ssh and svc job plugins create (granted per job namespace, never cluster-wide).
+PLUGIN_RESOURCES = {
+    ("", "secrets"),
+    ("", "services"),
+    ("", "configmaps"),
+    ("networking.k8s.io", "networkpolicies"),
+}
+
 #: Kinds whose schemas kubernetes-validate does not carry (custom resources of other projects).
 FOREIGN_KINDS = {"ServiceMonitor", "Certificate", "Issuer"}
 
@@ -513,9 +521,13 @@ def test_controller_rbac(rendered: dict[str, list[Doc]]) -> None:
     for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
         assert rule_allows(rules, "batch.volcano.sh", "jobs", verb)
         assert rule_allows(rules, "scheduling.volcano.sh", "podgroups", verb)
-        for res in ("pods", "services", "configmaps", "secrets", "persistentvolumeclaims"):
+        for res in ("pods", "persistentvolumeclaims"):
             assert rule_allows(rules, "", res, verb), res
-        assert rule_allows(rules, "networking.k8s.io", "networkpolicies", verb)
+    # The job plugins' objects are granted in controller.jobNamespaces only
+    # (test_least_privilege.py); cluster-wide the controller can neither read nor write them.
+    for group, res in PLUGIN_RESOURCES:
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+            assert not rule_allows(rules, group, res, verb), (res, verb)
     assert rule_allows(rules, "batch.volcano.sh", "jobs/status", "patch")
     assert rule_allows(rules, "batch.volcano.sh", "jobs/finalizers", "update")
     assert rule_allows(rules, "bus.volcano.sh", "commands", "delete")
@@ -925,9 +937,15 @@ def test_rbac_covers_what_the_code_watches(rendered: dict[str, list[Doc]]) -> No
         for verb in ("list", "watch"):
             assert rule_allows(sched, _group(res.api_version), res.plural, verb), (kind, verb)
     ctrl = _cluster_rules(docs, "controller")
+    plugin_rules = list(one(docs, "ClusterRole", f"{name_of('controller')}-plugin-ssh")["rules"])
+    plugin_rules += one(docs, "ClusterRole", f"{name_of('controller')}-plugin-svc")["rules"]
     for (api_version, kind), res in shell._KINDS.items():
         if kind == "Event":
             assert rule_allows(ctrl, "", "events", "create")
+            continue
+        if (_group(api_version), res.plural) in PLUGIN_RESOURCES:
+            # Written by the job plugins, never read (their owner reference deletes them).
+            assert rule_allows(plugin_rules, _group(api_version), res.plural, "create"), kind
             continue
         for verb in ("get", "list", "watch"):
             assert rule_allows(ctrl, _group(api_version), res.plural, verb), (kind, verb)

@@ -78,7 +78,7 @@ def test_every_object_of_the_release_exists(
     assert {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= kinds
     path = tmp_path / "manifest.yaml"
     path.write_text(yaml.safe_dump_all(objects))
-    done = api.kubectl("get", "-n", NAMESPACE, "-f", str(path), "-o", "name")
+    done = api.kubectl("get", "-f", str(path), "-o", "name")
     assert len(done.stdout.split()) == len(objects), done.stdout
 
 

@@ -38,8 +38,8 @@ QUEUE = "rbac-q"
 JOB = "rbac-job"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
-#: Values of the install (the chart's defaults but for what a test cluster needs).
-VALUES: dict[str, Any] = {}
+#: Values of the install: the chart's defaults, the job plugins' rights in the job namespace.
+VALUES: dict[str, Any] = {"controller": {"jobNamespaces": [JOB_NS]}}
 
 
 def now() -> str:
