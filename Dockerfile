@@ -9,7 +9,12 @@
 # those verified files. Stage 2 copies that virtualenv into a clean slim image that runs as an
 # unprivileged user; no compiler, pip cache or development tool (pytest, ruff, mypy) ships.
 
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# The base is pinned by digest (the tag beside it says what it is): the multi-arch index of
+# python:3.11-slim-bookworm built 2026-08-25 (Python 3.11.16), as Docker's official-images record
+# lists it (github.com/docker-library/repo-info, repos/python/remote/3.11-slim-bookworm.md at
+# commit 33a22f41ac7b). To move to a newer build, replace the digest with the one
+# `docker buildx imagetools inspect python:3.11-slim-bookworm` prints.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:0bee7276f83efd4a1ee05bbbf4281d95ed28e079220a9457f25a93e3f1e3c31b
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \

@@ -29,7 +29,8 @@ def test_multi_stage_slim_python_311() -> None:
     froms = _all("FROM")
     assert len(froms) >= 2
     (arg,) = [a for a in _all("ARG") if a.startswith("ARG PYTHON_IMAGE=")]
-    assert re.fullmatch(r"ARG PYTHON_IMAGE=python:3\.11-slim(-\w+)?", arg)
+    # Pinned by digest, the tag beside it for the reader (a tag moves, a digest does not).
+    assert re.fullmatch(r"ARG PYTHON_IMAGE=python:3\.11-slim(-\w+)?@sha256:[0-9a-f]{64}", arg)
     assert froms[-1].startswith("FROM ${PYTHON_IMAGE} AS runtime")
 
 
