@@ -1,4 +1,5 @@
-"""Loader for Volcano's ``volcano-scheduler.conf`` (volcano.md §4.7), unchanged format.
+"""Loader for Volcano's ``volcano-scheduler.conf`` (docs/volcano-semantics.md#configuration),
+unchanged format.
 
 ``load_config(text)`` parses the YAML (``actions`` string, ``tiers[].plugins[]`` with Volcano's
 exact enable-switch keys and ``arguments``, ``configurations[]`` per action, ``metrics``) and

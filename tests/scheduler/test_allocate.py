@@ -1,4 +1,5 @@
-"""allocate/enqueue/backfill semantics on small in-memory clusters (volcano.md §4.3)."""
+"""allocate/enqueue/backfill semantics on small in-memory clusters
+(docs/volcano-semantics.md#allocate)."""
 
 from __future__ import annotations
 

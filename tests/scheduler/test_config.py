@@ -1,4 +1,4 @@
-"""volcano-scheduler.conf loading and validation (volcano.md §4.7)."""
+"""volcano-scheduler.conf loading and validation (docs/volcano-semantics.md#configuration)."""
 
 from __future__ import annotations
 

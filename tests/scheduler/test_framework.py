@@ -1,4 +1,5 @@
-"""Extension-point combination rules (volcano.md §4.5) and Statement exactness (§4.4)."""
+"""Extension-point combination rules (docs/volcano-semantics.md#tiers) and Statement exactness
+(#statement)."""
 
 from __future__ import annotations
 

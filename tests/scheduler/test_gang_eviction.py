@@ -1,4 +1,5 @@
-"""gangpreempt and gangreclaim: whole-gang victim selection (volcano-semantics.md#gang-eviction)."""
+"""gangpreempt and gangreclaim: whole-gang victim selection
+(docs/volcano-semantics.md#gang-eviction)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""preempt action: priority preemption inside a queue (volcano.md §4.3) and Tephra's guards."""
+"""preempt action: priority preemption inside a queue (docs/volcano-semantics.md#preempt) and
+Tephra's guards."""
 
 from __future__ import annotations
 

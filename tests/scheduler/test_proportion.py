@@ -1,4 +1,5 @@
-"""proportion water-filling: the worked examples of volcano.md §5.1 and the callbacks."""
+"""proportion water-filling: the worked examples of
+docs/volcano-semantics.md#proportion-water-filling and the callbacks."""
 
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ def test_decisions_carry_each_queues_fair_share_figures_and_plugin_timings() -> 
 def _volcano_loop(
     weights: list[int], caps: list[list[float]], requests: list[list[float]], total: list[float]
 ) -> list[list[float]]:
-    """volcano.md §5.1 step 3 as written there: queue by queue (the oracle)."""
+    """docs/volcano-semantics.md#proportion-water-filling as written there: queue by queue (the
+    oracle)."""
     n = len(weights)
     deserved = [[0.0] * len(total) for _ in range(n)]
     remaining = [0.0, *total[1:]]

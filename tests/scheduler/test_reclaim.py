@@ -1,4 +1,5 @@
-"""reclaim action: cross-queue fair-share recovery (volcano.md §4.3, §5.1) and its guards."""
+"""reclaim action: cross-queue fair-share recovery (docs/volcano-semantics.md#reclaim, #proportion)
+and its guards."""
 
 from __future__ import annotations
 

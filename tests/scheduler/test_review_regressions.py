@@ -1,4 +1,4 @@
-"""Defects a review found against volcano.md and Kubernetes' rules, one test each.
+"""Defects a review found against docs/volcano-semantics.md and Kubernetes' rules, one test each.
 
 Each test fails on the code before its fix.
 """
@@ -38,8 +38,8 @@ def placed(d: Decisions) -> dict[str, list[tuple[str, str]]]:
 
 
 def test_idle_promised_to_a_pipelined_task_is_not_free() -> None:
-    """volcano.md §4.3 allocate: a node is a candidate only when its FutureIdle holds the task.
-    n0 (8 cpu) runs 6, 4 of which are being deleted: A (5 cpu) is pipelined there, after which
+    """docs/volcano-semantics.md#allocate: a node is a candidate only when its FutureIdle holds the
+    task. n0 (8 cpu) runs 6, 4 of which are being deleted: A (5 cpu) is pipelined there, after which
     n0's FutureIdle is 1 — B (2 cpu) must not take n0's 2 idle cpus."""
     c = cluster(1, cpu="8")
     # a big node nobody tolerates: raises the queue's deserved share so that only n0 decides
@@ -62,8 +62,8 @@ def test_idle_promised_to_a_pipelined_task_is_not_free() -> None:
 
 
 def test_preemption_tries_the_next_node_when_the_queue_quota_blocks_one() -> None:
-    """volcano.md §4.3 preempt: per-node evictions are isolated and the walk goes on. The queue
-    (capability 10 cpu) is full; on nA the only victim (2 cpu) leaves the quota short, on nB a
+    """docs/volcano-semantics.md#preempt: per-node evictions are isolated and the walk goes on. The
+    queue (capability 10 cpu) is full; on nA the only victim (2 cpu) leaves the quota short, on nB a
     4-cpu victim makes room: the preemptor must be pipelined on nB."""
     c = ClusterCache()
     c.apply("Queue", "ADDED", f.queue("root"))
@@ -90,9 +90,10 @@ def test_preemption_tries_the_next_node_when_the_queue_quota_blocks_one() -> Non
 
 
 def test_overcommit_counts_a_running_jobs_unstarted_part_per_resource() -> None:
-    """volcano.md §4.6 / §5.1: a Running job holds max(0, minResources - allocated) of each
-    resource. R (minResources 8 cpu, 1Gi) runs 2 cpu and 4Gi: its 6 unstarted cpus count even
-    though its memory is above minResources, so P (5 cpu) does not fit 1.2 x 10 cpu - 2 used."""
+    """docs/volcano-semantics.md#plugins / #proportion-inputs: a Running job holds max(0,
+    minResources - allocated) of each resource. R (minResources 8 cpu, 1Gi) runs 2 cpu and 4Gi: its
+    6 unstarted cpus count even though its memory is above minResources, so P (5 cpu) does not fit
+    1.2 x 10 cpu - 2 used."""
     c = cluster(1, cpu="10", memory="100Gi", queues=("default", "q2"))
     c.apply(
         "PodGroup",
@@ -155,7 +156,8 @@ def test_a_reservation_does_not_make_jobs_of_one_shape_fail_alike() -> None:
 
 
 def test_a_podgroup_without_queue_goes_to_the_configured_default_queue() -> None:
-    """volcano.md §2.4: the scheduler maps an empty PodGroup queue to --default-queue."""
+    """docs/volcano-semantics.md#default-queue: the scheduler maps an empty PodGroup queue to
+    --default-queue."""
     c = ClusterCache(default_queue="batch")
     c.apply("Queue", "ADDED", f.queue("root"))
     c.apply("Queue", "ADDED", f.queue("batch"))

@@ -1,7 +1,7 @@
 """Victim bundles of the gang-aware evicting actions, gangpreempt and gangreclaim.
 
 The running tasks a victim job has in a candidate domain are split in at most two bundles
-(volcano-semantics.md#gang-eviction): the *safe* bundle holds the tasks whose eviction leaves
+(docs/volcano-semantics.md#gang-eviction): the *safe* bundle holds the tasks whose eviction leaves
 the job gang-ready (its surplus above ``minAvailable`` and above each role's ``minTaskMember``),
 the *whole* bundle the rest, whose eviction breaks the gang. An action takes safe bundles before
 whole ones, so a whole bundle is only ever taken together with its job's safe bundle: a victim

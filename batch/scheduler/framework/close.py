@@ -1,10 +1,11 @@
 """Session close: pending reasons, PodGroup and Queue status, then undo of in-session state.
 
-PodGroup phase (volcano.md §3.2): Unknown when the job has Running tasks and this session set an
-Unschedulable condition; otherwise with scheduled = #Running/Bound/Failed/Succeeded + #Releasing
-still on a node: scheduled >= minMember -> Completed when every scheduled task finished, else
-Running; below minMember -> Pending unless the phase is Inqueue (stays Inqueue).
-Queue ``allocated`` = Σ Resreq of Allocated/Binding/Bound/Running tasks, also added to ancestors.
+PodGroup phase (docs/volcano-semantics.md#podgroup-phase): Unknown when the job has Running tasks
+and this session set an Unschedulable condition; otherwise with scheduled =
+#Running/Bound/Failed/Succeeded + #Releasing still on a node: scheduled >= minMember -> Completed
+when every scheduled task finished, else Running; below minMember -> Pending unless the phase is
+Inqueue (stays Inqueue). Queue ``allocated`` = Σ Resreq of Allocated/Binding/Bound/Running tasks,
+also added to ancestors.
 """
 
 from __future__ import annotations

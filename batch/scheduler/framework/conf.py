@@ -13,7 +13,8 @@ from typing import Any
 
 from batch.scheduler.framework.arguments import Arguments
 
-#: every enable switch of a plugin option and the extension points it gates (volcano.md §4.5)
+#: every enable switch of a plugin option and the extension points it gates
+#: (docs/volcano-semantics.md#tiers)
 SWITCHES: dict[str, tuple[str, ...]] = {
     "enableJobOrder": ("job_order",),
     "enableHierarchy": (),

@@ -23,7 +23,8 @@ class Bind:
 
 @dataclass(slots=True, frozen=True)
 class Pipeline:
-    """A pod placed onto resources still being released (no bind yet; volcano.md §4.4)."""
+    """A pod placed onto resources still being released (no bind yet;
+    docs/volcano-semantics.md#statement)."""
 
     namespace: str
     name: str

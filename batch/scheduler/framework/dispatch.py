@@ -1,12 +1,12 @@
 """Dispatch: what the plugins answer together, with Volcano's tier and vote rules.
 
-Actions ask ``ssn.dispatch``; it combines the callbacks of ``ssn.hooks`` (volcano-semantics.md
-#tiers): orders — the first non-zero plugin result decides (sort keys are compared
-lexicographically, which is the same thing), then creation time and uid; Overused — any;
-Allocatable/Preemptive/JobReady — all; JobPipelined/JobEnqueueable — votes (Reject wins, a
-Permit in a tier decides, all-abstain falls through to the next tier); JobStarving — the first
-tier that registers any, AND; JobValid — the first failure; Preemptable/Reclaimable — per-tier
-intersection, the first tier with an answer decides (or, strictly, every plugin filters in turn).
+Actions ask ``ssn.dispatch``; it combines the callbacks of ``ssn.hooks``
+(docs/volcano-semantics.md#tiers): orders — the first non-zero plugin result decides (sort keys are
+compared lexicographically, which is the same thing), then creation time and uid; Overused — any;
+Allocatable/Preemptive/JobReady — all; JobPipelined/JobEnqueueable — votes (Reject wins, a Permit in
+a tier decides, all-abstain falls through to the next tier); JobStarving — the first tier that
+registers any, AND; JobValid — the first failure; Preemptable/Reclaimable — per-tier intersection,
+the first tier with an answer decides (or, strictly, every plugin filters in turn).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Shared machinery of the evicting actions (preempt, reclaim): victims, guards, node walks.
 
-Volcano's preempt and reclaim (volcano.md §4.3) walk the preemptor's candidate nodes, ask the
-tiered Preemptable/Reclaimable callbacks which running tasks on a node may go, order them
-(reverse task order inside a job, reverse job order between jobs, VictimQueueOrder across queues)
-and evict one at a time until the preemptor fits the node's FutureIdle, then pipeline it there;
-the evictions for one node are undone when the preemptor still does not fit.
+Volcano's preempt and reclaim (docs/volcano-semantics.md#preempt) walk the preemptor's candidate
+nodes, ask the tiered Preemptable/Reclaimable callbacks which running tasks on a node may go, order
+them (reverse task order inside a job, reverse job order between jobs, VictimQueueOrder across
+queues) and evict one at a time until the preemptor fits the node's FutureIdle, then pipeline it
+there; the evictions for one node are undone when the preemptor still does not fit.
 
 Tephra adds, without changing that shape:
 

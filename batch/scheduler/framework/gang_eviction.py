@@ -1,6 +1,6 @@
 """The shared run of gangpreempt and gangreclaim: whole-gang planning per candidate domain.
 
-Both actions (volcano-semantics.md#gang-eviction) take the admitted, valid, starving jobs queue
+Both actions (docs/volcano-semantics.md#gang-eviction) take the admitted, valid, starving jobs queue
 by queue (QueueOrder; gangreclaim skips an Overused queue) and job by job (JobOrder). For one
 preemptor job: its pending, ungated, non-best-effort tasks in TaskOrder are the need (gangreclaim
 first asks Preemptive for all of them at once). The candidate domains are the whole cluster, or

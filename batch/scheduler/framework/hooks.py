@@ -2,9 +2,9 @@
 
 A plugin's ``on_session_open`` registers callbacks through ``ssn.hooks.add_*``; each point keeps
 its callbacks per tier with the name of the plugin that registered them, so ``Dispatch``
-(framework/dispatch.py) can apply Volcano's tier rules (volcano-semantics.md#tiers). Every point
-is a ``Point`` of one callback type, so mypy checks each callback against the hook it is given to.
-Points that take several kinds of callback (orders: a sort key or a comparison; predicates and
+(framework/dispatch.py) can apply Volcano's tier rules (docs/volcano-semantics.md#tiers). Every
+point is a ``Point`` of one callback type, so mypy checks each callback against the hook it is given
+to. Points that take several kinds of callback (orders: a sort key or a comparison; predicates and
 node scores: vector, per-task or scalar) wrap them in a small frozen dataclass per kind.
 
 A configuration's enable switches (``enablePreemptable: false``, ...) turn points off per plugin:

@@ -202,8 +202,9 @@ class Placer:
         rel, pip = nd.releasing, nd.pipelined
         for d, v in zip(st.dims, st.fitv, strict=True):
             fut &= (idle[d, idx] + rel[d, idx] - pip[d, idx]) >= v
-        # A node is a candidate only if its FutureIdle holds the task (volcano.md §4.3): idle
-        # capacity that a pipelined task will need once the releasing pods are gone is not free.
+        # A node is a candidate only if its FutureIdle holds the task
+        # (docs/volcano-semantics.md#allocate): idle capacity that a pipelined task will need once
+        # the releasing pods are gone is not free.
         fit_idle &= fut
         return fit_idle, fut & ~fit_idle
 

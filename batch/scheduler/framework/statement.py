@@ -1,4 +1,5 @@
-"""Statement: Volcano's transaction over in-session placements (volcano.md §4.4).
+"""Statement: Volcano's transaction over in-session placements
+(docs/volcano-semantics.md#statement).
 
 ``allocate``/``pipeline``/``evict`` take effect in the session immediately (shares, node idle)
 and are recorded; ``commit`` turns them into decisions (Allocate -> Binding + a Bind, Evict -> an

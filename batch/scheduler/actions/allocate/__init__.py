@@ -1,4 +1,5 @@
-"""allocate: gang placement of pending tasks — Volcano's allocate action (volcano.md §4.3).
+"""allocate: gang placement of pending tasks — Volcano's allocate action
+(docs/volcano-semantics.md#allocate).
 
 Jobs that are valid, admitted (Inqueue; promoted here when ``enqueue`` is not configured) and in
 an existing queue are ordered per queue by JobOrder; queues by QueueOrder. A popped queue that is

@@ -1,4 +1,5 @@
-"""backfill: place best-effort pending tasks — Volcano's backfill action (volcano.md §4.3).
+"""backfill: place best-effort pending tasks — Volcano's backfill action
+(docs/volcano-semantics.md#backfill).
 
 Best-effort tasks (no resource requests) of admitted, valid jobs, visited queue -> job -> task,
 go to the best node that fits Idle (pod count and predicates only, since they request nothing).

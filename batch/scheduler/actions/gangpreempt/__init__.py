@@ -6,7 +6,7 @@ and a whole bundle (the rest); safe bundles are used first, whole bundles only w
 do not free enough, so a victim job either keeps its gang minimum or loses every candidate task
 it has in the domain. The whole preemptor gang must fit in one domain (the cluster, or a HyperNode
 domain for a job with a networkTopology); the plan is committed only if the job is then
-pipelined. See framework/gang_eviction.py and volcano-semantics.md#gang-eviction.
+pipelined. See framework/gang_eviction.py and docs/volcano-semantics.md#gang-eviction.
 
 Arguments (``configurations: - name: gangpreempt``): ``maxDomains`` (8) and
 ``allowWholeBundle`` (true: whole victim gangs may be evicted; false: only surplus tasks).

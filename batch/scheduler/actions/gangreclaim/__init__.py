@@ -6,7 +6,7 @@ reclaimable queues, grouped per victim job in a safe bundle (surplus above the g
 a whole bundle (the rest), taken safe first and then in victim-queue order, so a victim job
 either keeps its gang minimum or loses every candidate task it has in the domain. The whole
 reclaiming gang must fit in one domain; the plan is committed only if the job is then pipelined.
-See framework/gang_eviction.py and volcano-semantics.md#gang-eviction.
+See framework/gang_eviction.py and docs/volcano-semantics.md#gang-eviction.
 
 Arguments (``configurations: - name: gangreclaim``): ``maxDomains`` (8) and
 ``allowWholeBundle`` (true). Evictions carry reason ``gangreclaim``.

@@ -1,4 +1,5 @@
-"""preempt: priority preemption inside a queue — Volcano's preempt action (volcano.md §4.3).
+"""preempt: priority preemption inside a queue — Volcano's preempt action
+(docs/volcano-semantics.md#preempt).
 
 Preemptors are the pending (ungated) tasks of jobs that are admitted, valid and starving
 (JobStarving), in TaskOrder. Queue by queue (QueueOrder) and job by job (JobOrder), one Statement

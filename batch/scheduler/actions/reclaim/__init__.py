@@ -1,4 +1,5 @@
-"""reclaim: cross-queue reclamation of fair share — Volcano's reclaim action (volcano.md §4.3).
+"""reclaim: cross-queue reclamation of fair share — Volcano's reclaim action
+(docs/volcano-semantics.md#reclaim).
 
 Queues with admitted, valid, starving jobs are visited in QueueOrder; a queue that is Overused is
 skipped (an overused queue never reclaims). For each starving job (JobOrder), one Statement: for

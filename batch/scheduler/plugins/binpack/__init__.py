@@ -1,4 +1,4 @@
-"""binpack: Volcano's binpack plugin — prefer fuller nodes (volcano.md §4.6).
+"""binpack: Volcano's binpack plugin — prefer fuller nodes (docs/volcano-semantics.md#plugins).
 
 score = Σ_r w_r * (used_r + request_r) / allocatable_r over the requested resources that have a
 weight, / Σ those weights, x 100 x ``binpack.weight``; a resource that would overflow zeroes

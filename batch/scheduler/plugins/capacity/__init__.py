@@ -1,4 +1,5 @@
-"""capacity: Volcano's capacity plugin — explicit deserved shares (volcano.md §5.3).
+"""capacity: Volcano's capacity plugin — explicit deserved shares
+(docs/volcano-semantics.md#capacity).
 
 Flat mode: a queue's deserved is ``spec.deserved`` (min realCapability, max guarantee), its
 realCapability as in proportion (total - Σ guarantees + own guarantee, min capability). Share =

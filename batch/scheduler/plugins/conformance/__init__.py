@@ -1,4 +1,4 @@
-"""conformance: Volcano's conformance plugin (volcano.md §4.6).
+"""conformance: Volcano's conformance plugin (docs/volcano-semantics.md#plugins).
 
 Preemptable/Reclaimable: never evict pods with priorityClassName system-cluster-critical or
 system-node-critical, nor pods in namespace kube-system.

@@ -1,4 +1,5 @@
-"""drf: Volcano's drf plugin — dominant resource fairness between jobs (volcano.md §5.2).
+"""drf: Volcano's drf plugin — dominant resource fairness between jobs
+(docs/volcano-semantics.md#drf).
 
 Job share = max over resources of the cluster total of allocated_r / total_r. JobOrder: smaller
 share first. Preemptable (unless disabled): a candidate is a victim when the preemptor's share

@@ -1,4 +1,4 @@
-"""Hierarchical DRF (drf with ``enableHierarchy: true``; volcano.md §5.2).
+"""Hierarchical DRF (drf with ``enableHierarchy: true``; docs/volcano-semantics.md#drf).
 
 The tree: root -> path nodes from each queue's ``volcano.sh/hierarchy`` annotation (weights from
 ``volcano.sh/hierarchy-weights``, < 1 clamped to 1; a queue without them sits at

@@ -1,4 +1,5 @@
-"""gang: Volcano's gang plugin — all-or-nothing jobs (volcano.md §3.2, §4.2, §4.6).
+"""gang: Volcano's gang plugin — all-or-nothing jobs (docs/volcano-semantics.md#plugins,
+#task-status, #podgroup-phase).
 
 JobValid: enough valid tasks for minAvailable (and per-role minTaskMember). JobOrder: jobs that
 are not ready yet go first. JobReady / JobPipelined / JobStarving: the readiness helpers of §4.2.

@@ -1,8 +1,8 @@
 """network-topology-aware: keep a gang inside one network domain (HyperNodes).
 
-Volcano's plugin of the same name (volcano.md §4.6, §3.1) with Volcano's HyperNode objects
-(``topology.volcano.sh/v1alpha1``: ``spec.tier``, ``spec.tierName``, ``spec.members[]`` of type
-``Node`` or ``HyperNode`` selected by ``exactMatch.name``, ``regexMatch.pattern`` or
+Volcano's plugin of the same name (docs/volcano-semantics.md#plugins) with Volcano's HyperNode
+objects (``topology.volcano.sh/v1alpha1``: ``spec.tier``, ``spec.tierName``, ``spec.members[]``
+of type ``Node`` or ``HyperNode`` selected by ``exactMatch.name``, ``regexMatch.pattern`` or
 ``labelMatch`` {matchLabels, matchExpressions}). A HyperNode's domain is the set of nodes it
 reaches through its members, recursively. A PodGroup's ``spec.networkTopology`` ``{mode: hard |
 soft, highestTierAllowed | highestTierName}`` limits where its tasks may go:

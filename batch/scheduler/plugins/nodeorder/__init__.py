@@ -1,4 +1,5 @@
-"""nodeorder: Volcano's nodeorder plugin — kube-scheduler scores, vectorized (volcano.md §4.6).
+"""nodeorder: Volcano's nodeorder plugin — kube-scheduler scores, vectorized
+(docs/volcano-semantics.md#plugins).
 
 Per node, integer 0..100 scores as kube-scheduler computes them, times the plugin weights and
 summed: ``leastrequested.weight`` (1) — Σ over cpu, memory of (alloc - requested) * 100 / alloc,

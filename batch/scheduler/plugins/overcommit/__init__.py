@@ -1,4 +1,5 @@
-"""overcommit: Volcano's overcommit plugin — cluster-wide admission gate (volcano.md §4.6).
+"""overcommit: Volcano's overcommit plugin — cluster-wide admission gate
+(docs/volcano-semantics.md#plugins).
 
 idle = TotalResource x ``overcommit-factor`` (default 1.2; values < 1 reset to 1.2) - Σ node
 used; inqueue = Σ minResources of Inqueue jobs (minus scheduling-gated pods) + the un-started part
@@ -38,8 +39,8 @@ def inqueue_contribution(job: JobInfo) -> IntVec | None:
         admitted: IntVec = np.maximum(mr - job.gated_req, 0)
         return admitted
     if job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available:
-        # per resource, as proportion's inqueue part (volcano.md §5.1): a job above its
-        # minResources on one resource still holds the un-started part of the others
+        # per resource, as proportion's inqueue part (docs/volcano-semantics.md#proportion-inputs):
+        # a job above its minResources on one resource still holds the un-started part of the others
         gap: IntVec = np.maximum(np.maximum(mr - job.allocated, 0) - job.gated_req, 0)
         return gap
     return None

@@ -1,4 +1,4 @@
-"""predicates: Volcano's predicates plugin, as vector filters (volcano.md §4.6).
+"""predicates: Volcano's predicates plugin, as vector filters (docs/volcano-semantics.md#plugins).
 
 Filters, in kube-scheduler's order, each reported with kube-scheduler's reason text so the
 "0/N nodes are available: ..." message reads the same: NodeUnschedulable ("node(s) were

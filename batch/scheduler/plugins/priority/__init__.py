@@ -1,4 +1,4 @@
-"""priority: Volcano's priority plugin (volcano.md §4.6).
+"""priority: Volcano's priority plugin (docs/volcano-semantics.md#plugins).
 
 TaskOrder: higher pod priority first. JobOrder: higher job priority (PodGroup PriorityClass value)
 first. Preemptable: victims are tasks of other jobs with a lower job priority than the preemptor's

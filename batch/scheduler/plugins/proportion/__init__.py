@@ -1,4 +1,5 @@
-"""proportion: Volcano's proportion plugin — weighted water-filling queue shares (volcano.md §5.1).
+"""proportion: Volcano's proportion plugin — weighted water-filling queue shares
+(docs/volcano-semantics.md#proportion).
 
 Deserved shares are computed exactly as Volcano does (float vectors, 0.1 tolerance) from queue
 weight, capability, guarantee and the queues' requests; shares drive QueueOrder, Overused,
@@ -60,7 +61,8 @@ class QueueAttr:
 
 
 def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
-    """The deserved-share loop of volcano.md §5.1 step 3 (sets ``attr.deserved``).
+    """The deserved-share loop of docs/volcano-semantics.md#proportion-water-filling (sets
+    ``attr.deserved``).
 
     Within a round every queue's step depends only on the round's ``remaining`` and weight sum,
     so a round is computed for all queues at once (one row per queue); the result is Volcano's
@@ -102,7 +104,8 @@ def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
 
 def queue_contribution(job: JobInfo) -> IntVec:
     """What ``job`` adds to its queue's figures (rows: allocated, pending requests, the inqueue
-    part of minResources, the elastic part of allocated), as volcano.md §5.1 step 2 defines them.
+    part of minResources, the elastic part of allocated), as
+    docs/volcano-semantics.md#proportion-inputs defines them.
     """
     ja = job.allocated
     out = np.zeros((4, len(ja)), dtype=np.int64)

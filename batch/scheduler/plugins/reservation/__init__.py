@@ -1,9 +1,10 @@
 """reservation: EASY backfill — a big starving gang reserves nodes as they free up.
 
-Neither Volcano nor KAI nor Kueue ships this (volcano.md §10, peers.md). Without it a large gang
-can wait forever: every time a node frees, a small job takes it. With this plugin, the first
-``maxReservations`` (default 1) starving gangs with ``minAvailable >= minGangSize`` (default 8),
-in order of priority then age, each get a *reservation*: the earliest time ``T`` at which their
+Volcano's scheduler has no such plugin (docs/volcano-semantics.md#plugins), nor do KAI or Kueue
+(peers.md). Without it a large gang can wait forever: every time a node frees, a small job takes
+it. With this plugin, the first ``maxReservations`` (default 1) starving gangs with
+``minAvailable >= minGangSize`` (default 8), in order of priority then age, each get a
+*reservation*: the earliest time ``T`` at which their
 missing tasks fit (the "shadow time", computed from the running jobs' estimated end times) and the
 nodes they would use then (a later reservation never takes an earlier one's nodes). Other jobs
 may still be placed on a reserved node, but only when they

@@ -1,4 +1,4 @@
-"""sla: Volcano's sla plugin — job waiting-time deadlines (volcano.md §4.6).
+"""sla: Volcano's sla plugin — job waiting-time deadlines (docs/volcano-semantics.md#plugins).
 
 A job's ``sla-waiting-time`` comes from the PodGroup annotation ``volcano.sh/sla-waiting-time``
 (or ``sla-waiting-time``), else the plugin argument ``sla-waiting-time``; values are Go durations
