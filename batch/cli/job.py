@@ -608,6 +608,9 @@ def job_why(kubeconfig: Path | None, name: str, namespace: str) -> None:
     spec = j.get("spec") or {}
     queue_name = spec.get("queue") or "default"
     click.echo(f"Job {namespace}/{name}: phase {phase}, queue {queue_name}")
+    state = (j.get("status") or {}).get("state") or {}
+    if phase == "Pending" and state.get("reason"):  # the job controller's own reason first
+        click.echo(f"  {state['reason']}: {state.get('message') or ''}")
     pg_name = f"{name}-{j['metadata']['uid']}"
     pg = kube.get_or_none(
         lambda: kube.co.get_namespaced_custom_object(*SCHED, namespace, "podgroups", pg_name)

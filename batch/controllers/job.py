@@ -647,8 +647,12 @@ def reconcile_job(
     if absent:
         result.notes.append(f"waiting for PersistentVolumeClaim(s) {', '.join(absent)}")
         result.requeue(5.0)
+    no_class = _missing_priority_classes(job, tasks, priority_values)
+    if no_class:
+        _report_missing_classes(result, ref, podgroup, state, no_class)
     if (
         not absent
+        and not no_class
         and plan.full_kill is None
         and plan.target is None
         and plan.phase in (c.PENDING, c.RUNNING)
@@ -685,6 +689,10 @@ def reconcile_job(
         conditions.append({"status": plan.phase, "lastTransitionTime": format_time(now)})
     elif plan.reason and (plan.target or plan.full_kill):
         new_state = {**new_state, "reason": plan.reason, "message": plan.message}
+    elif no_class and plan.phase == c.PENDING:
+        new_state = {**new_state, "reason": NO_PRIORITY_CLASS, "message": no_class}
+    elif new_state.get("reason") == NO_PRIORITY_CLASS:
+        new_state = {k: v for k, v in new_state.items() if k not in ("reason", "message")}
     desired: JSON = {
         "state": new_state,
         "minAvailable": min_av,
@@ -771,6 +779,54 @@ def _missing_pods(
                 plugin.on_pod_create(job, tasks, pod, task, i)
             out.append(CreateObject(pod))
     return out
+
+
+NO_PRIORITY_CLASS = "PriorityClassNotFound"
+
+
+def _missing_priority_classes(
+    job: Mapping[str, Any], tasks: Sequence[TaskView], values: Mapping[str, int] | None
+) -> str:
+    """Why no pod of the job can be created when a PriorityClass its pods name (the task
+    template's, else the job's) does not exist ("" when all exist, or when `values` is None:
+    unknown). The API server's Priority admission refuses such pods with a 403."""
+    if values is None:
+        return ""
+    job_class = str((job.get("spec") or {}).get("priorityClassName") or "")
+    missing = sorted(
+        {
+            name
+            for t in tasks
+            if (name := str((t.template.get("spec") or {}).get("priorityClassName") or job_class))
+            and name not in values
+        }
+    )
+    if not missing:
+        return ""
+    names = ", ".join(f'"{n}"' for n in missing)
+    return (
+        f"PriorityClass {names} does not exist: the API server refuses the job's pods until it is "
+        "created (kubectl get priorityclass)"
+    )
+
+
+def _report_missing_classes(
+    result: ReconcileResult,
+    ref: ObjectRef,
+    podgroup: Mapping[str, Any] | None,
+    state: Mapping[str, Any],
+    message: str,
+) -> None:
+    """Say it once, on the job and on its PodGroup (`tephra job why` lists the PodGroup's
+    events), and look again in 30 s (the controller's PriorityClass list is that old at most)."""
+    result.notes.append(message)
+    result.requeue(30.0)
+    if state.get("reason") == NO_PRIORITY_CLASS and state.get("message") == message:
+        return
+    result.actions.append(EmitEvent(ref, NO_PRIORITY_CLASS, message, type="Warning"))
+    if podgroup is not None:
+        pg_ref = ObjectRef.of(_with_kind(podgroup, "PodGroup"))
+        result.actions.append(EmitEvent(pg_ref, NO_PRIORITY_CLASS, message, type="Warning"))
 
 
 def _refuse_oversized(ref: ObjectRef, phase: str, message: str, now: datetime) -> ReconcileResult:

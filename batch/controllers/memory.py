@@ -41,6 +41,8 @@ class MemoryCluster:
     def __init__(self, *, graceful: bool = False) -> None:
         self.objects: dict[Key, JSON] = {}
         self.events: list[EmitEvent] = []
+        #: PriorityClass values by name as the job controller is given them (None: unknown)
+        self.priority_values: dict[str, int] | None = None
         self.log: list[Action] = []
         self.created: list[Key] = []
         self.graceful = graceful
@@ -167,6 +169,7 @@ class MemoryCluster:
             now=now,
             commands=copy.deepcopy(self.job_commands(job)),
             deleted_pods=deleted_pods,
+            priority_values=self.priority_values,
         )
         self.apply(result.actions)
         return result

@@ -366,14 +366,16 @@ class ControllerManager:
             raise RuntimeError("controller client not open")
         return self.client
 
-    async def _priority_values(self) -> dict[str, int]:
+    async def _priority_values(self) -> dict[str, int] | None:
+        """PriorityClass values by name, at most 30 s old; None while never listed (a job is
+        then not held back for a class that may exist)."""
         stamp, values = self._priorities
         if time.monotonic() - stamp < 30:
             return values
         try:
             items = await list_items(self._client(), PRIORITY_CLASSES)
         except ApiError:
-            items = []
+            return values if stamp else None
         values = {str(i["metadata"]["name"]): int(i.get("value") or 0) for i in items}
         self._priorities = (time.monotonic(), values)
         return values

@@ -78,3 +78,31 @@ def test_gang_waits_for_capacity_then_completes(sb: Any) -> None:
     wait_for(lambda: _phase(co, "gang") == "Completed", timeout=90, what="gang Completed")
     job = co.get_namespaced_custom_object(*B, "default", "jobs", "gang")
     assert job["status"]["succeeded"] == 3
+
+
+def test_job_why_names_a_missing_priority_class(sb: Any) -> None:
+    """Issue 20.4: every pod create got a 403 while `job why` said NotEnoughResources."""
+    from batch.cli.main import main
+
+    api = sb.api_client()
+    co = client.CustomObjectsApi(api)
+    body = vcjob("classless", replicas=1, run=0.5)
+    body["spec"]["priorityClassName"] = "no-such-class"
+    co.create_namespaced_custom_object(*B, "default", "jobs", body)
+
+    def reason() -> str:
+        j = co.get_namespaced_custom_object(*B, "default", "jobs", "classless")
+        return str(((j.get("status") or {}).get("state") or {}).get("reason") or "")
+
+    wait_for(lambda: reason() == "PriorityClassNotFound", timeout=60, what="reason recorded")
+    out = CliRunner().invoke(
+        main, ["job", "why", "classless", "--kubeconfig", str(sb.kubeconfig_path)]
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[1].startswith('  PriorityClassNotFound: PriorityClass "no-such-class"'), out.output
+    pods = client.CoreV1Api(api).list_namespaced_pod(
+        "default", label_selector="volcano.sh/job-name=classless"
+    )
+    assert pods.items == []
+    co.delete_namespaced_custom_object(*B, "default", "jobs", "classless")
