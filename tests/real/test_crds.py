@@ -4,9 +4,11 @@ and every Volcano example of our kinds passes the real server's schema validatio
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.api.conftest import corpus_documents
 from tests.real.conftest import Api, conditions
@@ -71,3 +73,21 @@ def test_volcano_examples_pass_the_real_schema_validation(api: Api, crds: list[s
         if code != 201:
             refused[where] = answer.get("message")
     assert not refused, refused
+
+
+def test_a_protected_group_needs_the_approval_annotation(api: Api) -> None:
+    """A divergence (docs/sandbox.md): kube-apiserver refuses a CRD of a `*.k8s.io` group without
+    `api-approved.kubernetes.io`; the sandbox stores it."""
+    from batch.sandbox.testing import run_sandbox
+    from tests.real.conftest import json_request
+
+    path = Path(__file__).resolve().parents[1] / "integrations" / "fixtures" / "crds"
+    crd = yaml.safe_load((path / "sparkapplications.yaml").read_text())
+    crd["metadata"]["name"] = "probes.sparkoperator.k8s.io"
+    crd["spec"]["names"] = {"plural": "probes", "singular": "probe", "kind": "Probe"}
+    url = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    code, answer = api.request("POST", url, crd)
+    assert code == 422 and "api-approved.kubernetes.io" in answer["message"], answer
+    with run_sandbox(install_crds=False) as sb:
+        code, answer = json_request(sb.url + url, "POST", crd)
+    assert code == 201, answer

@@ -356,3 +356,245 @@ def test_leader_killed_the_other_replica_takes_over(stack: Stack) -> None:
     assert stack.leader() == f"{socket.gethostname()}-{survivor.proc.pid}"
     assert _conflicts(stack, survivor.proc.pid) == 0
     stack.delete_job("relay")
+
+
+# ------------------------------------------------------------------- framework adapters
+FRAMEWORK_CRDS = Path(__file__).resolve().parents[1] / "integrations" / "fixtures" / "crds"
+KF = "training.kubeflow.org/"
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    kind, version = obj["kind"], obj["apiVersion"]
+    return {
+        "apiVersion": version,
+        "kind": kind,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+
+
+def _operator_pod(name: str, labels: dict[str, str], owner: dict[str, Any]) -> dict[str, Any]:
+    """A pod as the operator creates it: its labels, owned by the workload, for Volcano."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
+        "spec": {
+            "schedulerName": "volcano",
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "x",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                }
+            ],
+        },
+    }
+
+
+def _template() -> dict[str, Any]:
+    return {"spec": _operator_pod("t", {}, {})["spec"]}
+
+
+WORKLOADS: dict[str, tuple[str, dict[str, Any], str, list[tuple[str, dict[str, str]]]]] = {
+    # framework: (collection path, object, PodGroup name, [(pod, labels)])
+    "pytorch": (
+        "/apis/kubeflow.org/v1/namespaces/e2e/pytorchjobs",
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "torch"},
+            "spec": {
+                "runPolicy": {"schedulingPolicy": {"queue": "default"}},
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "template": _template()},
+                    "Worker": {"replicas": 2, "template": _template()},
+                },
+            },
+        },
+        "torch",
+        [
+            (
+                f"torch-{role}-{i}",
+                {
+                    KF + "operator-name": "pytorchjob-controller",
+                    KF + "job-name": "torch",
+                    KF + "replica-type": role,
+                    KF + "replica-index": str(i),
+                },
+            )
+            for role, i in (("master", 0), ("worker", 0), ("worker", 1))
+        ],
+    ),
+    "mpi": (
+        "/apis/kubeflow.org/v2beta1/namespaces/e2e/mpijobs",
+        {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": "allreduce"},
+            "spec": {
+                "slotsPerWorker": 1,
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": _template()},
+                    "Worker": {"replicas": 2, "template": _template()},
+                },
+            },
+        },
+        "allreduce",
+        [
+            (
+                f"allreduce-{role}",
+                {
+                    KF + "operator-name": "mpi-operator",
+                    KF + "job-name": "allreduce",
+                    KF + "job-role": role.split("-")[0],
+                    **({KF + "replica-index": role[-1]} if "worker" in role else {}),
+                },
+            )
+            for role in ("launcher", "worker-0", "worker-1")
+        ],
+    ),
+    "ray": (
+        "/apis/ray.io/v1/namespaces/e2e/rayclusters",
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {"name": "tune", "labels": {"volcano.sh/queue-name": "default"}},
+            "spec": {
+                "headGroupSpec": {"template": _template()},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "cpu",
+                        "replicas": 2,
+                        "minReplicas": 2,
+                        "maxReplicas": 2,
+                        "template": _template(),
+                    }
+                ],
+            },
+        },
+        "ray-tune-pg",
+        [
+            (
+                name,
+                {
+                    "ray.io/cluster": "tune",
+                    "ray.io/is-ray-node": "yes",
+                    "ray.io/node-type": kind,
+                    "ray.io/group": group,
+                },
+            )
+            for name, kind, group in (
+                ("tune-head", "head", "headgroup"),
+                ("tune-worker-cpu-0", "worker", "cpu"),
+                ("tune-worker-cpu-1", "worker", "cpu"),
+            )
+        ],
+    ),
+}
+
+
+APPROVAL = "api-approved.kubernetes.io"
+
+
+def approved(crd: dict[str, Any]) -> dict[str, Any]:
+    """The CRD with the approval annotation kube-apiserver requires of a `*.k8s.io` group (the
+    operators' real CRDs carry one; the minimal fixtures do not)."""
+    out = dict(crd)
+    if crd["spec"]["group"].endswith((".k8s.io", ".kubernetes.io")):
+        meta = dict(crd["metadata"])
+        meta["annotations"] = {**(meta.get("annotations") or {}), APPROVAL: "unapproved, test"}
+        out["metadata"] = meta
+    return out
+
+
+@pytest.fixture(scope="module")
+def framework_crds(api: Api, tmp_path_factory: pytest.TempPathFactory) -> None:
+    directory = tmp_path_factory.mktemp("framework-crds")
+    for path in sorted(FRAMEWORK_CRDS.glob("*.yaml")):
+        (directory / path.name).write_text(
+            yaml.safe_dump(approved(yaml.safe_load(path.read_text())))
+        )
+    api.kubectl("apply", "--server-side", "-f", str(directory))
+    api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(directory))
+
+
+def _all_running(stack: Stack, names: list[str]) -> bool:
+    pods = [stack.get(f"/api/v1/namespaces/{NS}/pods/{n}") or {} for n in names]
+    return all(
+        p.get("spec", {}).get("nodeName") and p.get("status", {}).get("phase") == "Running"
+        for p in pods
+    )
+
+
+def _delete_all(stack: Stack, collection: str, name: str, pods: list[str]) -> None:
+    stack.api.request("DELETE", f"{collection}/{name}")
+    for pod in pods:
+        stack.api.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{pod}?gracePeriodSeconds=0")
+    stack.wait(
+        "workload pods gone",
+        lambda: not any(stack.get(f"/api/v1/namespaces/{NS}/pods/{p}") for p in pods),
+    )
+
+
+@pytest.mark.parametrize("framework", sorted(WORKLOADS))
+def test_operator_workload_runs_as_one_gang(
+    stack: Stack, framework_crds: None, framework: str
+) -> None:
+    collection, obj, pg_name, pods = WORKLOADS[framework]
+    created = stack.create(collection, obj)
+    for name, labels in pods:
+        stack.create(f"/api/v1/namespaces/{NS}/pods", _operator_pod(name, labels, _owner(created)))
+    pg = stack.wait(
+        f"PodGroup {pg_name}", lambda: stack.get(f"{SCHED}/namespaces/{NS}/podgroups/{pg_name}")
+    )
+    assert pg["spec"]["minMember"] == len(pods), pg["spec"]
+    names = [n for n, _ in pods]
+    stack.wait(f"{framework} pods bound and Running", lambda: _all_running(stack, names))
+    _delete_all(stack, collection, obj["metadata"]["name"], names)
+
+
+def test_spark_executors_follow_their_running_driver(stack: Stack, framework_crds: None) -> None:
+    collection = "/apis/sparkoperator.k8s.io/v1beta2/namespaces/e2e/sparkapplications"
+    app = stack.create(
+        collection,
+        {
+            "apiVersion": "sparkoperator.k8s.io/v1beta2",
+            "kind": "SparkApplication",
+            "metadata": {"name": "etl"},
+            "spec": {
+                "type": "Scala",
+                "mode": "cluster",
+                "driver": {"cores": 1, "memory": "512m"},
+                "executor": {"instances": 2, "cores": 1, "memory": "512m"},
+            },
+        },
+    )
+    labels = {"spark-app-selector": "spark-etl0001", "sparkoperator.k8s.io/app-name": "etl"}
+    driver = stack.create(
+        f"/api/v1/namespaces/{NS}/pods",
+        _operator_pod("etl-driver", {**labels, "spark-role": "driver"}, _owner(app)),
+    )
+    stack.wait(
+        "PodGroup spark-etl-pg",
+        lambda: stack.get(f"{SCHED}/namespaces/{NS}/podgroups/spark-etl-pg"),
+    )
+    stack.wait("driver Running", lambda: _all_running(stack, ["etl-driver"]))
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "etl-driver",
+        "uid": driver["metadata"]["uid"],
+        "controller": True,
+    }
+    executors = [f"etl-exec-{i}" for i in (1, 2)]
+    for i, name in enumerate(executors, start=1):
+        pod = _operator_pod(
+            name, {**labels, "spark-role": "executor", "spark-exec-id": str(i)}, owner
+        )
+        stack.create(f"/api/v1/namespaces/{NS}/pods", pod)
+    stack.wait("executors bound and Running", lambda: _all_running(stack, executors))
+    _delete_all(stack, collection, "etl", ["etl-driver", *executors])
