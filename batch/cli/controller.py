@@ -13,6 +13,7 @@ import click
 
 from batch.api.admission import AdmissionLimits
 from batch.cli.limits import limit_options, pod_batch_option
+from batch.cli.metrics import component_registries, parse_bind_address, serve_metrics
 
 
 @click.command("controller")
@@ -48,6 +49,11 @@ from batch.cli.limits import limit_options, pod_batch_option
     show_default=True,
     help="Serve Prometheus metrics on this port (0 = off).",
 )
+@click.option(
+    "--metrics-bind-address",
+    default=None,
+    help="Serve /metrics here instead: HOST:PORT, :PORT or 0 (off); default :<metrics-port>.",
+)
 @pod_batch_option
 @limit_options
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
@@ -60,6 +66,7 @@ def controller(
     lease_namespace: str,
     lease_name: str,
     metrics_port: int,
+    metrics_bind_address: str | None,
     pod_batch: int,
     limits: AdmissionLimits,
     verbose: int,
@@ -74,7 +81,9 @@ def controller(
     from batch.controllers.runner import ControllerComponent
     from batch.kube.config import KubeConfigError, load_access
 
+    address = metrics_bind_address or (f":{metrics_port}" if metrics_port else "0")
     try:
+        parse_bind_address(address)
         load_access(kubeconfig)  # a broken kubeconfig is one line now, not a thread's traceback
     except KubeConfigError as exc:
         raise click.ClickException(str(exc)) from None
@@ -97,11 +106,7 @@ def controller(
         limits=limits,
     )
     component.start(kubeconfig=kubeconfig, stop=stop)
-    if metrics_port and component.manager is not None:
-        try:
-            component.manager.metrics.serve(metrics_port)
-        except OSError as exc:
-            click.echo(f"warning: metrics not served on :{metrics_port}: {exc}", err=True)
+    serve_metrics(lambda: component_registries([component]), address)
     deadline = time.monotonic() + 60
     while not component.wait_ready(0.5):
         if stop.is_set() or not component.alive():

@@ -20,6 +20,12 @@ from batch.api.admission import AdmissionLimits
 from batch.api.errors import UserError, one_line
 from batch.api.yamlio import load_yaml_file
 from batch.cli.limits import limit_options, pod_batch_option
+from batch.cli.metrics import (
+    bind_address_option,
+    component_registries,
+    parse_bind_address,
+    serve_metrics,
+)
 
 
 @click.group("sandbox")
@@ -112,6 +118,7 @@ def sandbox() -> None:
     help="Seed of fault injection and generated names.",
 )
 @click.option("--no-components", is_flag=True, help="Serve only the API server and node emulator.")
+@bind_address_option("127.0.0.1:8080")
 @pod_batch_option
 @limit_options
 @click.option("-v", "--verbose", is_flag=True)
@@ -135,6 +142,7 @@ def up(
     drop_watch_every: float,
     seed: int,
     no_components: bool,
+    metrics_bind_address: str,
     pod_batch: int,
     limits: AdmissionLimits,
     verbose: bool,
@@ -162,6 +170,7 @@ def up(
         _check_options(port, numbers, {"--fail-rate": fail_rate, "--throttle-rate": throttle_rate})
         _check_host(host, insecure=insecure_listen_anywhere)
         _check_inputs(nodes_file, scheduler_conf)
+        parse_bind_address(metrics_bind_address)
         if not no_ledger and not no_components:
             from batch.ledger.db import resolve_url
 
@@ -209,6 +218,7 @@ def up(
         except (RuntimeError, OSError) as exc:
             thread.stop()
             raise click.ClickException(f"sandbox: {one_line(exc)}") from None
+        metrics = serve_metrics(lambda: component_registries(components), metrics_bind_address)
         write_kubeconfig(kubeconfig, thread.url)
         names = ", ".join(c.name for c in components) or "no components"
         click.echo(
@@ -220,6 +230,8 @@ def up(
         while not stop.wait(0.5):
             pass
         click.echo("sandbox stopping", err=True)
+        if metrics is not None:
+            metrics.shutdown()
         stop_all(components)
         thread.stop()
     kubeconfig.unlink(missing_ok=True)

@@ -5,8 +5,14 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+from batch.cli.metrics import parse_bind_address, serve_metrics
+
+if TYPE_CHECKING:
+    from batch.kube.service import SchedulerOptions
 
 __all__ = ["scheduler"]
 
@@ -49,6 +55,11 @@ def _duration(text: str) -> float:
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option("--lease-namespace", default="kube-system", show_default=True)
 @click.option("--metrics-port", type=int, default=8080, show_default=True)
+@click.option(
+    "--metrics-bind-address",
+    default=None,
+    help="Serve /metrics here instead: HOST:PORT, :PORT or 0 (off); default :<metrics-port>.",
+)
 @click.option("--healthz-port", type=int, default=11251, show_default=True)
 @click.option(
     "--db",
@@ -70,6 +81,7 @@ def scheduler(
     leader_elect: bool,
     lease_namespace: str,
     metrics_port: int,
+    metrics_bind_address: str | None,
     healthz_port: int,
     db_url: str | None,
     bind_concurrency: int,
@@ -77,7 +89,7 @@ def scheduler(
 ) -> None:
     """Schedule pods gang-wise: watch the cluster, run a session every period, bind."""
     from batch.kube.config import KubeConfigError
-    from batch.kube.service import SchedulerOptions, run_scheduler
+    from batch.kube.service import SchedulerOptions
     from batch.scheduler.config import ConfigError
 
     logging.basicConfig(
@@ -92,12 +104,36 @@ def scheduler(
         default_queue=default_queue,
         leader_elect=leader_elect,
         lease_namespace=lease_namespace,
-        metrics_port=metrics_port,
+        metrics_port=None,  # served below, with the process collectors
         healthz_port=healthz_port,
         db_url=db_url,
         bind_concurrency=bind_concurrency,
     )
+    address = metrics_bind_address or f":{metrics_port}"
+    where = parse_bind_address(address)
+    if where is not None and where[1] == healthz_port:
+        options.metrics_port, address = healthz_port, "0"  # one port for both, as before
     try:
-        raise SystemExit(run_scheduler(options))
+        _run(options, address)
     except (ConfigError, KubeConfigError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _run(options: SchedulerOptions, metrics_address: str) -> None:
+    """Run the scheduler service until SIGINT/SIGTERM, its metrics on `metrics_address`."""
+    import asyncio
+    import signal
+
+    from batch.kube.service import SchedulerService
+
+    service = SchedulerService(options)
+    serve_metrics(lambda: [service.metrics.registry], metrics_address)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await service.run(stop)
+
+    asyncio.run(main())

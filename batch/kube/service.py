@@ -426,6 +426,8 @@ class SchedulerService:
                     return
                 self.metrics.is_leader.set(1)
                 hold_task = asyncio.create_task(elector.hold())
+            else:
+                self.metrics.is_leader.set(1)  # the only replica: it leads
             await self._ensure_default_queues(client)
             if self.options.db_url:
                 self.ledger = await asyncio.get_running_loop().run_in_executor(
