@@ -1,0 +1,601 @@
+"""Tephra vs kube-scheduler on a real kube-apiserver: pods bound per second, create-to-bound.
+
+One run, per cluster size: a real control plane (etcd, kube-apiserver, kube-controller-manager
+built by `scripts/build-kube.sh`), Tephra's HTTP node emulator in its own process as the
+kubelets of `--nodes` Nodes, and this driver, which creates the same pods twice, once for
+`tephra scheduler` and once for the built `kube-scheduler`, each scheduler a process of its own
+started just before its pods and stopped after them. Workloads: `--gangs` gangs of
+`--gang-size` pods (a PodGroup each for Tephra, created before the clock starts as Volcano's
+controller would; plain pods for kube-scheduler: no gang, its best case) and `--pods` single pods
+(a one-member PodGroup each for Tephra, as Volcano's controller makes for bare pods).
+
+The clock starts at the first create. The driver creates with `--concurrency` requests in
+flight and watches bound pods (`spec.nodeName!=`): a pod's create-to-bound latency runs from the
+answer to its create to the watch event that shows it bound. pods/s is bound pods over the
+time from the first create to the last bind. No client is rate limited: kube-scheduler's
+configuration raises its client QPS/burst, Tephra, the emulator and the driver have no limiter
+and wide connection pools (`--bind-concurrency`, `--emulator-connections`, `--concurrency`).
+Between runs every pod and PodGroup is deleted, so each scheduler starts on an empty cluster.
+
+    .venv/bin/python benchmarks/e2e_real.py                     # 1,000 and 5,000 nodes
+    .venv/bin/python benchmarks/e2e_real.py --nodes 1000 --pods 5000 --gangs 100
+    .venv/bin/python benchmarks/e2e_real.py --quick             # 20 nodes, 100 pods: a smoke run
+
+`TEPHRA_BENCH_PROFILE=DIR` runs `tephra scheduler` under cProfile, one `.prof` per run in DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from batch.kube.client import RESOURCES, ApiError, KubeClient
+from batch.kube.config import load_access
+from batch.sandbox.control_plane import ControlPlane, control_plane
+from batch.sandbox.emulator_http import ApiEmulator, schedulable
+
+ROOT = Path(__file__).resolve().parents[1]
+TEPHRA = str(Path(sys.executable).with_name("tephra"))
+CRDS = ROOT / "crds"
+POD = RESOURCES["Pod"]
+PODGROUP = RESOURCES["PodGroup"]
+NODE = RESOURCES["Node"]
+NODE_SHAPE: dict[str, Any] = {"cpu": "32", "memory": "256Gi", "pods": 110}
+REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+SCHEDULERS = ("tephra", "kube")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """`groups` groups of `size` pods (Tephra's PodGroups ask for all `size`)."""
+
+    name: str
+    groups: int
+    size: int
+
+    @property
+    def pods(self) -> int:
+        return self.groups * self.size
+
+
+@dataclass
+class Result:
+    """One scheduler's run of one workload at one size."""
+
+    nodes: int
+    workload: str
+    scheduler: str
+    pods: int
+    bound: int = 0
+    create_s: float = 0.0
+    total_s: float = 0.0
+    pods_per_s: float = 0.0
+    p50_s: float = 0.0
+    p99_s: float = 0.0
+    scheduler_cpu_s: float = 0.0
+    apiserver_cpu_s: float = 0.0
+    load: list[float] = field(default_factory=list)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kube_bin() -> Path:
+    env = os.environ.get("TEPHRA_KUBE_BIN")
+    if env:
+        return Path(env)
+    built = subprocess.run(
+        [str(ROOT / "scripts" / "build-kube.sh")], capture_output=True, text=True, check=True
+    )
+    return Path(built.stdout.strip())
+
+
+# ---------------------------------------------------------------------------- objects
+def pod_body(name: str, scheduler: str, group: str | None) -> dict[str, Any]:
+    """The benchmark's pod: identical for both schedulers but for schedulerName and the group."""
+    meta: dict[str, Any] = {"name": name, "labels": {"app": "bench"}}
+    if group is not None:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "schedulerName": "volcano" if scheduler == "tephra" else "default-scheduler",
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "containers": [
+                {"name": "main", "image": "busybox:1.36", "resources": {"requests": REQUESTS}}
+            ],
+        },
+    }
+
+
+def podgroup_body(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, "queue": "default"},
+    }
+
+
+def pods_of(workload: Workload, scheduler: str) -> list[dict[str, Any]]:
+    out = []
+    for g in range(workload.groups):
+        group = f"{workload.name}-{g:05d}"
+        for i in range(workload.size):
+            name = f"{group}-{i}" if workload.size > 1 else group
+            out.append(pod_body(name, scheduler, group if scheduler == "tephra" else None))
+    return out
+
+
+# ---------------------------------------------------------------------------- the emulator
+def serve_emulator(args: argparse.Namespace) -> None:
+    """The child process: the HTTP node emulator with `args.nodes[0]` Nodes until SIGTERM."""
+
+    async def main() -> None:
+        emulator = ApiEmulator(
+            load_access(args.serve_emulator),
+            max_grace_seconds=1.0,
+            heartbeat_seconds=args.heartbeat_seconds,
+            max_connections=args.emulator_connections,
+        )
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await emulator.start(timeout=300)
+        await emulator.create_nodes(args.nodes[0], concurrency=64, **NODE_SHAPE)
+        Path(args.ready_file).write_text("ok")
+        await stop.wait()
+        await emulator.stop()
+
+    asyncio.run(main())
+
+
+@contextlib.contextmanager
+def emulator_process(plane: ControlPlane, nodes: int, args: argparse.Namespace) -> Iterator[int]:
+    """Run the emulator in its own process (its CPU is not the driver's); yields its pid."""
+    ready = plane.workdir / "emulator.ready"
+    cmd = [sys.executable, __file__, "--serve-emulator", str(plane.kubeconfig)]
+    cmd += ["--ready-file", str(ready), "--nodes", str(nodes)]
+    cmd += ["--heartbeat-seconds", str(args.heartbeat_seconds)]
+    cmd += ["--emulator-connections", str(args.emulator_connections)]
+    with (plane.workdir / "emulator.log").open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 600
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (plane.workdir / "emulator.log").read_text(errors="replace")[-2000:]
+                raise SystemExit(f"node emulator failed (exit {proc.returncode}):\n{tail}")
+            time.sleep(0.2)
+        yield proc.pid
+    finally:
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def wait_schedulable(client: KubeClient, count: int, timeout: float = 600.0) -> None:
+    """Wait until `count` Nodes are Ready and untainted (polling: a LIST every 2 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        page = await client.list(NODE)
+        ready = sum(1 for n in page["items"] if schedulable(n))
+        if ready >= count:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {ready}/{count} nodes schedulable after {timeout:.0f} s")
+        log(f"  {ready}/{count} nodes schedulable ...")
+        await asyncio.sleep(2.0)
+
+
+# ---------------------------------------------------------------------------- the schedulers
+def tephra_command(plane: ControlPlane, port: int, args: argparse.Namespace, tag: str) -> list[str]:
+    cmd = [TEPHRA, "scheduler", "--kubeconfig", str(plane.kubeconfig)]
+    cmd += ["--schedule-period", args.schedule_period, "--bind-concurrency"]
+    cmd += [str(args.bind_concurrency), "--metrics-port", str(port), "--healthz-port", str(port)]
+    profile = os.environ.get("TEPHRA_BENCH_PROFILE")
+    if profile:
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        out = Path(profile) / f"tephra-{tag}.prof"
+        cmd = [sys.executable, "-m", "cProfile", "-o", str(out), *cmd]
+    return cmd
+
+
+def kube_command(plane: ControlPlane, port: int, args: argparse.Namespace) -> list[str]:
+    """kube-scheduler with its own configuration: client QPS/burst raised, no leader election."""
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {
+            "kubeconfig": str(plane.kubeconfig),
+            "qps": args.kube_qps,
+            "burst": args.kube_qps * 2,
+        },
+        "leaderElection": {"leaderElect": False},
+    }
+    path = plane.workdir / "kube-scheduler.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return [
+        str(args.bin_dir / "kube-scheduler"),
+        f"--config={path}",
+        f"--kubeconfig={plane.kubeconfig}",
+        f"--authentication-kubeconfig={plane.kubeconfig}",
+        f"--authorization-kubeconfig={plane.kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--v=1",
+    ]
+
+
+def start_scheduler(
+    plane: ControlPlane, scheduler: str, args: argparse.Namespace, tag: str
+) -> subprocess.Popen[bytes]:
+    """Start one scheduler and return once it answers ready (its caches synced)."""
+    port = free_port()
+    if scheduler == "tephra":
+        cmd = tephra_command(plane, port, args, tag)
+        url, ctx = f"http://127.0.0.1:{port}/readyz", None
+    else:
+        cmd = kube_command(plane, port, args)
+        url, ctx = f"https://127.0.0.1:{port}/readyz", ssl._create_unverified_context()
+    with (plane.workdir / f"{scheduler}-{tag}.log").open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{scheduler} exited {proc.returncode}: see {out.name}")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(url, context=ctx, timeout=2) as answer,
+        ):
+            if answer.status == 200:
+                return proc
+        time.sleep(0.2)
+    stop_process(proc)
+    raise SystemExit(f"{scheduler} not ready within 120 s: see {out.name}")
+
+
+# ---------------------------------------------------------------------------- one run
+@dataclass
+class Clock:
+    """What the driver saw: when each pod's create answered and when it was seen bound."""
+
+    total: int
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    errors: list[str] = field(default_factory=list)
+
+    def saw(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
+            self.bound[name] = time.perf_counter()
+            if len(self.bound) >= self.total:
+                self.done.set()
+
+
+async def watch_bound(client: KubeClient, ns: str, clock: Clock, version: str) -> None:
+    """Follow the namespace's bound pods; resume from the last version, re-list on 410."""
+    params = {"fieldSelector": f"spec.nodeName!=,metadata.namespace={ns}"}
+    while not clock.done.is_set():
+        try:
+            async for etype, obj in client.watch(
+                POD, resource_version=version, timeout_seconds=600, **params
+            ):
+                version = obj["metadata"].get("resourceVersion") or version
+                if etype in ("ADDED", "MODIFIED"):
+                    clock.saw(obj)
+        except ApiError as exc:
+            if exc.status != 410:
+                raise
+            page = await client.list(POD, namespace=ns, fieldSelector="spec.nodeName!=")
+            for obj in page["items"]:
+                clock.saw(obj)
+            version = page["metadata"]["resourceVersion"]
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            clock.errors.append(f"watch: {exc!r}"[:200])
+
+
+async def create_all(
+    client: KubeClient, res: Any, ns: str, bodies: list[dict[str, Any]], concurrency: int
+) -> dict[str, float]:
+    """Create every object with `concurrency` requests in flight; name -> time of the answer.
+    Transient failures are retried; a 409 after a retry means the first attempt got through."""
+    gate = asyncio.Semaphore(concurrency)
+    answered: dict[str, float] = {}
+
+    async def one(body: dict[str, Any]) -> None:
+        async with gate:
+            for attempt in range(8):
+                try:
+                    await client.create(res, body, namespace=ns)
+                    break
+                except ApiError as exc:
+                    if exc.status == 409 and attempt:
+                        break
+                    if exc.status not in (429, 500, 503, 504):
+                        raise
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                await asyncio.sleep(0.2 * (attempt + 1))
+            answered[body["metadata"]["name"]] = time.perf_counter()
+
+    await asyncio.gather(*(one(b) for b in bodies))
+    return answered
+
+
+async def report_progress(clock: Clock, started: float) -> None:
+    while True:
+        await asyncio.sleep(5.0)
+        elapsed = time.perf_counter() - started
+        log(f"  {elapsed:6.1f} s: created {len(clock.created)}, bound {len(clock.bound)}")
+
+
+async def drive(
+    client: KubeClient, ns: str, bodies: list[dict[str, Any]], args: argparse.Namespace
+) -> tuple[Clock, float, float]:
+    """Create the pods, wait for all of them to be bound; (clock, start, creates done)."""
+    clock = Clock(len(bodies))
+    page = await client.list(POD, namespace=ns, fieldSelector="spec.nodeName!=")
+    watcher = asyncio.create_task(
+        watch_bound(client, ns, clock, page["metadata"]["resourceVersion"])
+    )
+    started = time.perf_counter()
+    progress = asyncio.create_task(report_progress(clock, started))
+    try:
+        clock.created = await create_all(client, POD, ns, bodies, args.concurrency)
+        created = time.perf_counter()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(clock.done.wait(), args.timeout)
+    finally:
+        for task in (watcher, progress):
+            task.cancel()
+        await asyncio.gather(watcher, progress, return_exceptions=True)
+    return clock, started, created
+
+
+def summarize(result: Result, clock: Clock, started: float, created: float) -> None:
+    latencies = sorted(
+        max(clock.bound[p] - clock.created[p], 0.0) for p in clock.bound if p in clock.created
+    )
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else 0.0
+
+    last = max(clock.bound.values()) if clock.bound else time.perf_counter()
+    result.bound = len(clock.bound)
+    result.create_s = round(created - started, 2)
+    result.total_s = round(last - started, 2)
+    result.pods_per_s = round(result.bound / max(last - started, 1e-9), 1)
+    result.p50_s = round(pct(0.50), 3)
+    result.p99_s = round(pct(0.99), 3)
+
+
+async def namespace(client: KubeClient, ns: str) -> None:
+    """Create `ns` and wait for its default ServiceAccount (pods are refused without it)."""
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    await client.create(RESOURCES["Namespace"], body)
+    path = f"/api/v1/namespaces/{ns}/serviceaccounts/default"
+    for _ in range(300):
+        with contextlib.suppress(ApiError):
+            await client.request("GET", path)
+            return
+        await asyncio.sleep(0.2)
+    raise SystemExit(f"no default ServiceAccount in {ns} (kube-controller-manager)")
+
+
+async def clean(client: KubeClient, ns: str, concurrency: int) -> None:
+    """Delete every pod (grace 0) and PodGroup of `ns`, then `ns`; wait until the pods are gone."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def delete(res: Any, name: str) -> None:
+        async with gate:
+            with contextlib.suppress(ApiError, aiohttp.ClientError, TimeoutError):
+                await client.delete(res, name, ns, grace_seconds=0)
+
+    for res in (POD, PODGROUP):
+        for _ in range(5):
+            page = await client.list(res, namespace=ns)
+            if not page["items"]:
+                break
+            await asyncio.gather(*(delete(res, o["metadata"]["name"]) for o in page["items"]))
+    await client.delete(RESOURCES["Namespace"], ns)
+
+
+async def run_one(
+    plane: ControlPlane, nodes: int, workload: Workload, scheduler: str, args: argparse.Namespace
+) -> Result:
+    ns = f"{scheduler}-{workload.name}-{nodes}"
+    result = Result(nodes, workload.name, scheduler, workload.pods)
+    access = load_access(plane.kubeconfig)
+    async with KubeClient(access, max_connections=args.concurrency + 8) as client:
+        await namespace(client, ns)
+        if scheduler == "tephra":
+            groups = [
+                podgroup_body(f"{workload.name}-{g:05d}", workload.size)
+                for g in range(workload.groups)
+            ]
+            t = time.perf_counter()
+            await create_all(client, PODGROUP, ns, groups, args.concurrency)
+            log(f"  {len(groups)} PodGroups created in {time.perf_counter() - t:.1f} s")
+        proc = await asyncio.to_thread(start_scheduler, plane, scheduler, args, ns)
+        apiserver = plane.processes["kube-apiserver"].pid
+        cpu0 = (cpu_seconds(proc.pid), cpu_seconds(apiserver))
+        result.load = [round(os.getloadavg()[0], 2)]
+        try:
+            clock, started, created = await drive(client, ns, pods_of(workload, scheduler), args)
+        finally:
+            result.scheduler_cpu_s = round(cpu_seconds(proc.pid) - cpu0[0], 1)
+            result.apiserver_cpu_s = round(cpu_seconds(apiserver) - cpu0[1], 1)
+            result.load.append(round(os.getloadavg()[0], 2))
+            await asyncio.to_thread(stop_process, proc)
+        summarize(result, clock, started, created)
+        if clock.errors:
+            log(f"  driver watch errors: {clock.errors[:3]}")
+        t = time.perf_counter()
+        await clean(client, ns, args.concurrency)
+        log(f"  cleaned {ns} in {time.perf_counter() - t:.1f} s")
+    return result
+
+
+# ---------------------------------------------------------------------------- one size
+def apply_crds(plane: ControlPlane) -> None:
+    kubectl = ["kubectl", f"--kubeconfig={plane.kubeconfig}"]
+    subprocess.run(
+        [*kubectl, "apply", "--server-side", "-f", str(CRDS)], check=True, capture_output=True
+    )
+    subprocess.run(
+        [*kubectl, "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def run_size(nodes: int, workloads: list[Workload], args: argparse.Namespace) -> list[Result]:
+    results: list[Result] = []
+    workdir = Path(tempfile.mkdtemp(prefix=f"tephra-bench-real-{nodes}-"))
+    log(f"control plane for {nodes} nodes in {workdir} ...")
+    with control_plane(args.bin_dir, workdir) as plane:
+        apply_crds(plane)
+        with emulator_process(plane, nodes, args):
+            asyncio.run(_wait_nodes(plane, nodes))
+            for workload in workloads:
+                for scheduler in args.schedulers:
+                    log(f"{nodes} nodes, {workload.name} ({workload.pods} pods): {scheduler}")
+                    result = asyncio.run(run_one(plane, nodes, workload, scheduler, args))
+                    log(f"  -> {format_row(result)}")
+                    results.append(result)
+    return results
+
+
+async def _wait_nodes(plane: ControlPlane, nodes: int) -> None:
+    async with KubeClient(load_access(plane.kubeconfig)) as client:
+        await wait_schedulable(client, nodes)
+
+
+# ---------------------------------------------------------------------------- report
+HEADER = (
+    f"{'nodes':>6} {'workload':<14} {'scheduler':<15} {'bound':>13} {'create s':>8} "
+    f"{'pods/s':>8} {'p50 s':>7} {'p99 s':>7} {'sched cpu':>9} {'api cpu':>8} {'load':>11}"
+)
+
+
+def format_row(r: Result) -> str:
+    name = "tephra" if r.scheduler == "tephra" else "kube-scheduler"
+    shape = {"gangs": "gangs", "pods": "single pods"}.get(r.workload, r.workload)
+    load = "-".join(f"{x:.1f}" for x in r.load)
+    return (
+        f"{r.nodes:>6} {shape:<14} {name:<15} {f'{r.bound}/{r.pods}':>13} {r.create_s:>8.1f} "
+        f"{r.pods_per_s:>8.1f} {r.p50_s:>7.2f} {r.p99_s:>7.2f} {r.scheduler_cpu_s:>9.1f} "
+        f"{r.apiserver_cpu_s:>8.1f} {load:>11}"
+    )
+
+
+def print_report(results: list[Result]) -> None:
+    print(HEADER)
+    for r in results:
+        print(format_row(r))
+    print()
+    by_key = {(r.nodes, r.workload, r.scheduler): r for r in results}
+    for (nodes, workload, scheduler), r in by_key.items():
+        kube = by_key.get((nodes, workload, "kube"))
+        if scheduler == "tephra" and kube is not None and kube.pods_per_s:
+            ratio = r.pods_per_s / kube.pods_per_s
+            print(f"{nodes:>6} nodes, {workload:<6}: Tephra/kube-scheduler pods/s = {ratio:.2f}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
+    p.add_argument("--pods", type=int, default=20000, help="single pods (0: skip)")
+    p.add_argument("--gangs", type=int, default=500, help="gangs (0: skip)")
+    p.add_argument("--gang-size", type=int, default=10)
+    p.add_argument("--quick", action="store_true", help="20 nodes, 100 pods, 10 gangs of 10")
+    p.add_argument("--schedulers", nargs="+", choices=SCHEDULERS, default=list(SCHEDULERS))
+    p.add_argument("--concurrency", type=int, default=64, help="driver's requests in flight")
+    p.add_argument("--bind-concurrency", type=int, default=128, help="Tephra's binds in flight")
+    p.add_argument("--schedule-period", default="0.2s", help="Tephra's session period")
+    p.add_argument("--kube-qps", type=int, default=5000, help="kube-scheduler's client QPS")
+    p.add_argument("--emulator-connections", type=int, default=128)
+    p.add_argument("--heartbeat-seconds", type=float, default=30.0)
+    p.add_argument("--timeout", type=float, default=900.0, help="per run, after the creates")
+    p.add_argument("--bin-dir", type=Path, default=None, help="default: scripts/build-kube.sh")
+    p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    p.add_argument("--serve-emulator", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.nodes, args.pods, args.gangs, args.gang_size = [20], 100, 10, 10
+        args.timeout = min(args.timeout, 60.0)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve_emulator:
+        serve_emulator(args)
+        return 0
+    args.bin_dir = args.bin_dir or kube_bin()
+    workloads = [
+        w
+        for w in (Workload("gangs", args.gangs, args.gang_size), Workload("pods", args.pods, 1))
+        if w.groups
+    ]
+    log(f"load average at start: {os.getloadavg()}, {os.cpu_count()} CPUs")
+    results: list[Result] = []
+    for nodes in args.nodes:
+        results.extend(run_size(nodes, workloads, args))
+    sys.stderr.flush()
+    print_report(results)
+    if args.json is not None:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    return 0 if all(r.bound == r.pods for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
