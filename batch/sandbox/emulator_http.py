@@ -163,17 +163,17 @@ class ApiEmulator:
         return [n["metadata"]["name"] for n in nodes]
 
     async def wait_schedulable(self, names: Iterable[str], timeout: float = 60.0) -> None:
-        """Wait until every named Node is Ready and untainted (TimeoutError names the rest)."""
+        """Wait until every named Node is Ready and untainted, as the emulator's watch sees
+        them (TimeoutError names the rest)."""
         left = set(names)
         deadline = time.monotonic() + timeout
-        while left:
-            page = await self.client.list(_NODE)
-            left -= {n["metadata"]["name"] for n in page["items"] if schedulable(n)}
+        while True:
+            left = {n for n in left if not schedulable(self.kubelets.nodes.get(n) or {})}
             if not left:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nodes not Ready and untainted in {timeout:.0f} s: {left}")
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)
 
 
 class EmulatorThread:

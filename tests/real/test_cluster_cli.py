@@ -63,3 +63,15 @@ def test_cluster_up_serves_until_sigint(tmp_path: Path) -> None:
         assert (tmp_path / "work" / f"{log}.log").exists()
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "work")], capture_output=True, check=False)
     assert left.returncode == 1, f"components outlived SIGINT: {left.stdout!r}"
+
+
+def test_nodes_without_the_controller_manager_is_a_usage_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from batch.cli.main import main
+
+    args = ["cluster", "up", f"--kubeconfig={tmp_path / 'k'}", f"--bin-dir={tmp_path}"]
+    res = CliRunner().invoke(main, [*args, "--no-controller-manager"])
+    assert res.exit_code == 2, res.output
+    assert "--nodes needs the controller manager" in res.output
+    assert not (tmp_path / "k").exists()
