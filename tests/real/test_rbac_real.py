@@ -59,8 +59,23 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 60.0, *logs: Teph
 
 # ----------------------------------------------------------------------------- the install
 @pytest.fixture(scope="module")
+def leftovers(api: Api) -> Iterator[None]:
+    """After the release is gone: remove what the test made, so no later test of the session
+    finds Ready nodes that nobody runs pods on, or a queue taking a share."""
+    yield
+    for i in range(2):
+        api.request("DELETE", f"/api/v1/nodes/rbac-node-{i}")
+    api.request("DELETE", f"/api/v1/namespaces/{JOB_NS}")
+    api.request("DELETE", f"{SCHED}/queues/{QUEUE}")
+
+
+@pytest.fixture(scope="module")
 def chart(
-    real: ControlPlane, api: Api, helm_bin: Path, tmp_path_factory: pytest.TempPathFactory
+    real: ControlPlane,
+    api: Api,
+    helm_bin: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    leftovers: None,
 ) -> Iterator[Path]:
     tmp = tmp_path_factory.mktemp("rbac-real")
     env = helm_env(real, tmp)

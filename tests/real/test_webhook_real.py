@@ -78,6 +78,7 @@ def webhook(
     crds: list[str],
     helm_bin: Path,
     tmp_path_factory: pytest.TempPathFactory,
+    corpus_queues: list[str],
 ) -> Iterator[TephraProcess]:
     tmp = tmp_path_factory.mktemp("webhook-real")
     args = ["--host", "127.0.0.1", "--port", "0", "--self-signed", "--cert-dir", str(tmp)]
@@ -129,10 +130,20 @@ def test_invalid_examples_are_refused_with_the_field_message(
         assert code == 404, f"{where} was stored although refused"
 
 
-def create_queues(api: Api) -> None:
+@pytest.fixture(scope="module")
+def corpus_queues(api: Api, crds: list[str]) -> Iterator[list[str]]:
+    """The corpus's Queues (the jobs name them), made before the webhooks are registered and
+    removed after they are gone (a Queue that is not Closed may not be deleted through them)."""
+    made = []
     for where, doc in corpus_of("Queue", invalid=False):
         code, answer = api.request("POST", QUEUES, doc)
         assert code in (201, 409), (where, answer)
+        if code == 201:
+            made.append(doc["metadata"]["name"])
+    yield made
+    api.request("DELETE", f"/api/v1/namespaces/{NS}")  # and every job and PodGroup in it
+    for name in made:
+        api.request("DELETE", f"{QUEUES}/{name}")
 
 
 def expected_spec(doc: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +157,6 @@ def expected_spec(doc: dict[str, Any]) -> dict[str, Any]:
 def test_valid_examples_are_stored_with_the_webhook_defaults(
     api: Api, webhook: TephraProcess
 ) -> None:
-    create_queues(api)
     jobs = corpus_of("Job", invalid=False)
     assert len(jobs) >= 15
     for i, (where, original) in enumerate(jobs):
@@ -170,7 +180,6 @@ def test_valid_examples_are_stored_with_the_webhook_defaults(
 def test_a_bare_job_gets_minavailable_queue_and_task_names(
     api: Api, webhook: TephraProcess
 ) -> None:
-    create_queues(api)
     tasks = [make_task(replicas=3), make_task(replicas=3)]
     for task in tasks:
         del task["name"]
@@ -186,7 +195,6 @@ def test_a_bare_job_gets_minavailable_queue_and_task_names(
 
 
 def test_podgroup_and_queue_examples_pass_admission(api: Api, webhook: TephraProcess) -> None:
-    create_queues(api)
     for where, doc in corpus_of("PodGroup", invalid=False):
         body = copy.deepcopy(doc)
         body["metadata"]["namespace"] = NS
@@ -207,3 +215,29 @@ def test_an_update_is_validated_too(api: Api, webhook: TephraProcess) -> None:
     code, answer = api.request("PUT", f"{JOBS}/updated", stored)
     assert code == 422, answer
     assert "denied the request" in answer["message"] and "spec.minAvailable" in answer["message"]
+
+
+def close_queue(api: Api, name: str) -> None:
+    """Closed, as the controller marks a queue after `vcctl queue operate -a close`."""
+    code, queue = api.request("GET", f"{QUEUES}/{name}")
+    assert code == 200, queue
+    queue["status"] = {**(queue.get("status") or {}), "state": "Closed"}
+    code, answer = api.request("PUT", f"{QUEUES}/{name}/status", queue)
+    assert code == 200, answer
+
+
+def test_queue_updates_and_deletes_are_validated(api: Api, webhook: TephraProcess) -> None:
+    """UPDATE and DELETE reviews from the apiserver (DELETE has no object, only oldObject)."""
+    for queue in (make_queue("wq-parent"), make_queue("wq-child", parent="wq-parent")):
+        code, answer = api.request("POST", QUEUES, queue)
+        assert code == 201, answer
+    _, parent = api.request("GET", f"{QUEUES}/wq-parent")
+    parent["spec"]["parent"] = "wq-child"
+    code, answer = api.request("PUT", f"{QUEUES}/wq-parent", parent)
+    assert code == 422 and "spec.parent: parentCycle" in answer["message"], answer
+    code, answer = api.request("DELETE", f"{QUEUES}/wq-child")
+    assert code == 422 and "closedOnly" in answer["message"], answer
+    for name in ("wq-child", "wq-parent"):
+        close_queue(api, name)
+        code, answer = api.request("DELETE", f"{QUEUES}/{name}")
+        assert code == 200, answer
