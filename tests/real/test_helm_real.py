@@ -76,6 +76,7 @@ def test_every_object_of_the_release_exists(
     kinds = {d["kind"] for d in objects}
     assert {"Deployment", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} <= kinds
     assert {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= kinds
+    assert "NetworkPolicy" in kinds
     path = tmp_path / "manifest.yaml"
     path.write_text(yaml.safe_dump_all(objects))
     done = api.kubectl("get", "-f", str(path), "-o", "name")
