@@ -2,9 +2,11 @@
 
 Callers hand over events (``record``/``record_one``) and return at once; a background thread
 writes them in batches through ``batch.ledger.writer`` (idempotent upserts, one transaction per
-batch). When the database is unreachable the events stay in a bounded in-memory buffer; what
-does not fit is appended to a local spill file (JSON lines). When the database answers again the
-spill file is replayed first, then the buffer — because writes are idempotent a batch that was
+batch). When a write finds the database unreachable, the events waiting in memory go to a local
+spill file (JSON lines) at once, and so does every event recorded until it answers again:
+written to the OS as it arrives, so a SIGKILL loses none of them, and fsynced at most every
+``fsync_interval`` seconds, which bounds what a machine crash loses. When the database answers
+again the spill file is replayed first, then the buffer — because writes are idempotent a batch that was
 half-sent before an outage, or a spill file replayed twice after a crash, adds nothing twice.
 ``close`` flushes; if the database is still down (or so slow that the writer thread is still
 busy when ``close`` gives up waiting) it spills the rest, the batch in flight included, and the
@@ -104,6 +106,7 @@ class Recorder:
         retry_interval: float = 1.0,
         max_retry_interval: float = 30.0,
         background: bool = True,
+        fsync_interval: float = 1.0,
     ) -> None:
         if isinstance(db, Engine):
             self._engine, self._owns_engine = db, False
@@ -117,6 +120,9 @@ class Recorder:
         self.max_buffer = max(self.batch_size, max_buffer)
         self.retry_interval = retry_interval
         self.max_retry_interval = max_retry_interval
+        self.fsync_interval = max(0.0, fsync_interval)
+        self._last_fsync = 0.0
+        self._unsynced = False  # spill lines written since the last fsync
         self._spill_base = Path(spill_path) if spill_path else default_spill_path(url)
         self._spill_lock = _claim_spill(self._spill_base)
         self.spill_path = Path(self._spill_lock.name.removesuffix(".lock"))
@@ -150,6 +156,12 @@ class Recorder:
         with self._cond:
             if self._closed:
                 raise RuntimeError("recorder is closed")
+            if not self.stats.available and not self._closing:
+                # the database is known to be down: to disk now, so a SIGKILL loses nothing
+                batch = list(events)
+                self.stats.recorded += len(batch)
+                self._append_spill(batch)
+                return
             before = len(self._buffer)
             self._buffer.extend(events)
             if before == 0:
@@ -211,6 +223,7 @@ class Recorder:
                 self._buffer.extendleft(reversed(self._inflight_batch))
             if self._buffer:
                 self._spill_locked(len(self._buffer))
+            self._sync_spill_if_due(time.monotonic() + self.fsync_interval)
             self._closed = True
         self._spill_lock.close()  # releases the claim on the spill file
         if self._owns_engine:
@@ -231,14 +244,15 @@ class Recorder:
                     return
                 while not self._closing:
                     now = time.monotonic()
+                    sync_at = self._sync_spill_if_due(now)
                     due = self._due(now)
                     if due is None:
-                        self._cond.wait(self.flush_interval)
+                        self._cond.wait(min(self.flush_interval, sync_at - now))
                         continue
                     due = max(due, self._next_attempt)
                     if now >= due:
                         break
-                    self._cond.wait(due - now)
+                    self._cond.wait(min(due, sync_at) - now)
                 closing = self._closing
             try:
                 self._drain(final=closing)
@@ -306,15 +320,16 @@ class Recorder:
             self.stats.failures += 1
             if self.stats.available:
                 log.warning(
-                    "ledger database %s unavailable (%s); buffering events",
+                    "ledger database %s unavailable (%s); writing events to %s",
                     display_url(self.url),
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    self.spill_path,
                 )
             self.stats.available = False
             self._last_failure = time.monotonic()
             self._next_attempt = self._last_failure + self._backoff
             self._backoff = min(self._backoff * 2, self.max_retry_interval)
-            if final and self._buffer:
+            if self._buffer:  # what waited in memory goes to disk at once (and what comes next)
                 self._spill_locked(len(self._buffer))
             self._cond.notify_all()
 
@@ -361,6 +376,44 @@ class Recorder:
             fh.flush()
             os.fsync(fh.fileno())
         log.info("ledger: spilled %d events to %s", count, self.spill_path)
+
+    def _append_spill(self, events: list[LedgerEvent]) -> None:
+        """Append events to the spill file now (lock held): written to the OS at once, so only
+        a machine crash can lose them, and that only since the last fsync (every
+        ``fsync_interval`` seconds at most; 0: every write)."""
+        if not events:
+            return
+        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.spill_path.open("a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(event_to_json(e)) + "\n" for e in events))
+            fh.flush()
+            now = time.monotonic()
+            if now - self._last_fsync >= self.fsync_interval:
+                os.fsync(fh.fileno())
+                self._last_fsync, self._unsynced = now, False
+            else:
+                self._unsynced = True
+        self.stats.spilled += len(events)
+
+    def _sync_spill_if_due(self, now: float) -> float:
+        """fsync spill lines written since the last fsync once the interval has passed (lock
+        held); returns when to look again."""
+        if not self._unsynced:
+            return now + 3600.0
+        due = self._last_fsync + self.fsync_interval
+        if now < due:
+            return due
+        try:
+            fd = os.open(self.spill_path, os.O_RDONLY)
+        except FileNotFoundError:  # replayed meanwhile: nothing left to make durable
+            self._unsynced = False
+            return now + 3600.0
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._last_fsync, self._unsynced = now, False
+        return now + 3600.0
 
     def _has_spill(self) -> bool:
         return _non_empty(self._replay_path) or _non_empty(self.spill_path)
