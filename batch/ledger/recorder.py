@@ -6,8 +6,9 @@ batch). When a write finds the database unreachable, the events waiting in memor
 spill file (JSON lines) at once, and so does every event recorded until it answers again:
 written to the OS as it arrives, so a SIGKILL loses none of them, and fsynced at most every
 ``fsync_interval`` seconds, which bounds what a machine crash loses. When the database answers
-again the spill file is replayed first, then the buffer — because writes are idempotent a batch that was
-half-sent before an outage, or a spill file replayed twice after a crash, adds nothing twice.
+again the spill file is replayed first, then the buffer — because writes are idempotent a
+batch that was half-sent before an outage, or a spill file replayed twice after a crash, adds
+nothing twice.
 ``close`` flushes; if the database is still down (or so slow that the writer thread is still
 busy when ``close`` gives up waiting) it spills the rest, the batch in flight included, and the
 next recorder with the same spill path picks it up. Events the database rejects as invalid (not
@@ -16,6 +17,7 @@ an outage) are written to ``<spill>.rejected.jsonl`` and logged, so nothing is d
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import hashlib
@@ -125,6 +127,8 @@ class Recorder:
         self._unsynced = False  # spill lines written since the last fsync
         self._spill_base = Path(spill_path) if spill_path else default_spill_path(url)
         self._spill_lock = _claim_spill(self._spill_base)
+        if not spill_path:
+            sweep_stale_locks(self._spill_base.parent)  # only in the shared state directory
         self.spill_path = Path(self._spill_lock.name.removesuffix(".lock"))
         self._replay_path = _replaying(self.spill_path)
         self._rejected_path = self.spill_path.with_name(self.spill_path.stem + ".rejected.jsonl")
@@ -225,7 +229,7 @@ class Recorder:
                 self._spill_locked(len(self._buffer))
             self._sync_spill_if_due(time.monotonic() + self.fsync_interval)
             self._closed = True
-        self._spill_lock.close()  # releases the claim on the spill file
+        _release(self._spill_lock)  # gives up the claim on the spill file
         if self._owns_engine:
             self._engine.dispose()
 
@@ -497,15 +501,57 @@ def _replaying(spill: Path) -> Path:
 
 
 def _try_lock(spill: Path) -> IO[str] | None:
-    """An exclusive claim on ``spill`` (via ``<spill>.lock``), or None if someone holds it."""
+    """An exclusive claim on ``spill`` (via ``<spill>.lock``), or None if someone holds it.
+
+    A lock file is removed by the owner that leaves nothing to replay (`_release`), so after
+    taking the lock we check that the file is still the one at that path; if it was removed
+    meanwhile, the lock is on a dead file and we try again on the new one.
+    """
     spill.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(f"{spill}.lock", "a")  # noqa: SIM115 - held for the recorder's lifetime
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    path = f"{spill}.lock"
+    while True:
+        handle = open(path, "a")  # noqa: SIM115 - held for the recorder's lifetime
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return None
+        try:
+            current = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            return handle
         handle.close()
-        return None
-    return handle
+
+
+def _release(handle: IO[str]) -> None:
+    """Give up a spill claim; its lock file (and an empty spill file) go too when nothing is
+    left to replay, so a state directory does not fill with `.lock` files (issue 19.7: 725 of
+    them after a day of tests), one per database URL ever used."""
+    spill = Path(handle.name.removesuffix(".lock"))
+    if not (_non_empty(spill) or _non_empty(_replaying(spill))):
+        for path in (spill, Path(handle.name)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # while still holding the lock: see _try_lock
+    handle.close()
+
+
+def sweep_stale_locks(directory: Path) -> int:
+    """Remove lock files nobody holds whose spill files are empty (left by recorders killed
+    before `_release`, or by older versions); returns how many went."""
+    removed = 0
+    if not directory.is_dir():
+        return 0
+    for lock in directory.glob("ledger-spill-*.lock"):
+        spill = lock.with_name(lock.name.removesuffix(".lock"))
+        if _non_empty(spill) or _non_empty(_replaying(spill)):
+            continue  # a dead recorder's events: adopted by the next recorder of its database
+        handle = _try_lock(spill)
+        if handle is not None:
+            _release(handle)
+            removed += 1
+    return removed
 
 
 def _claim_spill(base: Path) -> IO[str]:

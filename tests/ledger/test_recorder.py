@@ -542,3 +542,35 @@ def test_an_event_the_database_cannot_hold_is_rejected_and_recording_continues(
     rejected = (tmp_path / "spill.rejected.jsonl").read_text().splitlines()
     assert [json.loads(r)["event"]["uid"] for r in rejected] == ["j-huge", "j-huge"]
     assert sorted(j[0] for j in snapshot(engine)["jobs"]) == ["j-after", "j-later"]
+
+
+def test_lock_files_do_not_pile_up(ledger_url: str, tmp_path: Path) -> None:
+    """Issue 19.7: one `.lock` per database URL ever used stayed in the state directory (725
+    after a day). A recorder that leaves nothing to replay removes its lock; the next one sweeps
+    locks nobody holds and whose spill files are empty."""
+    from batch.ledger.recorder import sweep_stale_locks
+
+    spill = tmp_path / "ledger-spill-aaaa.jsonl"
+    with Recorder(ledger_url, spill_path=spill, background=False) as rec:
+        rec.record_one(ev.JobObserved(uid="j", namespace="ns", name="j"))
+        assert rec.flush()
+        assert (tmp_path / "ledger-spill-aaaa.jsonl.lock").exists()
+    assert _spill_files(tmp_path) == []
+    for name in ("ledger-spill-dead1.jsonl", "ledger-spill-dead2.1.jsonl"):
+        (tmp_path / f"{name}.lock").write_text("")
+    (tmp_path / "ledger-spill-data.jsonl").write_text('{"type": "x"}\n')
+    (tmp_path / "ledger-spill-data.jsonl.lock").write_text("")
+    held = Recorder(ledger_url, spill_path=tmp_path / "ledger-spill-held.jsonl", background=False)
+    try:
+        assert sweep_stale_locks(tmp_path) == 2
+        assert _spill_files(tmp_path) == [
+            "ledger-spill-data.jsonl",
+            "ledger-spill-data.jsonl.lock",  # a dead recorder's events: kept for adoption
+            "ledger-spill-held.jsonl.lock",  # a live recorder's
+        ]
+    finally:
+        held.close()
+
+
+def _spill_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("ledger-spill"))
