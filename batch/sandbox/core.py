@@ -649,6 +649,21 @@ class Core:
     ) -> Obj:
         """Store obj as the new version of old (server fields are taken from old)."""
         old_meta = old["metadata"]
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid and uid != old_meta.get("uid"):
+            # Through /status too: a status patch naming another uid must not land here.
+            raise invalid(
+                rt.kind,
+                rt.group,
+                old_meta["name"],
+                [
+                    Cause(
+                        "metadata.uid",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{uid}": field is immutable',
+                    )
+                ],
+            )
         if subresource == "status":
             # Only the status stanza changes through /status.
             new = {k: v for k, v in old.items() if k != "status"}
@@ -658,19 +673,6 @@ class Core:
             meta = dict(old_meta)
         else:
             meta = dict(obj.get("metadata") or {})
-            if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
-                raise invalid(
-                    rt.kind,
-                    rt.group,
-                    old_meta["name"],
-                    [
-                        Cause(
-                            "metadata.uid",
-                            "FieldValueInvalid",
-                            f'Invalid value: "{meta["uid"]}": field is immutable',
-                        )
-                    ],
-                )
             for k in (
                 "uid",
                 "creationTimestamp",

@@ -41,13 +41,19 @@ _EVENT = RESOURCES["Event"]
 
 
 async def _quiet(call: Awaitable[T]) -> T | None:
-    """The answer, or None when the object is gone (404) or another one now (409)."""
+    """The answer, or None when the object is gone (404) or another one now: a precondition
+    failed (409) or a patch's uid is not the object's (422 on metadata.uid)."""
     try:
         return await call
     except ApiError as err:
-        if err.status in (404, 409):
+        if err.status in (404, 409) or (err.status == 422 and _on_uid(err)):
             return None
         raise
+
+
+def _on_uid(err: ApiError) -> bool:
+    causes = (err.body.get("details") or {}).get("causes") or []
+    return any(c.get("field") == "metadata.uid" for c in causes)
 
 
 class HttpTransport:

@@ -8,7 +8,10 @@ leases, events and final deletions are accepted as a kubelet's are.
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,3 +163,28 @@ def test_deleted_pod_goes_after_its_capped_grace(cluster: Cluster) -> None:
     assert answer["metadata"]["deletionTimestamp"], answer  # graceful: 30 s asked
     wait_for(lambda: cluster.pod(NS, "doomed") is None, "doomed deleted", timeout=30)
     assert time.monotonic() - began < 15  # the emulator caps the grace at 1 s
+
+
+def test_a_status_patch_naming_another_uid_is_refused(cluster: Cluster) -> None:
+    """The emulator's status patches carry the pod's uid so that a pod recreated under the same
+    name is never written to by mistake; both servers must refuse the patch (the sandbox
+    applied it through /status)."""
+    code, created = cluster.request("POST", f"/api/v1/namespaces/{NS}/pods", _pod("twin"))
+    assert code == 201, created
+    other = "00000000-0000-0000-0000-000000000000"
+    path = f"{cluster.server}/api/v1/namespaces/{NS}/pods/twin/status"
+    body = {"metadata": {"uid": other}, "status": {"phase": "Running"}}
+    code, answer = _patch(path, body, cluster)
+    assert code == 422 and "metadata.uid" in answer["message"], answer
+    assert _phase(cluster, "twin") == "Pending"
+    _cleanup(cluster, "twin")
+
+
+def _patch(url: str, body: Any, cluster: Cluster) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="PATCH")
+    req.add_header("Content-Type", "application/strategic-merge-patch+json")
+    try:
+        with urllib.request.urlopen(req, context=cluster.context, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
