@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from batch.api.admission import AdmissionLimits
+from batch.cli.kubecontext import context_option, with_context
 from batch.cli.limits import limit_options, pod_batch_option
 from batch.cli.metrics import component_registries, parse_bind_address, serve_metrics
 
@@ -54,6 +55,7 @@ from batch.cli.metrics import component_registries, parse_bind_address, serve_me
     default=None,
     help="Serve /metrics here instead: HOST:PORT, :PORT or 0 (off); default :<metrics-port>.",
 )
+@context_option
 @pod_batch_option
 @limit_options
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
@@ -67,6 +69,7 @@ def controller(
     lease_name: str,
     metrics_port: int,
     metrics_bind_address: str | None,
+    kube_context: str | None,
     pod_batch: int,
     limits: AdmissionLimits,
     verbose: int,
@@ -84,6 +87,7 @@ def controller(
     address = metrics_bind_address or (f":{metrics_port}" if metrics_port else "0")
     try:
         parse_bind_address(address)
+        kubeconfig = with_context(kubeconfig, kube_context)
         load_access(kubeconfig)  # a broken kubeconfig is one line now, not a thread's traceback
     except KubeConfigError as exc:
         raise click.ClickException(str(exc)) from None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from batch.cli.kubecontext import context_option, with_context
 from batch.cli.metrics import parse_bind_address, serve_metrics
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ def _duration(text: str) -> float:
 @click.option(
     "--bind-concurrency", type=int, default=64, show_default=True, help="binds in flight at once"
 )
+@context_option
 @click.option("-v", "--verbose", count=True)
 def scheduler(
     kubeconfig: Path | None,
@@ -85,6 +87,7 @@ def scheduler(
     healthz_port: int,
     db_url: str | None,
     bind_concurrency: int,
+    kube_context: str | None,
     verbose: int,
 ) -> None:
     """Schedule pods gang-wise: watch the cluster, run a session every period, bind."""
@@ -97,7 +100,7 @@ def scheduler(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     options = SchedulerOptions(
-        kubeconfig=kubeconfig,
+        kubeconfig=with_context(kubeconfig, kube_context),
         scheduler_conf=scheduler_conf,
         scheduler_names=scheduler_names,
         schedule_period=_duration(schedule_period),

@@ -53,6 +53,7 @@ __all__ = [
     "Target",
     "kubeconfig_paths",
     "load_access",
+    "minified",
     "resolve",
 ]
 
@@ -395,6 +396,52 @@ def _from_files(paths: list[Path], context: str | None) -> Target:
         source=where,
         **fields,
     )
+
+
+def _absolute(entry: dict[str, Any], keys: tuple[str, ...], base: Path) -> dict[str, Any]:
+    out = dict(entry)
+    for key in keys:
+        value = out.get(key)
+        if value and not Path(str(value)).expanduser().is_absolute():
+            out[key] = str(base / str(value))
+    return out
+
+
+def minified(kubeconfig: str | Path | None = None, *, context: str | None = None) -> dict[str, Any]:
+    """One context of the kubeconfig(s), as `kubectl config view --minify` gives it: the
+    context, its cluster and its user, paths made absolute, that context current. A service
+    given `--context` reads this instead, so it needs no context of its own."""
+    paths = kubeconfig_paths(kubeconfig)
+    if not paths:
+        raise KubeConfigError("--context: no kubeconfig file (--kubeconfig, $KUBECONFIG)")
+    merged = _merge(paths)
+    where = "kubeconfig " + os.pathsep.join(str(p) for p in paths)
+    name = context or merged.current_context
+    if not name:
+        raise KubeConfigError(f"{where}: no current-context (give --context)")
+    ctx = _named(merged, "contexts", name, where).value
+    cluster = _named(merged, "clusters", str(ctx.get("cluster") or ""), where)
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": name,
+        "contexts": [{"name": name, "context": ctx}],
+        "clusters": [
+            {
+                "name": ctx.get("cluster"),
+                "cluster": _absolute(cluster.value, ("certificate-authority",), cluster.base),
+            }
+        ],
+        "users": [],
+    }
+    if ctx.get("user"):
+        user = _named(merged, "users", str(ctx["user"]), where)
+        value = _absolute(user.value, ("client-certificate", "client-key", "tokenFile"), user.base)
+        plugin = value.get("exec")
+        if isinstance(plugin, dict) and "/" in str(plugin.get("command") or ""):
+            value["exec"] = _absolute(plugin, ("command",), user.base)
+        doc["users"].append({"name": ctx["user"], "user": value})
+    return doc
 
 
 def _in_cluster() -> Target:

@@ -211,3 +211,84 @@ def test_cli_follows_kubeconfig_list_context_and_exec(
         assert (tmp_path / "runs").read_text() == "1"  # the plugin signed the CLI in
         unknown = CliRunner().invoke(main, ["job", "list", "--context", "nope"])
         assert unknown.exit_code == 1 and "no context named 'nope'" in unknown.stderr
+
+
+def test_minified_keeps_one_context_with_absolute_paths(tmp_path: Path) -> None:
+    from batch.kube.config import minified
+
+    (tmp_path / "certs").mkdir()
+    path = tmp_path / "kc"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "a",
+                "clusters": [
+                    {
+                        "name": "ca",
+                        "cluster": {"server": "https://a", "certificate-authority": "certs/ca"},
+                    },
+                    {"name": "cb", "cluster": {"server": "https://b"}},
+                ],
+                "users": [{"name": "ub", "user": exec_user(tmp_path / "runs")}],
+                "contexts": [
+                    {"name": "a", "context": {"cluster": "ca"}},
+                    {"name": "b", "context": {"cluster": "cb", "user": "ub", "namespace": "ml"}},
+                ],
+            }
+        )
+    )
+    doc = minified(path, context="b")
+    assert doc["current-context"] == "b" and [c["name"] for c in doc["contexts"]] == ["b"]
+    assert [c["name"] for c in doc["clusters"]] == ["cb"]
+    assert doc["users"][0]["user"]["exec"]["command"] == str(tmp_path / "bin" / "fake-auth")
+    assert minified(path)["clusters"][0]["cluster"]["certificate-authority"] == str(
+        tmp_path / "certs" / "ca"
+    )
+
+
+@pytest.mark.parametrize("service", ["scheduler", "controller"])
+def test_services_take_a_context_from_a_kubeconfig_list(tmp_path: Path, service: str) -> None:
+    import subprocess
+    import threading
+
+    plugin(tmp_path)
+    with run_sandbox() as sb:
+        server = yaml.safe_load(sb.kubeconfig_path.read_text())["clusters"][0]["cluster"]["server"]
+        dead = kubeconfig(
+            tmp_path / "dead", context="dead", server="http://127.0.0.1:9", user={"token": "x"}
+        )
+        live = kubeconfig(
+            tmp_path / "live",
+            context="sandbox",
+            server=server,
+            user=exec_user(tmp_path / "runs"),
+            current=False,
+        )
+        env = {**os.environ, "KUBECONFIG": f"{dead}{os.pathsep}{live}", "PYTHONUNBUFFERED": "1"}
+        extra = {
+            "scheduler": ["--metrics-port", "0", "--healthz-port", "0", "-v"],
+            "controller": ["--metrics-port", "0"],
+        }[service]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "batch.cli.main", service, "--context", "sandbox", *extra],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        want = {"scheduler": "cache synced", "controller": "controllers ready"}[service]
+        lines: list[str] = []
+        watchdog = threading.Timer(60, proc.kill)  # a service that never gets there ends
+        watchdog.start()
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                lines.append(line)
+                if want in line:
+                    break
+        finally:
+            watchdog.cancel()
+            proc.terminate()
+            proc.wait(20)
+        assert any(want in line for line in lines), "".join(lines[-20:])
+        assert (tmp_path / "runs").read_text() >= "1"  # signed in through the exec plugin
