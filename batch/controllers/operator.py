@@ -757,16 +757,49 @@ class ControllerManager:
             raise LeadershipLost(f"lost the lease {self.lease_namespace}/{self.lease_name}")
 
     async def _initial_sync(self) -> None:
-        """Queue every existing object once (kopf also delivers them; this covers races)."""
+        """Queue every existing object once (kopf also delivers them; this covers races), then
+        reconcile the ledger with what exists."""
         client = self._client()
+        jobs: list[dict[str, Any]] | None = None
         with contextlib.suppress(ApiError):
-            for job in await list_items(client, JOBS):
+            jobs = await list_items(client, JOBS)
+            for job in jobs:
                 self.enqueue(
                     ("job", str(job["metadata"]["namespace"]), str(job["metadata"]["name"]))
                 )
         with contextlib.suppress(ApiError):
             for q in await list_items(client, QUEUES):
                 self.on_queue_event("", q)
+        if jobs is not None and self.recorder is not None:
+            try:
+                await self._reconcile_ledger(jobs)
+            except Exception:  # the ledger never stops the controller
+                log.exception("ledger: reconciling with the API failed")
+
+    async def _reconcile_ledger(self, jobs: list[dict[str, Any]]) -> None:
+        """Jobs and pods the ledger holds open but the API no longer has get a final `Deleted`
+        transition with reason `Lost` (they went while no controller recorded them); each is
+        looked up once more first, so one created since the list is never taken for lost."""
+        client = self._client()
+        lister = getattr(self.recorder, "lost_candidates", None)
+        if lister is None:
+            return
+        pods = await list_items(client, PODS)
+        candidates = await asyncio.to_thread(
+            lister,
+            live_jobs={str(j["metadata"].get("uid")) for j in jobs},
+            live_pods={str(p["metadata"].get("uid")) for p in pods},
+        )
+        gone = []
+        for event in candidates:
+            is_job = getattr(event, "TYPE", "") == "JobPhaseChanged"
+            uid = event.job_uid if is_job else event.pod_uid
+            found = await get_or_none(client, JOBS if is_job else PODS, event.name, event.namespace)
+            if found is None or str(found["metadata"].get("uid")) != uid:
+                gone.append(event)
+        if gone:
+            log.info("ledger: %d jobs and pods are gone since they were recorded", len(gone))
+            self.recorder.record(gone)
 
     def idle(self) -> bool:
         return self.queue is None or self.queue.idle()

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -476,6 +476,30 @@ class Recorder:
             fh.write(json.dumps({"error": str(exc), "line": line}) + "\n")
         with self._cond:
             self.stats.rejected += 1
+
+    # ------------------------------------------------------------------ reconciling
+
+    def lost_candidates(
+        self,
+        *,
+        live_jobs: Collection[str],
+        live_pods: Collection[str],
+        job_kinds: Collection[str] = ("VCJob",),
+    ) -> list[LedgerEvent]:
+        """Final events for what the ledger holds open but the API no longer listed
+        (`batch.ledger.reconcile`); [] when the database cannot be read now. The caller
+        checks each object is really gone, then records the events."""
+        from batch.ledger.reconcile import lost_events
+
+        now = dt.datetime.now(dt.UTC)
+        try:
+            with self._engine.connect() as conn:
+                return lost_events(
+                    conn, live_jobs=live_jobs, live_pods=live_pods, job_kinds=job_kinds, now=now
+                )
+        except DB_ERRORS as exc:
+            log.warning("ledger: cannot reconcile with the API now: %s", str(exc).splitlines()[0])
+            return []
 
     # ------------------------------------------------------------------ sampling
 

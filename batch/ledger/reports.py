@@ -139,21 +139,28 @@ _waits = table(
 )
 
 
+_jobs_final = table("jobs", column("uid", String), column("final_phase", String))
+
+
 def wait_times(conn: Connection, f: Filters) -> Report:
-    """Per queue: jobs submitted in the window, how many started, and their waits (seconds)."""
+    """Per queue: jobs submitted in the window, how many started, how many still wait (neither
+    started nor finished: a job deleted before it started waits no more), and the waits."""
     _prepare(conn)
     w = _waits.c
     conds = [*_range(w.submitted_at, f.since, f.until), _in(w.queue, f.queues)]
     conds.append(_in(w.namespace, f.namespaces))
     pcols = [f"p{round(p * 100)}_wait_s" for p in PERCENTILES]
     columns = ["queue", "jobs", "started", "waiting", "mean_wait_s", *pcols, "max_wait_s"]
+    open_unstarted = and_(w.first_started_at.is_(None), _jobs_final.c.final_phase.is_(None))
     base = [
         w.queue,
         func.count(),
         func.count(w.first_started_at),
+        func.sum(case((open_unstarted, 1), else_=0)),
         func.avg(w.wait_seconds),
         func.max(w.wait_seconds),
     ]
+    joined = _waits.outerjoin(_jobs_final, _jobs_final.c.uid == w.job_uid)
     if _pg(conn):
         # One ordered-set aggregate (one sort per queue) for all percentiles; byte-order
         # grouping avoids locale-aware string comparisons in the sort by queue.
@@ -161,15 +168,17 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         pct = func.percentile_cont(literal(list(PERCENTILES), ARRAY(Float))).within_group(
             w.wait_seconds
         )
-        stmt = _where(select(key, *base[1:], pct), *conds).group_by(key).order_by(key)
+        stmt = _where(select(key, *base[1:], pct).select_from(joined), *conds)
         rows = []
-        for queue, jobs, started, mean, mx, found in conn.execute(stmt):
+        for queue, jobs, started, waiting, mean, mx, found in conn.execute(
+            stmt.group_by(key).order_by(key)
+        ):
             ps = found or [None] * len(PERCENTILES)
             rows.append(
-                (queue, jobs, started, jobs - started, _r(mean), *(_r(p) for p in ps), _r(mx))
+                (queue, jobs, started, int(waiting or 0), _r(mean), *(_r(p) for p in ps), _r(mx))
             )
         return Report("wait times (seconds, by queue)", columns, rows)
-    stmt = _where(select(*base), *conds).group_by(w.queue).order_by(w.queue)
+    stmt = _where(select(*base).select_from(joined), *conds).group_by(w.queue).order_by(w.queue)
     summary = conn.execute(stmt).all()
     values: dict[Any, list[float]] = defaultdict(list)
     detail = _where(select(w.queue, w.wait_seconds), *conds, w.wait_seconds.is_not(None)).order_by(
@@ -178,9 +187,11 @@ def wait_times(conn: Connection, f: Filters) -> Report:
     for queue, wait in conn.execute(detail):
         values[queue].append(float(wait))
     rows = []
-    for queue, jobs, started, mean, mx in summary:
+    for queue, jobs, started, waiting, mean, mx in summary:
         ps = [percentile(values[queue], p) for p in PERCENTILES]
-        rows.append((queue, jobs, started, jobs - started, _r(mean), *(_r(p) for p in ps), _r(mx)))
+        rows.append(
+            (queue, jobs, started, int(waiting or 0), _r(mean), *(_r(p) for p in ps), _r(mx))
+        )
     return Report("wait times (seconds, by queue)", columns, rows)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from batch.api.integration import GangSpec, WorkloadKind, WorkloadRef
@@ -315,5 +315,63 @@ def test_timed_requeue_runs_on_the_event_loop() -> None:
             mgr._scheduler.shutdown(wait=False)
         assert key == ("job", "ns", "j")
         assert seen == [threading.current_thread().name]
+
+    asyncio.run(scenario())
+
+
+# ---- the ledger reconcile at start (issue 20.1) ------------------------------------------------
+
+
+class _Ledger:
+    """The recorder's reconcile surface: candidates from the ledger, events recorded."""
+
+    def __init__(self) -> None:
+        self.live: tuple[set[str], set[str]] | None = None
+        self.recorded: list[Any] = []
+
+    def lost_candidates(self, *, live_jobs: set[str], live_pods: set[str]) -> list[Any]:
+        from batch.ledger import events as ev
+
+        self.live = (set(live_jobs), set(live_pods))
+        at = datetime(2026, 12, 3, tzinfo=UTC)
+        return [
+            ev.JobPhaseChanged(
+                job_uid="uid-gone", namespace="ns", name="gone", to_phase="Deleted", at=at
+            ),
+            # listed too late: created between the list and the lookup, it is not lost
+            ev.JobPhaseChanged(
+                job_uid="uid-late", namespace="ns", name="late", to_phase="Deleted", at=at
+            ),
+            ev.PodAttempt(pod_uid="uid-pod-gone", namespace="ns", name="p", outcome="Deleted"),
+        ]
+
+    def record(self, events: list[Any]) -> None:
+        self.recorded.extend(events)
+
+
+def test_initial_sync_gives_what_is_gone_a_final_transition() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        mgr, _later = _manager(api)
+        ledger = _Ledger()
+        mgr.recorder = ledger
+        api.put("Job", make_job("alive"))
+        late = make_job("late")
+        late["metadata"]["uid"] = "uid-late"
+        orig_list = api.list
+
+        async def list_then_create(res: Any, **kw: Any) -> dict[str, Any]:
+            out = await orig_list(res, **kw)
+            if res.kind == "Pod":  # the job appears after the jobs were listed
+                api.put("Job", late)
+            return out
+
+        api.list = list_then_create  # type: ignore[method-assign]
+        await mgr._initial_sync()
+        assert ledger.live is not None and "uid-late" not in ledger.live[0]
+        assert sorted(getattr(e, "pod_uid", None) or e.job_uid for e in ledger.recorded) == [
+            "uid-gone",
+            "uid-pod-gone",
+        ]
 
     asyncio.run(scenario())
