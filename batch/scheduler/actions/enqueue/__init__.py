@@ -4,7 +4,8 @@ Queues are visited by QueueOrder and, per queue, Pending jobs by JobOrder. A job
 minResources is always admitted; otherwise JobEnqueueable must vote yes (proportion/capacity
 check the queue, overcommit the cluster, sla can Permit). Admitted jobs are passed to
 JobEnqueued (plugins count their minResources as "inqueue"). A rejected job does not block the
-rest of its queue.
+rest of its queue. A gang with a pod no node can ever hold is not even put to JobEnqueueable
+(``shapes.py``): it stays Pending with that reason and takes none of the queue's share.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
+
+from .shapes import never_fits
 
 
 class Enqueue(Action):
@@ -41,6 +44,12 @@ class Enqueue(Action):
             if not jobs:
                 continue
             job = jobs.pop()
+            impossible = never_fits(ssn, job)  # issue 19.5: see shapes.py
+            if impossible is not None:
+                ssn.set_reason(impossible)
+                if jobs:
+                    queues.push(queue)
+                continue
             ok, rejecter = (
                 (True, "") if job.min_resources is None else ssn.dispatch.job_enqueueable(job)
             )

@@ -1,0 +1,44 @@
+"""Issue 19.5: enqueue must not admit a gang no node shape can ever hold.
+
+100 pods of 16 GPUs on 8-GPU nodes were enqueued against the queue's totals and held its whole
+share, keeping a feasible 4-GPU gang Pending for minutes. Such a gang now stays Pending with a
+reason naming the resource, and takes no share of the queue.
+"""
+
+from __future__ import annotations
+
+from .util import NOW, cluster, gang, run
+
+EARLY = "2026-01-01T00:00:00Z"
+LATE = "2026-01-01T00:10:00Z"
+
+
+def test_a_pod_larger_than_every_node_is_not_enqueued_and_does_not_starve_others() -> None:
+    c = cluster(2, cpu="64", memory="256Gi", gpu=8)
+    for i in range(100):
+        gang(
+            c,
+            f"huge-{i}",
+            1,
+            phase="Pending",
+            gpu=16,
+            created=EARLY,
+            min_resources={"nvidia.com/gpu": "16"},
+        )
+    gang(c, "small", 1, phase="Pending", gpu=4, created=LATE, min_resources={"nvidia.com/gpu": "4"})
+    d = run(c, now=NOW)
+    phases = {k[1]: v["phase"] for k, v in d.podgroup_status.items()}
+    assert phases.get("small") == "Inqueue", phases.get("small")
+    assert all(phases.get(f"huge-{i}", "Pending") == "Pending" for i in range(100))
+    reason = d.pending_reasons["default/huge-0"]
+    assert reason.kind == "NoNodeFits"
+    assert "nvidia.com/gpu" in reason.message and "16" in reason.message and "8" in reason.message
+    cond = d.podgroup_status[("default", "huge-0")]["conditions"][-1]
+    assert cond["type"] == "Unschedulable" and "no node can ever hold" in cond["message"]
+
+
+def test_a_gang_that_fits_the_largest_node_is_still_enqueued() -> None:
+    c = cluster(1, cpu="64", memory="256Gi", gpu=8)
+    gang(c, "fits", 1, phase="Pending", gpu=8, min_resources={"nvidia.com/gpu": "8"})
+    d = run(c, now=NOW)
+    assert d.podgroup_status[("default", "fits")]["phase"] in ("Inqueue", "Running")
