@@ -46,6 +46,12 @@ class ControllerMetrics:
             )
             for phase in ("inqueue", "pending", "running", "unknown", "completed")
         }
+        self.oldest_pending = Gauge(
+            "tephra_queue_oldest_pending_podgroup_timestamp_seconds",
+            "Creation time of the queue's oldest PodGroup still Pending (0: none is)",
+            ["queue_name"],
+            registry=self.registry,
+        )
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         from prometheus_client import start_http_server

@@ -24,6 +24,7 @@ from batch.controllers.actions import (
     ReconcileResult,
 )
 from batch.controllers.jobspec import meta
+from batch.controllers.timeutil import parse_time
 
 JSON = dict[str, Any]
 
@@ -63,6 +64,18 @@ def podgroup_counts(podgroups: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         phase = str((pg.get("status") or {}).get("phase") or c.PG_PENDING)
         counts[_COUNT_KEYS.get(phase, "pending")] += 1
     return counts
+
+
+def oldest_pending(podgroups: Sequence[Mapping[str, Any]]) -> float | None:
+    """Creation time (epoch seconds) of the oldest PodGroup still Pending, None if none is:
+    what an alert on gangs waiting too long to be admitted compares with the clock."""
+    stamps = [
+        created.timestamp()
+        for pg in podgroups
+        if str((pg.get("status") or {}).get("phase") or c.PG_PENDING) == c.PG_PENDING
+        and (created := parse_time(meta(pg).get("creationTimestamp"))) is not None
+    ]
+    return min(stamps, default=None)
 
 
 def reconcile_queue(
