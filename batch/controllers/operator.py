@@ -162,9 +162,6 @@ class ControllerManager:
         self.client: KubeClient | None = None
         self.queue: WorkQueue | None = None
         self.deleted_pods: dict[str, list[dict[str, Any]]] = {}
-        #: pods (not of VCJobs) naming a PodGroup, by (namespace, group), fed by the pod watch
-        self.group_pods: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        self._pod_group: dict[str, tuple[str, str]] = {}  # pod uid -> the group it is filed under
         self.queue_parents: dict[str, str | None] = {}
         self._priorities: tuple[float, dict[str, int]] = (0.0, {})
         self._scheduler: Any = None
@@ -293,7 +290,6 @@ class ControllerManager:
             self.enqueue(("job", ns, job_name))
             return
         group = ann.get(c.GROUP_NAME_ANNOTATION)
-        self._file_pod(etype, ns, str(group) if group else None, pod)
         if group:
             self.enqueue(("pg", ns, str(group)))
         ours = str((pod.get("spec") or {}).get("schedulerName") or "") in self.scheduler_names
@@ -303,23 +299,6 @@ class ControllerManager:
             and (wants_group(pod, scheduler_names=self.scheduler_names) or self.adapters)
         ):
             self.enqueue(("pod", ns, str(m.get("name"))))
-
-    def _file_pod(self, etype: str, ns: str, group: str | None, pod: Mapping[str, Any]) -> None:
-        """Keep `group_pods` in step with the watch, so a PodGroup's reconcile reads its pods
-        from memory instead of listing the namespace (one list per group made creating
-        PodGroups for N bare pods O(N^2): 11 per second, issue 19.5)."""
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
-        if not uid:
-            return
-        before = self._pod_group.pop(uid, None)
-        if before is not None:
-            members = self.group_pods.get(before, {})
-            members.pop(uid, None)
-            if not members:
-                self.group_pods.pop(before, None)
-        if etype != "DELETED" and group:
-            self.group_pods.setdefault((ns, group), {})[uid] = dict(pod)
-            self._pod_group[uid] = (ns, group)
 
     def on_podgroup_event(self, pg: Mapping[str, Any]) -> None:
         m = pg.get("metadata") or {}
@@ -670,15 +649,11 @@ class ControllerManager:
                 obj.setdefault("apiVersion", o.get("apiVersion"))
                 obj.setdefault("kind", o.get("kind"))
             owners[str(o.get("uid"))] = obj
-        filed = self.group_pods.get((ns, name))
-        if filed is not None:
-            pods = list(filed.values())
-        else:  # not seen by the watch (yet): ask the API server
-            pods = [
-                p
-                for p in await list_items(client, PODS, namespace=ns)
-                if (p["metadata"].get("annotations") or {}).get(c.GROUP_NAME_ANNOTATION) == name
-            ]
+        pods = [
+            p
+            for p in await list_items(client, PODS, namespace=ns)
+            if (p["metadata"].get("annotations") or {}).get(c.GROUP_NAME_ANNOTATION) == name
+        ]
         result = reconcile_group(pg, owners=owners, pods=pods)
         await self._apply(("pg", ns, name), result)
 
