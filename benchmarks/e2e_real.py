@@ -9,13 +9,19 @@ started just before its pods and stopped after them. Workloads: `--gangs` gangs 
 controller would; plain pods for kube-scheduler: no gang, its best case) and `--pods` single pods
 (a one-member PodGroup each for Tephra, as Volcano's controller makes for bare pods).
 
-The clock starts at the first create. The driver creates with `--concurrency` requests in
-flight and watches bound pods (`spec.nodeName!=`): a pod's create-to-bound latency runs from the
-answer to its create to the watch event that shows it bound. pods/s is bound pods over the
-time from the first create to the last bind. No client is rate limited: kube-scheduler's
-configuration raises its client QPS/burst, Tephra, the emulator and the driver have no limiter
-and wide connection pools (`--bind-concurrency`, `--emulator-connections`, `--concurrency`).
-Between runs every pod and PodGroup is deleted, so each scheduler starts on an empty cluster.
+Two modes. `--mode backlog` (the default) creates every pod first, then starts the scheduler:
+pods/s is bound pods over the time from the scheduler's readiness (its caches synced) to the
+last bind, latency runs from that start to each pod's bind; this is the schedulers' own
+throughput, whatever the apiserver's create rate. `--mode stream` starts the scheduler first and
+the clock at the first create: latency runs from the answer to each pod's create to the watch
+event that shows it bound, pods/s is bound pods over first create to last bind (capped by the
+create rate the apiserver sustains). The driver creates with `--concurrency` requests in flight
+and watches bound pods (`spec.nodeName!=`).
+
+No client is rate limited: kube-scheduler's configuration raises its client QPS/burst; Tephra,
+the emulator and the driver have no limiter and wide connection pools (`--bind-concurrency`,
+`--emulator-connections`, `--concurrency`). Between runs every pod and PodGroup is deleted, so
+each scheduler starts on an empty cluster.
 
     .venv/bin/python benchmarks/e2e_real.py                     # 1,000 and 5,000 nodes
     .venv/bin/python benchmarks/e2e_real.py --nodes 1000 --pods 5000 --gangs 100
@@ -38,7 +44,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +88,7 @@ class Result:
     nodes: int
     workload: str
     scheduler: str
+    mode: str
     pods: int
     bound: int = 0
     create_s: float = 0.0
@@ -274,8 +281,9 @@ def kube_command(plane: ControlPlane, port: int, args: argparse.Namespace) -> li
 
 def start_scheduler(
     plane: ControlPlane, scheduler: str, args: argparse.Namespace, tag: str
-) -> subprocess.Popen[bytes]:
-    """Start one scheduler and return once it answers ready (its caches synced)."""
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start one scheduler and return once it answers ready (its caches synced), with the
+    port it serves /readyz (and Tephra's /metrics) on."""
     port = free_port()
     if scheduler == "tephra":
         cmd = tephra_command(plane, port, args, tag)
@@ -294,10 +302,17 @@ def start_scheduler(
             urllib.request.urlopen(url, context=ctx, timeout=2) as answer,
         ):
             if answer.status == 200:
-                return proc
+                return proc, port
         time.sleep(0.2)
     stop_process(proc)
     raise SystemExit(f"{scheduler} not ready within 120 s: see {out.name}")
+
+
+def save_metrics(port: int, path: Path) -> None:
+    """Tephra's /metrics at the end of a run (session and action latencies), for profiling."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=10) as answer:
+        path.write_bytes(answer.read())
 
 
 # ---------------------------------------------------------------------------- one run
@@ -342,12 +357,18 @@ async def watch_bound(client: KubeClient, ns: str, clock: Clock, version: str) -
 
 
 async def create_all(
-    client: KubeClient, res: Any, ns: str, bodies: list[dict[str, Any]], concurrency: int
+    client: KubeClient,
+    res: Any,
+    ns: str,
+    bodies: list[dict[str, Any]],
+    concurrency: int,
+    answered: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    """Create every object with `concurrency` requests in flight; name -> time of the answer.
-    Transient failures are retried; a 409 after a retry means the first attempt got through."""
+    """Create every object with `concurrency` requests in flight; name -> time of the answer
+    (filled in as they come). Transient failures are retried; a 409 after a retry means the
+    first attempt got through."""
     gate = asyncio.Semaphore(concurrency)
-    answered: dict[str, float] = {}
+    answered = {} if answered is None else answered
 
     async def one(body: dict[str, Any]) -> None:
         async with gate:
@@ -376,40 +397,40 @@ async def report_progress(clock: Clock, started: float) -> None:
         log(f"  {elapsed:6.1f} s: created {len(clock.created)}, bound {len(clock.bound)}")
 
 
-async def drive(
-    client: KubeClient, ns: str, bodies: list[dict[str, Any]], args: argparse.Namespace
-) -> tuple[Clock, float, float]:
-    """Create the pods, wait for all of them to be bound; (clock, start, creates done)."""
-    clock = Clock(len(bodies))
+@contextlib.asynccontextmanager
+async def watching(client: KubeClient, ns: str, clock: Clock) -> AsyncIterator[None]:
+    """Record the namespace's bound pods (those listed now, then the watch's) and log progress
+    while the body runs."""
     page = await client.list(POD, namespace=ns, fieldSelector="spec.nodeName!=")
-    watcher = asyncio.create_task(
-        watch_bound(client, ns, clock, page["metadata"]["resourceVersion"])
-    )
-    started = time.perf_counter()
-    progress = asyncio.create_task(report_progress(clock, started))
+    for obj in page["items"]:
+        clock.saw(obj)
+    version = page["metadata"]["resourceVersion"]
+    watcher = asyncio.create_task(watch_bound(client, ns, clock, version))
+    progress = asyncio.create_task(report_progress(clock, time.perf_counter()))
     try:
-        clock.created = await create_all(client, POD, ns, bodies, args.concurrency)
-        created = time.perf_counter()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(clock.done.wait(), args.timeout)
+        yield
     finally:
         for task in (watcher, progress):
             task.cancel()
         await asyncio.gather(watcher, progress, return_exceptions=True)
-    return clock, started, created
 
 
 def summarize(result: Result, clock: Clock, started: float, created: float) -> None:
-    latencies = sorted(
-        max(clock.bound[p] - clock.created[p], 0.0) for p in clock.bound if p in clock.created
-    )
+    """Fill `result` from the clock. Latency runs from each pod's create (stream) or from the
+    scheduler's start (backlog: the pods were all there before it)."""
+    if result.mode == "backlog":
+        started = min([started, *clock.bound.values()])
+        origin = dict.fromkeys(clock.bound, started)
+    else:
+        origin = clock.created
+    latencies = sorted(max(clock.bound[p] - origin[p], 0.0) for p in clock.bound if p in origin)
 
     def pct(q: float) -> float:
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else 0.0
 
     last = max(clock.bound.values()) if clock.bound else time.perf_counter()
     result.bound = len(clock.bound)
-    result.create_s = round(created - started, 2)
+    result.create_s = round(created, 2)
     result.total_s = round(last - started, 2)
     result.pods_per_s = round(result.bound / max(last - started, 1e-9), 1)
     result.p50_s = round(pct(0.50), 3)
@@ -447,39 +468,80 @@ async def clean(client: KubeClient, ns: str, concurrency: int) -> None:
     await client.delete(RESOURCES["Namespace"], ns)
 
 
+async def podgroups(client: KubeClient, ns: str, workload: Workload, concurrency: int) -> None:
+    """Tephra's PodGroups, one per group, made before the clock starts (Volcano's controller)."""
+    groups = [
+        podgroup_body(f"{workload.name}-{g:05d}", workload.size) for g in range(workload.groups)
+    ]
+    t = time.perf_counter()
+    await create_all(client, PODGROUP, ns, groups, concurrency)
+    log(f"  {len(groups)} PodGroups created in {time.perf_counter() - t:.1f} s")
+
+
+async def measure(
+    plane: ControlPlane,
+    client: KubeClient,
+    ns: str,
+    clock: Clock,
+    bodies: list[dict[str, Any]],
+    result: Result,
+    args: argparse.Namespace,
+) -> tuple[float, float]:
+    """Create the pods and run the scheduler in the order of the mode, until every pod is bound
+    or the timeout; (when the scheduler was ready, seconds the creates took)."""
+    create_s = 0.0
+    if result.mode == "backlog":
+        t = time.perf_counter()
+        await create_all(client, POD, ns, bodies, args.concurrency, clock.created)
+        create_s = time.perf_counter() - t
+        log(f"  {len(bodies)} pods created in {create_s:.1f} s; starting {result.scheduler}")
+    proc, port = await asyncio.to_thread(start_scheduler, plane, result.scheduler, args, ns)
+    apiserver = plane.processes["kube-apiserver"].pid
+    cpu0 = (cpu_seconds(proc.pid), cpu_seconds(apiserver))
+    result.load = [round(os.getloadavg()[0], 2)]
+    started = time.perf_counter()
+    try:
+        if result.mode == "stream":
+            await create_all(client, POD, ns, bodies, args.concurrency, clock.created)
+            create_s = time.perf_counter() - started
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(clock.done.wait(), args.timeout)
+    finally:
+        result.scheduler_cpu_s = round(cpu_seconds(proc.pid) - cpu0[0], 1)
+        result.apiserver_cpu_s = round(cpu_seconds(apiserver) - cpu0[1], 1)
+        result.load.append(round(os.getloadavg()[0], 2))
+        if result.scheduler == "tephra":
+            await asyncio.to_thread(save_metrics, port, plane.workdir / f"{ns}.metrics")
+        await asyncio.to_thread(stop_process, proc)
+    return started, create_s
+
+
 async def run_one(
-    plane: ControlPlane, nodes: int, workload: Workload, scheduler: str, args: argparse.Namespace
+    plane: ControlPlane,
+    nodes: int,
+    workload: Workload,
+    scheduler: str,
+    args: argparse.Namespace,
+    *,
+    clean_after: bool = True,
 ) -> Result:
     ns = f"{scheduler}-{workload.name}-{nodes}"
-    result = Result(nodes, workload.name, scheduler, workload.pods)
-    access = load_access(plane.kubeconfig)
-    async with KubeClient(access, max_connections=args.concurrency + 8) as client:
-        await namespace(client, ns)
+    result = Result(nodes, workload.name, scheduler, args.mode, workload.pods)
+    bodies = pods_of(workload, scheduler)
+    clock = Clock(len(bodies))
+    async with KubeClient(load_access(plane.kubeconfig), max_connections=args.concurrency + 8) as c:
+        await namespace(c, ns)
         if scheduler == "tephra":
-            groups = [
-                podgroup_body(f"{workload.name}-{g:05d}", workload.size)
-                for g in range(workload.groups)
-            ]
-            t = time.perf_counter()
-            await create_all(client, PODGROUP, ns, groups, args.concurrency)
-            log(f"  {len(groups)} PodGroups created in {time.perf_counter() - t:.1f} s")
-        proc = await asyncio.to_thread(start_scheduler, plane, scheduler, args, ns)
-        apiserver = plane.processes["kube-apiserver"].pid
-        cpu0 = (cpu_seconds(proc.pid), cpu_seconds(apiserver))
-        result.load = [round(os.getloadavg()[0], 2)]
-        try:
-            clock, started, created = await drive(client, ns, pods_of(workload, scheduler), args)
-        finally:
-            result.scheduler_cpu_s = round(cpu_seconds(proc.pid) - cpu0[0], 1)
-            result.apiserver_cpu_s = round(cpu_seconds(apiserver) - cpu0[1], 1)
-            result.load.append(round(os.getloadavg()[0], 2))
-            await asyncio.to_thread(stop_process, proc)
+            await podgroups(c, ns, workload, args.concurrency)
+        async with watching(c, ns, clock):
+            started, created = await measure(plane, c, ns, clock, bodies, result, args)
         summarize(result, clock, started, created)
         if clock.errors:
             log(f"  driver watch errors: {clock.errors[:3]}")
-        t = time.perf_counter()
-        await clean(client, ns, args.concurrency)
-        log(f"  cleaned {ns} in {time.perf_counter() - t:.1f} s")
+        if clean_after:
+            t = time.perf_counter()
+            await clean(c, ns, args.concurrency)
+            log(f"  cleaned {ns} in {time.perf_counter() - t:.1f} s")
     return result
 
 
@@ -496,7 +558,9 @@ def apply_crds(plane: ControlPlane) -> None:
     )
 
 
-def run_size(nodes: int, workloads: list[Workload], args: argparse.Namespace) -> list[Result]:
+def run_size(
+    nodes: int, workloads: list[Workload], args: argparse.Namespace, before: list[Result]
+) -> list[Result]:
     results: list[Result] = []
     workdir = Path(tempfile.mkdtemp(prefix=f"tephra-bench-real-{nodes}-"))
     log(f"control plane for {nodes} nodes in {workdir} ...")
@@ -504,12 +568,18 @@ def run_size(nodes: int, workloads: list[Workload], args: argparse.Namespace) ->
         apply_crds(plane)
         with emulator_process(plane, nodes, args):
             asyncio.run(_wait_nodes(plane, nodes))
-            for workload in workloads:
-                for scheduler in args.schedulers:
-                    log(f"{nodes} nodes, {workload.name} ({workload.pods} pods): {scheduler}")
-                    result = asyncio.run(run_one(plane, nodes, workload, scheduler, args))
-                    log(f"  -> {format_row(result)}")
-                    results.append(result)
+            runs = [(w, s) for w in workloads for s in args.schedulers]
+            for i, (workload, scheduler) in enumerate(runs):
+                log(f"{nodes} nodes, {workload.name} ({workload.pods} pods): {scheduler}")
+                last = i == len(runs) - 1  # the control plane goes: nothing to clean
+                result = asyncio.run(
+                    run_one(plane, nodes, workload, scheduler, args, clean_after=not last)
+                )
+                log(f"  -> {format_row(result)}")
+                results.append(result)
+                if args.json is not None:  # after every run: a cut-off loses nothing
+                    done = [asdict(r) for r in (*before, *results)]
+                    args.json.write_text(json.dumps(done, indent=2))
     return results
 
 
@@ -537,6 +607,11 @@ def format_row(r: Result) -> str:
 
 
 def print_report(results: list[Result]) -> None:
+    modes = {r.mode for r in results}
+    if "backlog" in modes:
+        print("backlog: pods/s and p50/p99 from the scheduler's start (every pod created before)")
+    if "stream" in modes:
+        print("stream: pods/s from the first create, p50/p99 create-to-bound")
     print(HEADER)
     for r in results:
         print(format_row(r))
@@ -557,6 +632,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gang-size", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="20 nodes, 100 pods, 10 gangs of 10")
     p.add_argument("--schedulers", nargs="+", choices=SCHEDULERS, default=list(SCHEDULERS))
+    p.add_argument(
+        "--mode",
+        choices=("backlog", "stream"),
+        default="backlog",
+        help="backlog: create every pod, then start the scheduler; stream: create while it runs",
+    )
     p.add_argument("--concurrency", type=int, default=64, help="driver's requests in flight")
     p.add_argument("--bind-concurrency", type=int, default=128, help="Tephra's binds in flight")
     p.add_argument("--schedule-period", default="0.2s", help="Tephra's session period")
@@ -589,11 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     log(f"load average at start: {os.getloadavg()}, {os.cpu_count()} CPUs")
     results: list[Result] = []
     for nodes in args.nodes:
-        results.extend(run_size(nodes, workloads, args))
+        results.extend(run_size(nodes, workloads, args, results))
     sys.stderr.flush()
     print_report(results)
-    if args.json is not None:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0 if all(r.bound == r.pods for r in results) else 1
 
 
