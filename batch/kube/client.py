@@ -166,6 +166,7 @@ class KubeClient:
             params=params,
             data=data,
             headers=headers,
+            server_hostname=self.access.tls_server_name,
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
             raw = await resp.read()
@@ -275,6 +276,7 @@ class KubeClient:
             res.path(),
             params=query,
             headers=await self._auth(),
+            server_hostname=self.access.tls_server_name,
             timeout=aiohttp.ClientTimeout(
                 total=None, sock_connect=10, sock_read=timeout_seconds + 30
             ),

@@ -11,7 +11,8 @@ who can `kubectl get pods` cannot run Tephra. The rules (client-go's loading rul
   Otherwise `~/.kube/config`, otherwise the in-cluster service account (inside a pod the
   service account comes first, as controller-runtime orders them for services).
 * `--context NAME` replaces `current-context`. Relative paths (certificates, an exec plugin's
-  command with a `/` in it) are relative to the file that holds the entry.
+  command with a `/` in it) are relative to the file that holds the entry. A cluster's
+  `tls-server-name` is the name its certificate is checked against.
 * Users authenticate with a token (`token`, `tokenFile`), basic auth, client certificates, or an
   exec credential plugin (`client.authentication.k8s.io/v1` or `v1beta1` ExecCredential: EKS's
   `aws eks get-token`, GKE's `gke-gcloud-auth-plugin`, AKS's `kubelogin`). A plugin runs when a
@@ -491,6 +492,8 @@ class ClusterAccess:
     headers: dict[str, str] = field(default_factory=dict)
     namespace: str = "default"
     credentials: ExecCredentials | None = None
+    #: the name the server's certificate must hold, when not the URL's host (`tls-server-name`)
+    tls_server_name: str | None = None
 
 
 def _ssl_context(target: Target) -> ssl.SSLContext:
@@ -523,6 +526,7 @@ def access_for(target: Target) -> ClusterAccess:
         headers=headers,
         namespace=target.namespace,
         credentials=target.exec,
+        tls_server_name=target.tls_server_name if tls is not None else None,
     )
 
 

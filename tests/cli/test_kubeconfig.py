@@ -292,3 +292,74 @@ def test_services_take_a_context_from_a_kubeconfig_list(tmp_path: Path, service:
             proc.wait(20)
         assert any(want in line for line in lines), "".join(lines[-20:])
         assert (tmp_path / "runs").read_text() >= "1"  # signed in through the exec plugin
+
+
+def test_tls_server_name_is_the_name_checked(tmp_path: Path) -> None:
+    """`tls-server-name`: the certificate is checked against that name, not the URL's host (an
+    API server behind an address its certificate does not name), in both clients."""
+    import ssl
+
+    from batch.kube.certs import self_signed
+
+    cert, key = self_signed(tmp_path / "pki", hosts=("kube.internal",))
+
+    async def version(_request: web.Request) -> web.Response:
+        return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0"})
+
+    async def nodes(_request: web.Request) -> web.Response:
+        return web.json_response({"kind": "NodeList", "items": [], "metadata": {}})
+
+    def config(port: int, name: str | None) -> Path:
+        cluster: dict[str, Any] = {
+            "server": f"https://127.0.0.1:{port}",
+            "certificate-authority": str(cert),
+        }
+        if name:
+            cluster["tls-server-name"] = name
+        doc = {
+            "current-context": "c",
+            "clusters": [{"name": "k", "cluster": cluster}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        }
+        path = tmp_path / f"kc-{name}"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    async def scenario() -> tuple[int, list[str]]:
+        app = web.Application()
+        app.router.add_get("/version", version)
+        app.router.add_get("/version/", version)
+        app.router.add_get("/api/v1/nodes", nodes)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(cert, key)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
+        await site.start()
+        port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        outcomes = []
+        try:
+            for name in ("kube.internal", None):
+                try:
+                    async with KubeClient(load_access(config(port, name))) as client:
+                        await client.list(RESOURCES["Node"])
+                    outcomes.append("ok")
+                except Exception as exc:  # the outcome is what is compared
+                    outcomes.append(type(exc).__name__)
+            cli = await asyncio.to_thread(
+                CliRunner().invoke,
+                main,
+                ["version", "--kubeconfig", str(config(port, "kube.internal"))],
+            )
+            outcomes.append(
+                cli.stdout.strip().splitlines()[-1] if cli.exit_code == 0 else repr(cli.exception)
+            )
+        finally:
+            await runner.cleanup()
+        return port, outcomes
+
+    _port, outcomes = asyncio.run(scenario())
+    assert outcomes[0] == "ok"
+    assert "Certificate" in outcomes[1]  # 127.0.0.1 is not a name the certificate holds
+    assert outcomes[2] == "Server Version: v1.33.0"
