@@ -230,3 +230,29 @@ def test_no_partial_gang_is_left_running_after_a_gang_eviction(
         pipelined[p.job_id] = pipelined.get(p.job_id, 0) + 1
     for job_id, n in pipelined.items():
         assert n >= c.jobs[job_id].min_available
+
+
+def test_a_topology_gang_is_planned_inside_one_hypernode_domain() -> None:
+    from .test_topology import racked
+
+    conf = GANG_PREEMPT.replace(
+        "  - name: nodeorder\n", "  - name: nodeorder\n  - name: network-topology-aware\n"
+    )
+    c = racked(racks=2, per_rack=2, spines=1)
+    priorities(c)
+    running(c, "r0-job", ["r0n0", "r0n1"], per_node=4, min_member=1, priority_class="low")
+    running(c, "r1-job", ["r1n0", "r1n1"], per_node=4, min_member=1, priority_class="low")
+    g = pending(
+        c,
+        "g",
+        2,
+        cpu="4",
+        priority_class="high",
+        network_topology={"mode": "hard", "highestTierAllowed": 1},
+    )
+    assert not run(c, GANG_PREEMPT).evictions  # no topology plugin: no domain for a hard job
+    d = run(c, conf)
+    evicted_on = {c.tasks[e.uid].node_name[:2] for e in d.evictions}
+    pipelined_on = {p.node[:2] for p in d.pipelines if p.job_id == g}
+    assert len([p for p in d.pipelines if p.job_id == g]) == 2
+    assert len(evicted_on | pipelined_on) == 1  # one rack: victims and the whole gang

@@ -12,10 +12,10 @@ need they free per resource they take (a whole bundle costs its whole job), then
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -29,22 +29,12 @@ WHOLE = 1
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 _TRUE = frozenset({"1", "t", "true"})
 
-#: orders two bundles of different jobs (negative: the first goes first; 0: no opinion)
-BundleOrder = Callable[["Bundle", "Bundle"], int]
-
 
 @dataclass(slots=True)
 class Bundle:
     kind: int  # SAFE or WHOLE
     job: JobInfo
     tasks: list[TaskInfo]
-
-
-def _sum(tasks: Collection[TaskInfo], dims: int) -> IntVec:
-    out = np.zeros(dims, dtype=np.int64)
-    for t in tasks:
-        out += t.req[:dims]
-    return out
 
 
 def job_preemptable(job: JobInfo) -> bool:
@@ -115,43 +105,34 @@ def keep_allowed(bundles: list[Bundle], allowed: Collection[str]) -> list[Bundle
     return out
 
 
-def _score(res: IntVec, need: IntVec, *, cap: bool) -> float:
+def _score(tasks: Collection[TaskInfo], need: list[tuple[int, float]], *, cap: bool) -> float:
+    """Σ over the needed dimensions of what ``tasks`` request there / the need (capped)."""
     total = 0.0
-    for d in np.flatnonzero(need[1:] > 0) + 1:
-        n = float(need[d])
-        v = float(res[d])
+    for d, n in need:
+        v = float(sum(t.template.req_list[d] for t in tasks))
         total += (min(v, n) if cap else v) / n
     return total
 
 
-def _roi(b: Bundle, need: IntVec, cache: dict[int, float]) -> float:
-    """Need freed (capped at the need) per need-weighted resource the bundle costs; a safe
-    bundle costs no gang, so it is worth infinitely much."""
-    got = cache.get(id(b))
-    if got is None:
-        dims = len(need)
-        gain = _score(_sum(b.tasks, dims), need, cap=True)
-        cost = 0.0 if b.kind == SAFE else _score(_sum(b.job.tasks.values(), dims), need, cap=False)
-        got = cache[id(b)] = math.inf if cost == 0 else gain / cost
-    return got
+def _roi(b: Bundle, need: list[tuple[int, float]], costs: dict[str, float]) -> float:
+    """Need freed (capped at the need) per need-weighted resource the bundle's job holds in
+    total; a safe bundle breaks no gang, so it is worth infinitely much."""
+    if b.kind == SAFE:
+        return math.inf
+    cost = costs.get(b.job.uid)
+    if cost is None:
+        cost = costs[b.job.uid] = _score(b.job.tasks.values(), need, cap=False)
+    return math.inf if cost == 0 else _score(b.tasks, need, cap=True) / cost
 
 
-def sort_bundles(bundles: list[Bundle], need: IntVec, victim_order: BundleOrder) -> None:
-    """Safe before whole; then ``victim_order``; then return on investment; then uids."""
-    cache: dict[int, float] = {}
+def sort_bundles(bundles: list[Bundle], need: IntVec, victim_key: Callable[[JobInfo], Any]) -> None:
+    """Safe before whole; then ``victim_key`` of the bundle's job (smaller gives first); then
+    return on investment (higher first); then job uid, first task uid and size."""
+    dims = [(int(d), float(need[d])) for d in np.flatnonzero(need[1:] > 0) + 1]
+    costs: dict[str, float] = {}
 
-    def cmp(a: Bundle, b: Bundle) -> int:
-        if a.kind != b.kind:
-            return a.kind - b.kind
-        if a.job.uid != b.job.uid:
-            r = victim_order(a, b)
-            if r:
-                return r
-        ra, rb = _roi(a, need, cache), _roi(b, need, cache)
-        if ra != rb:
-            return -1 if ra > rb else 1
-        ka = (a.job.uid, a.tasks[0].uid if a.tasks else "", len(a.tasks))
-        kb = (b.job.uid, b.tasks[0].uid if b.tasks else "", len(b.tasks))
-        return -1 if ka < kb else (1 if kb < ka else 0)
+    def key(b: Bundle) -> tuple[Any, ...]:
+        first = b.tasks[0].uid if b.tasks else ""
+        return (b.kind, victim_key(b.job), -_roi(b, dims, costs), b.job.uid, first, len(b.tasks))
 
-    bundles.sort(key=functools.cmp_to_key(cmp))
+    bundles.sort(key=key)

@@ -15,9 +15,11 @@ committed only if the job is then pipelined, otherwise discarded.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +37,7 @@ from batch.scheduler.framework.bundles import (
     keep_allowed,
     sort_bundles,
 )
-from batch.scheduler.framework.eviction import candidate_nodes, emit_causes, pipelined_reason
+from batch.scheduler.framework.eviction import Rev, candidate_nodes, emit_causes, pipelined_reason
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.selection import has_topology
 from batch.scheduler.framework.session import Session
@@ -77,11 +79,16 @@ class GangEviction:
         self.statuses = RUNNING if reclaim else PREEMPTABLE_STATUS
         nd = ssn.nodes
         self.zero_bound = np.zeros((len(ssn.resources.names), nd.n), dtype=np.int64)
-        self.by_node: dict[int, list[TaskInfo]] = {}
+        #: per job, its tasks on a node in a victim status when the action started
+        self.on_nodes: dict[str, list[TaskInfo]] = {}
         for job in ssn.jobs.values():
-            for t in job.tasks.values():
-                if 0 <= t.node_idx < nd.n and t.status in self.statuses:
-                    self.by_node.setdefault(t.node_idx, []).append(t)
+            got = [
+                t
+                for t in job.tasks.values()
+                if 0 <= t.node_idx < nd.n and t.status in self.statuses and t.preemptable
+            ]
+            if got:
+                self.on_nodes[job.uid] = got
         self.causes: dict[str, tuple[str, str]] = {}
 
     # -- the action ----------------------------------------------------------------------
@@ -200,61 +207,58 @@ class GangEviction:
         return False
 
     # -- victims -------------------------------------------------------------------------
-    def _candidate(self, job: JobInfo, queue: QueueInfo, task: TaskInfo) -> JobInfo | None:
-        ssn = self.ssn
-        if not task.preemptable or task.job_id == job.uid:
-            return None
-        victim = ssn.jobs.get(task.job_id or "")
-        if victim is None or not job_preemptable(victim):
-            return None
+    def _victim_job(self, job: JobInfo, queue: QueueInfo, victim: JobInfo) -> bool:
+        """May ``victim``'s tasks be candidates for preemptor ``job`` (queue, priority)?"""
+        if victim.uid == job.uid or not job_preemptable(victim):
+            return False
         if self.reclaim:
-            vq = ssn.queues.get(victim.queue)
-            if victim.queue == queue.name or vq is None or not vq.reclaimable:
-                return None
-        elif victim.queue != queue.name or job.priority <= victim.priority:
-            return None
-        return victim
+            vq = self.ssn.queues.get(victim.queue)
+            return victim.queue != queue.name and vq is not None and vq.reclaimable
+        return victim.queue == queue.name and job.priority > victim.priority
 
     def _bundles(
         self, queue: QueueInfo, job: JobInfo, pending: list[TaskInfo], need: IntVec, dom: Domain
     ) -> list[Bundle]:
+        ssn = self.ssn
+        mask = ssn.nodes.valid if dom.pin is None else self._mask(dom)
         by_job: dict[str, tuple[JobInfo, list[TaskInfo]]] = {}
-        for idx in dom.nodes.tolist():
-            for t in self.by_node.get(idx, ()):
-                if t.status not in self.statuses:
-                    continue
-                victim = self._candidate(job, queue, t)
-                if victim is not None:
-                    by_job.setdefault(victim.uid, (victim, []))[1].append(t)
+        for juid, on_nodes in self.on_nodes.items():
+            victim = ssn.jobs[juid]
+            if not self._victim_job(job, queue, victim):
+                continue
+            tasks = [t for t in on_nodes if t.status in self.statuses and mask[t.node_idx]]
+            if tasks:
+                by_job[juid] = (victim, tasks)
         bundles = [b for victim, tasks in by_job.values() for b in job_bundles(victim, tasks)]
         if not bundles:
             return []
-        order = self._victim_order(queue)
-        sort_bundles(bundles, need, order)
-        allowed = self.ssn.dispatch.victims("unified_evictable", pending[0], flatten(bundles))
-        valid = keep_allowed(bundles, {t.uid for t in allowed})
-        sort_bundles(valid, need, order)
+        key = self._victim_key(queue, {b.job.queue for b in bundles})
+        sort_bundles(bundles, need, key)
+        allowed_tasks = ssn.dispatch.victims("unified_evictable", pending[0], flatten(bundles))
+        valid = keep_allowed(bundles, {t.uid for t in allowed_tasks})
+        sort_bundles(valid, need, key)
         return [b for b in valid if b.kind != WHOLE or self.args.allow_whole]
 
-    def _victim_order(self, queue: QueueInfo) -> Callable[[Bundle, Bundle], int]:
+    def _mask(self, dom: Domain) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(self.ssn.nodes.n, dtype=np.bool_)
+        mask[dom.nodes] = True
+        return mask
+
+    def _victim_key(self, queue: QueueInfo, victim_queues: set[str]) -> Callable[[JobInfo], Any]:
+        """gangreclaim: the victim-queue order (from the preemptor's queue); gangpreempt: the
+        victim job that orders last in JobOrder gives first."""
         ssn = self.ssn
         if self.reclaim:
+            qs = [ssn.queues[q] for q in victim_queues if q in ssn.queues]
 
-            def by_queue(a: Bundle, b: Bundle) -> int:
-                qa, qb = ssn.queues.get(a.job.queue), ssn.queues.get(b.job.queue)
-                if qa is None or qb is None or qa.name == qb.name:
-                    return 0
-                return ssn.dispatch.victim_queue_order(qa, qb, queue)
+            def order(a: QueueInfo, b: QueueInfo) -> int:
+                return ssn.dispatch.victim_queue_order(a, b, queue)
 
-            return by_queue
-        key = ssn.dispatch.job_order_key()
-
-        def by_job(a: Bundle, b: Bundle) -> int:
-            ka, kb = key(a.job), key(b.job)
-            # the job that orders last gives first
-            return 1 if ka < kb else (-1 if kb < ka else 0)
-
-        return by_job
+            cmp = functools.cmp_to_key(order)
+            rank = {q.name: i for i, q in enumerate(sorted(qs, key=cmp))}
+            return lambda j: rank.get(j.queue, len(rank))
+        jkey = ssn.dispatch.job_order_key()
+        return lambda j: Rev(jkey(j))
 
     # -- the dry run ---------------------------------------------------------------------
     def _try(
@@ -273,8 +277,7 @@ class GangEviction:
         for v in victims:
             stmt.evict(v, self.reason)
             self.causes[v.uid] = (job.uid, self.reason)
-        in_domain = np.zeros(ssn.nodes.n, dtype=np.bool_)
-        in_domain[dom.nodes] = True
+        in_domain = self._mask(dom)
         for task in pending:
             idx = self._node_for(queue, task, in_domain)
             if idx is None:
