@@ -111,7 +111,10 @@ class Kube:
         context = click.get_current_context(silent=True)
         name = context.meta.get(_CONTEXT_KEY) if context is not None else None
         try:
-            cfg = client_configuration(resolve(kubeconfig, context=name))
+            target = resolve(kubeconfig, context=name)
+            if target.exec is not None:  # a sign-in plugin may prompt on the user's terminal
+                target.exec.terminal = sys.stdin.isatty()
+            cfg = client_configuration(target)
         except (KubeConfigError, OSError, ValueError) as exc:  # config errors are user errors
             fail(one_line(exc))
         self.api = client.ApiClient(configuration=cfg)

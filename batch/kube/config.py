@@ -18,7 +18,9 @@ who can `kubectl get pods` cannot run Tephra. The rules (client-go's loading rul
   `aws eks get-token`, GKE's `gke-gcloud-auth-plugin`, AKS's `kubelogin`). A plugin runs when a
   credential is first needed and again when it expires (`expirationTimestamp`) or when the
   server answers 401; it gets `KUBERNETES_EXEC_INFO` (and the cluster with
-  `provideClusterInfo`). Legacy `auth-provider` entries are refused with one line.
+  `provideClusterInfo`), and may prompt (`interactive`) only when the command runs on a
+  terminal and its `interactiveMode` is not `Never`. Legacy `auth-provider` entries are
+  refused with one line.
 
 `resolve()` gives the facts (`Target`); `load_access()` turns them into the `ClusterAccess` of
 `batch.kube.client.KubeClient`; the CLI builds the official client's configuration from the same
@@ -111,6 +113,8 @@ class ExecCredentials:
         self.install_hint = str(spec.get("installHint") or "").strip()
         self.interactive = str(spec.get("interactiveMode") or "IfAvailable")
         self.cluster = cluster if spec.get("provideClusterInfo") else None
+        #: the command runs on a terminal (the CLI sets it): the plugin may prompt there
+        self.terminal = False
         self.runs = 0
         self._clock = clock
         self._lock = threading.Lock()
@@ -141,14 +145,18 @@ class ExecCredentials:
         token = self.token()
         return {"Authorization": f"Bearer {token}"} if token else {}
 
+    def _interactive(self) -> bool:
+        return self.terminal and self.interactive != "Never"
+
     def _exec_info(self) -> str:
-        spec: dict[str, Any] = {"interactive": False}
+        spec: dict[str, Any] = {"interactive": self._interactive()}
         if self.cluster is not None:
             spec["cluster"] = self.cluster
         return json.dumps({"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec})
 
     def _run(self) -> Credential:
-        if self.interactive == "Always":
+        interactive = self._interactive()
+        if self.interactive == "Always" and not interactive:
             raise KubeConfigError(f"exec plugin {self.argv[0]}: needs an interactive terminal")
         if shutil.which(self.argv[0]) is None:
             hint = f" ({self.install_hint})" if self.install_hint else ""
@@ -158,8 +166,9 @@ class ExecCredentials:
             done = subprocess.run(  # the user's own kubeconfig names the command
                 self.argv,
                 env=env,
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=None if interactive else subprocess.PIPE,  # its prompts reach the user
+                stdin=None if interactive else subprocess.DEVNULL,
                 timeout=120,
                 check=False,
             )
@@ -167,7 +176,7 @@ class ExecCredentials:
             raise KubeConfigError(f"exec plugin {self.argv[0]}: {exc}") from None
         self.runs += 1
         if done.returncode != 0:
-            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            lines = (done.stderr or b"").decode(errors="replace").strip().splitlines()
             why = lines[-1] if lines else f"exit status {done.returncode}"
             raise KubeConfigError(f"exec plugin {self.argv[0]} failed: {why}")
         return self._parse(done.stdout)

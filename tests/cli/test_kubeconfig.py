@@ -363,3 +363,28 @@ def test_tls_server_name_is_the_name_checked(tmp_path: Path) -> None:
     assert outcomes[0] == "ok"
     assert "Certificate" in outcomes[1]  # 127.0.0.1 is not a name the certificate holds
     assert outcomes[2] == "Server Version: v1.33.0"
+
+
+def test_exec_plugin_interactive_only_on_a_terminal(tmp_path: Path) -> None:
+    """As kubectl: a plugin is told it may prompt (spec.interactive) only when the command runs
+    on a terminal and its interactiveMode allows; `Always` without one is refused."""
+    plugin(tmp_path)
+    state = tmp_path / "runs"
+
+    def info(mode: str, terminal: bool) -> dict[str, Any]:
+        user = exec_user(state)
+        user["exec"]["interactiveMode"] = mode
+        path = kubeconfig(tmp_path / f"kc-{mode}", context="c", server="http://x", user=user)
+        creds = load_access(path).credentials
+        assert creds is not None
+        creds.terminal = terminal
+        creds.headers()
+        loaded: dict[str, Any] = json.loads((tmp_path / "runs.info").read_text())
+        return loaded
+
+    assert info("IfAvailable", True)["spec"]["interactive"] is True
+    assert info("IfAvailable", False)["spec"]["interactive"] is False
+    assert info("Never", True)["spec"]["interactive"] is False
+    assert info("Always", True)["spec"]["interactive"] is True
+    with pytest.raises(KubeConfigError, match="needs an interactive terminal"):
+        info("Always", False)
