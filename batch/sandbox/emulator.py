@@ -312,7 +312,7 @@ class Kubelets:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat)
-            names = sorted(self.posted)
+            names = sorted(self.nodes)
             for i in range(0, len(names), 64):
                 batch = names[i : i + 64]
                 await asyncio.gather(
@@ -322,8 +322,12 @@ class Kubelets:
 
     async def _heartbeat_one(self, name: str) -> None:
         node = self.nodes.get(name)
-        if node is not None and not _ready(node):
-            await self._post_node(name)  # someone (the node lifecycle controller) said otherwise
+        if node is None:
+            return
+        if name not in self.posted or not _ready(node):
+            # A status write that failed, or someone (the node lifecycle controller) said
+            # otherwise: post it again, as a live kubelet keeps doing.
+            await self._post_node(name)
         else:
             await self._renew_lease(name)
 

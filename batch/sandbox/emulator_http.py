@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
+
+import aiohttp
 
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
@@ -40,15 +43,27 @@ _LEASE = RESOURCES["Lease"]
 _EVENT = RESOURCES["Event"]
 
 
-async def _quiet(call: Awaitable[T]) -> T | None:
-    """The answer, or None when the object is gone (404) or another one now: a precondition
-    failed (409) or a patch's uid is not the object's (422 on metadata.uid)."""
-    try:
-        return await call
-    except ApiError as err:
-        if err.status in (404, 409) or (err.status == 422 and _on_uid(err)):
-            return None
-        raise
+RETRIES = 6
+
+
+async def _quiet(call: Callable[[], Awaitable[T]]) -> T | None:
+    """The answer of `call()`, or None when the object is gone (404) or another one now: a
+    precondition failed (409) or a patch's uid is not the object's (422 on metadata.uid).
+    Throttling (429), server errors and broken connections are retried with a backoff, as a
+    kubelet's client does; the last failure is raised."""
+    for attempt in range(RETRIES):
+        try:
+            return await call()
+        except ApiError as err:
+            if err.status in (404, 409) or (err.status == 422 and _on_uid(err)):
+                return None
+            if (err.status != 429 and err.status < 500) or attempt == RETRIES - 1:
+                raise
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            if attempt == RETRIES - 1:
+                raise
+        await asyncio.sleep(0.1 * 2**attempt * (1 + random.random()))
+    raise AssertionError("unreachable")
 
 
 def _on_uid(err: ApiError) -> bool:
@@ -65,31 +80,34 @@ class HttpTransport:
     async def node_status(self, name: str, uid: str, patch: Obj) -> Obj | None:
         body = {"metadata": {"uid": uid}, "status": patch}
         return await _quiet(
-            self.client.patch(_NODE, name, body, sub="status", patch_type="strategic")
+            lambda: self.client.patch(_NODE, name, body, sub="status", patch_type="strategic")
         )
 
     async def pod_status(self, ns: str, name: str, uid: str, patch: Obj) -> Obj | None:
         body = {"metadata": {"uid": uid}, "status": patch}
         return await _quiet(
-            self.client.patch(_POD, name, body, namespace=ns, sub="status", patch_type="strategic")
+            lambda: self.client.patch(
+                _POD, name, body, namespace=ns, sub="status", patch_type="strategic"
+            )
         )
 
     async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None:
         patched = await _quiet(
-            self.client.patch(_LEASE, name, {"spec": spec}, namespace=LEASE_NAMESPACE)
+            lambda: self.client.patch(_LEASE, name, {"spec": spec}, namespace=LEASE_NAMESPACE)
         )
         if patched is None:
             body = lease_body(name, node_uid, spec)
-            await _quiet(self.client.create(_LEASE, body, namespace=LEASE_NAMESPACE))
+            await _quiet(lambda: self.client.create(_LEASE, body, namespace=LEASE_NAMESPACE))
 
     async def delete_lease(self, name: str) -> None:
-        await _quiet(self.client.delete(_LEASE, name, LEASE_NAMESPACE))
+        await _quiet(lambda: self.client.delete(_LEASE, name, LEASE_NAMESPACE))
 
     async def create_event(self, body: Obj) -> None:
-        await _quiet(self.client.create(_EVENT, body, namespace=body["metadata"]["namespace"]))
+        ns = body["metadata"]["namespace"]
+        await _quiet(lambda: self.client.create(_EVENT, body, namespace=ns))
 
     async def delete_pod(self, ns: str, name: str, uid: str) -> None:
-        await _quiet(self.client.delete(_POD, name, ns, grace_seconds=0, uid=uid))
+        await _quiet(lambda: self.client.delete(_POD, name, ns, grace_seconds=0, uid=uid))
 
 
 def schedulable(node: Obj) -> bool:
@@ -163,7 +181,7 @@ class ApiEmulator:
 
         async def create(node: Obj) -> None:
             async with gate:
-                await _quiet(self.client.create(_NODE, node))
+                await _quiet(lambda: self.client.create(_NODE, node))
 
         await asyncio.gather(*(create(n) for n in nodes))
         return [n["metadata"]["name"] for n in nodes]

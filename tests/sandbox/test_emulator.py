@@ -17,7 +17,7 @@ from kubernetes import client
 from batch.kube.config import ClusterAccess
 from batch.sandbox.emulator_http import EmulatorThread
 from batch.sandbox.nodes import make_nodes
-from batch.sandbox.options import SandboxOptions
+from batch.sandbox.options import FaultOptions, SandboxOptions
 from batch.sandbox.testing import SandboxHandle, run_sandbox
 from tests.waiting import wait_for
 
@@ -204,3 +204,42 @@ def test_deleted_pod_with_finalizer_records_termination(sb: SandboxHandle, api: 
     assert held.status.container_statuses[0].state.terminated.exit_code == 143
     v1.patch_namespaced_pod("held", "default", {"metadata": {"finalizers": None}})
     wait_for(lambda: http(sb.url, "GET", "/api/v1/namespaces/default/pods/held")[0] == 404)
+
+
+def test_http_emulator_rides_out_failing_writes() -> None:
+    """With a third of its writes answered 500 or 429 (and watches cut every second), the HTTP
+    emulator still makes every Node Ready and runs every bound pod to Succeeded."""
+    faults = FaultOptions(error_rate=0.25, throttle_rate=0.1, drop_watch_every=1.0, seed=7)
+    opts = SandboxOptions(emulator=False, install_crds=False, faults=faults)
+    with run_sandbox(options=opts) as handle:
+        handle.apply(*make_nodes(count=3, cpu="8"))
+        emulator = EmulatorThread(ClusterAccess(handle.url), heartbeat_seconds=0.5).start()
+        try:
+            emulator.wait_schedulable([f"node-{i}" for i in range(3)], timeout=30)
+            names = [f"flaky-{i}" for i in range(12)]
+            handle.apply(*(pod(n, annotations={RUN: "0.2"}) for n in names))
+            for i, name in enumerate(names):
+                target = {
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": name},
+                    "target": {"kind": "Node", "name": f"node-{i % 3}"},
+                }
+                handle.call(lambda n=name, t=target: handle.core.bind("default", n, t))
+
+            def phases() -> list[str]:
+                core = handle.core
+                rt = core.rt("", "v1", "pods")
+                return [
+                    str((core.find(rt, "default", n) or {}).get("status", {}).get("phase"))
+                    for n in names
+                ]
+
+            wait_for(
+                lambda: all(p == "Succeeded" for p in handle.call(phases)),
+                "all Succeeded",
+                timeout=60,
+                explain=lambda: handle.call(phases),
+            )
+        finally:
+            emulator.stop()
