@@ -152,6 +152,13 @@ class SchedulerMetrics:
             "tephra_cache_synced", "1 once every watched kind has been listed", registry=r
         )
         self.is_leader = Gauge("tephra_is_leader", "1 while this replica is the leader", registry=r)
+        self.pending_jobs = Gauge(
+            "tephra_pending_jobs",
+            "Jobs the last session left pending, by reason (QueueOverused, Unschedulable, ...)",
+            ["reason"],
+            registry=r,
+        )
+        self._reasons: set[str] = set()
 
     def set_queue_resources(self, what: str, queue: str, amounts: Mapping[str, int]) -> None:
         """Set a queue's gauges of `what`; a scalar resource it no longer lists reads 0."""
@@ -164,6 +171,14 @@ class SchedulerMetrics:
         for name in names:
             scalar.labels(queue_name=queue, resource=name).set(amounts[name])
         self._scalars[(what, queue)] = names
+
+    def set_pending(self, counts: Mapping[str, int]) -> None:
+        """Pending jobs per reason; a reason no job has any more reads 0."""
+        for reason in self._reasons - set(counts):
+            self.pending_jobs.labels(reason=reason).set(0)
+        for reason, count in counts.items():
+            self.pending_jobs.labels(reason=reason).set(count)
+        self._reasons |= set(counts)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

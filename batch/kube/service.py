@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -369,6 +370,7 @@ class SchedulerService:
             m.queue_share.labels(queue_name=name).set(qm.share)
             m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
         m.unschedule_job_count.set(len(decisions.pending_reasons))
+        m.set_pending(Counter(r.kind for r in decisions.pending_reasons.values()))
         m.unschedule_task_count.clear()
         for job_id, reason in decisions.pending_reasons.items():
             if reason.short_by:
