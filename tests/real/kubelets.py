@@ -17,7 +17,8 @@ from batch.sandbox.testing import run_sandbox
 from tests.real.conftest import json_request
 
 NODE_COUNT = 4
-NODE_SHAPE: dict[str, Any] = {"gpus": 8, "cpu": "16", "memory": "64Gi"}
+NODE_LABEL = {"tier.tephra.io/kubelets": "emulated"}  # pods of sized tests select these Nodes
+NODE_SHAPE: dict[str, Any] = {"gpus": 8, "cpu": "16", "memory": "64Gi", "labels": NODE_LABEL}
 MAX_GRACE_SECONDS = 1.0
 HEARTBEAT_SECONDS = 1.0
 

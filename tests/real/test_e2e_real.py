@@ -24,7 +24,7 @@ import yaml
 from batch.sandbox.control_plane import ControlPlane
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from tests.real.conftest import Api, TephraProcess, tephra_process
-from tests.real.kubelets import Cluster
+from tests.real.kubelets import NODE_LABEL, Cluster
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 
@@ -194,6 +194,8 @@ def _corpus_job(rel: str) -> dict[str, Any]:
     for task in doc["spec"]["tasks"]:
         meta = task["template"].setdefault("metadata", {})
         meta.setdefault("annotations", {})[RUN] = "1"
+        spec = task["template"]["spec"]
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **NODE_LABEL}
     doc["metadata"] = {"name": f"cx-{doc['metadata']['name']}", "namespace": NS}
     return dict(doc)
 
@@ -214,6 +216,7 @@ def _job(
         "metadata": {"annotations": {RUN: str(run_seconds)} if run_seconds is not None else {}},
         "spec": {
             "restartPolicy": "Never",
+            "nodeSelector": dict(NODE_LABEL),  # the capacity the sizes below are made for
             "containers": [
                 {
                     "name": "main",
@@ -384,6 +387,7 @@ def _operator_pod(name: str, labels: dict[str, str], owner: dict[str, Any]) -> d
         "spec": {
             "schedulerName": "volcano",
             "restartPolicy": "Never",
+            "nodeSelector": dict(NODE_LABEL),
             "containers": [
                 {
                     "name": "main",
