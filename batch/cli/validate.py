@@ -11,9 +11,10 @@ argument means its *.yaml, *.yml and *.json files, recursively. Exit status 1 on
 
 Unknown fields are errors (rule `unknownField`), as `kubectl apply --validate=strict` makes
 them: each field the kind's generated CRD schema does not declare, by path
-(`spec.minAvaliable`), which the API server would otherwise drop without a word. Pod templates
+(`spec.minAvaliable`), which the API server would otherwise drop without a word, and each
+`metadata` field ObjectMeta does not have (`metadata.lables`). Pod templates
 (`spec.tasks[*].template`) and other places the CRDs keep verbatim are checked against nothing,
-and neither is `metadata` nor a core `v1 Pod`.
+and neither is a core `v1 Pod`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from batch.api.admission import (
 from batch.api.admission.common import object_ref
 from batch.api.crdgen import openapi_schema
 from batch.api.kinds import KindInfo, kind_for_object
+from batch.api.meta import ObjectMeta
 from batch.api.yamlio import (
     FileInputError,
     dump_yaml,
@@ -123,6 +125,20 @@ def _schema(info: KindInfo) -> dict[str, Any]:
     return openapi_schema(info)
 
 
+#: ObjectMeta's fields (the CRD schemas say only `metadata: object`; the API server decodes it
+#: as ObjectMeta, strictly under --validate=strict); selfLink is deprecated but still a field
+_META_FIELDS = frozenset(
+    {(f.alias or name) for name, f in ObjectMeta.model_fields.items()} | {"selfLink"}
+)
+
+
+def _unknown_metadata(obj: Mapping[str, Any]) -> list[str]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return []
+    return [f"metadata.{key}" for key in meta if key not in _META_FIELDS]
+
+
 def _unknown_field_errors(obj: Any) -> list[FieldError]:
     """What `--validate=strict` refuses: the fields the kind's CRD schema would prune."""
     info = kind_for_object(obj) if isinstance(obj, Mapping) else None
@@ -137,7 +153,7 @@ def _unknown_field_errors(obj: Any) -> list[FieldError]:
             "so the API server would drop it",
             ref=ref,
         )
-        for path in unknown_fields(obj, _schema(info))
+        for path in [*_unknown_metadata(obj), *unknown_fields(obj, _schema(info))]
     ]
 
 

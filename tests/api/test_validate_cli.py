@@ -226,3 +226,16 @@ def test_unknown_fields_with_other_errors_are_all_reported(tmp_path: Path) -> No
     assert code == 1
     assert "spec.minAvaliable: unknownField (" in err
     assert "spec.minAvailable: minAvailableLessEqualReplicas (" in err
+
+
+def test_unknown_metadata_fields_are_errors(tmp_path: Path) -> None:
+    """kubectl --validate=strict checks metadata against ObjectMeta too: `lables` is a typo."""
+    path = tmp_path / "meta.yaml"
+    job = make_job()
+    job["metadata"]["lables"] = {"team": "ml"}
+    job["metadata"]["selfLink"] = "/apis/x"  # a real (deprecated) ObjectMeta field
+    path.write_text(yaml.safe_dump(job))
+    code, _out, err = run("-q", str(path))
+    assert code == 1
+    assert f"{path}:1 Job ml/train: metadata.lables: unknownField (" in err
+    assert "selfLink" not in err
