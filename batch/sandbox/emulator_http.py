@@ -76,6 +76,7 @@ class HttpTransport:
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
+        self._leased: set[str] = set()  # Nodes whose Lease this transport created or found
 
     async def node_status(self, name: str, uid: str, patch: Obj) -> Obj | None:
         body = {"metadata": {"uid": uid}, "status": patch}
@@ -92,14 +93,23 @@ class HttpTransport:
         )
 
     async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None:
+        """Create the Lease the first time (one request per Node at start), patch it after."""
+        if name not in self._leased:
+            body = lease_body(name, node_uid, spec)
+            created = await _quiet(
+                lambda: self.client.create(_LEASE, body, namespace=LEASE_NAMESPACE)
+            )
+            self._leased.add(name)
+            if created is not None:
+                return
         patched = await _quiet(
             lambda: self.client.patch(_LEASE, name, {"spec": spec}, namespace=LEASE_NAMESPACE)
         )
         if patched is None:
-            body = lease_body(name, node_uid, spec)
-            await _quiet(lambda: self.client.create(_LEASE, body, namespace=LEASE_NAMESPACE))
+            self._leased.discard(name)  # gone meanwhile: created again at the next renewal
 
     async def delete_lease(self, name: str) -> None:
+        self._leased.discard(name)
         await _quiet(lambda: self.client.delete(_LEASE, name, LEASE_NAMESPACE))
 
     async def create_event(self, body: Obj) -> None:
