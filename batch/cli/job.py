@@ -43,6 +43,14 @@ def _remember_context(ctx: click.Context, _param: click.Parameter, value: str | 
     ctx.meta[_CONTEXT_KEY] = value
 
 
+namespace_option = click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="Namespace (default: the kubeconfig context's, else default).",
+)
+
+
 def kube_options(fn: F) -> F:
     """--kubeconfig and --context for every command that talks to the cluster (kubectl's)."""
     fn = click.option(
@@ -117,6 +125,8 @@ class Kube:
             cfg = client_configuration(target)
         except (KubeConfigError, OSError, ValueError) as exc:  # config errors are user errors
             fail(one_line(exc))
+        #: the context's namespace, the default of `-n` (as kubectl's)
+        self.namespace = target.namespace
         self.api = client.ApiClient(configuration=cfg)
         self.core = client.CoreV1Api(self.api)
         self.co = client.CustomObjectsApi(self.api)
@@ -213,7 +223,7 @@ def job() -> None:
 @job.command("run")
 @kube_options
 @click.option("-N", "--name", default="", help="Job name.")
-@click.option("-n", "--namespace", default="default", show_default=True)
+@namespace_option
 @click.option("-i", "--image", default="busybox", show_default=True)
 @click.option("-m", "--min", "min_available", type=int, default=1, show_default=True)
 @click.option("-r", "--replicas", type=int, default=1, show_default=True)
@@ -224,7 +234,7 @@ def job() -> None:
 def job_run(
     kubeconfig: Path | None,
     name: str,
-    namespace: str,
+    namespace: str | None,
     image: str,
     min_available: int,
     replicas: int,
@@ -246,9 +256,7 @@ def job_run(
         if not name:
             raise click.UsageError("either --name or --filename is required")
         if min_available > replicas:
-            fail(
-                f"job {namespace}/{name}: spec.minAvailable: {min_available} > replicas {replicas}"
-            )
+            fail(f"job {name}: spec.minAvailable: {min_available} > replicas {replicas}")
         container = {
             "name": name,
             "image": image,
@@ -262,7 +270,7 @@ def job_run(
             {
                 "apiVersion": "batch.volcano.sh/v1alpha1",
                 "kind": "Job",
-                "metadata": {"name": name, "namespace": namespace},
+                "metadata": {"name": name},
                 "spec": {
                     "minAvailable": min_available,
                     "schedulerName": scheduler,
@@ -282,7 +290,7 @@ def job_run(
     kube = Kube(kubeconfig)
     for body in jobs:
         meta = body.setdefault("metadata", {})
-        ns = str(meta.get("namespace") or namespace)
+        ns = str(meta.get("namespace") or namespace or kube.namespace)
         meta["namespace"] = ns
         _precheck(kube, body)
 
@@ -350,7 +358,7 @@ def _job_row(j: Mapping[str, Any], *, wide: bool) -> list[Any]:
 
 @job.command("list")
 @kube_options
-@click.option("-n", "--namespace", default="default", show_default=True)
+@namespace_option
 @click.option("--all-namespaces", is_flag=True, help="List jobs in every namespace.")
 @click.option("-q", "--queue", default="", help="Only jobs of this queue.")
 @click.option("-S", "--scheduler", default="", help="Only jobs of this scheduler.")
@@ -358,7 +366,7 @@ def _job_row(j: Mapping[str, Any], *, wide: bool) -> list[Any]:
 @output_option()
 def job_list(
     kubeconfig: Path | None,
-    namespace: str,
+    namespace: str | None,
     all_namespaces: bool,
     queue: str,
     scheduler: str,
@@ -367,6 +375,7 @@ def job_list(
 ) -> None:
     """List jobs with vcctl's columns (-o wide adds Queue and Scheduler)."""
     kube = Kube(kubeconfig)
+    namespace = namespace or kube.namespace
     if all_namespaces:
         items = kube.call("list jobs", lambda: kube.co.list_cluster_custom_object(*BATCH, "jobs"))[
             "items"
@@ -404,10 +413,11 @@ def job_list(
 @job.command("view")
 @kube_options
 @click.option("-N", "--name", required=True)
-@click.option("-n", "--namespace", default="default", show_default=True)
-def job_view(kubeconfig: Path | None, name: str, namespace: str) -> None:
+@namespace_option
+def job_view(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Describe a job: spec, status and events."""
     kube = Kube(kubeconfig)
+    namespace = namespace or kube.namespace
     j = kube.job(name, namespace)
     meta = j["metadata"]
     out = {
@@ -482,10 +492,11 @@ def _command(kube: Kube, job_obj: Mapping[str, Any], action: str) -> str:
 @job.command("suspend")
 @kube_options
 @click.option("-N", "--name", required=True)
-@click.option("-n", "--namespace", default="default", show_default=True)
-def job_suspend(kubeconfig: Path | None, name: str, namespace: str) -> None:
+@namespace_option
+def job_suspend(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Abort a job (resumable): creates an AbortJob Command."""
     kube = Kube(kubeconfig)
+    namespace = namespace or kube.namespace
     _command(kube, kube.job(name, namespace), "AbortJob")
     click.echo(f"suspend job {name} successfully")
 
@@ -493,10 +504,11 @@ def job_suspend(kubeconfig: Path | None, name: str, namespace: str) -> None:
 @job.command("resume")
 @kube_options
 @click.option("-N", "--name", required=True)
-@click.option("-n", "--namespace", default="default", show_default=True)
-def job_resume(kubeconfig: Path | None, name: str, namespace: str) -> None:
+@namespace_option
+def job_resume(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Resume an aborted job: creates a ResumeJob Command."""
     kube = Kube(kubeconfig)
+    namespace = namespace or kube.namespace
     _command(kube, kube.job(name, namespace), "ResumeJob")
     click.echo(f"resume job {name} successfully")
 
@@ -504,10 +516,11 @@ def job_resume(kubeconfig: Path | None, name: str, namespace: str) -> None:
 @job.command("delete")
 @kube_options
 @click.option("-N", "--name", required=True)
-@click.option("-n", "--namespace", default="default", show_default=True)
-def job_delete(kubeconfig: Path | None, name: str, namespace: str) -> None:
+@namespace_option
+def job_delete(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Delete a job (its pods and PodGroup go with it)."""
     kube = Kube(kubeconfig)
+    namespace = namespace or kube.namespace
     kube.job(name, namespace)
     kube.call(
         f"delete job {namespace}/{name}",
@@ -602,10 +615,11 @@ def _share_line(kube: Kube, pg: Mapping[str, Any], queue: Mapping[str, Any]) -> 
 @job.command("why")
 @kube_options
 @click.argument("name")
-@click.option("-n", "--namespace", default="default", show_default=True)
-def job_why(kubeconfig: Path | None, name: str, namespace: str) -> None:
+@namespace_option
+def job_why(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Explain why a job is (or was) pending: PodGroup conditions, events, queue position."""
     kube = Kube(kubeconfig)
+    namespace = namespace or kube.namespace
     j = kube.job(name, namespace)
     phase = _phase(j) or "(new)"
     spec = j.get("spec") or {}

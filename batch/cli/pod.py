@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from batch.cli.job import Kube, fail, kube_options, table
+from batch.cli.job import Kube, fail, kube_options, namespace_option, table
 from batch.cli.output import output_option, print_list
 
 JOB_LABEL = "volcano.sh/job-name"
@@ -102,20 +102,20 @@ def pod() -> None:
 @kube_options
 @click.option("-j", "--job", default="", help="Only the pods of this job.")
 @click.option("-q", "--queue", default="", help="Only the pods of this queue.")
-@click.option("-n", "--namespace", default="default", show_default=True)
+@namespace_option
 @click.option("--all-namespaces", is_flag=True, help="List pods in every namespace.")
 @output_option()
 def pod_list(
     kubeconfig: Path | None,
     job: str,
     queue: str,
-    namespace: str,
+    namespace: str | None,
     all_namespaces: bool,
     output: str,
 ) -> None:
     """List the pods of Volcano jobs with vcctl's columns."""
     kube = Kube(kubeconfig)
-    ns = None if all_namespaces else namespace
+    ns = None if all_namespaces else (namespace or kube.namespace)
     as_table = output in ("table", "wide")
     body, entries = _select(kube, ns, job, queue, as_table=as_table)
     if not as_table:

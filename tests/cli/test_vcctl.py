@@ -204,3 +204,21 @@ def test_completion_completes_subcommands_and_options() -> None:
     env = {**env, "COMP_WORDS": "tephra job list --out", "COMP_CWORD": "3"}
     result = CliRunner().invoke(main, [], env=env, prog_name="tephra")
     assert "plain,--output" in result.stdout.splitlines()
+
+
+def test_the_contexts_namespace_is_the_default_of_n(cluster: SandboxHandle, tmp_path: Path) -> None:
+    """As kubectl: `-n` defaults to the kubeconfig context's namespace, then `default`."""
+    doc = yaml.safe_load(cluster.kubeconfig_path.read_text())
+    for ctx in doc["contexts"]:
+        ctx["context"]["namespace"] = "empty"
+    in_empty = tmp_path / "kc"
+    in_empty.write_text(yaml.safe_dump(doc))
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(main, [*args, "--kubeconfig", str(in_empty)])
+
+    assert run("job", "list").stdout.strip() == "No resources found"
+    assert run("pod", "list").stdout.strip() == "No resources found"
+    assert _names(run("job", "list", "-n", "default").stdout) == ["train"]
+    missing = run("job", "view", "-N", "train")
+    assert missing.exit_code == 1 and "job empty/train not found" in missing.stderr
