@@ -128,19 +128,7 @@ def load_ledger(
                 priority=r.priority or 0,
             )
         )
-    names = sorted({j.queue for j in jobs} | set(latest))
-    queues = []
-    for q in names:
-        c = latest.get(q)
-        queues.append(
-            QueueSpec(
-                name=q,
-                weight=(c.weight or 1) if c else 1,
-                capability=_resource_list(c.capability) if c else None,
-                guarantee=_resource_list(c.guarantee) if c else None,
-                reclaimable=c.reclaimable if c and c.reclaimable is not None else True,
-            )
-        )
+    queues = _queue_specs(sorted({j.queue for j in jobs} | set(latest)), latest)
     if cluster is None:
         raise SimInputError(
             "--format ledger: the ledger does not record nodes; give the cluster with --cluster "
@@ -157,6 +145,23 @@ def load_ledger(
         notes=tuple(notes),
         origin=origin.timestamp(),
     )
+
+
+def _queue_specs(names: list[str], latest: dict[str, QueueConfig]) -> list[QueueSpec]:
+    """The queues as configured now (latest `queue_configs` row), Volcano's defaults else."""
+    queues = []
+    for q in names:
+        c = latest.get(q)
+        queues.append(
+            QueueSpec(
+                name=q,
+                weight=(c.weight or 1) if c else 1,
+                capability=_resource_list(c.capability) if c else None,
+                guarantee=_resource_list(c.guarantee) if c else None,
+                reclaimable=c.reclaimable if c and c.reclaimable is not None else True,
+            )
+        )
+    return queues
 
 
 def _shape(job: Job, attempts: list[PodAttempt]) -> tuple[TaskShape, ...]:
