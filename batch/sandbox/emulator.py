@@ -131,11 +131,15 @@ class Kubelets:
         max_grace_seconds: float = 2.0,
         heartbeat_seconds: float = 10.0,
         stamp: Callable[[], str] | None = None,
+        every_node: bool = True,
     ) -> None:
+        """`every_node=False`: this emulator is the kubelet of the Nodes it is fed only (its
+        watch selects some); pods bound elsewhere are left alone, even when deleted."""
         self.transport = transport
         self.max_grace = max_grace_seconds
         self.heartbeat = heartbeat_seconds
         self.stamp = stamp or _stamp
+        self.every_node = every_node
         self.nodes: dict[str, Obj] = {}
         self.posted: set[str] = set()  # nodes whose status this emulator wrote
         self.pods: dict[str, _Pod] = {}  # uid -> bound pod
@@ -235,6 +239,8 @@ class Kubelets:
     def _schedule_kill(self, rec: _Pod) -> None:
         if rec.kill is not None or rec.killed:
             return
+        if not self.every_node and rec.node not in self.nodes:
+            return  # another kubelet's pod
         grace = float(rec.obj["metadata"].get("deletionGracePeriodSeconds") or 0)
         rec.kill = self._later(min(grace, self.max_grace), self._kill, rec)
 

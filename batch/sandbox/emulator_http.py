@@ -141,13 +141,18 @@ class ApiEmulator:
         max_grace_seconds: float = 2.0,
         heartbeat_seconds: float = 10.0,
         max_connections: int = 64,
+        node_selector: str | None = None,
     ) -> None:
+        """`node_selector` (a label selector): be the kubelet of the matching Nodes only, and
+        of the pods bound to them, leaving other Nodes to other kubelets."""
         self.client = KubeClient(access, max_connections=max_connections)
         self.kubelets = Kubelets(
             HttpTransport(self.client),
             max_grace_seconds=max_grace_seconds,
             heartbeat_seconds=heartbeat_seconds,
+            every_node=node_selector is None,
         )
+        self.node_selector = node_selector
         self._reflectors: ReflectorSet | None = None
 
     @classmethod
@@ -166,13 +171,16 @@ class ApiEmulator:
         self.kubelets.start(asyncio.get_running_loop())
         self._reflectors = ReflectorSet(
             [
-                Reflector(self.client, _NODE, self._sink),
+                Reflector(self.client, _NODE, self._sink, self._node_params()),
                 Reflector(self.client, _POD, self._sink, {"fieldSelector": "spec.nodeName!="}),
             ]
         )
         self._reflectors.start()
         if not await self._reflectors.wait_synced(timeout):
             raise TimeoutError(f"node emulator: no list of nodes and pods in {timeout:.0f} s")
+
+    def _node_params(self) -> dict[str, str]:
+        return {"labelSelector": self.node_selector} if self.node_selector else {}
 
     async def stop(self) -> None:
         if self._reflectors is not None:

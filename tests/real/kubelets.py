@@ -17,7 +17,9 @@ from batch.sandbox.testing import run_sandbox
 from tests.real.conftest import json_request
 
 NODE_COUNT = 4
-NODE_LABEL = {"tier.tephra.io/kubelets": "emulated"}  # pods of sized tests select these Nodes
+# The emulator is the kubelet of these Nodes only (other modules of the session may run their
+# own Nodes), and the pods of sized tests select them.
+NODE_LABEL = {"tier.tephra.io/kubelets": "emulated"}
 NODE_SHAPE: dict[str, Any] = {"gpus": 8, "cpu": "16", "memory": "64Gi", "labels": NODE_LABEL}
 MAX_GRACE_SECONDS = 1.0
 HEARTBEAT_SECONDS = 1.0
@@ -58,6 +60,7 @@ def emulated(name: str, server: str, context: ssl.SSLContext | None) -> Iterator
         ClusterAccess(server, context),
         max_grace_seconds=MAX_GRACE_SECONDS,
         heartbeat_seconds=HEARTBEAT_SECONDS,
+        node_selector=",".join(f"{k}={v}" for k, v in NODE_LABEL.items()),
     ).start()
     try:
         nodes = emulator.create_nodes(NODE_COUNT, **NODE_SHAPE)

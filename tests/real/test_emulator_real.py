@@ -19,7 +19,7 @@ import pytest
 
 from batch.sandbox.emulator import EXIT_CODE, RUN_SECONDS
 from batch.sandbox.emulator_http import NOT_READY_TAINT, schedulable
-from tests.real.kubelets import HEARTBEAT_SECONDS, Cluster, sandbox_cluster
+from tests.real.kubelets import HEARTBEAT_SECONDS, NODE_LABEL, Cluster, sandbox_cluster
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
@@ -101,7 +101,7 @@ def test_new_node_is_tainted_not_ready_until_ready(cluster: Cluster) -> None:
     body = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": "late-node"},
+        "metadata": {"name": "late-node", "labels": NODE_LABEL},
         "status": {"capacity": {"cpu": "2", "memory": "4Gi"}},
     }
     code, created = cluster.request("POST", "/api/v1/nodes", body)

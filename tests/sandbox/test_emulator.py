@@ -243,3 +243,29 @@ def test_http_emulator_rides_out_failing_writes() -> None:
             )
         finally:
             emulator.stop()
+
+
+def test_http_emulator_with_a_node_selector_leaves_other_nodes_alone() -> None:
+    """Like kwok's node selection: one emulator is the kubelet of the labelled Nodes only; a
+    pod bound elsewhere is neither run nor finally deleted by it."""
+    opts = SandboxOptions(emulator=False, install_crds=False, max_grace_seconds=0.2)
+    with run_sandbox(options=opts) as handle:
+        ours = make_nodes(count=1, prefix="ours", labels={"kubelet": "emulated"})
+        handle.apply(*ours, *make_nodes(count=1, prefix="theirs"))
+        access = ClusterAccess(handle.url)
+        emulator = EmulatorThread(access, max_grace_seconds=0.2, node_selector="kubelet=emulated")
+        emulator.start()
+        try:
+            emulator.wait_schedulable(["ours-0"], timeout=30)
+            handle.apply(pod("mine"), pod("other"))
+            bind(handle.url, "default", "mine", "ours-0")
+            bind(handle.url, "default", "other", "theirs-0")
+            v1 = client.CoreV1Api(handle.api_client())
+            wait_for(lambda: _phase(v1, "mine") == "Running")
+            v1.delete_namespaced_pod("other", "default")
+            time.sleep(0.6)
+            assert _phase(v1, "other") == "Pending"  # not run, and still there: not ours
+            theirs = v1.read_node("theirs-0")
+            assert not theirs.status.conditions
+        finally:
+            emulator.stop()
