@@ -79,7 +79,8 @@ def main() -> None:
         proc, kubeconfig = start(Path(tmp), opts.pods)
         try:
             api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
-            co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+            co: Any = client.CustomObjectsApi(api)
+            core: Any = client.CoreV1Api(api)
             time.sleep(2)
             began = time.monotonic()
             pool = ThreadPoolExecutor(opts.clients)

@@ -58,7 +58,8 @@ def test_bare_pods_cost_two_writes_and_no_reads(
         ready_timeout=120,
     ) as sb:
         api = sb.api_client()
-        core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        core: Any = client.CoreV1Api(api)
+        co: Any = client.CustomObjectsApi(api)
         time.sleep(0.5)
         counted.clear()
         for i in range(N):
