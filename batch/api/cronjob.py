@@ -8,9 +8,20 @@ from pydantic import Field
 
 from batch.api.base import KubeModel
 from batch.api.job import JobSpec
-from batch.api.meta import ObjectMeta, OwnerReference
+from batch.api.meta import ObjectMeta
 
-__all__ = ["CronJob", "CronJobSpec", "CronJobStatus", "JobTemplateSpec"]
+__all__ = [
+    "CRONJOB_SCHEDULED_TIMESTAMP",
+    "CronJob",
+    "CronJobSpec",
+    "CronJobStatus",
+    "JobTemplateSpec",
+    "ObjectReference",
+]
+
+#: Annotation on each Job a CronJob creates: its nominal start time, RFC 3339 in the CronJob's
+#: timeZone (Volcano's batch/v1alpha1 CronJobScheduledTimestampAnnotation).
+CRONJOB_SCHEDULED_TIMESTAMP = "volcano.sh/cronjob-scheduled-timestamp"
 
 
 class JobTemplateSpec(KubeModel):
@@ -35,8 +46,20 @@ class CronJobSpec(KubeModel):
     )
 
 
+class ObjectReference(KubeModel):
+    """core/v1 ObjectReference: what `status.active` lists (as Volcano's CRD has it)."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
 class CronJobStatus(KubeModel):
-    active: list[OwnerReference] | None = None
+    active: list[ObjectReference] | None = None
     last_schedule_time: str | None = None
     last_successful_time: str | None = None
 
