@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import re
 import zoneinfo
+from dataclasses import dataclass
 from typing import Any
 
 from batch.api.cronjob import CronJob
@@ -18,7 +19,7 @@ from .common import Errors, as_dict, is_go_duration, schema_validate
 from .job import mutate_job_spec, validate_job_spec
 from .limits import DEFAULT_LIMITS, AdmissionLimits
 
-__all__ = ["is_cron_schedule", "validate_cronjob"]
+__all__ = ["CronSchedule", "is_cron_schedule", "parse_cron_schedule", "validate_cronjob"]
 
 _MONTHS = {
     m: i + 1
@@ -34,7 +35,15 @@ _FIELDS: tuple[tuple[int, int, dict[str, int]], ...] = (
     (1, 12, _MONTHS),
     (0, 7, _DAYS),
 )
-_DESCRIPTORS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+_DESCRIPTORS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 _TZ_PREFIX = re.compile(r"^(CRON_TZ|TZ)=(\S+)\s+")
 
 
@@ -44,44 +53,99 @@ def _value(token: str, names: dict[str, int]) -> int | None:
     return names.get(token.lower())
 
 
-def _field_ok(text: str, lo: int, hi: int, names: dict[str, int], *, question: bool) -> bool:
+def _field_values(
+    text: str, lo: int, hi: int, names: dict[str, int], *, question: bool
+) -> tuple[frozenset[int], bool] | None:
+    """The values one field names, and whether it is a wildcard (a part `*` or `?` with no
+    step over 1: cron then ANDs day-of-month with day-of-week instead of ORing them); None
+    when the field is malformed. `N/step` runs from N to the field's maximum."""
+    values: set[int] = set()
+    star = False
     for part in text.split(","):
         rng, _, step = part.partition("/")
         if step and (not step.isdigit() or int(step) == 0):
-            return False
-        if rng in ("*",) or (question and rng == "?"):
-            continue
-        a, dash, b = rng.partition("-")
-        start = _value(a, names)
-        end = _value(b, names) if dash else start
-        if start is None or end is None or not lo <= start <= end <= hi:
-            return False
-    return True
+            return None
+        every = int(step) if step else 1
+        if rng == "*" or (question and rng == "?"):
+            start, end = lo, hi
+            star = star or every == 1
+        else:
+            a, dash, b = rng.partition("-")
+            start_v = _value(a, names)
+            end_v = _value(b, names) if dash else (hi if step else start_v)
+            if start_v is None or end_v is None or not lo <= start_v <= end_v <= hi:
+                return None
+            start, end = start_v, end_v
+        values.update(range(start, end + 1, every))
+    return frozenset(values), star
 
 
-def is_cron_schedule(schedule: str) -> tuple[bool, str]:
-    """Whether `schedule` parses as a standard 5-field cron line (or a descriptor)."""
+@dataclass(frozen=True, slots=True)
+class CronSchedule:
+    """A parsed schedule: the five fields' values (weekday 0 = Sunday, 7 folded onto 0), or an
+    `@every` Go duration, and the time zone of a `TZ=`/`CRON_TZ=` prefix."""
+
+    minutes: frozenset[int] = frozenset()
+    hours: frozenset[int] = frozenset()
+    days: frozenset[int] = frozenset()
+    months: frozenset[int] = frozenset()
+    weekdays: frozenset[int] = frozenset()
+    days_star: bool = True
+    weekdays_star: bool = True
+    every: str | None = None
+    time_zone: str | None = None
+
+
+def parse_cron_schedule(schedule: str) -> CronSchedule:
+    """Parse a standard 5-field cron line, a descriptor (`@hourly`) or `@every DURATION`, with
+    an optional `TZ=zone ` prefix, as Volcano's controller does (robfig/cron ParseStandard).
+    Raises ValueError saying what is wrong."""
     text = schedule.strip()
+    zone = None
     m = _TZ_PREFIX.match(text)
     if m:
         try:
             zoneinfo.ZoneInfo(m.group(2))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            return False, f"unknown time zone {m.group(2)!r}"
-        text = text[m.end() :]
+            raise ValueError(f"unknown time zone {m.group(2)!r}") from None
+        zone, text = m.group(2), text[m.end() :]
+    if text.startswith("@every "):
+        dur = text[len("@every ") :].strip()
+        if not is_go_duration(dur):
+            raise ValueError(f"invalid duration {dur!r}")
+        return CronSchedule(every=dur, time_zone=zone)
     if text.startswith("@"):
-        if text in _DESCRIPTORS:
-            return True, ""
-        if text.startswith("@every "):
-            dur = text[len("@every ") :].strip()
-            return (True, "") if is_go_duration(dur) else (False, f"invalid duration {dur!r}")
-        return False, f"unknown descriptor {text!r}"
+        if text not in _DESCRIPTORS:
+            raise ValueError(f"unknown descriptor {text!r}")
+        text = _DESCRIPTORS[text]
     fields = text.split()
     if len(fields) != 5:
-        return False, f"expected 5 fields, got {len(fields)}"
+        raise ValueError(f"expected 5 fields, got {len(fields)}")
+    parsed = []
     for i, (f, (lo, hi, names)) in enumerate(zip(fields, _FIELDS, strict=True)):
-        if not _field_ok(f, lo, hi, names, question=i in (2, 4)):
-            return False, f"invalid field {i + 1} {f!r}"
+        got = _field_values(f, lo, hi, names, question=i in (2, 4))
+        if got is None:
+            raise ValueError(f"invalid field {i + 1} {f!r}")
+        parsed.append(got)
+    (mins, _), (hours, _), (days, dstar), (months, _), (wdays, wstar) = parsed
+    return CronSchedule(
+        minutes=mins,
+        hours=hours,
+        days=days,
+        months=months,
+        weekdays=frozenset(d % 7 for d in wdays),
+        days_star=dstar,
+        weekdays_star=wstar,
+        time_zone=zone,
+    )
+
+
+def is_cron_schedule(schedule: str) -> tuple[bool, str]:
+    """Whether `schedule` parses as a standard 5-field cron line (or a descriptor)."""
+    try:
+        parse_cron_schedule(schedule)
+    except ValueError as exc:
+        return False, str(exc)
     return True, ""
 
 
