@@ -48,6 +48,8 @@ from typing import Any
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.api.events import identity
+from batch.api.quantity import QuantityError
+from batch.api.resources import is_extended_resource, to_internal
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     CreateObject,
@@ -363,6 +365,9 @@ def reconcile_job(
         return _refuse_oversized(ref, phase, too_big, now)
     total = sum(t.replicas for t in tasks)
     min_av = job_min_available(job)
+    unfit = _resource_problem(tasks) if phase == "" else ""
+    if unfit:  # admission refuses it; one that bypassed admission is refused here, once
+        return _refuse_job(ref, "InvalidResources", unfit, now)
     try:
         plugins = build_plugins(job)
     except PluginArgsError as exc:
@@ -782,6 +787,29 @@ def _missing_pods(
 
 
 NO_PRIORITY_CLASS = "PriorityClassNotFound"
+
+
+def _resource_problem(tasks: Sequence[TaskView]) -> str:
+    """Why the API server would refuse every pod of the job, or the scheduler could not
+    account it: a quantity that does not parse or exceeds Kubernetes' int64 bound, or a
+    fraction of an extended resource ("" when none)."""
+    for t in tasks:
+        spec = t.template.get("spec") or {}
+        for group in ("initContainers", "containers"):
+            for cont in spec.get(group) or []:
+                if not isinstance(cont, Mapping):
+                    continue
+                res = cont.get("resources") or {}
+                for kind in ("requests", "limits"):
+                    for rname, value in (res.get(kind) or {}).items():
+                        where = f"task {t.name} container {cont.get('name')} {kind}[{rname}]"
+                        try:
+                            amount = to_internal(str(rname), value)
+                        except (QuantityError, ValueError, TypeError) as exc:
+                            return f"{where}: {exc}"
+                        if is_extended_resource(str(rname)) and amount % 1000:
+                            return f"{where}: {value!r} must be an integer"
+    return ""
 
 
 def _missing_priority_classes(

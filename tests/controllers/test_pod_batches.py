@@ -95,3 +95,23 @@ def test_a_job_scaled_over_the_limits_is_left_as_it_is() -> None:
     result = reconcile_job(job, h.pods(), h.podgroup(), now=h.clock.now)
     assert [type(a) for a in result.actions] == [EmitEvent]
     assert not result.of_type(PatchStatus) and result.requeue_after is None
+
+
+def test_a_job_with_quantities_kubernetes_cannot_hold_fails_at_once() -> None:
+    """Issue 20.2/20.3: `memory: 16Ei`, cpu 2^63-1 or half a GPU, in a job that bypassed
+    admission, left it Pending with no status (the scheduler could not account its PodGroup, or
+    every pod create was refused). The controller now fails it, saying which quantity."""
+    for resources in (
+        {"requests": {"memory": "16Ei"}},
+        {"limits": {"cpu": "9223372036854775807"}},
+        {"limits": {"nvidia.com/gpu": "0.5"}},
+    ):
+        worker = task("worker", 2)
+        worker["template"]["spec"]["containers"][0]["resources"] = resources
+        h = Harness(make_job(tasks=[worker]))
+        h.step()
+        state = h.status["state"]
+        assert h.phase == c.FAILED, resources
+        assert state["reason"] == "InvalidResources"
+        assert next(iter(next(iter(resources.values())))) in state["message"]
+        assert not h.pods() and h.podgroup() is None
