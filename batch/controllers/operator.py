@@ -34,6 +34,7 @@ import kopf
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, PatchStatus
+from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync, owner_key
 from batch.controllers.job import reconcile_job
 from batch.controllers.jobspec import job_volumes, podgroup_name
 from batch.controllers.kopflogin import connection_info
@@ -181,6 +182,7 @@ class ControllerManager:
         self._failures: dict[Key, int] = {}
         self._last_seen: dict[str, dict[str, Any]] = {}
         self.metrics = ControllerMetrics()
+        self.cronjobs = CronJobSync()
 
     # -- keys -----------------------------------------------------------------------------------
     def enqueue(self, key: Key) -> None:
@@ -252,6 +254,14 @@ class ControllerManager:
             self.record("job", str(event.get("type") or ""), body)
             m = body.get("metadata") or {}
             self.enqueue(("job", str(m.get("namespace")), str(m.get("name"))))
+            cron = owner_key(body)
+            if cron is not None:
+                self.enqueue(cron)
+
+        @kopf.on.event(c.BATCH_GROUP, c.BATCH_VERSION, "cronjobs", registry=reg)
+        def _cronjob(body: Mapping[str, Any], **_: Any) -> None:
+            m = body.get("metadata") or {}
+            self.enqueue((CRONJOB_KEY, str(m.get("namespace")), str(m.get("name"))))
 
         @kopf.on.event("v1", "pods", registry=reg)
         def _pod(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
@@ -398,6 +408,10 @@ class ControllerManager:
             await self.process_pod(ns, name)
         elif kind == "pg":
             await self.process_group(ns, name)
+        elif kind == CRONJOB_KEY:
+            result = await self.cronjobs.reconcile(self._client(), ns, name)
+            if result is not None:
+                await self._apply(key, result)
 
     def _client(self) -> KubeClient:
         if self.client is None:
