@@ -25,7 +25,7 @@ NS = "ns"
 
 def cronjob(schedule: str = "* * * * *", **spec: Any) -> dict[str, Any]:
     job = make_job()
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "CronJob",
         "metadata": {
