@@ -699,7 +699,8 @@ class ControllerManager:
         owners: dict[str, Mapping[str, Any] | None] = {}
         for o in pg["metadata"].get("ownerReferences") or []:
             res = resource_for(str(o.get("apiVersion")), str(o.get("kind")))
-            known = self.pod_cache.get((ns, str(o.get("name")))) if res is PODS else None
+            is_pod = (o.get("apiVersion"), o.get("kind")) == ("v1", "Pod")
+            known = self.pod_cache.get((ns, str(o.get("name")))) if is_pod else None
             obj = dict(known) if known is not None else None
             if obj is None:
                 obj = await get_or_none(client, res, str(o.get("name")), ns)
