@@ -206,8 +206,16 @@ def _controls(cronjob: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
     )
 
 
-def _scheduled_at(job: Mapping[str, Any]) -> datetime | None:
-    return parse_time((meta(job).get("annotations") or {}).get(CRONJOB_SCHEDULED_TIMESTAMP))
+def _scheduled_at(job: Mapping[str, Any], cronjob_name: str) -> datetime | None:
+    """A child's start time: its annotation, else the minutes in its name (a Volcano without
+    the annotation's feature gate names them the same way)."""
+    stamp = parse_time((meta(job).get("annotations") or {}).get(CRONJOB_SCHEDULED_TIMESTAMP))
+    if stamp is not None:
+        return stamp
+    prefix, _, minutes = str(meta(job).get("name") or "").rpartition("-")
+    if prefix != cronjob_name or not minutes.isdigit():
+        return None
+    return datetime.fromtimestamp(int(minutes) * 60, UTC)
 
 
 def _age_key(job: Mapping[str, Any]) -> tuple[int, str, str]:
@@ -319,12 +327,12 @@ def _fold_active(s: _Sync) -> None:
                 "Warning",
             )
     listed = {a.get("uid") for a in s.active}
-    for job in sorted(
-        s.children, key=lambda j: _scheduled_at(j) or datetime.min.replace(tzinfo=UTC)
-    ):
+    name = str(meta(s.cronjob).get("name"))
+    oldest = datetime.min.replace(tzinfo=UTC)
+    for job in sorted(s.children, key=lambda j: _scheduled_at(j, name) or oldest):
         if meta(job).get("uid") in listed or _finished(job) or meta(job).get("deletionTimestamp"):
             continue
-        at = _scheduled_at(job)
+        at = _scheduled_at(job, name)
         if at is not None and (s.last_schedule is None or at >= s.last_schedule):
             s.active.append(reference_of(job, kind="Job", api_version=c.BATCH_API))
             s.last_schedule = at

@@ -56,12 +56,13 @@ class Cron:
     def __init__(self, body: dict[str, Any]) -> None:
         self.cluster = MemoryCluster()
         self.cluster.add(body)
+        self.name = str(body["metadata"]["name"])
         self.events: list[EmitEvent] = []
         self.last: ReconcileResult = ReconcileResult()
 
     @property
     def cj(self) -> dict[str, Any]:
-        found = self.cluster.get("CronJob", NS, "nightly")
+        found = self.cluster.get("CronJob", NS, self.name)
         assert found is not None
         return found
 
@@ -305,6 +306,38 @@ def test_an_unlisted_old_child_is_reported_not_adopted() -> None:
     c.sync(minute(2) + timedelta(seconds=10))
     assert [a["name"] for a in c.status["active"]] == [job_name("nightly", minute(2))]
     assert "OrphanedJob" in c.reasons()
+
+
+def test_a_child_without_the_annotation_is_known_by_its_name() -> None:
+    c = Cron(cronjob())
+    c.sync(minute(0))
+    (job,) = c.jobs()
+    del job["metadata"]["annotations"]["volcano.sh/cronjob-scheduled-timestamp"]
+    c.cluster.get("CronJob", NS, "nightly")["status"] = {}  # type: ignore[index]
+    c.sync(minute(0) + timedelta(seconds=5))
+    assert [a["name"] for a in c.status["active"]] == [job["metadata"]["name"]]
+    assert c.status["lastScheduleTime"] == format_time(minute(0))
+    assert "OrphanedJob" not in c.reasons()
+
+
+def test_volcano_example_cronjob() -> None:
+    path = REPO.parent / "shared/corpus/volcano-examples/volcano/example/cronjob/cronjob.yaml"
+    body = yaml.safe_load(path.read_text())
+    body["metadata"].update(
+        namespace=NS, uid="cj-uid", creationTimestamp=format_time(T0 - timedelta(minutes=1))
+    )
+    c = Cron(body)
+    c.sync(T0 + timedelta(seconds=3))
+    (job,) = c.jobs()
+    assert job["metadata"]["name"] == job_name("volcano-cronjob-example", T0)
+    assert job["spec"]["tasks"][0]["name"] == "task-1"
+    c.sync(minute(5) + timedelta(seconds=1))
+    assert len(c.jobs()) == 1, "Forbid: the first one still runs"
+    c.finish(job["metadata"]["name"], "Completed", minute(6))
+    c.sync(minute(6) + timedelta(seconds=1))
+    assert len(c.jobs()) == 1, "10:05 is over the 60 s startingDeadlineSeconds by now"
+    c.sync(minute(10))
+    assert len(c.jobs()) == 2
 
 
 # -- schedules -------------------------------------------------------------------------------------
