@@ -437,6 +437,8 @@ def _schedule(s: _Sync, now: datetime) -> None:
     following = sched.next_after(max(now, s.last_schedule or now))
     if following is not None:
         s.result.requeue((following - now).total_seconds() + NEXT_SCHEDULE_DELTA)
+    elif due.scheduled is None:  # e.g. "0 0 30 2 *": valid fields, no such day
+        s.event("InvalidSchedule", "the schedule names no date that exists", "Warning")
 
 
 def _status_patch(s: _Sync, status: Mapping[str, Any]) -> JSON:

@@ -368,6 +368,7 @@ def test_an_impossible_date_has_no_start_time() -> None:
     c = Cron(cronjob("0 0 30 2 *"))
     result = c.sync(minute(1))
     assert c.jobs() == [] and result.requeue_after is None
+    assert "InvalidSchedule" in c.reasons()
 
 
 def _field(lo: int, hi: int) -> st.SearchStrategy[str]:
