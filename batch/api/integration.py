@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from batch.api import pods
 from batch.api.errors import UserError
+from batch.api.pods import PodResourceError
 from batch.api.quantity import QuantityError
 from batch.api.resources import Resource, format_resource_list, parse_resource_list
 
@@ -66,7 +68,6 @@ __all__ = [
     "adapter_for_workload",
     "annotations_of",
     "apply_gang_injection",
-    "container_requests",
     "decide_podgroup",
     "default_adapters",
     "desired_podgroup_spec",
@@ -672,49 +673,14 @@ def owner_ref_of(workload: Mapping[str, Any]) -> OwnerRef | None:
     return OwnerRef(str(workload.get("apiVersion", "")), str(workload.get("kind", "")), name, uid)
 
 
-def container_requests(container: Mapping[str, Any]) -> Resource:
-    """One container's effective requests: ``requests``, with ``limits`` standing in for any
-    resource that has a limit but no request (the API server defaults requests that way)."""
-    resources = container.get("resources") or {}
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
-    merged = {**dict(limits), **dict(requests)}
-    name = container.get("name", "?")
-    try:
-        return Resource(parse_resource_list(merged))
-    except QuantityError as exc:
-        raise GangError(f"container {name}: resources: {exc}") from None
-
-
 def pod_requests(pod_spec: Mapping[str, Any] | None) -> Resource:
-    """A pod's effective requests the way kube-scheduler computes them.
-
-    Sum of the app containers and the restartable (sidecar) init containers, or — when larger,
-    per resource — a plain init container plus the sidecars started before it; plus
-    ``spec.overhead``. ``pod_spec`` is a PodSpec dict (``template.spec`` of a workload).
-    """
-    if not pod_spec:
-        return Resource.zero()
-    total = Resource.zero()
-    for container in pod_spec.get("containers") or []:
-        total = total.add(container_requests(container))
-    sidecars = Resource.zero()
-    init_peak = Resource.zero()
-    for container in pod_spec.get("initContainers") or []:
-        req = container_requests(container)
-        if container.get("restartPolicy") == "Always":
-            sidecars = sidecars.add(req)
-            init_peak = init_peak.max(sidecars)
-        else:
-            init_peak = init_peak.max(sidecars.add(req))
-    total = total.add(sidecars).max(init_peak)
-    overhead = pod_spec.get("overhead")
-    if overhead:
-        try:
-            total = total.add(Resource(parse_resource_list(overhead)))
-        except QuantityError as exc:
-            raise GangError(f"spec.overhead: {exc}") from None
-    return total
+    """A pod's effective requests (:func:`batch.api.pods.pod_requests`, kube-scheduler's rule)
+    as a :class:`Resource`; a malformed quantity is a :class:`GangError` naming the field.
+    ``pod_spec`` is a PodSpec dict (``template.spec`` of a workload)."""
+    try:
+        return Resource(pods.pod_requests(pod_spec))
+    except PodResourceError as exc:
+        raise GangError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- helpers

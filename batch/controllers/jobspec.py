@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.quantities import ResourceSum, pod_requests, quota_keys
+from batch.controllers.quantities import ResourceSum, pod_request_lists, quota_keys
 
 JSON = dict[str, Any]
 
@@ -136,7 +136,7 @@ def min_resources(
         n = counts.get(t.name, 0)
         if n <= 0:
             continue
-        requests, limits = pod_requests(t.template.get("spec") or {})
+        requests, limits = pod_request_lists(t.template.get("spec") or {})
         for key, value in quota_keys(requests, limits):
             total.add({key: value}, times=n)
     return total.to_list()

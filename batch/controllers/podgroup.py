@@ -40,7 +40,7 @@ from batch.controllers.actions import (
     ReconcileResult,
 )
 from batch.controllers.jobspec import meta
-from batch.controllers.quantities import ResourceSum, pod_requests
+from batch.controllers.quantities import ResourceSum, pod_request_lists
 from batch.controllers.timeutil import parse_time
 
 JSON = dict[str, Any]
@@ -107,7 +107,7 @@ def build_plain_podgroup(
             min_member = max(0, int(owner_ann[c.GROUP_MIN_MEMBER]))
         except (TypeError, ValueError):
             min_member = 1
-    requests, _limits = pod_requests(pod.get("spec") or {})
+    requests, _limits = pod_request_lists(pod.get("spec") or {})
     total = ResourceSum()
     total.add(requests, times=min_member)
     annotations: JSON = {k: v for k, v in owner_ann.items() if str(k).startswith("volcano.sh/")}

@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
+from batch.api import pods
 from batch.api.quantity import Quantity, QuantityError, format_quantity as _api_format
+from batch.api.resources import format_resource_list
 
 
 class QuantityParseError(QuantityError):
@@ -60,31 +62,12 @@ class ResourceSum:
         }
 
 
-def pod_requests(pod_spec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Effective (requests, limits) of a pod spec: sum over containers, max with init containers.
-
-    Requests default to limits for a resource with a limit and no request (as Kubernetes does).
-    """
-    req_sum = ResourceSum()
-    lim_sum = ResourceSum()
-    for c in pod_spec.get("containers") or []:
-        res = c.get("resources") or {}
-        limits = res.get("limits") or {}
-        requests = {**limits, **(res.get("requests") or {})}
-        req_sum.add(requests)
-        lim_sum.add(limits)
-    requests_out = req_sum.to_list()
-    limits_out = lim_sum.to_list()
-    for ic in pod_spec.get("initContainers") or []:
-        res = ic.get("resources") or {}
-        limits = res.get("limits") or {}
-        requests = {**limits, **(res.get("requests") or {})}
-        for name, raw in requests.items():
-            v, b = parse(raw)
-            cur = parse(requests_out[name])[0] if name in requests_out else Fraction(0)
-            if v > cur:
-                requests_out[name] = format_quantity(v, binary=b)
-    return requests_out, limits_out
+def pod_request_lists(pod_spec: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """A pod's effective (requests, limits) as ResourceLists, by :mod:`batch.api.pods` (the
+    rule kube-scheduler and the quota evaluator share: sidecars, init peak, overhead)."""
+    return format_resource_list(pods.pod_requests(pod_spec)), format_resource_list(
+        pods.pod_limits(pod_spec)
+    )
 
 
 def quota_keys(requests: Mapping[str, Any], limits: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from batch.api import pods
 from batch.api.quantity import QuantityError
 from batch.api.resources import CPU, GPU, MEMORY, parse_resource_list
 from batch.ledger.events import (
@@ -152,23 +153,9 @@ def _resources(rl: Any, where: str) -> dict[str, int]:
 
 
 def pod_requests(pod_spec: Obj, where: str = "pod") -> dict[str, int]:
-    """Effective requests of a pod spec: Σ containers (requests, else limits), max with inits."""
-    total: dict[str, int] = {}
-    for i, c in enumerate(_list(pod_spec, "containers")):
-        res = _map(c, "resources")
-        limits = _resources(res.get("limits"), f"{where}.containers[{i}].resources.limits")
-        requests = _resources(res.get("requests"), f"{where}.containers[{i}].resources.requests")
-        for name, amount in {**limits, **requests}.items():
-            total[name] = total.get(name, 0) + amount
-    for i, c in enumerate(_list(pod_spec, "initContainers")):
-        res = _map(c, "resources")
-        limits = _resources(res.get("limits"), f"{where}.initContainers[{i}].resources.limits")
-        requests = _resources(
-            res.get("requests"), f"{where}.initContainers[{i}].resources.requests"
-        )
-        for name, amount in {**limits, **requests}.items():
-            total[name] = max(total.get(name, 0), amount)
-    return total
+    """A pod spec's effective requests (:func:`batch.api.pods.pod_requests`); a malformed
+    list is left out with a warning instead of raising."""
+    return pods.pod_requests(pod_spec, lambda rl, at: _resources(rl, f"{where} {at}"))
 
 
 def _add_scaled(acc: dict[str, int], res: Mapping[str, int], n: int) -> None:

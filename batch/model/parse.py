@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from batch.api import pods
+from batch.api.pods import running_requests
 from batch.api.resources import PODS, parse_resource_list
 from batch.model.info import QueueInfo
 from batch.model.nodes import DEFAULT_MAX_PODS, NodeMeta
@@ -72,28 +74,16 @@ def amounts(rl: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def container_requests(c: Mapping[str, Any]) -> dict[str, int]:
-    """A container's requests; a resource with only a limit requests the limit (API defaulting)."""
-    res = _mapping(c.get("resources"))
-    req = dict(_mapping(res.get("requests")))
-    for name, value in _mapping(res.get("limits")).items():
-        req.setdefault(name, value)
-    return amounts(req)
+def _memo_parse(rl: Any, _where: str) -> Mapping[str, int]:
+    return amounts(_mapping(rl))
 
 
 def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
-    """(Resreq, InitResreq) of a pod spec, per volcano.md §4.2."""
-    total: dict[str, int] = {}
-    for c in _list(spec.get("containers")):
-        for name, amount in container_requests(_mapping(c)).items():
-            total[name] = total.get(name, 0) + amount
-    for name, amount in amounts(_mapping(spec.get("overhead"))).items():
-        total[name] = total.get(name, 0) + amount
-    init = dict(total)
-    for c in _list(spec.get("initContainers")):
-        for name, amount in container_requests(_mapping(c)).items():
-            if amount > init.get(name, 0):
-                init[name] = amount
+    """(Resreq, InitResreq) of a pod spec (``volcano.md`` §4.2): what the running pod holds
+    (containers, sidecars, overhead) and what must fit to start it, both by
+    :mod:`batch.api.pods`."""
+    total = running_requests(spec, _memo_parse)
+    init = pods.pod_requests(spec, _memo_parse)
     total.pop(PODS, None)
     init.pop(PODS, None)
     return total, init

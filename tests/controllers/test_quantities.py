@@ -11,7 +11,7 @@ from batch.controllers.quantities import (
     ResourceSum,
     format_quantity,
     parse,
-    pod_requests,
+    pod_request_lists,
 )
 
 
@@ -63,6 +63,6 @@ def test_sum_and_pod_requests() -> None:
         ],
         "initContainers": [{"resources": {"requests": {"cpu": "3"}}}],
     }
-    requests, limits = pod_requests(spec)
+    requests, limits = pod_request_lists(spec)
     assert requests == {"cpu": "3", "memory": "1Gi"}  # limits default requests; init max
     assert limits == {"cpu": "2", "memory": "1Gi"}
