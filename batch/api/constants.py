@@ -127,3 +127,19 @@ ANN_JDB_MAX_UNAVAILABLE: Final = "volcano.sh/jdb-max-unavailable"
 ANN_TASK_SPEC: Final = "volcano.sh/task-spec"
 ANN_PARTITION_ID: Final = "volcano.sh/partition-id"
 ANN_CLOSED_BY_PARENT: Final = "volcano.sh/closed-by-parent"
+
+# --- eviction reasons the scheduler's actions give (Eviction.reason) ---
+EVICT_PREEMPT: Final = "preempt"
+EVICT_GANG_PREEMPT: Final = "gangpreempt"
+EVICT_RECLAIM: Final = "reclaim"
+EVICT_GANG_RECLAIM: Final = "gangreclaim"
+#: Evictions that count as preemption in Volcano's preemption metrics (victims, attempts):
+#: a higher-priority job of the same queue took the resources, task by task or gang by gang.
+PREEMPTION_REASONS: Final = frozenset({EVICT_PREEMPT, EVICT_GANG_PREEMPT})
+#: Evictions that return resources to a queue below its deserved share.
+RECLAIM_REASONS: Final = frozenset({EVICT_RECLAIM, EVICT_GANG_RECLAIM})
+
+
+def is_preemption(reason: str) -> bool:
+    """Whether an eviction with ``reason`` is a preemption (see :data:`PREEMPTION_REASONS`)."""
+    return reason in PREEMPTION_REASONS

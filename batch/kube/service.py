@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import disable_created_metrics
 
+from batch.api.constants import is_preemption
 from batch.api.events import identity
 from batch.api.resources import parse_resource_list
 from batch.api.yamlio import FileInputError, read_text_file
@@ -342,9 +343,9 @@ class SchedulerService:
         transactions = {(e.reason, e.beneficiary) for e in decisions.evictions}
         for action, _job in transactions:
             m.eviction_transactions.labels(action=action).inc()
-        preemptors = {job for action, job in transactions if action == "preempt"}
+        preemptors = {job for action, job in transactions if is_preemption(action)}
         m.preemption_attempts.inc(len(preemptors))
-        m.preemption_victims.set(sum(1 for e in decisions.evictions if e.reason == "preempt"))
+        m.preemption_victims.set(sum(1 for e in decisions.evictions if is_preemption(e.reason)))
 
     def _export_gauges(self, decisions: Decisions) -> None:
         """Queue and job gauges of the session just run (Volcano's metric names)."""
