@@ -226,18 +226,20 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
             proc.wait()
 
 
-async def wait_schedulable(client: KubeClient, count: int, timeout: float = 600.0) -> None:
-    """Wait until `count` Nodes are Ready and untainted (polling: a LIST every 2 s)."""
+async def wait_schedulable(client: KubeClient, count: int, timeout: float = 900.0) -> None:
+    """Wait until 99 % of `count` Nodes are Ready and untainted at once (a LIST every 5 s). Under
+    load a few leases renew late and their Nodes flap: both schedulers see the same ones."""
     deadline = time.monotonic() + timeout
     while True:
         page = await client.list(NODE)
         ready = sum(1 for n in page["items"] if schedulable(n))
-        if ready >= count:
+        if ready >= 0.99 * count:
+            log(f"  {ready}/{count} nodes schedulable")
             return
         if time.monotonic() > deadline:
             raise SystemExit(f"only {ready}/{count} nodes schedulable after {timeout:.0f} s")
         log(f"  {ready}/{count} nodes schedulable ...")
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(5.0)
 
 
 # ---------------------------------------------------------------------------- the schedulers
@@ -643,7 +645,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--schedule-period", default="0.2s", help="Tephra's session period")
     p.add_argument("--kube-qps", type=int, default=5000, help="kube-scheduler's client QPS")
     p.add_argument("--emulator-connections", type=int, default=128)
-    p.add_argument("--heartbeat-seconds", type=float, default=30.0)
+    p.add_argument("--heartbeat-seconds", type=float, default=15.0)
     p.add_argument("--timeout", type=float, default=900.0, help="per run, after the creates")
     p.add_argument("--bin-dir", type=Path, default=None, help="default: scripts/build-kube.sh")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
