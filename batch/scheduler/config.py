@@ -205,7 +205,8 @@ tiers:
 #: Tephra's shipped default: Helm's plugins plus preempt and reclaim with safe settings
 #: (docs/preemption.md): gang and conformance protect victims, pods run 5 minutes before they can
 #: be evicted, victims must satisfy every plugin (strict), budgets bound each cycle, and reclaim
-#: never leaves a victim queue below its deserved share (no ping-pong)
+#: never leaves a victim queue below its deserved share (no ping-pong); unlike Volcano, pending
+#: gangs' demand counts in their queue's fair share at admission (proportion fairShareAtAdmission)
 TEPHRA_DEFAULT_CONFIG = """\
 actions: "enqueue, allocate, preempt, reclaim, backfill"
 tiers:
@@ -224,6 +225,8 @@ tiers:
     enablePreemptable: false
   - name: predicates
   - name: proportion
+    arguments:
+      fairShareAtAdmission: true
   - name: nodeorder
   - name: binpack
   - name: network-topology-aware

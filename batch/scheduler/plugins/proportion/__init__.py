@@ -4,6 +4,14 @@
 Deserved shares are computed exactly as Volcano does (float vectors, 0.1 tolerance) from queue
 weight, capability, guarantee and the queues' requests; shares drive QueueOrder, Overused,
 Allocatable, Preemptive, Reclaimable and the JobEnqueueable admission gate.
+
+``fairShareAtAdmission: true`` (Tephra's default configuration, not Volcano's;
+docs/volcano-semantics.md#proportion-fair-admission): a second water-filling, in which a gang not
+yet running also requests the part of its minResources its pods do not ask for yet, gives each
+queue an admission share; queues are ordered by what they hold *or were admitted to* (allocated +
+inqueue) over that share, so enqueue admits in the ratio of the weights instead of the older
+queue's whole backlog first. Volcano's deserved (allocate's cap, overused, reclaim) is unchanged:
+a gang bigger than its queue's weighted share of the waiting demand is not locked out by it.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS
 from batch.scheduler.framework.aggregate import JobSums
+from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -45,34 +54,58 @@ class QueueAttr:
     inqueue: F
     elastic: F
     deserved: F = field(default_factory=lambda: np.zeros(0))
+    #: fair admission: allocated + admitted-but-unallocated (None: Volcano's order by allocated)
+    held: F | None = None
+    #: fair admission: deserved were unstarted gangs' demand requested too (admission_shares)
+    admission_deserved: F | None = None
     _share: float | None = None
+    _order_share: float | None = None
     _overused: bool | None = None
 
     def share(self) -> float:
         if self._share is None:
-            d = self.deserved[1:]
-            a = self.allocated[1:]
-            present = d >= TOL
-            if not present.any():
-                self._share = 0.0
-            else:
-                self._share = float((a[present] / d[present]).max())
+            self._share = _ratio(self.allocated, self.deserved)
         return self._share
+
+    def order_share(self) -> float:
+        """What QueueOrder compares: share() in Volcano mode, held/deserved with fair admission."""
+        if self.held is None or self.admission_deserved is None:
+            return self.share()
+        if self._order_share is None:
+            self._order_share = _ratio(self.held, self.admission_deserved)
+        return self._order_share
+
+    def changed(self) -> None:
+        self._share = self._order_share = self._overused = None
+
+
+def _ratio(amount: F, deserved: F) -> float:
+    """max over resources (pods left out) of amount/deserved where something is deserved."""
+    d = deserved[1:]
+    present = d >= TOL
+    if not present.any():
+        return 0.0
+    return float((amount[1:][present] / d[present]).max())
 
 
 def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
     """The deserved-share loop of docs/volcano-semantics.md#proportion-water-filling (sets
-    ``attr.deserved``).
+    ``attr.deserved``)."""
+    if attrs:
+        request = np.stack([a.request for a in attrs])
+        for a, d in zip(attrs, fill_rows(attrs, request, total), strict=True):
+            a.deserved = d
+
+
+def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
+    """Water-filling of ``total`` over ``attrs`` for the given requests (one row per queue).
 
     Within a round every queue's step depends only on the round's ``remaining`` and weight sum,
     so a round is computed for all queues at once (one row per queue); the result is Volcano's
     queue-by-queue loop's.
     """
-    if not attrs:
-        return
     weight = np.array([a.weight for a in attrs], dtype=np.float64)
     cap = np.stack([a.real_capability for a in attrs])
-    request = np.stack([a.request for a in attrs])
     guarantee = np.stack([a.guarantee for a in attrs])
     deserved = np.zeros_like(request)
     meet = np.zeros(len(attrs), dtype=bool)
@@ -98,23 +131,43 @@ def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
         if bool((new_remaining[1:] < TOL).all()) or np.array_equal(new_remaining, remaining):
             break
         remaining = new_remaining
-    for i, a in enumerate(attrs):
-        a.deserved = deserved[i]
+    return deserved
+
+
+def admission_shares(attrs: Sequence[QueueAttr], unstarted: Sequence[F], total: F) -> None:
+    """Fair admission: each queue's deserved share were the unstarted part of its gangs
+    requested too (``attr.admission_deserved``); Volcano's ``deserved`` is left as it is."""
+    if not attrs:
+        return
+    if not any(u[1:].any() for u in unstarted):
+        for a in attrs:
+            a.admission_deserved = a.deserved
+        return
+    request = np.stack([a.request + u for a, u in zip(attrs, unstarted, strict=True)])
+    for a, d in zip(attrs, fill_rows(attrs, request, total), strict=True):
+        a.admission_deserved = d
+
+
+ROWS = 5  # allocated, pending requests, inqueue, elastic, unstarted demand
 
 
 def queue_contribution(job: JobInfo) -> IntVec:
     """What ``job`` adds to its queue's figures (rows: allocated, pending requests, the inqueue
-    part of minResources, the elastic part of allocated), as
-    docs/volcano-semantics.md#proportion-inputs defines them.
+    part of minResources, the elastic part of allocated, as
+    docs/volcano-semantics.md#proportion-inputs defines them; and, for fair admission, the part
+    of a Pending or Inqueue gang's minResources that neither its allocated nor its pending pods
+    cover — a gang whose pods the controller has not created yet asks for nothing in Volcano).
     """
     ja = job.allocated
-    out = np.zeros((4, len(ja)), dtype=np.int64)
+    out = np.zeros((ROWS, len(ja)), dtype=np.int64)
     out[0] = ja
     out[1] = job.pending_req
     mr = job.min_resources
     if mr is None:
         out[3] = ja  # no minResources: all of allocated is elastic; no inqueue part
         return out
+    if job.phase in ("Pending", "Inqueue"):
+        out[4] = np.maximum(mr - ja - job.pending_req, 0)
     if job.phase == "Inqueue" or (
         job.phase == "Running" and job.count(*ALLOCATED_STATUS) >= job.min_available
     ):
@@ -123,27 +176,44 @@ def queue_contribution(job: JobInfo) -> IntVec:
     return out
 
 
+def admitted_gap(job: JobInfo, allocated: IntVec) -> IntVec:
+    """The inqueue part of an admitted ``job`` (Inqueue, or Running) were it to hold
+    ``allocated``: what its minResources still reserve beyond its allocated (gated pods left
+    out)."""
+    mr = job.min_resources
+    if mr is None or job.phase not in ("Inqueue", "Running"):
+        return np.zeros_like(allocated)
+    gap: IntVec = np.maximum(np.maximum(mr - allocated, 0) - job.gated_req, 0)
+    return gap
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        self.fair = arguments.get_bool("fairShareAtAdmission", False)
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
         total_guarantee = np.zeros_like(total)
         for q in ssn.queues.values():
             total_guarantee += vec_of(ssn, q.guarantee)
-        sums = JobSums.of(ssn.cache, "proportion", (4, ssn.resources.capacity))
+        sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
         sums.refresh(ssn.jobs, queue_contribution)
         attrs: dict[str, QueueAttr] = {}
+        demand: dict[str, F] = {}
         for name in sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n)):
             q = ssn.queues[name]
             guarantee = vec_of(ssn, q.guarantee)
             cap = capability_vec(ssn, q)
             real = np.maximum(total - total_guarantee, 0) + guarantee
             real = np.minimum(real, cap)
-            allocated, pending, inqueue, elastic = sums.total(name).astype(np.float64)
+            allocated, pending, inqueue, elastic, unstarted = sums.total(name).astype(np.float64)
             request = allocated + pending
-            for v in (allocated, request, inqueue, elastic):
+            for v in (allocated, request, inqueue, elastic, unstarted):
                 v[0] = 0.0
+            demand[name] = unstarted
             attrs[name] = QueueAttr(
                 queue=q,
                 weight=q.weight,
@@ -154,14 +224,17 @@ class ProportionPlugin(Plugin):
                 request=request,
                 inqueue=inqueue,
                 elastic=elastic,
+                held=allocated + inqueue if self.fair else None,
             )
         water_fill(list(attrs.values()), total)
+        if self.fair:
+            admission_shares(list(attrs.values()), list(demand.values()), total)
         self.attrs = attrs
         self.total = total
 
         def queue_key(q: QueueInfo) -> tuple[int, float]:
             a = attrs.get(q.name)
-            return (-q.priority, a.share() if a is not None else 0.0)
+            return (-q.priority, a.order_share() if a is not None else 0.0)
 
         ssn.hooks.add_queue_order_key(queue_key)
 
@@ -278,26 +351,35 @@ class ProportionPlugin(Plugin):
             add = np.maximum(job.min_resources - job.gated_req, 0).astype(np.float64)
             add[0] = 0.0
             a.inqueue = a.inqueue + add
+            if a.held is not None:
+                a.held = a.held + add
+                a.changed()
 
         ssn.hooks.add_job_enqueued_fn(enqueued)
 
         def on_alloc(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job_id or "")
             a = attrs.get(job.queue) if job is not None else None
-            if a is not None:
+            if a is not None and job is not None:
                 np.add(a.allocated, task.req, out=a.allocated)
                 a.allocated[0] = 0.0
-                a._share = None
-                a._overused = None
+                a.changed()
+                if a.held is not None:  # the admitted part this task starts stops being held twice
+                    before = admitted_gap(job, job.allocated - task.req)
+                    a.held += task.req - (before - admitted_gap(job, job.allocated))
+                    a.held[0] = 0.0
 
         def on_dealloc(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job_id or "")
             a = attrs.get(job.queue) if job is not None else None
-            if a is not None:
+            if a is not None and job is not None:
                 np.subtract(a.allocated, task.req, out=a.allocated)
                 a.allocated[0] = 0.0
-                a._share = None
-                a._overused = None
+                a.changed()
+                if a.held is not None:
+                    after = admitted_gap(job, job.allocated + task.req)
+                    a.held -= task.req - (admitted_gap(job, job.allocated) - after)
+                    a.held[0] = 0.0
 
         ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
