@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from batch.api.durations import DurationError, parse_duration
 from batch.cli.kubecontext import context_option, with_context
 from batch.cli.metrics import parse_bind_address, serve_metrics
 
@@ -19,13 +19,11 @@ __all__ = ["scheduler"]
 
 
 def _duration(text: str) -> float:
-    """Parse `1s`, `500ms`, `2m` or a bare number of seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
-    if match is None:
-        raise click.BadParameter(f"not a duration (like 1s, 500ms): {text!r}")
-    value = float(match.group(1))
-    unit = match.group(2) or "s"
-    return value / 1000 if unit == "ms" else value * 60 if unit == "m" else value
+    """Parse `1s`, `500ms`, `2m` or a bare number of seconds (a Go duration)."""
+    try:
+        return parse_duration(text, bare_seconds=True)
+    except DurationError:
+        raise click.BadParameter(f"not a duration (like 1s, 500ms): {text!r}") from None
 
 
 @click.command("scheduler")

@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from batch.api.durations import duration_or_none as parse_duration
 from batch.api.mergepatch import merge_patch
 
-# merge_patch is re-exported for the job controller; its home is batch.api.mergepatch
+# merge_patch and parse_duration (None when absent or invalid) are re-exported for the
+# controllers; their homes are batch.api.mergepatch and batch.api.durations
 __all__ = ["format_time", "merge_patch", "parse_duration", "parse_time", "seconds_between"]
-
-_DUR = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def parse_duration(value: Any) -> float | None:
-    """Seconds in a Go duration string (`90s`, `1m30s`, `1h`), or None when absent/invalid."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    s = str(value).strip()
-    if s == "0":
-        return 0.0
-    parts = _DUR.findall(s)
-    if not parts or "".join(n + u for n, u in parts) != s:
-        return None
-    return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from batch.api.base import KubeModel
+from batch.api.durations import is_go_duration
 from batch.api.quantity import QuantityError, QuantityRangeError
 from batch.api.resources import is_extended_resource, to_internal
 
@@ -36,7 +37,6 @@ __all__ = [
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -51,11 +51,6 @@ def is_dns1123_subdomain(value: str) -> bool:
 def is_qualified_name(value: str) -> bool:
     """Kubernetes "qualified name" without prefix: <= 63 chars, alnum at both ends."""
     return len(value) <= 63 and _QUALIFIED.fullmatch(value) is not None
-
-
-def is_go_duration(value: str) -> bool:
-    """Go `time.ParseDuration` grammar (`30s`, `1h30m`, `1.5h`, `0`)."""
-    return _DURATION.fullmatch(value) is not None
 
 
 def join(path: str, key: str | int) -> str:

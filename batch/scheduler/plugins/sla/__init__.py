@@ -10,8 +10,7 @@ otherwise it abstains.
 
 from __future__ import annotations
 
-import re
-
+from batch.api.durations import duration_or_none as parse_duration
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.scheduler.framework.arguments import Arguments, ConfigError
@@ -20,25 +19,6 @@ from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT
 
 ANNOTATIONS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float | None:
-    """Go ``time.ParseDuration`` for non-negative durations; None when malformed."""
-    text = text.strip()
-    if not text:
-        return None
-    if text == "0":
-        return 0.0
-    pos = 0
-    total = 0.0
-    for m in _PART.finditer(text):
-        if m.start() != pos:
-            return None
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    return total if pos == len(text) else None
 
 
 class SlaPlugin(Plugin):
