@@ -25,9 +25,10 @@ layers: $(STAMP)
 	$(BIN)/lint-imports
 
 # Services the suite needs that a new machine lacks: PostgreSQL on 127.0.0.1:5432 (installed and
-# started when missing; idempotent) and unzip for the Helm fetch.
+# started when missing; idempotent) unzip for the Helm fetch and chromium for the
+# report test (tests/sim/test_report_browser.py).
 services:
-	scripts/ensure-packages.sh unzip=unzip flock=util-linux
+	scripts/ensure-packages.sh unzip=unzip flock=util-linux chromium=chromium
 	scripts/ensure-postgres.sh
 
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) of the

@@ -373,6 +373,8 @@ class Simulation:
                 notify=True,
             )
             self._unbound -= 1
+            if run.record.first_bind is None:
+                run.record.first_bind = now
             self.metrics.gpu_change(now, run.queue_idx, pod.gpu)
             run.bound += 1
             if not run.started:

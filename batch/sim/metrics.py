@@ -54,10 +54,19 @@ class JobRecord:
     restarts: int = 0
     evictions: int = 0
     wasted_gpu_s: float = 0.0
+    first_bind: float | None = None  # when the job's first pod was bound (first attempt)
 
     @property
     def queue_delay(self) -> float | None:
         return None if self.start is None else self.start - self.submit
+
+    @property
+    def gang_spread(self) -> float | None:
+        """Gang start spread: first pod bound -> whole gang running (multi-pod jobs that bound a
+        pod; infinite when the gang never completed)."""
+        if self.pods < 2 or self.first_bind is None:
+            return None
+        return math.inf if self.start is None else self.start - self.first_bind
 
     @property
     def jct(self) -> float | None:
@@ -254,6 +263,10 @@ def summarize(
     delay = np.asarray(
         [r.queue_delay for r in records if r.queue_delay is not None], dtype=np.float64
     )
+    spread = np.asarray(
+        [r.gang_spread for r in records if r.gang_spread is not None], dtype=np.float64
+    )
+    started = spread[np.isfinite(spread)]
     fair = metrics.fairness(series)
     by_queue: dict[str, dict[str, Any]] = {}
     for name in metrics.queue_names:
@@ -285,6 +298,9 @@ def summarize(
         "utilization": metrics.utilization(),
         "utilization_window_s": list(metrics.window()),
         "wasted_gpu_hours": sum(r.wasted_gpu_s for r in records) / 3600.0,
+        "gang_spread_mean_s": _mean(started),
+        "gang_spread_p99_s": _pct(started, 99),
+        "gangs_never_whole": int(spread.size - started.size),
         "preemptions": metrics.preemptions,
         "restarts": sum(r.restarts for r in records),
         "jain_index": fair["jain_index"],
