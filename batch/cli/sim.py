@@ -1,18 +1,20 @@
 """`tephra sim`: replay a GPU-cluster trace through the real scheduler and compare baselines.
 
-Thin shell over `batch.sim`: parses options, shows a progress bar per policy, prints the summary
-table and writes `summary.json`, per-job CSVs and `report.html` into `--out`.
+Thin shell over `batch.sim`: parses options, shows progress on stderr ("policy i of n", total
+ETA), prints the summary table and writes `summary.json`, per-job CSVs and `report.html` into
+`--out`.
 """
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+import sys
 from pathlib import Path
 
 import click
 
 from batch.api.yamlio import read_text_file
 from batch.sim.engine import ProgressFn
+from batch.sim.progress import RunProgress
 
 __all__ = ["sim"]
 
@@ -85,7 +87,7 @@ __all__ = ["sim"]
     "(volcano up to 20,000 jobs).",
 )
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def sim(
     trace: str | None,
     fmt: str | None,
@@ -190,25 +192,14 @@ def _run(
     for note in workload.notes:
         click.echo(f"  {note}", err=True)
 
-    with ExitStack() as stack:
+    reporter = RunProgress(sys.stderr, [p.name for p in policies], len(workload.jobs))
 
-        def progress(name: str) -> ProgressFn | None:
-            if quiet:
-                return None
-            bar = stack.enter_context(
-                click.progressbar(length=len(workload.jobs), label=f"{name:>12} jobs done")
-            )
-            seen = [0]
+    def progress(name: str) -> ProgressFn | None:
+        return None if quiet else reporter.for_policy(name)
 
-            def update(done: int, total: int, now: float) -> None:
-                bar.update(done - seen[0])
-                seen[0] = done
-                if done >= total:
-                    bar.render_finish()
-
-            return update
-
-        runs = run_policies(workload, policies, progress=progress)
+    runs = run_policies(workload, policies, progress=progress)
+    if not quiet:
+        reporter.close()
     paths = write_outputs(out_dir, workload, runs)
     click.echo(format_table({name: run.summary for name, run in runs.items()}))
     click.echo(f"wrote {paths['summary']}, {paths['report']} and per-job CSVs in {out_dir}")
