@@ -114,8 +114,8 @@ def _shares(w1: int, w2: int, *, conf: Path | None = None) -> tuple[float, dict[
     with run_sandbox(
         nodes=[], options=options, components=default_components(options), ready_timeout=120
     ) as sb:
-        co = client.CustomObjectsApi(sb.api_client())
-        core = client.CoreV1Api(sb.api_client())
+        co: Any = client.CustomObjectsApi(sb.api_client())
+        core: Any = client.CoreV1Api(sb.api_client())
         for q, w in zip(queues, (w1, w2), strict=True):
             co.create_cluster_custom_object(*Q, "queues", _queue(q, w))
         for i in range(JOBS):  # interleaved, so submission order favours neither queue
