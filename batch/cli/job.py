@@ -17,9 +17,9 @@ import click
 import yaml
 
 from batch.api.errors import one_line
-from batch.api.resources import describe_amount, parse_resource_list
 from batch.api.yamlio import FileInputError, load_yaml_file
 from batch.cli.output import event_age, event_source, output_option, print_list
+from batch.kube.why import cluster_capacity, explain
 
 if TYPE_CHECKING:
     from batch.kube.config import Target
@@ -529,87 +529,56 @@ def job_delete(kubeconfig: Path | None, name: str, namespace: str | None) -> Non
     click.echo(f"delete job {name} successfully")
 
 
-def queue_position(
-    podgroup: Mapping[str, Any], others: Sequence[Mapping[str, Any]], priorities: Mapping[str, int]
-) -> tuple[int, int]:
-    """(1-based position, count) of a waiting PodGroup among its queue's waiting PodGroups,
-    ordered as the scheduler's job order does: priority (high first), then creation time."""
-    queue = (podgroup.get("spec") or {}).get("queue") or "default"
+class _ApiLookup:
+    """What `explain` needs, read from the API server (`batch.kube.why.WhyLookup`)."""
 
-    def waiting(pg: Mapping[str, Any]) -> bool:
-        phase = (pg.get("status") or {}).get("phase") or "Pending"
-        return (
-            phase in ("Pending", "Inqueue")
-            and ((pg.get("spec") or {}).get("queue") or "default") == queue
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        co = self.kube.co
+        return self.kube.get_or_none(  # type: ignore[no-any-return]
+            lambda: co.get_namespaced_custom_object(*SCHED, namespace, "podgroups", name)
         )
 
-    def order(pg: Mapping[str, Any]) -> tuple[int, str, str]:
-        pcn = str((pg.get("spec") or {}).get("priorityClassName") or "")
-        m = pg.get("metadata") or {}
-        return (-priorities.get(pcn, 0), str(m.get("creationTimestamp") or ""), str(m.get("name")))
+    def queue(self, name: str) -> dict[str, Any] | None:
+        co = self.kube.co
+        return self.kube.get_or_none(  # type: ignore[no-any-return]
+            lambda: co.get_cluster_custom_object(*SCHED, "queues", name)
+        )
 
-    line = sorted((pg for pg in others if waiting(pg)), key=order)
-    uid = (podgroup.get("metadata") or {}).get("uid")
-    for i, pg in enumerate(line):
-        if (pg.get("metadata") or {}).get("uid") == uid:
-            return i + 1, len(line)
-    return 0, len(line)
+    def events(self, namespace: str, involved: str) -> list[dict[str, Any]]:
+        core = self.kube.core
+        events = self.kube.get_or_none(
+            lambda: core.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.name={involved}"
+            )
+        )
+        items = events.items if events is not None else []
+        return [{"reason": ev.reason, "message": ev.message} for ev in items]
 
+    def podgroups(self) -> list[dict[str, Any]]:
+        co = self.kube.co
+        found = self.kube.get_or_none(lambda: co.list_cluster_custom_object(*SCHED, "podgroups"))
+        return list((found or {}).get("items") or [])
 
-#: minResources keys that are quota names (requests.cpu, count/pods), not resources
-_QUOTA_KEYS = ("requests.", "limits.", "count/")
+    def priorities(self) -> dict[str, int]:
+        from kubernetes import client as kclient
 
+        api = kclient.SchedulingV1Api(self.kube.api)
+        pcs = self.kube.get_or_none(api.list_priority_class)
+        items = pcs.items if pcs is not None else []
+        return {str(p.metadata.name): int(p.value or 0) for p in items}
 
-def _parent(queue: Mapping[str, Any]) -> str:
-    name = (queue.get("metadata") or {}).get("name")
-    return str((queue.get("spec") or {}).get("parent") or ("" if name == "root" else "root"))
+    def queues(self) -> list[dict[str, Any]]:
+        co = self.kube.co
+        found = self.kube.get_or_none(lambda: co.list_cluster_custom_object(*SCHED, "queues"))
+        return list((found or {}).get("items") or [])
 
-
-def _weight(queue: Mapping[str, Any]) -> int:
-    weight = (queue.get("spec") or {}).get("weight")
-    return weight if isinstance(weight, int) and weight > 0 else 1
-
-
-def queue_share(
-    queue: Mapping[str, Any],
-    queues: Sequence[Mapping[str, Any]],
-    capacity: Mapping[str, int],
-    resources: Sequence[str],
-) -> str:
-    """A queue's weight among the queues of its parent, and what it holds (status.allocated)
-    of the cluster's `capacity` (internal amounts) in each of `resources`."""
-    name = str((queue.get("metadata") or {}).get("name"))
-    parent = _parent(queue)
-    siblings = sum(_weight(q) for q in queues if _parent(q) == parent and _parent(q))
-    allocated = parse_resource_list((queue.get("status") or {}).get("allocated") or {})
-    held = []
-    for res in resources:
-        amount, total = allocated.get(res, 0), capacity.get(res, 0)
-        of = f" of {describe_amount(res, total)}" if total else ""
-        pct = f" ({100 * amount / total:.0f}%)" if total else ""
-        held.append(f"{describe_amount(res, amount)}{of} {res}{pct}")
-    return (
-        f"queue {name}: weight {_weight(queue)} of {max(siblings, _weight(queue))} among the "
-        f"queues under {parent or '(none)'}; holds {', '.join(held)}"
-    )
-
-
-def _capacity(kube: Kube) -> dict[str, int]:
-    """The allocatable resources of every node, summed (internal amounts)."""
-    nodes = kube.get_or_none(kube.core.list_node)
-    total: dict[str, int] = {}
-    for node in nodes.items if nodes is not None else []:
-        for res, amount in parse_resource_list(node.status.allocatable or {}).items():
-            total[res] = total.get(res, 0) + amount
-    return total
-
-
-def _share_line(kube: Kube, pg: Mapping[str, Any], queue: Mapping[str, Any]) -> str:
-    queues = kube.get_or_none(lambda: kube.co.list_cluster_custom_object(*SCHED, "queues"))
-    asked = (pg.get("spec") or {}).get("minResources") or {}
-    resources = [r for r in sorted(asked) if r != "pods" and not r.startswith(_QUOTA_KEYS)]
-    items = (queues or {}).get("items") or []
-    return queue_share(queue, items, _capacity(kube), resources or ["cpu"])
+    def capacity(self) -> dict[str, int]:
+        nodes = self.kube.get_or_none(self.kube.core.list_node)
+        items = nodes.items if nodes is not None else []
+        return cluster_capacity(node.status.allocatable for node in items)
 
 
 @job.command("why")
@@ -619,82 +588,5 @@ def _share_line(kube: Kube, pg: Mapping[str, Any], queue: Mapping[str, Any]) -> 
 def job_why(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Explain why a job is (or was) pending: PodGroup conditions, events, queue position."""
     kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    j = kube.job(name, namespace)
-    phase = _phase(j) or "(new)"
-    spec = j.get("spec") or {}
-    queue_name = spec.get("queue") or "default"
-    click.echo(f"Job {namespace}/{name}: phase {phase}, queue {queue_name}")
-    state = (j.get("status") or {}).get("state") or {}
-    if phase == "Pending" and state.get("reason"):  # the job controller's own reason first
-        click.echo(f"  {state['reason']}: {state.get('message') or ''}")
-    pg_name = f"{name}-{j['metadata']['uid']}"
-    pg = kube.get_or_none(
-        lambda: kube.co.get_namespaced_custom_object(*SCHED, namespace, "podgroups", pg_name)
-    )
-    queue = kube.get_or_none(
-        lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", queue_name)
-    )
-    if queue is None:
-        click.echo(f"  queue {queue_name} does not exist: the scheduler ignores this job")
-    else:
-        state = (queue.get("status") or {}).get("state") or "Open"
-        if state != "Open":
-            click.echo(f"  queue {queue_name} is {state}: nothing new is admitted from it")
-    if pg is None:
-        if phase in ("Completed", "Failed", "Terminated", "Aborted"):
-            click.echo(f"  the job is {phase}; its PodGroup was removed")
-        else:
-            click.echo("  no PodGroup yet: the job controller has not initialised the job")
-        return
-    pg_phase = (pg.get("status") or {}).get("phase") or "Pending"
-    minm = (pg.get("spec") or {}).get("minMember")
-    click.echo(f"  PodGroup {pg_name}: phase {pg_phase}, minMember {minm}")
-    if pg_phase == "Pending":
-        click.echo(
-            "  waiting for the scheduler to admit the gang (enqueue): pods are not created yet"
-        )
-    reasons = 0
-    conds = [
-        cond
-        for cond in (pg.get("status") or {}).get("conditions") or []
-        if cond.get("status") == "True" and cond.get("type") in ("Unschedulable", "Scheduled")
-    ]
-    conds.sort(key=lambda x: str(x.get("lastTransitionTime") or ""))
-    if pg_phase in ("Running", "Completed") or phase not in ("Pending", "Restarting", "(new)"):
-        st = _status(j)
-        click.echo(
-            f"  not pending: job {phase} (running {st.get('running', 0)}, "
-            f"succeeded {st.get('succeeded', 0)}, failed {st.get('failed', 0)})"
-        )
-        return
-    if conds:  # the latest scheduling verdict
-        cond = conds[-1]
-        reasons += 1
-        text = f"{cond.get('reason') or ''} {cond.get('message') or ''}".strip()
-        click.echo(f"  {cond.get('type')}: {text}")
-    events = kube.get_or_none(
-        lambda: kube.core.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={pg_name}"
-        )
-    )
-    for ev in (events.items if events is not None else [])[-3:]:
-        reasons += 1
-        click.echo(f"  event {ev.reason}: {ev.message}")
-    if pg_phase in ("Pending", "Inqueue"):
-        groups = kube.get_or_none(
-            lambda: kube.co.list_cluster_custom_object(*SCHED, "podgroups")
-        ) or {"items": []}
-        from kubernetes import client as kclient
-
-        pcs = kube.get_or_none(lambda: kclient.SchedulingV1Api(kube.api).list_priority_class())
-        priorities = {
-            str(p.metadata.name): int(p.value or 0) for p in (pcs.items if pcs is not None else [])
-        }
-        pos, total = queue_position(pg, groups["items"], priorities)
-        if pos:
-            click.echo(f"  queue position: {pos} of {total} waiting in queue {queue_name}")
-        if queue is not None:
-            click.echo(f"  {_share_line(kube, pg, queue)}")
-    if reasons == 0 and pg_phase in ("Pending", "Inqueue"):
-        click.echo("  no reason recorded yet (the scheduler has not examined this gang)")
+    for line in explain(kube.job(name, namespace or kube.namespace), _ApiLookup(kube)):
+        click.echo(line)

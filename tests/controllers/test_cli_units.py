@@ -7,7 +7,8 @@ from typing import Any
 import click
 import pytest
 
-from batch.cli.job import parse_resources, queue_position, queue_share, table
+from batch.cli.job import parse_resources, table
+from batch.kube.why import queue_position, queue_share
 
 
 def pg(
