@@ -4,13 +4,17 @@ Issue 19.5 measured about 11 PodGroups per second for bare pods. This starts `te
 (API server, emulator, controllers and scheduler) as its own process, creates `--pods` bare
 pods with `schedulerName: volcano` as fast as one client can, and prints how long the pods took
 to create and how long until every one had its PodGroup (and was annotated with it).
+`--controller-process` measures the controllers alone instead: the pods are created on a
+sandbox without components, then `tephra controller` starts in its own process, and the rate
+is that of its PodGroups from the first to the last.
 
-    .venv/bin/python benchmarks/podgroup_rate.py --pods 1000
+    .venv/bin/python benchmarks/podgroup_rate.py --pods 1000 [--controller-process]
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,11 +74,53 @@ def peak_rate(samples: list[tuple[float, int]]) -> float:
     return best
 
 
+def controller_alone(pods: int, clients: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        args = ["sandbox", "up", "--kubeconfig", str(kubeconfig), "--no-components"]
+        sandbox = subprocess.Popen([TEPHRA, *args], stderr=subprocess.DEVNULL)
+        controller = None
+        try:
+            while not kubeconfig.exists():
+                time.sleep(0.1)
+            api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
+            co: Any = client.CustomObjectsApi(api)
+            core: Any = client.CoreV1Api(api)
+            with ThreadPoolExecutor(clients) as pool:
+                list(
+                    pool.map(
+                        lambda i: core.create_namespaced_pod("default", bare_pod(i)), range(pods)
+                    )
+                )
+            cmd = [TEPHRA, "controller", "--kubeconfig", str(kubeconfig), "--metrics-port", "0"]
+            controller = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+            first: tuple[float, int] | None = None
+            while (n := count_groups(co)) < pods:
+                if n and first is None:
+                    first = (time.monotonic(), n)
+                time.sleep(0.05)
+            t0, n0 = first or (time.monotonic(), 0)
+            took = time.monotonic() - t0
+            print(
+                f"tephra controller alone: {pods - n0} of {pods} PodGroups in {took:.2f} s after "
+                f"its first: {(pods - n0) / took:.0f} PodGroups/s"
+            )
+        finally:
+            for proc in (controller, sandbox):
+                if proc is not None:
+                    proc.terminate()
+                    proc.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8, help="threads creating pods")
+    parser.add_argument("--controller-process", action="store_true")
     opts = parser.parse_args()
+    if opts.controller_process:
+        controller_alone(opts.pods, opts.clients)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         proc, kubeconfig = start(Path(tmp), opts.pods)
         try:

@@ -711,8 +711,11 @@ class ControllerManager:
                 obj.setdefault("kind", o.get("kind"))
             owners[str(o.get("uid"))] = obj
         filed = self.group_pods.get((ns, name))
+        bare = [dict(p) for p in owners.values() if p is not None and p.get("kind") == "Pod"]
         if filed is not None:
             pods = list(filed.values())
+        elif bare:  # a bare pod's group, made before the watch saw the pod annotated
+            pods = bare
         else:  # not seen by the watch (yet): ask the API server
             pods = [
                 p
