@@ -39,13 +39,13 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from batch.api.errors import UserError
+from batch.api.timestamps import parse_time
 from batch.api.yamlio import FileInputError, read_text_file, yaml_error_summary
 
 __all__ = [
@@ -210,10 +210,10 @@ class ExecCredentials:
 def _epoch(stamp: Any, where: str) -> float | None:
     if not stamp:
         return None
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise KubeConfigError(f"{where}: expirationTimestamp {stamp!r} is not RFC 3339") from None
+    parsed = parse_time(stamp)
+    if parsed is None:
+        raise KubeConfigError(f"{where}: expirationTimestamp {stamp!r} is not RFC 3339")
+    return parsed.timestamp()
 
 
 # ---------------------------------------------------------------------------- kubeconfig files

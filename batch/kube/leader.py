@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from batch.api.timestamps import parse_time
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 
 __all__ = ["LeaderElector"]
@@ -27,15 +28,6 @@ _LEASE = RESOURCES["Lease"]
 
 def _micro_time(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -90,13 +82,13 @@ class LeaderElector:
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
-        renew = _parse_time(spec.get("renewTime"))
+        renew = parse_time(spec.get("renewTime"))
         duration = int(spec.get("leaseDurationSeconds") or self.lease_seconds)
         expired = renew is None or renew + timedelta(seconds=duration) < now
         if holder and holder != self.identity and not expired:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
-        acquire = _parse_time(spec.get("acquireTime")) or now
+        acquire = parse_time(spec.get("acquireTime")) or now
         if holder != self.identity:
             transitions += 1
             acquire = now

@@ -23,6 +23,7 @@ from typing import Any
 from batch.api import pods
 from batch.api.quantity import QuantityError
 from batch.api.resources import CPU, GPU, MEMORY, parse_resource_list
+from batch.api.timestamps import parse_time
 from batch.ledger.events import (
     JobObserved,
     JobPhaseChanged,
@@ -78,22 +79,6 @@ _SPARK_STATES = {
 
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def parse_time(value: Any) -> dt.datetime | None:
-    """An RFC 3339 Kubernetes timestamp as aware UTC, None when missing or unparsable."""
-    if not value:
-        return None
-    if isinstance(value, dt.datetime):
-        parsed = value
-    else:
-        try:
-            parsed = dt.datetime.fromisoformat(str(value))
-        except ValueError:
-            return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
 
 
 def _now(now: dt.datetime | None) -> dt.datetime:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy as np
 from batch.api import pods
 from batch.api.pods import running_requests
 from batch.api.resources import PODS, parse_resource_list
+from batch.api.timestamps import epoch_seconds as parse_time
 from batch.model.info import QueueInfo
 from batch.model.nodes import DEFAULT_MAX_PODS, NodeMeta
 from batch.model.resources import IntVec, ResourceIndex
@@ -26,23 +26,6 @@ TASK_INDEX_KEY = "volcano.sh/task-index"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 DEFAULT_QUEUE = "default"
 ROOT_QUEUE = "root"
-
-_ts_cache: dict[str, float] = {}
-
-
-def parse_time(value: object) -> float:
-    """RFC 3339 timestamp -> epoch seconds (0.0 when absent or malformed)."""
-    if not isinstance(value, str) or not value:
-        return 0.0
-    t = _ts_cache.get(value)
-    if t is None:
-        try:
-            t = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            t = 0.0
-        if len(_ts_cache) < 100_000:
-            _ts_cache[value] = t
-    return t
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
