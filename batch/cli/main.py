@@ -26,6 +26,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("batch.cli.cluster:cluster", "Run a real control plane built from Go modules."),
     "scheduler": ("batch.cli.scheduler:scheduler", "Run the scheduler service."),
     "demo": ("batch.cli.demo:demo", "Play Tephra's story on the embedded sandbox."),
+    "dashboard": ("batch.cli.dashboard:dashboard", "Serve the read-only web dashboard."),
     "controller": ("batch.cli.controller:controller", "Run the job/queue/PodGroup controllers."),
     "job": ("batch.cli.job:job", "Run and manage Volcano jobs (vcctl job)."),
     "queue": ("batch.cli.queue:queue", "Create and manage queues (vcctl queue)."),

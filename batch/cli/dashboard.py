@@ -1,0 +1,89 @@
+"""`tephra dashboard`: serve the read-only web UI and JSON API (batch.dashboard) until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import click
+
+from batch.api.errors import UserError
+from batch.cli.db import db_option
+
+
+def _token(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    token = path.read_text(encoding="utf-8").strip()
+    if not token:
+        raise UserError(f"{path}: the token file is empty")
+    return token
+
+
+async def _serve(host: str, port: int, app: object) -> None:
+    from aiohttp import web
+
+    assert isinstance(app, web.Application)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        for sock in getattr(site._server, "sockets", None) or []:
+            bound = sock.getsockname()
+            click.echo(f"dashboard: http://{host}:{bound[1]}/", err=True)
+            break
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+@click.command("dashboard")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster).",
+)
+@click.option("--context", default=None, help="The kubeconfig context to use.")
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8090, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Require this bearer token (the file's content) on every request.",
+)
+@click.option("--history-days", default=7, show_default=True, type=click.IntRange(1, 366))
+def dashboard(
+    kubeconfig: Path | None,
+    context: str | None,
+    db_url: str | None,
+    host: str,
+    port: int,
+    token_file: Path | None,
+    history_days: int,
+) -> None:
+    """Serve a read-only web dashboard: nodes, queues, jobs (with `job why`) and ledger history.
+
+    Live state comes from watches on the cluster; history from the ledger's report views.
+    """
+    from batch.dashboard.history import History
+    from batch.dashboard.server import Dashboard, make_app
+    from batch.kube.config import load_access
+    from batch.ledger.db import make_engine
+
+    token = _token(token_file)
+    access = load_access(kubeconfig, context=context)
+    engine = make_engine(db_url, create_dirs=False)
+    dash = Dashboard(access, History(engine, days=history_days), token=token)
+    try:
+        asyncio.run(_serve(host, port, make_app(dash)))
+    finally:
+        engine.dispose()

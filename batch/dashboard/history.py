@@ -1,0 +1,62 @@
+"""History from the ledger for the dashboard: waits, GPU-hours per queue per day, preemptions.
+
+Why this exists: the trends a team lead asks about are the ledger's report views
+(`batch.ledger.reports`, the ones `tephra report` prints); this module only picks the window and
+shapes the reports for the page. The queries are synchronous SQLAlchemy; the server runs them in
+a worker thread and caches the answer for `TTL` seconds, so reloading a page does not rescan.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from batch.api.errors import one_line
+from batch.ledger.reports import Filters, preemptions, usage, wait_times
+
+__all__ = ["History"]
+
+TTL = 15.0
+
+
+@dataclass
+class History:
+    """The ledger's reports over the last `days` days, cached for TTL seconds."""
+
+    engine: Engine | None
+    days: int = 7
+    ttl: float = TTL
+    _cache: tuple[float, dict[str, Any]] | None = field(default=None, repr=False)
+
+    def read(self) -> dict[str, Any]:
+        if self.engine is None:
+            return {"ledger": False, "days": self.days}
+        if self._cache is not None and time.monotonic() - self._cache[0] < self.ttl:
+            return self._cache[1]
+        try:
+            answer = self._query()
+        except SQLAlchemyError as exc:  # an unreachable or unmigrated ledger: say so on the page
+            return {"ledger": False, "days": self.days, "error": one_line(exc)}
+        self._cache = (time.monotonic(), answer)
+        return answer
+
+    def _query(self) -> dict[str, Any]:
+        assert self.engine is not None
+        until = dt.datetime.now(dt.UTC)
+        filters = Filters(since=until - dt.timedelta(days=self.days), until=until)
+        with self.engine.connect() as conn:
+            answer = {
+                "ledger": True,
+                "days": self.days,
+                "since": filters.since.isoformat(timespec="seconds") if filters.since else None,
+                "until": until.isoformat(timespec="seconds"),
+                "wait_times": wait_times(conn, filters).as_dicts(),
+                "usage": usage(conn, filters, by=("day", "queue")).as_dicts(),
+                "preemptions": preemptions(conn, filters).as_dicts(),
+            }
+        return answer

@@ -1,0 +1,287 @@
+"""The dashboard's HTTP server (aiohttp): pages, the JSON API behind them, a change stream.
+
+Why aiohttp: it is already Tephra's HTTP stack (the asyncio Kubernetes client, the sandbox), so
+the server, the watches feeding it and the ledger worker share one event loop and one library.
+
+Security: read-only by construction (GET and HEAD only; anything else is 405 before routing),
+bound to 127.0.0.1 unless told otherwise, and, with a token, every request must carry it
+(`Authorization: Bearer T`, or the cookie a first visit with `?token=T` sets, so a browser can
+follow links). A proxy that authenticates people (OIDC) sits in front and passes the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from batch.dashboard import pages, views
+from batch.dashboard.history import History
+from batch.dashboard.state import LiveState, reflectors
+from batch.kube.client import KubeClient
+from batch.kube.config import ClusterAccess
+from batch.kube.informer import ReflectorSet
+
+__all__ = ["Dashboard", "DashboardThread", "make_app"]
+
+log = logging.getLogger(__name__)
+
+COOKIE = "tephra_dashboard_token"
+FRAGMENT = "X-Dashboard-Fragment"
+#: how often a change stream looks at the state's version (an in-memory integer)
+STREAM_TICK = 0.5
+SYNC_TIMEOUT = 30.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Dashboard:
+    """Live state from the watches plus the ledger's history, and what feeds them."""
+
+    access: ClusterAccess
+    history: History
+    token: str | None = None
+    state: LiveState = field(default_factory=LiveState)
+    _client: KubeClient | None = None
+    _reflectors: ReflectorSet | None = None
+    _memo: dict[tuple[Any, ...], tuple[int, Any]] = field(default_factory=dict)
+
+    async def start(self) -> None:
+        self._client = KubeClient(self.access)
+        await self._client.open()
+        self._reflectors = reflectors(self._client, self.state)
+        self._reflectors.start()
+
+    async def stop(self) -> None:
+        if self._reflectors is not None:
+            await self._reflectors.stop()
+        if self._client is not None:
+            await self._client.close()
+
+    async def synced(self) -> bool:
+        return self._reflectors is not None and await self._reflectors.wait_synced(SYNC_TIMEOUT)
+
+    def view(self, name: str, fn: Callable[[], Any], *args: Any) -> Any:
+        """`fn()`, computed once per state version for (name, args)."""
+        key = (name, *args)
+        cached = self._memo.get(key)
+        if cached is not None and cached[0] == self.state.version:
+            return cached[1]
+        if len(self._memo) > 256:
+            self._memo.clear()
+        value = fn()
+        self._memo[key] = (self.state.version, value)
+        return value
+
+
+DASH = web.AppKey("dashboard", Dashboard)
+
+
+@web.middleware
+async def read_only(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.method not in ("GET", "HEAD"):
+        raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"], text="read-only\n")
+    return await handler(request)
+
+
+@web.middleware
+async def bearer(request: web.Request, handler: Handler) -> web.StreamResponse:
+    token = request.app[DASH].token
+    if token is None:
+        return await handler(request)
+    header = request.headers.get("Authorization", "")
+    given = header[7:] if header.startswith("Bearer ") else request.cookies.get(COOKIE, "")
+    from_query = request.query.get("token", "")
+    if hmac.compare_digest(given.encode(), token.encode()):
+        return await handler(request)
+    if from_query and hmac.compare_digest(from_query.encode(), token.encode()):
+        response = await handler(request)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
+        return response
+    raise web.HTTPUnauthorized(
+        text="a bearer token is required\n", headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+def _json(data: Any) -> web.Response:
+    return web.json_response(data, dumps=lambda d: json.dumps(d, default=str))
+
+
+async def _ready(request: web.Request) -> Dashboard:
+    dash = request.app[DASH]
+    if not await dash.synced():
+        raise web.HTTPServiceUnavailable(text="the cluster's state is still loading\n")
+    return dash
+
+
+def _filter(request: web.Request) -> views.JobFilter:
+    q = request.query
+    return views.JobFilter(
+        text=q.get("text", ""),
+        namespace=q.get("namespace", ""),
+        queue=q.get("queue", ""),
+        phase=q.get("phase", ""),
+    )
+
+
+async def _model(request: web.Request, page: str) -> Any:
+    dash = await _ready(request)
+    state = dash.state
+    if page == "overview":
+        return dash.view(page, lambda: views.overview(state))
+    if page == "queues":
+        return dash.view(page, lambda: views.queues(state))
+    if page == "jobs":
+        flt = _filter(request)
+        return dash.view(page, lambda: views.jobs(state, flt), flt)
+    if page == "history":
+        return await asyncio.to_thread(dash.history.read)
+    ns, name = request.match_info["namespace"], request.match_info["name"]
+    model = dash.view(page, lambda: views.job_detail(state, ns, name), ns, name)
+    if model is None:
+        raise web.HTTPNotFound(text=f"no job {ns}/{name}\n")
+    return model
+
+
+_PAGES: dict[str, tuple[str, Callable[[web.Request, Any], str]]] = {
+    "overview": ("/", lambda _r, m: pages.overview_page(m)),
+    "queues": ("/queues", lambda _r, m: pages.queues_page(m)),
+    "jobs": ("/jobs", lambda r, m: pages.jobs_page(m, _filter(r))),
+    "history": ("/history", lambda _r, m: pages.history_page(m)),
+    "job": ("/jobs", lambda _r, m: pages.job_page(m)),
+}
+
+
+def _html_handler(page: str) -> Handler:
+    nav, render = _PAGES[page]
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        main = render(request, await _model(request, page))
+        body = main if request.headers.get(FRAGMENT) else pages.layout(page, nav, main)
+        return web.Response(text=body, content_type="text/html")
+
+    return handle
+
+
+def _api_handler(page: str) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return _json(await _model(request, page))
+
+    return handle
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: the state's version, whenever it changed (at most every tick)."""
+    dash = request.app[DASH]
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    seen, idle = -1, 0.0
+    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
+        while True:
+            version = dash.state.version
+            if version != seen:
+                await response.write(f"data: {version}\n\n".encode())
+                seen, idle = version, 0.0
+            elif idle >= 15:
+                await response.write(b": keep-alive\n\n")
+                idle = 0.0
+            await asyncio.sleep(STREAM_TICK)
+            idle += STREAM_TICK
+    return response
+
+
+async def status(request: web.Request) -> web.StreamResponse:
+    dash = request.app[DASH]
+    synced = dash._reflectors is not None and await dash._reflectors.wait_synced(0)
+    counts = {kind: len(objs) for kind, objs in dash.state.objects.items()}
+    return _json({"synced": synced, "version": dash.state.version, "objects": counts})
+
+
+def make_app(dash: Dashboard) -> web.Application:
+    """The application: HTML pages, `/api/...` JSON of the same models, the change stream."""
+    app = web.Application(middlewares=[read_only, bearer])
+    app[DASH] = dash
+    routes = [
+        ("/", "overview"),
+        ("/queues", "queues"),
+        ("/jobs", "jobs"),
+        ("/history", "history"),
+        ("/jobs/{namespace}/{name}", "job"),
+    ]
+    for path, page in routes:
+        app.router.add_get(path, _html_handler(page))
+        app.router.add_get("/api" + ("/overview" if path == "/" else path), _api_handler(page))
+    app.router.add_get("/api/stream", stream)
+    app.router.add_get("/api/status", status)
+
+    async def lifecycle(_app: web.Application) -> Any:
+        await dash.start()
+        yield
+        await dash.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+class DashboardThread:
+    """The dashboard on its own event loop in a daemon thread (tests, `tephra demo`)."""
+
+    def __init__(self, dash: Dashboard, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.dash, self.host, self.port = dash, host, port
+        self.loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="tephra-dashboard", daemon=True)
+
+    async def _serve(self) -> None:
+        self._runner = web.AppRunner(make_app(self.dash))
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._serve())
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self.loop.run_forever()
+        if self._runner is not None:
+            self.loop.run_until_complete(self._runner.cleanup())
+        self.loop.close()
+
+    def start(self, timeout: float = 30.0) -> DashboardThread:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise RuntimeError("the dashboard did not start in time")
+        if self._error is not None:
+            raise RuntimeError(f"the dashboard failed to start: {self._error}") from self._error
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)

@@ -1,0 +1,247 @@
+"""Page models of the live views: overview, queues, jobs, one job. Plain JSON-ready dicts.
+
+Why this exists: the HTML pages and the JSON API show the same figures, so both are rendered
+from these models. Amounts are reported as people read them (`describe_amount`: 1.5 cpu,
+8 GPUs, 64Gi) next to the internal integers the charts scale by.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from batch.api.resources import describe_amount, parse_resource_list
+from batch.dashboard.state import LiveState, Obj, StateLookup
+from batch.kube.why import explain, queue_parent, queue_weight
+
+__all__ = ["JobFilter", "job_detail", "jobs", "overview", "queues"]
+
+GPU = "nvidia.com/gpu"
+SHOWN = ("cpu", "memory", GPU)
+_DONE = ("Succeeded", "Failed")
+#: rows of the job list beyond which the page says "narrow the filter"
+JOB_ROWS = 500
+
+
+def _amounts(values: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    return {
+        r: {"amount": values.get(r, 0), "text": describe_amount(r, values.get(r, 0))} for r in SHOWN
+    }
+
+
+def _safe(rl: Any) -> dict[str, int]:
+    try:
+        return parse_resource_list(rl if isinstance(rl, Mapping) else {})
+    except ValueError:
+        return {}
+
+
+def _add(acc: dict[str, int], more: Mapping[str, int]) -> None:
+    for res, amount in more.items():
+        acc[res] = acc.get(res, 0) + amount
+
+
+def used_by_node(state: LiveState) -> dict[str, dict[str, int]]:
+    """What the pods bound to each node and not finished request, per node name."""
+    used: dict[str, dict[str, int]] = {}
+    for pod in state.items("Pod"):
+        if pod["node"] and pod["phase"] not in _DONE:
+            _add(used.setdefault(pod["node"], {}), pod["requests"])
+    return used
+
+
+def _node_row(node: Obj, used: Mapping[str, int]) -> dict[str, Any]:
+    alloc = _safe(node["status"]["allocatable"])
+    return {
+        "name": node["metadata"]["name"],
+        "ready": node["ready"] and not node["unschedulable"],
+        "gpus": alloc.get(GPU, 0) // 1000,
+        "gpus_used": used.get(GPU, 0) // 1000,
+        "cpu": describe_amount("cpu", alloc.get("cpu", 0)),
+        "cpu_used": describe_amount("cpu", used.get("cpu", 0)),
+        "cpu_fraction": used.get("cpu", 0) / alloc["cpu"] if alloc.get("cpu") else 0.0,
+    }
+
+
+def overview(state: LiveState) -> dict[str, Any]:
+    """Nodes x GPUs: allocated, idle, and idle on partly used nodes (fragmented)."""
+    used = used_by_node(state)
+    rows = [_node_row(n, used.get(n["metadata"]["name"], {})) for n in state.items("Node")]
+    rows.sort(key=lambda r: str(r["name"]))
+    capacity, allocated = state.capacity(), dict[str, int]()
+    for node_used in used.values():
+        _add(allocated, node_used)
+    idle = {r: max(0, capacity.get(r, 0) - allocated.get(r, 0)) for r in SHOWN}
+    gpus = sum(r["gpus"] for r in rows)
+    gpus_used = sum(min(r["gpus_used"], r["gpus"]) for r in rows)
+    fragmented = sum(r["gpus"] - r["gpus_used"] for r in rows if 0 < r["gpus_used"] < r["gpus"])
+    phases = Counter(p["phase"] for p in state.items("Pod"))
+    return {
+        "nodes": len(rows),
+        "ready": sum(1 for r in rows if r["ready"]),
+        "gpus": {
+            "total": gpus,
+            "allocated": gpus_used,
+            "idle": gpus - gpus_used,
+            "fragmented": fragmented,
+        },
+        "capacity": _amounts(capacity),
+        "allocated": _amounts(allocated),
+        "idle": _amounts(idle),
+        "pods": dict(sorted(phases.items())),
+        "node_rows": rows,
+    }
+
+
+def _tree(all_queues: list[Obj]) -> list[tuple[Obj, int]]:
+    """Queues depth first from root (orphans last), with their depth."""
+    children: dict[str, list[Obj]] = {}
+    for q in all_queues:
+        children.setdefault(queue_parent(q), []).append(q)
+    out: list[tuple[Obj, int]] = []
+    seen: set[str] = set()
+
+    def walk(parent: str, depth: int) -> None:
+        for q in sorted(children.get(parent, []), key=lambda q: str(q["metadata"]["name"])):
+            name = str(q["metadata"]["name"])
+            if name not in seen:
+                seen.add(name)
+                out.append((q, depth))
+                walk(name, depth + 1)
+
+    walk("", 0)
+    out += [(q, 0) for q in all_queues if q["metadata"]["name"] not in seen]
+    return out
+
+
+def _demand(state: LiveState) -> dict[str, dict[str, int]]:
+    """Per queue, the minResources of its PodGroups waiting to be admitted or placed."""
+    demand: dict[str, dict[str, int]] = {}
+    for pg in state.items("PodGroup"):
+        if ((pg.get("status") or {}).get("phase") or "Pending") in ("Pending", "Inqueue"):
+            queue = (pg.get("spec") or {}).get("queue") or "default"
+            _add(demand.setdefault(queue, {}), _safe((pg.get("spec") or {}).get("minResources")))
+    return demand
+
+
+def _weight_shares(tree: list[tuple[Obj, int]], capacity: Mapping[str, int]) -> dict[str, float]:
+    """Each queue's fraction of the cluster by weight among its siblings, down the tree."""
+    share: dict[str, float] = {"": 1.0}
+    for q, _depth in tree:
+        parent = queue_parent(q)
+        siblings = sum(queue_weight(s) for s, _d in tree if queue_parent(s) == parent)
+        share[str(q["metadata"]["name"])] = share.get(parent, 1.0) * queue_weight(q) / siblings
+    return share
+
+
+def queues(state: LiveState) -> dict[str, Any]:
+    """The queue tree: weight, state, capability, weight share, allocated, pending demand."""
+    tree = _tree(state.items("Queue"))
+    capacity, demand = state.capacity(), _demand(state)
+    shares = _weight_shares(tree, capacity)
+    rows = []
+    for q, depth in tree:
+        name = str(q["metadata"]["name"])
+        spec, status = q.get("spec") or {}, q.get("status") or {}
+        by_share = {r: int(capacity.get(r, 0) * shares[name]) for r in SHOWN}
+        deserved = _safe(spec.get("deserved")) or by_share
+        rows.append(
+            {
+                "name": name,
+                "parent": queue_parent(q),
+                "depth": depth,
+                "weight": queue_weight(q),
+                "state": status.get("state") or "Open",
+                "share": round(shares[name], 4),
+                "deserved": _amounts(deserved),
+                "deserved_source": "spec.deserved" if spec.get("deserved") else "weight share",
+                "capability": _amounts(_safe(spec.get("capability")))
+                if spec.get("capability")
+                else None,
+                "allocated": _amounts(_safe(status.get("allocated"))),
+                "pending": _amounts(demand.get(name, {})),
+                "podgroups": {
+                    k: int(status.get(k) or 0) for k in ("pending", "inqueue", "running")
+                },
+            }
+        )
+    return {"capacity": _amounts(capacity), "queues": rows}
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """The job list's filter: a name substring, a namespace, a queue, a phase ('' = any)."""
+
+    text: str = ""
+    namespace: str = ""
+    queue: str = ""
+    phase: str = ""
+
+    def keeps(self, row: Mapping[str, Any]) -> bool:
+        return (
+            (not self.text or self.text in row["name"])
+            and (not self.namespace or row["namespace"] == self.namespace)
+            and (not self.queue or row["queue"] == self.queue)
+            and (not self.phase or row["phase"] == self.phase)
+        )
+
+
+def _job_phase(job: Obj) -> str:
+    return str(((job.get("status") or {}).get("state") or {}).get("phase") or "Pending")
+
+
+def _job_row(job: Obj) -> dict[str, Any]:
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+    return {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "queue": spec.get("queue") or "default",
+        "phase": _job_phase(job),
+        "min_available": spec.get("minAvailable"),
+        "replicas": sum(int(t.get("replicas") or 0) for t in spec.get("tasks") or []),
+        "pending": int(status.get("pending") or 0),
+        "running": int(status.get("running") or 0),
+        "succeeded": int(status.get("succeeded") or 0),
+        "failed": int(status.get("failed") or 0),
+        "created": meta.get("creationTimestamp") or "",
+    }
+
+
+def jobs(state: LiveState, flt: JobFilter) -> dict[str, Any]:
+    """Jobs matching `flt`, newest first, at most JOB_ROWS of them."""
+    rows = [r for r in map(_job_row, state.items("Job")) if flt.keeps(r)]
+    rows.sort(key=lambda r: (str(r["created"]), str(r["name"])), reverse=True)
+    phases = Counter(r["phase"] for r in rows)
+    return {"total": len(rows), "phases": dict(sorted(phases.items())), "jobs": rows[:JOB_ROWS]}
+
+
+def _events(state: LiveState, namespace: str, names: Iterable[str]) -> list[Obj]:
+    found = [e for name in names for e in state.events_about(namespace, name)]
+    return sorted(found, key=lambda e: str(e["last"]))
+
+
+def job_detail(state: LiveState, namespace: str, name: str) -> dict[str, Any] | None:
+    """One job: phase history, pods and their nodes, the `job why` explanation, events."""
+    job = state.named("Job", name, namespace)
+    if job is None:
+        return None
+    pods = [
+        {"name": p["metadata"]["name"], "phase": p["phase"], "node": p["node"]}
+        for p in state.items("Pod")
+        if p["job"] == name and p["metadata"].get("namespace") == namespace
+    ]
+    pods.sort(key=lambda p: str(p["name"]))
+    history = [
+        {"phase": c.get("status"), "at": c.get("lastTransitionTime")}
+        for c in (job.get("status") or {}).get("conditions") or []
+    ]
+    pg_name = f"{name}-{job['metadata'].get('uid')}"
+    return {
+        **_job_row(job),
+        "history": history,
+        "pods": pods,
+        "why": explain(job, StateLookup(state)),
+        "events": _events(state, namespace, [name, pg_name, *(p["name"] for p in pods)]),
+    }

@@ -1,0 +1,129 @@
+"""The dashboard's JSON API against a live sandbox and its SQLite ledger, over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from batch.dashboard.history import History
+from batch.dashboard.server import Dashboard, DashboardThread
+from batch.kube.config import load_access
+from tests.waiting import wait_for
+
+from .conftest import Live, gpu_job
+
+pytestmark = pytest.mark.xdist_group("dashboard")
+
+GPU = "nvidia.com/gpu"
+
+
+def _queue(live: Live, name: str) -> dict[str, Any]:
+    rows = live.api("/queues")["queues"]
+    found = [q for q in rows if q["name"] == name]
+    assert found, [q["name"] for q in rows]
+    return dict(found[0])
+
+
+def test_overview_counts_the_nodes_and_their_gpus(live: Live) -> None:
+    model = wait_for(lambda: (m := live.api("/overview"))["nodes"] == 2 and m, what="2 nodes")
+    assert model["ready"] == 2
+    assert model["gpus"]["total"] == 8
+    assert model["capacity"]["cpu"]["text"] == "32"
+    assert {r["name"] for r in model["node_rows"]} == {"node-0", "node-1"}
+
+
+def test_queues_form_a_tree_with_weight_shares(live: Live) -> None:
+    wait_for(lambda: len(live.api("/queues")["queues"]) >= 4, what="queues root, default, a, b")
+    rows = live.api("/queues")["queues"]
+    assert rows[0]["name"] == "root" and rows[0]["depth"] == 0
+    team_a = _queue(live, "team-a")
+    # weights under root: default 1, team-a 2, team-b 1
+    assert (team_a["depth"], team_a["weight"], team_a["share"]) == (1, 2, 0.5)
+    assert team_a["deserved"][GPU]["text"] == "4"
+    assert team_a["deserved_source"] == "weight share"
+
+
+def test_a_running_job_holds_gpus_and_a_waiting_one_says_why(live: Live) -> None:
+    live.submit(gpu_job("hold", replicas=2, gpus=4, run=8, queue="team-a"))
+    wait_for(
+        lambda: live.api("/overview")["gpus"]["allocated"] == 8,
+        what="8 GPUs allocated",
+        timeout=90,
+        explain=lambda: live.api("/overview")["gpus"],
+    )
+    wait_for(lambda: _queue(live, "team-a")["allocated"][GPU]["text"] == "8", what="team-a holds 8")
+    live.submit(gpu_job("waits", replicas=1, gpus=4, run=1, queue="team-b"))
+
+    def why() -> list[str]:
+        return list(live.api("/jobs/default/waits")["why"])
+
+    lines = wait_for(lambda: any("queue position" in w for w in why()) and why(), what="why")
+    assert lines[0] == "Job default/waits: phase Pending, queue team-b"
+    assert "  queue position: 1 of 1 waiting in queue team-b" in lines, lines
+    assert _queue(live, "team-b")["pending"][GPU]["text"] == "4"
+    jobs = live.api("/jobs?queue=team-b")
+    assert [j["name"] for j in jobs["jobs"]] == ["waits"]
+    # once "hold" ends, "waits" runs and completes; the ledger has both
+    wait_for(lambda: live.api("/jobs/default/waits")["phase"] == "Completed", timeout=120)
+    detail = live.api("/jobs/default/hold")
+    assert [p["node"] for p in detail["pods"]] != ["", ""]
+    assert {"Pending", "Running", "Completed"} <= {h["phase"] for h in detail["history"]}
+
+
+def test_history_reads_the_ledger(live: Live) -> None:
+    def waits() -> dict[str, Any]:
+        model = live.api("/history")
+        assert model["ledger"], model
+        return {r["queue"]: r for r in model["wait_times"]}
+
+    live.submit(gpu_job("short", replicas=1, gpus=1, run=0.5, queue="team-b"))
+    rows = wait_for(lambda: "team-b" in waits() and waits(), what="team-b in the ledger")
+    assert rows["team-b"]["jobs"] >= 1
+    usage = live.api("/history")["usage"]
+    assert all(set(r) >= {"day", "queue", "gpu_hours"} for r in usage)
+
+
+def test_the_dashboard_is_read_only(live: Live) -> None:
+    import urllib.error
+    import urllib.request
+
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        req = urllib.request.Request(live.url + "/api/jobs", data=b"{}", method=method)
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)
+        assert err.value.code == 405, method
+        assert "GET" in err.value.headers["Allow"]
+
+
+def test_a_token_is_checked_on_every_request(live: Live, tmp_path: Path) -> None:
+    dash = Dashboard(load_access(live.sb.kubeconfig_path), History(None), token="s3cret")
+    server = DashboardThread(dash).start()
+    try:
+        other = Live(live.sb, server.url, live.db_url, live.co)
+        for path in ("/", "/api/overview", "/api/stream", "/jobs/default/hold"):
+            assert other.get(path)[0] == 401, path
+        assert other.get("/api/overview", Authorization="Bearer wrong")[0] == 401
+        status, body = other.get("/api/overview", Authorization="Bearer s3cret")
+        assert status == 200 and json.loads(body)["nodes"] == 2
+        import urllib.request
+
+        with urllib.request.urlopen(server.url + "/?token=s3cret", timeout=30) as resp:
+            cookie = resp.headers["Set-Cookie"].split(";")[0]
+        assert other.get("/queues", Cookie=cookie)[0] == 200
+        assert "No ledger history" in other.get("/history", Cookie=cookie)[1].decode()
+    finally:
+        server.stop()
+
+
+def test_the_command_refuses_an_empty_token_file(tmp_path: Path) -> None:
+    from batch.cli.main import main
+
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    out = CliRunner().invoke(main, ["dashboard", "--token-file", str(empty)])
+    assert out.exit_code == 1
+    assert out.output.strip().endswith("the token file is empty"), out.output
