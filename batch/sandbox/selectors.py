@@ -10,9 +10,11 @@ cluster.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from batch.api.selectors import label_selector_matches
 from batch.sandbox.errors import ApiError
 from batch.sandbox.validation import label_value_errors, qualified_name_errors
 
@@ -239,29 +241,11 @@ def parse_label_selector(text: str | None) -> Matcher | None:
 
 
 def selector_from_label_selector(sel: Mapping[str, Any] | None) -> Matcher | None:
-    """A predicate from a `LabelSelector` object (matchLabels + matchExpressions)."""
+    """A predicate from a `LabelSelector` object (:func:`batch.api.selectors.
+    label_selector_matches`), or None for an empty or absent one ("everything")."""
     if not sel:
         return None
-    ml = dict(sel.get("matchLabels") or {})
-    exprs = list(sel.get("matchExpressions") or [])
-
-    def match(labels: Mapping[str, Any]) -> bool:
-        for k, v in ml.items():
-            if labels.get(k) != v:
-                return False
-        for e in exprs:
-            key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-            if op == "In" and labels.get(key) not in values:
-                return False
-            if op == "NotIn" and labels.get(key) in values:
-                return False
-            if op == "Exists" and key not in labels:
-                return False
-            if op == "DoesNotExist" and key in labels:
-                return False
-        return True
-
-    return match
+    return functools.partial(label_selector_matches, sel)
 
 
 def get_path(obj: Mapping[str, Any], path: str) -> Any:

@@ -118,26 +118,3 @@ def tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: s
         if str(t.get("value") or "") == value:
             return True
     return False
-
-
-def labels_match(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector match (a nil selector matches nothing, an empty one everything)."""
-    if selector is None:
-        return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != str(v):
-            return False
-    for e in selector.get("matchExpressions") or []:
-        key = e.get("key", "")
-        op = e.get("operator", "")
-        values = {str(v) for v in (e.get("values") or [])}
-        has = key in labels
-        if op == "In" and not (has and labels[key] in values):
-            return False
-        if op == "NotIn" and has and labels[key] in values:
-            return False
-        if op == "Exists" and not has:
-            return False
-        if op == "DoesNotExist" and has:
-            return False
-    return True

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from batch.api.selectors import label_selector_matches
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
@@ -58,26 +59,6 @@ class Domain:
     mask: BoolVec
 
 
-def _label_match(sel: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(str(k)) != str(v):
-            return False
-    for expr in sel.get("matchExpressions") or []:
-        key = str(expr.get("key", ""))
-        op = str(expr.get("operator", ""))
-        values = [str(v) for v in expr.get("values") or []]
-        has = key in labels
-        if op == "In" and not (has and labels[key] in values):
-            return False
-        if op == "NotIn" and has and labels[key] in values:
-            return False
-        if op == "Exists" and not has:
-            return False
-        if op == "DoesNotExist" and has:
-            return False
-    return True
-
-
 def _matches(selector: Mapping[str, Any], name: str, labels: Mapping[str, str] | None) -> bool:
     exact = selector.get("exactMatch")
     if isinstance(exact, Mapping):
@@ -90,7 +71,7 @@ def _matches(selector: Mapping[str, Any], name: str, labels: Mapping[str, str] |
             return False
     lm = selector.get("labelMatch")
     if isinstance(lm, Mapping):
-        return labels is not None and _label_match(lm, labels)
+        return labels is not None and label_selector_matches(lm, labels)
     return False
 
 

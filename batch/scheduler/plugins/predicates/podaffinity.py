@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from batch.api.selectors import label_selector_matches as labels_match
 from batch.model.info import TaskInfo
 from batch.model.nodes import BoolVec
 from batch.model.status import ON_NODE_STATUS, TaskStatus
-from batch.scheduler.framework.matching import labels_match
 from batch.scheduler.framework.session import Session
 
 R_POD_AFFINITY = "node(s) didn't match pod affinity rules"
