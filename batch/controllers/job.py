@@ -47,6 +47,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
+from batch.api.defaults import max_retry as default_max_retry
 from batch.api.events import identity
 from batch.api.quantity import QuantityError
 from batch.api.resources import is_extended_resource, to_internal
@@ -357,7 +358,7 @@ def reconcile_job(
         phase = c.PENDING
     version = _count(status.get("version"))
     retry = _count(status.get("retryCount"))
-    max_retry = int(spec.get("maxRetry") or 3)
+    max_retry = int(default_max_retry(spec.get("maxRetry")))
     cres: dict[str, str] = dict(status.get("controlledResources") or {})
     tasks = tasks_of(job)
     too_big = limits.job_error([t.replicas for t in tasks])

@@ -15,6 +15,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from batch.api.defaults import (
+    default_job_min_available,
+    default_task_min_available,
+    max_retry,
+    task_name,
+    unset_or_zero,
+)
 from batch.controllers import constants as c
 from batch.controllers.quantities import ResourceSum, pod_request_lists, quota_keys
 
@@ -50,17 +57,16 @@ def tasks_of(job: Mapping[str, Any]) -> list[TaskView]:
         part = t.get("partitionPolicy")
         if t.get("minAvailable") is not None:
             min_av = int(t["minAvailable"])
-        elif part and int(part.get("minPartitions") or 0) > 0:
-            min_av = int(part["minPartitions"]) * int(part.get("partitionSize") or 1)
         else:
-            min_av = replicas
+            default = default_task_min_available(t)
+            min_av = replicas if default is None else default
         out.append(
             TaskView(
-                name=str(t.get("name") or f"default{i}"),
+                name=task_name(t, i),
                 index=i,
                 replicas=replicas,
                 min_available=min_av,
-                max_retry=int(t.get("maxRetry") or 3),
+                max_retry=int(max_retry(t.get("maxRetry"))),
                 template=t.get("template") or {},
                 policies=list(t.get("policies") or []),
                 depends_on=t.get("dependsOn"),
@@ -73,9 +79,9 @@ def tasks_of(job: Mapping[str, Any]) -> list[TaskView]:
 
 def job_min_available(job: Mapping[str, Any]) -> int:
     spec = job.get("spec") or {}
-    if spec.get("minAvailable"):
+    if not unset_or_zero(spec.get("minAvailable")):
         return int(spec["minAvailable"])
-    return sum(t.min_available for t in tasks_of(job))
+    return default_job_min_available(t.min_available for t in tasks_of(job))
 
 
 def podgroup_name(job: Mapping[str, Any]) -> str:

@@ -17,7 +17,6 @@ from typing import Any
 
 from batch.api.constants import (
     ANY_EVENT,
-    DEFAULT_MAX_RETRY,
     DEFAULT_QUEUE,
     DEFAULT_SCHEDULER,
     JOB_PLUGINS,
@@ -28,6 +27,13 @@ from batch.api.constants import (
     ROOT_QUEUE,
 )
 from batch.api.core import Container, PodTemplateSpec
+from batch.api.defaults import (
+    default_job_min_available,
+    default_task_min_available,
+    max_retry,
+    task_name,
+    unset_or_zero,
+)
 from batch.api.job import JobSpec, LifecyclePolicy, NetworkTopologySpec, TaskSpec
 from batch.api.jobplugins import parse_plugin_args, plugin_arg_problems
 from batch.api.quantity import QuantityRangeError, check_int64
@@ -61,25 +67,20 @@ def _is_int(value: Any) -> bool:
     return type(value) is int
 
 
-def _unset_or_zero(value: Any) -> bool:
-    return value is None or (_is_int(value) and value == 0)
-
-
 def mutate_job_spec(spec: dict[str, Any]) -> None:
     """Apply the job webhook's defaults to a raw JobSpec dict, in place (tolerates any shape)."""
     if not spec.get("queue"):
         spec["queue"] = DEFAULT_QUEUE
     if not spec.get("schedulerName"):
         spec["schedulerName"] = DEFAULT_SCHEDULER
-    if _unset_or_zero(spec.get("maxRetry")):
-        spec["maxRetry"] = DEFAULT_MAX_RETRY
+    spec["maxRetry"] = max_retry(spec.get("maxRetry"))
     tasks = as_list(spec.get("tasks"))
     task_minimums: list[int] = []
     for i, task in enumerate(tasks or []):
         if not isinstance(task, dict):
             continue
         if not task.get("name"):
-            task["name"] = f"default{i}"
+            task["name"] = task_name(task, i)
         pod_spec = as_dict((as_dict(task.get("template")) or {}).get("spec"))
         if (
             pod_spec is not None
@@ -93,19 +94,14 @@ def mutate_job_spec(spec: dict[str, Any]) -> None:
                 partition["minPartitions"] = 0
             _default_topology_mode(partition.get("networkTopology"))
         if task.get("minAvailable") is None:
-            default = task.get("replicas")
-            if partition is not None:
-                mp, size = partition.get("minPartitions"), partition.get("partitionSize")
-                if type(mp) is int and type(size) is int and mp * size > 0:
-                    default = mp * size
-            if type(default) is int and default >= 0:
+            default = default_task_min_available(task)
+            if default is not None:
                 task["minAvailable"] = default
-        if _unset_or_zero(task.get("maxRetry")):
-            task["maxRetry"] = DEFAULT_MAX_RETRY
+        task["maxRetry"] = max_retry(task.get("maxRetry"))
         if _is_int(task.get("minAvailable")) and task["minAvailable"] >= 0:
             task_minimums.append(task["minAvailable"])
-    if _unset_or_zero(spec.get("minAvailable")) and tasks:
-        spec["minAvailable"] = sum(task_minimums)
+    if unset_or_zero(spec.get("minAvailable")) and tasks:
+        spec["minAvailable"] = default_job_min_available(task_minimums)
     plugins = as_dict(spec.get("plugins"))
     if plugins is not None:
         if any(p in plugins for p in PLUGINS_IMPLYING_SVC) and "svc" not in plugins:
