@@ -19,6 +19,7 @@ from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework.aggregate import JobSums
+from batch.scheduler.framework.session import Session
 
 from .util import BASIC, NOW
 
@@ -160,3 +161,36 @@ def test_job_sums_follow_versions_and_departures() -> None:
     assert sums.sums == {} and sums.counts == {}
     # the same key with another shape starts afresh
     assert JobSums.of(cache, "test", (2, cache.resources.capacity)) is not sums
+
+
+def _both_paths(cache: ClusterCache, config_index: int, now: float) -> tuple[Decisions, Decisions]:
+    """The same session with passes over active jobs only, then over every job."""
+    fast = run_session(cache, CONFIGS[config_index], now=now)
+    Session.skip_settled = False
+    try:
+        full = run_session(cache, CONFIGS[config_index], now=now)
+    finally:
+        Session.skip_settled = True
+    return fast, full
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(step(), st.booleans()), min_size=1, max_size=25),
+    config_index=st.integers(0, 1),
+)
+def test_skipping_settled_jobs_decides_as_visiting_all(
+    steps: list[tuple[Event, bool]], config_index: int
+) -> None:
+    """Binds, pipelines, evictions, statuses, reasons and events (in order) are those of the
+    full path, on random histories where jobs settle, get victims and come back."""
+    cache = ClusterCache()
+    for event in _base():
+        _replay(cache, event)
+    for i, (event, dispatch) in enumerate(steps):
+        _replay(cache, event)
+        fast, full = _both_paths(cache, config_index, NOW + i)
+        assert _comparable(fast) == _comparable(full), (i, event)
+        assert fast.events == full.events, (i, event)
+        if dispatch:
+            _replay(cache, fast)

@@ -83,8 +83,10 @@ def _status(ssn: Session, job: JobInfo, new_conds: list[dict[str, Any]]) -> dict
 
 
 def fill_reasons(ssn: Session) -> None:
-    """Make sure every job with unplaced work has a pending reason."""
-    for job in ssn.jobs.values():
+    """Make sure every job with unplaced work has a pending reason (and no other job has one:
+    settled jobs only need their reason dropped, if an action gave them one)."""
+    with_reason = [ssn.jobs[uid] for uid in ssn.reasons if uid in ssn.jobs]
+    for job in (*ssn.active_jobs(), *with_reason):
         if job.is_ready() and not job.counts[TaskStatus.PENDING]:
             ssn.reasons.pop(job.uid, None)
             continue

@@ -27,7 +27,7 @@ def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[Task
 def starving_jobs(ssn: Session) -> list[JobInfo]:
     """Admitted, valid, starving jobs with pending ungated tasks."""
     out = []
-    for job in ssn.jobs.values():
+    for job in ssn.active_jobs():
         if job.is_pending() or job.queue not in ssn.queues:
             continue
         if job.counts[TaskStatus.PENDING] - job.gated_pending <= 0:

@@ -86,7 +86,7 @@ class Allocate(Action):
         jkey = ssn.dispatch.job_order_key()
         per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheet: dict[str, deque[TaskInfo]] = {}
-        for job in ssn.jobs.values():
+        for job in ssn.active_jobs():
             if job.is_pending():
                 if enqueue_on:
                     continue

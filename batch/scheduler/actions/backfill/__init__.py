@@ -30,7 +30,8 @@ class Backfill(Action):
         qkey = ssn.dispatch.queue_order_key()
         jkey = ssn.dispatch.job_order_key()
         unpiped: set[str] = set()
-        for job in ssn.jobs.values():
+        active = ssn.active_jobs()
+        for job in active:
             if job.counts[TaskStatus.PIPELINED]:
                 for t in list(job.tasks.values()):
                     if t.best_effort and t.status is TaskStatus.PIPELINED:
@@ -38,9 +39,7 @@ class Backfill(Action):
                         unpiped.add(t.uid)
         if unpiped:
             ssn.pipelines[:] = [p for p in ssn.pipelines if p.uid not in unpiped]
-        jobs: list[JobInfo] = [
-            j for j in ssn.jobs.values() if not j.is_pending() and j.pending_best_effort
-        ]
+        jobs: list[JobInfo] = [j for j in active if not j.is_pending() and j.pending_best_effort]
         jobs.sort(key=lambda j: (qkey(ssn.queues[j.queue]), jkey(j)))
         for job in jobs:
             if ssn.dispatch.job_valid(job) is not None:
