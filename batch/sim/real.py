@@ -15,6 +15,7 @@ from typing import Any
 from batch.model.cache import ClusterCache
 from batch.scheduler.config import ConfigError, load_config
 from batch.scheduler.cycle import Scheduler
+from batch.scheduler.framework.decisions import Decisions
 from batch.sim.backend import CycleOutcome
 from batch.sim.errors import SimInputError
 
@@ -47,9 +48,21 @@ class RealScheduler:
         out = CycleOutcome(
             binds=[(b.namespace, b.name, b.node) for b in d.binds],
             evictions=[(e.namespace, e.name, e.reason) for e in d.evictions],
-            podgroup_phases={
-                key: str(st["phase"]) for key, st in d.podgroup_status.items() if "phase" in st
-            },
+            podgroup_phases=self._phase_changes(d),
         )
         out.seconds = time.perf_counter() - t0
+        return out
+
+    def _phase_changes(self, d: Decisions) -> dict[tuple[str, str], str]:
+        """PodGroup phases that differ from the PodGroup the engine last wrote (which the cache
+        holds): the engine would skip every other one."""
+        jobs = self.cache.jobs
+        out: dict[tuple[str, str], str] = {}
+        for key, st in d.podgroup_status.items():
+            phase = st.get("phase")
+            if phase is None:
+                continue
+            job = jobs.get(f"{key[0]}/{key[1]}")
+            if job is None or job.phase != phase:
+                out[key] = str(phase)
         return out
