@@ -6,16 +6,19 @@ Why this exists: adapters read user-written workload objects; a bad field must b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from batch.api.integration import GangError, annotations_of, pod_requests
+from batch.api.integration import GangError, WorkloadKind, annotations_of, pod_requests
 from batch.api.quantity import QuantityError
 from batch.api.resources import Resource, format_resource_list, parse_resource_list
 
 #: Workload annotations with this prefix are copied onto the PodGroup (as Volcano's own
 #: PodGroup controller copies owner annotations).
 _COPIED_ANNOTATION_PREFIX = "volcano.sh/"
+
+log = logging.getLogger(__name__)
 
 
 class HasPodSpec(Protocol):
@@ -71,3 +74,34 @@ def sum_members(roles: Iterable[tuple[HasPodSpec, int]]) -> dict[str, str]:
         if count:
             total = total.add(pod_requests(role.pod_spec).scale(count))
     return total.to_list()
+
+
+def is_kind(workload: Mapping[str, Any], kinds: Sequence[WorkloadKind], kind: str) -> bool:
+    """Whether ``workload`` is ``kind`` of one of ``kinds`` (an object without apiVersion, as a
+    stored manifest may be, matches by kind alone)."""
+    if workload.get("kind") != kind:
+        return False
+    version = workload.get("apiVersion")
+    return any(k.kind == kind and version in (None, "", k.api_version) for k in kinds)
+
+
+def observed_requests(parts: Iterable[tuple[Mapping[str, Any], int]]) -> dict[str, int]:
+    """Total requests of ``count`` pods of each pod spec, for the ledger: a pod spec with a
+    malformed quantity is left out with a warning instead of raising."""
+    total = Resource.zero()
+    for pod_spec, count in parts:
+        if count <= 0:
+            continue
+        try:
+            total = total.add(pod_requests(pod_spec).scale(count))
+        except GangError as exc:
+            log.warning("ledger: ignoring the requests of a pod spec: %s", exc)
+    return {k: v for k, v in total.items() if v}
+
+
+def count_or_none(value: Any) -> int | None:
+    """An integer field as the ledger reads it (None unless it is an integer)."""
+    try:
+        return None if value is None or isinstance(value, bool) else int(value)
+    except (TypeError, ValueError):
+        return None

@@ -22,6 +22,7 @@ Gang rules (written to match training-operator's ``SyncPodGroup`` where it has o
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,17 +34,22 @@ from batch.api.integration import (
     GangError,
     GangSpec,
     WorkloadKind,
+    WorkloadObservation,
     WorkloadRef,
     annotations_of,
     labels_of,
     owner_ref_of,
 )
+from batch.api.timestamps import parse_time
 from integrations._common import (
     as_count,
     canonical_resource_list,
     copied_annotations,
+    count_or_none,
     describe,
+    is_kind,
     name_and_namespace,
+    observed_requests,
     sum_members,
 )
 
@@ -51,6 +57,31 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+
+
+#: The ledger's job phase for each Kubeflow JobCondition type.
+_CONDITION_PHASES = {
+    "Created": "Pending",
+    "Running": "Running",
+    "Restarting": "Restarting",
+    "Suspended": "Pending",
+    "Succeeded": "Completed",
+    "Failed": "Failed",
+}
+
+
+def _condition_phases(workload: Mapping[str, Any]) -> list[tuple[str, dt.datetime]]:
+    status = workload.get("status")
+    conditions = (status if isinstance(status, Mapping) else {}).get("conditions")
+    out: list[tuple[str, dt.datetime]] = []
+    for cond in conditions if isinstance(conditions, list) else []:
+        if not isinstance(cond, Mapping) or str(cond.get("status")) != "True":
+            continue
+        phase = _CONDITION_PHASES.get(str(cond.get("type")))
+        at = parse_time(cond.get("lastTransitionTime"))
+        if phase and at:
+            out.append((phase, at))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +233,28 @@ class KubeflowJobAdapter:
             if labels.get(key):
                 return str(labels[key]).lower()
         return None
+
+    def observe(self, workload: Mapping[str, Any]) -> WorkloadObservation | None:
+        """Replicas and requests of every replica type, the scheduling policy, and the
+        job's history from its ``True`` conditions (Created, Running, Restarting, ...)."""
+        if not is_kind(workload, self._kinds, self.kind):
+            return None
+        try:
+            roles = self.roles(workload)
+        except GangError:
+            roles = []
+        spec = workload.get("spec")
+        run_policy = (spec if isinstance(spec, Mapping) else {}).get("runPolicy")
+        policy = (run_policy if isinstance(run_policy, Mapping) else {}).get("schedulingPolicy")
+        policy = policy if isinstance(policy, Mapping) else {}
+        return WorkloadObservation(
+            replicas={r.role: r.replicas for r in roles},
+            requests=observed_requests((r.pod_spec, r.replicas) for r in roles),
+            queue=policy.get("queue") or None,
+            priority_class=policy.get("priorityClass") or None,
+            min_available=count_or_none(policy.get("minAvailable")),
+            phases=_condition_phases(workload),
+        )
 
     # -- hooks a framework may override -----------------------------------------------------
     def roles(self, workload: Mapping[str, Any]) -> list[Role]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime as dt
 import enum
 import functools
 import hashlib
@@ -58,11 +59,13 @@ __all__ = [
     "WORKLOAD_NAME_LABEL",
     "GangError",
     "GangSpec",
+    "ObservingAdapter",
     "OwnerRef",
     "PodGroupAction",
     "PodGroupDecision",
     "WorkloadAdapter",
     "WorkloadKind",
+    "WorkloadObservation",
     "WorkloadRef",
     "adapter_for_pod",
     "adapter_for_workload",
@@ -77,6 +80,7 @@ __all__ = [
     "leader_running",
     "load_adapters",
     "mutate_pod_for_gang",
+    "observe_workload",
     "owner_ref_of",
     "pod_requests",
     "podgroup_manifest",
@@ -280,6 +284,43 @@ class WorkloadAdapter(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class WorkloadObservation:
+    """What the ledger records about a workload, as the workload's adapter reads it.
+
+    Fields:
+      replicas: pods per role as the workload asks for them (``{"master": 1, "worker": 4}``).
+      requests: the total requests of those pods, internal amounts (:mod:`batch.api.resources`).
+      queue, priority_class, min_available: as the workload names them (None = unnamed; the
+        ledger then reads the queue from the Volcano queue label/annotation).
+      phases: ``(phase, when)`` the workload has been through, in the ledger's vocabulary
+        (``Pending``, ``Running``, ``Restarting``, ``Completing``, ``Completed``, ``Failed``,
+        ``Terminating``, ``Terminated``, ``Unknown``), times taken from the object so that
+        observing it again gives the same history.
+    """
+
+    replicas: Mapping[str, int] = field(default_factory=dict)
+    requests: Mapping[str, int] = field(default_factory=dict)
+    queue: str | None = None
+    priority_class: str | None = None
+    min_available: int | None = None
+    phases: Sequence[tuple[str, dt.datetime]] = ()
+
+
+@runtime_checkable
+class ObservingAdapter(Protocol):
+    """The optional part of the adapter protocol the ledger uses (``observe``).
+
+    An adapter without it still gets its gangs scheduled; its workloads are then recorded
+    from their PodGroups only. ``observe`` is pure and must not raise for a workload of its
+    kinds, however malformed (return what can be read); None = not this adapter's kind.
+    """
+
+    def observe(self, workload: Mapping[str, Any]) -> WorkloadObservation | None:
+        """What the ledger keeps about ``workload`` (None: not handled)."""
+        ...
+
+
 # --------------------------------------------------------------------------- discovery
 
 
@@ -334,6 +375,24 @@ def adapter_for_pod(
         ref = adapter.workload_ref_for_pod(pod)
         if ref is not None:
             return adapter, ref
+    return None
+
+
+def observe_workload(
+    workload: Mapping[str, Any], adapters: Iterable[object]
+) -> WorkloadObservation | None:
+    """The first observation an :class:`ObservingAdapter` among ``adapters`` gives for
+    ``workload``. An adapter that raises is logged and passed over (history must not stop)."""
+    for adapter in adapters:
+        if not isinstance(adapter, ObservingAdapter):
+            continue
+        try:
+            seen = adapter.observe(workload)
+        except Exception:
+            log.exception("integration %r failed to observe a workload", adapter)
+            continue
+        if seen is not None:
+            return seen
     return None
 
 

@@ -7,10 +7,10 @@ from the objects (``lastTransitionTime``, ``startTime``, container ``startedAt``
 so that re-observing an object yields the same event identities; the wall clock (``now``) is
 used only where the object carries no time (queue changes, deletions).
 
-Kinds understood: Volcano ``Job`` (VCJob), ``PodGroup``, ``Queue``, core ``Pod``, and the
-framework workloads ``PyTorchJob``/``MPIJob``/``TFJob`` (Kubeflow conditions), ``RayJob`` and
-``SparkApplication`` (their own status fields). Malformed quantities never raise here: the
-field is left unknown and a warning is logged, because history must not stop a controller.
+Kinds understood: Volcano ``Job`` (VCJob), ``PodGroup``, ``Queue``, core ``Pod``, and any
+framework workload whose adapter (``integrations/<name>``) implements ``observe``: the ledger
+knows no framework itself. Malformed quantities never raise here: the field is left unknown
+and a warning is logged, because history must not stop a controller.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from batch.api import pods
+from batch.api.integration import WorkloadObservation, default_adapters, observe_workload
 from batch.api.quantity import QuantityError
 from batch.api.resources import CPU, GPU, MEMORY, parse_resource_list
 from batch.api.timestamps import parse_time
@@ -44,39 +45,6 @@ QUEUE_KEYS = ("volcano.sh/queue-name", "scheduling.volcano.sh/queue-name")
 TERMINAL = frozenset({"Completed", "Failed", "Terminated", "Aborted", "Deleted"})
 
 _KIND_NAMES = {"Job": "VCJob"}
-_KUBEFLOW_CONDITIONS = {
-    "Created": "Pending",
-    "Running": "Running",
-    "Restarting": "Restarting",
-    "Suspended": "Pending",
-    "Succeeded": "Completed",
-    "Failed": "Failed",
-}
-_RAY_STATES = {
-    "New": "Pending",
-    "Initializing": "Pending",
-    "Waiting": "Pending",
-    "Running": "Running",
-    "Retrying": "Restarting",
-    "Suspending": "Terminating",
-    "Suspended": "Terminated",
-    "Complete": "Completed",
-    "Failed": "Failed",
-}
-_SPARK_STATES = {
-    "": "Pending",
-    "SUBMITTED": "Pending",
-    "PENDING_RERUN": "Restarting",
-    "RUNNING": "Running",
-    "SUCCEEDING": "Completing",
-    "COMPLETED": "Completed",
-    "FAILING": "Failed",
-    "FAILED": "Failed",
-    "SUBMISSION_FAILED": "Failed",
-    "INVALIDATING": "Restarting",
-    "UNKNOWN": "Unknown",
-}
-
 
 # --------------------------------------------------------------------------- small helpers
 
@@ -165,9 +133,15 @@ def _submitter(meta: Obj) -> str | None:
 
 
 def events_from_job(
-    old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+    old: Obj | None,
+    new: Obj | None,
+    *,
+    now: dt.datetime | None = None,
+    adapters: Iterable[object] | None = None,
 ) -> list[LedgerEvent]:
-    """Events for a workload object change: VCJob, PyTorchJob/MPIJob/TFJob, RayJob, Spark."""
+    """Events for a workload object change: a VCJob, or a framework workload read by its
+    adapter's ``observe`` (``adapters``: default, those of the ``tephra.integrations``
+    entry points)."""
     obj = new if new is not None else old
     if obj is None:
         return []
@@ -176,7 +150,8 @@ def events_from_job(
         return events_from_podgroup(old, new, now=now)
     if kind == "Job":
         return _vcjob_events(old, new, now=now)
-    return _workload_events(old, new, now=now)
+    found = default_adapters() if adapters is None else tuple(adapters)
+    return _workload_events(old, new, now=now, adapters=found)
 
 
 def _vcjob_observation(obj: Obj) -> JobObserved:
@@ -277,98 +252,29 @@ def _deleted(observed: JobObserved, meta: Obj, now: dt.datetime | None) -> list[
     ]
 
 
-def _replica_specs(spec: Obj) -> dict[str, Mapping[str, Any]]:
-    for key, value in spec.items():
-        if key.endswith("ReplicaSpecs") and isinstance(value, Mapping):
-            return {str(k): v for k, v in value.items() if isinstance(v, Mapping)}
-    return {}
-
-
-def _workload_observation(obj: Obj) -> tuple[JobObserved, list[tuple[str, dt.datetime]]]:
-    """Observation + (phase, time) history for framework workloads."""
+def _workload_observation(
+    obj: Obj, adapters: Iterable[object]
+) -> tuple[JobObserved, list[tuple[str, dt.datetime]]]:
+    """Observation + (phase, time) history of a framework workload: the generic facts from
+    its metadata, the rest from its adapter's ``observe`` (none known: metadata only)."""
     meta = _meta(obj)
     kind = str(obj.get("kind") or "Unknown")
-    spec = _map(obj, "spec")
-    status = _map(obj, "status")
-    uid, name, ns = str(meta.get("uid", "")), str(meta.get("name", "")), meta.get("namespace")
-    where = f"{kind} {ns}/{name}"
-    replicas: dict[str, int] = {}
-    totals: dict[str, int] = {}
-    queue: str | None = None
-    priority_class: str | None = None
-    min_available: int | None = None
-    history: list[tuple[str, dt.datetime]] = []
-    if kind == "RayJob":
-        cluster = _map(spec, "rayClusterSpec")
-        head = _map(cluster, "headGroupSpec")
-        replicas["head"] = 1
-        _add_scaled(totals, pod_requests(_map(head, "template", "spec"), f"{where} head"), 1)
-        for i, group in enumerate(_list(cluster, "workerGroupSpecs")):
-            if not isinstance(group, Mapping):
-                continue
-            n = _int(group.get("replicas")) or _int(group.get("minReplicas")) or 0
-            replicas[str(group.get("groupName") or f"worker{i}")] = n
-            _add_scaled(totals, pod_requests(_map(group, "template", "spec"), where), n)
-        raw = str(status.get("jobDeploymentStatus") or "")
-        phase = _RAY_STATES.get(raw)
-        at = parse_time(status.get("endTime")) if phase in TERMINAL else None
-        at = at or parse_time(status.get("startTime"))
-        if phase and at:
-            history.append((phase, at))
-    elif kind == "SparkApplication":
-        driver, executor = _map(spec, "driver"), _map(spec, "executor")
-        n_exec = _int(executor.get("instances")) or 1
-        replicas = {"driver": 1, "executor": n_exec}
-        for part, n in ((driver, 1), (executor, n_exec)):
-            res: dict[str, int] = {}
-            if part.get("cores") is not None:
-                res.update(_resources({CPU: part["cores"]}, f"{where} cores"))
-            if part.get("memory"):
-                res.update(_resources({MEMORY: part["memory"]}, f"{where} memory"))
-            gpu = _map(part, "gpu")
-            if gpu.get("name") and gpu.get("quantity") is not None:
-                res.update(_resources({str(gpu["name"]): gpu["quantity"]}, f"{where} gpu"))
-            _add_scaled(totals, res, n)
-        batch_sched = _map(spec, "batchSchedulerOptions")
-        queue = batch_sched.get("queue") or None
-        priority_class = batch_sched.get("priorityClassName") or None
-        state = _map(status, "applicationState")
-        phase = _SPARK_STATES.get(str(state.get("state") or ""))
-        at = parse_time(status.get("terminationTime")) if phase in TERMINAL else None
-        at = at or parse_time(status.get("lastSubmissionAttemptTime"))
-        if phase and at:
-            history.append((phase, at))
-    else:  # Kubeflow training jobs: PyTorchJob, MPIJob, TFJob, ...
-        for role, rspec in _replica_specs(spec).items():
-            n = _int(rspec.get("replicas")) or 1
-            replicas[role.lower()] = n
-            _add_scaled(totals, pod_requests(_map(rspec, "template", "spec"), where), n)
-        policy = _map(spec, "runPolicy", "schedulingPolicy")
-        queue = policy.get("queue") or None
-        priority_class = policy.get("priorityClass") or None
-        min_available = _int(policy.get("minAvailable"))
-        for cond in _list(status, "conditions"):
-            if not isinstance(cond, Mapping) or str(cond.get("status")) != "True":
-                continue
-            phase = _KUBEFLOW_CONDITIONS.get(str(cond.get("type")))
-            at = parse_time(cond.get("lastTransitionTime"))
-            if phase and at:
-                history.append((phase, at))
-    history.sort(key=lambda h: h[1])
+    seen = observe_workload(obj, adapters) or WorkloadObservation()
+    history = sorted(seen.phases, key=lambda h: h[1])
     last = history[-1] if history else None
     observed = JobObserved(
-        uid=uid,
-        namespace=str(ns or "default"),
-        name=name,
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name", "")),
         kind=kind,
-        queue=queue or _queue_from(meta),
+        queue=seen.queue or _queue_from(meta),
         submitter=_submitter(meta),
-        priority_class=priority_class,
-        requested_cpu_milli=totals.get(CPU, 0),
-        requested_memory_bytes=totals.get(MEMORY, 0),
-        requested_gpu_milli=totals.get(GPU, 0),
-        replicas=replicas,
-        min_available=min_available,
+        priority_class=seen.priority_class,
+        requested_cpu_milli=seen.requests.get(CPU, 0),
+        requested_memory_bytes=seen.requests.get(MEMORY, 0),
+        requested_gpu_milli=seen.requests.get(GPU, 0),
+        replicas=dict(seen.replicas),
+        min_available=seen.min_available,
         submitted_at=parse_time(meta.get("creationTimestamp")),
         phase=last[0] if last else None,
         phase_at=last[1] if last else None,
@@ -377,14 +283,14 @@ def _workload_observation(obj: Obj) -> tuple[JobObserved, list[tuple[str, dt.dat
 
 
 def _workload_events(
-    old: Obj | None, new: Obj | None, *, now: dt.datetime | None
+    old: Obj | None, new: Obj | None, *, now: dt.datetime | None, adapters: Iterable[object]
 ) -> list[LedgerEvent]:
     if new is None:
         assert old is not None
-        observed, _ = _workload_observation(old)
+        observed, _ = _workload_observation(old, adapters)
         return _deleted(observed, _meta(old), now)
-    observed, history = _workload_observation(new)
-    previous, old_history = _workload_observation(old) if old is not None else (None, [])
+    observed, history = _workload_observation(new, adapters)
+    previous, old_history = _workload_observation(old, adapters) if old is not None else (None, [])
     out: list[LedgerEvent] = []
     seen = set(old_history)
     for phase, at in history:

@@ -43,6 +43,7 @@ from batch.api.integration import (
     GangError,
     GangSpec,
     WorkloadKind,
+    WorkloadObservation,
     WorkloadRef,
     annotations_of,
     labels_of,
@@ -50,7 +51,14 @@ from batch.api.integration import (
     pod_requests,
 )
 from batch.api.resources import Resource
-from integrations._common import as_count, copied_annotations, describe, name_and_namespace
+from batch.api.timestamps import parse_time
+from integrations._common import (
+    as_count,
+    copied_annotations,
+    describe,
+    is_kind,
+    name_and_namespace,
+)
 
 __all__ = ["RAY", "RayAdapter", "cluster_for"]
 
@@ -67,6 +75,20 @@ _INT32_MAX = 2**31 - 1
 _DEFAULT_AUTOSCALER_RESOURCES = {
     "requests": {"cpu": "500m", "memory": "512Mi"},
     "limits": {"cpu": "500m", "memory": "512Mi"},
+}
+
+
+#: The ledger's job phase for each RayJob ``jobDeploymentStatus``.
+_JOB_PHASES = {
+    "New": "Pending",
+    "Initializing": "Pending",
+    "Waiting": "Pending",
+    "Running": "Running",
+    "Retrying": "Restarting",
+    "Suspending": "Terminating",
+    "Suspended": "Terminated",
+    "Complete": "Completed",
+    "Failed": "Failed",
 }
 
 
@@ -186,6 +208,35 @@ class RayAdapter:
         if labels.get(NODE_TYPE_LABEL) == "head":
             return HEAD_GROUP
         return None
+
+    def observe(self, workload: Mapping[str, Any]) -> WorkloadObservation | None:
+        """A RayJob for the ledger: the pods of the cluster it creates, counted as its gang
+        counts them, and its ``jobDeploymentStatus`` as the current phase."""
+        if not is_kind(workload, [WorkloadKind(API_VERSION, "RayJob", "rayjobs")], "RayJob"):
+            return None
+        versioned = {**workload, "apiVersion": API_VERSION}
+        try:
+            gang = self.gang_for_workload(versioned)
+        except GangError:
+            gang = None
+        status = workload.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        phase = _JOB_PHASES.get(str(status.get("jobDeploymentStatus") or ""))
+        at = (
+            parse_time(status.get("endTime"))
+            if phase in ("Completed", "Failed", "Terminated")
+            else None
+        )
+        at = at or parse_time(status.get("startTime"))
+        if gang is None:
+            return WorkloadObservation(phases=[(phase, at)] if phase and at else [])
+        return WorkloadObservation(
+            replicas=dict(gang.min_task_member),
+            requests=Resource.from_list(gang.min_resources),
+            queue=gang.queue,
+            priority_class=gang.priority_class_name,
+            phases=[(phase, at)] if phase and at else [],
+        )
 
     # -- internals --------------------------------------------------------------------------
     def _gang(self, cluster: Mapping[str, Any], *, owner: Mapping[str, Any]) -> GangSpec:

@@ -48,6 +48,7 @@ so its executors take Volcano's default ``podgroup-<owner uid>``.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -62,6 +63,7 @@ from batch.api.integration import (
     GangError,
     GangSpec,
     WorkloadKind,
+    WorkloadObservation,
     WorkloadRef,
     annotations_of,
     labels_of,
@@ -70,11 +72,14 @@ from batch.api.integration import (
 )
 from batch.api.quantity import QuantityError
 from batch.api.resources import CPU, MEMORY, Resource, to_internal
+from batch.api.timestamps import parse_time
 from integrations._common import (
     as_count,
     canonical_resource_list,
     copied_annotations,
+    count_or_none,
     describe,
+    is_kind,
     name_and_namespace,
 )
 
@@ -233,6 +238,61 @@ def application_for(scheduled: Mapping[str, Any], run_name: str) -> dict[str, An
     }
 
 
+def _overhead_factor(
+    app: Mapping[str, Any], spec: Mapping[str, Any], conf: Mapping[str, Any]
+) -> Fraction:
+    """The memory overhead factor: the application's, else 0.4 for non-JVM types, else 0.1."""
+    factor_src = spec.get("memoryOverheadFactor") or conf.get(
+        "spark.kubernetes.memoryOverheadFactor"
+    )
+    if factor_src is not None:
+        return _factor(factor_src, what=f"{describe(app)}: spec.memoryOverheadFactor")
+    if str(spec.get("type", "")).lower() in _NON_JVM_TYPES:
+        return Fraction(4, 10)
+    return Fraction(1, 10)
+
+
+#: The ledger's job phase for each SparkApplication ``applicationState.state``.
+_APP_PHASES = {
+    "": "Pending",
+    "SUBMITTED": "Pending",
+    "PENDING_RERUN": "Restarting",
+    "RUNNING": "Running",
+    "SUCCEEDING": "Completing",
+    "COMPLETED": "Completed",
+    "FAILING": "Failed",
+    "FAILED": "Failed",
+    "SUBMISSION_FAILED": "Failed",
+    "INVALIDATING": "Restarting",
+    "UNKNOWN": "Unknown",
+}
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _app_requests(app: Mapping[str, Any], executors: int) -> dict[str, int]:
+    """The driver's and ``executors`` executors' requests ({} when a field is malformed)."""
+    spec = _mapping(app.get("spec"))
+    try:
+        factor = _overhead_factor(app, spec, _mapping(spec.get("sparkConf")))
+        driver = spark_pod_requests(app, "driver", path="spec.driver", overhead_factor=factor)
+        executor = spark_pod_requests(app, "executor", path="spec.executor", overhead_factor=factor)
+    except GangError:
+        return {}
+    return dict(driver.add(executor.scale(executors)))
+
+
+def _app_phases(app: Mapping[str, Any]) -> list[tuple[str, dt.datetime]]:
+    status = _mapping(app.get("status"))
+    phase = _APP_PHASES.get(str(_mapping(status.get("applicationState")).get("state") or ""))
+    terminal = phase in ("Completed", "Failed")
+    at = parse_time(status.get("terminationTime")) if terminal else None
+    at = at or parse_time(status.get("lastSubmissionAttemptTime"))
+    return [(phase, at)] if phase and at else []
+
+
 def _is_native_driver(pod: Mapping[str, Any]) -> bool:
     labels = labels_of(pod)
     return (
@@ -274,6 +334,22 @@ class SparkAdapter:
         if _is_native_driver(workload):
             return self._native_gang(workload)
         return None
+
+    def observe(self, workload: Mapping[str, Any]) -> WorkloadObservation | None:
+        """A SparkApplication for the ledger: the driver and ``executor.instances`` executors
+        (their requests as Spark sizes the pods), and ``applicationState`` as its phase."""
+        if not is_kind(workload, self._kinds, "SparkApplication"):
+            return None
+        spec = _mapping(workload.get("spec"))
+        executors = count_or_none(_mapping(spec.get("executor")).get("instances")) or 1
+        options = _mapping(spec.get("batchSchedulerOptions"))
+        return WorkloadObservation(
+            replicas={DRIVER: 1, EXECUTOR: executors},
+            requests=_app_requests(workload, executors),
+            queue=options.get("queue") or None,
+            priority_class=options.get("priorityClassName") or None,
+            phases=_app_phases(workload),
+        )
 
     def workload_ref_for_pod(self, pod: Mapping[str, Any]) -> WorkloadRef | None:
         labels = labels_of(pod)
@@ -325,15 +401,7 @@ class SparkAdapter:
             raise GangError(f"{describe(app)}: spec.mode: must be cluster or client, got {mode!r}")
 
         executors = self._min_executors(app, spec, conf)
-        factor_src = spec.get("memoryOverheadFactor") or conf.get(
-            "spark.kubernetes.memoryOverheadFactor"
-        )
-        if factor_src is not None:
-            factor = _factor(factor_src, what=f"{describe(app)}: spec.memoryOverheadFactor")
-        elif str(spec.get("type", "")).lower() in _NON_JVM_TYPES:
-            factor = Fraction(4, 10)
-        else:
-            factor = Fraction(1, 10)
+        factor = _overhead_factor(app, spec, conf)
         executor_req = spark_pod_requests(
             app, "executor", path="spec.executor", overhead_factor=factor
         )
