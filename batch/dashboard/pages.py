@@ -24,7 +24,7 @@ nav{background:#263238;padding:8px 16px}nav a{color:#eceff1;margin-right:18px;te
 nav a.on{font-weight:bold;border-bottom:2px solid #ffb74d}
 main{padding:12px 16px}h1{font-size:20px}h2{font-size:16px;margin-top:22px}
 table{border-collapse:collapse;margin:6px 0}td,th{border-bottom:1px solid #ddd;padding:3px 8px;
-text-align:left}th{background:#f5f5f5}td.n{text-align:right}
+text-align:left}th{background:#f5f5f5}td:first-child{white-space:nowrap}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:6px;
 padding:8px 12px;min-width:130px}.card b{display:block;font-size:20px}
 svg.chart{width:640px;max-width:100%;height:auto;border:1px solid #eee}
@@ -51,12 +51,20 @@ SCRIPT = """
       })
       .finally(function () { busy = false; if (again) { again = false; refresh(); } });
   }
-  var es = new EventSource('/api/stream');
-  es.onmessage = function (ev) {
-    var v = document.getElementById('version');
-    if (v) { v.textContent = 'live, version ' + ev.data; }
-    refresh();
-  };
+  var es = null;
+  function listen() {
+    es = new EventSource('/api/stream');
+    es.onmessage = function (ev) {
+      var v = document.getElementById('version');
+      if (v) { v.textContent = 'live, version ' + ev.data; }
+      refresh();
+    };
+  }
+  // a page left open in the back-forward cache must not hold a connection: browsers allow
+  // six per host, and fetches behind held streams would wait
+  window.addEventListener('pagehide', function () { if (es) { es.close(); es = null; } });
+  window.addEventListener('pageshow', function () { if (!es) { listen(); } });
+  listen();
 })();
 """
 
