@@ -10,9 +10,10 @@ imports ``integrations``. So the interface both sides agree on lives here, in th
   (PodGroup name, minMember, minTaskMember, minResources, queue, priority, owner, adoption);
 * for a pod it returns a :class:`WorkloadRef` naming the workload and the gang the pod joins,
   and the pod's role (``volcano.sh/task-spec``);
-* the pure functions :func:`decide_podgroup` (create / update / adopt / wait / nothing) and
-  :func:`mutate_pod_for_gang` (JSON patch for the opt-in mutating pod webhook) carry the rules
-  the controller and webhook apply, so those rules are written and tested once.
+* :func:`mutate_pod_for_gang` (JSON patch for the opt-in mutating pod webhook) carries the
+  rules the webhook applies; what the PodGroup controller does with a gang (create / update /
+  adopt / wait) is the controller's own, in ``batch.controllers.gang``;
+* an adapter may also ``observe`` a workload for the ledger (:class:`ObservingAdapter`).
 
 Adoption rule (Volcano section 7): when an operator already makes a Volcano PodGroup
 (Kubeflow ``<job>``, KubeRay ``ray-<cluster>-pg``, spark-operator ``spark-<app>-pg``) Tephra uses
@@ -23,13 +24,9 @@ its spec afterwards, Tephra treats it as handed over and stops correcting it.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime as dt
-import enum
 import functools
-import hashlib
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 from batch.api import pods
 from batch.api.errors import UserError
 from batch.api.pods import PodResourceError
-from batch.api.quantity import QuantityError
-from batch.api.resources import Resource, format_resource_list, parse_resource_list
+from batch.api.resources import Resource
 
 __all__ = [
     "CREATED_BY_ANNOTATION",
@@ -61,8 +57,6 @@ __all__ = [
     "GangSpec",
     "ObservingAdapter",
     "OwnerRef",
-    "PodGroupAction",
-    "PodGroupDecision",
     "WorkloadAdapter",
     "WorkloadKind",
     "WorkloadObservation",
@@ -71,9 +65,7 @@ __all__ = [
     "adapter_for_workload",
     "annotations_of",
     "apply_gang_injection",
-    "decide_podgroup",
     "default_adapters",
-    "desired_podgroup_spec",
     "gang_injection_enabled",
     "gang_pods",
     "labels_of",
@@ -83,9 +75,6 @@ __all__ = [
     "observe_workload",
     "owner_ref_of",
     "pod_requests",
-    "podgroup_manifest",
-    "resolve_queue",
-    "spec_fingerprint",
 ]
 
 log = logging.getLogger(__name__)
@@ -434,187 +423,6 @@ def leader_running(
 
 
 # --------------------------------------------------------------------------- PodGroup rules
-
-
-def resolve_queue(gang: GangSpec, namespace_obj: Mapping[str, Any] | None = None) -> str:
-    """The queue for the gang: the workload's, else the namespace annotation, else ``default``."""
-    if gang.queue:
-        return gang.queue
-    if namespace_obj is not None:
-        ns_q = _meta(namespace_obj, "annotations").get(QUEUE_NAME_ANNOTATION)
-        if ns_q:
-            return str(ns_q)
-    return DEFAULT_QUEUE
-
-
-def desired_podgroup_spec(
-    gang: GangSpec,
-    *,
-    leader_running: bool = False,
-    namespace_obj: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The PodGroup ``spec`` Tephra wants for ``gang`` now (camelCase, as the API stores it).
-
-    With a ``leader_role`` and the leader not yet running, minMember and minTaskMember cover the
-    leader only (so it can start and create the rest); minResources always covers the whole gang.
-    """
-    min_member = gang.min_member
-    min_task = dict(gang.min_task_member)
-    if gang.leader_role is not None and not leader_running:
-        lead = gang.min_task_member[gang.leader_role]
-        min_member = min(lead, gang.min_member)
-        min_task = {gang.leader_role: lead}
-    spec: dict[str, Any] = {"minMember": min_member, "queue": resolve_queue(gang, namespace_obj)}
-    if min_task:
-        spec["minTaskMember"] = min_task
-    if gang.min_resources:  # an empty list admits everything, like no list at all
-        spec["minResources"] = dict(gang.min_resources)
-    if gang.priority_class_name:
-        spec["priorityClassName"] = gang.priority_class_name
-    return spec
-
-
-_MANAGED_FIELDS = ("minMember", "minTaskMember", "minResources", "priorityClassName", "queue")
-# The queue is set once and never updated (admission may also default it from the namespace),
-# so it is not part of the fingerprint that tells whether somebody else rewrote the group.
-_FINGERPRINT_FIELDS = ("minMember", "minTaskMember", "minResources", "priorityClassName")
-
-
-def spec_fingerprint(spec: Mapping[str, Any]) -> str:
-    """Stable hash of the PodGroup spec fields Tephra keeps up to date (order-insensitive;
-    quantities compared by value, so ``1000m`` and ``1`` are the same)."""
-    picked = {k: spec[k] for k in _FINGERPRINT_FIELDS if spec.get(k) not in (None, {}, "")}
-    if isinstance(picked.get("minResources"), Mapping):
-        with contextlib.suppress(QuantityError):  # malformed: hash it as written
-            picked["minResources"] = format_resource_list(
-                parse_resource_list(picked["minResources"])
-            )
-    blob = json.dumps(picked, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def podgroup_manifest(
-    gang: GangSpec,
-    *,
-    leader_running: bool = False,
-    namespace_obj: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The full PodGroup object Tephra creates for ``gang`` (status is left to the controller)."""
-    spec = desired_podgroup_spec(gang, leader_running=leader_running, namespace_obj=namespace_obj)
-    labels = {
-        WORKLOAD_KIND_LABEL: gang.workload.kind,
-        WORKLOAD_NAME_LABEL: gang.workload.name,
-        **gang.labels,
-    }
-    annotations = {
-        **gang.annotations,
-        CREATED_BY_ANNOTATION: gang.adapter,
-        GANG_HASH_ANNOTATION: spec_fingerprint(spec),
-    }
-    metadata: dict[str, Any] = {
-        "name": gang.name,
-        "namespace": gang.namespace,
-        "labels": labels,
-        "annotations": annotations,
-    }
-    if gang.owner is not None:
-        metadata["ownerReferences"] = [gang.owner.to_dict()]
-    return {
-        "apiVersion": PODGROUP_API_VERSION,
-        "kind": "PodGroup",
-        "metadata": metadata,
-        "spec": spec,
-    }
-
-
-class PodGroupAction(enum.Enum):
-    CREATE = "create"  # no PodGroup yet: create `body`
-    UPDATE = "update"  # Tephra's own PodGroup, out of date: merge-patch with `body`
-    ADOPT = "adopt"  # a PodGroup somebody else owns (the operator): use it, write nothing
-    WAIT = "wait"  # the operator is expected to create it: do nothing yet, retry later
-    NOTHING = "nothing"  # Tephra's own PodGroup, up to date
-
-
-@dataclass(frozen=True, slots=True)
-class PodGroupDecision:
-    action: PodGroupAction
-    name: str
-    body: dict[str, Any] | None = None
-    reason: str = ""
-
-
-def decide_podgroup(
-    gang: GangSpec,
-    existing: Mapping[str, Any] | None,
-    *,
-    leader_running: bool = False,
-    workload_age_seconds: float = 0.0,
-    namespace_obj: Mapping[str, Any] | None = None,
-    pods_exist: bool = True,
-    pod_group_names: Iterable[str] = (),
-) -> PodGroupDecision:
-    """What the PodGroup controller does for ``gang`` given the PodGroup named ``gang.name``.
-
-    ``pods_exist``: whether the workload has any pod yet; ``pod_group_names``: the
-    ``scheduling.k8s.io/group-name`` values already on its pods.
-
-    * a pod already names another PodGroup (an operator configured for Volcano named its own):
-      ADOPT that one (``decision.name``), never create a second.
-    * none exists: WAIT while ``gang.adopt_existing`` and the workload is younger than
-      ``gang.adopt_grace_seconds``, or while the workload has no pod yet (a Volcano-configured
-      operator makes its PodGroup before its pods, so waiting for the first pod never races it;
-      pods without a PodGroup are not scheduled meanwhile); else CREATE
-      (:func:`podgroup_manifest`).
-    * one exists without Tephra's fingerprint annotation: ADOPT (the operator owns it).
-    * Tephra's, but its spec no longer matches the fingerprint Tephra wrote: somebody else
-      (an operator that updates existing groups, e.g. training-operator) took it over: ADOPT.
-    * Tephra's and unchanged since: UPDATE when the desired spec differs (the queue of an
-      existing group is never changed), else NOTHING.
-    """
-    name = gang.name
-    others = sorted({n for n in pod_group_names if n and n != name})
-    if others:
-        return PodGroupDecision(
-            PodGroupAction.ADOPT, others[0], reason="the workload's pods name their own PodGroup"
-        )
-    if existing is None:
-        if gang.adopt_existing and workload_age_seconds < gang.adopt_grace_seconds:
-            return PodGroupDecision(
-                PodGroupAction.WAIT, name, reason="waiting for the operator's PodGroup"
-            )
-        if not pods_exist:
-            return PodGroupDecision(
-                PodGroupAction.WAIT, name, reason="waiting for the workload's first pod"
-            )
-        body = podgroup_manifest(gang, leader_running=leader_running, namespace_obj=namespace_obj)
-        return PodGroupDecision(PodGroupAction.CREATE, name, body, "no PodGroup yet")
-    annotations = _meta(existing, "annotations")
-    written = annotations.get(GANG_HASH_ANNOTATION)
-    current_spec: Mapping[str, Any] = existing.get("spec") or {}
-    if not written:
-        return PodGroupDecision(PodGroupAction.ADOPT, name, reason="PodGroup made by its operator")
-    if spec_fingerprint(current_spec) != written:
-        return PodGroupDecision(
-            PodGroupAction.ADOPT, name, reason="PodGroup changed by another writer; handed over"
-        )
-    desired = desired_podgroup_spec(
-        gang, leader_running=leader_running, namespace_obj=namespace_obj
-    )
-    if current_spec.get("queue"):
-        desired["queue"] = current_spec["queue"]
-    new_hash = spec_fingerprint(desired)
-    if new_hash == written:
-        return PodGroupDecision(PodGroupAction.NOTHING, name)
-    patch_spec: dict[str, Any] = dict(desired)
-    for key in _MANAGED_FIELDS:  # clear managed fields Tephra no longer sets
-        if key in current_spec and key not in desired:
-            patch_spec[key] = None
-    for key in ("minTaskMember", "minResources"):  # merge-patch: drop keys no longer wanted
-        old, new = current_spec.get(key), patch_spec.get(key)
-        if isinstance(old, Mapping) and isinstance(new, dict):
-            patch_spec[key] = {**{k: None for k in old if k not in new}, **new}
-    body = {"metadata": {"annotations": {GANG_HASH_ANNOTATION: new_hash}}, "spec": patch_spec}
-    return PodGroupDecision(PodGroupAction.UPDATE, name, body, "gang spec changed")
 
 
 # --------------------------------------------------------------------------- pod webhook

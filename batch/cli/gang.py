@@ -22,9 +22,9 @@ from batch.api.integration import (
     GangSpec,
     adapter_for_workload,
     load_adapters,
-    podgroup_manifest,
 )
 from batch.api.yamlio import FileInputError, dump_yaml, load_yaml_file, manifest_paths
+from batch.controllers.gang import podgroup_manifest
 
 _RAY_JOB = ("ray.io/v1", "RayJob")
 # Kinds whose gangs belong to the objects their operator creates from them.

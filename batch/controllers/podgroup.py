@@ -10,7 +10,7 @@ Two paths, both pure:
   `scheduling.k8s.io/group-name`.
 * **Framework adapters** (`reconcile_adapter_pod`): when an adapter loaded from the
   `tephra.integrations` entry points claims the pod, its `GangSpec` and
-  `batch.api.integration.decide_podgroup` decide create/update/adopt/wait. When the adapter
+  `batch.controllers.gang.decide_podgroup` decide create/update/adopt/wait. When the adapter
   has no gang for the pod's workload (`gang_for_workload` returns None, e.g. Spark executors
   whose driver is an ordinary notebook pod), the pod takes the default path like any other.
 `reconcile_group` marks a group Completed when its workload finished and deletes orphans (owner
@@ -25,9 +25,7 @@ from typing import Any
 
 from batch.api.integration import (
     GangSpec,
-    PodGroupAction,
     WorkloadAdapter,
-    decide_podgroup,
 )
 from batch.api.mergepatch import merge_patch
 from batch.controllers import constants as c
@@ -39,6 +37,7 @@ from batch.controllers.actions import (
     PatchStatus,
     ReconcileResult,
 )
+from batch.controllers.gang import PodGroupAction, decide_podgroup
 from batch.controllers.jobspec import meta
 from batch.controllers.quantities import ResourceSum, pod_request_lists
 from batch.controllers.timeutil import parse_time

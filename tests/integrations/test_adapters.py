@@ -10,11 +10,10 @@ import pytest
 
 from batch.api.integration import (
     GangError,
-    PodGroupAction,
     apply_gang_injection,
-    decide_podgroup,
     mutate_pod_for_gang,
 )
+from batch.controllers.gang import PodGroupAction, decide_podgroup
 from integrations.mpi import MPI, MPI_V1
 from integrations.pytorch import PYTORCH, TENSORFLOW
 from integrations.ray import RAY

@@ -13,14 +13,14 @@ from batch.api.integration import (
     GANG_HASH_ANNOTATION,
     GangSpec,
     OwnerRef,
-    PodGroupAction,
     WorkloadAdapter,
     WorkloadRef,
-    decide_podgroup,
     load_adapters,
     mutate_pod_for_gang,
     pod_requests,
 )
+from batch.controllers import gang as gangrules
+from batch.controllers.gang import PodGroupAction, decide_podgroup
 
 # --------------------------------------------------------------------------- helpers
 
@@ -104,7 +104,7 @@ def test_create_writes_a_full_podgroup_owned_by_the_workload() -> None:
         "queue": "research",
         "priorityClassName": "high",
     }
-    assert meta["annotations"][GANG_HASH_ANNOTATION] == api.spec_fingerprint(d.body["spec"])
+    assert meta["annotations"][GANG_HASH_ANNOTATION] == gangrules.spec_fingerprint(d.body["spec"])
 
 
 def test_waits_for_the_first_pod_and_for_an_announced_operator_podgroup() -> None:
@@ -183,9 +183,9 @@ def test_queue_of_an_existing_podgroup_is_never_changed() -> None:
 
 def test_queue_resolution() -> None:
     ns_with_queue = {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "team"}}}
-    assert api.resolve_queue(make_gang(queue=None), ns_with_queue) == "team"
-    assert api.resolve_queue(make_gang(queue=None), None) == "default"
-    assert api.resolve_queue(make_gang(queue="research"), ns_with_queue) == "research"
+    assert gangrules.resolve_queue(make_gang(queue=None), ns_with_queue) == "team"
+    assert gangrules.resolve_queue(make_gang(queue=None), None) == "default"
+    assert gangrules.resolve_queue(make_gang(queue="research"), ns_with_queue) == "research"
 
 
 def test_leader_staging_places_the_leader_then_the_whole_gang() -> None:
