@@ -82,6 +82,20 @@ def _status(ssn: Session, job: JobInfo, new_conds: list[dict[str, Any]]) -> dict
     }
 
 
+def _said(cond: dict[str, Any], memo: dict[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """What a condition says (type, status, reason, message), once per condition object (a
+    plugin may give many jobs the same one; every condition lives until close ends)."""
+    said = memo.get(id(cond))
+    if said is None:
+        said = memo[id(cond)] = (
+            cond.get("type"),
+            cond.get("status"),
+            cond.get("reason"),
+            cond.get("message"),
+        )
+    return said
+
+
 def fill_reasons(ssn: Session) -> None:
     """Make sure every job with unplaced work has a pending reason (and no other job has one:
     settled jobs only need their reason dropped, if an action gave them one)."""
@@ -149,12 +163,10 @@ def close_session(ssn: Session) -> Decisions:
         if len(memo) > 2 * len(ssn.jobs) + 64:  # forget departed jobs
             for uid in [u for u in memo if u not in ssn.jobs]:
                 del memo[uid]
+        said_of: dict[int, tuple[Any, ...]] = {}  # id(condition) -> what it says
         for job in ssn.jobs.values():
             new_conds = ssn.podgroup_conditions.get(job.uid) or []
-            said = [
-                (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
-                for c in new_conds
-            ]
+            said = [_said(c, said_of) for c in new_conds]
             kept = memo.get(job.uid)
             if kept is not None and kept[0] == job.version and kept[1] == said:
                 status = kept[2]

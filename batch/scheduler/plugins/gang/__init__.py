@@ -85,6 +85,15 @@ class GangPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         now = iso(ssn.now)
+        # every ready job gets the same condition: one object (close copies what it keeps)
+        scheduled = {
+            "type": "Scheduled",
+            "status": "True",
+            "transitionID": ssn.uid,
+            "lastTransitionTime": now,
+            "reason": "tasks in gang are ready to be scheduled",
+            "message": "",
+        }
         for job in ssn.jobs.values():
             cond: dict[str, Any]
             if not job.is_ready():
@@ -105,12 +114,5 @@ class GangPlugin(Plugin):
                 if job.phase in ("Pending", "Inqueue", "Unknown", ""):
                     ssn.event(job, "Warning", "Unschedulable", msg)
             else:
-                cond = {
-                    "type": "Scheduled",
-                    "status": "True",
-                    "transitionID": ssn.uid,
-                    "lastTransitionTime": now,
-                    "reason": "tasks in gang are ready to be scheduled",
-                    "message": "",
-                }
+                cond = scheduled
             ssn.podgroup_conditions.setdefault(job.uid, []).append(cond)
