@@ -1,4 +1,5 @@
-"""bus Command (`bus.volcano.sh/v1alpha1`, volcano.md §1.10): an action for a Job or a Queue."""
+"""bus Command (`bus.volcano.sh/v1alpha1`, volcano-semantics.md#commands): an action for a Job or a
+Queue."""
 
 from __future__ import annotations
 

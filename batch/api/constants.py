@@ -1,7 +1,7 @@
 """Volcano's API constants: groups, events, actions, job plugins, annotation keys.
 
-Values are Volcano's own (volcano.md §1.5, §1.9, §3.3, Appendix A) so that YAML written for
-Volcano means the same thing to Tephra.
+Values are Volcano's own (volcano-semantics.md#events-and-actions, #job-plugins,
+#pod-to-podgroup) so that YAML written for Volcano means the same thing to Tephra.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Volcano CronJob (`batch.volcano.sh/v1alpha1`, volcano.md §1.11): a VCJob on a cron schedule."""
+"""Volcano CronJob (`batch.volcano.sh/v1alpha1`, volcano-semantics.md#cronjob): a VCJob on a cron
+schedule."""
 
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ imports ``integrations``. So the interface both sides agree on lives here, in th
   adopt / wait) is the controller's own, in ``batch.controllers.gang``;
 * an adapter may also ``observe`` a workload for the ledger (:class:`ObservingAdapter`).
 
-Adoption rule (Volcano section 7): when an operator already makes a Volcano PodGroup
+Adoption rule (volcano-semantics.md#framework-integrations): when an operator already makes a
+Volcano PodGroup
 (Kubeflow ``<job>``, KubeRay ``ray-<cluster>-pg``, spark-operator ``spark-<app>-pg``) Tephra uses
 that very name for its gang, never creates a second one and never writes to a PodGroup it did not
 create. A PodGroup Tephra created carries :data:`GANG_HASH_ANNOTATION`; if anybody else changes
@@ -83,7 +84,7 @@ ENTRY_POINT_GROUP = "tephra.integrations"
 PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
 DEFAULT_QUEUE = "default"
 
-# Pod / namespace / workload annotation keys (Volcano section 3.3).
+# Pod / namespace / workload annotation keys (volcano-semantics.md#pod-to-podgroup).
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"

@@ -1,4 +1,5 @@
-"""VCJob (`batch.volcano.sh/v1alpha1`, kind Job): spec (volcano.md §1.1) and status (§1.4).
+"""VCJob (`batch.volcano.sh/v1alpha1`, kind Job): spec and status
+(volcano-semantics.md#vcjob-spec, #job-state-machine).
 
 Field bounds and enums here are the CRD schema's (the CRD in `crds/` is generated from these
 models); the webhook's cross-field rules live in `batch.api.admission.job`.

@@ -1,4 +1,5 @@
-"""Queue and PodGroup (`scheduling.volcano.sh/v1beta1`, volcano.md §2 and §3)."""
+"""Queue and PodGroup (`scheduling.volcano.sh/v1beta1`, volcano-semantics.md#queue-spec,
+#podgroup-spec)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`tephra job`: vcctl's job commands (run, list, view, suspend, resume, delete) plus `why`.
 
-Flags and columns follow vcctl (`volcano.md` §1.10). `suspend`/`resume` create bus Commands
+Flags and columns follow vcctl (`volcano-semantics.md#commands`). `suspend`/`resume` create bus
+Commands
 (AbortJob/ResumeJob) that the job controller executes once; `why` explains a pending job from
 its PodGroup's conditions and events and its position in the queue.
 """

@@ -1,7 +1,8 @@
 """Names the controllers share with Volcano: API groups, phases, events, actions, annotation keys.
 
 Kept in one place so the pure reconcilers, the kopf shell and the CLI agree on every string that
-crosses the API boundary (these are Volcano's own constants, `volcano.md` §1.5, §3.3, App. A).
+crosses the API boundary (these are Volcano's own constants,
+`volcano-semantics.md#events-and-actions, #pod-to-podgroup`).
 """
 
 # ruff: noqa: PLC0414
@@ -89,7 +90,8 @@ Q_CLOSED: Final = "Closed"
 Q_CLOSING: Final = "Closing"
 Q_UNKNOWN: Final = "Unknown"
 
-# Annotations and labels Volcano puts on pods (`volcano.md` §1.3, §3.3).
+# Annotations and labels Volcano puts on pods (`volcano-semantics.md#job-podgroup-and-pods,
+# #pod-to-podgroup`).
 GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 TASK_INDEX: Final = "volcano.sh/task-index"
 TASK_SPEC: Final = "volcano.sh/task-spec"

@@ -1,7 +1,8 @@
 """The VCJob reconciler: a pure function from observed state to intended changes.
 
 `reconcile_job(job, pods, podgroup, now=...)` reproduces Volcano's job controller
-(`volcano.md` §1.3-§1.8): initialisation (phase Pending, plugin objects, PVCs, PodGroup
+(`volcano-semantics.md#job-podgroup-and-pods, #events-and-actions, #policy-matching,
+#job-state-machine`): initialisation (phase Pending, plugin objects, PVCs, PodGroup
 `<job>-<uid>`), pods only once the PodGroup has left Pending, lifecycle policies (task-level before
 job-level, exit codes, timeouts), the job state machine with kill(soft)/kill(all), maxRetry and
 retryCount, minSuccess, dependsOn, scale up/down, bus Commands and ttlSecondsAfterFinished.
@@ -231,7 +232,8 @@ class _Plan:
 def policy_action(
     policies: Sequence[Mapping[str, Any]], req: Request
 ) -> tuple[str, float | None] | None:
-    """First policy matching the request: (action, timeout seconds) or None (`volcano.md` §1.6)."""
+    """First policy matching the request: (action, timeout seconds) or None
+    (`volcano-semantics.md#policy-matching`)."""
     for pol in policies:
         events = list(pol.get("events") or [])
         if pol.get("event"):
@@ -507,7 +509,7 @@ def reconcile_job(
     else:
         cres.pop(TIMERS_KEY, None)
 
-    # ---- the state machine (`volcano.md` §1.7) -------------------------------------------------
+    # ---- the state machine (`volcano-semantics.md#job-state-machine`) ----------------------------
     plan = _Plan(phase=phase, retry=retry, version=version)
     if req is not None and action != c.SYNC_JOB:
         plan.reason = req.event if req.action is None else "CommandIssued"

@@ -1,6 +1,7 @@
 """What a VCJob asks for: its tasks, its PodGroup (with minResources) and its pods.
 
-Pure builders used by the job reconciler (`volcano.md` §1.3): the PodGroup `<job>-<uid>` with
+Pure builders used by the job reconciler (`volcano-semantics.md#job-podgroup-and-pods`): the
+PodGroup `<job>-<uid>` with
 minMember, minTaskMember, minResources (Volcano's calcPGMinResources ordering), queue,
 priorityClassName, networkTopology and subGroupPolicy; pods `<job>-<task>-<index>` with Volcano's
 annotations and labels; PVC names for `volumes[].volumeClaim`, and the pod volume names that

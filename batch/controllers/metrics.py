@@ -1,4 +1,4 @@
-"""Volcano's controller metrics (`volcano.md` §6, controller-manager :8081).
+"""Volcano's controller metrics (`volcano-semantics.md#metrics`, controller-manager :8081).
 
 `volcano_job_completed_phase_count` / `volcano_job_failed_phase_count` (counters by job and
 queue, incremented when the controller writes the phase), the job-to-pod creation latency

@@ -1,4 +1,5 @@
-"""The PodGroup reconciler for pods that no VCJob created (`volcano.md` §3.4, §7).
+"""The PodGroup reconciler for pods that no VCJob created
+(`volcano-semantics.md#podgroup-controller, #framework-integrations`).
 
 Two paths, both pure:
 * **Volcano's default** (`reconcile_plain_pod`): a pod whose schedulerName is ours and which names

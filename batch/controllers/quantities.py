@@ -1,7 +1,8 @@
 """Exact sums of Kubernetes resource quantities for PodGroup minResources.
 
 The PodGroup's `minResources` is a ResourceList of quota-usage keys whose values are the sums of
-pod requests (`volcano.md` §1.3). Sums are exact (Fractions), never floats; parsing and
+pod requests (`volcano-semantics.md#job-podgroup-and-pods`). Sums are exact (Fractions), never
+floats; parsing and
 canonical formatting are `batch.api.quantity`'s.
 """
 

@@ -1,6 +1,7 @@
 """The Queue reconciler: Open/Closed/Closing, hierarchy propagation and PodGroup counts.
 
-Reproduces Volcano's queue controller (`volcano.md` §2.2-§2.3): OpenQueue/CloseQueue Commands
+Reproduces Volcano's queue controller (`volcano-semantics.md#queue-status, #queue-state-machine`):
+OpenQueue/CloseQueue Commands
 (executed, then deleted; both are idempotent so a repeat after a crash changes nothing), Closing
 until the queue holds no PodGroup, closing propagated to children (marked
 `volcano.sh/closed-by-parent=true`) and reopened with the parent, a child never opened under a

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the scheduler, under Volcano's names and labels (volcano.md §6).
+"""Prometheus metrics of the scheduler, under Volcano's names and labels
+(volcano-semantics.md#metrics).
 
 Why this exists: dashboards and alerts written for Volcano keep working against Tephra. Each
 service gets its own `CollectorRegistry`, so several schedulers can live in one process (the

@@ -1,6 +1,7 @@
 """TaskInfo, JobInfo and QueueInfo: Volcano's per-pod, per-PodGroup and per-Queue records.
 
-The readiness helpers of volcano.md §4.2 live on ``JobInfo`` and read counters that are kept up to
+The readiness helpers of volcano-semantics.md#task-status live on ``JobInfo`` and read counters
+that are kept up to
 date on every status change (``JobInfo.set_status``), so none of them loops over tasks.
 """
 
@@ -218,7 +219,7 @@ class JobInfo:
             self.min_resources = mr
         self.dims = dims
 
-    # -- readiness helpers of volcano.md §4.2 -----------------------------------------------
+    # -- readiness helpers of volcano-semantics.md#task-status -------------------------------------
     def count(self, *statuses: TaskStatus) -> int:
         c = self.counts
         return sum(c[s] for s in statuses)

@@ -62,7 +62,8 @@ def _memo_parse(rl: Any, _where: str) -> Mapping[str, int]:
 
 
 def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
-    """(Resreq, InitResreq) of a pod spec (``volcano.md`` §4.2): what the running pod holds
+    """(Resreq, InitResreq) of a pod spec (``volcano-semantics.md#task-status``): what the running
+    pod holds
     (containers, sidecars, overhead) and what must fit to start it, both by
     :mod:`batch.api.pods`."""
     total = running_requests(spec, _memo_parse)
@@ -260,7 +261,8 @@ def scheduling_resources(rl: Mapping[str, Any]) -> dict[str, int]:
     """A PodGroup's minResources as scheduling dimensions.
 
     The job controller writes Kubernetes quota-usage keys beside the plain ones (`count/pods`,
-    `requests.cpu`, `limits.memory`, ...; volcano.md §1.3). Like Volcano's `NewResource`, only
+    `requests.cpu`, `limits.memory`, ...; volcano-semantics.md#job-podgroup-and-pods). Like
+    Volcano's `NewResource`, only
     the plain resource names count: quota keys are not node dimensions and would otherwise make
     every gang with minResources look unplaceable.
     """

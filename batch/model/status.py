@@ -1,4 +1,4 @@
-"""Task statuses and status groups of Volcano's scheduler (volcano.md §4.2).
+"""Task statuses and status groups of Volcano's scheduler (volcano-semantics.md#task-status).
 
 Every pod the scheduler tracks is a task in exactly one status; the groups below are the sets the
 readiness helpers and the fair-share plugins count over.

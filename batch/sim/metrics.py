@@ -11,7 +11,8 @@ Why this exists: to turn a replay into the numbers admins and papers compare.
   [first submit, end].
 * **Queue fairness**: each queue's time-averaged allocated GPU share against its time-averaged
   deserved share — proportion's water-filling of total GPUs by weight, capped by the queue's
-  demand (GPUs of its jobs that arrived and have not finished), `volcano.md` §5.1 on one
+  demand (GPUs of its jobs that arrived and have not finished), `volcano-semantics.md#proportion`
+  on one
   dimension. Ratios x_q = allocated / deserved; Jain's index J = (Σx)² / (n·Σx²); and the max
   deviation |allocated - deserved|. The trace's queues are the yardstick for every policy,
   including baselines that schedule everything in one queue.

@@ -1,4 +1,5 @@
-"""VCJob admission: every default of volcano.md §1.2 and every rejection rule, CREATE and UPDATE."""
+"""VCJob admission: every default of volcano-semantics.md#job-admission and every rejection rule,
+CREATE and UPDATE."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Job reconciler: initialisation, PodGroup, pods, phases (volcano.md §1.3, §1.7)."""
+"""Job reconciler: initialisation, PodGroup, pods, phases
+(volcano-semantics.md#job-podgroup-and-pods, #job-state-machine)."""
 
 from __future__ import annotations
 

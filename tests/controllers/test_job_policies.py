@@ -1,4 +1,5 @@
-"""Lifecycle policies and the state machine (volcano.md §1.5-§1.8)."""
+"""Lifecycle policies and the state machine (volcano-semantics.md#events-and-actions,
+#policy-matching, #job-state-machine)."""
 
 from __future__ import annotations
 

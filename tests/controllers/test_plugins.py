@@ -1,4 +1,4 @@
-"""Job plugins' outputs (volcano.md §1.9)."""
+"""Job plugins' outputs (volcano-semantics.md#job-plugins)."""
 
 from __future__ import annotations
 

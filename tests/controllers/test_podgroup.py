@@ -1,4 +1,4 @@
-"""PodGroup controller for pods no VCJob created (volcano.md §3.4)."""
+"""PodGroup controller for pods no VCJob created (volcano-semantics.md#podgroup-controller)."""
 
 from __future__ import annotations
 

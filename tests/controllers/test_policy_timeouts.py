@@ -1,4 +1,5 @@
-"""Policy `timeout`s run from the event's time, once (volcano.md §1.6), whatever the event.
+"""Policy `timeout`s run from the event's time, once (volcano-semantics.md#policy-matching),
+whatever the event.
 
 Volcano schedules a timed action at event time + timeout and cancels it only when the condition
 clears. Events with a time of their own use it (PodPending: creation, PodFailed: finishedAt or,

@@ -1,4 +1,4 @@
-"""Queue reconciler: state machine, hierarchy, counts (volcano.md §2.3)."""
+"""Queue reconciler: state machine, hierarchy, counts (volcano-semantics.md#queue-state-machine)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""JobInfo readiness helpers (volcano.md §4.2) and their hand-unrolled status groups."""
+"""JobInfo readiness helpers (volcano-semantics.md#task-status) and their hand-unrolled status
+groups."""
 
 from __future__ import annotations
 

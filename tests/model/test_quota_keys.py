@@ -6,7 +6,8 @@ from batch.model.parse import podgroup_facts
 
 
 def test_quota_keys_are_not_scheduling_dimensions() -> None:
-    # The keys Volcano's e2e expects the job controller to write (volcano.md §1.3).
+    # The keys Volcano's e2e expects the job controller to write
+    # (volcano-semantics.md#job-podgroup-and-pods).
     pg = {
         "metadata": {"name": "pg", "namespace": "ns"},
         "spec": {

@@ -1,4 +1,5 @@
-"""The scheduler cites its behaviour spec inside the repository, and every cited anchor exists."""
+"""The code, tests and docs cite Volcano's behaviour inside the repository
+(docs/volcano-semantics.md), and every cited anchor exists."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "docs" / "volcano-semantics.md"
-SOURCES = [*ROOT.joinpath("batch", "scheduler").rglob("*.py"), *Path(__file__).parent.glob("*.py")]
+_SKIP = {".venv", ".git", "node_modules", "build", "dist", ".mypy_cache", ".ruff_cache"}
+SOURCES = sorted(
+    p
+    for pattern in ("*.py", "*.md")
+    for p in ROOT.rglob(pattern)
+    if not _SKIP & set(p.relative_to(ROOT).parts)
+)
 CITE = re.compile(r"volcano-semantics\.md((?:#[a-z0-9-]+(?:,\s*)?)+)")
 
 

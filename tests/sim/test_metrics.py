@@ -1,4 +1,5 @@
-"""Metric helpers: proportion water-filling (volcano.md §5.1 worked examples), Jain's index."""
+"""Metric helpers: proportion water-filling (volcano-semantics.md#proportion worked examples),
+Jain's index."""
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
 """VCJob admission: Volcano's mutating (`/jobs/mutate`) and validating (`/jobs/validate`) webhook.
 
-Defaulting (CREATE, volcano.md §1.2): queue `default`, schedulerName `volcano`, maxRetry 3,
+Defaulting (CREATE, volcano-semantics.md#job-admission): queue `default`, schedulerName `volcano`,
+maxRetry 3,
 task names `default<i>`, dnsPolicy for hostNetwork pods, task and job minAvailable, implied
 plugins (`svc` for tensorflow/mpi/pytorch/ray, `ssh` for mpi), networkTopology mode `hard`.
-Validation (CREATE): every rejection rule of §1.1/§1.2/§1.6, and the size limits (`limits.py`:
+Validation (CREATE): every rejection rule of
+`volcano-semantics.md#vcjob-spec, #job-admission, #policy-matching`, and the size limits
+(`limits.py`:
 tasks, replicas per task, pods per job, policies per list); UPDATE: only minAvailable,
 priorityClassName and per-task replicas/minAvailable may change (Volcano's scale up/down), and
 a scale-up stays within the limits.
@@ -138,7 +141,8 @@ def validate_policies(
     *,
     limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> None:
-    """Lifecycle policy rules (volcano.md §1.6) for one policy list (job level or one task)."""
+    """Lifecycle policy rules (volcano-semantics.md#policy-matching) for one policy list (job level
+    or one task)."""
     too_many = limits.policies_error(len(policies or []))
     if too_many:
         errors.add(path, "maxPolicies", too_many)
@@ -611,7 +615,8 @@ def validate_job_update(
     *,
     limits: AdmissionLimits = DEFAULT_LIMITS,
 ) -> None:
-    """UPDATE rules (§1.1): tasks fixed; only the scale fields may change, within the limits."""
+    """UPDATE rules (`volcano-semantics.md#job-admission`): tasks fixed; only the scale fields may
+    change, within the limits."""
     _check_scale(spec, old, limits, errors)
     new_spec = copy.deepcopy(as_dict(raw.get("spec")) or {})
     old_spec = copy.deepcopy(as_dict(old.get("spec")) or {})

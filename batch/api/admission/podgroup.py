@@ -1,4 +1,5 @@
-"""PodGroup admission (volcano.md §3): queue from the namespace, gang sizes, sub-groups.
+"""PodGroup admission (volcano-semantics.md#podgroup-spec): queue from the namespace, gang sizes,
+sub-groups.
 
 Defaulting (CREATE): a PodGroup whose queue is empty or `default` takes the queue named by its
 namespace's annotation `scheduling.volcano.sh/queue-name` (Volcano's PodGroup mutating webhook).

@@ -1,4 +1,5 @@
-"""Queue admission (volcano.md §2): weight/reclaimable defaults, resource relations, hierarchy.
+"""Queue admission (volcano-semantics.md#queue-spec): weight/reclaimable defaults, resource
+relations, hierarchy.
 
 Rules: weight 1..65535 (default 1), reclaimable default true; capability >= deserved >= guarantee
 per dimension present in both; legacy hierarchy annotations (`volcano.sh/hierarchy`,

@@ -1,4 +1,5 @@
-"""VCJob plugins, controller side (`volcano.md` §1.9): svc, ssh, env, pytorch, mpi, tensorflow, ray,
+"""VCJob plugins, controller side (`volcano-semantics.md#job-plugins`): svc, ssh, env, pytorch,
+mpi, tensorflow, ray,
 hcclrank.
 
 A plugin is a small object with three hooks, called by the pure job reconciler:

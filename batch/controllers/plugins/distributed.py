@@ -1,4 +1,5 @@
-"""Framework job plugins: pytorch, mpi, tensorflow, ray and hcclrank (`volcano.md` §1.9).
+"""Framework job plugins: pytorch, mpi, tensorflow, ray and hcclrank
+(`volcano-semantics.md#job-plugins`).
 
 Each one only shapes pods (env, ports, commands) from the job's task layout; the host names come
 from the `svc` plugin's naming (`<job>-<task>-<i>.<job>`), which these plugins imply.
