@@ -10,13 +10,16 @@ docs/volcano-semantics.md#proportion-fair-admission): a second water-filling, in
 yet running also requests the part of its minResources its pods do not ask for yet, gives each
 queue an admission share; queues are ordered by what they hold *or were admitted to* (allocated +
 inqueue) over that share, so enqueue admits in the ratio of the weights instead of the older
-queue's whole backlog first. Volcano's deserved (allocate's cap, overused, reclaim) is unchanged:
-a gang bigger than its queue's weighted share of the waiting demand is not locked out by it.
+queue's whole backlog first; a gang that would take its queue past that share while another
+queue waits below its own is not admitted unless its queue holds nothing
+(``beyond_admission_share``). Volcano's deserved (allocate's cap, overused, reclaim) is
+unchanged: a gang bigger than its queue's weighted share of the waiting demand is not locked
+out by it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,6 +190,44 @@ def admitted_gap(job: JobInfo, allocated: IntVec) -> IntVec:
     return gap
 
 
+def beyond_admission_share(
+    a: QueueAttr, mr: F, dims: npt.NDArray[np.intp], attrs: Iterable[QueueAttr]
+) -> bool:
+    """Fair admission: would admitting minResources ``mr`` take the queue past its admission
+    share while another queue waits below its own? A queue holding nothing may always admit one
+    gang (one larger than its share could never start otherwise)."""
+    if a.held is None or a.admission_deserved is None or not bool((a.held[1:] > TOL).any()):
+        return False
+    if le_on(a.held + mr, a.admission_deserved, dims):
+        return False
+    return any(
+        b is not a
+        and b.held is not None
+        and b.admission_deserved is not None
+        and bool((b.held[1:] + TOL < b.admission_deserved[1:]).any())
+        for b in attrs
+    )
+
+
+def over_capability(
+    ssn: Session, job: JobInfo, q: QueueInfo, excess: F, dims: npt.NDArray[np.intp]
+) -> int:
+    """Reject ``job``: its minResources do not fit the queue's real capability (``excess`` > 0
+    on the resources short)."""
+    ssn.event(job, "Warning", "Unschedulable", "queue resource quota insufficient")
+    over = [ssn.resources.names[int(d)] for d in dims if excess[d] > TOL]
+    ssn.set_reason(
+        PendingReason(
+            job.uid,
+            "OverCapability",
+            f"queue resource quota insufficient: queue {q.name!r} cannot hold the "
+            f"job's minResources on {', '.join(over)}",
+            details={"rejected_by": "proportion", "resources": over},
+        )
+    )
+    return REJECT
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
 
@@ -325,22 +366,20 @@ class ProportionPlugin(Plugin):
             mr = job.min_resources.astype(np.float64)
             dims = np.flatnonzero(mr[1:] > 0) + 1
             want = mr + a.allocated + a.inqueue - a.elastic
-            if le_on(want, a.real_capability, dims):
-                return PERMIT
-            ssn.event(job, "Warning", "Unschedulable", "queue resource quota insufficient")
-            over = [
-                ssn.resources.names[int(d)] for d in dims if want[d] > a.real_capability[d] + TOL
-            ]
-            ssn.set_reason(
-                PendingReason(
-                    job.uid,
-                    "OverCapability",
-                    f"queue resource quota insufficient: queue {q.name!r} cannot hold the "
-                    f"job's minResources on {', '.join(over)}",
-                    details={"rejected_by": "proportion", "resources": over},
+            if not le_on(want, a.real_capability, dims):
+                return over_capability(ssn, job, q, want - a.real_capability, dims)
+            if self.fair and beyond_admission_share(a, mr, dims, attrs.values()):
+                ssn.set_reason(
+                    PendingReason(
+                        job.uid,
+                        "NotEnqueued",
+                        f"queue {q.name!r} already holds or was admitted to its fair share "
+                        "while other queues wait (fairShareAtAdmission)",
+                        details={"rejected_by": "proportion"},
+                    )
                 )
-            )
-            return REJECT
+                return REJECT
+            return PERMIT
 
         ssn.hooks.add_job_enqueueable_fn(enqueueable)
 
