@@ -30,7 +30,9 @@ from batch.scheduler.plugins.predicates import PredicatesPlugin
 from batch.scheduler.plugins.priority import PriorityPlugin
 from batch.scheduler.plugins.proportion import ProportionPlugin
 from batch.scheduler.plugins.reservation import NominatedPlugin, ReservationPlugin
+from batch.scheduler.plugins.sjf import SjfPlugin
 from batch.scheduler.plugins.sla import SlaPlugin
+from batch.scheduler.plugins.tiresias import TiresiasPlugin
 
 BUILTIN_ACTIONS: tuple[type[Action], ...] = (
     Enqueue,
@@ -56,7 +58,9 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     ProportionPlugin,
     ReservationPlugin,
     NominatedPlugin,
+    SjfPlugin,
     SlaPlugin,
+    TiresiasPlugin,
 )
 
 for _action in BUILTIN_ACTIONS:

@@ -63,6 +63,7 @@ class EngineOptions:
     scheduler_name: str = "volcano"
     lifecycle: str = "volcano"  # "volcano": the real job reconciler; "fast": built-in handshake
     horizon: float | None = None  # stop at this virtual time (None: derived from the workload)
+    estimates: bool = False  # give each job its trace run time as runningEstimate (an oracle)
     samples: int = 400
 
 

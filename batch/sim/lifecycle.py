@@ -32,7 +32,7 @@ from batch.controllers.actions import (
     PatchObject,
     PatchStatus,
 )
-from batch.controllers.constants import POD_BATCH
+from batch.controllers.constants import POD_BATCH, PODGROUP_RUNNING_ESTIMATE as RUNNING_ESTIMATE
 from batch.controllers.job import reconcile_job
 from batch.sim.errors import SimInputError
 
@@ -100,15 +100,18 @@ class FastLifecycle:
         }
         if gang and len(job.tasks) > 1:
             spec["minTaskMember"] = {t.name: t.replicas for t in job.tasks}
+        metadata: dict[str, Any] = {
+            "name": f"{job.name}-pg",
+            "namespace": NAMESPACE,
+            "uid": f"pg-{run.index:07d}-{run.record.restarts}",
+            "creationTimestamp": timestamp(job.submit),
+        }
+        if self.sim.options.estimates:
+            metadata["annotations"] = {RUNNING_ESTIMATE: f"{max(round(job.run_time), 1)}s"}
         return {
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "PodGroup",
-            "metadata": {
-                "name": f"{job.name}-pg",
-                "namespace": NAMESPACE,
-                "uid": f"pg-{run.index:07d}-{run.record.restarts}",
-                "creationTimestamp": timestamp(job.submit),
-            },
+            "metadata": metadata,
             "spec": spec,
             "status": {"phase": "Pending" if self.sim.options.gate_pods else "Inqueue"},
         }
@@ -231,6 +234,8 @@ class VolcanoLifecycle:
             "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
             "tasks": tasks,
         }
+        if self.sim.options.estimates:
+            spec["runningEstimate"] = f"{max(round(job.run_time), 1)}s"
         return {
             "apiVersion": "batch.volcano.sh/v1alpha1",
             "kind": "Job",

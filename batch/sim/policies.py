@@ -15,11 +15,21 @@ configuration (how pods and PodGroups are created):
   gang job order, overcommit-gated enqueue). The session still lets a later job that fits start
   ahead of a blocked earlier one (Volcano's allocate skips jobs that do not fit), so this is
   FIFO with skipping, not head-of-line blocking.
+* `tiresias` — Tephra's default with the opt-in `tiresias` job order (least attained GPU
+  service first, in levels) in a tier of its own before gang, so that its preemptable vote
+  decides, and preempt's victim selection back to Volcano's (`strict` would let gang veto every
+  victim at its minimum).
+* `sjf` — Tephra's default with the opt-in `sjf` job order (shortest runningEstimate x GPUs
+  first, with aging) after priority; every job gets its trace run time as runningEstimate (an
+  oracle: the trace has no user estimates).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import yaml
 
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.sim.engine import EngineOptions
@@ -29,6 +39,8 @@ __all__ = [
     "BASELINES",
     "FIFO_CONF",
     "KUBE_DEFAULT_CONF",
+    "SJF_CONF",
+    "TIRESIAS_CONF",
     "Policy",
     "choose_lifecycle",
     "policies_for",
@@ -54,6 +66,27 @@ tiers:
   - name: predicates
   - name: nodeorder
 """
+
+
+def _tephra_with(change: Any) -> str:
+    doc = yaml.safe_load(TEPHRA_DEFAULT_CONFIG)
+    change(doc)
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _tiresias(doc: dict[str, Any]) -> None:
+    doc["tiers"].insert(0, {"plugins": [{"name": "tiresias"}]})
+    for c in doc["configurations"]:
+        if c["name"] == "preempt":
+            c["arguments"]["victimSelection"] = "volcano"
+
+
+def _sjf(doc: dict[str, Any]) -> None:
+    doc["tiers"][0]["plugins"].insert(1, {"name": "sjf"})
+
+
+TIRESIAS_CONF = _tephra_with(_tiresias)
+SJF_CONF = _tephra_with(_sjf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +125,14 @@ def _baseline(name: str, period: float, lifecycle: str) -> Policy:
             FIFO_CONF,
             EngineOptions(period=period, single_queue=True, lifecycle=lifecycle),
         )
+    if name in ("tiresias", "sjf"):
+        conf = TIRESIAS_CONF if name == "tiresias" else SJF_CONF
+        options = EngineOptions(period=period, lifecycle=lifecycle, estimates=name == "sjf")
+        return Policy(name, conf, options)
     raise SimInputError(f"--compare: unknown baseline {name!r} (known: {', '.join(BASELINES)})")
 
 
-BASELINES = ("kube-default", "fifo")
+BASELINES = ("kube-default", "fifo", "tiresias", "sjf")
 
 
 def policies_for(

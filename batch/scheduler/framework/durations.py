@@ -2,13 +2,14 @@
 
 ``parse_duration`` reads the forms the time-based plugins accept (``90s``, ``5m``, ``1h30m``,
 ``2.5m``, plain seconds); ``task_start`` is when a pod started running, as minruntime and
-reservation measure it.
+reservation measure it; ``job_estimate`` a job's expected run time (``runningEstimate``), as
+reservation and sjf read it.
 """
 
 from __future__ import annotations
 
 from batch.api import durations
-from batch.model.info import TaskInfo
+from batch.model.info import JobInfo, TaskInfo
 from batch.model.parse import parse_time
 
 
@@ -28,3 +29,25 @@ def task_start(task: TaskInfo) -> float:
             if t:
                 return t
     return task.creation
+
+
+#: the PodGroup (or pod) annotation the Job controller copies ``Job.spec.runningEstimate`` into
+ESTIMATE = "tephra.io/running-estimate"
+
+
+def job_estimate(job: JobInfo, default: float | None) -> float | None:
+    value = job.annotations.get(ESTIMATE)
+    if value is None:
+        for t in job.tasks.values():
+            raw = t.raw
+            meta = raw.get("metadata") if raw is not None else None
+            ann = meta.get("annotations") if isinstance(meta, dict) else None
+            if isinstance(ann, dict) and ESTIMATE in ann:
+                value = str(ann[ESTIMATE])
+                break
+    if value is None:
+        return default
+    try:
+        return parse_duration(value)
+    except ValueError:
+        return default

@@ -38,12 +38,10 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
-from batch.scheduler.framework.durations import parse_duration, task_start
+from batch.scheduler.framework.durations import job_estimate, parse_duration, task_start
 from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
-
-ESTIMATE = "tephra.io/running-estimate"
 
 
 @dataclass(slots=True)
@@ -54,24 +52,6 @@ class Reservation:
 
     def node_names(self, nodes: SessionNodes) -> list[str]:
         return [nodes.name(int(i)) for i in np.flatnonzero(self.mask)]
-
-
-def job_estimate(job: JobInfo, default: float | None) -> float | None:
-    value = job.annotations.get(ESTIMATE)
-    if value is None:
-        for t in job.tasks.values():
-            raw = t.raw
-            meta = raw.get("metadata") if raw is not None else None
-            ann = meta.get("annotations") if isinstance(meta, dict) else None
-            if isinstance(ann, dict) and ESTIMATE in ann:
-                value = str(ann[ESTIMATE])
-                break
-    if value is None:
-        return default
-    try:
-        return parse_duration(value)
-    except ValueError:
-        return default
 
 
 class ReservationPlugin(Plugin):

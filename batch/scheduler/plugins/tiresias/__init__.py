@@ -1,0 +1,167 @@
+"""tiresias: least attained service first, in discrete levels, with preemption by level — an
+opt-in job order in the spirit of Tiresias (Gu et al., NSDI 2019, "2D-LAS").
+
+Why this exists: with gang FIFO a long job that started first keeps its GPUs while short jobs
+queue behind it; mean JCT on heavy-tailed workloads (Philly) is dominated by such waits. Without
+durations known, Tiresias orders by *attained service*: GPUs x time a job has run so far.
+
+* A job's attained service is accumulated across sessions (``ClusterCache.derived``, keyed by job
+  id, so it survives the job's restarts; a scheduler restart forgets it): at each session, every
+  job's allocated GPUs x the time since the previous session.
+* Levels: service below ``tiresias.quantum`` (GPU-time, a duration: one GPU for that long;
+  default ``1h``) is level 0; each further level starts at ``tiresias.factor`` (default 10) times
+  the previous threshold; ``tiresias.levels`` (default 3) levels in all. JobOrder: lower level
+  first (FIFO inside a level, the fallback order).
+* Preemptable (``tiresias.preempt``, default true): a preemptor may take tasks of jobs in a
+  higher level than its own. Configure the plugin in a tier of its own *before* gang so its vote
+  decides (gang would spare every gang at its minimum) and use Volcano's victim selection for
+  preempt; the evicted job restarts (RestartJob) and keeps its level. minruntime's guard still
+  applies, which bounds the churn.
+* JobEnqueueable (with preemption on): a Pending gang whose minResources of the resource fit
+  in what jobs of a higher level hold in its queue is permitted (the tier's Permit decides, so
+  proportion's "queue resource quota insufficient" does not keep it out of a full queue: without
+  admission it could never preempt); admissions this session use that room up.
+* ``tiresias.resource`` (default ``nvidia.com/gpu``): the resource service is counted in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from batch.api.resources import GPU
+from batch.model.cache import ClusterCache
+from batch.model.info import JobInfo, TaskInfo
+from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.durations import parse_duration
+from batch.scheduler.framework.registry import Plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.votes import ABSTAIN, PERMIT
+
+_KEY = "tiresias"
+#: forget a job not seen for this long (it finished and was deleted)
+FORGET_AFTER_S = 3600.0
+_ARGS = ("tiresias.quantum", "tiresias.factor", "tiresias.levels", "tiresias.preempt")
+
+
+@dataclass(slots=True)
+class Service:
+    """Attained service per job id, and when it was last brought up to date."""
+
+    last: float | None = None
+    units: dict[str, float] = field(default_factory=dict)  # job id -> resource-units x seconds
+    seen: dict[str, float] = field(default_factory=dict)  # job id -> last session it was in
+
+    def advance(self, jobs: dict[str, JobInfo], dim: int | None, now: float) -> None:
+        dt = 0.0 if self.last is None else max(now - self.last, 0.0)
+        self.last = now
+        for uid, job in jobs.items():
+            self.seen[uid] = now
+            if dim is None or dt == 0.0 or dim >= len(job.allocated):
+                continue
+            held = int(job.allocated[dim])
+            if held:
+                self.units[uid] = self.units.get(uid, 0.0) + held / 1000 * dt
+        if len(self.seen) > len(jobs):
+            for uid in [u for u, t in self.seen.items() if now - t > FORGET_AFTER_S]:
+                del self.seen[uid]
+                self.units.pop(uid, None)
+
+
+class TiresiasPlugin(Plugin):
+    name = "tiresias"
+    time_dependent = True  # levels rise while jobs run
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        for key in arguments.raw:
+            if key not in (*_ARGS, "tiresias.resource"):
+                raise ConfigError(f"plugin tiresias: unknown argument {key!r}")
+        try:
+            quantum = parse_duration(arguments.raw.get("tiresias.quantum", "1h"))
+        except ValueError as exc:
+            raise ConfigError(f"plugin tiresias: argument 'tiresias.quantum': {exc}") from None
+        factor = arguments.get_float("tiresias.factor", 10.0)
+        levels = arguments.get_int("tiresias.levels", 3)
+        if quantum <= 0 or factor <= 1 or levels < 1:
+            raise ConfigError(
+                "plugin tiresias: needs tiresias.quantum > 0, tiresias.factor > 1 and "
+                f"tiresias.levels >= 1 (got {quantum:g}s, {factor:g}, {levels})"
+            )
+        self.thresholds = [quantum * factor**k for k in range(levels - 1)]
+        self.preempt = arguments.get_bool("tiresias.preempt", True)
+        self.resource = arguments.get_str("tiresias.resource", GPU)
+
+    @classmethod
+    def time_sensitive(
+        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
+    ) -> bool:
+        return now > since
+
+    def level(self, service: float) -> int:
+        return sum(1 for t in self.thresholds if service >= t)
+
+    def on_session_open(self, ssn: Session) -> None:
+        kept = ssn.cache.derived.get(_KEY)
+        if not isinstance(kept, Service):
+            kept = ssn.cache.derived[_KEY] = Service()
+        kept.advance(ssn.jobs, ssn.resources.get(self.resource), ssn.now)
+        units = kept.units
+        levels: dict[str, int] = {}
+
+        def level_of(job: JobInfo) -> int:
+            got = levels.get(job.uid)
+            if got is None:
+                got = levels[job.uid] = self.level(units.get(job.uid, 0.0))
+            return got
+
+        ssn.hooks.add_job_order_key(level_of)
+        if not self.preempt:
+            return
+
+        def preemptable(
+            preemptor: TaskInfo, candidates: list[TaskInfo]
+        ) -> tuple[list[TaskInfo], int]:
+            pjob = ssn.jobs.get(preemptor.job_id or "")
+            if pjob is None:
+                return [], PERMIT
+            mine = level_of(pjob)
+            victims = []
+            for t in candidates:
+                vjob = ssn.jobs.get(t.job_id or "")
+                if vjob is not None and vjob.uid != pjob.uid and level_of(vjob) > mine:
+                    victims.append(t)
+            return victims, PERMIT
+
+        ssn.hooks.add_preemptable_fn(preemptable)
+        self._admission(ssn, level_of)
+
+    def _admission(self, ssn: Session, level_of: Callable[[JobInfo], int]) -> None:
+        dim = ssn.resources.get(self.resource)
+        if dim is None:
+            return
+        held: dict[tuple[str, int], int] = {}  # (queue, level) -> held by that level's jobs
+        for job in ssn.jobs.values():
+            if dim < len(job.allocated) and job.allocated[dim]:
+                key = (job.queue, level_of(job))
+                held[key] = held.get(key, 0) + int(job.allocated[dim])
+        if not held:
+            return
+        room: dict[tuple[str, int], int] = {}
+
+        def enqueueable(job: JobInfo) -> int:
+            mr = job.min_resources
+            if mr is None or dim >= len(mr) or not mr[dim]:
+                return ABSTAIN
+            key = (job.queue, level_of(job))
+            left = room.get(key)
+            if left is None:
+                mine = key[1]
+                left = sum(v for (q, lv), v in held.items() if q == job.queue and lv > mine)
+            if int(mr[dim]) > left:
+                room[key] = left
+                return ABSTAIN
+            room[key] = left - int(mr[dim])
+            return PERMIT
+
+        ssn.hooks.add_job_enqueueable_fn(enqueueable)
