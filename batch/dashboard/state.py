@@ -17,7 +17,6 @@ from batch.api.pods import pod_requests
 from batch.api.resources import parse_resource_list
 from batch.kube.client import RESOURCES, KubeClient, Resource
 from batch.kube.informer import Reflector, ReflectorSet
-from batch.kube.why import cluster_capacity
 
 __all__ = ["KINDS", "LiveState", "reflectors"]
 
@@ -31,6 +30,7 @@ KINDS: dict[str, Resource] = {
 }
 _GROUP = "scheduling.k8s.io/group-name"
 _JOB_LABEL = "volcano.sh/job-name"
+_DONE = ("Succeeded", "Failed")
 #: the most events kept per involved object (the newest win)
 EVENTS_PER_OBJECT = 20
 
@@ -71,7 +71,7 @@ def slim_node(node: Mapping[str, Any]) -> Obj:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     return {
         "metadata": _slim_meta(node, "labels"),
-        "status": {"allocatable": status.get("allocatable") or {}},
+        "alloc": dict(_tolerant(status.get("allocatable"), "allocatable")),
         "ready": ready,
         "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
     }
@@ -105,6 +105,8 @@ class LiveState:
     objects: dict[str, dict[str, Obj]] = field(default_factory=lambda: {k: {} for k in KINDS})
     #: (namespace, involved name) -> event uid -> slim event
     events_by_object: dict[tuple[str, str], dict[str, Obj]] = field(default_factory=dict)
+    #: node name -> what the pods bound to it and not finished request (kept as pods change)
+    used: dict[str, dict[str, int]] = field(default_factory=dict)
     version: int = 0
 
     def sink(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
@@ -113,12 +115,21 @@ class LiveState:
         key = _key(obj)
         if kind == "Event":
             self._index_event(etype, obj)
-        if etype == "DELETED":
-            store.pop(key, None)
-        else:
+        old = store.pop(key, None) if etype == "DELETED" else store.get(key)
+        if etype != "DELETED":
             slim = _SLIM.get(kind)
             store[key] = slim(obj) if slim is not None else obj
+        if kind == "Pod":
+            self._account(old, -1)
+            self._account(store.get(key) if etype != "DELETED" else None, 1)
         self.version += 1
+
+    def _account(self, pod: Obj | None, sign: int) -> None:
+        if pod is None or not pod["node"] or pod["phase"] in _DONE:
+            return
+        node = self.used.setdefault(pod["node"], {})
+        for res, amount in pod["requests"].items():
+            node[res] = node.get(res, 0) + sign * amount
 
     def _index_event(self, etype: str, event: Mapping[str, Any]) -> None:
         involved = event.get("involvedObject") or {}
@@ -151,7 +162,12 @@ class LiveState:
         return sorted(found, key=lambda e: str(e["last"]))
 
     def capacity(self) -> dict[str, int]:
-        return cluster_capacity(n["status"]["allocatable"] for n in self.items("Node"))
+        """The nodes' allocatable resources, summed (parsed once, when a node arrives)."""
+        total: dict[str, int] = {}
+        for node in self.items("Node"):
+            for res, amount in node["alloc"].items():
+                total[res] = total.get(res, 0) + amount
+        return total
 
 
 class StateLookup:

@@ -20,7 +20,6 @@ __all__ = ["JobFilter", "job_detail", "jobs", "overview", "queues"]
 
 GPU = "nvidia.com/gpu"
 SHOWN = ("cpu", "memory", GPU)
-_DONE = ("Succeeded", "Failed")
 #: rows of the job list beyond which the page says "narrow the filter"
 JOB_ROWS = 500
 
@@ -43,17 +42,8 @@ def _add(acc: dict[str, int], more: Mapping[str, int]) -> None:
         acc[res] = acc.get(res, 0) + amount
 
 
-def used_by_node(state: LiveState) -> dict[str, dict[str, int]]:
-    """What the pods bound to each node and not finished request, per node name."""
-    used: dict[str, dict[str, int]] = {}
-    for pod in state.items("Pod"):
-        if pod["node"] and pod["phase"] not in _DONE:
-            _add(used.setdefault(pod["node"], {}), pod["requests"])
-    return used
-
-
 def _node_row(node: Obj, used: Mapping[str, int]) -> dict[str, Any]:
-    alloc = _safe(node["status"]["allocatable"])
+    alloc: Mapping[str, int] = node["alloc"]
     return {
         "name": node["metadata"]["name"],
         "ready": node["ready"] and not node["unschedulable"],
@@ -67,7 +57,7 @@ def _node_row(node: Obj, used: Mapping[str, int]) -> dict[str, Any]:
 
 def overview(state: LiveState) -> dict[str, Any]:
     """Nodes x GPUs: allocated, idle, and idle on partly used nodes (fragmented)."""
-    used = used_by_node(state)
+    used = state.used
     rows = [_node_row(n, used.get(n["metadata"]["name"], {})) for n in state.items("Node")]
     rows.sort(key=lambda r: str(r["name"]))
     capacity, allocated = state.capacity(), dict[str, int]()
