@@ -1,8 +1,8 @@
 """Simulator speed: replay the Philly trace through the real scheduler session.
 
 Target (issue 10): the whole trace (82,247 jobs, 352 nodes) in <= 60 s wall and <= 2 GiB RSS.
-Prints jobs, simulated events, sessions, wall time, events/s, session share of the time, peak RSS
-and, with --profile, where the time goes (cProfile, grouped by area and top functions).
+Prints jobs, simulated events, sessions, wall and CPU time, events/s, session share of the time,
+peak RSS and, with --profile, where the time goes (cProfile, grouped by area and top functions).
 
     .venv/bin/python benchmarks/sim.py                      # whole trace, tephra policy
     .venv/bin/python benchmarks/sim.py --limit 5000 --profile
@@ -97,7 +97,9 @@ def main() -> int:
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
+    cpu0 = time.process_time()
     run = run_policy(workload, replace(policy), progress=progress)
+    cpu_s = time.process_time() - cpu0
     if profiler is not None:
         profiler.disable()
     s = run.summary
@@ -109,6 +111,7 @@ def main() -> int:
     )
     print(f"trace read:          {read_s:8.2f} s")
     print(f"replay wall:         {s['wall_s']:8.2f} s   (target <= 60 s for the whole trace)")
+    print(f"replay CPU:          {cpu_s:8.2f} s   (compare this on a loaded machine)")
     print(
         f"  in sessions:       {s['session_wall_s']:8.2f} s   ({s['sessions']} sessions, "
         f"{s['session_wall_s'] / max(s['sessions'], 1) * 1000:.2f} ms each)"
