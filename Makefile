@@ -48,8 +48,9 @@ crds: $(STAMP)
 	$(BIN)/tephra crds --out crds/
 	scripts/sync-chart-crds.sh
 
+# `make demo DEMO_ARGS=--keep` leaves the sandbox and its dashboard up until Ctrl-C.
 demo: $(STAMP)
-	$(BIN)/tephra demo
+	$(BIN)/tephra demo $(DEMO_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

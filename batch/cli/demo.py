@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
+from pathlib import Path
 
 import click
 
 __all__ = ["demo"]
 
 
+@contextlib.contextmanager
+def _dashboard(kubeconfig: Path, db_url: str, port: int) -> Iterator[str]:
+    """The web dashboard (batch.dashboard) on the demo's sandbox and ledger."""
+    from batch.dashboard.history import History
+    from batch.dashboard.server import Dashboard, DashboardThread
+    from batch.kube.config import load_access
+    from batch.ledger.db import make_engine
+
+    engine = make_engine(db_url)
+    server = DashboardThread(Dashboard(load_access(kubeconfig), History(engine)), port=port)
+    server.start()
+    try:
+        yield server.url + "/"
+    finally:
+        server.stop()
+        engine.dispose()
+
+
 @click.command("demo")
 @click.option("-v", "--verbose", is_flag=True, help="Show the components' logs too.")
-def demo(verbose: bool) -> None:
+@click.option("--keep", is_flag=True, help="Keep the sandbox and dashboard up until Ctrl-C.")
+@click.option(
+    "--dashboard-port",
+    default=8090,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port of the web dashboard on 127.0.0.1 (0: any free port).",
+)
+def demo(verbose: bool, keep: bool, dashboard_port: int) -> None:
     """Gang scheduling, topology, preemption, fair shares and the ledger, in about a minute."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.ERROR,
@@ -22,4 +51,7 @@ def demo(verbose: bool) -> None:
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     from batch.sandbox.demo import run_demo
 
-    raise SystemExit(run_demo())
+    def beside(kubeconfig: Path, db_url: str) -> contextlib.AbstractContextManager[str]:
+        return _dashboard(kubeconfig, db_url, dashboard_port)
+
+    raise SystemExit(run_demo(keep=keep, beside=beside))

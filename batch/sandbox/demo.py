@@ -576,8 +576,31 @@ def _cluster(db_url: str) -> Iterator[Any]:
         yield sb
 
 
-def run_demo(*, out: TextIO | None = None, workdir: Path | None = None) -> int:
-    """Play the demo; returns 0 when every claim held, 1 otherwise."""
+#: something to run beside the demo's sandbox (the CLI's dashboard): given the sandbox's
+#: kubeconfig and the ledger URL, a context manager that yields the URL to print
+Beside = Callable[[Path, str], contextlib.AbstractContextManager[str]]
+
+
+def _hold(out: TextIO) -> None:
+    """Keep everything running until Ctrl-C (`--keep`), so a person can look around."""
+    out.write("\nThe sandbox keeps running (--keep); Ctrl-C stops it.\n")
+    out.flush()
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            time.sleep(3600)
+
+
+def run_demo(
+    *,
+    out: TextIO | None = None,
+    workdir: Path | None = None,
+    keep: bool = False,
+    beside: Beside | None = None,
+) -> int:
+    """Play the demo; returns 0 when every claim held, 1 otherwise.
+
+    `beside` runs alongside the sandbox (its URL is printed first); with `keep` the sandbox
+    stays up after the story and the report until Ctrl-C."""
     out = out or sys.stdout
     live = out.isatty() if hasattr(out, "isatty") else False
     with tempfile.TemporaryDirectory(prefix="tephra-demo-") as tmp:
@@ -588,7 +611,11 @@ def run_demo(*, out: TextIO | None = None, workdir: Path | None = None) -> int:
             "Starting the sandbox: 4 nodes x 8 GPUs in 2 racks, controllers, scheduler, "
             "ledger ...\n"
         )
-        with _cluster(db_url) as sb:
+        with contextlib.ExitStack() as stack:
+            sb = stack.enter_context(_cluster(db_url))
+            if beside is not None:
+                url = stack.enter_context(beside(sb.kubeconfig_path, db_url))
+                out.write(f"Dashboard: {url}\n")
             story = _Story(sb.api_client(), out, live=live)
             try:
                 _play(story)
@@ -603,7 +630,11 @@ def run_demo(*, out: TextIO | None = None, workdir: Path | None = None) -> int:
                 service = getattr(component, "service", None)
                 if service is not None and service.ledger is not None:
                     service.ledger.recorder.flush()
-        _report(db_url, out)
+            if keep:
+                _report(db_url, out)
+                _hold(out)
+        if not keep:
+            _report(db_url, out)
         passed = sum(1 for ok, _ in story.checks if ok)
         out.write(
             f"\n{passed}/{len(story.checks)} claims held; demo took "
