@@ -320,6 +320,130 @@ def _counts(pods: Sequence[PodView], deleting_now: set[str]) -> tuple[JSON, JSON
     return counters, tsc
 
 
+def plan_action(
+    phase: str,
+    req: Request | None,
+    action: str,
+    *,
+    retry: int,
+    max_retry: int,
+    version: int,
+) -> _Plan:
+    """What the state machine does with the request's ``action`` in ``phase``
+    (`volcano-semantics.md#job-state-machine`): the kill it orders and the phase it enters."""
+    plan = _Plan(phase=phase, retry=retry, version=version)
+    if req is None:
+        return plan
+    if action != c.SYNC_JOB:
+        plan.reason = req.event if req.action is None else "CommandIssued"
+        plan.message = f"{action} on {req.event}" + (f" of pod {req.pod.name}" if req.pod else "")
+    if phase in (c.PENDING, c.RUNNING):
+        if action == c.RESTART_JOB:
+            plan.full_kill = RETAIN_FINISHED if retry >= max_retry - 1 else RETAIN_NONE
+            plan.phase, plan.retry = c.RESTARTING, retry + 1
+        elif action in _TARGETED:
+            plan.target = _target_of(action, req, retry + 1)
+            if plan.target is not None:
+                plan.phase, plan.retry = c.RESTARTING, retry + 1
+        elif action in _FULL_KILL_PHASES:
+            plan.full_kill = RETAIN_FINISHED
+            plan.phase = _FULL_KILL_PHASES[action]
+    elif phase == c.RESTARTING and action != c.SYNC_JOB:
+        if action in _TARGETED:
+            plan.target = _target_of(action, req, retry)
+        else:
+            plan.full_kill = RETAIN_NONE
+    elif phase in (c.ABORTING, c.ABORTED) and action == c.RESUME_JOB:
+        plan.full_kill = RETAIN_FINISHED
+        plan.phase, plan.retry = c.RESTARTING, retry + 1
+    return plan
+
+
+def level_phase(
+    phase: str,
+    tasks: Sequence[TaskView],
+    counters: Mapping[str, int],
+    task_status: Mapping[str, Any],
+    *,
+    min_av: int,
+    min_success: Any,
+    retry: int,
+    max_retry: int,
+    restart_min: int,
+) -> str:
+    """The phase a sync moves the job to from the pod counts alone (the SyncJob rows of the
+    state machine); ``restart_min`` is the minAvailable recorded in the status."""
+    total = sum(t.replicas for t in tasks)
+    running, pending = counters["running"], counters["pending"]
+    succeeded, failed = counters["succeeded"], counters["failed"]
+    idle = counters["terminating"] == pending == running == 0
+    if phase == c.PENDING:
+        return c.RUNNING if min_av <= running + succeeded + failed else phase
+    if phase == c.RUNNING:
+        task_ok = {
+            t: int((v.get("phase") or {}).get("Succeeded", 0)) for t, v in task_status.items()
+        }
+        new = _running_check(
+            tasks,
+            dict(counters),
+            total=total,
+            min_av=min_av,
+            min_success=min_success,
+            task_succeeded=task_ok,
+        )
+        return c.PENDING if new == c.RUNNING and pending > total - min_av else new
+    if phase == c.RESTARTING:
+        if retry >= max_retry:
+            return c.FAILED
+        return c.PENDING if total - counters["terminating"] >= restart_min else phase
+    if phase == c.ABORTING and idle:
+        return c.ABORTED
+    if phase in (c.COMPLETING, c.TERMINATING) and idle:
+        return c.COMPLETED if phase == c.COMPLETING else c.TERMINATED
+    return phase
+
+
+def next_state(
+    status: Mapping[str, Any], phase: str, plan: _Plan, *, no_class: str, now: datetime
+) -> tuple[JSON, list[Any]]:
+    """``status.state`` and ``status.conditions`` after the plan (a phase entered moves its
+    condition to the end); a missing PriorityClass is the reason of a Pending job."""
+    state: JSON = dict(status.get("state") or {})
+    conditions = list(status.get("conditions") or [])
+    if plan.phase != phase:
+        state = {
+            "phase": plan.phase,
+            "reason": plan.reason,
+            "message": plan.message,
+            "lastTransitionTime": format_time(now),
+        }
+        conditions = [x for x in conditions if x.get("status") != plan.phase]
+        conditions.append({"status": plan.phase, "lastTransitionTime": format_time(now)})
+    elif plan.reason and (plan.target or plan.full_kill):
+        state = {**state, "reason": plan.reason, "message": plan.message}
+    elif no_class and plan.phase == c.PENDING:
+        state = {**state, "reason": NO_PRIORITY_CLASS, "message": no_class}
+    elif state.get("reason") == NO_PRIORITY_CLASS:
+        state = {k: v for k, v in state.items() if k not in ("reason", "message")}
+    return state, conditions
+
+
+def ttl_due(
+    spec: Mapping[str, Any],
+    state: Mapping[str, Any],
+    phase: str,
+    new_phase: str,
+    *,
+    now: datetime,
+) -> datetime | None:
+    """When ``ttlSecondsAfterFinished`` deletes a finished job (None: never, or not finished)."""
+    ttl = spec.get("ttlSecondsAfterFinished")
+    if ttl is None or new_phase not in c.FINISHED_PHASES:
+        return None
+    since = now if new_phase != phase else parse_time(state.get("lastTransitionTime")) or now
+    return since + timedelta(seconds=int(ttl))
+
+
 def reconcile_job(
     job: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
@@ -366,7 +490,6 @@ def reconcile_job(
     too_big = limits.job_error([t.replicas for t in tasks])
     if too_big and phase not in c.FINISHED_PHASES:
         return _refuse_oversized(ref, phase, too_big, now)
-    total = sum(t.replicas for t in tasks)
     min_av = job_min_available(job)
     unfit = _resource_problem(tasks) if phase == "" else ""
     if unfit:  # admission refuses it; one that bypassed admission is refused here, once
@@ -510,35 +633,11 @@ def reconcile_job(
         cres.pop(TIMERS_KEY, None)
 
     # ---- the state machine (`volcano-semantics.md#job-state-machine`) ----------------------------
-    plan = _Plan(phase=phase, retry=retry, version=version)
-    if req is not None and action != c.SYNC_JOB:
-        plan.reason = req.event if req.action is None else "CommandIssued"
-        plan.message = f"{action} on {req.event}" + (f" of pod {req.pod.name}" if req.pod else "")
+    plan = plan_action(phase, req, action, retry=retry, max_retry=max_retry, version=version)
+    if plan.message:
         result.actions.append(
             EmitEvent(ref, "ExecuteAction", f"Start to execute action {action}: {plan.message}")
         )
-    if phase in (c.PENDING, c.RUNNING) and req is not None:
-        if action == c.RESTART_JOB:
-            plan.full_kill = RETAIN_FINISHED if retry >= max_retry - 1 else RETAIN_NONE
-            plan.phase, plan.retry = c.RESTARTING, retry + 1
-        elif action in _TARGETED:
-            target = _target_of(action, req, retry + 1)
-            if target is not None:
-                plan.target = target
-                plan.phase, plan.retry = c.RESTARTING, retry + 1
-        elif action in _FULL_KILL_PHASES:
-            plan.full_kill = RETAIN_FINISHED
-            plan.phase = _FULL_KILL_PHASES[action]
-    elif phase == c.RESTARTING and req is not None and action != c.SYNC_JOB:
-        if action in _TARGETED:
-            target = _target_of(action, req, retry)
-            if target is not None:
-                plan.target = target
-        else:
-            plan.full_kill = RETAIN_NONE
-    elif phase in (c.ABORTING, c.ABORTED) and action == c.RESUME_JOB:
-        plan.full_kill = RETAIN_FINISHED
-        plan.phase, plan.retry = c.RESTARTING, retry + 1
 
     new_actions: list[Any] = []
     if plan.full_kill is not None:
@@ -559,40 +658,20 @@ def reconcile_job(
                 _kill(pv, mark=True, into=new_actions)
 
     counters, tsc = _counts(views, deleting_now)
-    running, pending = counters["running"], counters["pending"]
-    succeeded, failed, terminating = (
-        counters["succeeded"],
-        counters["failed"],
-        counters["terminating"],
-    )
-    min_success = spec.get("minSuccess")
 
     # Level-triggered phase checks (SyncJob rows of the table).
     if plan.phase == phase:
-        if phase == c.PENDING:
-            if min_av <= running + succeeded + failed:
-                plan.phase = c.RUNNING
-        elif phase == c.RUNNING:
-            task_ok = {t: int((v.get("phase") or {}).get("Succeeded", 0)) for t, v in tsc.items()}
-            plan.phase = _running_check(
-                tasks,
-                counters,
-                total=total,
-                min_av=min_av,
-                min_success=min_success,
-                task_succeeded=task_ok,
-            )
-            if plan.phase == c.RUNNING and pending > total - min_av:
-                plan.phase = c.PENDING
-        elif phase == c.RESTARTING:
-            if retry >= max_retry:
-                plan.phase = c.FAILED
-            elif total - terminating >= int(status.get("minAvailable") or min_av):
-                plan.phase = c.PENDING
-        elif phase == c.ABORTING and terminating == pending == running == 0:
-            plan.phase = c.ABORTED
-        elif phase in (c.COMPLETING, c.TERMINATING) and terminating == pending == running == 0:
-            plan.phase = c.COMPLETED if phase == c.COMPLETING else c.TERMINATED
+        plan.phase = level_phase(
+            phase,
+            tasks,
+            counters,
+            tsc,
+            min_av=min_av,
+            min_success=spec.get("minSuccess"),
+            retry=retry,
+            max_retry=max_retry,
+            restart_min=int(status.get("minAvailable") or min_av),
+        )
         if plan.phase in (c.COMPLETED, c.FAILED) and phase in (c.RUNNING, c.PENDING):
             # Entering a finished state kills what still runs (kill(soft), version bump).
             plan.full_kill = RETAIN_FINISHED
@@ -684,23 +763,7 @@ def reconcile_job(
         cres[RETAINED_KEY] = json.dumps(retained, sort_keys=True, separators=(",", ":"))
     else:
         cres.pop(RETAINED_KEY, None)
-    new_state: JSON = dict(state)
-    conditions = list(status.get("conditions") or [])
-    if plan.phase != phase:
-        new_state = {
-            "phase": plan.phase,
-            "reason": plan.reason,
-            "message": plan.message,
-            "lastTransitionTime": format_time(now),
-        }
-        conditions = [x for x in conditions if x.get("status") != plan.phase]
-        conditions.append({"status": plan.phase, "lastTransitionTime": format_time(now)})
-    elif plan.reason and (plan.target or plan.full_kill):
-        new_state = {**new_state, "reason": plan.reason, "message": plan.message}
-    elif no_class and plan.phase == c.PENDING:
-        new_state = {**new_state, "reason": NO_PRIORITY_CLASS, "message": no_class}
-    elif new_state.get("reason") == NO_PRIORITY_CLASS:
-        new_state = {k: v for k, v in new_state.items() if k not in ("reason", "message")}
+    new_state, conditions = next_state(status, phase, plan, no_class=no_class, now=now)
     desired: JSON = {
         "state": new_state,
         "minAvailable": min_av,
@@ -747,14 +810,11 @@ def reconcile_job(
         result.requeue(0)
 
     # ---- ttlSecondsAfterFinished ---------------------------------------------------------------
-    ttl = spec.get("ttlSecondsAfterFinished")
-    if ttl is not None and plan.phase in c.FINISHED_PHASES:
-        since = now if plan.phase != phase else parse_time(state.get("lastTransitionTime")) or now
-        due = since + timedelta(seconds=int(ttl))
-        if due <= now:
-            result.actions.append(DeleteObject(ref))
-        else:
-            result.requeue((due - now).total_seconds())
+    delete_at = ttl_due(spec, state, phase, plan.phase, now=now)
+    if delete_at is not None and delete_at <= now:
+        result.actions.append(DeleteObject(ref))
+    elif delete_at is not None:
+        result.requeue((delete_at - now).total_seconds())
     return result
 
 

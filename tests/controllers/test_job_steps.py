@@ -1,0 +1,108 @@
+"""The named steps of reconcile_job, each a pure function tested on its own."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from batch.controllers import constants as c
+from batch.controllers.job import (
+    RETAIN_FINISHED,
+    RETAIN_NONE,
+    Request,
+    level_phase,
+    next_state,
+    plan_action,
+    ttl_due,
+)
+from batch.controllers.jobspec import TaskView
+
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+
+def _task(name: str, replicas: int, min_available: int | None = None) -> TaskView:
+    return TaskView(
+        name=name,
+        index=0,
+        replicas=replicas,
+        min_available=replicas if min_available is None else min_available,
+        max_retry=3,
+        template={},
+        policies=[],
+        depends_on=None,
+        partition=None,
+        topology_policy=None,
+    )
+
+
+def _counts(**kw: int) -> dict[str, int]:
+    base = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "terminating": 0}
+    return {**base, **kw}
+
+
+def test_plan_restart_job_counts_a_retry_and_keeps_finished_pods_on_the_last_one() -> None:
+    req = Request(event=c.POD_FAILED)
+    first = plan_action(c.RUNNING, req, c.RESTART_JOB, retry=0, max_retry=3, version=4)
+    assert (first.phase, first.retry, first.full_kill) == (c.RESTARTING, 1, RETAIN_NONE)
+    assert first.message == f"{c.RESTART_JOB} on {c.POD_FAILED}"
+    last = plan_action(c.RUNNING, req, c.RESTART_JOB, retry=2, max_retry=3, version=4)
+    assert last.full_kill == RETAIN_FINISHED
+
+
+def test_plan_abort_resume_and_sync() -> None:
+    req = Request(event=c.COMMAND_ISSUED, action=c.ABORT_JOB)
+    abort = plan_action(c.PENDING, req, c.ABORT_JOB, retry=0, max_retry=3, version=0)
+    assert (abort.phase, abort.full_kill, abort.reason) == (
+        c.ABORTING,
+        RETAIN_FINISHED,
+        "CommandIssued",
+    )
+    resume = plan_action(c.ABORTED, req, c.RESUME_JOB, retry=1, max_retry=3, version=2)
+    assert (resume.phase, resume.retry) == (c.RESTARTING, 2)
+    idle = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    assert (idle.phase, idle.full_kill, idle.target, idle.message) == (c.RUNNING, None, None, "")
+
+
+def test_level_phase_rows() -> None:
+    tasks = [_task("w", 4, 2)]
+    kw: dict[str, Any] = {"min_av": 2, "min_success": None, "retry": 0, "max_retry": 3}
+    assert level_phase(c.PENDING, tasks, _counts(running=2), {}, restart_min=2, **kw) == c.RUNNING
+    assert level_phase(c.PENDING, tasks, _counts(running=1), {}, restart_min=2, **kw) == c.PENDING
+    assert level_phase(
+        c.RUNNING, tasks, _counts(pending=3, running=1), {}, restart_min=2, **kw
+    ) == (
+        c.PENDING  # too many pending to keep minAvailable
+    )
+    done = _counts(succeeded=4)
+    tsc = {"w": {"phase": {"Succeeded": 4}}}
+    assert level_phase(c.RUNNING, tasks, done, tsc, restart_min=2, **kw) == c.COMPLETED
+    failed = {**kw, "retry": 3}
+    assert level_phase(c.RESTARTING, tasks, _counts(), {}, restart_min=2, **failed) == c.FAILED
+    assert level_phase(c.ABORTING, tasks, _counts(terminating=1), {}, restart_min=2, **kw) == (
+        c.ABORTING
+    )
+    assert level_phase(c.COMPLETING, tasks, _counts(), {}, restart_min=2, **kw) == c.COMPLETED
+
+
+def test_next_state_moves_a_reentered_phase_condition_to_the_end() -> None:
+    status = {
+        "state": {"phase": c.RUNNING},
+        "conditions": [{"status": c.PENDING}, {"status": c.RUNNING}],
+    }
+    plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    plan.phase, plan.reason = c.PENDING, c.PENDING
+    state, conditions = next_state(status, c.RUNNING, plan, no_class="", now=NOW)
+    assert state["phase"] == c.PENDING and state["lastTransitionTime"] == "2026-12-01T10:00:00Z"
+    assert [x["status"] for x in conditions] == [c.RUNNING, c.PENDING]
+    same = plan_action(c.PENDING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    state, _ = next_state({"state": {"phase": c.PENDING}}, c.PENDING, same, no_class="x", now=NOW)
+    assert state["message"] == "x"
+
+
+def test_ttl_due() -> None:
+    spec = {"ttlSecondsAfterFinished": 60}
+    earlier = {"lastTransitionTime": "2026-12-01T09:59:30Z"}
+    assert ttl_due(spec, earlier, c.COMPLETED, c.COMPLETED, now=NOW) == NOW + timedelta(seconds=30)
+    assert ttl_due(spec, earlier, c.RUNNING, c.FAILED, now=NOW) == NOW + timedelta(seconds=60)
+    assert ttl_due(spec, earlier, c.RUNNING, c.RUNNING, now=NOW) is None
+    assert ttl_due({}, earlier, c.COMPLETED, c.COMPLETED, now=NOW) is None
