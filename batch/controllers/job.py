@@ -320,6 +320,86 @@ def _counts(pods: Sequence[PodView], deleting_now: set[str]) -> tuple[JSON, JSON
     return counters, tsc
 
 
+def initialise(
+    job: Mapping[str, Any],
+    ref: ObjectRef,
+    tasks: Sequence[TaskView],
+    plugins: Sequence[Any],
+    cres: dict[str, str],
+    *,
+    min_av: int,
+    now: datetime,
+    priority_values: Mapping[str, int] | None,
+) -> list[Any]:
+    """A new job's first reconcile: plugin objects, PVCs, the Pending status and the PodGroup
+    (`volcano-semantics.md#job-podgroup-and-pods`); records what it made in ``cres``."""
+    actions: list[Any] = []
+    for plugin in plugins:
+        actions += [CreateObject(obj) for obj in plugin.on_job_add(job, tasks)]
+        cres[f"plugin-{plugin.name}"] = plugin.name
+    for claim, _mount, claim_spec in job_volumes(job):
+        if claim_spec is not None:
+            actions.append(CreateObject(build_pvc(job, claim, claim_spec)))
+        cres[f"volume-pvc-{claim}"] = claim
+    cres[LAYOUT_KEY] = ",".join(f"{t.name}={t.replicas}" for t in tasks)
+    new_status: JSON = {
+        "state": {"phase": c.PENDING, "lastTransitionTime": format_time(now)},
+        "minAvailable": min_av,
+        "version": 0,
+        "retryCount": 0,
+        "controlledResources": cres,
+        "conditions": [{"status": c.PENDING, "lastTransitionTime": format_time(now)}],
+    }
+    actions.append(PatchStatus(ref, new_status))
+    actions.append(CreateObject(build_podgroup(job, version=0, priority_values=priority_values)))
+    return actions
+
+
+def take_command(
+    commands: Sequence[Mapping[str, Any]], ns: str, cres: dict[str, str]
+) -> tuple[Request | None, ObjectRef | None, list[Any]]:
+    """The oldest bus Command not yet taken becomes the request (its uid recorded in ``cres``);
+    Commands already taken are deleted (`volcano-semantics.md#commands`)."""
+    req: Request | None = None
+    command_ref: ObjectRef | None = None
+    done: list[Any] = []
+    for cmd in sorted(
+        commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
+    ):
+        cm = meta(cmd)
+        cref = ObjectRef(c.BUS_API, "Command", ns, str(cm.get("name")), cm.get("uid"))
+        if cm.get("uid") and cm.get("uid") == cres.get(c.TOKEN_COMMAND):
+            done.append(DeleteObject(cref))
+        elif req is None:
+            req = Request(event=c.COMMAND_ISSUED, action=str(cmd.get("action") or c.SYNC_JOB))
+            command_ref = cref
+            cres[c.TOKEN_COMMAND] = str(cm.get("uid") or cm.get("name"))
+    return req, command_ref, done
+
+
+def sync_podgroup(
+    job: Mapping[str, Any],
+    podgroup: Mapping[str, Any] | None,
+    version: int,
+    *,
+    priority_values: Mapping[str, int] | None,
+) -> list[Any]:
+    """Keep the job's PodGroup in line: create it, delete one of an older job version, or patch
+    the fields Volcano updates (minMember, minTaskMember, minResources, priorityClassName)."""
+    if podgroup is None:
+        return [CreateObject(build_podgroup(job, version=version, priority_values=priority_values))]
+    pg_ref = ObjectRef.of(_with_kind(podgroup, "PodGroup"))
+    if _pg_version(podgroup) < version:
+        return [] if meta(podgroup).get("deletionTimestamp") else [DeleteObject(pg_ref)]
+    want = podgroup_spec(job, priority_values=priority_values)
+    have = podgroup.get("spec") or {}
+    keys = ["minMember", "minTaskMember", "minResources"]
+    if want.get("priorityClassName"):
+        keys.append("priorityClassName")
+    patch = merge_patch({k: have.get(k) for k in keys}, {k: want.get(k) for k in keys})
+    return [PatchObject(pg_ref, {"spec": patch})] if patch else []
+
+
 def plan_action(
     phase: str,
     req: Request | None,
@@ -505,26 +585,8 @@ def reconcile_job(
 
     # ---- initialisation (phase "") -----------------------------------------------------------
     if phase == "":
-        for plugin in plugins:
-            for obj in plugin.on_job_add(job, tasks):
-                result.actions.append(CreateObject(obj))
-            cres[f"plugin-{plugin.name}"] = plugin.name
-        for claim, _mount, claim_spec in job_volumes(job):
-            if claim_spec is not None:
-                result.actions.append(CreateObject(build_pvc(job, claim, claim_spec)))
-            cres[f"volume-pvc-{claim}"] = claim
-        cres[LAYOUT_KEY] = layout
-        new_status: JSON = {
-            "state": {"phase": c.PENDING, "lastTransitionTime": format_time(now)},
-            "minAvailable": min_av,
-            "version": 0,
-            "retryCount": 0,
-            "controlledResources": cres,
-            "conditions": [{"status": c.PENDING, "lastTransitionTime": format_time(now)}],
-        }
-        result.actions.append(PatchStatus(ref, new_status))
-        result.actions.append(
-            CreateObject(build_podgroup(job, version=0, priority_values=priority_values))
+        result.actions += initialise(
+            job, ref, tasks, plugins, cres, min_av=min_av, now=now, priority_values=priority_values
         )
         result.requeue(0)
         return result
@@ -573,28 +635,12 @@ def reconcile_job(
     ]
 
     # ---- the request: a Command, else the first event whose policy fires -----------------------
-    req: Request | None = None
-    action = c.SYNC_JOB
-    command_ref: ObjectRef | None = None
-    done_cmds: list[Any] = []
-    for cmd in sorted(
-        commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
-    ):
-        cm = meta(cmd)
-        cref = ObjectRef(c.BUS_API, "Command", ns, str(cm.get("name")), cm.get("uid"))
-        if cm.get("uid") and cm.get("uid") == cres.get(c.TOKEN_COMMAND):
-            done_cmds.append(DeleteObject(cref))
-            continue
-        if req is None:
-            req = Request(event=c.COMMAND_ISSUED, action=str(cmd.get("action") or c.SYNC_JOB))
-            action = req.action or c.SYNC_JOB
-            command_ref = cref
-            cres[c.TOKEN_COMMAND] = str(cm.get("uid") or cm.get("name"))
-            result.actions.append(
-                EmitEvent(
-                    ref, c.COMMAND_ISSUED, f"Start to execute command {action}, and clean it up"
-                )
-            )
+    req, command_ref, done_cmds = take_command(commands, ns, cres)
+    action = (req.action or c.SYNC_JOB) if req is not None else c.SYNC_JOB
+    if req is not None:
+        result.actions.append(
+            EmitEvent(ref, c.COMMAND_ISSUED, f"Start to execute command {action}, and clean it up")
+        )
 
     # Policy timeouts run from the event's own time, else from when a reconcile first saw the
     # condition (kept in the timers until the condition clears); a timed PodEvicted of a pod that
@@ -699,27 +745,9 @@ def reconcile_job(
     relayout: list[Any] = []
     pg_version = _pg_version(podgroup)
     if plan.full_kill is None and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
-        if podgroup is None:
-            creates.append(
-                CreateObject(
-                    build_podgroup(job, version=plan.version, priority_values=priority_values)
-                )
-            )
-        elif pg_version < plan.version:
-            if not meta(podgroup).get("deletionTimestamp"):
-                creates.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
-            result.requeue(0.5)
-        else:
-            want = podgroup_spec(job, priority_values=priority_values)
-            have = podgroup.get("spec") or {}
-            keys = ["minMember", "minTaskMember", "minResources"]
-            if want.get("priorityClassName"):
-                keys.append("priorityClassName")
-            patch = merge_patch({k: have.get(k) for k in keys}, {k: want.get(k) for k in keys})
-            if patch:
-                creates.append(
-                    PatchObject(ObjectRef.of(_with_kind(podgroup, "PodGroup")), {"spec": patch})
-                )
+        creates += sync_podgroup(job, podgroup, plan.version, priority_values=priority_values)
+        if podgroup is not None and pg_version < plan.version:
+            result.requeue(0.5)  # the old version's PodGroup goes first
         if cres.get(LAYOUT_KEY) != layout:
             # Rewritten (idempotently) before the status write that records the new layout,
             # so a crash or a failed write in between rewrites them again.

@@ -6,16 +6,27 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from batch.controllers import constants as c
+from batch.controllers.actions import (
+    CreateObject,
+    DeleteObject,
+    ObjectRef,
+    PatchObject,
+    PatchStatus,
+)
 from batch.controllers.job import (
+    LAYOUT_KEY,
     RETAIN_FINISHED,
     RETAIN_NONE,
     Request,
+    initialise,
     level_phase,
     next_state,
     plan_action,
+    sync_podgroup,
+    take_command,
     ttl_due,
 )
-from batch.controllers.jobspec import TaskView
+from batch.controllers.jobspec import TaskView, tasks_of
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -106,3 +117,61 @@ def test_ttl_due() -> None:
     assert ttl_due(spec, earlier, c.RUNNING, c.FAILED, now=NOW) == NOW + timedelta(seconds=60)
     assert ttl_due(spec, earlier, c.RUNNING, c.RUNNING, now=NOW) is None
     assert ttl_due({}, earlier, c.COMPLETED, c.COMPLETED, now=NOW) is None
+
+
+def _job() -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u1"},
+        "spec": {
+            "minAvailable": 2,
+            "tasks": [{"name": "w", "replicas": 2, "template": {"spec": {"containers": []}}}],
+        },
+    }
+
+
+def test_initialise_makes_the_pending_status_and_the_podgroup() -> None:
+    job = _job()
+    ref = ObjectRef(c.BATCH_API, "Job", "ns", "j", "u1")
+    cres: dict[str, str] = {}
+    actions = initialise(job, ref, tasks_of(job), [], cres, min_av=2, now=NOW, priority_values=None)
+    [status] = [a for a in actions if isinstance(a, PatchStatus)]
+    assert status.status["state"]["phase"] == c.PENDING and status.status["minAvailable"] == 2
+    [pg] = [a.body for a in actions if isinstance(a, CreateObject)]
+    assert pg["kind"] == "PodGroup" and pg["metadata"]["name"] == "j-u1"
+    assert cres == {LAYOUT_KEY: "w=2"}
+
+
+def _command(name: str, uid: str, created: str, action: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": uid, "creationTimestamp": created},
+        "action": action,
+    }
+
+
+def test_take_command_takes_the_oldest_and_deletes_one_already_taken() -> None:
+    cres = {c.TOKEN_COMMAND: "done"}
+    commands = [
+        _command("late", "u3", "2026-12-01T10:00:02Z", c.RESUME_JOB),
+        _command("old", "done", "2026-12-01T10:00:00Z", c.ABORT_JOB),
+        _command("next", "u2", "2026-12-01T10:00:01Z", c.ABORT_JOB),
+    ]
+    req, ref, done = take_command(commands, "ns", cres)
+    assert req is not None and req.action == c.ABORT_JOB
+    assert ref is not None and ref.name == "next" and cres[c.TOKEN_COMMAND] == "u2"
+    assert [a.ref.name for a in done] == ["old"]
+    assert take_command([], "ns", {}) == (None, None, [])
+
+
+def test_sync_podgroup_creates_replaces_or_patches() -> None:
+    job = _job()
+    [create] = sync_podgroup(job, None, 0, priority_values=None)
+    assert isinstance(create, CreateObject)
+    pg = create.body
+    assert sync_podgroup(job, pg, 0, priority_values=None) == []  # up to date
+    [delete] = sync_podgroup(job, pg, 1, priority_values=None)  # older version: it goes
+    assert isinstance(delete, DeleteObject)
+    job["spec"]["minAvailable"] = 1
+    [patch] = sync_podgroup(job, pg, 0, priority_values=None)
+    assert isinstance(patch, PatchObject) and patch.patch["spec"]["minMember"] == 1
