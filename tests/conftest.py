@@ -16,3 +16,6 @@ from hypothesis import settings
 settings.register_profile("dev", print_blob=True)
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# The real control plane's session fixtures, shared by tests/real and tests/sandbox's `real` runs.
+from tests.realplane import kubelets, real  # noqa: E402, F401

@@ -25,28 +25,12 @@ from typing import Any
 import pytest
 
 from batch.api.yamlio import iter_documents
-from batch.sandbox.control_plane import ControlPlane, control_plane
+from batch.sandbox.control_plane import ControlPlane
+from tests.realplane import REPO, kube_bin
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["REPO", "kube_bin"]  # the session fixtures `real`, `kubelets`: tests/realplane.py
+
 CRD_DIR = REPO / "crds"
-
-
-def kube_bin() -> Path:
-    env = os.environ.get("TEPHRA_KUBE_BIN")
-    if env:
-        return Path(env)
-    built = subprocess.run(
-        [str(REPO / "scripts" / "build-kube.sh")], capture_output=True, text=True, check=False
-    )
-    if built.returncode != 0:
-        pytest.fail(f"scripts/build-kube.sh failed: {built.stderr[-2000:]}")
-    return Path(built.stdout.strip())
-
-
-@pytest.fixture(scope="session")
-def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    with control_plane(kube_bin(), tmp_path_factory.mktemp("real-cluster")) as plane:
-        yield plane
 
 
 def json_request(
@@ -106,6 +90,11 @@ def conditions(api: Api, name: str) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def crds(api: Api) -> list[str]:
+    return install_crds(api)
+
+
+def install_crds(api: Api) -> list[str]:
+    """Apply crds/ server-side and wait until every CRD is Established: their names."""
     api.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
     names = crd_names()
     deadline = time.monotonic() + 60
@@ -173,15 +162,6 @@ def helm_bin() -> Path:
         return fetch_helm()
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def kubelets(real: ControlPlane) -> Iterator[Any]:
-    """The real apiserver with Tephra's HTTP node emulator and four Ready, untainted Nodes."""
-    from tests.real.kubelets import emulated
-
-    with emulated("real", real.server, real.ssl_context()) as cluster:
-        yield cluster
 
 
 def helm_env(plane: ControlPlane, tmp: Path) -> dict[str, str]:
