@@ -320,6 +320,55 @@ def _counts(pods: Sequence[PodView], deleting_now: set[str]) -> tuple[JSON, JSON
     return counters, tsc
 
 
+@dataclass
+class Fired:
+    """What the lifecycle policies make of the events of one reconcile."""
+
+    request: Request | None = None  # the event whose action runs now (the first one due)
+    action: str = c.SYNC_JOB
+    timers: dict[str, JSON] = field(default_factory=dict)  # delayed actions still pending
+    waits: list[float] = field(default_factory=list)  # seconds until each pending one is due
+
+
+def fire_policies(
+    job: Mapping[str, Any],
+    tasks: Sequence[TaskView],
+    requests: Sequence[Request],
+    timers: Mapping[str, JSON],
+    *,
+    version: int,
+    retry: int,
+    now: datetime,
+) -> Fired:
+    """Match each event against the policies (`volcano-semantics.md#policy-matching`).
+
+    A policy with a timeout runs from the event's own time, else from when a reconcile first
+    saw the condition (kept in ``timers`` until it clears); a timed PodEvicted of a pod that is
+    gone is kept there too, since nothing else will show it again. The first action due runs.
+    """
+    fired = Fired()
+    for r in requests:
+        act, timeout = select_action(job, tasks, r)
+        if act == c.SYNC_JOB:
+            continue
+        keep = False
+        if timeout:
+            key = _timer_key(r, version)
+            since = r.since or parse_time((timers.get(key) or {}).get("since")) or now
+            keep = r.since is None or r.event == c.POD_EVICTED
+            due = since + timedelta(seconds=timeout)
+            if due > now:
+                fired.waits.append((due - now).total_seconds())
+                if keep:
+                    fired.timers[key] = _timer_entry(r, since, version=version, retry=retry)
+                continue
+        if fired.request is None:
+            fired.request, fired.action = r, act  # runs now, once: its timer goes
+        elif keep:
+            fired.timers[key] = _timer_entry(r, since, version=version, retry=retry)
+    return fired
+
+
 def initialise(
     job: Mapping[str, Any],
     ref: ObjectRef,
@@ -642,35 +691,17 @@ def reconcile_job(
             EmitEvent(ref, c.COMMAND_ISSUED, f"Start to execute command {action}, and clean it up")
         )
 
-    # Policy timeouts run from the event's own time, else from when a reconcile first saw the
-    # condition (kept in the timers until the condition clears); a timed PodEvicted of a pod that
-    # is gone is remembered there too, since nothing else will show it again.
     timers = _load_timers(cres.get(TIMERS_KEY))
     if req is None and phase in (c.PENDING, c.RUNNING, c.RESTARTING):
-        kept: dict[str, JSON] = {}
         requests = _requests(
             job, tasks, current, views, deleted_pods, podgroup, version, token, timers
         )
-        for r in requests:
-            act, timeout = select_action(job, tasks, r)
-            if act == c.SYNC_JOB:
-                continue
-            keep = False
-            if timeout:
-                key = _timer_key(r, version)
-                since = r.since or parse_time((timers.get(key) or {}).get("since")) or now
-                keep = r.since is None or r.event == c.POD_EVICTED
-                due = since + timedelta(seconds=timeout)
-                if due > now:
-                    result.requeue((due - now).total_seconds())
-                    if keep:
-                        kept[key] = _timer_entry(r, since, version=version, retry=retry)
-                    continue
-            if req is None:
-                req, action = r, act  # runs now, once: its timer goes
-            elif keep:
-                kept[key] = _timer_entry(r, since, version=version, retry=retry)
-        timers = kept
+        fired = fire_policies(job, tasks, requests, timers, version=version, retry=retry, now=now)
+        if fired.request is not None:
+            req, action = fired.request, fired.action
+        timers = fired.timers
+        for wait in fired.waits:
+            result.requeue(wait)
     elif req is None:
         timers = {}  # no policy is consulted in this phase: nothing is pending
     if timers:

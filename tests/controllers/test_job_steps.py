@@ -18,6 +18,7 @@ from batch.controllers.job import (
     RETAIN_FINISHED,
     RETAIN_NONE,
     Request,
+    fire_policies,
     initialise,
     level_phase,
     next_state,
@@ -175,3 +176,20 @@ def test_sync_podgroup_creates_replaces_or_patches() -> None:
     job["spec"]["minAvailable"] = 1
     [patch] = sync_podgroup(job, pg, 0, priority_values=None)
     assert isinstance(patch, PatchObject) and patch.patch["spec"]["minMember"] == 1
+
+
+def test_fire_policies_runs_the_first_due_action_and_keeps_pending_timers() -> None:
+    job = _job()
+    job["spec"]["policies"] = [
+        {"event": c.POD_PENDING, "action": c.RESTART_JOB, "timeout": "60s"},
+        {"event": c.POD_FAILED, "action": c.ABORT_JOB},
+    ]
+    tasks = tasks_of(job)
+    pending = Request(event=c.POD_PENDING, task="w")  # no own time: timed from first sight
+    failed = Request(event=c.POD_FAILED, task="w")
+    fired = fire_policies(job, tasks, [pending, failed], {}, version=0, retry=0, now=NOW)
+    assert fired.request is failed and fired.action == c.ABORT_JOB
+    assert fired.waits == [60.0] and len(fired.timers) == 1
+    later = NOW + timedelta(seconds=61)
+    due = fire_policies(job, tasks, [pending], fired.timers, version=0, retry=0, now=later)
+    assert due.request is pending and due.action == c.RESTART_JOB and due.timers == {}
