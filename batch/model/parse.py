@@ -15,7 +15,7 @@ import numpy as np
 from batch.api import pods
 from batch.api.pods import running_requests
 from batch.api.resources import PODS, parse_resource_list
-from batch.api.timestamps import epoch_seconds as parse_time
+from batch.api.timestamps import epoch_seconds
 from batch.model.info import QueueInfo
 from batch.model.nodes import DEFAULT_MAX_PODS, NodeMeta
 from batch.model.resources import IntVec, ResourceIndex
@@ -26,6 +26,9 @@ TASK_INDEX_KEY = "volcano.sh/task-index"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 DEFAULT_QUEUE = "default"
 ROOT_QUEUE = "root"
+
+#: RFC 3339 -> epoch seconds (0.0 when absent or malformed), as the model keeps times.
+parse_time = epoch_seconds
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
