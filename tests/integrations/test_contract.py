@@ -19,23 +19,11 @@ from batch.api.integration import (
     mutate_pod_for_gang,
     pod_requests,
 )
+from batch.api.mergepatch import apply_merge_patch
 from batch.controllers import gang as gangrules
 from batch.controllers.gang import PodGroupAction, decide_podgroup
 
 # --------------------------------------------------------------------------- helpers
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (what a merge-PATCH does on the API server)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
@@ -146,7 +134,7 @@ def test_own_podgroup_updates_then_settles() -> None:
     d = decide_podgroup(grown, created)
     assert d.action is PodGroupAction.UPDATE
     assert d.body is not None
-    patched = merge_patch(created, d.body)
+    patched = apply_merge_patch(created, d.body)
     assert patched["spec"] == {
         "minMember": 5,
         "minTaskMember": {"master": 1, "worker": 4},
@@ -161,7 +149,7 @@ def test_merge_patch_drops_roles_no_longer_wanted() -> None:
     fewer = make_gang(min_member=2, min_task_member={"worker": 2})
     d = decide_podgroup(fewer, created)
     assert d.body is not None
-    assert merge_patch(created, d.body)["spec"]["minTaskMember"] == {"worker": 2}
+    assert apply_merge_patch(created, d.body)["spec"]["minTaskMember"] == {"worker": 2}
 
 
 def test_podgroup_taken_over_by_another_writer_is_left_alone() -> None:
@@ -210,7 +198,7 @@ def test_leader_staging_places_the_leader_then_the_whole_gang() -> None:
     d = decide_podgroup(gang, created, leader_running=True)
     assert d.action is PodGroupAction.UPDATE
     assert d.body is not None
-    running = merge_patch(created, d.body)
+    running = apply_merge_patch(created, d.body)
     assert running["spec"]["minMember"] == 3
     assert running["spec"]["minTaskMember"] == {"spark-driver": 1, "spark-executor": 2}
     assert decide_podgroup(gang, running, leader_running=True).action is PodGroupAction.NOTHING
