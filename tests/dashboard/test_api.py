@@ -127,3 +127,14 @@ def test_the_command_refuses_an_empty_token_file(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["dashboard", "--token-file", str(empty)])
     assert out.exit_code == 1
     assert out.output.strip().endswith("the token file is empty"), out.output
+
+
+def test_the_demo_serves_the_dashboard_beside_its_sandbox(live: Live) -> None:
+    import urllib.request
+
+    from batch.cli.demo import _dashboard
+
+    with _dashboard(live.sb.kubeconfig_path, live.db_url, 0) as url:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        with urllib.request.urlopen(url + "api/overview", timeout=30) as resp:
+            assert json.loads(resp.read())["nodes"] == 2
