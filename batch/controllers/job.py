@@ -321,6 +321,61 @@ def _counts(pods: Sequence[PodView], deleting_now: set[str]) -> tuple[JSON, JSON
 
 
 @dataclass
+class Killer:
+    """The pod deletions of one reconcile: each pod is deleted once (``deleting`` names them);
+    ``mark`` first patches the out-of-sync annotation, so a crash cannot un-condemn it."""
+
+    namespace: str
+    deleting: set[str] = field(default_factory=set)
+
+    def kill(self, pv: PodView, *, mark: bool, into: list[Any]) -> None:
+        if pv.deleting or pv.name in self.deleting:
+            return
+        self.deleting.add(pv.name)
+        pref = ObjectRef("v1", "Pod", self.namespace, pv.name, pv.uid or None)
+        if mark and not pv.marked:
+            into.append(
+                PatchObject(pref, {"metadata": {"annotations": {c.OUT_OF_SYNC_ANNOTATION: "true"}}})
+            )
+        into.append(DeleteObject(pref))
+
+
+def condemned(
+    views: Sequence[PodView],
+    tasks: Sequence[TaskView],
+    killer: Killer,
+    *,
+    phase: str,
+    version: int,
+    retain: str,
+    token: str | None,
+) -> list[Any]:
+    """The kills the observed status already decided (emitted before any new transition):
+    marked pods, pods of an older version (finished ones kept when ``retain`` says so), the
+    pending targeted kill (``token``), pods beyond the replicas, and in a soft-kill phase every
+    unfinished pod."""
+    replicas = {t.name: t.replicas for t in tasks}
+    out: list[Any] = []
+    for pv in views:
+        if pv.deleting:
+            continue
+        if pv.marked:
+            killer.kill(pv, mark=False, into=out)
+        elif pv.version < version:
+            if not (retain == RETAIN_FINISHED and pv.finished):
+                killer.kill(pv, mark=False, into=out)
+        elif _token_matches(token, pv):
+            killer.kill(pv, mark=True, into=out)
+        elif (
+            pv.task not in replicas or pv.index >= replicas[pv.task]
+        ) and phase not in _SOFT_KILL_PHASES:
+            killer.kill(pv, mark=True, into=out)  # scale down
+        if phase in _SOFT_KILL_PHASES and not pv.finished:
+            killer.kill(pv, mark=pv.version >= version, into=out)
+    return out
+
+
+@dataclass
 class Fired:
     """What the lifecycle policies make of the events of one reconcile."""
 
@@ -643,44 +698,17 @@ def reconcile_job(
     views = [PodView.of(p) for p in pods]
     views.sort(key=lambda v: (v.task, v.index, v.name))
     by_name = {v.name: v for v in views}
-    task_names = {t.name: t for t in tasks}
     retain = cres.get(TOKEN_RETAIN, RETAIN_FINISHED)
     token = cres.get(TOKEN_TARGET)
 
     # ---- kills already decided by the observed status (emitted before any new transition) ----
-    pre_actions: list[Any] = []
-    deleting_now: set[str] = set()
-
-    def _kill(pv: PodView, *, mark: bool, into: list[Any]) -> None:
-        if pv.deleting or pv.name in deleting_now:
-            return
-        deleting_now.add(pv.name)
-        pref = ObjectRef("v1", "Pod", ns, pv.name, pv.uid or None)
-        if mark and not pv.marked:
-            into.append(
-                PatchObject(pref, {"metadata": {"annotations": {c.OUT_OF_SYNC_ANNOTATION: "true"}}})
-            )
-        into.append(DeleteObject(pref))
-
-    for pv in views:
-        if pv.deleting:
-            continue
-        if pv.marked:
-            _kill(pv, mark=False, into=pre_actions)
-        elif pv.version < version:
-            if not (retain == RETAIN_FINISHED and pv.finished):
-                _kill(pv, mark=False, into=pre_actions)
-        elif _token_matches(token, pv):
-            _kill(pv, mark=True, into=pre_actions)
-        elif (
-            pv.task not in task_names or pv.index >= task_names[pv.task].replicas
-        ) and phase not in _SOFT_KILL_PHASES:
-            _kill(pv, mark=True, into=pre_actions)  # scale down
-        if phase in _SOFT_KILL_PHASES and not pv.finished:
-            _kill(pv, mark=pv.version >= version, into=pre_actions)
+    killer = Killer(ns)
+    pre_actions = condemned(
+        views, tasks, killer, phase=phase, version=version, retain=retain, token=token
+    )
 
     current = [
-        v for v in views if v.version >= version and not v.marked and v.name not in deleting_now
+        v for v in views if v.version >= version and not v.marked and v.name not in killer.deleting
     ]
 
     # ---- the request: a Command, else the first event whose policy fires -----------------------
@@ -721,20 +749,20 @@ def reconcile_job(
         plan.version = version + 1
         cres[TOKEN_RETAIN] = plan.full_kill
         for pv in views:
-            if pv.deleting or pv.name in deleting_now:
+            if pv.deleting or pv.name in killer.deleting:
                 continue
             if plan.full_kill == RETAIN_FINISHED and pv.finished:
                 continue
-            _kill(pv, mark=False, into=new_actions)
+            killer.kill(pv, mark=False, into=new_actions)
         if podgroup is not None:
             new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
     if plan.target is not None:
         cres[TOKEN_TARGET] = plan.target
         for pv in current:
             if _token_matches(plan.target, pv):
-                _kill(pv, mark=True, into=new_actions)
+                killer.kill(pv, mark=True, into=new_actions)
 
-    counters, tsc = _counts(views, deleting_now)
+    counters, tsc = _counts(views, killer.deleting)
 
     # Level-triggered phase checks (SyncJob rows of the table).
     if plan.phase == phase:
@@ -756,10 +784,10 @@ def reconcile_job(
             cres[TOKEN_RETAIN] = RETAIN_FINISHED
             for pv in views:
                 if not pv.finished:
-                    _kill(pv, mark=False, into=new_actions)
+                    killer.kill(pv, mark=False, into=new_actions)
             if podgroup is not None:
                 new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
-            counters, tsc = _counts(views, deleting_now)
+            counters, tsc = _counts(views, killer.deleting)
     if (
         plan.phase in _SOFT_KILL_PHASES
         and podgroup is not None
@@ -816,7 +844,7 @@ def reconcile_job(
     # the vanished-pod check compares the current version's pods only.
     retained: dict[str, int] = {}
     for pv in views:
-        if not (pv.deleting or pv.name in deleting_now or pv.version >= plan.version):
+        if not (pv.deleting or pv.name in killer.deleting or pv.version >= plan.version):
             retained[pv.task] = retained.get(pv.task, 0) + 1
     if retained and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
         cres[RETAINED_KEY] = json.dumps(retained, sort_keys=True, separators=(",", ":"))

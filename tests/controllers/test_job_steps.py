@@ -17,7 +17,10 @@ from batch.controllers.job import (
     LAYOUT_KEY,
     RETAIN_FINISHED,
     RETAIN_NONE,
+    Killer,
+    PodView,
     Request,
+    condemned,
     fire_policies,
     initialise,
     level_phase,
@@ -193,3 +196,49 @@ def test_fire_policies_runs_the_first_due_action_and_keeps_pending_timers() -> N
     later = NOW + timedelta(seconds=61)
     due = fire_policies(job, tasks, [pending], fired.timers, version=0, retry=0, now=later)
     assert due.request is pending and due.action == c.RESTART_JOB and due.timers == {}
+
+
+def _pv(name: str, task: str, index: int, *, version: int = 1, phase: str = "Running") -> PodView:
+    return PodView.of(
+        {
+            "metadata": {
+                "name": name,
+                "uid": f"uid-{name}",
+                "annotations": {
+                    c.TASK_SPEC: task,
+                    c.TASK_INDEX: str(index),
+                    c.JOB_VERSION: str(version),
+                },
+            },
+            "status": {"phase": phase},
+        }
+    )
+
+
+def test_condemned_kills_old_versions_scaled_down_pods_and_each_pod_once() -> None:
+    tasks = [_task("w", 2)]
+    views = [
+        _pv("j-w-0", "w", 0),
+        _pv("j-w-1", "w", 1, version=0),  # older version, running: goes
+        _pv("j-w-2", "w", 2),  # beyond replicas: marked, then deleted
+        _pv("j-x-0", "x", 0),  # a task the job no longer has
+        _pv("j-w-3", "w", 3, version=0, phase="Succeeded"),  # older but finished: kept
+    ]
+    killer = Killer("ns")
+    out = condemned(
+        views, tasks, killer, phase=c.RUNNING, version=1, retain=RETAIN_FINISHED, token=None
+    )
+    assert killer.deleting == {"j-w-1", "j-w-2", "j-x-0"}
+    assert [type(a).__name__ for a in out] == [
+        "DeleteObject",
+        "PatchObject",
+        "DeleteObject",
+        "PatchObject",
+        "DeleteObject",
+    ]
+    again: list[Any] = []
+    killer.kill(views[1], mark=False, into=again)
+    assert again == []  # already condemned this reconcile
+    soft = Killer("ns")
+    condemned(views, tasks, soft, phase=c.ABORTING, version=1, retain=RETAIN_FINISHED, token=None)
+    assert "j-w-0" in soft.deleting and "j-w-3" not in soft.deleting
