@@ -389,7 +389,9 @@ class Core:
             return obj
         if sent_rv:
             # etcd3's store.Create, after validation (a dry run never reaches it)
-            raise ApiError(500, "resourceVersion should not be set on objects to be created")
+            raise ApiError(
+                500, "resourceVersion should not be set on objects to be created", reason=""
+            )
         _check_size(obj)
         stored = self.store.commit(rt.storage_key, obj, None)
         if rt.kind == "CustomResourceDefinition":
@@ -413,8 +415,15 @@ class Core:
                 raise invalid(kind, group, obj["metadata"]["name"], causes)
             if old is not None:
                 self._pod_update(obj, old)
-        elif group == "" and kind == "Secret":
-            _merge_string_data(obj)
+        elif group == "" and kind in ("Secret", "ConfigMap"):
+            if kind == "Secret":
+                _merge_string_data(obj)
+            causes = defaults.data_size_causes(kind, obj)
+            if causes:
+                raise invalid(kind, group, obj["metadata"]["name"], causes)
+        elif group == "" and kind == "Service":
+            obj["spec"] = copy.deepcopy(obj.get("spec") or {})
+            defaults.service_defaults(obj)
         elif group == "" and kind == "Namespace":
             meta = obj["metadata"]
             labels = dict(meta.get("labels") or {})
@@ -990,11 +999,11 @@ class Core:
             if sel(labels):
                 matching.append((pdb, sel))
         if len(matching) > 1:
-            raise ApiError(
-                429,
+            raise ApiError(  # a plain error in kube-apiserver's eviction REST: 500, no reason
+                500,
                 "This pod has more than one PodDisruptionBudget, which the eviction "
                 "subresource does not support.",
-                reason="TooManyRequests",
+                reason="",
             )
         for pdb, sel in matching:
             spec = pdb.get("spec") or {}

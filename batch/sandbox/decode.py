@@ -67,7 +67,7 @@ def request_too_large() -> ApiError:
 
 
 def object_too_large() -> ApiError:
-    return ApiError(413, "etcdserver: request is too large", reason="RequestEntityTooLarge")
+    return ApiError(500, "etcdserver: request is too large", reason="")  # etcd's, passed on
 
 
 def _too_deep() -> ApiError:

@@ -10,6 +10,7 @@ gated, added nodeSelector entries and node affinity requirements).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -193,16 +194,16 @@ def _gated_mutation_causes(munged: dict[str, Any], old: dict[str, Any]) -> list[
     new_sel = munged.get("nodeSelector") or {}
     old_sel = old.get("nodeSelector") or {}
     if not _same(new_sel, old_sel):
-        for k, v in old_sel.items():
-            if new_sel.get(k) != v:
-                causes.append(
-                    Cause(
-                        f"spec.nodeSelector[{k}]",
-                        "FieldValueInvalid",
-                        f'Invalid value: "{new_sel.get(k, "")}": only additions are allowed '
-                        "(no mutations or deletions)",
-                    )
+        if any(new_sel.get(k) != v for k, v in old_sel.items()):
+            shown = json.dumps(new_sel, separators=(",", ":"), sort_keys=True)
+            causes.append(
+                Cause(
+                    "spec.nodeSelector",
+                    "FieldValueInvalid",
+                    f"Invalid value: {shown}: only additions to spec.nodeSelector are allowed "
+                    "(no mutations or deletions)",
                 )
+            )
         munged["nodeSelector"] = old.get("nodeSelector")
     new_aff = dict(munged.get("affinity") or {})
     old_aff = old.get("affinity") or {}
@@ -414,3 +415,43 @@ def node_defaults(node: dict[str, Any]) -> None:
 
 def generate_suffix(rand: Any) -> str:
     return "".join(rand.choice(_GENERATE_ALPHABET) for _ in range(5))
+
+
+MAX_DATA_BYTES = 1024 * 1024  # core validation's MaxSecretSize, also ConfigMaps' limit
+
+
+def _decoded_len(b64: str) -> int:
+    return len(b64) * 3 // 4 - b64[-2:].count("=")
+
+
+def data_size_causes(kind: str, obj: dict[str, Any]) -> list[Cause]:
+    """ValidateConfigMap / ValidateSecret: the values together at most 1 MiB (a ConfigMap's
+    binaryData and a Secret's data counted decoded). The field paths are kube-apiserver's."""
+    if kind == "ConfigMap":
+        size = sum(len(str(v).encode()) for v in (obj.get("data") or {}).values())
+        size += sum(_decoded_len(str(v)) for v in (obj.get("binaryData") or {}).values())
+    else:
+        size = sum(_decoded_len(str(v)) for v in (obj.get("data") or {}).values())
+    if size <= MAX_DATA_BYTES:
+        return []
+    field = "[]" if kind == "ConfigMap" else "data"
+    return [
+        Cause(field, "FieldValueTooLong", f"Too long: may not be more than {MAX_DATA_BYTES} bytes")
+    ]
+
+
+def service_defaults(svc: dict[str, Any]) -> None:
+    """SetDefaults_Service for what does not need an allocator (no clusterIP, no ipFamilies):
+    type, sessionAffinity, internalTrafficPolicy and each port's protocol and targetPort."""
+    spec = svc.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    ports = spec.get("ports")
+    for port in ports if isinstance(ports, list) else []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))

@@ -40,7 +40,8 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason or _REASONS.get(code, "Unknown")
+        # "" is StatusReasonUnknown: kube-apiserver omits the field (errors not made as a Status)
+        self.reason = _REASONS.get(code, "Unknown") if reason is None else reason
         self.details = details
 
     def status(self) -> dict[str, Any]:
@@ -53,6 +54,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]
         if self.details is not None:
             body["details"] = self.details
         return body

@@ -220,12 +220,10 @@ def columns_for(rt: ResourceType) -> list[Column]:
     if cols is not None:
         return cols
     out: list[Column] = [_NAME]
-    has_age = False
     for c in rt.printer_columns:
         getter = _jsonpath(str(c.get("jsonPath", "")))
         typ = str(c.get("type", "string"))
         if typ == "date":
-            has_age = has_age or str(c.get("jsonPath")) == ".metadata.creationTimestamp"
             out.append(
                 (str(c.get("name")), "string", "", int(c.get("priority", 0)), _age_of(getter))
             )
@@ -239,7 +237,7 @@ def columns_for(rt: ResourceType) -> list[Column]:
                     getter,
                 )
             )
-    if not has_age:
+    if not rt.printer_columns:  # a CRD's columns replace the default Age, as apiextensions'
         out.append(_AGE)
     return out
 

@@ -8,7 +8,7 @@ non-status write: label keys (qualified names: an optional DNS-1123 subdomain pr
 finalizer names (qualified names, not both `orphan` and `foregroundDeletion`); and, on update, no
 new finalizer while the object is being deleted. Problems come back as `Cause`s with Kubernetes'
 field paths and messages (`metadata.labels: Invalid value: "...": must be no more than 63
-characters`). The same string checks serve the label selector parser.
+bytes`). The same string checks serve the label selector parser.
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ def _regex_error(msg: str, fmt: str, *examples: str) -> str:
     return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
-def _max_len(n: int) -> str:
-    return f"must be no more than {n} characters"
+def _max_len(n: int, unit: str = "characters") -> str:
+    """content.MaxLenError's wording: names count characters, qualified names and label values
+    bytes (kube-apiserver 1.37)."""
+    return f"must be no more than {n} {unit}"
 
 
 _QNAME_MSG = _regex_error(
@@ -54,11 +56,11 @@ _QNAME_MSG = _regex_error(
 
 
 @functools.lru_cache(maxsize=8192)
-def subdomain_errors(value: str) -> tuple[str, ...]:
+def subdomain_errors(value: str, unit: str = "characters") -> tuple[str, ...]:
     """IsDNS1123Subdomain."""
     errs: list[str] = []
     if len(value) > SUBDOMAIN_MAX:
-        errs.append(_max_len(SUBDOMAIN_MAX))
+        errs.append(_max_len(SUBDOMAIN_MAX, unit))
     if not _SUBDOMAIN.match(value):
         errs.append(
             _regex_error(
@@ -83,7 +85,7 @@ def qualified_name_errors(value: str) -> tuple[str, ...]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            errs.extend("prefix part " + m for m in subdomain_errors(prefix))
+            errs.extend("prefix part " + m for m in subdomain_errors(prefix, "bytes"))
     else:
         return (
             "a qualified name "
@@ -100,7 +102,7 @@ def qualified_name_errors(value: str) -> tuple[str, ...]:
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > QUALIFIED_NAME_MAX:
-        errs.append("name part " + _max_len(QUALIFIED_NAME_MAX))
+        errs.append("name part " + _max_len(QUALIFIED_NAME_MAX, "bytes"))
     if not _QNAME.match(name):
         errs.append("name part " + _QNAME_MSG)
     return tuple(errs)
@@ -111,7 +113,7 @@ def label_value_errors(value: str) -> tuple[str, ...]:
     """IsValidLabelValue: empty, or at most 63 alphanumerics, '-', '_', '.' (alnum at ends)."""
     errs: list[str] = []
     if len(value) > LABEL_VALUE_MAX:
-        errs.append(_max_len(LABEL_VALUE_MAX))
+        errs.append(_max_len(LABEL_VALUE_MAX, "bytes"))
     if value and not _QNAME.match(value):
         errs.append(
             _regex_error(
@@ -129,6 +131,13 @@ def label_value_errors(value: str) -> tuple[str, ...]:
 def _quote(value: Any) -> str:
     text = str(value)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+_STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
+
+
+def _required(field: str) -> Cause:
+    return Cause(field, "FieldValueRequired", "Required value: must not be empty")
 
 
 def _invalid(field: str, value: Any, msg: str) -> Cause:
@@ -197,9 +206,13 @@ def object_meta_causes(meta: Mapping[str, Any], *, kind: str = "object") -> list
             raise _decode_error(kind, "metadata.ownerReferences into []v1.OwnerReference")
         causes.extend(_owner_reference_causes(refs))
     finalizers = _string_list(kind, meta, "finalizers")
-    for f in finalizers:
-        for msg in qualified_name_errors(f):
+    for i, f in enumerate(finalizers):
+        errors = qualified_name_errors(f)
+        for msg in errors:
             causes.append(_invalid("metadata.finalizers", f, msg))
+        if "/" not in f and f not in _STANDARD_FINALIZERS:
+            msg = "name is neither a standard finalizer name nor is it fully qualified"
+            causes.append(_invalid(f"metadata.finalizers[{i}]", f, msg))
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
         causes.append(
             Cause(
@@ -228,18 +241,19 @@ def _owner_reference_causes(refs: list[Mapping[str, Any]]) -> list[Cause]:
     causes: list[Cause] = []
     path = "metadata.ownerReferences"
     first_controller = ""
-    for ref in refs:
+    for i, ref in enumerate(refs):
         api_version = str(ref.get("apiVersion") or "")
         kind = str(ref.get("kind") or "")
         group, version = _group_version(api_version)
-        if not version:
+        if api_version and not version:
             causes.append(_invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
-        if not kind:
-            causes.append(_invalid(f"{path}.kind", kind, "kind must not be empty"))
-        if not ref.get("name"):
-            causes.append(_invalid(f"{path}.name", ref.get("name") or "", "name must not be empty"))
-        if not ref.get("uid"):
-            causes.append(_invalid(f"{path}.uid", ref.get("uid") or "", "uid must not be empty"))
+        # kube-apiserver 1.37: each missing field is Required at its indexed path
+        for key, value in (("apiVersion", api_version), ("kind", kind)):
+            if not value:
+                causes.append(_required(f"{path}[{i}].{key}"))
+        for key in ("name", "uid"):
+            if not ref.get(key):
+                causes.append(_required(f"{path}[{i}].{key}"))
         if group == "" and version == "v1" and kind == "Event":
             causes.append(_invalid(path, kind, "/v1, Kind=Event is disallowed from being an owner"))
         if ref.get("controller") is True:

@@ -14,15 +14,15 @@ from kubernetes.client.rest import ApiException
 from batch.sandbox.testing import SandboxHandle
 from tests.waiting import wait_for
 
-from .helpers import bind, http, pod, watch_lines
+from .helpers import Server, bind, diverges, http, pod, watch_lines
 
 
-def test_discovery(sb: SandboxHandle) -> None:
-    code, body = http(sb.url, "GET", "/api")
+def test_discovery(server: Server) -> None:
+    code, body = http(server, "GET", "/api")
     assert code == 200 and body["versions"] == ["v1"]
-    code, body = http(sb.url, "GET", "/version")
+    code, body = http(server, "GET", "/version")
     assert code == 200 and body["major"] == "1"
-    code, groups = http(sb.url, "GET", "/apis")
+    code, groups = http(server, "GET", "/apis")
     names = {g["name"] for g in groups["groups"]}
     assert {
         "apps",
@@ -33,21 +33,22 @@ def test_discovery(sb: SandboxHandle) -> None:
         "events.k8s.io",
         "scheduling.k8s.io",
     } <= names
-    code, rl = http(sb.url, "GET", "/apis/batch.volcano.sh/v1alpha1")
+    code, rl = http(server, "GET", "/apis/batch.volcano.sh/v1alpha1")
     jobs = next(r for r in rl["resources"] if r["name"] == "jobs")
     assert jobs["kind"] == "Job" and "vcjob" in jobs["shortNames"] and jobs["namespaced"]
     assert {"create", "get", "list", "watch", "patch", "delete"} <= set(jobs["verbs"])
     assert any(r["name"] == "jobs/status" for r in rl["resources"])
-    code, core = http(sb.url, "GET", "/api/v1")
+    code, core = http(server, "GET", "/api/v1")
     subs = {r["name"] for r in core["resources"]}
     assert {"pods", "pods/status", "pods/binding", "pods/eviction", "nodes", "namespaces"} <= subs
-    code, pg = http(sb.url, "GET", "/apis/scheduling.volcano.sh/v1beta1")
+    code, pg = http(server, "GET", "/apis/scheduling.volcano.sh/v1beta1")
     short = {s for r in pg["resources"] for s in r.get("shortNames", [])}
     assert {"pg", "q"} <= short
 
 
-def test_create_sets_server_metadata(api: Any) -> None:
-    v1 = client.CoreV1Api(api)
+@diverges("a ConfigMap has no metadata.generation on kube-apiserver; every sandbox object has")
+def test_create_sets_server_metadata(kube_api: Any) -> None:
+    v1 = client.CoreV1Api(kube_api)
     cm = v1.create_namespaced_config_map(
         "default", {"metadata": {"generateName": "meta-"}, "data": {"a": "1"}}
     )
@@ -59,26 +60,27 @@ def test_create_sets_server_metadata(api: Any) -> None:
     assert int(other.metadata.resource_version) > int(m.resource_version)
 
 
-def test_error_bodies(sb: SandboxHandle) -> None:
-    code, body = http(sb.url, "GET", "/api/v1/namespaces/default/pods/nope")
+@diverges("kube-apiserver decodes protobuf (a bad body is 400); the sandbox answers 415")
+def test_error_bodies(server: Server) -> None:
+    code, body = http(server, "GET", "/api/v1/namespaces/default/pods/nope")
     assert code == 404
     assert body["kind"] == "Status" and body["reason"] == "NotFound" and body["code"] == 404
     assert body["details"]["name"] == "nope"
-    http(sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "dup"}})
+    http(server, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "dup"}})
     code, body = http(
-        sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "dup"}}
+        server, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "dup"}}
     )
     assert code == 409 and body["reason"] == "AlreadyExists"
     code, body = http(
-        sb.url, "POST", "/api/v1/namespaces/nowhere/configmaps", {"metadata": {"name": "x"}}
+        server, "POST", "/api/v1/namespaces/nowhere/configmaps", {"metadata": {"name": "x"}}
     )
     assert code == 404 and "nowhere" in body["message"]
     code, body = http(
-        sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "Bad_Name"}}
+        server, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "Bad_Name"}}
     )
     assert code == 422 and body["details"]["causes"][0]["field"] == "metadata.name"
     code, body = http(
-        sb.url,
+        server,
         "POST",
         "/api/v1/namespaces/default/configmaps",
         None,
@@ -86,12 +88,12 @@ def test_error_bodies(sb: SandboxHandle) -> None:
         ctype="application/vnd.kubernetes.protobuf",
     )
     assert code == 415 and body["reason"] == "UnsupportedMediaType"
-    code, body = http(sb.url, "GET", "/apis/nothing.example.com/v1/things")
+    code, body = http(server, "GET", "/apis/nothing.example.com/v1/things")
     assert code == 404
 
 
-def test_conflict_on_stale_resource_version(api: Any) -> None:
-    v1 = client.CoreV1Api(api)
+def test_conflict_on_stale_resource_version(kube_api: Any) -> None:
+    v1 = client.CoreV1Api(kube_api)
     cm = v1.create_namespaced_config_map(
         "default", {"metadata": {"name": "stale"}, "data": {"v": "1"}}
     )
@@ -104,8 +106,8 @@ def test_conflict_on_stale_resource_version(api: Any) -> None:
     assert json.loads(exc.value.body)["reason"] == "Conflict"
 
 
-def test_generation_bumps_on_spec_change_only(api: Any) -> None:
-    apps = client.AppsV1Api(api)
+def test_generation_bumps_on_spec_change_only(kube_api: Any) -> None:
+    apps = client.AppsV1Api(kube_api)
     dep = apps.create_namespaced_deployment("default", _deployment("gen", 0))
     assert dep.metadata.generation == 1
     dep = apps.patch_namespaced_deployment("gen", "default", {"metadata": {"labels": {"x": "y"}}})
@@ -138,11 +140,11 @@ def _deployment(name: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def test_patch_flavours(sb: SandboxHandle) -> None:
+def test_patch_flavours(server: Server) -> None:
     base = "/api/v1/namespaces/default/pods/patchme"
     assert (
         http(
-            sb.url,
+            server,
             "POST",
             "/api/v1/namespaces/default/pods",
             {
@@ -158,7 +160,7 @@ def test_patch_flavours(sb: SandboxHandle) -> None:
         == 201
     )
     code, body = http(
-        sb.url,
+        server,
         "PATCH",
         base,
         {"metadata": {"labels": {"k": "v"}}},
@@ -166,7 +168,7 @@ def test_patch_flavours(sb: SandboxHandle) -> None:
     )
     assert code == 200 and body["metadata"]["labels"] == {"k": "v"}
     code, body = http(
-        sb.url,
+        server,
         "PATCH",
         base,
         [
@@ -178,7 +180,7 @@ def test_patch_flavours(sb: SandboxHandle) -> None:
     assert code == 200 and body["metadata"]["annotations"] == {"n": "1"}
     assert body["metadata"]["labels"]["k"] == "w"
     code, body = http(
-        sb.url,
+        server,
         "PATCH",
         base,
         [{"op": "test", "path": "/metadata/labels/k", "value": "zzz"}],
@@ -187,7 +189,7 @@ def test_patch_flavours(sb: SandboxHandle) -> None:
     assert code == 422
     # strategic merge: containers merged by name, not replaced
     code, body = http(
-        sb.url,
+        server,
         "PATCH",
         base,
         {"spec": {"containers": [{"name": "b", "image": "busybox:2"}]}},
@@ -198,14 +200,14 @@ def test_patch_flavours(sb: SandboxHandle) -> None:
     assert images == {"a": "busybox:1", "b": "busybox:2"}
     # a merge patch replaces lists
     code, body = http(
-        sb.url,
+        server,
         "PATCH",
         base,
         {"metadata": {"finalizers": ["x/y"]}},
         ctype="application/merge-patch+json",
     )
     code, body = http(
-        sb.url,
+        server,
         "PATCH",
         base,
         {"metadata": {"finalizers": None}},
@@ -214,18 +216,19 @@ def test_patch_flavours(sb: SandboxHandle) -> None:
     assert "finalizers" not in body["metadata"]
 
 
-def test_server_side_apply_create_then_merge(sb: SandboxHandle) -> None:
+@diverges("apply is create-or-merge: no managedFields, a field no longer applied stays")
+def test_server_side_apply_create_then_merge(server: Server) -> None:
     path = "/api/v1/namespaces/default/configmaps/ssa?fieldManager=test"
     doc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: '1'\n"
-    code, body = http(sb.url, "PATCH", path, raw=doc.encode(), ctype="application/apply-patch+yaml")
+    code, body = http(server, "PATCH", path, raw=doc.encode(), ctype="application/apply-patch+yaml")
     assert code == 201 and body["data"] == {"a": "1"}
     doc2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  b: '2'\n"
     code, body = http(
-        sb.url, "PATCH", path, raw=doc2.encode(), ctype="application/apply-patch+yaml"
+        server, "PATCH", path, raw=doc2.encode(), ctype="application/apply-patch+yaml"
     )
     assert code == 200 and body["data"] == {"a": "1", "b": "2"}
     code, _ = http(
-        sb.url,
+        server,
         "PATCH",
         "/api/v1/namespaces/default/configmaps/ssa",
         raw=doc2.encode(),
@@ -234,10 +237,10 @@ def test_server_side_apply_create_then_merge(sb: SandboxHandle) -> None:
     assert code == 400  # fieldManager is required
 
 
-def test_status_subresource_separation(sb: SandboxHandle) -> None:
+def test_status_subresource_separation(server: Server) -> None:
     ns = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups"
     code, pg = http(
-        sb.url,
+        server,
         "POST",
         ns,
         {
@@ -251,7 +254,7 @@ def test_status_subresource_separation(sb: SandboxHandle) -> None:
     assert code == 201, pg
     assert (pg.get("status") or {}).get("phase") != "Running"  # status ignored on create
     code, pg = http(
-        sb.url,
+        server,
         "PATCH",
         ns + "/sep/status",
         {"status": {"phase": "Inqueue"}, "spec": {"minMember": 5}},
@@ -260,7 +263,7 @@ def test_status_subresource_separation(sb: SandboxHandle) -> None:
     assert code == 200 and pg["status"]["phase"] == "Inqueue" and pg["spec"]["minMember"] == 1
     gen = pg["metadata"]["generation"]
     code, pg = http(
-        sb.url,
+        server,
         "PATCH",
         ns + "/sep",
         {"status": {"phase": "Pending"}, "spec": {"minMember": 2}},
@@ -270,15 +273,15 @@ def test_status_subresource_separation(sb: SandboxHandle) -> None:
     assert pg["metadata"]["generation"] == gen + 1
 
 
-def test_label_and_field_selectors(sb: SandboxHandle) -> None:
+def test_label_and_field_selectors(server: Server) -> None:
     for i in range(4):
         p = pod(f"sel-{i}", labels={"team": "a" if i % 2 else "b", "idx": str(i)})
         p["spec"]["schedulerName"] = "volcano" if i < 3 else "default-scheduler"
-        assert http(sb.url, "POST", "/api/v1/namespaces/default/pods", p)[0] == 201
-    bind(sb.url, "default", "sel-0", "node-1")
+        assert http(server, "POST", "/api/v1/namespaces/default/pods", p)[0] == 201
+    bind(server, "default", "sel-0", "node-1")
 
     def names(query: str) -> set[str]:
-        code, body = http(sb.url, "GET", "/api/v1/pods?" + query)
+        code, body = http(server, "GET", "/api/v1/pods?" + query)
         assert code == 200, body
         return {
             i["metadata"]["name"] for i in body["items"] if i["metadata"]["name"].startswith("sel-")
@@ -293,15 +296,16 @@ def test_label_and_field_selectors(sb: SandboxHandle) -> None:
     }
     assert names("fieldSelector=spec.nodeName%3Dnode-1") == {"sel-0"}
     assert names("fieldSelector=metadata.name%3Dsel-2,metadata.namespace%3Ddefault") == {"sel-2"}
-    code, body = http(sb.url, "GET", "/api/v1/pods?fieldSelector=spec.bogus%3D1")
+    code, body = http(server, "GET", "/api/v1/pods?fieldSelector=spec.bogus%3D1")
     assert code == 400 and "not supported" in body["message"]
 
 
-def test_limit_and_continue(sb: SandboxHandle) -> None:
-    http(sb.url, "POST", "/api/v1/namespaces", {"metadata": {"name": "paging"}})
+def test_limit_and_continue(server: Server) -> None:
+    """Pages of a namespace's ConfigMaps (a cluster publishes `kube-root-ca.crt` in each)."""
+    http(server, "POST", "/api/v1/namespaces", {"metadata": {"name": "paging"}})
     for i in range(7):
         http(
-            sb.url,
+            server,
             "POST",
             "/api/v1/namespaces/paging/configmaps",
             {"metadata": {"name": f"cm-{i}"}},
@@ -311,31 +315,32 @@ def test_limit_and_continue(sb: SandboxHandle) -> None:
     pages = 0
     while True:
         q = "limit=3" + (f"&continue={token}" if token else "")
-        _code, body = http(sb.url, "GET", f"/api/v1/namespaces/paging/configmaps?{q}")
+        _code, body = http(server, "GET", f"/api/v1/namespaces/paging/configmaps?{q}")
         pages += 1
         seen += [i["metadata"]["name"] for i in body["items"]]
         token = body["metadata"].get("continue", "")
         if not token:
             break
         assert body["metadata"]["remainingItemCount"] > 0
-    assert pages == 3 and seen == [f"cm-{i}" for i in range(7)]
+    own = [name for name in seen if name != "kube-root-ca.crt"]
+    assert pages == 3 and own == [f"cm-{i}" for i in range(7)]
 
 
-def test_watch_resume_bookmarks_and_gone(sb: SandboxHandle) -> None:
-    _code, lst = http(sb.url, "GET", "/api/v1/namespaces/default/configmaps")
+def test_watch_resume_bookmarks_and_gone(server: Server) -> None:
+    _code, lst = http(server, "GET", "/api/v1/namespaces/default/configmaps")
     rv = lst["metadata"]["resourceVersion"]
-    http(sb.url, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "w1"}})
+    http(server, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "w1"}})
     http(
-        sb.url,
+        server,
         "PATCH",
         "/api/v1/namespaces/default/configmaps/w1",
         {"data": {"a": "b"}},
         ctype="application/merge-patch+json",
     )
-    http(sb.url, "DELETE", "/api/v1/namespaces/default/configmaps/w1")
+    http(server, "DELETE", "/api/v1/namespaces/default/configmaps/w1")
     events = list(
         watch_lines(
-            sb.url,
+            server,
             "/api/v1/namespaces/default/configmaps?watch=true"
             f"&resourceVersion={rv}&timeoutSeconds=1",
         )
@@ -347,7 +352,7 @@ def test_watch_resume_bookmarks_and_gone(sb: SandboxHandle) -> None:
     # sendInitialEvents: current objects, then a bookmark marking their end
     events = list(
         watch_lines(
-            sb.url,
+            server,
             "/api/v1/namespaces?watch=1&sendInitialEvents=true"
             "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
             "&timeoutSeconds=1",
@@ -364,6 +369,7 @@ def test_watch_resume_bookmarks_and_gone(sb: SandboxHandle) -> None:
 
 
 def test_watch_410_when_too_old() -> None:
+    """Sandbox only: it needs a watch history of three events (SandboxOptions.watch_history)."""
     from batch.sandbox.options import SandboxOptions
     from batch.sandbox.testing import run_sandbox
 
@@ -384,31 +390,31 @@ def test_watch_410_when_too_old() -> None:
             )
         )
         assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
-        api = small.api_client()
+        kube_api = small.api_client()
         with pytest.raises(ApiException) as exc:
             from kubernetes import watch
 
             for _ in watch.Watch().stream(
-                client.CoreV1Api(api).list_namespaced_config_map,
+                client.CoreV1Api(kube_api).list_namespaced_config_map,
                 "default",
                 resource_version="1",
                 timeout_seconds=1,
             ):
                 pass
         assert exc.value.status == 410
-        api.close()
+        kube_api.close()
 
 
-def test_watch_selector_transitions(sb: SandboxHandle) -> None:
+def test_watch_selector_transitions(server: Server) -> None:
     """A pod leaving a field selector (bound) is DELETED for that watch, as on a real server."""
-    http(sb.url, "POST", "/api/v1/namespaces/default/pods", pod("trans-0"))
-    _code, lst = http(sb.url, "GET", "/api/v1/namespaces/default/pods")
+    http(server, "POST", "/api/v1/namespaces/default/pods", pod("trans-0"))
+    _code, lst = http(server, "GET", "/api/v1/namespaces/default/pods")
     rv = lst["metadata"]["resourceVersion"]
     got: list[tuple[str, str]] = []
 
     def run() -> None:
         for e in watch_lines(
-            sb.url,
+            server,
             "/api/v1/namespaces/default/pods?watch=1&fieldSelector="
             f"spec.nodeName%3D&resourceVersion={rv}&timeoutSeconds=2",
         ):
@@ -417,35 +423,35 @@ def test_watch_selector_transitions(sb: SandboxHandle) -> None:
     t = threading.Thread(target=run)
     t.start()
     time.sleep(0.2)
-    assert bind(sb.url, "default", "trans-0", "node-2")[0] == 201
+    assert bind(server, "default", "trans-0", "node-2")[0] == 201
     t.join()
     assert ("DELETED", "trans-0") in got
 
 
-def test_binding_and_second_bind(sb: SandboxHandle, api: Any) -> None:
-    v1 = client.CoreV1Api(api)
+def test_binding_and_second_bind(server: Server, kube_api: Any) -> None:
+    v1 = client.CoreV1Api(kube_api)
     v1.create_namespaced_pod("default", pod("bindme"))
-    code, body = bind(sb.url, "default", "bindme", "node-0")
+    code, body = bind(server, "default", "bindme", "node-0")
     assert code == 201 and body["status"] == "Success"
-    code, body = bind(sb.url, "default", "bindme", "node-1")
+    code, body = bind(server, "default", "bindme", "node-1")
     assert code == 409 and body["reason"] == "Conflict"
     p = v1.read_namespaced_pod("bindme", "default")
     assert p.spec.node_name == "node-0"
     assert any(c.type == "PodScheduled" and c.status == "True" for c in p.status.conditions)
 
 
-def test_eviction_and_pdb(sb: SandboxHandle, api: Any) -> None:
-    v1 = client.CoreV1Api(api)
+def test_eviction_and_pdb(server: Server, kube_api: Any) -> None:
+    v1 = client.CoreV1Api(kube_api)
     for n in ("ev-0", "ev-1"):
         v1.create_namespaced_pod("default", pod(n, labels={"app": "ev"}))
-        bind(sb.url, "default", n, "node-2")
+        bind(server, "default", n, "node-2")
     wait_for(
         lambda: all(
             v1.read_namespaced_pod(n, "default").status.phase == "Running" for n in ("ev-0", "ev-1")
         )
     )
     http(
-        sb.url,
+        server,
         "POST",
         "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
         {
@@ -458,32 +464,32 @@ def test_eviction_and_pdb(sb: SandboxHandle, api: Any) -> None:
         "kind": "Eviction",
         "metadata": {"name": "ev-0", "namespace": "default"},
     }
-    code, body = http(sb.url, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
+    code, body = http(server, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
     assert code == 429 and body["reason"] == "TooManyRequests"
-    http(sb.url, "DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/ev")
-    code, _body = http(sb.url, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
+    http(server, "DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/ev")
+    code, _body = http(server, "POST", "/api/v1/namespaces/default/pods/ev-0/eviction", ev)
     assert code == 201
     p = v1.read_namespaced_pod("ev-0", "default")
     assert p.metadata.deletion_timestamp is not None  # graceful: still there, terminating
-    wait_for(lambda: http(sb.url, "GET", "/api/v1/namespaces/default/pods/ev-0")[0] == 404)
+    wait_for(lambda: http(server, "GET", "/api/v1/namespaces/default/pods/ev-0")[0] == 404)
 
 
-def test_finalizers_hold_deletion(sb: SandboxHandle) -> None:
+def test_finalizers_hold_deletion(server: Server) -> None:
     path = "/api/v1/namespaces/default/configmaps"
-    http(sb.url, "POST", path, {"metadata": {"name": "fin", "finalizers": ["tephra.io/x"]}})
-    code, body = http(sb.url, "DELETE", path + "/fin")
+    http(server, "POST", path, {"metadata": {"name": "fin", "finalizers": ["tephra.io/x"]}})
+    code, body = http(server, "DELETE", path + "/fin")
     assert code == 200 and body["metadata"]["deletionTimestamp"]
-    code, body = http(sb.url, "GET", path + "/fin")
+    code, body = http(server, "GET", path + "/fin")
     assert code == 200 and body["metadata"]["deletionTimestamp"]
     code, _ = http(
-        sb.url,
+        server,
         "PATCH",
         path + "/fin",
         {"metadata": {"finalizers": None}},
         ctype="application/merge-patch+json",
     )
     assert code == 200
-    assert http(sb.url, "GET", path + "/fin")[0] == 404
+    assert http(server, "GET", path + "/fin")[0] == 404
 
 
 def _cm_owned(name: str, owner: dict[str, Any]) -> dict[str, Any]:
@@ -503,17 +509,17 @@ def _cm_owned(name: str, owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_garbage_collection(sb: SandboxHandle) -> None:
+def test_garbage_collection(server: Server) -> None:
     path = "/api/v1/namespaces/default/configmaps"
     # background
-    _, owner = http(sb.url, "POST", path, {"metadata": {"name": "gc-owner"}})
-    http(sb.url, "POST", path, _cm_owned("gc-dep", owner))
-    http(sb.url, "DELETE", path + "/gc-owner")
-    wait_for(lambda: http(sb.url, "GET", path + "/gc-dep")[0] == 404)
+    _, owner = http(server, "POST", path, {"metadata": {"name": "gc-owner"}})
+    http(server, "POST", path, _cm_owned("gc-dep", owner))
+    http(server, "DELETE", path + "/gc-owner")
+    wait_for(lambda: http(server, "GET", path + "/gc-dep")[0] == 404)
     # foreground: the owner stays until dependents are gone
-    _, owner = http(sb.url, "POST", path, {"metadata": {"name": "fg-owner"}})
+    _, owner = http(server, "POST", path, {"metadata": {"name": "fg-owner"}})
     http(
-        sb.url,
+        server,
         "POST",
         path,
         {
@@ -521,40 +527,40 @@ def test_garbage_collection(sb: SandboxHandle) -> None:
             "metadata": {**_cm_owned("fg-dep", owner)["metadata"], "finalizers": ["hold/it"]},
         },
     )
-    _code, body = http(sb.url, "DELETE", path + "/fg-owner?propagationPolicy=Foreground")
+    _code, body = http(server, "DELETE", path + "/fg-owner?propagationPolicy=Foreground")
     assert "foregroundDeletion" in body["metadata"]["finalizers"]
     time.sleep(0.2)
-    assert http(sb.url, "GET", path + "/fg-owner")[0] == 200
-    dep = http(sb.url, "GET", path + "/fg-dep")[1]
+    assert http(server, "GET", path + "/fg-owner")[0] == 200
+    dep = http(server, "GET", path + "/fg-dep")[1]
     assert dep["metadata"]["deletionTimestamp"]
     http(
-        sb.url,
+        server,
         "PATCH",
         path + "/fg-dep",
         {"metadata": {"finalizers": None}},
         ctype="application/merge-patch+json",
     )
-    wait_for(lambda: http(sb.url, "GET", path + "/fg-owner")[0] == 404)
+    wait_for(lambda: http(server, "GET", path + "/fg-owner")[0] == 404)
     # orphan: dependents lose the reference and stay
-    _, owner = http(sb.url, "POST", path, {"metadata": {"name": "or-owner"}})
-    http(sb.url, "POST", path, _cm_owned("or-dep", owner))
-    http(sb.url, "DELETE", path + "/or-owner", {"propagationPolicy": "Orphan"})
-    wait_for(lambda: http(sb.url, "GET", path + "/or-owner")[0] == 404)
-    dep = http(sb.url, "GET", path + "/or-dep")[1]
+    _, owner = http(server, "POST", path, {"metadata": {"name": "or-owner"}})
+    http(server, "POST", path, _cm_owned("or-dep", owner))
+    http(server, "DELETE", path + "/or-owner", {"propagationPolicy": "Orphan"})
+    wait_for(lambda: http(server, "GET", path + "/or-owner")[0] == 404)
+    dep = http(server, "GET", path + "/or-dep")[1]
     assert "ownerReferences" not in dep["metadata"]
 
 
-def test_namespace_deletion_cascades(sb: SandboxHandle) -> None:
-    http(sb.url, "POST", "/api/v1/namespaces", {"metadata": {"name": "doomed"}})
-    http(sb.url, "POST", "/api/v1/namespaces/doomed/configmaps", {"metadata": {"name": "a"}})
-    code, body = http(sb.url, "DELETE", "/api/v1/namespaces/doomed")
+def test_namespace_deletion_cascades(server: Server) -> None:
+    http(server, "POST", "/api/v1/namespaces", {"metadata": {"name": "doomed"}})
+    http(server, "POST", "/api/v1/namespaces/doomed/configmaps", {"metadata": {"name": "a"}})
+    code, body = http(server, "DELETE", "/api/v1/namespaces/doomed")
     assert code == 200 and body["status"]["phase"] == "Terminating"
-    wait_for(lambda: http(sb.url, "GET", "/api/v1/namespaces/doomed")[0] == 404)
-    assert http(sb.url, "GET", "/api/v1/namespaces/doomed/configmaps/a")[0] == 404
+    wait_for(lambda: http(server, "GET", "/api/v1/namespaces/doomed")[0] == 404)
+    assert http(server, "GET", "/api/v1/namespaces/doomed/configmaps/a")[0] == 404
 
 
-def test_leases_events_priorityclasses(sb: SandboxHandle, api: Any) -> None:
-    coord = client.CoordinationV1Api(api)
+def test_leases_events_priorityclasses(server: Server, kube_api: Any) -> None:
+    coord = client.CoordinationV1Api(kube_api)
     lease = coord.create_namespaced_lease(
         "default",
         {
@@ -566,7 +572,7 @@ def test_leases_events_priorityclasses(sb: SandboxHandle, api: Any) -> None:
     assert coord.replace_namespaced_lease("leader", "default", lease).spec.holder_identity == "b"
     node_lease = coord.read_namespaced_lease("node-0", "kube-node-lease")
     assert node_lease.spec.holder_identity == "node-0"
-    v1 = client.CoreV1Api(api)
+    v1 = client.CoreV1Api(kube_api)
     v1.create_namespaced_event(
         "default",
         {
@@ -579,10 +585,16 @@ def test_leases_events_priorityclasses(sb: SandboxHandle, api: Any) -> None:
     )
     evs = v1.list_namespaced_event("default", field_selector="reason=Tested").items
     assert [e.metadata.name for e in evs] == ["ev1"]
-    ev2 = client.EventsV1Api(api)
-    ev2.create_namespaced_event(
-        "default",
+    # raw JSON: the python client re-renders eventTime as "...+00:00", which kube-apiserver
+    # refuses (a MicroTime has 6 fractional digits and Z); the sandbox does not check it
+    ev2 = client.EventsV1Api(kube_api)
+    code, body = http(
+        server,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
         {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
             "metadata": {"name": "ev2"},
             "eventTime": "2026-01-01T00:00:00.000000Z",
             "reportingController": "tephra",
@@ -593,8 +605,9 @@ def test_leases_events_priorityclasses(sb: SandboxHandle, api: Any) -> None:
             "type": "Normal",
         },
     )
+    assert code == 201, body
     assert ev2.read_namespaced_event("ev2", "default").reason == "Scheduled"
-    sched = client.SchedulingV1Api(api)
+    sched = client.SchedulingV1Api(kube_api)
     sched.create_priority_class({"metadata": {"name": "high"}, "value": 1000})
     names = {p.metadata.name for p in sched.list_priority_class().items}
     assert {"high", "system-cluster-critical"} <= names
@@ -605,8 +618,8 @@ def test_leases_events_priorityclasses(sb: SandboxHandle, api: Any) -> None:
     assert exc.value.status == 403
 
 
-def test_pod_defaults(api: Any) -> None:
-    v1 = client.CoreV1Api(api)
+def test_pod_defaults(kube_api: Any) -> None:
+    v1 = client.CoreV1Api(kube_api)
     p = v1.create_namespaced_pod(
         "default",
         {
@@ -635,7 +648,9 @@ def test_pod_defaults(api: Any) -> None:
 
 
 def test_watch_catch_up_in_batches_keeps_order(sb: SandboxHandle) -> None:
-    """More events than one catch-up batch: all arrive, in resourceVersion order, once."""
+    """More events than one catch-up batch: all arrive, in resourceVersion order, once.
+
+    Sandbox only: it pins the sandbox's watch catch-up batching, fed in process."""
     http(sb.url, "POST", "/api/v1/namespaces", {"metadata": {"name": "many"}})
     _code, lst = http(sb.url, "GET", "/api/v1/namespaces/many/configmaps")
     rv0 = lst["metadata"]["resourceVersion"]

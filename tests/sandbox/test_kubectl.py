@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from batch.sandbox.testing import SandboxHandle
-
-from .helpers import bind, http
+from .helpers import Server, bind, http
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KUBECTL = shutil.which("kubectl")
@@ -23,11 +21,11 @@ pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installe
 
 
 def kubectl(
-    sb: SandboxHandle, *args: str, check: bool = True, timeout: float = 30
+    server: Server, *args: str, check: bool = True, timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:
     assert KUBECTL is not None
     proc = subprocess.run(
-        [KUBECTL, "--kubeconfig", str(sb.kubeconfig_path), *args],
+        [KUBECTL, "--kubeconfig", str(server.kubeconfig_path), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -38,9 +36,9 @@ def kubectl(
     return proc
 
 
-def test_apply_volcano_examples_and_short_names(sb: SandboxHandle) -> None:
+def test_apply_volcano_examples_and_short_names(server: Server) -> None:
     out = kubectl(
-        sb,
+        server,
         "apply",
         "--validate=false",
         "-f",
@@ -51,7 +49,7 @@ def test_apply_volcano_examples_and_short_names(sb: SandboxHandle) -> None:
     assert "queue.scheduling.volcano.sh/test created" in out.stdout
     assert "job.batch.volcano.sh/test-job created" in out.stdout
     http(
-        sb.url,
+        server,
         "POST",
         "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups",
         {
@@ -61,43 +59,43 @@ def test_apply_volcano_examples_and_short_names(sb: SandboxHandle) -> None:
             "spec": {"minMember": 1, "queue": "test"},
         },
     )
-    got = kubectl(sb, "get", "vcjob,pg,q").stdout
+    got = kubectl(server, "get", "vcjob,pg,q").stdout
     assert "job.batch.volcano.sh/test-job" in got
     assert "podgroup.scheduling.volcano.sh/kubectl-pg" in got
     assert "queue.scheduling.volcano.sh/test" in got
     assert "queue.scheduling.volcano.sh/root" in got
     assert "queue.scheduling.volcano.sh/default" in got
     # a second apply is a client-side three-way JSON merge patch (CRDs have no strategic merge)
-    again = kubectl(sb, "apply", "--validate=false", "-f", str(FIXTURES / "volcano-queue.yaml"))
+    again = kubectl(server, "apply", "--validate=false", "-f", str(FIXTURES / "volcano-queue.yaml"))
     assert "queue.scheduling.volcano.sh/test" in again.stdout
-    out = kubectl(sb, "get", "vcjob", "test-job", "-o", "jsonpath={.spec.queue}").stdout
+    out = kubectl(server, "get", "vcjob", "test-job", "-o", "jsonpath={.spec.queue}").stdout
     assert out == "default"
-    kubectl(sb, "delete", "-f", str(FIXTURES / "volcano-job.yaml"))
+    kubectl(server, "delete", "-f", str(FIXTURES / "volcano-job.yaml"))
     assert (
-        http(sb.url, "GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/test-job")[0]
+        http(server, "GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/test-job")[0]
         == 404
     )
 
 
-def test_apply_configure_and_server_side(sb: SandboxHandle, tmp_path: Path) -> None:
+def test_apply_configure_and_server_side(server: Server, tmp_path: Path) -> None:
     f = tmp_path / "cm.yaml"
     f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  a: '1'\n")
-    kubectl(sb, "apply", "--validate=false", "-f", str(f))
+    kubectl(server, "apply", "--validate=false", "-f", str(f))
     f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  b: '2'\n")
-    assert "configured" in kubectl(sb, "apply", "--validate=false", "-f", str(f)).stdout
-    data = http(sb.url, "GET", "/api/v1/namespaces/default/configmaps/kc")[1]["data"]
+    assert "configured" in kubectl(server, "apply", "--validate=false", "-f", str(f)).stdout
+    data = http(server, "GET", "/api/v1/namespaces/default/configmaps/kc")[1]["data"]
     assert data == {"b": "2"}  # three-way merge removed a
-    out = kubectl(sb, "apply", "--server-side", "--validate=false", "-f", str(f))
+    out = kubectl(server, "apply", "--server-side", "--validate=false", "-f", str(f))
     assert "serverside-applied" in out.stdout
 
 
-def test_get_watch_sees_changes(sb: SandboxHandle) -> None:
+def test_get_watch_sees_changes(server: Server) -> None:
     assert KUBECTL is not None
     proc = subprocess.Popen(
         [
             KUBECTL,
             "--kubeconfig",
-            str(sb.kubeconfig_path),
+            str(server.kubeconfig_path),
             "get",
             "configmaps",
             "-w",
@@ -112,7 +110,7 @@ def test_get_watch_sees_changes(sb: SandboxHandle) -> None:
     try:
         time.sleep(1.0)
         http(
-            sb.url,
+            server,
             "POST",
             "/api/v1/namespaces/default/configmaps",
             {"metadata": {"name": "watched-cm"}},
@@ -124,9 +122,9 @@ def test_get_watch_sees_changes(sb: SandboxHandle) -> None:
     assert "configmap/watched-cm" in out, err
 
 
-def test_wait_for_jsonpath_and_delete(sb: SandboxHandle) -> None:
+def test_wait_for_jsonpath_and_delete(server: Server) -> None:
     http(
-        sb.url,
+        server,
         "POST",
         "/api/v1/namespaces/default/pods",
         {
@@ -136,18 +134,18 @@ def test_wait_for_jsonpath_and_delete(sb: SandboxHandle) -> None:
             "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
         },
     )
-    assert bind(sb.url, "default", "kwait", "node-0")[0] == 201
-    kubectl(sb, "wait", "--for=jsonpath={.status.phase}=Running", "pod/kwait", "--timeout=20s")
-    kubectl(sb, "wait", "--for=condition=Ready", "pod/kwait", "--timeout=20s")
-    out = kubectl(sb, "get", "pods", "kwait").stdout
+    assert bind(server, "default", "kwait", "node-0")[0] == 201
+    kubectl(server, "wait", "--for=jsonpath={.status.phase}=Running", "pod/kwait", "--timeout=20s")
+    kubectl(server, "wait", "--for=condition=Ready", "pod/kwait", "--timeout=20s")
+    out = kubectl(server, "get", "pods", "kwait").stdout
     assert "Running" in out and "1/1" in out
     began = time.monotonic()
-    kubectl(sb, "delete", "pod", "kwait", "--timeout=20s")
+    kubectl(server, "delete", "pod", "kwait", "--timeout=20s")
     assert time.monotonic() - began < 15
-    assert http(sb.url, "GET", "/api/v1/namespaces/default/pods/kwait")[0] == 404
+    assert http(server, "GET", "/api/v1/namespaces/default/pods/kwait")[0] == 404
 
 
-def test_scale_and_get_nodes(sb: SandboxHandle) -> None:
+def test_scale_and_get_nodes(server: Server) -> None:
     body: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -161,28 +159,28 @@ def test_scale_and_get_nodes(sb: SandboxHandle) -> None:
             },
         },
     }
-    assert http(sb.url, "POST", "/apis/apps/v1/namespaces/default/deployments", body)[0] == 201
-    kubectl(sb, "scale", "deployment/kscale", "--replicas=3")
-    dep = http(sb.url, "GET", "/apis/apps/v1/namespaces/default/deployments/kscale")[1]
+    assert http(server, "POST", "/apis/apps/v1/namespaces/default/deployments", body)[0] == 201
+    kubectl(server, "scale", "deployment/kscale", "--replicas=3")
+    dep = http(server, "GET", "/apis/apps/v1/namespaces/default/deployments/kscale")[1]
     assert dep["spec"]["replicas"] == 3
-    nodes = kubectl(sb, "get", "nodes", "-l", "topology.tephra.io/rack=rack-1").stdout
+    nodes = kubectl(server, "get", "nodes", "-l", "topology.tephra.io/rack=rack-1").stdout
     assert "node-1" in nodes and "Ready" in nodes and "node-0" not in nodes
 
 
-def test_auth_can_i_and_describe(sb: SandboxHandle) -> None:
-    assert kubectl(sb, "auth", "can-i", "create", "pods").stdout.strip() == "yes"
-    out = kubectl(sb, "describe", "node", "node-0").stdout
+def test_auth_can_i_and_describe(server: Server) -> None:
+    assert kubectl(server, "auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    out = kubectl(server, "describe", "node", "node-0").stdout
     assert "topology.tephra.io/rack=rack-0" in out and "nvidia.com/gpu" in out
 
 
-def test_taint_and_untaint(sb: SandboxHandle) -> None:
+def test_taint_and_untaint(server: Server) -> None:
     """NodeSpec.taints has no patch merge key: kubectl's strategic patch of the whole list
     replaces it, so removing a taint (`key:Effect-`) works."""
-    kubectl(sb, "taint", "nodes", "node-1", "a=1:NoSchedule")
-    kubectl(sb, "taint", "nodes", "node-1", "b=1:NoSchedule")
-    kubectl(sb, "taint", "nodes", "node-1", "a:NoSchedule-")
-    out = kubectl(sb, "get", "node", "node-1", "-o", "jsonpath={.spec.taints[*].key}")
+    kubectl(server, "taint", "nodes", "node-1", "a=1:NoSchedule")
+    kubectl(server, "taint", "nodes", "node-1", "b=1:NoSchedule")
+    kubectl(server, "taint", "nodes", "node-1", "a:NoSchedule-")
+    out = kubectl(server, "get", "node", "node-1", "-o", "jsonpath={.spec.taints[*].key}")
     assert out.stdout.split() == ["b"]
-    kubectl(sb, "taint", "nodes", "node-1", "b-")
-    out = kubectl(sb, "get", "node", "node-1", "-o", "jsonpath={.spec.taints}")
+    kubectl(server, "taint", "nodes", "node-1", "b-")
+    out = kubectl(server, "get", "node", "node-1", "-o", "jsonpath={.spec.taints}")
     assert out.stdout.strip() in ("", "[]")
