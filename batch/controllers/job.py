@@ -628,6 +628,34 @@ def ttl_due(
     return since + timedelta(seconds=int(ttl))
 
 
+def _record_retained(
+    cres: dict[str, str], views: Sequence[PodView], killer: Killer, plan: _Plan
+) -> None:
+    """Pods of an older version counted in taskStatusCount (finished pods a kill kept), per
+    task, kept in ``cres``: the vanished-pod check compares the current version's pods only."""
+    retained: dict[str, int] = {}
+    for pv in views:
+        if not (pv.deleting or pv.name in killer.deleting or pv.version >= plan.version):
+            retained[pv.task] = retained.get(pv.task, 0) + 1
+    if retained and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
+        cres[RETAINED_KEY] = json.dumps(retained, sort_keys=True, separators=(",", ":"))
+    else:
+        cres.pop(RETAINED_KEY, None)
+
+
+def status_patch(status: Mapping[str, Any], desired: Mapping[str, Any]) -> JSON | None:
+    """The merge patch from the observed ``status`` to ``desired`` (None: nothing to write;
+    a refreshed ``runningDuration`` alone is not worth a write)."""
+    observed = {k: status.get(k) for k in desired}
+    observed_norm = {
+        k: (v if v is not None else _empty_like(desired[k])) for k, v in observed.items()
+    }
+    spatch: JSON | None = merge_patch(observed_norm, dict(desired))
+    if spatch and set(spatch) == {"runningDuration"}:
+        return None
+    return spatch
+
+
 def reconcile_job(
     job: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
@@ -842,14 +870,7 @@ def reconcile_job(
     # ---- status --------------------------------------------------------------------------------
     # Pods of an older version counted in taskStatusCount (finished pods a kill kept), per task:
     # the vanished-pod check compares the current version's pods only.
-    retained: dict[str, int] = {}
-    for pv in views:
-        if not (pv.deleting or pv.name in killer.deleting or pv.version >= plan.version):
-            retained[pv.task] = retained.get(pv.task, 0) + 1
-    if retained and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
-        cres[RETAINED_KEY] = json.dumps(retained, sort_keys=True, separators=(",", ":"))
-    else:
-        cres.pop(RETAINED_KEY, None)
+    _record_retained(cres, views, killer, plan)
     new_state, conditions = next_state(status, phase, plan, no_class=no_class, now=now)
     desired: JSON = {
         "state": new_state,
@@ -866,13 +887,7 @@ def reconcile_job(
         if created is not None:
             secs = int((now - created).total_seconds())
             desired["runningDuration"] = f"{max(0, secs)}s"
-    observed = {k: status.get(k) for k in desired}
-    observed_norm = {
-        k: (v if v is not None else _empty_like(desired[k])) for k, v in observed.items()
-    }
-    spatch: JSON | None = merge_patch(observed_norm, desired)
-    if spatch and set(spatch) == {"runningDuration"}:
-        spatch = None  # do not rewrite the status only to refresh the duration
+    spatch = status_patch(status, desired)
     status_actions: list[Any] = [PatchStatus(ref, spatch)] if spatch else []
     if spatch:
         result.notes.append(f"status: {sorted(spatch)}")

@@ -26,6 +26,7 @@ from batch.controllers.job import (
     level_phase,
     next_state,
     plan_action,
+    status_patch,
     sync_podgroup,
     take_command,
     ttl_due,
@@ -242,3 +243,11 @@ def test_condemned_kills_old_versions_scaled_down_pods_and_each_pod_once() -> No
     soft = Killer("ns")
     condemned(views, tasks, soft, phase=c.ABORTING, version=1, retain=RETAIN_FINISHED, token=None)
     assert "j-w-0" in soft.deleting and "j-w-3" not in soft.deleting
+
+
+def test_status_patch_writes_only_what_changed_and_not_a_duration_alone() -> None:
+    status = {"version": 1, "retryCount": 0, "runningDuration": "5s"}
+    assert status_patch(status, {"version": 1, "retryCount": 0}) is None
+    assert status_patch(status, {"version": 2, "retryCount": 0}) == {"version": 2}
+    assert status_patch(status, {"version": 1, "runningDuration": "9s"}) is None
+    assert status_patch({}, {"taskStatusCount": {}}) is None  # absent reads as empty
