@@ -656,6 +656,36 @@ def status_patch(status: Mapping[str, Any], desired: Mapping[str, Any]) -> JSON 
     return spatch
 
 
+def plan_kills(
+    plan: _Plan,
+    views: Sequence[PodView],
+    current: Sequence[PodView],
+    podgroup: Mapping[str, Any] | None,
+    killer: Killer,
+    cres: dict[str, str],
+    *,
+    version: int,
+) -> list[Any]:
+    """The deletions the plan orders now: a full kill (every pod, finished ones kept when it
+    retains them; the job version goes up and the PodGroup goes) or a targeted one (the pods
+    of one task, pod or partition, marked first). The kill tokens are recorded in ``cres``."""
+    out: list[Any] = []
+    if plan.full_kill is not None:
+        plan.version = version + 1
+        cres[TOKEN_RETAIN] = plan.full_kill
+        for pv in views:
+            if not (plan.full_kill == RETAIN_FINISHED and pv.finished):
+                killer.kill(pv, mark=False, into=out)
+        if podgroup is not None:
+            out.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
+    if plan.target is not None:
+        cres[TOKEN_TARGET] = plan.target
+        for pv in current:
+            if _token_matches(plan.target, pv):
+                killer.kill(pv, mark=True, into=out)
+    return out
+
+
 def reconcile_job(
     job: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
@@ -772,23 +802,7 @@ def reconcile_job(
             EmitEvent(ref, "ExecuteAction", f"Start to execute action {action}: {plan.message}")
         )
 
-    new_actions: list[Any] = []
-    if plan.full_kill is not None:
-        plan.version = version + 1
-        cres[TOKEN_RETAIN] = plan.full_kill
-        for pv in views:
-            if pv.deleting or pv.name in killer.deleting:
-                continue
-            if plan.full_kill == RETAIN_FINISHED and pv.finished:
-                continue
-            killer.kill(pv, mark=False, into=new_actions)
-        if podgroup is not None:
-            new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
-    if plan.target is not None:
-        cres[TOKEN_TARGET] = plan.target
-        for pv in current:
-            if _token_matches(plan.target, pv):
-                killer.kill(pv, mark=True, into=new_actions)
+    new_actions = plan_kills(plan, views, current, podgroup, killer, cres, version=version)
 
     counters, tsc = _counts(views, killer.deleting)
 

@@ -17,6 +17,7 @@ from batch.controllers.job import (
     LAYOUT_KEY,
     RETAIN_FINISHED,
     RETAIN_NONE,
+    TOKEN_RETAIN,
     Killer,
     PodView,
     Request,
@@ -26,6 +27,7 @@ from batch.controllers.job import (
     level_phase,
     next_state,
     plan_action,
+    plan_kills,
     status_patch,
     sync_podgroup,
     take_command,
@@ -251,3 +253,17 @@ def test_status_patch_writes_only_what_changed_and_not_a_duration_alone() -> Non
     assert status_patch(status, {"version": 2, "retryCount": 0}) == {"version": 2}
     assert status_patch(status, {"version": 1, "runningDuration": "9s"}) is None
     assert status_patch({}, {"taskStatusCount": {}}) is None  # absent reads as empty
+
+
+def test_plan_kills_full_kill_bumps_the_version_and_drops_the_podgroup() -> None:
+    views = [_pv("j-w-0", "w", 0), _pv("j-w-1", "w", 1, phase="Succeeded")]
+    pg = {"apiVersion": c.SCHED_API, "metadata": {"name": "j-u1", "namespace": "ns"}}
+    plan = plan_action(
+        c.RUNNING, Request(event=c.POD_FAILED), c.RESTART_JOB, retry=2, max_retry=3, version=1
+    )
+    cres: dict[str, str] = {}
+    killer = Killer("ns")
+    out = plan_kills(plan, views, views, pg, killer, cres, version=1)
+    assert plan.version == 2 and killer.deleting == {"j-w-0"}  # last retry keeps finished pods
+    assert [a.ref.kind for a in out] == ["Pod", "PodGroup"]
+    assert cres == {TOKEN_RETAIN: RETAIN_FINISHED}
