@@ -85,3 +85,23 @@ def test_the_policies_load_and_bad_arguments_are_refused() -> None:
         )
         with pytest.raises(ConfigError, match=plugin):
             load_config(conf)
+
+
+def test_tiresias_counts_service_and_evictions_across_sessions() -> None:
+    import numpy as np
+
+    from batch.model.info import JobInfo
+    from batch.scheduler.plugins.tiresias import Service
+
+    job = JobInfo("ns/a", "ns", "a", dims=4)
+    s = Service()
+    s.advance({"ns/a": job}, 3, now=0.0)
+    job.allocated = np.array([1, 0, 0, 2000])  # 2 GPUs
+    s.advance({"ns/a": job}, 3, now=100.0)
+    s.advance({"ns/a": job}, 3, now=200.0)
+    assert s.units["ns/a"] == 400.0  # 2 GPUs held at each of two sessions 100 s apart
+    job.allocated = np.zeros(4, dtype=np.int64)
+    s.advance({"ns/a": job}, 3, now=300.0)
+    assert s.evicted["ns/a"] == 1 and s.units["ns/a"] == 400.0  # kept across the restart
+    s.advance({}, 3, now=300.0 + 7200)
+    assert "ns/a" not in s.units  # gone for over an hour: forgotten

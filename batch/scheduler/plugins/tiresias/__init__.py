@@ -16,7 +16,10 @@ durations known, Tiresias orders by *attained service*: GPUs x time a job has ru
   higher level than its own. Configure the plugin in a tier of its own *before* gang so its vote
   decides (gang would spare every gang at its minimum) and use Volcano's victim selection for
   preempt; the evicted job restarts (RestartJob) and keeps its level. minruntime's guard still
-  applies, which bounds the churn.
+  applies, which bounds the churn, and a job that already lost all its tasks
+  ``tiresias.maxEvictions`` times (default 2, below a VCJob's default maxRetry of 3) is no longer
+  a victim: its attained service keeps it in the last level, so it would be evicted until it
+  failed.
 * JobEnqueueable (with preemption on): a Pending gang whose minResources of the resource fit
   in what jobs of a higher level hold in its queue is permitted (the tier's Permit decides, so
   proportion's "queue resource quota insufficient" does not keep it out of a full queue: without
@@ -41,7 +44,13 @@ from batch.scheduler.framework.votes import ABSTAIN, PERMIT
 _KEY = "tiresias"
 #: forget a job not seen for this long (it finished and was deleted)
 FORGET_AFTER_S = 3600.0
-_ARGS = ("tiresias.quantum", "tiresias.factor", "tiresias.levels", "tiresias.preempt")
+_ARGS = (
+    "tiresias.quantum",
+    "tiresias.factor",
+    "tiresias.levels",
+    "tiresias.preempt",
+    "tiresias.maxEvictions",
+)
 
 
 @dataclass(slots=True)
@@ -51,6 +60,8 @@ class Service:
     last: float | None = None
     units: dict[str, float] = field(default_factory=dict)  # job id -> resource-units x seconds
     seen: dict[str, float] = field(default_factory=dict)  # job id -> last session it was in
+    holding: set[str] = field(default_factory=set)  # jobs that held the resource last session
+    evicted: dict[str, int] = field(default_factory=dict)  # job id -> times it lost everything
 
     def advance(self, jobs: dict[str, JobInfo], dim: int | None, now: float) -> None:
         dt = 0.0 if self.last is None else max(now - self.last, 0.0)
@@ -62,10 +73,16 @@ class Service:
             held = int(job.allocated[dim])
             if held:
                 self.units[uid] = self.units.get(uid, 0.0) + held / 1000 * dt
+                self.holding.add(uid)
+            elif uid in self.holding:  # still there, holding nothing: evicted (or restarted)
+                self.holding.discard(uid)
+                self.evicted[uid] = self.evicted.get(uid, 0) + 1
         if len(self.seen) > len(jobs):
             for uid in [u for u, t in self.seen.items() if now - t > FORGET_AFTER_S]:
                 del self.seen[uid]
                 self.units.pop(uid, None)
+                self.evicted.pop(uid, None)
+                self.holding.discard(uid)
 
 
 class TiresiasPlugin(Plugin):
@@ -90,6 +107,7 @@ class TiresiasPlugin(Plugin):
             )
         self.thresholds = [quantum * factor**k for k in range(levels - 1)]
         self.preempt = arguments.get_bool("tiresias.preempt", True)
+        self.max_evictions = arguments.get_int("tiresias.maxEvictions", 2)
         self.resource = arguments.get_str("tiresias.resource", GPU)
 
     @classmethod
@@ -106,7 +124,7 @@ class TiresiasPlugin(Plugin):
         if not isinstance(kept, Service):
             kept = ssn.cache.derived[_KEY] = Service()
         kept.advance(ssn.jobs, ssn.resources.get(self.resource), ssn.now)
-        units = kept.units
+        units, evicted = kept.units, kept.evicted
         levels: dict[str, int] = {}
 
         def level_of(job: JobInfo) -> int:
@@ -129,7 +147,9 @@ class TiresiasPlugin(Plugin):
             victims = []
             for t in candidates:
                 vjob = ssn.jobs.get(t.job_id or "")
-                if vjob is not None and vjob.uid != pjob.uid and level_of(vjob) > mine:
+                if vjob is None or vjob.uid == pjob.uid or level_of(vjob) <= mine:
+                    continue
+                if evicted.get(vjob.uid, 0) < self.max_evictions:
                     victims.append(t)
             return victims, PERMIT
 
