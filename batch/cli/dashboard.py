@@ -28,12 +28,8 @@ async def _serve(host: str, port: int, app: object) -> None:
     runner = web.AppRunner(app)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        for sock in getattr(site._server, "sockets", None) or []:
-            bound = sock.getsockname()
-            click.echo(f"dashboard: http://{host}:{bound[1]}/", err=True)
-            break
+        await web.TCPSite(runner, host, port).start()
+        click.echo(f"dashboard: http://{host}:{runner.addresses[0][1]}/", err=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

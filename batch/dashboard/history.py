@@ -16,12 +16,20 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from batch.api.errors import one_line
 from batch.ledger.reports import Filters, preemptions, usage, wait_times
 
 __all__ = ["History"]
 
 TTL = 15.0
+
+
+def _problem(exc: SQLAlchemyError) -> str:
+    """The driver's first line (not the SQL), and what to do about a missing schema."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    detail = lines[0] if lines else type(exc).__name__
+    if "no such table" in detail or "does not exist" in detail:
+        return f"the ledger has no schema yet ({detail}); run `tephra db upgrade`"
+    return f"the ledger cannot be read: {detail}"
 
 
 @dataclass
@@ -41,7 +49,7 @@ class History:
         try:
             answer = self._query()
         except SQLAlchemyError as exc:  # an unreachable or unmigrated ledger: say so on the page
-            return {"ledger": False, "days": self.days, "error": one_line(exc)}
+            return {"ledger": False, "days": self.days, "error": _problem(exc)}
         self._cache = (time.monotonic(), answer)
         return answer
 

@@ -68,7 +68,13 @@ class Dashboard:
             await self._client.close()
 
     async def synced(self) -> bool:
+        """Whether every kind has been listed, waiting up to SYNC_TIMEOUT seconds for it."""
         return self._reflectors is not None and await self._reflectors.wait_synced(SYNC_TIMEOUT)
+
+    def is_synced(self) -> bool:
+        """Whether every kind has been listed, now."""
+        sets = self._reflectors.reflectors if self._reflectors is not None else []
+        return bool(sets) and all(r.synced.is_set() for r in sets)
 
     def view(self, name: str, fn: Callable[[], Any], *args: Any) -> Any:
         """`fn()`, computed once per state version for (name, args)."""
@@ -203,7 +209,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 async def status(request: web.Request) -> web.StreamResponse:
     dash = request.app[DASH]
-    synced = dash._reflectors is not None and await dash._reflectors.wait_synced(0)
+    synced = dash.is_synced()
     counts = {kind: len(objs) for kind, objs in dash.state.objects.items()}
     return _json({"synced": synced, "version": dash.state.version, "objects": counts})
 
@@ -248,12 +254,8 @@ class DashboardThread:
     async def _serve(self) -> None:
         self._runner = web.AppRunner(make_app(self.dash))
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.port = int(self._runner.addresses[0][1])
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)

@@ -34,6 +34,8 @@ def test_overview_counts_the_nodes_and_their_gpus(live: Live) -> None:
     assert model["gpus"]["total"] == 8
     assert model["capacity"]["cpu"]["text"] == "32"
     assert {r["name"] for r in model["node_rows"]} == {"node-0", "node-1"}
+    status = live.api("/status")
+    assert status["synced"] is True and status["objects"]["Node"] == 2, status
 
 
 def test_queues_form_a_tree_with_weight_shares(live: Live) -> None:
@@ -117,6 +119,18 @@ def test_a_token_is_checked_on_every_request(live: Live, tmp_path: Path) -> None
         assert "No ledger history" in other.get("/history", Cookie=cookie)[1].decode()
     finally:
         server.stop()
+
+
+def test_the_history_page_says_the_ledger_has_no_schema(tmp_path: Path) -> None:
+    from batch.ledger.db import make_engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
+    model = History(engine).read()
+    engine.dispose()
+    assert model["ledger"] is False
+    assert model["error"] == (
+        "the ledger has no schema yet (no such table: report_wait_times); run `tephra db upgrade`"
+    )
 
 
 def test_the_command_refuses_an_empty_token_file(tmp_path: Path) -> None:
