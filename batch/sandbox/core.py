@@ -712,6 +712,10 @@ class Core:
                 raise invalid(rt.kind, rt.group, meta["name"], causes)
             if self._spec_changed(rt, obj, old):
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        elif rt.group == "" and rt.kind == "Pod":
+            causes = defaults.pod_status_causes(obj.get("status") or {})
+            if causes:
+                raise invalid(rt.kind, rt.group, meta["name"], causes)
         elif rt.crd and rt.schema:
             obj = copy.deepcopy(obj)
             schema.prune_and_default(obj, rt.schema)

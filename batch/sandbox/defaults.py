@@ -455,3 +455,15 @@ def service_defaults(svc: dict[str, Any]) -> None:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
             port.setdefault("targetPort", port.get("port"))
+
+
+def pod_status_causes(status: dict[str, Any]) -> list[Cause]:
+    """ValidatePodStatusUpdate's host IP rule: the first of `hostIPs` is `hostIP`."""
+    host_ips = status.get("hostIPs")
+    if not isinstance(host_ips, list) or not host_ips or not isinstance(host_ips[0], dict):
+        return []
+    first = str(host_ips[0].get("ip", ""))
+    if first == str(status.get("hostIP") or ""):
+        return []
+    msg = f'Invalid value: "{first}": must be equal to `hostIP`'
+    return [Cause("status.hostIPs[0].ip", "FieldValueInvalid", msg)]

@@ -358,7 +358,7 @@ def test_strategic_merge_patch_list_strategies(server: Server) -> None:
     )
     assert code == 200 and not body["spec"].get("schedulingGates")
     # PodStatus: podIPs/hostIPs merge by ip, containerStatuses has no strategy (replace); the
-    # first of podIPs/hostIPs must equal podIP/hostIP on a cluster (the sandbox does not check)
+    # first of hostIPs must be hostIP
     status = {
         "podIP": "10.0.0.1",
         "hostIP": "192.168.0.1",
@@ -567,3 +567,15 @@ def test_deletion_details(server: Server) -> None:
     assert code == 200 and body["metadata"]["generation"] == 2
     http(server, "PATCH", f"{queues}/gen-q", {"metadata": {"finalizers": None}}, ctype=MERGE)
     wait_for(lambda: http(server, "GET", f"{queues}/gen-q")[0] == 404, "queue gone")
+
+
+def test_a_pods_first_host_ip_is_its_host_ip(server: Server) -> None:
+    """ValidatePodStatusUpdate: `status.hostIPs[0]` must be `status.hostIP`."""
+    assert http(server, "POST", PODS, pod("hip-0"))[0] == 201
+    sub = f"{PODS}/hip-0/status"
+    alone = {"status": {"hostIPs": [{"ip": "192.168.0.1"}]}}
+    code, body = http(server, "PATCH", sub, alone, ctype=MERGE)
+    assert code == 422 and _causes(body) == [("status.hostIPs[0].ip", "FieldValueInvalid")], body
+    assert "must be equal to `hostIP`" in body["message"]
+    both = {"status": {"hostIP": "192.168.0.1", "hostIPs": [{"ip": "192.168.0.1"}]}}
+    assert http(server, "PATCH", sub, both, ctype=MERGE)[0] == 200
