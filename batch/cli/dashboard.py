@@ -57,6 +57,12 @@ async def _serve(host: str, port: int, app: object) -> None:
     help="Require this bearer token (the file's content) on every request.",
 )
 @click.option("--history-days", default=7, show_default=True, type=click.IntRange(1, 366))
+@click.option(
+    "--allow-whatif",
+    is_flag=True,
+    help="Serve the what-if form: replays of the ledger (CPU-heavy) that anyone who can reach "
+    "the dashboard may start.",
+)
 def dashboard(
     kubeconfig: Path | None,
     context: str | None,
@@ -65,6 +71,7 @@ def dashboard(
     port: int,
     token_file: Path | None,
     history_days: int,
+    allow_whatif: bool,
 ) -> None:
     """Serve a read-only web dashboard: nodes, queues, jobs (with `job why`) and ledger history.
 
@@ -72,13 +79,15 @@ def dashboard(
     """
     from batch.dashboard.history import History
     from batch.dashboard.server import Dashboard, make_app
+    from batch.dashboard.whatif import WhatIfRuns
     from batch.kube.config import load_access
-    from batch.ledger.db import make_engine
+    from batch.ledger.db import make_engine, resolve_url
 
     token = _token(token_file)
     access = load_access(kubeconfig, context=context)
     engine = make_engine(db_url, create_dirs=False)
-    dash = Dashboard(access, History(engine, days=history_days), token=token)
+    runs = WhatIfRuns(resolve_url(db_url), since=f"{history_days}d") if allow_whatif else None
+    dash = Dashboard(access, History(engine, days=history_days), token=token, whatif=runs)
     try:
         asyncio.run(_serve(host, port, make_app(dash)))
     finally:

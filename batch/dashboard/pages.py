@@ -68,7 +68,13 @@ SCRIPT = """
 })();
 """
 
-PAGES = (("/", "Overview"), ("/queues", "Queues"), ("/jobs", "Jobs"), ("/history", "History"))
+PAGES = (
+    ("/", "Overview"),
+    ("/queues", "Queues"),
+    ("/jobs", "Jobs"),
+    ("/history", "History"),
+    ("/whatif", "What-if"),
+)
 
 
 def layout(title: str, path: str, main: str) -> str:
@@ -321,4 +327,41 @@ def history_page(model: Mapping[str, Any]) -> str:
         f"<h2>Wait times</h2>{_wait_chart(model['wait_times'])}"
         f"<h2>GPU-hours</h2>{_usage_chart(model['usage'])}"
         f"<h2>Preemptions and reclaims ({len(pre)})</h2>{pre_table}"
+    )
+
+
+def whatif_page(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The what-if form (GET /whatif/start?set=...) and the replays started so far."""
+    field = '<input name=set size=48 placeholder="queue=team-a,weight=3"{0}><br>'
+    inputs = "".join(field.format(" required" if i == 0 else "") for i in range(3))
+    rows = [
+        [
+            f'<a href="/whatif/{r["id"]}">{r["id"]}</a>',
+            _e(" ; ".join(r["changes"])),
+            _e(r["state"]),
+            _e(f"{r['elapsed_s']}s"),
+        ]
+        for r in reversed(runs)
+    ]
+    return (
+        "<h1>What if</h1><p>Replays the ledger's recorded submissions on the live nodes twice, "
+        "with the queues as they are and with these changes (as <code>tephra whatif --set</code>)."
+        f'</p><form method=get action="/whatif/start">{inputs}<button>replay</button></form>'
+        f"<h2>Replays</h2>{_table(['run', 'changes', 'state', 'elapsed'], rows, 'runs')}"
+    )
+
+
+def whatif_run_page(run: Mapping[str, Any]) -> str:
+    changes = " ; ".join(run["changes"])
+    head = f"<h1>What-if {run['id']}</h1><p>{_e(changes)}</p>"
+    if run["state"] == "running":
+        return (
+            f"{head}<p id=state>running, {run['elapsed_s']}s so far</p>"
+            f"<script>setTimeout(function () {{ location.reload(); }}, 1000);</script>"
+        )
+    if run["state"] == "failed":
+        failed = f"failed after {run['elapsed_s']}s: {run['error']}"
+        return f"{head}<p id=state class=error>{_e(failed)}</p>"
+    return (
+        f"{head}<p id=state>done in {run['elapsed_s']}s</p><pre id=result>{_e(run['table'])}</pre>"
     )

@@ -23,9 +23,11 @@ from typing import Any
 
 from aiohttp import web
 
+from batch.api.errors import UserError, one_line
 from batch.dashboard import pages, views
 from batch.dashboard.history import History
 from batch.dashboard.state import LiveState, reflectors
+from batch.dashboard.whatif import WhatIfRuns
 from batch.kube.client import KubeClient
 from batch.kube.config import ClusterAccess
 from batch.kube.informer import ReflectorSet
@@ -50,6 +52,8 @@ class Dashboard:
     access: ClusterAccess
     history: History
     token: str | None = None
+    #: what-if replays (`--allow-whatif`); None: off
+    whatif: WhatIfRuns | None = None
     state: LiveState = field(default_factory=LiveState)
     _client: KubeClient | None = None
     _reflectors: ReflectorSet | None = None
@@ -214,6 +218,49 @@ async def status(request: web.Request) -> web.StreamResponse:
     return _json({"synced": synced, "version": dash.state.version, "objects": counts})
 
 
+def _runs(request: web.Request) -> WhatIfRuns:
+    runs = request.app[DASH].whatif
+    if runs is None:
+        raise web.HTTPNotFound(text="what-if is off: start the dashboard with --allow-whatif\n")
+    return runs
+
+
+def _page(request: web.Request, main: str) -> web.Response:
+    body = main if request.headers.get(FRAGMENT) else pages.layout("what-if", "/whatif", main)
+    return web.Response(text=body, content_type="text/html")
+
+
+async def whatif_form(request: web.Request) -> web.StreamResponse:
+    return _page(request, pages.whatif_page([r.as_dict() for r in _runs(request).runs]))
+
+
+async def whatif_start(request: web.Request) -> web.StreamResponse:
+    """Start a replay of the changes in `set` (repeatable); then show its page."""
+    runs = _runs(request)
+    dash = await _ready(request)
+    changes = [c.strip() for c in request.query.getall("set", []) if c.strip()]
+    try:
+        run = runs.start(changes, dash.state.items("Node"))
+    except UserError as exc:
+        raise web.HTTPBadRequest(text=f"{one_line(exc)}\n") from None
+    raise web.HTTPSeeOther(f"/whatif/{run.id}")
+
+
+def _run(request: web.Request) -> dict[str, Any]:
+    run = _runs(request).get(int(request.match_info["id"]))
+    if run is None:
+        raise web.HTTPNotFound(text="no such what-if run\n")
+    return run.as_dict()
+
+
+async def whatif_run(request: web.Request) -> web.StreamResponse:
+    return _page(request, pages.whatif_run_page(_run(request)))
+
+
+async def whatif_run_api(request: web.Request) -> web.StreamResponse:
+    return _json(_run(request))
+
+
 def make_app(dash: Dashboard) -> web.Application:
     """The application: HTML pages, `/api/...` JSON of the same models, the change stream."""
     app = web.Application(middlewares=[read_only, bearer])
@@ -228,6 +275,10 @@ def make_app(dash: Dashboard) -> web.Application:
     for path, page in routes:
         app.router.add_get(path, _html_handler(page))
         app.router.add_get("/api" + ("/overview" if path == "/" else path), _api_handler(page))
+    app.router.add_get("/whatif", whatif_form)
+    app.router.add_get("/whatif/start", whatif_start)
+    app.router.add_get(r"/whatif/{id:\d+}", whatif_run)
+    app.router.add_get(r"/api/whatif/{id:\d+}", whatif_run_api)
     app.router.add_get("/api/stream", stream)
     app.router.add_get("/api/status", status)
 

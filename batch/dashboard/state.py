@@ -71,6 +71,7 @@ def slim_node(node: Mapping[str, Any]) -> Obj:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     return {
         "metadata": _slim_meta(node, "labels"),
+        "status": {"allocatable": status.get("allocatable") or {}},
         "alloc": dict(_tolerant(status.get("allocatable"), "allocatable")),
         "ready": ready,
         "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
