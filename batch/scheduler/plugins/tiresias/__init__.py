@@ -17,9 +17,9 @@ durations known, Tiresias orders by *attained service*: GPUs x time a job has ru
   decides (gang would spare every gang at its minimum) and use Volcano's victim selection for
   preempt; the evicted job restarts (RestartJob) and keeps its level. minruntime's guard still
   applies, which bounds the churn, and a job that already lost all its tasks
-  ``tiresias.maxEvictions`` times (default 2, below a VCJob's default maxRetry of 3) is no longer
-  a victim: its attained service keeps it in the last level, so it would be evicted until it
-  failed.
+  ``tiresias.maxEvictions`` times (default 2, below a VCJob's default maxRetry of 3; 0: no
+  limit) is no longer a victim: its attained service keeps it in the last level, so it would
+  be evicted until it failed.
 * JobEnqueueable (with preemption on): a Pending gang whose minResources of the resource fit
   in what jobs of a higher level hold in its queue is permitted (the tier's Permit decides, so
   proportion's "queue resource quota insufficient" does not keep it out of a full queue: without
@@ -149,7 +149,7 @@ class TiresiasPlugin(Plugin):
                 vjob = ssn.jobs.get(t.job_id or "")
                 if vjob is None or vjob.uid == pjob.uid or level_of(vjob) <= mine:
                     continue
-                if evicted.get(vjob.uid, 0) < self.max_evictions:
+                if self.max_evictions <= 0 or evicted.get(vjob.uid, 0) < self.max_evictions:
                     victims.append(t)
             return victims, PERMIT
 
