@@ -47,7 +47,10 @@ __all__ = ["sim"]
     "--compare",
     default="kube-default,fifo",
     show_default=True,
-    help="Baselines to run next to tephra (comma separated; 'none' for none).",
+    help=(
+        "Policies to run next to tephra, comma separated: kube-default, fifo, tiresias, sjf "
+        "('none' for none)."
+    ),
 )
 @click.option(
     "--cluster",
