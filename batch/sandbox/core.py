@@ -459,6 +459,8 @@ class Core:
                 )
         elif group == "apiextensions.k8s.io" and kind == "CustomResourceDefinition":
             self._validate_crd(obj, old)
+        elif (group, kind) in validation.MICRO_TIME_FIELDS:
+            validation.check_micro_times(group, kind, rt.api_version, obj)
         if rt.crd and rt.schema:
             obj = copy.deepcopy(obj) if old is not None else obj
             schema.prune_and_default(obj, rt.schema)

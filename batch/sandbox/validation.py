@@ -292,3 +292,30 @@ def object_meta_update_causes(meta: Mapping[str, Any], old: Mapping[str, Any]) -
             f"new finalizers []string{{{shown}}}",
         )
     ]
+
+
+MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"  # metav1.RFC3339Micro
+_MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
+# The MicroTime fields of the kinds that have them, as dotted paths.
+MICRO_TIME_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Event"): ("eventTime", "series.lastObservedTime"),
+    ("events.k8s.io", "Event"): ("eventTime", "series.lastObservedTime"),
+    ("coordination.k8s.io", "Lease"): ("spec.acquireTime", "spec.renewTime"),
+}
+
+
+def check_micro_times(group: str, kind: str, api_version: str, obj: Mapping[str, Any]) -> None:
+    """metav1.MicroTime decodes only RFC 3339 with six fractional digits: anything else is the
+    400 kube-apiserver's decoder answers."""
+    for path in MICRO_TIME_FIELDS.get((group, kind), ()):
+        value: Any = obj
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is None or (isinstance(value, str) and _MICRO_TIME.match(value)):
+            continue
+        version = api_version.rpartition("/")[2]
+        raise ApiError(
+            400,
+            f'{kind} in version "{version}" cannot be handled as a {kind}: '
+            f'parsing time "{value}" as "{MICRO_TIME_LAYOUT}"',
+        )

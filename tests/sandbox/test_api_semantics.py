@@ -585,8 +585,8 @@ def test_leases_events_priorityclasses(server: Server, kube_api: Any) -> None:
     )
     evs = v1.list_namespaced_event("default", field_selector="reason=Tested").items
     assert [e.metadata.name for e in evs] == ["ev1"]
-    # raw JSON: the python client re-renders eventTime as "...+00:00", which kube-apiserver
-    # refuses (a MicroTime has 6 fractional digits and Z); the sandbox does not check it
+    # raw JSON: the python client re-renders eventTime as "...+00:00", which is no MicroTime
+    # (test_micro_times_have_six_fractional_digits)
     ev2 = client.EventsV1Api(kube_api)
     code, body = http(
         server,
@@ -677,3 +677,34 @@ def test_watch_catch_up_in_batches_keeps_order(sb: SandboxHandle) -> None:
     )
     assert sorted(e["object"]["metadata"]["name"] for e in events) == names
     assert {e["type"] for e in events} == {"ADDED"}
+
+
+def test_micro_times_have_six_fractional_digits(server: Server) -> None:
+    """A MicroTime (eventTime, a Lease's renewTime) is RFC 3339 with exactly six fractional
+    digits: what the python client renders from a datetime ("+00:00", none) is a 400."""
+    events = "/apis/events.k8s.io/v1/namespaces/default/events"
+    leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+
+    def event(name: str, when: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name},
+            "eventTime": when,
+            "reportingController": "tephra",
+            "reportingInstance": "t",
+            "action": "Bind",
+            "reason": "Scheduled",
+            "regarding": {"kind": "Pod", "name": "x"},
+            "type": "Normal",
+        }
+
+    for i, when in enumerate(("2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00.5Z")):
+        code, body = http(server, "POST", events, event(f"mt-{i}", when))
+        assert code == 400 and f'parsing time "{when}"' in body["message"], body
+    assert (
+        http(server, "POST", events, event("mt-ok", "2026-01-01T00:00:00.000000+00:00"))[0] == 201
+    )
+    lease = {"metadata": {"name": "mt"}, "spec": {"renewTime": "2026-01-01T00:00:00Z"}}
+    code, body = http(server, "POST", leases, lease)
+    assert code == 400 and body["reason"] == "BadRequest", body
