@@ -136,6 +136,10 @@ ABOUT = {
     "distributed job can hold GPUs with part of its pods while it waits for the rest.",
     "fifo": "Gang scheduling in submission order, one queue, no fair share; a later job that "
     "fits may start ahead of a blocked one (FIFO with skipping).",
+    "tiresias": "Tephra's default with the opt-in tiresias job order: least attained GPU "
+    "service first, in levels, preempting by service quantum.",
+    "sjf": "Tephra's default with the opt-in sjf job order: shortest runningEstimate x GPUs "
+    "first, with aging (the trace's run time is given as the estimate: an oracle).",
 }
 
 
