@@ -30,6 +30,13 @@ from batch.sandbox.components import Component
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import SandboxHandle, run_sandbox
 from tests.controllers.test_integration import B, vcjob
+from tests.ledger.conftest import (  # noqa: F401  (fixtures: SQLite and PostgreSQL ledgers)
+    backend,
+    engine,
+    ledger_url,
+    pg_session_url,
+    sqlite_template,
+)
 
 SCHED = ("scheduling.volcano.sh", "v1beta1")
 

@@ -1,0 +1,40 @@
+"""The history page's model from a ledger on SQLite and on PostgreSQL (the ledger tests' data).
+
+The ledger fixtures (`ledger_url`, `engine`, parametrized over both backends) are the ledger
+tests', imported in this package's conftest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from batch.dashboard.history import History
+from batch.dashboard.pages import history_page
+from batch.ledger.recorder import Recorder
+from tests.ledger.fixture_history import history
+
+
+def test_history_shows_waits_gpu_hours_and_preemptions(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    with Recorder(ledger_url, spill_path=tmp_path / "spill.jsonl", background=False) as rec:
+        rec.record(history())
+        assert rec.flush()
+    # the fixture's jobs ran on 10 and 11 November 2026; 60 days back from today reach them
+    model = History(engine, days=60).read()
+    assert model["ledger"] is True
+    waits = {r["queue"]: r for r in model["wait_times"]}
+    assert (waits["q1"]["jobs"], waits["q1"]["p50_wait_s"]) == (2, 18900.0)
+    assert (waits["q2"]["jobs"], waits["q2"]["waiting"]) == (2, 1)
+    gpu_hours = {(r["day"], r["queue"]): r["gpu_hours"] for r in model["usage"]}
+    assert gpu_hours[("2026-11-10", "q1")] == 6.0
+    page = history_page(model)
+    assert page.count('<svg class="chart"') == 2
+    assert "q1 p50: 18,900 s" in page  # a bar's tooltip
+    actions = {
+        (r["action"], r["victim_queue"], r["beneficiary_queue"]) for r in model["preemptions"]
+    }
+    assert ("reclaim", "q1", "q2") in actions
+    assert "<td>reclaim</td><td>q1</td><td>q2</td>" in page
