@@ -1,4 +1,5 @@
-"""History from the ledger for the dashboard: waits, GPU-hours per queue per day, preemptions.
+"""History from the ledger for the dashboard: waits, GPU-hours per queue per day, preemptions,
+and fairness (each queue's average GPUs allocated against deserved, from the share samples).
 
 Why this exists: the trends a team lead asks about are the ledger's report views
 (`batch.ledger.reports`, the ones `tephra report` prints); this module only picks the window and
@@ -16,7 +17,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from batch.ledger.reports import Filters, preemptions, usage, wait_times
+from batch.ledger.reports import Filters, fairness, preemptions, usage, wait_times
 
 __all__ = ["History"]
 
@@ -66,5 +67,6 @@ class History:
                 "wait_times": wait_times(conn, filters).as_dicts(),
                 "usage": usage(conn, filters, by=("day", "queue")).as_dicts(),
                 "preemptions": preemptions(conn, filters).as_dicts(),
+                "fairness": fairness(conn, filters).as_dicts(),
             }
         return answer

@@ -299,6 +299,15 @@ def _wait_chart(waits: Sequence[Mapping[str, Any]]) -> str:
     return bars("Wait before start per queue (seconds)", names, series, "s")
 
 
+def _fairness_chart(rows: Sequence[Mapping[str, Any]]) -> str:
+    names = [str(r["queue"]) for r in rows]
+    series = {
+        what: [float(r.get(f"avg_{what}_units") or 0) for r in rows]
+        for what in ("allocated", "deserved")
+    }
+    return bars("Average GPUs allocated and deserved per queue", names, series, "GPUs")
+
+
 def history_page(model: Mapping[str, Any]) -> str:
     if not model["ledger"]:
         why = model.get("error") or "start the dashboard with --db URL"
@@ -326,6 +335,8 @@ def history_page(model: Mapping[str, Any]) -> str:
         f"<p>{_e(model['since'])} .. {_e(model['until'])} (UTC)</p>"
         f"<h2>Wait times</h2>{_wait_chart(model['wait_times'])}"
         f"<h2>GPU-hours</h2>{_usage_chart(model['usage'])}"
+        f"<h2>Fairness (GPUs, averaged over the scheduler's share samples)</h2>"
+        f"{_fairness_chart(model['fairness'])}"
         f"<h2>Preemptions and reclaims ({len(pre)})</h2>{pre_table}"
     )
 

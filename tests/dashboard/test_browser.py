@@ -70,7 +70,7 @@ def test_the_pages_render_the_live_cluster(live: Live, browser: Browser, tmp_pat
     wait_for(used, what="team-a's GPU-hours in the ledger", timeout=90)
     browser.goto(live.url + "/history")
     assert browser.text("h1").startswith("History, last 7 days")
-    assert _count(browser, "svg.chart") == 2
+    assert _count(browser, "svg.chart") == 3
     drawn = browser.eval(
         "[...document.querySelectorAll('svg.chart')].map(svg => [...svg.querySelectorAll("
         "'rect.bar')].filter(r => r.getBBox().height > 0).length)"

@@ -31,7 +31,10 @@ def test_history_shows_waits_gpu_hours_and_preemptions(
     gpu_hours = {(r["day"], r["queue"]): r["gpu_hours"] for r in model["usage"]}
     assert gpu_hours[("2026-11-10", "q1")] == 6.0
     page = history_page(model)
-    assert page.count('<svg class="chart"') == 2
+    assert page.count('<svg class="chart"') == 3
+    fair = {r["queue"]: r for r in model["fairness"]}
+    assert (fair["q1"]["avg_allocated_units"], fair["q1"]["avg_deserved_units"]) == (3.0, 4.0)
+    assert "q2 allocated: 5 GPUs" in page
     assert "q1 p50: 18,900 s" in page  # a bar's tooltip
     actions = {
         (r["action"], r["victim_queue"], r["beneficiary_queue"]) for r in model["preemptions"]
