@@ -15,7 +15,15 @@ from typing import Any, Protocol
 
 from batch.api.resources import describe_amount, parse_resource_list
 
-__all__ = ["WhyLookup", "cluster_capacity", "explain", "queue_position", "queue_share"]
+__all__ = [
+    "WhyLookup",
+    "cluster_capacity",
+    "explain",
+    "queue_parent",
+    "queue_position",
+    "queue_share",
+    "queue_weight",
+]
 
 Obj = Mapping[str, Any]
 
