@@ -2,8 +2,8 @@
 scheduler service (Tephra's default configuration) run two queues that submit the same backlog
 of one-GPU VCJobs at once; while both still wait, the GPUs are shared in the weights' ratio.
 
-Volcano's semantics admitted the older queue's whole backlog first, so raising a weight changed
-nothing until that backlog ran.
+Volcano's semantics admitted one queue's whole backlog first (the older, or by uid on a tie), so
+raising a weight changed nothing until that backlog ran.
 """
 
 from __future__ import annotations
@@ -154,4 +154,6 @@ def test_volcano_semantics_ignore_the_weights_at_admission(tmp_path: Path) -> No
         TEPHRA_DEFAULT_CONFIG.replace("fairShareAtAdmission: true", "fairShareAtAdmission: false")
     )
     share, running = _shares(1, 3, conf=conf)
-    assert share > 0.25 + 0.12, running  # the older queue's backlog went first
+    # one queue's backlog goes first, whatever the weights (which one: the queues were created in
+    # the same second, so the tie between two empty queues goes by uid)
+    assert min(share, 1 - share) < 0.1, running
