@@ -3,7 +3,8 @@
 The pods are installed in-process (bound to nodes, as 2,000 VCJobs of 25 pods); the dashboard
 then lists and watches them over HTTP like any other cluster. Each page is fetched twice: the
 first load computes the page model, the second finds it cached for the unchanged state
-version. The figures are printed (run with -s) and written to tmp_path/scale.json.
+version; then each is opened in headless Chromium, timed until its document is complete. The
+figures are printed (run with -s) and written to tmp_path/scale.json.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from batch.kube.config import load_access
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import run_sandbox
 from tests.waiting import wait_for
+
+from .browser import Browser
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dashboard-scale")]
 
@@ -71,8 +74,23 @@ def _load(url: str) -> tuple[float, int]:
     return time.perf_counter() - start, size
 
 
+def _in_browser(url: str, tmp_path: Path) -> dict[str, float]:
+    """Seconds until each page's document is complete in headless Chromium (laid out, drawn)."""
+    browser = Browser(tmp_path / "chromium")
+    try:
+        browser.goto(url + "/api/status")  # the browser itself warm
+        times = {path: browser.goto(url + path) for path in ("/", "/queues", "/jobs")}
+        browser.goto(url + "/")
+        assert browser.eval("document.querySelectorAll('svg.nodes rect.node').length") == NODES
+        browser.screenshot(tmp_path / "dashboard-5000-nodes.png")
+        return times
+    finally:
+        browser.close()
+
+
 def test_pages_load_in_under_a_second_at_5000_nodes(tmp_path: Path) -> None:
-    with run_sandbox(nodes=make_nodes(count=NODES, gpus=8, cpu="64")) as sb:
+    # 10 pods of 1 GPU and 1 cpu per node: 16 GPUs each leaves room, as a scheduler would
+    with run_sandbox(nodes=make_nodes(count=NODES, gpus=16, cpu="64")) as sb:
         started = time.perf_counter()
         sb.apply(*(_job(i) for i in range(JOBS)))
         for j in range(0, JOBS, 100):
@@ -93,9 +111,12 @@ def test_pages_load_in_under_a_second_at_5000_nodes(tmp_path: Path) -> None:
                 first, size = _load(server.url + path)
                 again, _ = _load(server.url + path)
                 figures["pages"][path] = {"first_s": first, "cached_s": again, "bytes": size}
+            figures["browser"] = _in_browser(server.url, tmp_path)
         finally:
             server.stop()
     (tmp_path / "scale.json").write_text(json.dumps(figures, indent=2))
     print(json.dumps(figures, indent=2))
     slow = {p: f for p, f in figures["pages"].items() if f["first_s"] >= LIMIT}
     assert not slow, slow
+    slow_in_browser = {p: s for p, s in figures["browser"].items() if s >= LIMIT}
+    assert not slow_in_browser, slow_in_browser
