@@ -81,6 +81,14 @@ class Live:
         assert status == 200, (path, status, body[:300])
         return json.loads(body)
 
+    def job(self, name: str) -> dict[str, Any]:
+        """The job page's model; {} while the dashboard's watch has not brought the job yet."""
+        status, body = self.get(f"/api/jobs/default/{name}")
+        if status == 404:
+            return {}
+        assert status == 200, (name, status, body[:300])
+        return dict(json.loads(body))
+
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.co.create_namespaced_custom_object(*B, "default", "jobs", body))
 

@@ -61,7 +61,7 @@ def test_a_running_job_holds_gpus_and_a_waiting_one_says_why(live: Live) -> None
     live.submit(gpu_job("waits", replicas=1, gpus=4, run=1, queue="team-b"))
 
     def why() -> list[str]:
-        return list(live.api("/jobs/default/waits")["why"])
+        return list(live.job("waits").get("why") or [])
 
     lines = wait_for(lambda: any("queue position" in w for w in why()) and why(), what="why")
     assert lines[0] == "Job default/waits: phase Pending, queue team-b"
@@ -70,7 +70,7 @@ def test_a_running_job_holds_gpus_and_a_waiting_one_says_why(live: Live) -> None
     jobs = live.api("/jobs?queue=team-b")
     assert [j["name"] for j in jobs["jobs"]] == ["waits"]
     # once "hold" ends, "waits" runs and completes; the ledger has both
-    wait_for(lambda: live.api("/jobs/default/waits")["phase"] == "Completed", timeout=120)
+    wait_for(lambda: live.job("waits").get("phase") == "Completed", timeout=120)
     detail = live.api("/jobs/default/hold")
     assert [p["node"] for p in detail["pods"]] != ["", ""]
     assert {"Pending", "Running", "Completed"} <= {h["phase"] for h in detail["history"]}

@@ -110,6 +110,7 @@ def test_the_queue_view_follows_a_job_without_a_reload(
 def test_the_job_page_shows_why_a_job_waits(live: Live, browser: Browser, tmp_path: Path) -> None:
     created = live.submit(gpu_job("toobig", replicas=4, gpus=4, run=1, queue="team-b"))
     try:
+        wait_for(lambda: live.job("toobig"), what="the job in the dashboard's state")
         browser.goto(live.url + "/jobs/default/toobig")
         wait_for(
             lambda: (

@@ -49,7 +49,7 @@ def test_whatif_is_off_without_the_flag(live: Live) -> None:
 
 def test_a_replay_runs_in_the_background_and_returns_a_table(live: Live, with_whatif: str) -> None:
     live.submit(gpu_job("recorded", replicas=1, gpus=1, run=1, queue="team-b"))
-    wait_for(lambda: live.api("/jobs/default/recorded")["phase"] == "Completed", timeout=90)
+    wait_for(lambda: live.job("recorded").get("phase") == "Completed", timeout=90)
     wait_for(lambda: "team-b" in {r["queue"] for r in live.api("/history")["wait_times"]})
     status, where, body = _get(with_whatif + "/whatif/start?set=queue%3Dteam-b%2Cweight%3D3")
     assert status == 200 and where.endswith("/whatif/1"), (status, where, body[:300])
