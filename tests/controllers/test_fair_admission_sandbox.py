@@ -155,5 +155,7 @@ def test_volcano_semantics_ignore_the_weights_at_admission(tmp_path: Path) -> No
     )
     share, running = _shares(1, 3, conf=conf)
     # one queue's backlog goes first, whatever the weights (which one: the queues were created in
-    # the same second, so the tie between two empty queues goes by uid)
-    assert min(share, 1 - share) < 0.1, running
+    # the same second, so the tie between two empty queues goes by uid). The first sessions can
+    # start a few of the other queue's jobs before overcommit's budget is taken (a 3-of-28 sample
+    # share was seen in CI); weights would give 0.25 here, so 0.15 still tells them apart.
+    assert min(share, 1 - share) < 0.15, running

@@ -119,7 +119,9 @@ def test_whatif_replays_the_history_the_sandbox_recorded(tmp_path: Path) -> None
     for j in workload.jobs:
         assert j.min_available == 2 and j.pods == 2, j
         assert j.gpu_milli == 2000, j
-        assert 1.5 <= j.run_time <= 15, j  # 2 s containers, as the emulator ran them
+        # 2 s containers, as the emulator ran them; the ledger's phase times have 1 s resolution
+        # and the job's Running is seen up to a second after its pods start, so 1 s is possible.
+        assert 1.0 <= j.run_time <= 15, j
     # Four GPUs, six 2-GPU gangs submitted together: some waited, in the sandbox and the replay.
     assert max(j.submit for j in workload.jobs) < 5
 
