@@ -25,11 +25,11 @@ layers: $(STAMP)
 	$(BIN)/lint-imports
 
 # Services the suite needs that a new machine lacks: PostgreSQL on 127.0.0.1:5432 (installed and
-# started when missing; idempotent) unzip for the Helm fetch and chromium for the
-# report test (tests/sim/test_report_browser.py).
+# started when missing; idempotent), unzip for the Helm fetch and chromium for the browser tests
+# (tests/sim/test_report_browser.py, tests/dashboard).
 services:
-	scripts/ensure-packages.sh unzip=unzip flock=util-linux chromium=chromium
 	scripts/ensure-postgres.sh
+	scripts/ensure-packages.sh unzip=unzip flock=util-linux chromium=chromium
 
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) of the
 # `real` test tier, built from the Go modules in tools/ once and cached in ~/.cache/tephra.
