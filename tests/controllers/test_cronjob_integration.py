@@ -179,7 +179,14 @@ def test_every_minute_creates_runs_and_prunes_jobs(env: Env) -> None:
         what="the older completed job pruned (history limit 1)",
         explain=lambda: sorted(env.jobs("minutely")),
     )
-    assert {"SuccessfulCreate", "SawCompletedJob", "SuccessfulDelete"} <= env.reasons("minutely")
+    # The event follows the delete it reports, so it may land after the job is gone.
+    wait_for(
+        lambda: (
+            {"SuccessfulCreate", "SawCompletedJob", "SuccessfulDelete"} <= env.reasons("minutely")
+        ),
+        what="the create, completion and delete events",
+        explain=lambda: sorted(env.reasons("minutely")),
+    )
 
 
 def test_forbid_then_replace_a_running_job(env: Env) -> None:
