@@ -190,6 +190,7 @@ class Preempt(Action):
         *,
         same_job: bool,
     ) -> bool:
+        """Walk the candidate nodes until ``task`` is pipelined onto one (True)."""
         if task.preemption_policy == "Never":
             return False
         if ssn.dispatch.pre_predicate(task):
@@ -199,62 +200,87 @@ class Preempt(Action):
             bound = self._job_bound(ssn, job)
         else:
             bound = self.index.own(queue.name)
-        nodes = candidate_nodes(ssn, task, bound, self.max_nodes)
-        best_effort = task.best_effort
-        for idx in nodes:
+        for idx in candidate_nodes(ssn, task, bound, self.max_nodes):
             if not budget.spend():
                 return False
             if placer.scalar_preds and not placer._scalar_ok(task, idx):
                 continue
-            cands = []
-            index = self.index
-            for t in index.by_node.get(idx, ()):
-                if t.status not in PREEMPTABLE_STATUS:
-                    continue
-                if not same_job and not index.candidate(t):
-                    continue
-                if same_job:
-                    if t.job_id != job.uid:
-                        continue
-                else:
-                    if t.job_id == job.uid:
-                        continue
-                    vjob = ssn.jobs.get(t.job_id or "")
-                    if vjob is None or vjob.queue != queue.name:
-                        continue
-                if best_effort and not t.best_effort:
-                    continue
-                cands.append(t)
-            if not cands:
+            if same_job:
+                cands = self._own_job_candidates(job, task, idx)
+            else:
+                cands = self._queue_candidates(ssn, queue, job, task, idx)
+            if cands:
+                if self._evict_on_node(ssn, queue, task, idx, cands, stmt):
+                    return True
+            elif (
+                not same_job and ssn.dispatch.allocatable(queue, task) and _fits_now(ssn, task, idx)
+            ):
                 # Fits without evicting anyone: pipelined as part of the job's statement, which
                 # is kept only if the whole gang gets pipelined. Not in intra-job preemption,
                 # whose statements are committed task by task: there it would pipeline (and
                 # nominate) part of a gang that may never fit, holding the node from every
                 # other job (Volcano's intra-job preemption needs victims too).
-                if (
-                    not same_job
-                    and ssn.dispatch.allocatable(queue, task)
-                    and _fits_now(ssn, task, idx)
-                ):
-                    stmt.pipeline(task, idx)
-                    return True
-                continue
-            victims = select_victims(ssn, "preemptable", task, cands, strict=self.strict)
-            if not victims or not validate_victims(ssn, task, idx, victims):
-                continue
-            ordered = victim_order(ssn, victims, queue)
-            if try_node(
-                ssn,
-                stmt,
-                task,
-                idx,
-                ordered,
-                "preempt",
-                ready=lambda: ssn.dispatch.allocatable(queue, task),
-                causes=self.causes,
-            ):
+                stmt.pipeline(task, idx)
                 return True
         return False
+
+    def _own_job_candidates(self, job: JobInfo, task: TaskInfo, idx: int) -> list[TaskInfo]:
+        """Intra-job preemption: the job's own preemptable tasks on node ``idx``."""
+        best_effort = task.best_effort
+        return [
+            t
+            for t in self.index.by_node.get(idx, ())
+            if t.status in PREEMPTABLE_STATUS
+            and t.job_id == job.uid
+            and (not best_effort or t.best_effort)
+        ]
+
+    def _queue_candidates(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, task: TaskInfo, idx: int
+    ) -> list[TaskInfo]:
+        """The preemptable candidate tasks on node ``idx`` of other jobs of the same queue (only
+        best-effort ones for a best-effort preemptor)."""
+        index = self.index
+        jobs = ssn.jobs
+        best_effort = task.best_effort
+        cands: list[TaskInfo] = []
+        for t in index.by_node.get(idx, ()):
+            if t.status not in PREEMPTABLE_STATUS or not index.candidate(t):
+                continue
+            if t.job_id == job.uid:
+                continue
+            vjob = jobs.get(t.job_id or "")
+            if vjob is None or vjob.queue != queue.name:
+                continue
+            if best_effort and not t.best_effort:
+                continue
+            cands.append(t)
+        return cands
+
+    def _evict_on_node(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        task: TaskInfo,
+        idx: int,
+        cands: list[TaskInfo],
+        stmt: Statement,
+    ) -> bool:
+        """Evict victims among ``cands`` until ``task`` fits node ``idx`` (True: pipelined)."""
+        victims = select_victims(ssn, "preemptable", task, cands, strict=self.strict)
+        if not victims or not validate_victims(ssn, task, idx, victims):
+            return False
+        ordered = victim_order(ssn, victims, queue)
+        return try_node(
+            ssn,
+            stmt,
+            task,
+            idx,
+            ordered,
+            "preempt",
+            ready=lambda: ssn.dispatch.allocatable(queue, task),
+            causes=self.causes,
+        )
 
     def _job_bound(self, ssn: Session, job: JobInfo) -> npt.NDArray[np.int64]:
         nd = ssn.nodes
