@@ -26,7 +26,6 @@ Arguments: ``predicateErrorCacheEnable``, ``victimSelection``, ``timeBudgetSecon
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +46,7 @@ from batch.scheduler.framework.eviction import (
     validate_victims,
     victim_order,
 )
+from batch.scheduler.framework.hooks import VictimGuard
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
@@ -177,7 +177,7 @@ class Reclaim(Action):
         ssn.timings["reclaim"] = time.perf_counter() - t0
 
     # -- guards -------------------------------------------------------------------------
-    def _guard(self, ssn: Session) -> Any:
+    def _guard(self, ssn: Session) -> VictimGuard:
         ledger = self.ledger
         keep = self.keep_deserved
         factor = 1.0 - self.hysteresis
@@ -221,56 +221,83 @@ class Reclaim(Action):
         tasks = preemptor_tasks(ssn, job)
         left = len(tasks)
         bound = self.index.others(queue.name)
-        placer = ssn.placer
         for task in tasks:
             if budget.exhausted or not ssn.dispatch.job_starving(job):
                 break
             left -= 1
             if task.status is not TaskStatus.PENDING or task.preemption_policy == "Never":
                 continue
-            placed = False
-            if ssn.dispatch.preemptive(queue, [task]) and not ssn.dispatch.pre_predicate(task):
-                for idx in candidate_nodes(ssn, task, bound, self.max_nodes):
-                    if not budget.spend():
-                        break
-                    if placer.scalar_preds and not placer._scalar_ok(task, idx):
-                        continue
-                    cands = []
-                    for t in self.index.by_node.get(idx, ()):
-                        if not self.index.candidate(t):
-                            continue
-                        vjob = ssn.jobs.get(t.job_id or "")
-                        if vjob is None or vjob.queue == queue.name:
-                            continue
-                        vq = ssn.queues.get(vjob.queue)
-                        if vq is None or not vq.reclaimable:
-                            continue
-                        cands.append(t)
-                    if not cands:
-                        if fits_future(ssn, task, idx):  # room without evicting anyone
-                            stmt.pipeline(task, idx)
-                            placed = True
-                            break
-                        continue
-                    victims = select_victims(
-                        ssn, "reclaimable", task, cands, strict=self.strict, extra=(guard,)
-                    )
-                    if not victims or not validate_victims(ssn, task, idx, victims):
-                        continue
-                    ordered = victim_order(ssn, victims, queue)
-                    if try_node(
-                        ssn,
-                        stmt,
-                        task,
-                        idx,
-                        ordered,
-                        "reclaim",
-                        ready=lambda: True,
-                        causes=self.causes,
-                    ):
-                        placed = True
-                        break
-            if not placed:
-                have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort
-                if have + left < job.min_available:
-                    break
+            if self._reclaim_task(ssn, queue, task, stmt, budget, bound, guard):
+                continue
+            # a gang that can no longer reach its minimum with the tasks left: stop early
+            have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort
+            if have + left < job.min_available:
+                break
+
+    def _reclaim_task(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        task: TaskInfo,
+        stmt: Statement,
+        budget: Budget,
+        bound: npt.NDArray[np.int64],
+        guard: VictimGuard,
+    ) -> bool:
+        """Walk the candidate nodes until ``task`` is pipelined onto one (True), if its queue
+        is still entitled to reclaim for it."""
+        if not ssn.dispatch.preemptive(queue, [task]) or ssn.dispatch.pre_predicate(task):
+            return False
+        placer = ssn.placer
+        for idx in candidate_nodes(ssn, task, bound, self.max_nodes):
+            if not budget.spend():
+                return False
+            if placer.scalar_preds and not placer._scalar_ok(task, idx):
+                continue
+            cands = self._reclaimees(ssn, queue, idx)
+            if cands:
+                if self._evict_on_node(ssn, queue, task, idx, cands, stmt, guard):
+                    return True
+            elif fits_future(ssn, task, idx):  # room without evicting anyone
+                stmt.pipeline(task, idx)
+                return True
+        return False
+
+    def _reclaimees(self, ssn: Session, queue: QueueInfo, idx: int) -> list[TaskInfo]:
+        """The candidate tasks on node ``idx`` of jobs in other, reclaimable queues."""
+        index = self.index
+        jobs = ssn.jobs
+        queues = ssn.queues
+        cands: list[TaskInfo] = []
+        for t in index.by_node.get(idx, ()):
+            if not index.candidate(t):
+                continue
+            vjob = jobs.get(t.job_id or "")
+            if vjob is None or vjob.queue == queue.name:
+                continue
+            vq = queues.get(vjob.queue)
+            if vq is None or not vq.reclaimable:
+                continue
+            cands.append(t)
+        return cands
+
+    def _evict_on_node(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        task: TaskInfo,
+        idx: int,
+        cands: list[TaskInfo],
+        stmt: Statement,
+        guard: VictimGuard,
+    ) -> bool:
+        """Evict victims among ``cands`` until ``task`` fits node ``idx`` (True: pipelined)."""
+        victims = select_victims(
+            ssn, "reclaimable", task, cands, strict=self.strict, extra=(guard,)
+        )
+        if not victims or not validate_victims(ssn, task, idx, victims):
+            return False
+        ordered = victim_order(ssn, victims, queue)
+        return try_node(
+            ssn, stmt, task, idx, ordered, "reclaim", ready=lambda: True, causes=self.causes
+        )
