@@ -135,3 +135,80 @@ def test_binpack_resource_weights_and_action_arguments_are_checked() -> None:
             "actions: allocate, preempt\n"
             "configurations: [{name: preempt, arguments: {timeBudgetSeconds: .inf}}]"
         )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("actions: allocate\ntiers: {plugins: []}", "tiers: must be a list, got {'plugins': []}"),
+        (
+            "actions: allocate\ntiers: [{plugins: [], extra: 1}]",
+            "tiers[0]: must be a mapping with only 'plugins', got {'plugins': [], 'extra': 1}",
+        ),
+        (
+            "actions: allocate\ntiers: [{plugins: []}, {plugins: gang}]",
+            "tiers[1].plugins: must be a list, got 'gang'",
+        ),
+        (
+            "actions: allocate\nconfigurations: {name: allocate}",
+            "configurations: must be a list, got {'name': 'allocate'}",
+        ),
+        (
+            "actions: allocate\nconfigurations: [{arguments: {}}]",
+            "configurations[0]: must be a mapping with a 'name', got {'arguments': {}}",
+        ),
+        (
+            "actions: allocate\nconfigurations: [{name: allocate, args: {}, x: 1}]",
+            "configurations[0]: unknown key(s) ['args', 'x']",
+        ),
+        (
+            "actions: allocate\nconfigurations: [{name: allocate}, {name: nosuch}]",
+            "configurations[1].name: unknown action 'nosuch'",
+        ),
+        (
+            "actions: allocate\nconfigurations: [{name: allocate, arguments: [1]}]",
+            "configurations[0].arguments: must be a mapping, got [1]",
+        ),
+        (
+            "actions: allocate\nconfigurations: [{name: allocate, arguments: "
+            "{minNodesToFind: .nan}}]",
+            "configurations[0].arguments (allocate): argument 'minNodesToFind' must be a finite "
+            "number, got nan",
+        ),
+        ("actions: allocate\nmetrics: [1]", "metrics: must be a mapping, got [1]"),
+        ("actions: '  '", "actions: must be a comma-separated string, got '  '"),
+        # the first problem in document order is the one reported
+        (
+            "actions: nosuch\ntiers: 1\nconfigurations: 1\nmetrics: 1",
+            "actions: unknown action 'nosuch'; known: ",
+        ),
+        ("actions: allocate\ntiers: 1\nconfigurations: 1\nmetrics: 1", "tiers: must be a list"),
+        (
+            "actions: allocate\ntiers: [{plugins: [{name: gang}]}, {plugins: [{name: gang}, "
+            "{name: magic}]}]",
+            "tiers[1].plugins[1].name: unknown plugin 'magic'",
+        ),
+        ("actions: allocate\nconfigurations: 1\nmetrics: 1", "configurations: must be a list"),
+    ],
+)
+def test_config_errors_name_the_first_problem(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config(text)
+    assert str(exc.value).startswith(message)
+
+
+def test_empty_sections_and_repeated_configurations() -> None:
+    cfg = load_config(
+        "actions: ' allocate ,, backfill '\ntiers:\nconfigurations:\n"
+        "- {name: allocate, arguments: {percentageOfNodesToFind: 10}}\n"
+        "- {name: allocate, arguments: {percentageOfNodesToFind: 20}}\n"
+        "- {name: backfill}\n"
+    )
+    assert cfg.actions == ("allocate", "backfill")
+    assert cfg.tiers == ()
+    assert cfg.metrics == {}
+    assert cfg.action_arguments("allocate").get_int("percentageOfNodesToFind", 0) == 20
+    assert dict(cfg.configurations) == {
+        "allocate": {"percentageOfNodesToFind": 20},
+        "backfill": {},
+    }
