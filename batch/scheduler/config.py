@@ -93,8 +93,8 @@ def _parse_plugin(i: int, j: int, raw: object) -> PluginOption:
     return option
 
 
-def load_config(text: str) -> SchedulerConfig:
-    """Parse and validate a ``volcano-scheduler.conf`` document."""
+def _parse_document(text: str) -> Mapping[str, Any]:
+    """The YAML mapping, with only the known top-level keys."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -107,63 +107,94 @@ def load_config(text: str) -> SchedulerConfig:
         raise ConfigError(
             f"unknown top-level key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}"
         )
-    actions_raw = doc.get("actions")
-    if not isinstance(actions_raw, str) or not actions_raw.strip():
-        raise ConfigError(f"actions: must be a comma-separated string, got {actions_raw!r}")
-    actions = tuple(a.strip() for a in actions_raw.split(",") if a.strip())
+    return doc
+
+
+def _parse_actions(raw: object) -> tuple[str, ...]:
+    """``actions``: a comma-separated string of known action names."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ConfigError(f"actions: must be a comma-separated string, got {raw!r}")
+    actions = tuple(a.strip() for a in raw.split(",") if a.strip())
     for a in actions:
         if a not in ACTIONS:
             raise ConfigError(f"actions: unknown action {a!r}; known: {sorted(ACTIONS)}")
-    tiers_raw = doc.get("tiers")
-    if tiers_raw is None:
-        tiers_raw = []
-    if not isinstance(tiers_raw, list):
-        raise ConfigError(f"tiers: must be a list, got {tiers_raw!r}")
-    tiers: list[Tier] = []
-    for i, t in enumerate(tiers_raw):
-        if not isinstance(t, Mapping) or set(t) - {"plugins"}:
-            raise ConfigError(f"tiers[{i}]: must be a mapping with only 'plugins', got {t!r}")
-        plugins_raw = t.get("plugins") or []
-        if not isinstance(plugins_raw, list):
-            raise ConfigError(f"tiers[{i}].plugins: must be a list, got {plugins_raw!r}")
-        plugins = tuple(_parse_plugin(i, j, p) for j, p in enumerate(plugins_raw))
-        names = {p.name for p in plugins}
-        if "proportion" in names and any(p.name == "drf" and p.hierarchy for p in plugins):
-            raise ConfigError(
-                f"tiers[{i}]: proportion and drf with enableHierarchy cannot be in the same tier"
-            )
-        tiers.append(Tier(plugins))
+    return actions
+
+
+def _parse_tier(i: int, raw: object) -> Tier:
+    if not isinstance(raw, Mapping) or set(raw) - {"plugins"}:
+        raise ConfigError(f"tiers[{i}]: must be a mapping with only 'plugins', got {raw!r}")
+    plugins_raw = raw.get("plugins") or []
+    if not isinstance(plugins_raw, list):
+        raise ConfigError(f"tiers[{i}].plugins: must be a list, got {plugins_raw!r}")
+    plugins = tuple(_parse_plugin(i, j, p) for j, p in enumerate(plugins_raw))
+    names = {p.name for p in plugins}
+    if "proportion" in names and any(p.name == "drf" and p.hierarchy for p in plugins):
+        raise ConfigError(
+            f"tiers[{i}]: proportion and drf with enableHierarchy cannot be in the same tier"
+        )
+    return Tier(plugins)
+
+
+def _parse_tiers(raw: object) -> tuple[Tier, ...]:
+    """``tiers``: a list of tiers; a plugin may be configured once in all of them."""
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise ConfigError(f"tiers: must be a list, got {raw!r}")
+    tiers = tuple(_parse_tier(i, t) for i, t in enumerate(raw))
     seen: set[str] = set()
     for tier in tiers:
         for p in tier.plugins:
             if p.name in seen:
                 raise ConfigError(f"tiers: plugin {p.name!r} is configured more than once")
             seen.add(p.name)
+    return tiers
+
+
+def _parse_configuration(k: int, raw: object) -> tuple[str, Mapping[str, Any]]:
+    """One ``configurations[]`` entry: an action's name and its validated arguments."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+        raise ConfigError(f"configurations[{k}]: must be a mapping with a 'name', got {raw!r}")
+    if set(raw) - {"name", "arguments"}:
+        raise ConfigError(
+            f"configurations[{k}]: unknown key(s) {sorted(set(raw) - {'name', 'arguments'})}"
+        )
+    name = raw["name"]
+    if name not in ACTIONS:
+        raise ConfigError(f"configurations[{k}].name: unknown action {name!r}")
+    args = raw.get("arguments") or {}
+    if not isinstance(args, Mapping):
+        raise ConfigError(f"configurations[{k}].arguments: must be a mapping, got {args!r}")
+    arguments = {str(a): v for a, v in args.items()}
+    _check_numbers(f"configurations[{k}].arguments ({name})", arguments)
+    ACTIONS[name](Arguments(f"configurations[{name}]", arguments))  # validates
+    return name, arguments
+
+
+def _parse_configurations(raw: object) -> dict[str, Mapping[str, Any]]:
+    """``configurations``: per-action arguments (a later entry for an action wins)."""
+    raw = raw or []
+    if not isinstance(raw, list):
+        raise ConfigError(f"configurations: must be a list, got {raw!r}")
     confs: dict[str, Mapping[str, Any]] = {}
-    conf_raw = doc.get("configurations") or []
-    if not isinstance(conf_raw, list):
-        raise ConfigError(f"configurations: must be a list, got {conf_raw!r}")
-    for k, c in enumerate(conf_raw):
-        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
-            raise ConfigError(f"configurations[{k}]: must be a mapping with a 'name', got {c!r}")
-        if set(c) - {"name", "arguments"}:
-            raise ConfigError(
-                f"configurations[{k}]: unknown key(s) {sorted(set(c) - {'name', 'arguments'})}"
-            )
-        name = c["name"]
-        if name not in ACTIONS:
-            raise ConfigError(f"configurations[{k}].name: unknown action {name!r}")
-        args = c.get("arguments") or {}
-        if not isinstance(args, Mapping):
-            raise ConfigError(f"configurations[{k}].arguments: must be a mapping, got {args!r}")
-        confs[name] = {str(a): v for a, v in args.items()}
-        _check_numbers(f"configurations[{k}].arguments ({name})", confs[name])
-        ACTIONS[name](Arguments(f"configurations[{name}]", confs[name]))  # validates
+    for k, c in enumerate(raw):
+        name, arguments = _parse_configuration(k, c)
+        confs[name] = arguments
+    return confs
+
+
+def load_config(text: str) -> SchedulerConfig:
+    """Parse and validate a ``volcano-scheduler.conf`` document."""
+    doc = _parse_document(text)
+    actions = _parse_actions(doc.get("actions"))
+    tiers = _parse_tiers(doc.get("tiers"))
+    confs = _parse_configurations(doc.get("configurations"))
     metrics = doc.get("metrics") or {}
     if not isinstance(metrics, Mapping):
         raise ConfigError(f"metrics: must be a mapping, got {metrics!r}")
     return SchedulerConfig(
-        actions=actions, tiers=tuple(tiers), configurations=confs, metrics=metrics, source=text
+        actions=actions, tiers=tiers, configurations=confs, metrics=metrics, source=text
     )
 
 
