@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
+from batch.model.nodes import BoolVec
+from batch.scheduler import load_config
+from batch.scheduler.framework.session import Session
 
-from .util import bound_jobs, cluster, gang, run
+from .util import NOW, bound_jobs, cluster, gang, run
 
 
 def only_pod(c: ClusterCache, name: str = "p", **kw: Any) -> str:
@@ -253,3 +258,47 @@ def test_extended_resources_fit_in_milli_units() -> None:
     conf = "actions: allocate\ntiers: [{plugins: [{name: gang}, {name: predicates}]}]"
     d2 = run(c, conf)
     assert "1 Insufficient nvidia.com/gpu" in d2.pending_reasons["default/g"].message
+
+
+def test_explain_counts_each_node_under_its_first_failing_stage() -> None:
+    """Static predicates, then resources (a node short of two resources counts under both),
+    then dynamic predicates, then the first failing scalar predicate; a node is counted by the
+    first stage that rejects it only."""
+    c = cluster(0, queues=("default",))
+    c.apply("Node", "ADDED", f.node("n0", cpu="8", memory="32Gi", unschedulable=True))
+    c.apply("Node", "ADDED", f.node("n1", cpu="1", memory="4Gi"))
+    for n in ("n2", "n3", "n4", "n5"):
+        c.apply("Node", "ADDED", f.node(n, cpu="8", memory="32Gi"))
+    gang(c, "a", 1, cpu="4", memory="8Gi")
+    conf = "actions: allocate\ntiers: [{plugins: [{name: predicates}]}]"
+    ssn = Session(c, load_config(conf), now=NOW)
+    placer = ssn.placer
+    by_name = placer.nodes.arrays.by_name
+    nd = placer.nodes
+
+    def failing(*names: str) -> BoolVec:
+        mask = np.zeros(nd.n, dtype=np.bool_)
+        for name in names:
+            mask[by_name[name]] = True
+        return mask
+
+    placer.dyn_preds.append(lambda t, _nd: [("dyn-a", failing("n0", "n2"))])
+    placer.dyn_preds.append(lambda t, _nd: [("dyn-b", failing("n2", "n3"))])
+    placer.scalar_preds.append(lambda t, i: "s1" if i == by_name["n4"] else None)
+    placer.scalar_preds.append(lambda t, i: "s2")
+    task = next(iter(ssn.jobs["default/a"].tasks.values()))
+    msg, hist = placer.explain(task)
+    assert hist == {
+        "node(s) were unschedulable": 1,
+        "Insufficient cpu": 1,
+        "Insufficient memory": 1,
+        "dyn-a": 1,
+        "dyn-b": 1,
+        "s1": 1,
+        "s2": 1,
+    }
+    assert msg == (
+        "0/6 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 dyn-a, "
+        "1 dyn-b, 1 node(s) were unschedulable, 1 s1, 1 s2."
+    )
+    ssn.rollback()
