@@ -17,6 +17,7 @@ scored candidates to the first k feasible nodes from a rotating start, like kube
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -304,11 +305,7 @@ class Placer:
             for reason, mask in fn(task, nd):
                 if mask[idx]:
                     return reason
-        for sp in self.scalar_preds:
-            err = sp(task, idx)
-            if err:
-                return err
-        return None
+        return self._first_scalar_error(task, idx)
 
     def _scalar_ok(self, task: TaskInfo, idx: int) -> bool:
         return all(fn(task, idx) is None for fn in self.scalar_preds)
@@ -338,16 +335,26 @@ class Placer:
             hit = self._explain.get(tmpl.tid)
             if hit is not None and hit[0] == len(nd.log):
                 return hit[1], hit[2]
-        st = self.state(tmpl)
+        counts = self._reason_counts(task)
         total = int(nd.valid.sum())
+        parts = sorted(f"{c} {r}" for r, c in counts.items())
+        msg = f"0/{total} nodes are available: " + ", ".join(parts) + "."
+        if not parts:
+            msg = f"0/{total} nodes are available."
+        hist = dict(counts)
+        if cacheable:
+            self._explain[tmpl.tid] = (len(nd.log), msg, hist)
+        return msg, hist
+
+    def _reason_counts(self, task: TaskInfo) -> Counter[str]:
+        """How many valid nodes fail ``task`` for each reason; a node counts once, under the
+        first stage that rejects it: static predicates, resources (every lacking one), dynamic
+        predicates, then the first failing scalar predicate."""
+        st = self.state(task.template)
+        nd = self.nodes
         remaining = nd.valid.copy()
         counts: Counter[str] = Counter()
-        for reason, fail in st.static_reasons:
-            f = remaining & fail
-            c = int(f.sum())
-            if c:
-                counts[reason] += c
-                remaining &= ~fail
+        _count_failures(counts, remaining, st.static_reasons)
         fut = nd.future_idle() if nd.has_future else nd.idle
         lacking = np.zeros(nd.n, dtype=np.bool_)
         names = self.ssn.resources.names
@@ -359,27 +366,20 @@ class Placer:
                 lacking |= lack
         remaining &= ~lacking
         for fn in self.dyn_preds:
-            for reason, fail in fn(task, nd):
-                f = remaining & fail
-                c = int(f.sum())
-                if c:
-                    counts[reason] += c
-                    remaining &= ~fail
+            _count_failures(counts, remaining, fn(task, nd))
         if self.scalar_preds:
             for i in np.flatnonzero(remaining):
-                for sp in self.scalar_preds:
-                    err = sp(task, int(i))
-                    if err:
-                        counts[err] += 1
-                        break
-        parts = sorted(f"{c} {r}" for r, c in counts.items())
-        msg = f"0/{total} nodes are available: " + ", ".join(parts) + "."
-        if not parts:
-            msg = f"0/{total} nodes are available."
-        hist = dict(counts)
-        if cacheable:
-            self._explain[tmpl.tid] = (len(nd.log), msg, hist)
-        return msg, hist
+                err = self._first_scalar_error(task, int(i))
+                if err:
+                    counts[err] += 1
+        return counts
+
+    def _first_scalar_error(self, task: TaskInfo, idx: int) -> str | None:
+        for sp in self.scalar_preds:
+            err = sp(task, idx)
+            if err:
+                return err
+        return None
 
     def dyn_preds_active(self) -> bool:
         """Can a dynamic predicate tell two tasks of the same template apart (per job, or
@@ -388,3 +388,15 @@ class Placer:
             bool(self.dyn_preds)
             and (bool(self.ssn.cache.anti_affinity_tasks) or self.nodes.placed_anti > 0)
         )
+
+
+def _count_failures(
+    counts: Counter[str], remaining: BoolVec, failures: Iterable[tuple[str, BoolVec]]
+) -> None:
+    """Count each (reason, failing-node mask) on the nodes still ``remaining``, then drop the
+    failing nodes from ``remaining`` (in place), so a node is counted under one reason only."""
+    for reason, fail in failures:
+        c = int((remaining & fail).sum())
+        if c:
+            counts[reason] += c
+            remaining &= ~fail
