@@ -11,8 +11,16 @@ from batch.model.cache import ClusterCache
 from batch.model.nodes import BoolVec
 from batch.scheduler import load_config
 from batch.scheduler.framework.session import Session
+from batch.scheduler.plugins.predicates.podaffinity import (
+    R_EXISTING_ANTI,
+    R_POD_AFFINITY,
+    R_POD_ANTI,
+    PodAffinity,
+)
 
 from .util import NOW, bound_jobs, cluster, gang, run
+
+HOST = "kubernetes.io/hostname"
 
 
 def only_pod(c: ClusterCache, name: str = "p", **kw: Any) -> str:
@@ -301,4 +309,94 @@ def test_explain_counts_each_node_under_its_first_failing_stage() -> None:
         "0/6 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 dyn-a, "
         "1 dyn-b, 1 node(s) were unschedulable, 1 s1, 1 s2."
     )
+    ssn.rollback()
+
+
+def test_pod_affinity_filters_first_pod_namespaces_and_symmetry() -> None:
+    """The three inter-pod checks' masks: the first pod of a group goes to any node with the
+    topology label; a term's namespaces (list, selector, empty selector = all, default own);
+    existing pods' anti-affinity applies to the namespaces of *their* term."""
+    c = cluster(0)
+    c.apply(
+        "Namespace",
+        "ADDED",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "other", "labels": {"team": "x"}},
+        },
+    )
+    for name, zone in (("n0", "a"), ("n1", "a"), ("n2", "b"), ("n3", None)):
+        labels = {"kubernetes.io/hostname": name} | ({"zone": zone} if zone else {})
+        c.apply("Node", "ADDED", f.node(name, labels=labels))
+
+    def running(name: str, node: str, ns: str, spec: dict[str, Any] | None = None) -> None:
+        app = name.rstrip("0123456789")
+        c.apply(
+            "Pod",
+            "ADDED",
+            f.pod(
+                name,
+                namespace=ns,
+                node_name=node,
+                phase="Running",
+                scheduler="default-scheduler",
+                labels={"app": app},
+                spec=spec,
+            ),
+        )
+
+    def term(app: str, key: str, **extra: Any) -> dict[str, Any]:
+        return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key, **extra}
+
+    def affinity(kind: str, *terms: dict[str, Any]) -> dict[str, Any]:
+        return {"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}}}
+
+    running("db", "n2", "default")
+    running("db2", "n1", "other")
+    running(
+        "guard",
+        "n0",
+        "other",
+        affinity("podAntiAffinity", term("web", "zone", namespaces=["default"])),
+    )
+    running("guard2", "n2", "other", affinity("podAntiAffinity", term("web", HOST)))
+    c.apply("PodGroup", "ADDED", f.podgroup("first", phase="Inqueue"))
+    c.apply(
+        "Pod",
+        "ADDED",
+        f.pod(
+            "first-0",
+            group="first",
+            labels={"app": "grp"},
+            spec=affinity("podAffinity", term("grp", "zone")),
+        ),
+    )
+    web_spec = affinity("podAffinity", term("db", "zone"))
+    web_spec["affinity"] |= affinity(
+        "podAntiAffinity",
+        term("db", HOST, namespaceSelector={"matchLabels": {"team": "x"}}),
+        term("db", HOST, namespaceSelector={}),
+    )["affinity"]
+    c.apply("PodGroup", "ADDED", f.podgroup("web", phase="Inqueue"))
+    c.apply("Pod", "ADDED", f.pod("web-0", group="web", labels={"app": "web"}, spec=web_spec))
+    ssn = Session(
+        c, load_config("actions: allocate\ntiers: [{plugins: [{name: predicates}]}]"), now=NOW
+    )
+    pa = PodAffinity(ssn)
+    idx = ssn.nodes.arrays.by_name
+
+    def masks(job: str) -> dict[str, list[str]]:
+        task = next(iter(ssn.jobs[job].tasks.values()))
+        return {
+            reason: sorted(n for n, i in idx.items() if mask[i])
+            for reason, mask in pa.filters(task)
+        }
+
+    assert masks("default/first") == {R_POD_AFFINITY: ["n3"]}
+    assert masks("default/web") == {
+        R_POD_AFFINITY: ["n0", "n1", "n3"],  # db runs in zone b only
+        R_POD_ANTI: ["n1", "n2"],  # db2 (team x) and, with the empty selector, db too
+        R_EXISTING_ANTI: ["n0", "n1"],  # guard's zone; guard2's term is for its own namespace
+    }
     ssn.rollback()
