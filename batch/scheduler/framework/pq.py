@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
 class PriorityQueue(Generic[T]):
-    """Items are keyed when pushed (Volcano re-pushes an item after it changed)."""
+    """Items are keyed when pushed (Volcano re-pushes an item after it changed).
+
+    Entries are (key, insertion number, item): insertion numbers are unique, so the order in
+    which items pop is fixed by the keys and the insertion order alone, whatever the heap's
+    layout (``extend`` heapifies once instead of pushing one by one, with the same result).
+    """
 
     __slots__ = ("_h", "_key", "_n")
 
@@ -23,8 +28,21 @@ class PriorityQueue(Generic[T]):
         heapq.heappush(self._h, (self._key(item), self._n, item))
         self._n += 1
 
+    def extend(self, items: Iterable[T]) -> None:
+        """Push every item of ``items`` in order (one heapify: same pops as pushing each)."""
+        key, n = self._key, self._n
+        entries = [(key(item), n + i, item) for i, item in enumerate(items)]
+        self._n = n + len(entries)
+        self._h.extend(entries)
+        heapq.heapify(self._h)
+
     def pop(self) -> T:
         return heapq.heappop(self._h)[2]
+
+    def pops_next(self, item: T) -> bool:
+        """Would ``item``, pushed now, be the next to pop? (its key now is smaller than every
+        queued key: a tie goes to the item queued first)."""
+        return not self._h or (self._key(item), self._n) < self._h[0][:2]
 
     def __len__(self) -> int:
         return len(self._h)

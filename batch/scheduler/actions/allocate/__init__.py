@@ -57,10 +57,97 @@ def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
     return dict(out)
 
 
+def _gang_failure(ssn: Session, job: JobInfo, placed: int) -> PendingReason:
+    """The reason of a job whose statement is discarded (computed before the discard)."""
+    short = job.min_available - job.ready_task_num() - job.waiting_task_num()
+    short -= job.pending_best_effort
+    prev = ssn.reasons.get(job.uid)
+    base = prev.message if prev is not None else "no further task could be placed"
+    kind = "GangShort" if placed else (prev.kind if prev is not None else "GangShort")
+    shortfall = gang_shortfall(ssn, job, short)
+    msg = (
+        f"gang short by {max(short, 0)} of minAvailable {job.min_available}: {base}"
+        if kind == "GangShort"
+        else base
+    )
+    return PendingReason(
+        job.uid,
+        kind,
+        msg,
+        short_by=max(short, 0),
+        shortfall=shortfall,
+        details=dict(prev.details) if prev is not None else {},
+    )
+
+
+class _Pass:
+    """One allocate pass: the jobs to try per queue (JobOrder), their pending tasks, and the
+    outcomes of failed attempts by shape (``Allocate._shape``) with the change-log position
+    they were computed at."""
+
+    __slots__ = ("fail_memo", "memo_ok", "per_queue", "ssn", "worksheet")
+
+    def __init__(self, ssn: Session, memo_ok: bool) -> None:
+        self.ssn = ssn
+        self.memo_ok = memo_ok
+        self.per_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        self.worksheet: dict[str, deque[TaskInfo]] = {}
+        self.fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
+
+    def collect(self) -> None:
+        """The admitted, valid jobs with pending tasks (promoting Pending jobs to Inqueue when
+        ``enqueue`` is not configured), per queue in JobOrder."""
+        ssn = self.ssn
+        enqueue_on = "enqueue" in ssn.config.actions
+        by_queue: dict[str, list[JobInfo]] = {}
+        for job in ssn.active_jobs():
+            if job.is_pending():
+                if enqueue_on:
+                    continue
+                ssn.set_phase(job, "Inqueue")
+            if not job.counts[TaskStatus.PENDING] and job.is_ready():
+                continue  # nothing to place, and close drops any reason a ready job gets
+            vr = ssn.dispatch.job_valid(job)
+            if vr is not None:
+                ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))
+                continue
+            tasks = pending_tasks(ssn, job, best_effort=False)
+            if not tasks:
+                continue
+            self.worksheet[job.uid] = deque(tasks)
+            lst = by_queue.get(job.queue)
+            if lst is None:
+                lst = by_queue[job.queue] = []
+            lst.append(job)
+        jkey = ssn.dispatch.job_order_key()
+        for name, lst in by_queue.items():
+            pq = self.per_queue[name] = PriorityQueue(jkey)
+            pq.extend(lst)
+
+    def replay(self, shape: tuple[object, ...], job: JobInfo) -> bool:
+        """Give ``job`` the reason of an identical failed attempt at this change-log position
+        (True), if there was one."""
+        ssn = self.ssn
+        hit = self.fail_memo.get(shape)
+        if hit is None or hit[0] != len(ssn.nodes.log):
+            return False
+        r = hit[1]
+        ssn.set_reason(
+            PendingReason(
+                job.uid, r.kind, r.message, r.short_by, dict(r.shortfall), dict(r.details)
+            )
+        )
+        self.worksheet[job.uid].clear()
+        return True
+
+
 class Allocate(Action):
     name = "allocate"
     #: reuse the outcome of an identical failed attempt (exact; tests switch it off to compare)
     use_memo: ClassVar[bool] = True
+    #: after a replayed failure, go on with the same queue's next jobs while it would pop again
+    #: anyway (exact; tests switch it off to compare)
+    drain_replays: ClassVar[bool] = True
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -80,48 +167,14 @@ class Allocate(Action):
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
-        placer = ssn.placer
-        placer.sample = self.sample
-        enqueue_on = "enqueue" in ssn.config.actions
-        jkey = ssn.dispatch.job_order_key()
-        per_queue: dict[str, PriorityQueue[JobInfo]] = {}
-        worksheet: dict[str, deque[TaskInfo]] = {}
-        for job in ssn.active_jobs():
-            if job.is_pending():
-                if enqueue_on:
-                    continue
-                ssn.set_phase(job, "Inqueue")
-            if not job.counts[TaskStatus.PENDING] and job.is_ready():
-                continue  # nothing to place, and close drops any reason a ready job gets
-            vr = ssn.dispatch.job_valid(job)
-            if vr is not None:
-                ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))
-                continue
-            tasks = pending_tasks(ssn, job, best_effort=False)
-            if not tasks:
-                continue
-            worksheet[job.uid] = deque(tasks)
-            pq = per_queue.get(job.queue)
-            if pq is None:
-                pq = per_queue[job.queue] = PriorityQueue(jkey)
-            pq.push(job)
+        ssn.placer.sample = self.sample
+        run = _Pass(ssn, self._memo_ok(ssn))
+        run.collect()
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
-        for name in per_queue:
-            queues.push(ssn.queues[name])
-        # failed-attempt memo (see _shape); only when no callback can tell two such jobs apart
-        memo_ok = (
-            self.use_memo
-            and self.sample is None
-            and not placer.scalar_preds
-            and not placer.scalar_scores
-            and not placer.best_node
-            and not ssn.hooks.pre_predicate
-            and not placer.dyn_preds_active()
-        )
-        fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
+        queues.extend(ssn.queues[name] for name in run.per_queue)
         while queues:
             queue = queues.pop()
-            jobs = per_queue[queue.name]
+            jobs = run.per_queue[queue.name]
             if not jobs:
                 continue
             if ssn.dispatch.overused(queue):
@@ -136,65 +189,79 @@ class Allocate(Action):
                     )
                 continue
             job = jobs.pop()
-            shape = self._shape(ssn, queue, job, worksheet[job.uid]) if memo_ok else None
-            log_before = len(ssn.nodes.log)
-            if shape is not None:
-                hit = fail_memo.get(shape)
-                if hit is not None and hit[0] == log_before:
-                    r = hit[1]
-                    ssn.set_reason(
-                        PendingReason(
-                            job.uid,
-                            r.kind,
-                            r.message,
-                            r.short_by,
-                            dict(r.shortfall),
-                            dict(r.details),
-                        )
-                    )
-                    worksheet[job.uid].clear()
-                    if jobs:
-                        queues.push(queue)
-                    continue
-            stmt = Statement(ssn)
-            fails_before = len(ssn.fit_errors.get(job.uid, ()))
-            placed = self._allocate_job(ssn, queue, job, worksheet[job.uid], stmt, jobs)
-            if ssn.dispatch.job_ready(job):
-                stmt.commit()
-                if len(ssn.fit_errors.get(job.uid, ())) == fails_before:
-                    ssn.reasons.pop(job.uid, None)
-            elif ssn.dispatch.job_pipelined(job):
-                stmt.keep_pipelined()
-                ssn.set_reason(
-                    PendingReason(job.uid, "Pipelined", "waiting for resources being released")
-                )
+            shape = self._shape(ssn, queue, job, run.worksheet[job.uid]) if run.memo_ok else None
+            if shape is not None and run.replay(shape, job):
+                self._drain(run, queue, jobs, queues)
             else:
-                short = job.min_available - job.ready_task_num() - job.waiting_task_num()
-                short -= job.pending_best_effort
-                prev = ssn.reasons.get(job.uid)
-                base = prev.message if prev is not None else "no further task could be placed"
-                kind = "GangShort" if placed else (prev.kind if prev is not None else "GangShort")
-                shortfall = gang_shortfall(ssn, job, short)
-                stmt.discard()
-                msg = (
-                    f"gang short by {max(short, 0)} of minAvailable {job.min_available}: {base}"
-                    if kind == "GangShort"
-                    else base
-                )
-                reason = PendingReason(
-                    job.uid,
-                    kind,
-                    msg,
-                    short_by=max(short, 0),
-                    shortfall=shortfall,
-                    details=dict(prev.details) if prev is not None else {},
-                )
-                ssn.set_reason(reason)
-                if shape is not None and len(ssn.nodes.log) == log_before:
-                    fail_memo[shape] = (log_before, reason)
+                self._attempt(run, queue, job, jobs, shape)
             if jobs:
                 queues.push(queue)
         ssn.timings["allocate"] = time.perf_counter() - t0
+
+    def _memo_ok(self, ssn: Session) -> bool:
+        """The failed-attempt memo (see _shape) holds when no callback can tell two jobs of one
+        shape apart."""
+        placer = ssn.placer
+        return (
+            self.use_memo
+            and self.sample is None
+            and not placer.scalar_preds
+            and not placer.scalar_scores
+            and not placer.best_node
+            and not ssn.hooks.pre_predicate
+            and not placer.dyn_preds_active()
+        )
+
+    def _drain(
+        self,
+        run: _Pass,
+        queue: QueueInfo,
+        jobs: PriorityQueue[JobInfo],
+        queues: PriorityQueue[QueueInfo],
+    ) -> None:
+        """After a replayed failure nothing changed (no placement, so no share, key or overused
+        answer moved): while ``queue`` would pop again right away, go on with its next jobs
+        without pushing and popping it, replaying their failures; the first job that is not a
+        replay gets a real attempt, then the caller pushes the queue as usual."""
+        if not self.drain_replays or not jobs or not queues.pops_next(queue):
+            return
+        ssn = run.ssn
+        while jobs:
+            job = jobs.pop()
+            shape = self._shape(ssn, queue, job, run.worksheet[job.uid])
+            if shape is None or not run.replay(shape, job):
+                self._attempt(run, queue, job, jobs, shape)
+                return
+
+    def _attempt(
+        self,
+        run: _Pass,
+        queue: QueueInfo,
+        job: JobInfo,
+        jobs: PriorityQueue[JobInfo],
+        shape: tuple[object, ...] | None,
+    ) -> None:
+        """Place ``job``'s pending tasks in one statement; commit, keep pipelined or discard."""
+        ssn = run.ssn
+        log_before = len(ssn.nodes.log)
+        stmt = Statement(ssn)
+        fails_before = len(ssn.fit_errors.get(job.uid, ()))
+        placed = self._allocate_job(ssn, queue, job, run.worksheet[job.uid], stmt, jobs)
+        if ssn.dispatch.job_ready(job):
+            stmt.commit()
+            if len(ssn.fit_errors.get(job.uid, ())) == fails_before:
+                ssn.reasons.pop(job.uid, None)
+        elif ssn.dispatch.job_pipelined(job):
+            stmt.keep_pipelined()
+            ssn.set_reason(
+                PendingReason(job.uid, "Pipelined", "waiting for resources being released")
+            )
+        else:
+            reason = _gang_failure(ssn, job, placed)
+            stmt.discard()
+            ssn.set_reason(reason)
+            if shape is not None and len(ssn.nodes.log) == log_before:
+                run.fail_memo[shape] = (log_before, reason)
 
     @staticmethod
     def _shape(

@@ -1,0 +1,173 @@
+"""Fast paths for many identical single-pod jobs decide exactly what the slow paths decide.
+
+The 100,000-pod benchmark (``benchmarks/cycle.py --gang 1``) is dominated by per-job Python;
+the shortcuts it takes (allocate's replay of failed attempts and its queue drain, queue heaps
+filled in one step) are each switchable, and these tests compare every bind, pipeline, status,
+reason (in order) and event with the switch on and off on random clusters of small jobs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
+from batch.scheduler import Decisions, load_config, run_session
+from batch.scheduler.actions.allocate import Allocate
+from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
+from batch.scheduler.framework.pq import PriorityQueue
+
+from .util import NOW
+
+CONFIGS = [load_config(HELM_DEFAULT_CONFIG), load_config(TEPHRA_DEFAULT_CONFIG)]
+
+jobs_st = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # queue
+        st.integers(1, 3),  # pods
+        st.integers(1, 3),  # minMember (clamped to pods)
+        st.integers(0, 2),  # gpu per pod
+        st.integers(1, 3),  # cpu per pod
+        st.integers(0, 2),  # creation second (ties on purpose)
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+def _cluster(
+    nodes: int, weights: list[int], jobs: list[tuple[int, ...]], busy: bool
+) -> ClusterCache:
+    c = ClusterCache()
+    c.apply("Queue", "ADDED", f.queue("root"))
+    for i, w in enumerate(weights):
+        c.apply("Queue", "ADDED", f.queue(f"q{i}", weight=w))
+    for i in range(nodes):
+        c.apply("Node", "ADDED", f.node(f"n{i}", cpu="4", memory="16Gi", gpu=2))
+    if busy:
+        c.apply("PodGroup", "ADDED", f.podgroup("run", queue="q0", phase="Running"))
+        c.apply(
+            "Pod",
+            "ADDED",
+            f.pod("run-0", group="run", gpu=1, cpu="2", node_name="n0", phase="Running"),
+        )
+    for j, (qi, pods, mm, gpu, cpu, sec) in enumerate(jobs):
+        created = f"2026-01-01T00:00:0{sec}Z"
+        c.apply(
+            "PodGroup",
+            "ADDED",
+            f.podgroup(
+                f"j{j}", queue=f"q{qi}", min_member=min(mm, pods), phase="Inqueue", created=created
+            ),
+        )
+        for t in range(pods):
+            c.apply(
+                "Pod",
+                "ADDED",
+                f.pod(f"j{j}-{t}", group=f"j{j}", gpu=gpu or None, cpu=str(cpu), created=created),
+            )
+    return c
+
+
+def _exact(d: Decisions) -> dict[str, Any]:
+    """Everything a session decided, orders included."""
+    return {
+        "binds": d.binds,
+        "pipelines": d.pipelines,
+        "evictions": d.evictions,
+        "events": d.events,
+        "reasons": [
+            (k, r.kind, r.message, r.short_by, r.shortfall, r.details)
+            for k, r in d.pending_reasons.items()
+        ],
+        "podgroup_status": list(d.podgroup_status.items()),
+        "queue_status": list(d.queue_status.items()),
+    }
+
+
+@contextmanager
+def _switched(name: str) -> Iterator[None]:
+    setattr(Allocate, name, False)
+    try:
+        yield
+    finally:
+        setattr(Allocate, name, True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 4),
+    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    jobs=jobs_st,
+    busy=st.booleans(),
+    config_index=st.integers(0, 1),
+)
+def test_draining_replays_decides_as_popping_each_job(
+    nodes: int, weights: list[int], jobs: list[tuple[int, ...]], busy: bool, config_index: int
+) -> None:
+    c = _cluster(nodes, weights, jobs, busy)
+    cfg = CONFIGS[config_index]
+    fast = _exact(run_session(c, cfg, now=NOW))
+    with _switched("drain_replays"):
+        popped = _exact(run_session(c, cfg, now=NOW))
+    with _switched("use_memo"):
+        slow = _exact(run_session(c, cfg, now=NOW))
+    assert fast == popped
+    assert fast == slow
+
+
+def test_drain_replays_a_queue_of_identical_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's case: what fits is placed, the other jobs of each queue fail alike and
+    are replayed without popping their queue again."""
+    from batch.scheduler.actions import allocate
+
+    drained: list[str] = []
+    real_drain = allocate.Allocate._drain
+
+    def spy(self: Allocate, run: Any, queue: Any, jobs: Any, queues: Any) -> None:
+        drained.append(queue.name)
+        real_drain(self, run, queue, jobs, queues)
+
+    monkeypatch.setattr(allocate.Allocate, "_drain", spy)
+    jobs: list[tuple[int, ...]] = [(i % 2, 1, 1, 1, 1, 0) for i in range(12)]
+    c = _cluster(1, [1, 1, 1], jobs, False)
+    d = run_session(c, CONFIGS[0], now=NOW)
+    assert len(d.binds) == 2
+    assert [r.kind for r in d.pending_reasons.values()] == ["NotAllocatable"] * 10
+    assert drained == ["q0", "q1"]  # one drain per queue took all its remaining jobs
+    with _switched("drain_replays"):
+        assert _exact(run_session(c, CONFIGS[0], now=NOW)) == _exact(d)
+
+
+def _pops(pq: PriorityQueue[int]) -> Iterator[int]:
+    while pq:
+        yield pq.pop()
+
+
+@given(
+    st.lists(st.integers(0, 3), max_size=30),
+    st.lists(st.integers(0, 3), max_size=10),
+    st.integers(0, 3),
+)
+def test_priority_queue_extend_and_pops_next_match_pushes(
+    first: list[int], later: list[int], probe: int
+) -> None:
+    keys = dict(enumerate([*first, *later, probe]))
+    one = PriorityQueue[int](keys.__getitem__)
+    for i in range(len(first)):
+        one.push(i)
+    bulk = PriorityQueue[int](keys.__getitem__)
+    bulk.extend(range(len(first)))
+    for i in range(len(first), len(first) + len(later)):
+        one.push(i)
+        bulk.push(i)
+    item = len(keys) - 1
+    expect = [e[2] for e in heapq.nsmallest(1, [(keys[item], 10**9, item), *one._h])]
+    assert bulk.pops_next(item) == (expect == [item])
+    assert list(_pops(one)) == list(_pops(bulk))
