@@ -293,67 +293,71 @@ class VolcanoLifecycle:
         return table.get(task, 0)
 
     def _apply(self, run: JobRun, actions: Sequence[Action], now: float) -> bool:
-        from batch.sim.engine import timestamp
-
-        sim = self.sim
+        """Apply the reconciler's actions to the virtual cluster; True if pods were created."""
         created = False
         for a in actions:
             if isinstance(a, CreateObject):
-                body = a.body
-                kind = body.get("kind")
-                meta = body.setdefault("metadata", {})
-                name = meta.get("name")
-                if kind == "Pod":
-                    if name in run.pods:
-                        continue
-                    meta.setdefault("uid", f"pod-{run.index:07d}-{name}-{run.record.restarts}")
-                    meta.setdefault("creationTimestamp", timestamp(now))
-                    body.setdefault("status", {"phase": "Pending"})
-                    sim.add_pod(run, body, self._gpu_of(run, body))
-                    created = True
-                elif kind == "PodGroup":
-                    if run.pg is not None:
-                        continue
-                    status = run.state.get("status") or {}
-                    meta.setdefault("uid", f"pg-{run.index:07d}-{status.get('version', 0)}")
-                    meta.setdefault("creationTimestamp", timestamp(run.job.submit))
-                    if not sim.options.gate_pods:
-                        body["status"] = {**(body.get("status") or {}), "phase": "Inqueue"}
-                    sim.put_podgroup(run, body)
+                created |= self._create(run, a.body, now)
             elif isinstance(a, PatchStatus):
-                kind = a.ref.kind
-                if kind == "Job":
-                    run.state["status"] = apply_merge_patch(run.state.get("status") or {}, a.status)
-                elif kind == "PodGroup" and run.pg is not None:
-                    pg = run.pg
-                    sim.put_podgroup(
-                        run, {**pg, "status": apply_merge_patch(pg["status"], a.status)}
-                    )
-                elif kind == "Pod":
-                    pod = run.pods.get(a.ref.name)
-                    if pod is not None:
-                        new = {
-                            **pod.obj,
-                            "status": apply_merge_patch(pod.obj.get("status"), a.status),
-                        }
-                        sim.update_pod(run, pod, new, notify=True)
+                self._patch_status(run, a)
             elif isinstance(a, PatchObject):
-                kind = a.ref.kind
-                if kind == "Job":
-                    run.state = apply_merge_patch(run.state, a.patch)
-                elif kind == "Pod":
-                    pod = run.pods.get(a.ref.name)
-                    if pod is not None:
-                        sim.update_pod(run, pod, apply_merge_patch(pod.obj, a.patch), notify=False)
-                elif kind == "PodGroup" and run.pg is not None:
-                    sim.put_podgroup(run, apply_merge_patch(run.pg, a.patch))
+                self._patch_object(run, a)
             elif isinstance(a, DeleteObject):
-                kind = a.ref.kind
-                if kind == "Pod":
-                    sim.remove_pod(run, a.ref.name, now)
-                elif kind == "PodGroup":
-                    sim.remove_podgroup(run)
+                self._delete(run, a, now)
         return created
+
+    def _create(self, run: JobRun, body: dict[str, Any], now: float) -> bool:
+        """Create a Pod (True) or the PodGroup, unless the job already has it."""
+        from batch.sim.engine import timestamp
+
+        kind = body.get("kind")
+        meta = body.setdefault("metadata", {})
+        name = meta.get("name")
+        if kind == "Pod" and name not in run.pods:
+            meta.setdefault("uid", f"pod-{run.index:07d}-{name}-{run.record.restarts}")
+            meta.setdefault("creationTimestamp", timestamp(now))
+            body.setdefault("status", {"phase": "Pending"})
+            self.sim.add_pod(run, body, self._gpu_of(run, body))
+            return True
+        if kind == "PodGroup" and run.pg is None:
+            status = run.state.get("status") or {}
+            meta.setdefault("uid", f"pg-{run.index:07d}-{status.get('version', 0)}")
+            meta.setdefault("creationTimestamp", timestamp(run.job.submit))
+            if not self.sim.options.gate_pods:
+                body["status"] = {**(body.get("status") or {}), "phase": "Inqueue"}
+            self.sim.put_podgroup(run, body)
+        return False
+
+    def _patch_status(self, run: JobRun, a: PatchStatus) -> None:
+        kind = a.ref.kind
+        if kind == "Job":
+            run.state["status"] = apply_merge_patch(run.state.get("status") or {}, a.status)
+        elif kind == "PodGroup" and run.pg is not None:
+            pg = run.pg
+            self.sim.put_podgroup(run, {**pg, "status": apply_merge_patch(pg["status"], a.status)})
+        elif kind == "Pod":
+            pod = run.pods.get(a.ref.name)
+            if pod is not None:
+                new = {**pod.obj, "status": apply_merge_patch(pod.obj.get("status"), a.status)}
+                self.sim.update_pod(run, pod, new, notify=True)
+
+    def _patch_object(self, run: JobRun, a: PatchObject) -> None:
+        kind = a.ref.kind
+        if kind == "Job":
+            run.state = apply_merge_patch(run.state, a.patch)
+        elif kind == "Pod":
+            pod = run.pods.get(a.ref.name)
+            if pod is not None:
+                self.sim.update_pod(run, pod, apply_merge_patch(pod.obj, a.patch), notify=False)
+        elif kind == "PodGroup" and run.pg is not None:
+            self.sim.put_podgroup(run, apply_merge_patch(run.pg, a.patch))
+
+    def _delete(self, run: JobRun, a: DeleteObject, now: float) -> None:
+        kind = a.ref.kind
+        if kind == "Pod":
+            self.sim.remove_pod(run, a.ref.name, now)
+        elif kind == "PodGroup":
+            self.sim.remove_podgroup(run)
 
     # -- Lifecycle ----------------------------------------------------------------------------
 
