@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from batch.sim.cluster import QueueSpec
+from batch.sim.runner import run_policy
 from batch.sim.workload import Workload
 
-from .conftest import cluster, job, run, times, workload
+from .conftest import cluster, job, policy, run, times, workload
 
 
 @pytest.mark.parametrize("lifecycle", ["fast", "volcano"])
@@ -134,3 +135,29 @@ def test_determinism_and_lifecycles_agree() -> None:
     ]
     assert fast1.summary["completed"] == 40
     assert fast1.summary["queue_delay_mean_s"] > 0  # they do queue
+
+
+def test_horizon_stops_the_clock_and_counts_what_is_left() -> None:
+    # as test_hand_computed_times, stopped at t=120: A is done (1..101), B and C were bound at
+    # 102 and are still running; the engine ran cycles at 0, 1 (A binds), 101, 102 (B, C bind)
+    w = workload(
+        [
+            job("a", submit=0, run=100, gpus_per_pod=8),
+            job("b", submit=0, run=50, gpus_per_pod=4),
+            job("c", submit=10, run=50, gpus_per_pod=4),
+        ],
+        cluster(1),
+    )
+    seen: list[tuple[int, int, float]] = []
+    r = run_policy(w, policy("tephra", horizon=120.0), progress=lambda *a: seen.append(a))
+    res = r.result
+    assert res.end_time == 120.0 and res.unfinished == 2
+    assert [(j.name, j.start, j.finish) for j in res.jobs] == [
+        ("a", 1.0, 101.0),
+        ("b", 102.0, None),
+        ("c", 102.0, None),
+    ]
+    assert seen[-1] == (1, 3, 120.0)  # the final report is at the horizon
+    full = run(w)
+    assert full.result.end_time == 152.0 and full.result.unfinished == 0
+    assert full.result.events == res.events + 2  # B and C completing
