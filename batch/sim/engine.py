@@ -412,11 +412,25 @@ class Simulation:
 
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
-        period = self.options.period
         self._load_cluster()
-        jobs = self.workload.jobs
-        self.runs = []
-        for i, job in enumerate(jobs):
+        self.runs = self._make_runs()
+        horizon = self._horizon()
+        loop = _Loop()
+        progress_every = max(len(self.runs) // 200, 1)
+        while True:
+            ts = self._next_cycle(loop, horizon)
+            if ts is None:
+                break
+            self._events_until(loop, ts)  # every event up to the cycle, each at its own time
+            self._cycle(loop, ts)
+            if self.progress is not None and self._finished // progress_every != loop.reported:
+                loop.reported = self._finished // progress_every
+                self.progress(self._finished, len(self.runs), loop.now)
+        return self._result(loop, wall0)
+
+    def _make_runs(self) -> list[JobRun]:
+        runs: list[JobRun] = []
+        for i, job in enumerate(self.workload.jobs):
             rec = JobRecord(
                 name=job.name,
                 queue=job.queue,
@@ -425,91 +439,112 @@ class Simulation:
                 pods=job.pods,
                 run_time=job.run_time,
             )
-            self.runs.append(JobRun(i, job, self._queue_idx[job.queue], rec))
-        horizon = self._horizon()
+            runs.append(JobRun(i, job, self._queue_idx[job.queue], rec))
+        return runs
+
+    def _next_cycle(self, loop: _Loop, horizon: float) -> float | None:
+        """When the next cycle runs: one period after the last while it changed something and
+        work is left, else at the first period boundary at or after the next event. None when
+        nothing is left or past the horizon (then the clock stops at the horizon)."""
+        period = self.options.period
+        jobs = self.workload.jobs
+        heap = self._heap
+        t_evt = jobs[loop.next_arrival].submit if loop.next_arrival < len(jobs) else math.inf
+        if heap and heap[0][0] < t_evt:
+            t_evt = heap[0][0]
+        if loop.dirty and (self._pending_pgs or self._unbound):
+            ts = loop.last_session + period
+        elif t_evt == math.inf:
+            return None
+        else:
+            ts = max(math.ceil(t_evt / period) * period, loop.last_session + period)
+        if ts > horizon:
+            loop.now = horizon
+            return None
+        return ts
+
+    def _events_until(self, loop: _Loop, ts: float) -> None:
+        """Arrivals and heap events at or before ``ts``, in time order (arrivals first on ties)."""
+        jobs = self.workload.jobs
         n = len(jobs)
-        next_arrival = 0
-        last_session = -math.inf
-        dirty = False
-        sessions = 0
-        session_seconds = 0.0
-        now = 0.0
         heap = self._heap
         runs = self.runs
         lifecycle = self.lifecycle
         metrics = self.metrics
-        progress_every = max(n // 200, 1)
-        last_reported = -1
+        next_arrival = loop.next_arrival
         while True:
-            t_evt = jobs[next_arrival].submit if next_arrival < n else math.inf
-            if heap and heap[0][0] < t_evt:
-                t_evt = heap[0][0]
-            if dirty and (self._pending_pgs or self._unbound):
-                ts = last_session + period
-            elif t_evt == math.inf:
-                break
-            else:
-                ts = max(math.ceil(t_evt / period) * period, last_session + period)
-            if ts > horizon:
-                now = horizon
-                break
-            # Apply every event up to the cycle, each at its own time.
-            while True:
-                if (
-                    next_arrival < n
-                    and jobs[next_arrival].submit <= ts
-                    and (not heap or jobs[next_arrival].submit <= heap[0][0])
-                ):
-                    run = runs[next_arrival]
-                    next_arrival += 1
-                    now = run.job.submit
-                    metrics.advance(now)
-                    metrics.job_arrived(run.queue_idx, run.job.gpu_milli)
-                    lifecycle.submitted(run, now)
-                elif heap and heap[0][0] <= ts:
-                    now, _seq, kind, idx, attempt = heapq.heappop(heap)
-                    run = runs[idx]
-                    metrics.advance(now)
-                    if run.finished or run.attempt != attempt:
-                        continue
-                    if kind == KIND_COMPLETE:
-                        if run.started:
-                            run.complete = True
-                            lifecycle.run_finished(run, now)
-                    else:
-                        lifecycle.wake(run, now)
+            if (
+                next_arrival < n
+                and jobs[next_arrival].submit <= ts
+                and (not heap or jobs[next_arrival].submit <= heap[0][0])
+            ):
+                run = runs[next_arrival]
+                next_arrival += 1
+                now = run.job.submit
+                metrics.advance(now)
+                metrics.job_arrived(run.queue_idx, run.job.gpu_milli)
+                lifecycle.submitted(run, now)
+            elif heap and heap[0][0] <= ts:
+                now, _seq, kind, idx, attempt = heapq.heappop(heap)
+                run = runs[idx]
+                metrics.advance(now)
+                if run.finished or run.attempt != attempt:
+                    continue
+                if kind == KIND_COMPLETE:
+                    if run.started:
+                        run.complete = True
+                        lifecycle.run_finished(run, now)
                 else:
-                    break
-                self._events += 1
-            now = ts
-            metrics.advance(now)
-            last_session = ts
-            if self._pending_pgs or self._unbound:
-                c0 = time.perf_counter()
-                outcome = self.backend.cycle(ts)
-                session_seconds += time.perf_counter() - c0
-                sessions += 1
-                self._events += 1
-                dirty = self._apply(outcome, ts)
+                    lifecycle.wake(run, now)
             else:
-                dirty = False
-            if self.progress is not None and self._finished // progress_every != last_reported:
-                last_reported = self._finished // progress_every
-                self.progress(self._finished, n, now)
-        end = now
+                break
+            self._events += 1
+        loop.next_arrival = next_arrival
+
+    def _cycle(self, loop: _Loop, ts: float) -> None:
+        """Advance the clock to ``ts`` and run a scheduling cycle if anything waits."""
+        loop.now = ts
+        self.metrics.advance(ts)
+        loop.last_session = ts
+        if self._pending_pgs or self._unbound:
+            c0 = time.perf_counter()
+            outcome = self.backend.cycle(ts)
+            loop.session_seconds += time.perf_counter() - c0
+            loop.sessions += 1
+            self._events += 1
+            loop.dirty = self._apply(outcome, ts)
+        else:
+            loop.dirty = False
+
+    def _result(self, loop: _Loop, wall0: float) -> SimResult:
+        end = loop.now
+        runs = self.runs
         for run in runs:
             if not run.finished:
                 self._account_waste(run, end)
-        metrics.close(end)
+        self.metrics.close(end)
         if self.progress is not None:
-            self.progress(self._finished, n, end)
+            self.progress(self._finished, len(runs), end)
         return SimResult(
             jobs=[r.record for r in runs],
-            metrics=metrics,
-            sessions=sessions,
-            session_seconds=session_seconds,
+            metrics=self.metrics,
+            sessions=loop.sessions,
+            session_seconds=loop.session_seconds,
             events=self._events,
             wall_s=time.perf_counter() - wall0,
             end_time=end,
             unfinished=sum(1 for r in runs if not r.finished),
         )
+
+
+@dataclass(slots=True)
+class _Loop:
+    """Where the main loop is: the next arrival, the last cycle and what it did."""
+
+    next_arrival: int = 0
+    last_session: float = -math.inf
+    dirty: bool = False  # the last cycle changed something
+    sessions: int = 0
+    session_seconds: float = 0.0
+    now: float = 0.0
+    reported: int = -1  # progress step last reported
