@@ -10,6 +10,7 @@ import jsonpatch
 import pytest
 
 from batch.api.admission import AdmissionResult, StaticLookup, admit
+from batch.api.admission.job import mutate_job_spec
 from batch.api.admission.types import builtin_queue
 
 from .conftest import make_job, make_queue, make_task
@@ -700,3 +701,114 @@ def test_a_job_whose_total_request_overflows_int64_is_refused() -> None:
     job["spec"]["tasks"][0]["replicas"] = 1
     job["spec"]["minAvailable"] = 1
     assert create(job).allowed
+
+
+# ---------------------------------------------- branches pinned before splitting the validators
+
+
+def test_a_policy_without_an_action_is_refused() -> None:
+    for action in (None, ""):
+        policy = {"event": "PodFailed"} if action is None else _policy(event="PodFailed", action="")
+        result = create(make_job(policies=[policy]))
+        assert only_error(result) == ("spec.policies[0].action", "required")
+        assert result.errors[0].message == "a policy needs an action"
+
+
+def test_an_empty_mount_path_is_refused() -> None:
+    result = create(make_job(volumes=[{"mountPath": "", "volumeClaimName": "c"}]))
+    assert only_error(result) == ("spec.volumes[0].mountPath", "required")
+
+
+def test_min_partitions_above_total_partitions() -> None:
+    policy = {"totalPartitions": 2, "partitionSize": 2, "minPartitions": 3}
+    result = create(make_job(tasks=[make_task(replicas=4, partitionPolicy=policy)]))
+    assert [(e.path, e.rule, e.message) for e in result.errors] == [
+        (
+            "spec.tasks[0].minAvailable",
+            "minAvailableLessEqualReplicas",
+            "task minAvailable 6 is greater than replicas 4",
+        ),
+        (
+            "spec.tasks[0].partitionPolicy.minPartitions",
+            "partitionPolicy",
+            "minPartitions 3 exceeds totalPartitions 2",
+        ),
+        (
+            "spec.minAvailable",
+            "minAvailableLessEqualReplicas",
+            "job minAvailable 6 is greater than total replicas 4",
+        ),
+    ]
+
+
+def test_defaulting_skips_a_task_that_is_not_a_mapping() -> None:
+    spec: dict[str, Any] = {"tasks": ["x", {"replicas": 2}]}
+    mutate_job_spec(spec)
+    assert spec == {
+        "tasks": ["x", {"replicas": 2, "name": "default1", "minAvailable": 2, "maxRetry": 3}],
+        "queue": "default",
+        "schedulerName": "volcano",
+        "maxRetry": 3,
+        "minAvailable": 2,
+    }
+
+
+def test_update_skips_a_stored_task_that_is_not_a_mapping() -> None:
+    old = make_job()
+    old["spec"]["tasks"] = ["x"]
+    assert update(make_job(), old).allowed
+
+
+def test_connect_is_allowed_unchanged() -> None:
+    job = make_job(minAvailable=99)
+    result = admit(kind="Job", operation="CONNECT", obj=job, old=None, lookup=None)
+    assert result.allowed and result.object == job and result.patch == []
+
+
+def test_job_errors_come_in_section_order() -> None:
+    """Tasks, dependencies, totals, job bounds, policies, plugins, volumes, then topology."""
+    a = make_task("a", replicas=1, minAvailable=2, policies=[_policy(exitCode=0)])
+    a["dependsOn"] = {"name": ["ghost"]}
+    b = make_task("a", replicas=1, topologyPolicy="single-numa-node")
+    b["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+    job = make_job(
+        tasks=[a, b],
+        minAvailable=9,
+        minSuccess=9,
+        policies=[_policy(event="*"), _policy(event="PodFailed")],
+        plugins={"nope": [], "mpi": ["--master=boss"]},
+        volumes=[{"mountPath": "/a:b"}],
+        networkTopology={"highestTierAllowed": 1, "highestTierName": "x"},
+    )
+    result = create(job)
+    assert [(e.path, e.rule) for e in result.errors] == [
+        ("spec.tasks[0].minAvailable", "minAvailableLessEqualReplicas"),
+        ("spec.tasks[0].policies[0].exitCode", "exitCodeNonZero"),
+        ("spec.tasks[1].name", "unique"),
+        ("spec.tasks[1].template.spec.containers[0].resources.requests.cpu", "integerCpu"),
+        ("spec.tasks[0].dependsOn.name[0]", "dependsOnExists"),
+        ("spec.minAvailable", "minAvailableLessEqualReplicas"),
+        ("spec.minSuccess", "minSuccessLessEqualReplicas"),
+        ("spec.policies", "anyEventAlone"),
+        ("spec.plugins.nope", "plugin"),
+        ("spec.plugins.mpi", "mpiMaster"),
+        ("spec.volumes[0].mountPath", "mountPath"),
+        ("spec.volumes[0]", "volumeClaim"),
+        ("spec.networkTopology", "exclusive"),
+    ]
+
+
+def test_update_errors_come_in_rule_order() -> None:
+    """Scale limits, task immutability, spec immutability, then the minAvailable bounds."""
+    old = _stored(make_job(tasks=[make_task("a", replicas=2)]))
+    new = copy.deepcopy(old)
+    task = new["spec"]["tasks"][0]
+    task["replicas"], task["minAvailable"], task["maxRetry"] = 1, 2, 7
+    new["spec"]["queue"], new["spec"]["minAvailable"] = "other", 5
+    result = update(new, old)
+    assert [(e.path, e.rule) for e in result.errors] == [
+        ("spec.tasks[0].maxRetry", "immutable"),
+        ("spec.queue", "immutable"),
+        ("spec.tasks[0].minAvailable", "minAvailableLessEqualReplicas"),
+        ("spec.minAvailable", "minAvailableLessEqualReplicas"),
+    ]

@@ -522,3 +522,66 @@ def test_delete_with_null_object_uses_old() -> None:
     closed = {**make_queue("q"), "status": {"state": "Closed"}}
     assert admit(kind="Queue", operation="DELETE", obj=None, old=closed, lookup=None).allowed  # type: ignore[arg-type]
     assert admit(kind="Job", operation="DELETE", obj=None, old=None, lookup=None).allowed  # type: ignore[arg-type]
+
+
+# ----------------------------------------- Queue branches pinned before splitting the validator
+
+
+def test_queue_name_must_be_a_dns_subdomain() -> None:
+    result = run("Queue", make_queue("Bad_Name"))
+    assert [(e.path, e.rule, e.message) for e in result.errors] == [
+        ("metadata.name", "dns1123Subdomain", "invalid queue name 'Bad_Name'")
+    ]
+
+
+def test_the_root_queue_has_no_parent() -> None:
+    result = run("Queue", make_queue("root", parent="x"))
+    assert [(e.path, e.rule) for e in result.errors] == [("spec.parent", "parent")]
+
+
+def test_hierarchy_with_an_empty_segment() -> None:
+    result = run("Queue", _hier("a", "a//b", "1/1/1"))
+    assert [(e.path, e.rule, e.message) for e in result.errors] == [
+        (HIER_PATH, "hierarchy", "empty segment in hierarchy 'root/a//b'")
+    ]
+
+
+def test_a_missing_grandparent_is_not_the_new_queues_error() -> None:
+    lookup = StaticLookup([make_queue("p", parent="gone")])
+    assert run("Queue", make_queue("c", parent="p"), lookup=lookup).allowed
+
+
+def test_queue_errors_come_in_section_order() -> None:
+    """Name, resources, parent, hierarchy, then root immutability: the order a user reads."""
+    old = make_queue("root", capability={"cpu": "4"})
+    new = make_queue(
+        "root",
+        parent="root",
+        capability={"cpu": "2"},
+        deserved={"cpu": "3"},
+        guarantee={"resource": {"cpu": "5", "memory": "1Gi"}},
+    )
+    new["metadata"]["annotations"] = {
+        "volcano.sh/hierarchy": "root//x",
+        "volcano.sh/hierarchy-weights": "1/0",
+    }
+    result = run("Queue", new, op="UPDATE", old=old)
+    assert [(e.path, e.rule) for e in result.errors] == [
+        ("spec.deserved.cpu", "deservedLessEqualCapability"),
+        ("spec.guarantee.resource.cpu", "guaranteeLessEqualDeserved"),
+        ("spec.guarantee.resource.cpu", "guaranteeLessEqualCapability"),
+        ("spec.guarantee.resource.memory", "guaranteeInDeserved"),
+        ("spec.parent", "parent"),
+        (HIER_WEIGHTS, "hierarchyWeights"),
+        (HIER_WEIGHTS, "hierarchyWeights"),
+        (HIER_PATH, "hierarchy"),
+        ("spec.capability", "immutable"),
+        ("spec.deserved", "immutable"),
+        ("spec.guarantee", "immutable"),
+    ]
+
+
+def test_a_queue_update_without_a_spec_checks_the_name_only() -> None:
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {}}
+    result = run("Queue", queue, op="UPDATE", old=make_queue("q"))
+    assert [(e.path, e.rule) for e in result.errors] == [("metadata.name", "required")]

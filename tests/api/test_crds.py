@@ -12,7 +12,13 @@ import pytest
 import yaml
 
 from batch.api.admission import AssumeAllQueues, admit
-from batch.api.crdgen import crd_filename, generate_crds, openapi_schema, write_crds
+from batch.api.crdgen import (
+    _structural,
+    crd_filename,
+    generate_crds,
+    openapi_schema,
+    write_crds,
+)
 from batch.api.kinds import KINDS, kind_for_object
 
 from .conftest import REPO, corpus_documents, make_job
@@ -155,3 +161,50 @@ def test_crds_are_valid_kubernetes_objects() -> None:
         crd = yaml.safe_load(path.read_text(encoding="utf-8"))
         kubernetes_validate.validate(crd, "1.33", strict=True)  # raises on any unknown field
         assert crd["spec"]["scope"] in ("Namespaced", "Cluster")
+
+
+def test_structural_schema_rules() -> None:
+    """Every rewrite of a JSON-schema node into a structural one, on a hand-made schema."""
+    defs = {"Ref": {"type": "object", "properties": {"a": {"type": "string", "title": "A"}}}}
+    node = {
+        "type": "object",
+        "description": "dropped",
+        "required": ["b", "a"],
+        "properties": {
+            "ref": {"$ref": "#/$defs/Ref", "description": "x"},
+            "opt": {"anyOf": [{"type": "integer"}, {"type": "null"}], "x-tephra-default": 3},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+            "fixed": {"const": "v"},
+            "map": {"type": "object", "additionalProperties": {"type": "integer", "default": 1}},
+            "free": {"type": "object", "additionalProperties": True},
+            "open": {"type": "object", "properties": {}, "additionalProperties": True},
+            "list": {"type": "array", "items": {"$ref": "#/$defs/Ref"}},
+            "enum": {"enum": ["x", "y"]},
+        },
+    }
+    ref = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert _structural(node, defs) == {
+        "type": "object",
+        "required": ["a", "b"],
+        "properties": {
+            "ref": ref,
+            "opt": {"type": "integer", "default": 3},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "fixed": {"enum": ["v"]},
+            "map": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "open": {"type": "object", "properties": {}},
+            "list": {"type": "array", "items": ref},
+            "enum": {"enum": ["x", "y"]},
+        },
+    }
+    kept = {
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {"s": {"type": "object", "properties": {}, "additionalProperties": True}},
+    }
+    assert _structural(kept, {})["properties"]["s"] == {
+        "type": "object",
+        "properties": {},
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+    assert _structural(["a", 1], {}) == ["a", 1]
