@@ -83,12 +83,19 @@ class QueueAttr:
 
 
 def _ratio(amount: F, deserved: F) -> float:
-    """max over resources (pods left out) of amount/deserved where something is deserved."""
-    d = deserved[1:]
-    present = d >= TOL
-    if not present.any():
-        return 0.0
-    return float((amount[1:][present] / d[present]).max())
+    """max over resources (pods left out) of amount/deserved where something is deserved.
+
+    On Python floats (one ``tolist`` each): the same IEEE divisions and maximum as the vector
+    form, without its per-call overhead (it runs after every placement)."""
+    d = deserved.tolist()
+    a = amount.tolist()
+    best: float | None = None
+    for i in range(1, len(d)):
+        if d[i] >= TOL:
+            r = a[i] / d[i]
+            if best is None or r > best:
+                best = r
+    return 0.0 if best is None else float(best)
 
 
 def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
@@ -228,6 +235,200 @@ def over_capability(
     return REJECT
 
 
+def queue_attrs(ssn: Session, total: F, *, fair: bool) -> tuple[dict[str, QueueAttr], dict[str, F]]:
+    """Every queue with jobs in this session, oldest first, with its figures (the job sums kept
+    across sessions, docs/volcano-semantics.md#proportion-inputs); and each one's unstarted
+    gang demand (fair admission)."""
+    total_guarantee = np.zeros_like(total)
+    for q in ssn.queues.values():
+        total_guarantee += vec_of(ssn, q.guarantee)
+    sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
+    sums.refresh(ssn.jobs, queue_contribution)
+    attrs: dict[str, QueueAttr] = {}
+    demand: dict[str, F] = {}
+    for name in sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n)):
+        q = ssn.queues[name]
+        guarantee = vec_of(ssn, q.guarantee)
+        cap = capability_vec(ssn, q)
+        real = np.maximum(total - total_guarantee, 0) + guarantee
+        real = np.minimum(real, cap)
+        allocated, pending, inqueue, elastic, unstarted = sums.total(name).astype(np.float64)
+        request = allocated + pending
+        for v in (allocated, request, inqueue, elastic, unstarted):
+            v[0] = 0.0
+        demand[name] = unstarted
+        attrs[name] = QueueAttr(
+            queue=q,
+            weight=q.weight,
+            guarantee=guarantee,
+            capability=cap,
+            real_capability=real,
+            allocated=allocated,
+            request=request,
+            inqueue=inqueue,
+            elastic=elastic,
+            held=allocated + inqueue if fair else None,
+        )
+    return attrs, demand
+
+
+def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
+    """QueueOrder, Overused and Allocatable."""
+
+    def queue_key(q: QueueInfo) -> tuple[int, float]:
+        a = attrs.get(q.name)
+        return (-q.priority, a.order_share() if a is not None else 0.0)
+
+    ssn.hooks.add_queue_order_key(queue_key)
+
+    def overused(q: QueueInfo) -> bool:
+        a = attrs.get(q.name)
+        if a is None:
+            return False
+        if a._overused is None:
+            a._overused = le(a.deserved, a.allocated)
+        return a._overused
+
+    ssn.hooks.add_overused_fn(overused)
+
+    dims_by_tid: dict[int, list[int]] = {}
+
+    def allocatable(q: QueueInfo, t: TaskInfo) -> bool:
+        a = attrs.get(q.name)
+        if a is None or not q.is_open():
+            return False
+        tmpl = t.template
+        dims = dims_by_tid.get(tmpl.tid)
+        if dims is None:
+            dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
+        rl = tmpl.req_list
+        alloc, des = a.allocated, a.deserved
+        return all(alloc[d] + rl[d] <= des[d] + TOL for d in dims)
+
+    ssn.hooks.add_allocatable_fn(allocatable)
+
+
+def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
+    """Preemptive, Reclaimable and the at-deserved rule of the evicting actions."""
+
+    def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
+        a = attrs.get(q.name)
+        if a is None or not q.is_open():
+            return False
+        total_req = ssn.resources.zeros()
+        for t in tasks:
+            total_req = total_req + t.req
+        dims = np.flatnonzero(total_req[1:] > 0) + 1
+        return bool((a.allocated[dims] + total_req[dims] <= a.deserved[dims] + TOL).all())
+
+    ssn.hooks.add_preemptive_fn(preemptive)
+
+    def reclaimable(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        copies: dict[str, F] = {}
+        victims: list[TaskInfo] = []
+        for t in candidates:
+            job = ssn.jobs.get(t.job_id or "")
+            if job is None:
+                continue
+            a = attrs.get(job.queue)
+            if a is None:
+                continue
+            alloc = copies.get(job.queue)
+            if alloc is None:
+                alloc = a.allocated.copy()
+            if not le(alloc, a.deserved):
+                alloc = alloc - t.req
+                victims.append(t)
+            copies[job.queue] = alloc
+        return victims, PERMIT
+
+    ssn.hooks.add_reclaimable_fn(reclaimable)
+
+    def at_deserved(queue: str) -> bool:
+        # reclaimable above takes victims only from a queue whose allocated is not <= deserved
+        a = attrs.get(queue)
+        return a is None or le(a.allocated, a.deserved)
+
+    ssn.hooks.add_queue_at_deserved_fn(at_deserved)
+    ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
+
+
+def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool) -> None:
+    """JobEnqueueable (the queue's real capability; with fair admission, its admission share)
+    and JobEnqueued (the admitted gang's minResources join the queue's inqueue)."""
+
+    def enqueueable(job: JobInfo) -> int:
+        q = ssn.queues[job.queue]
+        a = attrs.get(job.queue)
+        if not q.is_open():
+            ssn.set_reason(PendingReason(job.uid, "QueueClosed", f"queue {q.name!r} is {q.state}"))
+            return REJECT
+        if job.min_resources is None or a is None:
+            return PERMIT
+        mr = job.min_resources.astype(np.float64)
+        dims = np.flatnonzero(mr[1:] > 0) + 1
+        want = mr + a.allocated + a.inqueue - a.elastic
+        if not le_on(want, a.real_capability, dims):
+            return over_capability(ssn, job, q, want - a.real_capability, dims)
+        if fair and beyond_admission_share(a, mr, dims, attrs.values()):
+            ssn.set_reason(
+                PendingReason(
+                    job.uid,
+                    "NotEnqueued",
+                    f"queue {q.name!r} already holds or was admitted to its fair share "
+                    "while other queues wait (fairShareAtAdmission)",
+                    details={"rejected_by": "proportion"},
+                )
+            )
+            return REJECT
+        return PERMIT
+
+    ssn.hooks.add_job_enqueueable_fn(enqueueable)
+
+    def enqueued(job: JobInfo) -> None:
+        a = attrs.get(job.queue)
+        if a is None or job.min_resources is None:
+            return
+        add = np.maximum(job.min_resources - job.gated_req, 0).astype(np.float64)
+        add[0] = 0.0
+        a.inqueue = a.inqueue + add
+        if a.held is not None:
+            a.held = a.held + add
+            a.changed()
+
+    ssn.hooks.add_job_enqueued_fn(enqueued)
+
+
+def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
+    """Follow in-session placements: the queue's allocated (and, fairly admitted, held)."""
+
+    def on_alloc(task: TaskInfo) -> None:
+        job = ssn.jobs.get(task.job_id or "")
+        a = attrs.get(job.queue) if job is not None else None
+        if a is not None and job is not None:
+            np.add(a.allocated, task.req, out=a.allocated)
+            a.allocated[0] = 0.0
+            a.changed()
+            if a.held is not None:  # the admitted part this task starts stops being held twice
+                before = admitted_gap(job, job.allocated - task.req)
+                a.held += task.req - (before - admitted_gap(job, job.allocated))
+                a.held[0] = 0.0
+
+    def on_dealloc(task: TaskInfo) -> None:
+        job = ssn.jobs.get(task.job_id or "")
+        a = attrs.get(job.queue) if job is not None else None
+        if a is not None and job is not None:
+            np.subtract(a.allocated, task.req, out=a.allocated)
+            a.allocated[0] = 0.0
+            a.changed()
+            if a.held is not None:
+                after = admitted_gap(job, job.allocated + task.req)
+                a.held -= task.req - (admitted_gap(job, job.allocated) - after)
+                a.held[0] = 0.0
+
+    ssn.hooks.add_event_handler(on_alloc, on_dealloc)
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
 
@@ -237,190 +438,17 @@ class ProportionPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
-        total_guarantee = np.zeros_like(total)
-        for q in ssn.queues.values():
-            total_guarantee += vec_of(ssn, q.guarantee)
-        sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
-        sums.refresh(ssn.jobs, queue_contribution)
-        attrs: dict[str, QueueAttr] = {}
-        demand: dict[str, F] = {}
-        for name in sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n)):
-            q = ssn.queues[name]
-            guarantee = vec_of(ssn, q.guarantee)
-            cap = capability_vec(ssn, q)
-            real = np.maximum(total - total_guarantee, 0) + guarantee
-            real = np.minimum(real, cap)
-            allocated, pending, inqueue, elastic, unstarted = sums.total(name).astype(np.float64)
-            request = allocated + pending
-            for v in (allocated, request, inqueue, elastic, unstarted):
-                v[0] = 0.0
-            demand[name] = unstarted
-            attrs[name] = QueueAttr(
-                queue=q,
-                weight=q.weight,
-                guarantee=guarantee,
-                capability=cap,
-                real_capability=real,
-                allocated=allocated,
-                request=request,
-                inqueue=inqueue,
-                elastic=elastic,
-                held=allocated + inqueue if self.fair else None,
-            )
+        attrs, demand = queue_attrs(ssn, total, fair=self.fair)
         water_fill(list(attrs.values()), total)
         if self.fair:
             admission_shares(list(attrs.values()), list(demand.values()), total)
         self.attrs = attrs
         self.total = total
-
-        def queue_key(q: QueueInfo) -> tuple[int, float]:
-            a = attrs.get(q.name)
-            return (-q.priority, a.order_share() if a is not None else 0.0)
-
-        ssn.hooks.add_queue_order_key(queue_key)
-
-        def overused(q: QueueInfo) -> bool:
-            a = attrs.get(q.name)
-            if a is None:
-                return False
-            if a._overused is None:
-                a._overused = le(a.deserved, a.allocated)
-            return a._overused
-
-        ssn.hooks.add_overused_fn(overused)
-
-        def fits_deserved(
-            q: QueueInfo, req: IntVec, dims: npt.NDArray[np.intp] | None = None
-        ) -> bool:
-            a = attrs.get(q.name)
-            if a is None or not q.is_open():
-                return False
-            if dims is None:
-                dims = np.flatnonzero(req[1:] > 0) + 1
-            return bool((a.allocated[dims] + req[dims] <= a.deserved[dims] + TOL).all())
-
-        dims_by_tid: dict[int, list[int]] = {}
-
-        def allocatable(q: QueueInfo, t: TaskInfo) -> bool:
-            a = attrs.get(q.name)
-            if a is None or not q.is_open():
-                return False
-            tmpl = t.template
-            dims = dims_by_tid.get(tmpl.tid)
-            if dims is None:
-                dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
-            rl = tmpl.req_list
-            alloc, des = a.allocated, a.deserved
-            return all(alloc[d] + rl[d] <= des[d] + TOL for d in dims)
-
-        ssn.hooks.add_allocatable_fn(allocatable)
-
-        def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
-            total_req = ssn.resources.zeros()
-            for t in tasks:
-                total_req = total_req + t.req
-            return fits_deserved(q, total_req)
-
-        ssn.hooks.add_preemptive_fn(preemptive)
-
-        def reclaimable(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
-            copies: dict[str, F] = {}
-            victims: list[TaskInfo] = []
-            for t in candidates:
-                job = ssn.jobs.get(t.job_id or "")
-                if job is None:
-                    continue
-                a = attrs.get(job.queue)
-                if a is None:
-                    continue
-                alloc = copies.get(job.queue)
-                if alloc is None:
-                    alloc = a.allocated.copy()
-                if not le(alloc, a.deserved):
-                    alloc = alloc - t.req
-                    victims.append(t)
-                copies[job.queue] = alloc
-            return victims, PERMIT
-
-        ssn.hooks.add_reclaimable_fn(reclaimable)
-
-        def at_deserved(queue: str) -> bool:
-            # reclaimable above takes victims only from a queue whose allocated is not <= deserved
-            a = attrs.get(queue)
-            return a is None or le(a.allocated, a.deserved)
-
-        ssn.hooks.add_queue_at_deserved_fn(at_deserved)
-        ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
+        _register_queue_points(ssn, attrs)
+        _register_victim_points(ssn, attrs)
         ssn.hooks.add_deserved_fn(self.deserved)
-
-        def enqueueable(job: JobInfo) -> int:
-            q = ssn.queues[job.queue]
-            a = attrs.get(job.queue)
-            if not q.is_open():
-                ssn.set_reason(
-                    PendingReason(job.uid, "QueueClosed", f"queue {q.name!r} is {q.state}")
-                )
-                return REJECT
-            if job.min_resources is None or a is None:
-                return PERMIT
-            mr = job.min_resources.astype(np.float64)
-            dims = np.flatnonzero(mr[1:] > 0) + 1
-            want = mr + a.allocated + a.inqueue - a.elastic
-            if not le_on(want, a.real_capability, dims):
-                return over_capability(ssn, job, q, want - a.real_capability, dims)
-            if self.fair and beyond_admission_share(a, mr, dims, attrs.values()):
-                ssn.set_reason(
-                    PendingReason(
-                        job.uid,
-                        "NotEnqueued",
-                        f"queue {q.name!r} already holds or was admitted to its fair share "
-                        "while other queues wait (fairShareAtAdmission)",
-                        details={"rejected_by": "proportion"},
-                    )
-                )
-                return REJECT
-            return PERMIT
-
-        ssn.hooks.add_job_enqueueable_fn(enqueueable)
-
-        def enqueued(job: JobInfo) -> None:
-            a = attrs.get(job.queue)
-            if a is None or job.min_resources is None:
-                return
-            add = np.maximum(job.min_resources - job.gated_req, 0).astype(np.float64)
-            add[0] = 0.0
-            a.inqueue = a.inqueue + add
-            if a.held is not None:
-                a.held = a.held + add
-                a.changed()
-
-        ssn.hooks.add_job_enqueued_fn(enqueued)
-
-        def on_alloc(task: TaskInfo) -> None:
-            job = ssn.jobs.get(task.job_id or "")
-            a = attrs.get(job.queue) if job is not None else None
-            if a is not None and job is not None:
-                np.add(a.allocated, task.req, out=a.allocated)
-                a.allocated[0] = 0.0
-                a.changed()
-                if a.held is not None:  # the admitted part this task starts stops being held twice
-                    before = admitted_gap(job, job.allocated - task.req)
-                    a.held += task.req - (before - admitted_gap(job, job.allocated))
-                    a.held[0] = 0.0
-
-        def on_dealloc(task: TaskInfo) -> None:
-            job = ssn.jobs.get(task.job_id or "")
-            a = attrs.get(job.queue) if job is not None else None
-            if a is not None and job is not None:
-                np.subtract(a.allocated, task.req, out=a.allocated)
-                a.allocated[0] = 0.0
-                a.changed()
-                if a.held is not None:
-                    after = admitted_gap(job, job.allocated + task.req)
-                    a.held -= task.req - (admitted_gap(job, job.allocated) - after)
-                    a.held[0] = 0.0
-
-        ssn.hooks.add_event_handler(on_alloc, on_dealloc)
+        _register_admission(ssn, attrs, fair=self.fair)
+        _register_handlers(ssn, attrs)
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)
