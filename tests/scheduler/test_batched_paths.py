@@ -13,17 +13,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
+from batch.model.status import TaskStatus
 from batch.scheduler import Decisions, load_config, run_session
 from batch.scheduler.actions.allocate import Allocate
 from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
+from batch.scheduler.framework import close
+from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.pq import PriorityQueue
+from batch.scheduler.framework.session import Session
 
-from .util import NOW
+from .test_incremental import Event, _base, _replay, step
+from .util import BASIC, NOW
 
 CONFIGS = [load_config(HELM_DEFAULT_CONFIG), load_config(TEPHRA_DEFAULT_CONFIG)]
 
@@ -35,6 +41,7 @@ jobs_st = st.lists(
         st.integers(0, 2),  # gpu per pod
         st.integers(1, 3),  # cpu per pod
         st.integers(0, 2),  # creation second (ties on purpose)
+        st.sampled_from(["Inqueue", "Inqueue", "Pending"]),
     ),
     min_size=1,
     max_size=30,
@@ -42,7 +49,7 @@ jobs_st = st.lists(
 
 
 def _cluster(
-    nodes: int, weights: list[int], jobs: list[tuple[int, ...]], busy: bool
+    nodes: int, weights: list[int], jobs: list[tuple[Any, ...]], busy: bool
 ) -> ClusterCache:
     c = ClusterCache()
     c.apply("Queue", "ADDED", f.queue("root"))
@@ -57,13 +64,17 @@ def _cluster(
             "ADDED",
             f.pod("run-0", group="run", gpu=1, cpu="2", node_name="n0", phase="Running"),
         )
-    for j, (qi, pods, mm, gpu, cpu, sec) in enumerate(jobs):
+    for j, (qi, pods, mm, gpu, cpu, sec, *phase) in enumerate(jobs):
         created = f"2026-01-01T00:00:0{sec}Z"
         c.apply(
             "PodGroup",
             "ADDED",
             f.podgroup(
-                f"j{j}", queue=f"q{qi}", min_member=min(mm, pods), phase="Inqueue", created=created
+                f"j{j}",
+                queue=f"q{qi}",
+                min_member=min(mm, pods),
+                phase=phase[0] if phase else "Inqueue",
+                created=created,
             ),
         )
         for t in range(pods):
@@ -109,7 +120,7 @@ def _switched(name: str) -> Iterator[None]:
     config_index=st.integers(0, 1),
 )
 def test_draining_replays_decides_as_popping_each_job(
-    nodes: int, weights: list[int], jobs: list[tuple[int, ...]], busy: bool, config_index: int
+    nodes: int, weights: list[int], jobs: list[tuple[Any, ...]], busy: bool, config_index: int
 ) -> None:
     c = _cluster(nodes, weights, jobs, busy)
     cfg = CONFIGS[config_index]
@@ -135,7 +146,7 @@ def test_drain_replays_a_queue_of_identical_jobs(monkeypatch: pytest.MonkeyPatch
         real_drain(self, run, queue, jobs, queues)
 
     monkeypatch.setattr(allocate.Allocate, "_drain", spy)
-    jobs: list[tuple[int, ...]] = [(i % 2, 1, 1, 1, 1, 0) for i in range(12)]
+    jobs: list[tuple[Any, ...]] = [(i % 2, 1, 1, 1, 1, 0) for i in range(12)]
     c = _cluster(1, [1, 1, 1], jobs, False)
     d = run_session(c, CONFIGS[0], now=NOW)
     assert len(d.binds) == 2
@@ -171,3 +182,119 @@ def test_priority_queue_extend_and_pops_next_match_pushes(
     expect = [e[2] for e in heapq.nsmallest(1, [(keys[item], 10**9, item), *one._h])]
     assert bulk.pops_next(item) == (expect == [item])
     assert list(_pops(one)) == list(_pops(bulk))
+
+
+_amounts = st.lists(
+    st.one_of(
+        st.sampled_from([0.0, 0.05, 0.1, 0.15, 1.0, 1e12]),
+        st.floats(0, 1e13, allow_nan=False, allow_infinity=False),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(_amounts, _amounts, st.booleans())
+def test_scalar_share_arithmetic_matches_the_vector_form(
+    a: list[float], b: list[float], inf_cap: bool
+) -> None:
+    """proportion's share and ``le`` run on Python floats; they equal numpy's answers."""
+    from batch.scheduler.framework.shares import TOL, le
+    from batch.scheduler.plugins.proportion import _ratio
+
+    n = min(len(a), len(b))
+    x, y = np.array(a[:n]), np.array(b[:n])
+    if inf_cap:
+        y[-1] = np.inf
+    assert le(x, y) == bool((x[1:] <= y[1:] + TOL).all())
+    assert le(y, x) == bool((y[1:] <= x[1:] + TOL).all())
+    d = y[1:]
+    present = d >= TOL
+    vec = float((x[1:][present] / d[present]).max()) if present.any() else 0.0
+    assert _ratio(x, y) == vec
+
+
+def _reference_reasons(ssn: Session, reasons: dict[str, PendingReason]) -> None:
+    """fill_reasons as one pass over the active jobs, then over the jobs with a reason."""
+    with_reason = [ssn.jobs[uid] for uid in reasons if uid in ssn.jobs]
+    for job in (*ssn.active_jobs(), *with_reason):
+        if job.is_ready() and not job.counts[TaskStatus.PENDING]:
+            reasons.pop(job.uid, None)
+        elif job.uid not in reasons and not job.is_ready():
+            reasons[job.uid] = close._missing_reason(job)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(step(), st.booleans()), min_size=1, max_size=20),
+    config_index=st.integers(0, 1),
+)
+def test_close_shortcuts_match_the_reference(
+    steps: list[tuple[Event, bool]], config_index: int
+) -> None:
+    """On random histories: close's reasons are those of the two-pass rule (in order), and
+    statuses shared between jobs equal each job's own."""
+    cfg = [load_config(BASIC), CONFIGS[1]][config_index]
+    cache = ClusterCache()
+    for event in _base():
+        _replay(cache, event)
+    with _checking_reasons() as seen:
+        for i, (event, dispatch) in enumerate(steps):
+            _replay(cache, event)
+            cache.derived.pop("close-status", None)  # no reuse across sessions
+            shared = run_session(cache, cfg, now=NOW + i, uid=f"s{i}")
+            cache.derived.pop("close-status", None)
+            close.SHARE_STATUSES = False
+            try:
+                own = run_session(cache, cfg, now=NOW + i, uid=f"s{i}")
+            finally:
+                close.SHARE_STATUSES = True
+            assert list(shared.podgroup_status.items()) == list(own.podgroup_status.items())
+            if dispatch:
+                _replay(cache, shared)
+    assert seen and all(expect == got for expect, got in seen)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 3),
+    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    jobs=jobs_st,
+    config_index=st.integers(0, 1),
+)
+def test_close_shortcuts_on_many_alike_jobs(
+    nodes: int, weights: list[int], jobs: list[tuple[Any, ...]], config_index: int
+) -> None:
+    """Many jobs with equal counters in Pending and Inqueue PodGroups: shared statuses equal
+    each job's own, reasons are the reference's."""
+    c = _cluster(nodes, weights, jobs, True)
+    cfg = CONFIGS[config_index]
+    with _checking_reasons() as seen:
+        shared = run_session(c, cfg, now=NOW, uid="s")
+    c.derived.pop("close-status", None)
+    close.SHARE_STATUSES = False
+    try:
+        own = run_session(c, cfg, now=NOW, uid="s")
+    finally:
+        close.SHARE_STATUSES = True
+    assert list(shared.podgroup_status.items()) == list(own.podgroup_status.items())
+    assert seen and all(expect == got for expect, got in seen)
+
+
+@contextmanager
+def _checking_reasons() -> Iterator[list[tuple[list[Any], list[Any]]]]:
+    """While inside, every close also computes the reference reasons (compared by the caller)."""
+    real_fill = close.fill_reasons
+    seen: list[tuple[list[Any], list[Any]]] = []
+
+    def checked(ssn: Session) -> None:
+        expect = dict(ssn.reasons)
+        _reference_reasons(ssn, expect)
+        real_fill(ssn)
+        seen.append((list(expect.items()), list(ssn.reasons.items())))
+
+    close.fill_reasons = checked
+    try:
+        yield seen
+    finally:
+        close.fill_reasons = real_fill

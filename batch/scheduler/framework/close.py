@@ -24,6 +24,8 @@ from batch.scheduler.framework.session import Session
 
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULED = "Scheduled"
+#: give jobs with equal status inputs one status object (exact; tests switch it off to compare)
+SHARE_STATUSES = True
 _PHASE_COUNT_KEY = {
     "Pending": "pending",
     "Inqueue": "inqueue",
@@ -98,37 +100,105 @@ def _said(cond: dict[str, Any], memo: dict[int, tuple[Any, ...]]) -> tuple[Any, 
 
 def fill_reasons(ssn: Session) -> None:
     """Make sure every job with unplaced work has a pending reason (and no other job has one:
-    settled jobs only need their reason dropped, if an action gave them one)."""
-    with_reason = [ssn.jobs[uid] for uid in ssn.reasons if uid in ssn.jobs]
-    for job in (*ssn.active_jobs(), *with_reason):
-        if job.is_ready() and not job.counts[TaskStatus.PENDING]:
-            ssn.reasons.pop(job.uid, None)
-            continue
-        if job.uid in ssn.reasons:
-            continue
-        if job.is_ready():
-            continue  # elastic tasks beyond minAvailable wait without a gang reason
-        pending = job.counts[TaskStatus.PENDING]
-        if pending and job.gated_pending == pending:
-            ssn.reasons[job.uid] = PendingReason(
-                job.uid, "SchedulingGated", f"{pending} pod(s) have scheduling gates"
-            )
-        elif job.is_pipelined():
-            ssn.reasons[job.uid] = PendingReason(
-                job.uid, "Pipelined", "waiting for resources that are being released"
-            )
-        elif job.is_pending():
-            ssn.reasons[job.uid] = PendingReason(
-                job.uid, "NotEnqueued", "PodGroup is Pending: not admitted by enqueue"
-            )
+    settled jobs only need their reason dropped, if an action gave them one).
+
+    Jobs that have a reason only lose it (when ready with nothing pending); jobs without one
+    get one, in ``active_jobs`` order."""
+    reasons, jobs = ssn.reasons, ssn.jobs
+    pending = TaskStatus.PENDING
+    for uid in [u for u in reasons if u in jobs]:
+        job = jobs[uid]
+        if not job.counts[pending] and job.is_ready():
+            del reasons[uid]
+    for job in ssn.active_jobs():
+        if job.uid not in reasons and not job.is_ready():
+            reasons[job.uid] = _missing_reason(job)
+
+
+def _missing_reason(job: JobInfo) -> PendingReason:
+    """Why a job short of its gang that no action explained waits (elastic tasks beyond
+    minAvailable wait without a gang reason: the caller asks only for jobs not ready)."""
+    pending = job.counts[TaskStatus.PENDING]
+    if pending and job.gated_pending == pending:
+        return PendingReason(job.uid, "SchedulingGated", f"{pending} pod(s) have scheduling gates")
+    if job.is_pipelined():
+        return PendingReason(job.uid, "Pipelined", "waiting for resources that are being released")
+    if job.is_pending():
+        return PendingReason(job.uid, "NotEnqueued", "PodGroup is Pending: not admitted by enqueue")
+    short = job.min_available - job.ready_task_num() - job.pending_best_effort
+    return PendingReason(
+        job.uid,
+        "NotConsidered",
+        f"{short} more task(s) needed for the gang; none were tried this session",
+        short_by=max(short, 0),
+    )
+
+
+def _said_all(
+    conds: list[dict[str, Any]],
+    said_of: dict[int, tuple[Any, ...]],
+    lists: dict[int, list[tuple[Any, ...]]],
+) -> list[tuple[Any, ...]]:
+    """What ``conds`` say; a lone condition's answer is one list for every job given it."""
+    if len(conds) != 1:
+        return [_said(c, said_of) for c in conds]
+    got = lists.get(id(conds[0]))
+    if got is None:
+        got = lists[id(conds[0])] = [_said(conds[0], said_of)]
+    return got
+
+
+def _fresh_status(
+    ssn: Session,
+    job: JobInfo,
+    new_conds: list[dict[str, Any]],
+    shared: dict[tuple[Any, ...], dict[str, Any]],
+) -> dict[str, Any]:
+    """``_status``, computed once for jobs that have no conditions of their own yet, no
+    releasing tasks, and the same counters, phase, minAvailable and new condition objects
+    (their statuses are equal: one object serves them all)."""
+    if not SHARE_STATUSES or job.conditions or job.counts[TaskStatus.RELEASING]:
+        return _status(ssn, job, new_conds)
+    key = (tuple(job.counts), job.phase, job.min_available, *map(id, new_conds))
+    status = shared.get(key)
+    if status is None:
+        status = shared[key] = _status(ssn, job, new_conds)
+    return status
+
+
+def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
+    """Fill ``d.podgroup_status``; return the number of PodGroups per queue and phase.
+
+    A job's status depends on its state (JobInfo.version) and on what this session's
+    conditions say (type, status, reason, message): when neither changed, the status of an
+    earlier session is reused, with that session's transitionID and time (a condition's
+    lastTransitionTime then means what Kubernetes says it means)."""
+    memo: dict[str, tuple[int, list[tuple[Any, ...]], dict[str, Any]]] = (
+        ssn.cache.derived.setdefault("close-status", {})
+    )
+    if len(memo) > 2 * len(ssn.jobs) + 64:  # forget departed jobs
+        for uid in [u for u in memo if u not in ssn.jobs]:
+            del memo[uid]
+    said_of: dict[int, tuple[Any, ...]] = {}  # id(condition) -> what it says
+    said_lists: dict[int, list[tuple[Any, ...]]] = {}
+    shared: dict[tuple[Any, ...], dict[str, Any]] = {}
+    q_counts: dict[str, dict[str, int]] = {}
+    conds_of, out = ssn.podgroup_conditions, d.podgroup_status
+    for job in ssn.jobs.values():
+        new_conds = conds_of.get(job.uid) or []
+        said = _said_all(new_conds, said_of, said_lists)
+        kept = memo.get(job.uid)
+        if kept is not None and kept[0] == job.version and kept[1] == said:
+            status = kept[2]
         else:
-            short = job.min_available - job.ready_task_num() - job.pending_best_effort
-            ssn.reasons[job.uid] = PendingReason(
-                job.uid,
-                "NotConsidered",
-                f"{short} more task(s) needed for the gang; none were tried this session",
-                short_by=max(short, 0),
-            )
+            status = _fresh_status(ssn, job, new_conds, shared)
+            memo[job.uid] = (job.version, said, status)
+        out[(job.namespace, job.name)] = status
+        counts = q_counts.get(job.queue)
+        if counts is None:
+            counts = q_counts[job.queue] = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
+        counts[_PHASE_COUNT_KEY.get(status["phase"], "unknown")] += 1
+    return q_counts
 
 
 def close_session(ssn: Session) -> Decisions:
@@ -152,32 +222,7 @@ def close_session(ssn: Session) -> Decisions:
         allocated = JobSums.of(ssn.cache, "close-allocated", (res.capacity,))
         allocated.refresh(ssn.jobs, _allocated)
         q_alloc = allocated.sums
-        q_counts: dict[str, dict[str, int]] = {}
-        # A job's status depends on its state (JobInfo.version) and on what this session's
-        # conditions say (type, status, reason, message): when neither changed, the status of
-        # an earlier session is reused, with that session's transitionID and time (a condition's
-        # lastTransitionTime then means what Kubernetes says it means).
-        memo: dict[str, tuple[int, list[tuple[Any, ...]], dict[str, Any]]] = (
-            ssn.cache.derived.setdefault("close-status", {})
-        )
-        if len(memo) > 2 * len(ssn.jobs) + 64:  # forget departed jobs
-            for uid in [u for u in memo if u not in ssn.jobs]:
-                del memo[uid]
-        said_of: dict[int, tuple[Any, ...]] = {}  # id(condition) -> what it says
-        for job in ssn.jobs.values():
-            new_conds = ssn.podgroup_conditions.get(job.uid) or []
-            said = [_said(c, said_of) for c in new_conds]
-            kept = memo.get(job.uid)
-            if kept is not None and kept[0] == job.version and kept[1] == said:
-                status = kept[2]
-            else:
-                status = _status(ssn, job, new_conds)
-                memo[job.uid] = (job.version, said, status)
-            d.podgroup_status[(job.namespace, job.name)] = status
-            counts = q_counts.get(job.queue)
-            if counts is None:
-                counts = q_counts[job.queue] = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
-            counts[_PHASE_COUNT_KEY.get(status["phase"], "unknown")] += 1
+        q_counts = _podgroup_statuses(ssn, d)
         # propagate to ancestors
         total: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
         for qname, vec in q_alloc.items():

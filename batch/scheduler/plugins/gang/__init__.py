@@ -85,7 +85,8 @@ class GangPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         now = iso(ssn.now)
-        # every ready job gets the same condition: one object (close copies what it keeps)
+        # every ready job gets the same condition, and unready jobs that say the same thing
+        # share one as well: one object each (close copies what it keeps)
         scheduled = {
             "type": "Scheduled",
             "status": "True",
@@ -94,25 +95,41 @@ class GangPlugin(Plugin):
             "reason": "tasks in gang are ready to be scheduled",
             "message": "",
         }
+        unschedulable: dict[tuple[int, int, str], dict[str, Any]] = {}
+        conditions, reasons = ssn.podgroup_conditions, ssn.reasons
         for job in ssn.jobs.values():
-            cond: dict[str, Any]
-            if not job.is_ready():
-                unready = job.min_available - job.ready_task_num()
-                reason = ssn.reasons.get(job.uid)
-                why = reason.message if reason is not None else "pod group is not ready"
-                # before admission the gang's pods do not exist yet: it still has minMember
-                size = max(len(job.tasks), job.min_available)
-                msg = f"{max(unready, 0)}/{size} tasks in gang unschedulable: {why}"
-                cond = {
-                    "type": "Unschedulable",
-                    "status": "True",
-                    "transitionID": ssn.uid,
-                    "lastTransitionTime": now,
-                    "reason": "NotEnoughResources",
-                    "message": msg,
-                }
-                if job.phase in ("Pending", "Inqueue", "Unknown", ""):
-                    ssn.event(job, "Warning", "Unschedulable", msg)
-            else:
+            if job.is_ready():
                 cond = scheduled
-            ssn.podgroup_conditions.setdefault(job.uid, []).append(cond)
+            else:
+                reason = reasons.get(job.uid)
+                said = (
+                    max(job.min_available - job.ready_task_num(), 0),
+                    # before admission the gang's pods do not exist yet: it still has minMember
+                    max(len(job.tasks), job.min_available),
+                    reason.message if reason is not None else "pod group is not ready",
+                )
+                cond = unschedulable.get(said) or _unschedulable(ssn.uid, now, said, unschedulable)
+                if job.phase in ("Pending", "Inqueue", "Unknown", ""):
+                    ssn.event(job, "Warning", "Unschedulable", cond["message"])
+            kept = conditions.get(job.uid)
+            if kept is None:
+                conditions[job.uid] = [cond]
+            else:
+                kept.append(cond)
+
+
+def _unschedulable(
+    session: str, now: str, said: tuple[int, int, str], memo: dict[tuple[int, int, str], Any]
+) -> dict[str, Any]:
+    """The Unschedulable condition of a gang ``said[0]`` of ``said[1]`` tasks short (why:
+    ``said[2]``), kept in ``memo``."""
+    unready, size, why = said
+    cond = memo[said] = {
+        "type": "Unschedulable",
+        "status": "True",
+        "transitionID": session,
+        "lastTransitionTime": now,
+        "reason": "NotEnoughResources",
+        "message": f"{unready}/{size} tasks in gang unschedulable: {why}",
+    }
+    return cond
