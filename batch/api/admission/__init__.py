@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from batch.api.bus import Command
@@ -105,9 +106,7 @@ def _admit(
     lookup: AdmissionLookup | None,
     limits: AdmissionLimits,
 ) -> AdmissionResult:
-    given: Any = obj  # callers may pass anything decoded from JSON or YAML
-    if operation == "DELETE" and not given:
-        given = old if isinstance(old, Mapping) else {}  # AdmissionReview DELETE: object is null
+    given = _object_under_admission(operation, obj, old)
     if not isinstance(given, Mapping):
         err = FieldError(
             "", "type", f"the object must be a mapping, not {type(given).__name__}", kind
@@ -115,59 +114,104 @@ def _admit(
         return AdmissionResult(allowed=False, object={}, errors=[err], patch=[])
     source: dict[str, Any] = json_copy(dict(given))
     errors = Errors(object_ref(kind, source, namespaced=_NAMESPACED.get(kind, True)))
-    if kind not in SERVED_KINDS or operation not in OPERATIONS:
-        if operation not in OPERATIONS:
-            errors.add("", "operation", f"unknown operation {operation!r}")
+    if _answered_unchanged(kind, operation, source, old=old, lookup=lookup, errors=errors):
         return _result(source, source, errors)
-    if kind in ("Job", "CronJob"):
-        api_version = source.get("apiVersion")
-        if isinstance(api_version, str) and not api_version.startswith(f"{BATCH_GROUP}/"):
-            return _result(source, source, errors)  # e.g. a batch/v1 Job: not ours
-    if operation == "CONNECT":
-        return _result(source, source, errors)
-    if operation == "DELETE":
-        if kind == "Queue":
-            validate_queue_delete(old if isinstance(old, Mapping) else source, lookup, errors)
-        return _result(source, source, errors)
-
     target: dict[str, Any] = json_copy(source)
     if operation == "CREATE":
         _mutate(kind, target, lookup)
     if kind == "Pod":
         validate_pod(target, errors)
         return _result(source, target, errors)
-    model = _MODELS[kind]
-    typed = schema_validate(model, target, errors)
-    if typed is None:
-        return _result(source, target, errors)
-    old_map = old if isinstance(old, Mapping) else None
-    if kind == "Job":
-        assert isinstance(typed, Job)
-        spec = typed.spec
-        if spec is None:
-            errors.add("spec", "required", "a Job needs a spec")
-        elif operation == "UPDATE" and old_map is not None:
-            validate_job_update(spec, target, old_map, errors, limits=limits)
-        else:
-            validate_job_create(spec, target, source, lookup=lookup, errors=errors, limits=limits)
-    elif kind == "Queue":
-        assert isinstance(typed, Queue)
-        validate_queue(
-            typed, target, operation=operation, old=old_map, lookup=lookup, errors=errors
-        )
-    elif kind == "PodGroup":
-        assert isinstance(typed, PodGroup)
-        validate_podgroup(typed, operation=operation, lookup=lookup, errors=errors, limits=limits)
-    elif kind == "Command":
-        assert isinstance(typed, Command)
-        validate_command(typed, errors)
-    elif kind == "HyperNode":
-        assert isinstance(typed, HyperNode)
-        validate_hypernode(typed, errors)
-    elif kind == "CronJob":
-        assert isinstance(typed, CronJob)
-        validate_cronjob(typed, target, errors, limits=limits)
+    typed = schema_validate(_MODELS[kind], target, errors)
+    if typed is not None:
+        old_map = old if isinstance(old, Mapping) else None
+        review = _Review(operation, source, target, old_map, lookup, errors, limits)
+        _validate(typed, review)
     return _result(source, target, errors)
+
+
+def _object_under_admission(
+    operation: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None
+) -> Any:
+    """`obj`, or on a DELETE that carries none (an AdmissionReview's null object) `old`."""
+    given: Any = obj  # callers may pass anything decoded from JSON or YAML
+    if operation == "DELETE" and not given:
+        given = old if isinstance(old, Mapping) else {}
+    return given
+
+
+def _answered_unchanged(
+    kind: str,
+    operation: str,
+    source: dict[str, Any],
+    *,
+    old: Mapping[str, Any] | None,
+    lookup: AdmissionLookup | None,
+    errors: Errors,
+) -> bool:
+    """Whether the object skips defaulting and schema validation (another API's kind, an unknown
+    operation, CONNECT, DELETE); the errors such an answer carries are added to `errors`."""
+    if kind not in SERVED_KINDS or operation not in OPERATIONS:
+        if operation not in OPERATIONS:
+            errors.add("", "operation", f"unknown operation {operation!r}")
+        return True
+    if kind in ("Job", "CronJob") and not _is_batch_volcano(source):
+        return True  # e.g. a batch/v1 Job: not ours
+    if operation == "DELETE" and kind == "Queue":
+        validate_queue_delete(old if isinstance(old, Mapping) else source, lookup, errors)
+    return operation in ("CONNECT", "DELETE")
+
+
+def _is_batch_volcano(source: Mapping[str, Any]) -> bool:
+    """A Job or CronJob of batch.volcano.sh (or one that names no apiVersion)."""
+    api_version = source.get("apiVersion")
+    return not isinstance(api_version, str) or api_version.startswith(f"{BATCH_GROUP}/")
+
+
+@dataclass(frozen=True)
+class _Review:
+    """One request as a kind's validator sees it: `source` is the object under admission,
+    `target` the defaulted one, `old` the stored object of an UPDATE."""
+
+    operation: str
+    source: dict[str, Any]
+    target: dict[str, Any]
+    old: Mapping[str, Any] | None
+    lookup: AdmissionLookup | None
+    errors: Errors
+    limits: AdmissionLimits
+
+
+def _validate(typed: Job | Queue | PodGroup | Command | HyperNode | CronJob, r: _Review) -> None:
+    """The validating webhook's cross-field rules for one schema-valid object."""
+    if isinstance(typed, Job):
+        _validate_job(typed, r)
+    elif isinstance(typed, Queue):
+        validate_queue(
+            typed, r.target, operation=r.operation, old=r.old, lookup=r.lookup, errors=r.errors
+        )
+    elif isinstance(typed, PodGroup):
+        validate_podgroup(
+            typed, operation=r.operation, lookup=r.lookup, errors=r.errors, limits=r.limits
+        )
+    elif isinstance(typed, Command):
+        validate_command(typed, r.errors)
+    elif isinstance(typed, HyperNode):
+        validate_hypernode(typed, r.errors)
+    else:
+        validate_cronjob(typed, r.target, r.errors, limits=r.limits)
+
+
+def _validate_job(job: Job, r: _Review) -> None:
+    spec = job.spec
+    if spec is None:
+        r.errors.add("spec", "required", "a Job needs a spec")
+    elif r.operation == "UPDATE" and r.old is not None:
+        validate_job_update(spec, r.target, r.old, r.errors, limits=r.limits)
+    else:
+        validate_job_create(
+            spec, r.target, r.source, lookup=r.lookup, errors=r.errors, limits=r.limits
+        )
 
 
 _MODELS: dict[str, type[Job | Queue | PodGroup | Command | HyperNode | CronJob]] = {
