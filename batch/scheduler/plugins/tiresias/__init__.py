@@ -20,6 +20,12 @@ durations known, Tiresias orders by *attained service*: GPUs x time a job has ru
   ``tiresias.maxEvictions`` times (default 2, below a VCJob's default maxRetry of 3; 0: no
   limit) is no longer a victim: its attained service keeps it in the last level, so it would
   be evicted until it failed.
+* Starvation limit (``tiresias.starveLimit``, default 0: off), as Tiresias's STARVE_LIMIT: a job
+  that lost its resources and has waited longer than the limit x the length of its latest run
+  gets service 0, i.e. the highest level, once per wait. Checked at session open (the
+  simulator runs sessions only at events, so there a promotion waits for the next event).
+* ``tiresias.resetOnEviction`` (default false): a job that lost all its tasks starts again at
+  service 0 — what it has attained is lost when it restarts without a checkpoint.
 * JobEnqueueable (with preemption on): a Pending gang whose minResources of the resource fit
   in what jobs of a higher level hold in its queue is permitted (the tier's Permit decides, so
   proportion's "queue resource quota insufficient" does not keep it out of a full queue: without
@@ -29,6 +35,7 @@ durations known, Tiresias orders by *attained service*: GPUs x time a job has ru
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -50,6 +57,8 @@ _ARGS = (
     "tiresias.levels",
     "tiresias.preempt",
     "tiresias.maxEvictions",
+    "tiresias.starveLimit",
+    "tiresias.resetOnEviction",
 )
 
 
@@ -62,8 +71,13 @@ class Service:
     seen: dict[str, float] = field(default_factory=dict)  # job id -> last session it was in
     holding: set[str] = field(default_factory=set)  # jobs that held the resource last session
     evicted: dict[str, int] = field(default_factory=dict)  # job id -> times it lost everything
+    ran: dict[str, float] = field(default_factory=dict)  # job id -> seconds of its latest run
+    stopped: dict[str, float] = field(default_factory=dict)  # job id -> when that run ended
 
-    def advance(self, jobs: dict[str, JobInfo], dim: int | None, now: float) -> None:
+    def advance(
+        self, jobs: dict[str, JobInfo], dim: int | None, now: float, reset: bool = False
+    ) -> None:
+        """Bring service up to ``now``; ``reset``: an evicted job's service starts again at 0."""
         dt = 0.0 if self.last is None else max(now - self.last, 0.0)
         self.last = now
         for uid, job in jobs.items():
@@ -73,16 +87,39 @@ class Service:
             held = int(job.allocated[dim])
             if held:
                 self.units[uid] = self.units.get(uid, 0.0) + held / 1000 * dt
-                self.holding.add(uid)
+                if uid not in self.holding:  # a new run starts
+                    self.holding.add(uid)
+                    self.ran[uid] = 0.0
+                    self.stopped.pop(uid, None)
+                self.ran[uid] += dt
             elif uid in self.holding:  # still there, holding nothing: evicted (or restarted)
                 self.holding.discard(uid)
                 self.evicted[uid] = self.evicted.get(uid, 0) + 1
+                self.stopped[uid] = now
+                if reset:
+                    self.units[uid] = 0.0
         if len(self.seen) > len(jobs):
-            for uid in [u for u, t in self.seen.items() if now - t > FORGET_AFTER_S]:
-                del self.seen[uid]
-                self.units.pop(uid, None)
-                self.evicted.pop(uid, None)
-                self.holding.discard(uid)
+            self._forget(now)
+
+    def _forget(self, now: float) -> None:
+        for uid in [u for u, t in self.seen.items() if now - t > FORGET_AFTER_S]:
+            del self.seen[uid]
+            for kept in (self.units, self.evicted, self.ran, self.stopped):
+                kept.pop(uid, None)
+            self.holding.discard(uid)
+
+    def promote_starving(self, limit: float, now: float) -> list[str]:
+        """Jobs that have waited longer than ``limit`` x their latest run get service 0 again
+        (the highest level, as Tiresias's STARVE_LIMIT); returns their ids."""
+        out = [
+            uid
+            for uid, since in self.stopped.items()
+            if now - since > limit * self.ran.get(uid, 0.0)
+        ]
+        for uid in out:
+            self.units[uid] = 0.0
+            del self.stopped[uid]
+        return out
 
 
 class TiresiasPlugin(Plugin):
@@ -108,6 +145,17 @@ class TiresiasPlugin(Plugin):
         self.thresholds = [quantum * factor**k for k in range(levels - 1)]
         self.preempt = arguments.get_bool("tiresias.preempt", True)
         self.max_evictions = arguments.get_int("tiresias.maxEvictions", 2)
+        self.starve_limit = arguments.get_float("tiresias.starveLimit", 0.0)
+        if self.max_evictions < 0:
+            raise ConfigError(
+                f"plugin tiresias: tiresias.maxEvictions must be >= 0, got {self.max_evictions}"
+            )
+        if not 0 <= self.starve_limit < math.inf:  # also refuses nan
+            raise ConfigError(
+                "plugin tiresias: tiresias.starveLimit must be a finite number >= 0, "
+                f"got {self.starve_limit:g}"
+            )
+        self.reset_on_eviction = arguments.get_bool("tiresias.resetOnEviction", False)
         self.resource = arguments.get_str("tiresias.resource", GPU)
 
     @classmethod
@@ -123,7 +171,9 @@ class TiresiasPlugin(Plugin):
         kept = ssn.cache.derived.get(_KEY)
         if not isinstance(kept, Service):
             kept = ssn.cache.derived[_KEY] = Service()
-        kept.advance(ssn.jobs, ssn.resources.get(self.resource), ssn.now)
+        kept.advance(ssn.jobs, ssn.resources.get(self.resource), ssn.now, self.reset_on_eviction)
+        if self.starve_limit > 0:
+            kept.promote_starving(self.starve_limit, ssn.now)
         units, evicted = kept.units, kept.evicted
         levels: dict[str, int] = {}
 
