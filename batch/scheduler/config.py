@@ -115,6 +115,8 @@ def _parse_actions(raw: object) -> tuple[str, ...]:
     if not isinstance(raw, str) or not raw.strip():
         raise ConfigError(f"actions: must be a comma-separated string, got {raw!r}")
     actions = tuple(a.strip() for a in raw.split(",") if a.strip())
+    if not actions:
+        raise ConfigError(f"actions: names no action, got {raw!r}")
     for a in actions:
         if a not in ACTIONS:
             raise ConfigError(f"actions: unknown action {a!r}; known: {sorted(ACTIONS)}")

@@ -177,6 +177,7 @@ def test_binpack_resource_weights_and_action_arguments_are_checked() -> None:
         ),
         ("actions: allocate\nmetrics: [1]", "metrics: must be a mapping, got [1]"),
         ("actions: '  '", "actions: must be a comma-separated string, got '  '"),
+        ("actions: ' , ,'", "actions: names no action, got ' , ,'"),
         # the first problem in document order is the one reported
         (
             "actions: nosuch\ntiers: 1\nconfigurations: 1\nmetrics: 1",
