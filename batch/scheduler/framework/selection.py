@@ -14,13 +14,13 @@ from batch.scheduler.framework.session import Session
 
 
 def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[TaskInfo]:
-    key = ssn.dispatch.task_order_key()
     tasks = [
         t
         for t in job.tasks.values()
         if t.status is TaskStatus.PENDING and not t.gated and t.best_effort == best_effort
     ]
-    tasks.sort(key=key)
+    if len(tasks) > 1:  # one task is in order already (most jobs of a big backlog)
+        tasks.sort(key=ssn.dispatch.task_order_key())
     return tasks
 
 
