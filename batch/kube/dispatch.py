@@ -1,0 +1,250 @@
+"""Background dispatch of a session's decisions: requests in flight, statuses coalesced.
+
+Why this exists: a session's binds, evictions and status writes are round trips to the API
+server, and a session that waited for all of them before the next one could start made every
+pod created meanwhile wait for the whole previous batch (pod-start p50 37.7 s against
+kube-scheduler's 2.4 s on a real control plane). kube-scheduler's binding cycle runs after its
+scheduling cycle has *assumed* the pod; Tephra's cache assumes binds and evictions before they
+are sent, so the next session can run while they are in flight:
+
+* `InFlight` sends binds and evictions from a FIFO queue with a fixed number of workers (the
+  requests on the wire). A bound on outstanding requests (queued + on the wire) is the
+  backpressure: the service starts no session while it is reached. Each answer is handed to a
+  callback when it arrives. `close` drops what was not sent yet and waits a grace period for
+  what is on the wire, so a replica that stops or loses its lease sends no bind after it.
+* `StatusQueue` keeps the latest desired status per object (PodGroup, Queue, pod status patch)
+  and the events to post, and writes them from one background task, round by round: a key is
+  never written by two rounds at once, so an older status is never written after a newer one.
+  A failed write stays pending and is made again in the next round (rounds follow sessions, so
+  retries do not spin). `hold_running` keeps a pending PodGroup status computed before a bind
+  of its gang failed from reporting the gang Running (Volcano #4383).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from batch.kube.status import EventSpec, StatusWriter
+
+__all__ = ["InFlight", "StatusQueue"]
+
+log = logging.getLogger(__name__)
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(slots=True)
+class _Work:
+    send: Callable[[], Awaitable[None]]  # sends the request and applies its answer
+    drop: Callable[[], None]  # undoes what was assumed when the request is never sent
+
+
+class InFlight:
+    """Requests sent by `workers` background tasks; at most `limit` outstanding for `room`."""
+
+    def __init__(self, *, workers: int, limit: int, allowed: Callable[[], bool] = _always) -> None:
+        self.workers = max(1, workers)
+        self.limit = max(1, limit)
+        self._allowed = allowed  # False once this replica may no longer write (lease lost)
+        self._queue: deque[_Work] = deque()
+        self._sending = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._work = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._closed = False
+
+    @property
+    def outstanding(self) -> int:
+        """Requests submitted and not answered yet (queued or on the wire)."""
+        return len(self._queue) + self._sending
+
+    def submit(self, send: Callable[[], Awaitable[None]], drop: Callable[[], None]) -> None:
+        if self._closed:
+            drop()
+            return
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
+        self._queue.append(_Work(send, drop))
+        self._work.set()
+
+    async def room(self, stop: asyncio.Event | None = None) -> None:
+        """Wait until fewer than `limit` requests are outstanding (or `stop` is set)."""
+        while self.outstanding >= self.limit and not (stop is not None and stop.is_set()):
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), 0.1)
+
+    async def drain(self) -> None:
+        """Wait until every submitted request was answered."""
+        while self.outstanding:
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def close(self, grace: float) -> None:
+        """Drop the requests not sent yet; wait up to `grace` s for those on the wire."""
+        self._closed = True
+        self._drop_queued()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.drain(), grace)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    def _drop_queued(self) -> None:
+        while self._queue:
+            self._queue.popleft().drop()
+        self._changed.set()
+
+    async def _worker(self) -> None:
+        while True:
+            while not self._queue:
+                self._work.clear()
+                await self._work.wait()
+            if not self._allowed():
+                self._drop_queued()
+                continue
+            work = self._queue.popleft()
+            self._sending += 1
+            try:
+                await work.send()
+            except asyncio.CancelledError:
+                work.drop()
+                raise
+            except Exception:
+                log.exception("a dispatched request failed")
+            finally:
+                self._sending -= 1
+                self._changed.set()
+
+
+PodGroupKey = tuple[str, str]
+
+
+class StatusQueue:
+    """The latest desired statuses and the events to post, written in background rounds."""
+
+    def __init__(
+        self,
+        writer: StatusWriter,
+        *,
+        allowed: Callable[[], bool] = _always,
+        on_written: Callable[[int], None] | None = None,
+    ) -> None:
+        self.writer = writer
+        self._allowed = allowed
+        self._on_written = on_written
+        self._podgroups: dict[PodGroupKey, Mapping[str, Any]] = {}
+        self._queues: dict[str, Mapping[str, Any]] = {}
+        self._pods: dict[PodGroupKey, dict[str, Any]] = {}
+        self._events: dict[tuple[str, ...], EventSpec] = {}
+        self._hold: set[PodGroupKey] = set()
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self.rounds = 0
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._podgroups or self._queues or self._pods or self._events)
+
+    def offer(
+        self,
+        *,
+        podgroups: Mapping[PodGroupKey, Mapping[str, Any]] | None = None,
+        queues: Mapping[str, Mapping[str, Any]] | None = None,
+        pods: Iterable[tuple[str, str, dict[str, Any]]] = (),
+        events: Iterable[EventSpec] = (),
+    ) -> None:
+        """Statuses of a newer session replace pending ones of the same objects."""
+        if podgroups:
+            self._podgroups.update(podgroups)
+            self._hold.difference_update(podgroups)  # computed after every failure so far
+        if queues:
+            self._queues.update(queues)
+        self._pods.update(((ns, name), patch) for ns, name, patch in pods)
+        for ev in events:
+            self._events[(ev.kind, ev.namespace, ev.name, ev.reason, ev.message)] = ev
+        self.kick()
+
+    def hold_running(self, job_id: str) -> None:
+        """A bind of `job_id` failed: its pending status, computed before, must not say Running."""
+        namespace, _, name = job_id.partition("/")
+        if (namespace, name) in self._podgroups:
+            self._hold.add((namespace, name))
+
+    def kick(self) -> None:
+        """Start a round if anything is pending (a failed write is retried so, once a session)."""
+        if not self.pending:
+            return
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop())
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """One round now, after the round in progress (if any)."""
+        async with self._lock:
+            await self._round()
+
+    async def close(self, flush_timeout: float) -> None:
+        """Write what is pending for up to `flush_timeout` s (0: nothing), then stop."""
+        if flush_timeout > 0 and self.pending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.flush(), flush_timeout)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("status round failed")
+
+    def _take_podgroups(self) -> dict[PodGroupKey, Mapping[str, Any]]:
+        podgroups, self._podgroups = self._podgroups, {}
+        for key in self._hold:
+            status = podgroups.get(key)
+            if status is not None and status.get("phase") == "Running":
+                previous = self.writer.podgroups.get(key, {}).get("phase") or "Inqueue"
+                podgroups[key] = {**status, "phase": previous}
+        self._hold.clear()
+        return podgroups
+
+    async def _round(self) -> None:
+        if not self.pending or not self._allowed():
+            return
+        self.rounds += 1
+        podgroups = self._take_podgroups()
+        queues, self._queues = self._queues, {}
+        pods, self._pods = self._pods, {}
+        events, self._events = self._events, {}
+        failed_before = self.writer.failed_writes
+        writes = await self.writer.patch_pod_statuses([(*k, p) for k, p in pods.items()])
+        writes += await self.writer.write_podgroups(podgroups)
+        writes += await self.writer.write_queues(queues)
+        if events:
+            await self.writer.emit_events(list(events.values()))
+        if self._on_written is not None:
+            self._on_written(writes)
+        if self.writer.failed_writes > failed_before:
+            # Offer them again next round unless a newer status came meanwhile; those written
+            # are no difference any more (pod patches are idempotent).
+            for pg_key, status in podgroups.items():
+                self._podgroups.setdefault(pg_key, status)
+            for name, q_status in queues.items():
+                self._queues.setdefault(name, q_status)
+            for pod_key, patch in pods.items():
+                self._pods.setdefault(pod_key, patch)

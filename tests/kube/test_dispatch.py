@@ -1,0 +1,249 @@
+"""Background dispatch (batch.kube.dispatch): requests in flight with backpressure and a clean
+close, and coalesced status writes where the latest status of an object wins."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from batch.kube.client import ApiError
+from batch.kube.dispatch import InFlight, StatusQueue
+from batch.kube.status import EventSpec, StatusWriter
+
+
+class _Requests:
+    """Requests that each wait for their own release; records what was sent and dropped."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.answered: list[str] = []
+        self.dropped: list[str] = []
+        self.release: dict[str, asyncio.Event] = {}
+
+    def submit(self, flight: InFlight, name: str) -> None:
+        self.release[name] = asyncio.Event()
+
+        async def send() -> None:
+            self.sent.append(name)
+            await self.release[name].wait()
+            self.answered.append(name)
+
+        flight.submit(send, lambda: self.dropped.append(name))
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_answers_arrive_one_by_one_and_a_full_pipeline_makes_sessions_wait() -> None:
+    async def main() -> None:
+        flight = InFlight(workers=2, limit=3)
+        reqs = _Requests()
+        for name in ("a", "b", "c"):
+            reqs.submit(flight, name)
+        await _settle()
+        assert reqs.sent == ["a", "b"]  # two workers: two on the wire, one queued
+        assert flight.outstanding == 3
+        room = asyncio.create_task(flight.room())
+        await _settle()
+        assert not room.done()  # the bound is reached: the next session waits
+        reqs.release["b"].set()
+        await asyncio.wait_for(room, 1)
+        assert reqs.answered == ["b"]  # b's answer did not wait for a's
+        assert reqs.sent == ["a", "b", "c"]
+        reqs.release["a"].set()
+        reqs.release["c"].set()
+        await asyncio.wait_for(flight.drain(), 1)
+        await flight.close(0.1)
+        assert reqs.dropped == []
+
+    asyncio.run(main())
+
+
+def test_a_stop_waits_for_the_room_no_longer() -> None:
+    async def main() -> None:
+        flight = InFlight(workers=1, limit=1)
+        reqs = _Requests()
+        reqs.submit(flight, "a")
+        stop = asyncio.Event()
+        room = asyncio.create_task(flight.room(stop))
+        await _settle()
+        assert not room.done()
+        stop.set()
+        await asyncio.wait_for(room, 1)
+        await flight.close(0.0)
+
+    asyncio.run(main())
+
+
+def test_close_drops_what_was_not_sent_and_cancels_what_outlives_the_grace() -> None:
+    async def main() -> None:
+        flight = InFlight(workers=1, limit=10)
+        reqs = _Requests()
+        for name in ("a", "b", "c"):
+            reqs.submit(flight, name)
+        await _settle()
+        assert reqs.sent == ["a"]
+        await flight.close(0.05)  # a never answers within the grace
+        assert reqs.sent == ["a"] and reqs.answered == []
+        assert sorted(reqs.dropped) == ["a", "b", "c"]
+        assert flight.outstanding == 0
+        reqs.submit(flight, "late")  # a closed pipeline sends nothing more
+        await _settle()
+        assert reqs.sent == ["a"] and "late" in reqs.dropped
+
+    asyncio.run(main())
+
+
+def test_close_waits_for_an_answer_within_the_grace() -> None:
+    async def main() -> None:
+        flight = InFlight(workers=1, limit=10)
+        reqs = _Requests()
+        reqs.submit(flight, "a")
+        reqs.submit(flight, "b")
+        await _settle()
+        asyncio.get_running_loop().call_later(0.05, reqs.release["a"].set)
+        await flight.close(5.0)
+        assert reqs.answered == ["a"] and reqs.dropped == ["b"]
+
+    asyncio.run(main())
+
+
+def test_a_replica_that_lost_its_lease_sends_nothing_queued() -> None:
+    async def main() -> None:
+        leading = [True]
+        flight = InFlight(workers=1, limit=10, allowed=lambda: leading[0])
+        reqs = _Requests()
+        for name in ("a", "b", "c"):
+            reqs.submit(flight, name)
+        await _settle()
+        leading[0] = False
+        reqs.release["a"].set()
+        await asyncio.wait_for(flight.drain(), 1)
+        assert reqs.sent == ["a"] and reqs.dropped == ["b", "c"]
+        await flight.close(0.0)
+
+    asyncio.run(main())
+
+
+class _Server:
+    """A status endpoint: patches take `delay` s; the first `fail` of them fail with a 500."""
+
+    def __init__(self, delay: float = 0.0, fail: int = 0) -> None:
+        self.delay = delay
+        self.fail = fail
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[str] = []
+        self.writing: set[str] = set()
+        self.overlaps = 0
+
+    async def patch(self, _res: object, name: str, body: dict[str, Any], **_: object) -> dict[str, Any]:
+        if name in self.writing:
+            self.overlaps += 1
+        self.writing.add(name)
+        try:
+            await asyncio.sleep(self.delay)
+            if self.fail:
+                self.fail -= 1
+                raise ApiError(500, {"message": "injected"}, "PATCH")
+            self.patches.append((name, body["status"]))
+            return {}
+        finally:
+            self.writing.discard(name)
+
+    async def create(self, _res: object, body: dict[str, Any], _ns: str) -> dict[str, Any]:
+        self.events.append(str(body.get("reason")))
+        return {}
+
+
+def _queue(server: _Server) -> StatusQueue:
+    writer = StatusWriter(server)  # type: ignore[arg-type]
+    writer.observe("PodGroup", "ADDED", {"metadata": {"namespace": "ns", "name": "pg"}})
+    return StatusQueue(writer)
+
+
+def test_the_latest_status_wins_and_an_older_one_is_never_written_after_it() -> None:
+    async def main() -> None:
+        server = _Server(delay=0.05)
+        statuses = _queue(server)
+        statuses.offer(podgroups={("ns", "pg"): {"phase": "Pending", "running": 0}})
+        await asyncio.sleep(0.01)  # that write is on the wire now
+        statuses.offer(podgroups={("ns", "pg"): {"phase": "Inqueue", "running": 0}})
+        statuses.offer(podgroups={("ns", "pg"): {"phase": "Running", "running": 2}})
+        await asyncio.sleep(0.3)
+        assert [p["phase"] for _, p in server.patches] == ["Pending", "Running"]
+        assert server.overlaps == 0
+        await statuses.close(1.0)
+
+    asyncio.run(main())
+
+
+def test_a_failed_write_is_made_again_in_the_next_round_not_at_once() -> None:
+    async def main() -> None:
+        server = _Server(fail=1)
+        statuses = _queue(server)
+        statuses.offer(podgroups={("ns", "pg"): {"phase": "Inqueue"}})
+        await asyncio.sleep(0.05)
+        assert server.patches == [] and statuses.rounds == 1  # failed, and not retried in a loop
+        statuses.kick()  # the next session (even one that decided nothing new)
+        await asyncio.sleep(0.05)
+        assert server.patches == [("pg", {"phase": "Inqueue"})]
+        statuses.kick()
+        await asyncio.sleep(0.05)
+        assert len(server.patches) == 1 and statuses.rounds == 2
+        await statuses.close(1.0)
+
+    asyncio.run(main())
+
+
+def test_a_bind_failure_keeps_a_status_computed_before_it_from_saying_running() -> None:
+    async def main() -> None:
+        server = _Server()
+        statuses = _queue(server)
+        statuses.writer.observe(
+            "PodGroup",
+            "MODIFIED",
+            {"metadata": {"namespace": "ns", "name": "pg"}, "status": {"phase": "Inqueue"}},
+        )
+        running = {("ns", "pg"): {"phase": "Running", "running": 2}}
+        statuses.offer(podgroups=running)
+        statuses.hold_running("ns/pg")  # the failure arrived before the round
+        await statuses.flush()
+        assert server.patches == [("pg", {"running": 2})]  # phase stays Inqueue
+        statuses.offer(podgroups=running)  # a later session, computed after the failure
+        await statuses.flush()
+        assert server.patches[-1] == ("pg", {"phase": "Running"})
+        await statuses.close(1.0)
+
+    asyncio.run(main())
+
+
+def test_events_and_pod_patches_go_out_in_the_background() -> None:
+    async def main() -> None:
+        server = _Server()
+        statuses = _queue(server)
+        event = EventSpec(
+            kind="PodGroup", namespace="ns", name="pg", reason="Unschedulable", message="m"
+        )
+        statuses.offer(pods=[("ns", "p", {"nominatedNodeName": "n1"})], events=[event, event])
+        await asyncio.sleep(0.05)
+        assert server.patches == [("p", {"nominatedNodeName": "n1"})]
+        assert server.events == ["Unschedulable"]
+        await statuses.close(1.0)
+
+    asyncio.run(main())
+
+
+def test_a_replica_that_lost_its_lease_writes_no_status() -> None:
+    async def main() -> None:
+        server = _Server()
+        writer = StatusWriter(server)  # type: ignore[arg-type]
+        writer.observe("PodGroup", "ADDED", {"metadata": {"namespace": "ns", "name": "pg"}})
+        statuses = StatusQueue(writer, allowed=lambda: False)
+        statuses.offer(podgroups={("ns", "pg"): {"phase": "Inqueue"}})
+        await asyncio.sleep(0.05)
+        await statuses.close(1.0)
+        assert server.patches == []
+
+    asyncio.run(main())
