@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -38,6 +39,7 @@ from batch.api.yamlio import FileInputError, read_text_file
 from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRequest
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
+from batch.kube.dispatch import InFlight, StatusQueue
 from batch.kube.informer import Reflector, ReflectorSet
 from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
@@ -55,6 +57,31 @@ log = logging.getLogger(__name__)
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 WATCHED_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode", "Namespace")
+
+
+#: status writes (PodGroup, Queue, pod) in flight at once, beside the binds
+STATUS_CONCURRENCY = 32
+#: binds and evictions outstanding (queued or sent) per bind worker before sessions wait
+IN_FLIGHT_PER_WORKER = 4
+#: seconds a stopping replica waits for requests on the wire, and for its pending statuses
+DRAIN_GRACE_S = 2.0
+
+
+@dataclass
+class Outbox:
+    """Where a session's decisions go: sent in the background, never awaited by the session."""
+
+    binder: Binder
+    evictor: Evictor
+    requests: InFlight
+    statuses: StatusQueue
+
+    async def close(self, *, leading: bool) -> None:
+        """Settle in-flight work. Binds and evictions not sent are dropped (the pods stay
+        Pending at the API server for whoever leads next); those on the wire get a grace
+        period. Statuses are flushed only while this replica still leads."""
+        await self.requests.close(DRAIN_GRACE_S)
+        await self.statuses.close(DRAIN_GRACE_S if leading else 0.0)
 
 
 @dataclass
@@ -114,7 +141,6 @@ class SchedulerService:
         self.last_session_at = 0.0
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
-        self._writes_failed = False  # some status write of the last dispatch failed
         self.ledger: SchedulerLedger | None = None
 
     # -- cache feed ---------------------------------------------------------------------
@@ -176,9 +202,8 @@ class SchedulerService:
                 await asyncio.sleep(1.0)
 
     # -- one cycle ------------------------------------------------------------------------
-    async def run_once(
-        self, client: KubeClient, binder: Binder, evictor: Evictor, writer: StatusWriter
-    ) -> None:
+    async def run_once(self, out: Outbox) -> None:
+        """One session; its decisions go to `out` and are sent in the background."""
         self._reload_config_if_changed()
         started = time.perf_counter()
         decisions = self.scheduler.run_once(time.time())
@@ -186,12 +211,31 @@ class SchedulerService:
         if decisions is self._last_decisions:
             # Nothing changed since the last session (so it dispatched no bind or eviction):
             # only status writes that failed then are worth making again.
-            if self._writes_failed:
-                await self._write_status(writer, decisions, failed_jobs=set())
+            out.statuses.kick()
             return
+        self._last_decisions = decisions
+        self._observe_session(decisions)
+        # No await from here on: the binds are assumed in the cache and the statuses offered
+        # before any answer can arrive, so a failure always finds the status it must hold back.
+        self._dispatch_evictions(out, decisions)
+        self._dispatch_binds(out, decisions)
+        out.statuses.offer(
+            podgroups=decisions.podgroup_status,
+            queues=decisions.queue_status,
+            pods=self._nominations(decisions),
+            events=[
+                *(self._podgroup_event(ev) for ev in decisions.events),
+                *self._pod_events(decisions),
+            ],
+        )
+        self._export_gauges(decisions)
+        self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
+        self.last_session_at = time.time()
+
+    def _observe_session(self, decisions: Decisions) -> None:
+        """The ledger's view of the session and its timings as metrics."""
         if self.ledger is not None:
             self.ledger.observe_session(self.cache, decisions, time.time())
-        self._last_decisions = decisions
         for stage, seconds in decisions.timings.items():
             if stage == "open":
                 self.metrics.open_session.observe(seconds * 1000)
@@ -202,76 +246,54 @@ class SchedulerService:
                 seconds * 1000
             )
 
-        if decisions.evictions:
-            victims = [
-                EvictRequest(e.namespace, e.name, e.uid, e.reason, e.job_id)
-                for e in decisions.evictions
-            ]
-            for victim in victims:
-                self.cache.assume_evict(victim.uid)
-            self._count_evictions(decisions)
-            for victim, ok, message in await evictor.evict_all(victims):
-                self.metrics.evictions.labels(result="ok" if ok else "failed").inc()
-                if not ok:
-                    self.cache.evict_failed(victim.uid)  # retried, or replaced, next session
-                    log.warning(
-                        "eviction of %s/%s failed: %s", victim.namespace, victim.pod, message
-                    )
+    def _dispatch_evictions(self, out: Outbox, decisions: Decisions) -> None:
+        if not decisions.evictions:
+            return
+        self._count_evictions(decisions)
+        for e in decisions.evictions:
+            victim = EvictRequest(e.namespace, e.name, e.uid, e.reason, e.job_id)
+            self.cache.assume_evict(victim.uid)
 
-        failed_jobs: set[str] = set()
-        if decisions.binds:
-            binds = [
-                BindRequest(b.namespace, b.name, b.uid, b.node, b.job_id) for b in decisions.binds
-            ]
-            for bind in binds:
-                self.cache.assume_bind(bind.uid, bind.node)
-            for req, outcome, message in await binder.bind_all(binds):
-                self.metrics.binds.labels(result=outcome.value).inc()
-                if outcome is BindOutcome.BOUND:
-                    self.metrics.schedule_attempts.labels(result="scheduled").inc()
-                    task = self.cache.tasks.get(req.uid)
-                    if task is not None and task.creation:
-                        waited_ms = (time.time() - task.creation) * 1000
-                        self.metrics.task_latency.labels(stage="Bound").observe(waited_ms)
-                    continue
-                if outcome is BindOutcome.FAILED:
-                    self.metrics.schedule_attempts.labels(result="error").inc()
-                    failed_jobs.add(req.job)
-                    log.warning(
-                        "bind %s/%s -> %s failed: %s", req.namespace, req.pod, req.node, message
-                    )
-                self.cache.bind_failed(req.uid)
+            async def send(victim: EvictRequest = victim) -> None:
+                self._evicted(*await out.evictor.evict_one(victim))
 
-        await self._nominate(writer, decisions)
-        await self._write_status(writer, decisions, failed_jobs=failed_jobs)
-        events = [self._podgroup_event(ev) for ev in decisions.events]
-        events.extend(self._pod_events(decisions))
-        if events:
-            await writer.emit_events(events)
-        self._export_gauges(decisions)
-        self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
-        self.last_session_at = time.time()
+            out.requests.submit(send, functools.partial(self.cache.evict_failed, victim.uid))
 
-    async def _write_status(
-        self, writer: StatusWriter, decisions: Decisions, *, failed_jobs: set[str]
-    ) -> None:
-        """PodGroup and Queue statuses of ``decisions``, only where they differ."""
-        pg_status = dict(decisions.podgroup_status)
-        if failed_jobs:
+    def _evicted(self, victim: EvictRequest, ok: bool, message: str) -> None:
+        self.metrics.evictions.labels(result="ok" if ok else "failed").inc()
+        if not ok:
+            self.cache.evict_failed(victim.uid)  # retried, or replaced, next session
+            log.warning("eviction of %s/%s failed: %s", victim.namespace, victim.pod, message)
+
+    def _dispatch_binds(self, out: Outbox, decisions: Decisions) -> None:
+        for b in decisions.binds:
+            req = BindRequest(b.namespace, b.name, b.uid, b.node, b.job_id)
+            self.cache.assume_bind(req.uid, req.node)
+
+            async def send(req: BindRequest = req) -> None:
+                self._bound(out, *await out.binder.bind_one(req))
+
+            out.requests.submit(send, functools.partial(self.cache.bind_failed, req.uid))
+
+    def _bound(self, out: Outbox, req: BindRequest, outcome: BindOutcome, message: str) -> None:
+        """Apply a bind's answer: a bind that did not take returns its task to Pending."""
+        self.metrics.binds.labels(result=outcome.value).inc()
+        if outcome is BindOutcome.BOUND:
+            self.metrics.schedule_attempts.labels(result="scheduled").inc()
+            task = self.cache.tasks.get(req.uid)
+            if task is not None and task.creation:
+                waited_ms = (time.time() - task.creation) * 1000
+                self.metrics.task_latency.labels(stage="Bound").observe(waited_ms)
+            return
+        if outcome is BindOutcome.FAILED:
+            self.metrics.schedule_attempts.labels(result="error").inc()
             # Never report a gang Running while binds of its minimum are failing.
-            for key, status in list(pg_status.items()):
-                job_id = f"{key[0]}/{key[1]}"
-                if job_id in failed_jobs and status.get("phase") == "Running":
-                    previous = writer.podgroups.get(key, {}).get("phase") or "Inqueue"
-                    pg_status[key] = {**status, "phase": previous}
-        failed_before = writer.failed_writes
-        writes = await writer.write_podgroups(pg_status)
-        writes += await writer.write_queues(decisions.queue_status)
-        self._writes_failed = writer.failed_writes > failed_before
-        self.metrics.status_writes.labels(kind="status").inc(writes)
+            out.statuses.hold_running(req.job)
+            log.warning("bind %s/%s -> %s failed: %s", req.namespace, req.pod, req.node, message)
+        self.cache.bind_failed(req.uid)
 
-    async def _nominate(self, writer: StatusWriter, decisions: Decisions) -> None:
-        """Keep `status.nominatedNodeName` equal to this session's pipelines.
+    def _nominations(self, decisions: Decisions) -> list[tuple[str, str, dict[str, Any]]]:
+        """Patches keeping `status.nominatedNodeName` equal to this session's pipelines.
 
         A pipelined preemptor waits for its victims to go; the nomination is how the next
         sessions (and anyone looking) know which node's released resources are its. A pod the
@@ -290,8 +312,7 @@ class SchedulerService:
             task = self.cache.tasks.get(uid)
             if task is not None and task.status is TaskStatus.PENDING:
                 patches.append((task.namespace, task.name, {"nominatedNodeName": None}))
-        if patches:
-            await writer.patch_pod_statuses(patches)
+        return patches
 
     def _podgroup_event(self, ev: Event) -> EventSpec:
         """A session's event about a PodGroup, naming the object as the cache last saw it."""
@@ -407,74 +428,120 @@ class SchedulerService:
     # -- main loop ------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         runners = await self._start_http()
-        async with KubeClient(
-            self.access, max_connections=self.options.bind_concurrency + 16
-        ) as client:
-            elector: LeaderElector | None = None
-            hold_task: asyncio.Task[None] | None = None
-            if self.options.leader_elect:
-                elector = LeaderElector(
-                    client,
-                    name=self.options.lease_name,
-                    namespace=self.options.lease_namespace,
-                    identity=self.options.identity,
-                )
-                acquire = asyncio.create_task(elector.acquire())
-                stopper = asyncio.create_task(stop.wait())
-                await asyncio.wait({acquire, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                stopper.cancel()
-                if not acquire.done():
-                    acquire.cancel()
-                    await self._stop_http(runners)
-                    return
-                self.metrics.is_leader.set(1)
-                hold_task = asyncio.create_task(elector.hold())
-            else:
-                self.metrics.is_leader.set(1)  # the only replica: it leads
+        connections = self.options.bind_concurrency + STATUS_CONCURRENCY + 16
+        try:
+            async with KubeClient(self.access, max_connections=connections) as client:
+                leads, elector = await self._lead(client, stop)
+                if leads:
+                    await self._serve(client, stop, elector)
+        finally:
+            await self._stop_http(runners)
+
+    async def _lead(
+        self, client: KubeClient, stop: asyncio.Event
+    ) -> tuple[bool, LeaderElector | None]:
+        """Whether this replica leads (False: `stop` came first), with its elector (None
+        without leader election)."""
+        if not self.options.leader_elect:
+            self.metrics.is_leader.set(1)  # the only replica: it leads
+            return True, None
+        elector = LeaderElector(
+            client,
+            name=self.options.lease_name,
+            namespace=self.options.lease_namespace,
+            identity=self.options.identity,
+        )
+        acquire = asyncio.create_task(elector.acquire())
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({acquire, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if not acquire.done():
+            acquire.cancel()
+            return False, None
+        self.metrics.is_leader.set(1)
+        return True, elector
+
+    async def _serve(
+        self, client: KubeClient, stop: asyncio.Event, elector: LeaderElector | None
+    ) -> None:
+        """Sessions until `stop` or the loss of the lease; then in-flight work is settled
+        before the lease is released, so a new leader never meets a bind of this one."""
+        hold_task = asyncio.create_task(elector.hold()) if elector is not None else None
+        reflectors: ReflectorSet | None = None
+        out: Outbox | None = None
+        try:
             await self._ensure_default_queues(client)
             if self.options.db_url:
                 self.ledger = await asyncio.get_running_loop().run_in_executor(
                     None, SchedulerLedger, self.options.db_url
                 )
-            writer = StatusWriter(client)
-            self._observers.append(writer.observe)
+            out = self._outbox(client, elector)
+            self._observers.append(out.statuses.writer.observe)
             reflectors = ReflectorSet(
                 [Reflector(client, RESOURCES[kind], self._sink) for kind in WATCHED_KINDS]
             )
             reflectors.start()
-            binder = Binder(client, concurrency=self.options.bind_concurrency)
-            evictor = Evictor(client)
-            try:
-                while not await reflectors.wait_synced(timeout=1.0):
-                    if stop.is_set():
-                        return
-                self.synced = True
-                self.metrics.cache_synced.set(1)
-                log.info("cache synced; scheduling every %.2fs", self.options.schedule_period)
-                while not stop.is_set():
-                    if elector is not None and elector.lost.is_set():
-                        log.error("leadership lost: stopping the scheduling loop")
-                        break
-                    cycle_start = time.monotonic()
-                    try:
-                        await self.run_once(client, binder, evictor, writer)
-                    except Exception:
-                        log.exception("scheduling session failed")
-                    self.ready.set()
-                    delay = self.options.schedule_period - (time.monotonic() - cycle_start)
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stop.wait(), max(delay, 0.0))
-            finally:
+            await self._loop(reflectors, out, stop, elector)
+        finally:
+            if out is not None:
+                await out.close(leading=elector is None or not elector.lost.is_set())
+            if reflectors is not None:
                 await reflectors.stop()
-                if hold_task is not None:
-                    hold_task.cancel()
-                if elector is not None:
-                    await elector.release()
-                self.metrics.is_leader.set(0)
-                if self.ledger is not None:
-                    self.ledger.close()
-                    self.ledger = None
-                await self._stop_http(runners)
+            if hold_task is not None:
+                hold_task.cancel()
+            if elector is not None:
+                await elector.release()
+            self.metrics.is_leader.set(0)
+            if self.ledger is not None:
+                self.ledger.close()
+                self.ledger = None
+
+    def _outbox(self, client: KubeClient, elector: LeaderElector | None) -> Outbox:
+        def leading() -> bool:
+            return elector is None or not elector.lost.is_set()
+
+        concurrency = self.options.bind_concurrency
+        writer = StatusWriter(client, concurrency=STATUS_CONCURRENCY)
+        return Outbox(
+            binder=Binder(client, concurrency=concurrency),
+            evictor=Evictor(client),
+            requests=InFlight(
+                workers=concurrency, limit=IN_FLIGHT_PER_WORKER * concurrency, allowed=leading
+            ),
+            statuses=StatusQueue(
+                writer,
+                allowed=leading,
+                on_written=self.metrics.status_writes.labels(kind="status").inc,
+            ),
+        )
+
+    async def _loop(
+        self,
+        reflectors: ReflectorSet,
+        out: Outbox,
+        stop: asyncio.Event,
+        elector: LeaderElector | None,
+    ) -> None:
+        while not await reflectors.wait_synced(timeout=1.0):
+            if stop.is_set():
+                return
+        self.synced = True
+        self.metrics.cache_synced.set(1)
+        log.info("cache synced; scheduling every %.2fs", self.options.schedule_period)
+        while not stop.is_set():
+            if elector is not None and elector.lost.is_set():
+                log.error("leadership lost: stopping the scheduling loop")
+                break
+            await out.requests.room(stop)  # backpressure: too many requests outstanding
+            cycle_start = time.monotonic()
+            try:
+                await self.run_once(out)
+            except Exception:
+                log.exception("scheduling session failed")
+            self.ready.set()
+            delay = self.options.schedule_period - (time.monotonic() - cycle_start)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(delay, 0.0))
 
     @staticmethod
     async def _stop_http(runners: list[web.AppRunner]) -> None:
