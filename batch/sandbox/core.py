@@ -68,6 +68,36 @@ def _merge_string_data(secret: Obj) -> None:
     secret["data"] = data
 
 
+def _prepare_data(kind: str, obj: Obj) -> None:
+    """A Secret's stringData folded into data, then the size limit of either kind."""
+    if kind == "Secret":
+        _merge_string_data(obj)
+    causes = defaults.data_size_causes(kind, obj)
+    if causes:
+        raise invalid(kind, "", obj["metadata"]["name"], causes)
+
+
+def _prepare_namespace(obj: Obj, op: str) -> None:
+    meta = obj["metadata"]
+    labels = dict(meta.get("labels") or {})
+    labels["kubernetes.io/metadata.name"] = meta["name"]
+    meta["labels"] = labels
+    if op == "CREATE":
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+
+
+def _check_priority_class(obj: Obj, old: Obj | None) -> None:
+    """A PriorityClass needs a value, and the value is immutable."""
+    if "value" not in obj:
+        cause = Cause("value", "FieldValueRequired", "Required value")
+    elif old is not None and old.get("value") != obj.get("value"):
+        cause = Cause("value", "FieldValueForbidden", "Forbidden: may not be changed in an update.")
+    else:
+        return
+    raise invalid("PriorityClass", "scheduling.k8s.io", obj["metadata"]["name"], [cause])
+
+
 class Clock:
     """Wall clock with cached RFC 3339 second-precision formatting."""
 
@@ -401,80 +431,58 @@ class Core:
     # ----------------------------------------------------------------- kind hooks
     def _prepare(self, rt: ResourceType, obj: Obj, old: Obj | None, op: str) -> Obj:
         """Defaulting, schema and admission for a write; obj is private to this request."""
-        kind, group = rt.kind, rt.group
-        if group == "" and kind == "Pod":
-            if op == "CREATE":
-                # create() owns its body (decoded JSON or a fresh copy made by the caller)
-                obj["spec"] = dict(obj.get("spec") or {})
-                defaults.default_pod(obj)
-                ns_obj = self.store.get("namespaces", "", obj["metadata"].get("namespace", ""))
-                admission.inject_gang(obj, ns_obj)
-                self._resolve_priority(obj)
-            causes = defaults.validate_pod(obj)
-            if causes:
-                raise invalid(kind, group, obj["metadata"]["name"], causes)
-            if old is not None:
-                self._pod_update(obj, old)
-        elif group == "" and kind in ("Secret", "ConfigMap"):
-            if kind == "Secret":
-                _merge_string_data(obj)
-            causes = defaults.data_size_causes(kind, obj)
-            if causes:
-                raise invalid(kind, group, obj["metadata"]["name"], causes)
-        elif group == "" and kind == "Service":
-            obj["spec"] = copy.deepcopy(obj.get("spec") or {})
-            defaults.service_defaults(obj)
-        elif group == "" and kind == "Namespace":
-            meta = obj["metadata"]
-            labels = dict(meta.get("labels") or {})
-            labels["kubernetes.io/metadata.name"] = meta["name"]
-            meta["labels"] = labels
-            if op == "CREATE":
-                obj["spec"] = {"finalizers": ["kubernetes"]}
-                obj["status"] = {"phase": "Active"}
-        elif group == "" and kind == "Node":
-            if op == "CREATE":
-                obj["status"] = copy.deepcopy(obj.get("status") or {})
-                defaults.node_defaults(obj)
-        elif group == "scheduling.k8s.io" and kind == "PriorityClass":
-            if "value" not in obj:
-                raise invalid(
-                    kind,
-                    group,
-                    obj["metadata"]["name"],
-                    [Cause("value", "FieldValueRequired", "Required value")],
-                )
-            if old is not None and old.get("value") != obj.get("value"):
-                raise invalid(
-                    kind,
-                    group,
-                    obj["metadata"]["name"],
-                    [
-                        Cause(
-                            "value",
-                            "FieldValueForbidden",
-                            "Forbidden: may not be changed in an update.",
-                        )
-                    ],
-                )
-        elif group == "apiextensions.k8s.io" and kind == "CustomResourceDefinition":
-            self._validate_crd(obj, old)
-        elif (group, kind) in validation.MICRO_TIME_FIELDS:
-            validation.check_micro_times(group, kind, rt.api_version, obj)
+        self._prepare_kind(rt, obj, old, op)
         if rt.crd and rt.schema:
             obj = copy.deepcopy(obj) if old is not None else obj
             schema.prune_and_default(obj, rt.schema)
-        if (group, kind) in admission.TEPHRA_KINDS:
+        if (rt.group, rt.kind) in admission.TEPHRA_KINDS:
             result = admission.admit(
-                group=group, kind=kind, operation=op, obj=obj, old=old, lookup=self.lookup
+                group=rt.group, kind=rt.kind, operation=op, obj=obj, old=old, lookup=self.lookup
             )
             if result is not None:
                 obj = result
         if rt.crd and rt.schema:
             causes = schema.validate(obj, rt.schema)
             if causes:
-                raise invalid(kind, group, obj["metadata"]["name"], causes)
+                raise invalid(rt.kind, rt.group, obj["metadata"]["name"], causes)
         return obj
+
+    def _prepare_kind(self, rt: ResourceType, obj: Obj, old: Obj | None, op: str) -> None:
+        """The built-in kind's own defaulting and validation, in place."""
+        kind, group = rt.kind, rt.group
+        if group == "" and kind == "Pod":
+            self._prepare_pod(obj, old, op)
+        elif group == "" and kind in ("Secret", "ConfigMap"):
+            _prepare_data(kind, obj)
+        elif group == "" and kind == "Service":
+            obj["spec"] = copy.deepcopy(obj.get("spec") or {})
+            defaults.service_defaults(obj)
+        elif group == "" and kind == "Namespace":
+            _prepare_namespace(obj, op)
+        elif group == "" and kind == "Node":
+            if op == "CREATE":
+                obj["status"] = copy.deepcopy(obj.get("status") or {})
+                defaults.node_defaults(obj)
+        elif group == "scheduling.k8s.io" and kind == "PriorityClass":
+            _check_priority_class(obj, old)
+        elif group == "apiextensions.k8s.io" and kind == "CustomResourceDefinition":
+            self._validate_crd(obj, old)
+        elif (group, kind) in validation.MICRO_TIME_FIELDS:
+            validation.check_micro_times(group, kind, rt.api_version, obj)
+
+    def _prepare_pod(self, obj: Obj, old: Obj | None, op: str) -> None:
+        if op == "CREATE":
+            # create() owns its body (decoded JSON or a fresh copy made by the caller)
+            obj["spec"] = dict(obj.get("spec") or {})
+            defaults.default_pod(obj)
+            ns_obj = self.store.get("namespaces", "", obj["metadata"].get("namespace", ""))
+            admission.inject_gang(obj, ns_obj)
+            self._resolve_priority(obj)
+        causes = defaults.validate_pod(obj)
+        if causes:
+            raise invalid("Pod", "", obj["metadata"]["name"], causes)
+        if old is not None:
+            self._pod_update(obj, old)
 
     def _resolve_priority(self, pod: Obj) -> None:
         spec = pod["spec"]
@@ -660,88 +668,65 @@ class Core:
     ) -> Obj:
         """Store obj as the new version of old (server fields are taken from old)."""
         old_meta = old["metadata"]
-        uid = (obj.get("metadata") or {}).get("uid")
-        if uid and uid != old_meta.get("uid"):
-            # Through /status too: a status patch naming another uid must not land here.
-            raise invalid(
-                rt.kind,
-                rt.group,
-                old_meta["name"],
-                [
-                    Cause(
-                        "metadata.uid",
-                        "FieldValueInvalid",
-                        f'Invalid value: "{uid}": field is immutable',
-                    )
-                ],
-            )
-        if subresource == "status":
-            # Only the status stanza changes through /status.
-            new = {k: v for k, v in old.items() if k != "status"}
-            if "status" in obj:
-                new["status"] = obj["status"]
-            obj = new
-            meta = dict(old_meta)
-        else:
-            meta = dict(obj.get("metadata") or {})
-            for k in (
-                "uid",
-                "creationTimestamp",
-                "namespace",
-                "name",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ):
-                if k in old_meta:
-                    meta[k] = old_meta[k]
-                else:
-                    meta.pop(k, None)
-            if rt.status_subresource:
-                if "status" in old:
-                    obj["status"] = old["status"]
-                else:
-                    obj.pop("status", None)
-        obj["metadata"] = meta
+        _check_uid_kept(rt, obj, old_meta)
+        obj = _status_body(old, obj) if subresource == "status" else _update_body(rt, old, obj)
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
-        if subresource != "status":
-            obj = self._prepare(rt, obj, old, "UPDATE")
-            meta = obj["metadata"]
-            causes = validation.object_meta_causes(meta, kind=rt.kind)
-            causes += validation.object_meta_update_causes(meta, old_meta)
-            if causes:
-                raise invalid(rt.kind, rt.group, meta["name"], causes)
-            if self._spec_changed(rt, obj, old):
-                meta["generation"] = int(old_meta.get("generation", 1)) + 1
-        elif rt.group == "" and rt.kind == "Pod":
-            causes = defaults.pod_status_causes(obj.get("status") or {})
-            if causes:
-                raise invalid(rt.kind, rt.group, meta["name"], causes)
-        elif rt.crd and rt.schema:
-            obj = copy.deepcopy(obj)
-            schema.prune_and_default(obj, rt.schema)
-            meta = obj["metadata"]
-            causes = schema.validate(obj, rt.schema)
-            if causes:
-                raise invalid(rt.kind, rt.group, meta["name"], causes)
-        meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if subresource == "status":
+            obj = self._checked_status(rt, obj)
+        else:
+            obj = self._checked_update(rt, obj, old)
+        obj["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
         if obj == old:
             return old
         if dry_run:
             return obj
-        if (
-            meta.get("deletionTimestamp")
-            and not meta.get("finalizers")
-            and not (rt.kind == "Pod" and rt.group == "" and self._pod_running(obj))
-            and rt.kind != "Namespace"
-        ):
+        if self._removes_now(rt, obj):
             return self._remove(rt, obj)
         _check_size(obj)
         stored = self.store.commit(rt.storage_key, obj, old)
         if rt.kind == "CustomResourceDefinition":
             self._crd_changed(stored)
         return stored
+
+    def _checked_update(self, rt: ResourceType, obj: Obj, old: Obj) -> Obj:
+        """Admission and metadata validation of a write of the object itself; a changed spec
+        bumps the generation."""
+        obj = self._prepare(rt, obj, old, "UPDATE")
+        meta, old_meta = obj["metadata"], old["metadata"]
+        causes = validation.object_meta_causes(meta, kind=rt.kind)
+        causes += validation.object_meta_update_causes(meta, old_meta)
+        if causes:
+            raise invalid(rt.kind, rt.group, meta["name"], causes)
+        if self._spec_changed(rt, obj, old):
+            meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        return obj
+
+    @staticmethod
+    def _checked_status(rt: ResourceType, obj: Obj) -> Obj:
+        """Validation of a write through /status: a pod's status rules, a CRD's schema."""
+        if rt.group == "" and rt.kind == "Pod":
+            causes = defaults.pod_status_causes(obj.get("status") or {})
+            if causes:
+                raise invalid(rt.kind, rt.group, obj["metadata"]["name"], causes)
+        elif rt.crd and rt.schema:
+            obj = copy.deepcopy(obj)
+            schema.prune_and_default(obj, rt.schema)
+            causes = schema.validate(obj, rt.schema)
+            if causes:
+                raise invalid(rt.kind, rt.group, obj["metadata"]["name"], causes)
+        return obj
+
+    def _removes_now(self, rt: ResourceType, obj: Obj) -> bool:
+        """A write that leaves a deleted object without finalizers removes it, but for a
+        pod still running on its node and a namespace (its controller finishes it)."""
+        meta = obj["metadata"]
+        return bool(
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not (rt.kind == "Pod" and rt.group == "" and self._pod_running(obj))
+            and rt.kind != "Namespace"
+        )
 
     @staticmethod
     def _pod_running(pod: Obj) -> bool:
@@ -836,25 +821,8 @@ class Core:
         dry_run: bool = False,
     ) -> Obj:
         old = self.get(rt, ns, name)
-        meta = old["metadata"]
         if preconditions:
-            if preconditions.get("uid") and preconditions["uid"] != meta.get("uid"):
-                raise conflict(
-                    rt.group,
-                    rt.plural,
-                    name,
-                    f"Precondition failed: UID in precondition: "
-                    f"{preconditions['uid']}, UID in object meta: {meta.get('uid')}",
-                )
-            want = preconditions.get("resourceVersion")
-            if want and want != meta.get("resourceVersion"):
-                raise conflict(
-                    rt.group,
-                    rt.plural,
-                    name,
-                    f"Precondition failed: ResourceVersion in precondition: {want}, "
-                    f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-                )
+            _check_delete_preconditions(rt, name, old["metadata"], preconditions)
         if (rt.group, rt.kind) in admission.TEPHRA_KINDS and rt.kind != "Pod":
             admission.admit(
                 group=rt.group,
@@ -868,53 +836,72 @@ class Core:
             return old
         if propagation is None and (rt.group, rt.version, rt.kind) in _ORPHAN_BY_DEFAULT:
             propagation = "Orphan"  # the kind's DefaultGarbageCollectionPolicy
-        new_meta = dict(meta)
-        finalizers = list(meta.get("finalizers") or [])
-        if propagation == "Foreground" and "foregroundDeletion" not in finalizers:
-            finalizers.append("foregroundDeletion")
-        elif propagation == "Orphan" and "orphan" not in finalizers:
-            finalizers.append("orphan")
+        finalizers = _deletion_finalizers(old["metadata"], propagation)
         if rt.kind == "Pod" and rt.group == "":
-            spec = old.get("spec") or {}
-            phase = (old.get("status") or {}).get("phase")
-            if grace is None:
-                grace = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
-            if not spec.get("nodeName") or phase in _TERMINAL:
-                grace = 0
-            current = meta.get("deletionGracePeriodSeconds")
-            if grace > 0:
-                if current is not None and int(current) <= grace:
-                    return old  # already terminating with a shorter grace
-                _deletion_generation(meta, new_meta)
-                new_meta["deletionTimestamp"] = self.clock.stamp(self.clock.now() + grace)
-                new_meta["deletionGracePeriodSeconds"] = grace
-                if finalizers:
-                    new_meta["finalizers"] = finalizers
-                return self.store.commit(rt.storage_key, {**old, "metadata": new_meta}, old)
+            terminating = self._terminate_pod(rt, old, grace, finalizers)
+            if terminating is not None:
+                return terminating
         if rt.kind == "Namespace" and rt.group == "":
-            if meta.get("deletionTimestamp"):
-                return old
-            new_meta["deletionTimestamp"] = self.clock.stamp()
-            new_meta["deletionGracePeriodSeconds"] = 0
-            obj = {**old, "metadata": new_meta, "status": {"phase": "Terminating"}}
-            return self.store.commit(rt.storage_key, obj, old)
+            return self._terminate_namespace(rt, old)
         if finalizers:
-            unchanged = finalizers == list(meta.get("finalizers") or [])
-            if (
-                meta.get("deletionTimestamp")
-                and unchanged
-                and meta.get("deletionGracePeriodSeconds") in (None, 0)
-            ):
-                return old
-            _deletion_generation(meta, new_meta)
-            new_meta.setdefault("deletionTimestamp", self.clock.stamp())
-            new_meta["deletionGracePeriodSeconds"] = 0
-            new_meta["finalizers"] = finalizers
-            return self.store.commit(rt.storage_key, {**old, "metadata": new_meta}, old)
-        if meta.get("deletionTimestamp") is None:
+            return self._finalize(rt, old, finalizers)
+        new_meta = dict(old["metadata"])
+        if new_meta.get("deletionTimestamp") is None:
             new_meta["deletionTimestamp"] = self.clock.stamp()
             new_meta["deletionGracePeriodSeconds"] = 0
         return self._remove(rt, {**old, "metadata": new_meta})
+
+    def _terminate_pod(
+        self, rt: ResourceType, old: Obj, grace: int | None, finalizers: list[str]
+    ) -> Obj | None:
+        """A graceful delete of a pod bound to a node: it is marked, not removed (the kubelet
+        finishes it). None when the grace comes to 0 and the pod goes as any object."""
+        spec = old.get("spec") or {}
+        if grace is None:
+            grace = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
+        if not spec.get("nodeName") or (old.get("status") or {}).get("phase") in _TERMINAL:
+            grace = 0
+        if grace <= 0:
+            return None
+        meta = old["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
+        if current is not None and int(current) <= grace:
+            return old  # already terminating with a shorter grace
+        new_meta = dict(meta)
+        _deletion_generation(meta, new_meta)
+        new_meta["deletionTimestamp"] = self.clock.stamp(self.clock.now() + grace)
+        new_meta["deletionGracePeriodSeconds"] = grace
+        if finalizers:
+            new_meta["finalizers"] = finalizers
+        return self.store.commit(rt.storage_key, {**old, "metadata": new_meta}, old)
+
+    def _terminate_namespace(self, rt: ResourceType, old: Obj) -> Obj:
+        """A namespace is marked Terminating; finish_namespace removes it once empty."""
+        meta = old["metadata"]
+        if meta.get("deletionTimestamp"):
+            return old
+        new_meta = dict(meta)
+        new_meta["deletionTimestamp"] = self.clock.stamp()
+        new_meta["deletionGracePeriodSeconds"] = 0
+        obj = {**old, "metadata": new_meta, "status": {"phase": "Terminating"}}
+        return self.store.commit(rt.storage_key, obj, old)
+
+    def _finalize(self, rt: ResourceType, old: Obj, finalizers: list[str]) -> Obj:
+        """An object with finalizers is marked deleted and kept until they are removed."""
+        meta = old["metadata"]
+        unchanged = finalizers == list(meta.get("finalizers") or [])
+        if (
+            meta.get("deletionTimestamp")
+            and unchanged
+            and meta.get("deletionGracePeriodSeconds") in (None, 0)
+        ):
+            return old
+        new_meta = dict(meta)
+        _deletion_generation(meta, new_meta)
+        new_meta.setdefault("deletionTimestamp", self.clock.stamp())
+        new_meta["deletionGracePeriodSeconds"] = 0
+        new_meta["finalizers"] = finalizers
+        return self.store.commit(rt.storage_key, {**old, "metadata": new_meta}, old)
 
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
         key = rt.storage_key
@@ -1093,6 +1080,94 @@ def _path(obj: Obj, path: str) -> Any:
             return None
         cur = cur.get(p)
     return cur
+
+
+def _check_uid_kept(rt: ResourceType, obj: Obj, old_meta: Obj) -> None:
+    """A write naming another uid fails (through /status too: it must not land there)."""
+    uid = (obj.get("metadata") or {}).get("uid")
+    if uid and uid != old_meta.get("uid"):
+        raise invalid(
+            rt.kind,
+            rt.group,
+            old_meta["name"],
+            [
+                Cause(
+                    "metadata.uid",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{uid}": field is immutable',
+                )
+            ],
+        )
+
+
+_SERVER_META = (
+    "uid",
+    "creationTimestamp",
+    "namespace",
+    "name",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+)
+
+
+def _status_body(old: Obj, obj: Obj) -> Obj:
+    """Through /status only the status stanza changes: the rest, metadata too, is old's."""
+    new = {k: v for k, v in old.items() if k != "status"}
+    if "status" in obj:
+        new["status"] = obj["status"]
+    new["metadata"] = dict(old["metadata"])
+    return new
+
+
+def _update_body(rt: ResourceType, old: Obj, obj: Obj) -> Obj:
+    """obj with old's server-owned metadata, and old's status where /status owns it."""
+    old_meta = old["metadata"]
+    meta = dict(obj.get("metadata") or {})
+    for k in _SERVER_META:
+        if k in old_meta:
+            meta[k] = old_meta[k]
+        else:
+            meta.pop(k, None)
+    if rt.status_subresource:
+        if "status" in old:
+            obj["status"] = old["status"]
+        else:
+            obj.pop("status", None)
+    obj["metadata"] = meta
+    return obj
+
+
+def _check_delete_preconditions(
+    rt: ResourceType, name: str, meta: Obj, preconditions: dict[str, Any]
+) -> None:
+    if preconditions.get("uid") and preconditions["uid"] != meta.get("uid"):
+        raise conflict(
+            rt.group,
+            rt.plural,
+            name,
+            f"Precondition failed: UID in precondition: "
+            f"{preconditions['uid']}, UID in object meta: {meta.get('uid')}",
+        )
+    want = preconditions.get("resourceVersion")
+    if want and want != meta.get("resourceVersion"):
+        raise conflict(
+            rt.group,
+            rt.plural,
+            name,
+            f"Precondition failed: ResourceVersion in precondition: {want}, "
+            f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+        )
+
+
+def _deletion_finalizers(meta: Obj, propagation: str | None) -> list[str]:
+    """The object's finalizers plus the one the propagation policy asks for."""
+    finalizers = list(meta.get("finalizers") or [])
+    if propagation == "Foreground" and "foregroundDeletion" not in finalizers:
+        finalizers.append("foregroundDeletion")
+    elif propagation == "Orphan" and "orphan" not in finalizers:
+        finalizers.append("orphan")
+    return finalizers
 
 
 def _deletion_generation(meta: Obj, new_meta: Obj) -> None:
