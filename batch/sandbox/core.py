@@ -18,7 +18,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -852,7 +852,7 @@ class Core:
         return self._remove(rt, {**old, "metadata": new_meta})
 
     def _terminate_pod(
-        self, rt: ResourceType, old: Obj, grace: int | None, finalizers: list[str]
+        self, rt: ResourceType, old: Obj, grace: int | None, finalizers: Sequence[str]
     ) -> Obj | None:
         """A graceful delete of a pod bound to a node: it is marked, not removed (the kubelet
         finishes it). None when the grace comes to 0 and the pod goes as any object."""
@@ -886,7 +886,7 @@ class Core:
         obj = {**old, "metadata": new_meta, "status": {"phase": "Terminating"}}
         return self.store.commit(rt.storage_key, obj, old)
 
-    def _finalize(self, rt: ResourceType, old: Obj, finalizers: list[str]) -> Obj:
+    def _finalize(self, rt: ResourceType, old: Obj, finalizers: Sequence[str]) -> Obj:
         """An object with finalizers is marked deleted and kept until they are removed."""
         meta = old["metadata"]
         unchanged = finalizers == list(meta.get("finalizers") or [])
