@@ -38,41 +38,58 @@ def _structural(node: Any, defs: dict[str, Any], keep: bool = False) -> Any:
         target = copy.deepcopy(defs[ref.rsplit("/", 1)[-1]])
         target.update(node)
         return _structural(target, defs, keep)
-    any_of = node.get("anyOf")
-    if isinstance(any_of, list):
-        rest = [s for s in any_of if s != {"type": "null"}]
-        if len(rest) == 1:
-            node.pop("anyOf")
-            merged = dict(rest[0])
-            for key, value in node.items():
-                merged.setdefault(key, value)
-            if _DEFAULT_KEY in node:
-                merged[_DEFAULT_KEY] = node[_DEFAULT_KEY]
-            return _structural(merged, defs, keep)
-        node["anyOf"] = rest
+    unwrapped = _unwrap_optional(node)
+    if unwrapped is not None:
+        return _structural(unwrapped, defs, keep)
     keep = keep or node.get("x-kubernetes-preserve-unknown-fields") is True
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _DROP_KEYS:
-            continue
-        if key == _DEFAULT_KEY:
-            out["default"] = value
-        elif key == "const":
-            out["enum"] = [value]
-        elif key == "additionalProperties":
-            if isinstance(value, dict):
-                out[key] = _structural(value, defs, keep)
-            elif value is True and (keep or "properties" not in node):
-                out["x-kubernetes-preserve-unknown-fields"] = True
-        elif key == "properties":
-            out[key] = {k: _structural(v, defs, keep) for k, v in value.items()}
-        elif key == "required":
-            out[key] = sorted(value)
-        elif key in ("items", "anyOf"):
-            out[key] = _structural(value, defs, keep)
-        else:
-            out[key] = value
+        if key not in _DROP_KEYS:
+            out.update(_structural_entry(key, value, node, defs, keep))
     return out
+
+
+def _unwrap_optional(node: dict[str, Any]) -> dict[str, Any] | None:
+    """An `anyOf` of one schema and null, merged into one schema (the node's own keys kept, its
+    default too); None when there is nothing to unwrap. Drops null from a longer `anyOf`, in
+    place."""
+    any_of = node.get("anyOf")
+    if not isinstance(any_of, list):
+        return None
+    rest = [s for s in any_of if s != {"type": "null"}]
+    if len(rest) != 1:
+        node["anyOf"] = rest
+        return None
+    node.pop("anyOf")
+    merged = dict(rest[0])
+    for key, value in node.items():
+        merged.setdefault(key, value)
+    if _DEFAULT_KEY in node:
+        merged[_DEFAULT_KEY] = node[_DEFAULT_KEY]
+    return merged
+
+
+def _structural_entry(
+    key: str, value: Any, node: dict[str, Any], defs: dict[str, Any], keep: bool
+) -> dict[str, Any]:
+    """What one key of a JSON-schema node becomes in the structural node (nothing, or one key)."""
+    if key == _DEFAULT_KEY:
+        return {"default": value}
+    if key == "const":
+        return {"enum": [value]}
+    if key == "additionalProperties":
+        if isinstance(value, dict):
+            return {key: _structural(value, defs, keep)}
+        if value is True and (keep or "properties" not in node):
+            return {"x-kubernetes-preserve-unknown-fields": True}
+        return {}
+    if key == "properties":
+        return {key: {k: _structural(v, defs, keep) for k, v in value.items()}}
+    if key == "required":
+        return {key: sorted(value)}
+    if key in ("items", "anyOf"):
+        return {key: _structural(value, defs, keep)}
+    return {key: value}
 
 
 def openapi_schema(info: KindInfo) -> dict[str, Any]:
