@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
-from batch.model.status import TaskStatus
+from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler import Decisions, load_config, run_session
 from batch.scheduler.actions.allocate import Allocate
 from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
@@ -298,3 +298,43 @@ def _checking_reasons() -> Iterator[list[tuple[list[Any], list[Any]]]]:
         yield seen
     finally:
         close.fill_reasons = real_fill
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 3),
+    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    jobs=jobs_st,
+    config_index=st.integers(0, 1),
+)
+def test_rollback_leaves_every_job_as_its_tasks_say(
+    nodes: int, weights: list[int], jobs: list[tuple[Any, ...]], config_index: int
+) -> None:
+    """After a session (placements, binds, evictions undone) every job's counters and sums are
+    what its tasks' statuses give, and equal those before the session."""
+    c = _cluster(nodes, weights, jobs, True)
+
+    def state() -> dict[str, Any]:
+        return {
+            uid: (
+                list(j.counts),
+                j.allocated.tolist(),
+                j.pending_req.tolist(),
+                j.version,
+                sorted((t.uid, int(t.status), t.node_name, t.node_idx) for t in j.tasks.values()),
+            )
+            for uid, j in c.jobs.items()
+        }
+
+    before = state()
+    run_session(c, CONFIGS[config_index], now=NOW)
+    assert state() == before
+    for job in c.jobs.values():
+        allocated = np.zeros_like(job.allocated)
+        for t in job.tasks.values():
+            if t.status in ALLOCATED_STATUS:
+                allocated += t.req
+        assert job.allocated.tolist() == allocated.tolist()
+        assert [sum(t.status == s for t in job.tasks.values()) for s in TaskStatus] == [
+            job.counts[s] for s in TaskStatus
+        ]
