@@ -247,58 +247,13 @@ def _spec_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
 def pod_update_causes(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     """ValidatePodUpdate's spec rules: what an update (PUT or PATCH of the pod, not of its
     binding or status) may change. new is the defaulted new spec, old the stored one."""
-    causes: list[Cause] = []
-    for field in ("containers", "initContainers"):
-        new_c = new.get(field) or []
-        old_c = old.get(field) or []
-        if len(new_c) != len(old_c):
-            return [
-                Cause(
-                    f"spec.{field}",
-                    "FieldValueForbidden",
-                    "Forbidden: pod updates may not add or remove containers",
-                )
-            ]
-        for i, c in enumerate(new_c):
-            image = c.get("image") if isinstance(c, dict) else None
-            if not image:
-                causes.append(
-                    Cause(f"spec.{field}[{i}].image", "FieldValueRequired", "Required value")
-                )
-            elif str(image).strip() != image:
-                causes.append(
-                    Cause(
-                        f"spec.{field}[{i}].image",
-                        "FieldValueInvalid",
-                        f'Invalid value: "{image}": must not have leading or trailing whitespace',
-                    )
-                )
-    new_ads, old_ads = new.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
-    if new_ads is not None:
-        if not isinstance(new_ads, int) or not 0 <= new_ads <= _MAX_INT32:
-            causes.append(
-                Cause(
-                    "spec.activeDeadlineSeconds",
-                    "FieldValueInvalid",
-                    f"Invalid value: {new_ads}: must be between 0 and 2147483647, inclusive",
-                )
-            )
-        elif old_ads is not None and new_ads > old_ads:
-            causes.append(
-                Cause(
-                    "spec.activeDeadlineSeconds",
-                    "FieldValueInvalid",
-                    f"Invalid value: {new_ads}: must be less than or equal to previous value",
-                )
-            )
-    elif old_ads is not None:
-        causes.append(
-            Cause(
-                "spec.activeDeadlineSeconds",
-                "FieldValueInvalid",
-                'Invalid value: "null": must not update from a positive integer to nil value',
-            )
-        )
+    count = _container_count_cause(new, old)
+    if count is not None:
+        return [count]
+    causes = _image_causes(new, "containers") + _image_causes(new, "initContainers")
+    causes += _active_deadline_causes(
+        new.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
+    )
     if not _only_added_tolerations(
         list(new.get("tolerations") or []), list(old.get("tolerations") or [])
     ):
@@ -309,7 +264,71 @@ def pod_update_causes(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
                 "Forbidden: existing toleration can not be modified except its tolerationSeconds",
             )
         )
+    causes += _new_gate_causes(new, old)
+    munged = _with_updatable_fields(new, old)
+    if old.get("schedulingGates"):
+        causes += _gated_mutation_causes(munged, old)
+    if not _same(munged, old):
+        causes.append(
+            Cause(
+                "spec",
+                "FieldValueForbidden",
+                f"Forbidden: {POD_UPDATE_FORBIDDEN}\n{_spec_diff(old, munged)}",
+            )
+        )
+    return causes
+
+
+def _container_count_cause(new: dict[str, Any], old: dict[str, Any]) -> Cause | None:
+    """An update may not add or remove containers (the first list that does is named)."""
+    for field in ("containers", "initContainers"):
+        if len(new.get(field) or []) != len(old.get(field) or []):
+            return Cause(
+                f"spec.{field}",
+                "FieldValueForbidden",
+                "Forbidden: pod updates may not add or remove containers",
+            )
+    return None
+
+
+def _image_causes(spec: dict[str, Any], field: str) -> list[Cause]:
+    """Each container of the list needs an image, without surrounding white space."""
+    causes: list[Cause] = []
+    for i, c in enumerate(spec.get(field) or []):
+        image = c.get("image") if isinstance(c, dict) else None
+        if not image:
+            causes.append(Cause(f"spec.{field}[{i}].image", "FieldValueRequired", "Required value"))
+        elif str(image).strip() != image:
+            causes.append(
+                Cause(
+                    f"spec.{field}[{i}].image",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{image}": must not have leading or trailing whitespace',
+                )
+            )
+    return causes
+
+
+def _active_deadline_causes(new_ads: Any, old_ads: Any) -> list[Cause]:
+    """activeDeadlineSeconds may be set or lowered, not raised or unset."""
+    path = "spec.activeDeadlineSeconds"
+    if new_ads is None:
+        if old_ads is None:
+            return []
+        message = 'Invalid value: "null": must not update from a positive integer to nil value'
+    elif not isinstance(new_ads, int) or not 0 <= new_ads <= _MAX_INT32:
+        message = f"Invalid value: {new_ads}: must be between 0 and 2147483647, inclusive"
+    elif old_ads is not None and new_ads > old_ads:
+        message = f"Invalid value: {new_ads}: must be less than or equal to previous value"
+    else:
+        return []
+    return [Cause(path, "FieldValueInvalid", message)]
+
+
+def _new_gate_causes(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """Scheduling gates may only be removed."""
     old_gates = {g.get("name") for g in old.get("schedulingGates") or [] if isinstance(g, dict)}
+    causes: list[Cause] = []
     for i, g in enumerate(new.get("schedulingGates") or []):
         gname = g.get("name") if isinstance(g, dict) else None
         if gname not in old_gates:
@@ -320,7 +339,12 @@ def pod_update_causes(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
                     f"Forbidden: only deletion is allowed, but found new scheduling gate '{gname}'",
                 )
             )
-    # the updatable fields take their old values; anything else that differs is forbidden
+    return causes
+
+
+def _with_updatable_fields(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """new with the fields an update may change set to their old values: anything else that
+    still differs from old is a forbidden change."""
     munged = dict(new)
     for field in ("containers", "initContainers"):
         if field in new:
@@ -337,17 +361,7 @@ def pod_update_causes(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
         and munged.get("terminationGracePeriodSeconds") == 1
     ):
         munged["terminationGracePeriodSeconds"] = old_tgps
-    if old.get("schedulingGates"):
-        causes += _gated_mutation_causes(munged, old)
-    if not _same(munged, old):
-        causes.append(
-            Cause(
-                "spec",
-                "FieldValueForbidden",
-                f"Forbidden: {POD_UPDATE_FORBIDDEN}\n{_spec_diff(old, munged)}",
-            )
-        )
-    return causes
+    return munged
 
 
 def validate_pod(pod: dict[str, Any]) -> list[Cause]:
