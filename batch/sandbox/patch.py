@@ -72,36 +72,40 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
         if key.startswith("$setElementOrder/") or key in ("$retainKeys", "$patch"):
             continue
         if key.startswith("$deleteFromPrimitiveList/"):
-            field = key.split("/", 1)[1]
-            if isinstance(result.get(field), list) and isinstance(value, list):
-                result[field] = [v for v in result[field] if v not in value]
-            continue
-        if value is None:
-            result.pop(key, None)
-        elif isinstance(value, dict):
-            merged = strategic_merge_patch(result.get(key), value)
-            if merged is None:
-                result.pop(key, None)
-            else:
-                result[key] = merged
-        elif isinstance(value, list) and key in MERGE_KEYS:
-            current = result.get(key)
-            result[key] = _merge_list(
-                current if isinstance(current, list) else [], value, _merge_key(key, value)
-            )
-        elif (
-            isinstance(value, list)
-            and key in MERGE_PRIMITIVES
-            and isinstance(result.get(key), list)
-        ):
-            merged_list = list(result[key])
-            for v in value:
-                if v not in merged_list:
-                    merged_list.append(v)
-            result[key] = merged_list
+            _delete_from_primitive_list(result, key.split("/", 1)[1], value)
         else:
-            result[key] = _data(value)
+            _patch_field(result, key, value)
     return result
+
+
+def _delete_from_primitive_list(result: dict[str, Any], field: str, values: Any) -> None:
+    if isinstance(result.get(field), list) and isinstance(values, list):
+        result[field] = [v for v in result[field] if v not in values]
+
+
+def _patch_field(result: dict[str, Any], key: str, value: Any) -> None:
+    """One key of a strategic merge patch, applied to result in place."""
+    if value is None:
+        result.pop(key, None)
+    elif isinstance(value, dict):
+        merged = strategic_merge_patch(result.get(key), value)
+        if merged is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged
+    elif isinstance(value, list) and key in MERGE_KEYS:
+        current = result.get(key)
+        result[key] = _merge_list(
+            current if isinstance(current, list) else [], value, _merge_key(key, value)
+        )
+    elif isinstance(value, list) and key in MERGE_PRIMITIVES and isinstance(result.get(key), list):
+        merged_list = list(result[key])
+        for v in value:
+            if v not in merged_list:
+                merged_list.append(v)
+        result[key] = merged_list
+    else:
+        result[key] = _data(value)
 
 
 def _merge_key(field: str, items: list[Any]) -> str:
