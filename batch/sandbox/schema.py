@@ -125,34 +125,12 @@ def _validate(
 ) -> None:
     where = path or "<root>"
     if value is None:
-        if schema.get("nullable"):
-            return
-        if root:
-            return
-        causes.append(Cause(where, "FieldValueRequired", "Required value"))
+        if not (schema.get("nullable") or root):
+            causes.append(Cause(where, "FieldValueRequired", "Required value"))
         return
-    int_or_string = schema.get("x-kubernetes-int-or-string") is True
-    typ = schema.get("type")
-    if int_or_string:
-        if not (isinstance(value, str) or _type_ok(value, "integer")):
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueTypeInvalid",
-                    f"Invalid value: {_show(value)}: {where} in body must be of type "
-                    "integer or string",
-                )
-            )
-            return
-    elif typ and not _type_ok(value, typ):
-        causes.append(
-            Cause(
-                where,
-                "FieldValueTypeInvalid",
-                f"Invalid value: {_show(value)}: {where} in body must be of type {typ}: "
-                f'"{_describe(value)}"',
-            )
-        )
+    wrong_type = _type_cause(value, schema, where)
+    if wrong_type is not None:
+        causes.append(wrong_type)
         return
     enum = schema.get("enum")
     if enum is not None and value not in enum:
@@ -167,83 +145,126 @@ def _validate(
     if isinstance(value, int | float) and not isinstance(value, bool):
         _bounds(value, schema, where, causes)
     if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueInvalid",
-                    f"Invalid value: {_show(value)}: {where} in body should be at least "
-                    f"{schema['minLength']} chars long",
-                )
-            )
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueTooLong",
-                    f"Too long: {where} may not be more than {schema['maxLength']} bytes",
-                )
-            )
-        pat = schema.get("pattern")
-        if pat and not _regex(pat).search(value):
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueInvalid",
-                    f"Invalid value: {_show(value)}: {where} in body should match '{pat}'",
-                )
-            )
+        _string(value, schema, where, causes)
     if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueInvalid",
-                    f"Invalid value: {len(value)}: {where} in body should have at least "
-                    f"{schema['minItems']} items",
-                )
-            )
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueTooMany",
-                    f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
-                )
-            )
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                _validate(item, items, f"{path}[{i}]", causes)
+        _array(value, schema, path, causes)
     if isinstance(value, dict):
-        for req in schema.get("required") or []:
-            if req not in value:
-                causes.append(Cause(_join(path, req), "FieldValueRequired", "Required value"))
-        if "minProperties" in schema and len(value) < schema["minProperties"]:
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueInvalid",
-                    f"{where} in body should have at least {schema['minProperties']} properties",
-                )
+        _object(value, schema, path, causes, root=root)
+    _combinators(value, schema, path, causes)
+
+
+def _type_cause(value: Any, schema: dict[str, Any], where: str) -> Cause | None:
+    """The cause when value is not of the schema's type (then nothing else is checked)."""
+    if schema.get("x-kubernetes-int-or-string") is True:
+        if isinstance(value, str) or _type_ok(value, "integer"):
+            return None
+        return Cause(
+            where,
+            "FieldValueTypeInvalid",
+            f"Invalid value: {_show(value)}: {where} in body must be of type integer or string",
+        )
+    typ = schema.get("type")
+    if not typ or _type_ok(value, typ):
+        return None
+    return Cause(
+        where,
+        "FieldValueTypeInvalid",
+        f"Invalid value: {_show(value)}: {where} in body must be of type {typ}: "
+        f'"{_describe(value)}"',
+    )
+
+
+def _string(value: str, schema: dict[str, Any], where: str, causes: list[Cause]) -> None:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        causes.append(
+            Cause(
+                where,
+                "FieldValueInvalid",
+                f"Invalid value: {_show(value)}: {where} in body should be at least "
+                f"{schema['minLength']} chars long",
             )
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            causes.append(
-                Cause(
-                    where,
-                    "FieldValueTooMany",
-                    f"{where} in body should have at most {schema['maxProperties']} properties",
-                )
+        )
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        causes.append(
+            Cause(
+                where,
+                "FieldValueTooLong",
+                f"Too long: {where} may not be more than {schema['maxLength']} bytes",
             )
-        props = schema.get("properties") or {}
-        addl = schema.get("additionalProperties")
-        for key, sub in value.items():
-            if root and key in ("apiVersion", "kind", "metadata"):
-                continue
-            if key in props:
-                _validate(sub, props[key], _join(path, key), causes)
-            elif isinstance(addl, dict):
-                _validate(sub, addl, _join(path, key), causes)
+        )
+    pat = schema.get("pattern")
+    if pat and not _regex(pat).search(value):
+        causes.append(
+            Cause(
+                where,
+                "FieldValueInvalid",
+                f"Invalid value: {_show(value)}: {where} in body should match '{pat}'",
+            )
+        )
+
+
+def _array(value: list[Any], schema: dict[str, Any], path: str, causes: list[Cause]) -> None:
+    where = path or "<root>"
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        causes.append(
+            Cause(
+                where,
+                "FieldValueInvalid",
+                f"Invalid value: {len(value)}: {where} in body should have at least "
+                f"{schema['minItems']} items",
+            )
+        )
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        causes.append(
+            Cause(
+                where,
+                "FieldValueTooMany",
+                f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
+            )
+        )
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(value):
+            _validate(item, items, f"{path}[{i}]", causes)
+
+
+def _object(
+    value: dict[str, Any], schema: dict[str, Any], path: str, causes: list[Cause], *, root: bool
+) -> None:
+    where = path or "<root>"
+    for req in schema.get("required") or []:
+        if req not in value:
+            causes.append(Cause(_join(path, req), "FieldValueRequired", "Required value"))
+    if "minProperties" in schema and len(value) < schema["minProperties"]:
+        causes.append(
+            Cause(
+                where,
+                "FieldValueInvalid",
+                f"{where} in body should have at least {schema['minProperties']} properties",
+            )
+        )
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        causes.append(
+            Cause(
+                where,
+                "FieldValueTooMany",
+                f"{where} in body should have at most {schema['maxProperties']} properties",
+            )
+        )
+    props = schema.get("properties") or {}
+    addl = schema.get("additionalProperties")
+    for key, sub in value.items():
+        if root and key in ("apiVersion", "kind", "metadata"):
+            continue
+        if key in props:
+            _validate(sub, props[key], _join(path, key), causes)
+        elif isinstance(addl, dict):
+            _validate(sub, addl, _join(path, key), causes)
+
+
+def _combinators(value: Any, schema: dict[str, Any], path: str, causes: list[Cause]) -> None:
+    """allOf, anyOf and oneOf."""
+    where = path or "<root>"
     for sub in schema.get("allOf") or []:
         _validate(value, sub, path, causes)
     any_of = schema.get("anyOf")
