@@ -37,6 +37,12 @@ work queue, a deletion of the job and shutdown are served between batches. A job
 limits (`batch.api.admission.AdmissionLimits`; admission refuses it, so it got here without
 admission) is never expanded: a new one fails at once, one scaled over them is left as it is.
 No I/O, no wall clock: `now` is passed in (the simulator drives this on a virtual clock).
+
+A reconcile reads as its steps, each a pure function tested on its own
+(tests/controllers/test_job_steps.py): `read_job`, the refusals (`refuse_oversized`,
+`job_plugins`), `initialise` for a new job; then `decide` (`condemned`, `choose_request`,
+`plan_action`, `plan_kills`, `settle_phase`) and `carry_out` (`sync_children`, `_missing_pods`,
+`desired_status`, `ordered_actions`, `apply_ttl`).
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ _FULL_KILL_PHASES = {
     c.TERMINATE_JOB: c.TERMINATING,
 }
 _TARGETED = (c.RESTART_TASK, c.RESTART_POD, c.RESTART_PARTITION)
+_ACTIVE_PHASES = (c.PENDING, c.RUNNING, c.RESTARTING)  # policies consulted, children synced
 _SOFT_KILL_PHASES = {
     c.ABORTING,
     c.ABORTED,
@@ -445,7 +452,7 @@ def initialise(
         if claim_spec is not None:
             actions.append(CreateObject(build_pvc(job, claim, claim_spec)))
         cres[f"volume-pvc-{claim}"] = claim
-    cres[LAYOUT_KEY] = ",".join(f"{t.name}={t.replicas}" for t in tasks)
+    cres[LAYOUT_KEY] = _layout(tasks)
     new_status: JSON = {
         "state": {"phase": c.PENDING, "lastTransitionTime": format_time(now)},
         "minAvailable": min_av,
@@ -637,10 +644,7 @@ def _record_retained(
     for pv in views:
         if not (pv.deleting or pv.name in killer.deleting or pv.version >= plan.version):
             retained[pv.task] = retained.get(pv.task, 0) + 1
-    if retained and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
-        cres[RETAINED_KEY] = json.dumps(retained, sort_keys=True, separators=(",", ":"))
-    else:
-        cres.pop(RETAINED_KEY, None)
+    _store_json(cres, RETAINED_KEY, retained if plan.phase in _ACTIVE_PHASES else {})
 
 
 def status_patch(status: Mapping[str, Any], desired: Mapping[str, Any]) -> JSON | None:
@@ -686,6 +690,477 @@ def plan_kills(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What a reconcile reads from the job object: who it is, its status counters and its tasks.
+
+    ``phase`` is "" for a job never reconciled; ``notes`` say what was read in an unusual way."""
+
+    ref: ObjectRef
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    phase: str
+    version: int
+    retry: int
+    max_retry: int
+    tasks: Sequence[TaskView]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def namespace(self) -> str:
+        return self.ref.namespace
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        return self.status.get("state") or {}
+
+
+def read_job(job: Mapping[str, Any]) -> JobFacts:
+    """The job's identity (events name it as client-go's recorder does), status counters and
+    tasks. A phase the controller did not write is taken for Pending, as Volcano's state
+    machine does."""
+    m = meta(job)
+    uid, seen = identity(job)
+    ref = ObjectRef(
+        c.BATCH_API,
+        "Job",
+        str(m.get("namespace") or "default"),
+        str(m.get("name")),
+        uid or None,
+        seen or None,
+    )
+    spec = job.get("spec") or {}
+    status: Mapping[str, Any] = job.get("status") or {}
+    phase = str((status.get("state") or {}).get("phase") or "")
+    notes: tuple[str, ...] = ()
+    if phase and phase not in c.JOB_PHASES:
+        notes = (f"unknown phase {phase!r} taken as {c.PENDING}",)
+        phase = c.PENDING
+    return JobFacts(
+        ref=ref,
+        spec=spec,
+        status=status,
+        phase=phase,
+        version=_count(status.get("version")),
+        retry=_count(status.get("retryCount")),
+        max_retry=int(default_max_retry(spec.get("maxRetry"))),
+        tasks=tasks_of(job),
+        notes=notes,
+    )
+
+
+def refuse_oversized(
+    facts: JobFacts, limits: AdmissionLimits, now: datetime
+) -> ReconcileResult | None:
+    """A job over the size limits is never expanded (no PodGroup, plugin objects or pods): a new
+    one fails at once, saying why; one scaled over them is left as it is until scaled back
+    (None: within the limits, or finished)."""
+    message = limits.job_error([t.replicas for t in facts.tasks])
+    if not message or facts.phase in c.FINISHED_PHASES:
+        return None
+    if facts.phase == "":
+        return _refuse_job(facts.ref, "JobTooLarge", message, now)
+    result = ReconcileResult(notes=[message])
+    result.actions.append(EmitEvent(facts.ref, "JobTooLarge", message, type="Warning"))
+    return result
+
+
+def job_plugins(
+    job: Mapping[str, Any], facts: JobFacts, notes: list[str], now: datetime
+) -> tuple[list[Any], ReconcileResult | None]:
+    """The job's plugins, or the refusal of a new job whose resources or plugin arguments cannot
+    work (admission refuses it; one that bypassed admission is refused here, once). A job
+    already running with bad plugin arguments gets none (a note says why): it is never expanded
+    further, but its Commands and pods are still handled."""
+    unfit = _resource_problem(facts.tasks) if facts.phase == "" else ""
+    if unfit:
+        return [], _refuse_job(facts.ref, "InvalidResources", unfit, now)
+    try:
+        return build_plugins(job), None
+    except PluginArgsError as exc:
+        if facts.phase == "":
+            return [], _refuse_job(facts.ref, "InvalidPluginArguments", str(exc), now)
+        notes.append(str(exc))
+        return [], None
+
+
+def live_pods(views: Sequence[PodView], version: int, killer: Killer) -> list[PodView]:
+    """The pods of the current version that nothing condemned: the ones events come from."""
+    return [
+        v for v in views if v.version >= version and not v.marked and v.name not in killer.deleting
+    ]
+
+
+@dataclass(slots=True)
+class Choice:
+    """The request a reconcile acts on, and the Commands taking it leaves to delete."""
+
+    request: Request | None = None
+    action: str = c.SYNC_JOB
+    command: ObjectRef | None = None  # the Command taken now: deleted after the status write
+    taken: list[Any] = field(default_factory=list)  # Commands taken before: deleted first
+    waits: list[float] = field(default_factory=list)  # seconds until each pending timer is due
+
+
+def choose_request(
+    job: Mapping[str, Any],
+    facts: JobFacts,
+    cres: dict[str, str],
+    *,
+    commands: Sequence[Mapping[str, Any]],
+    current: Sequence[PodView],
+    views: Sequence[PodView],
+    deleted_pods: Sequence[Mapping[str, Any]],
+    podgroup: Mapping[str, Any] | None,
+    token: str | None,
+    now: datetime,
+) -> Choice:
+    """A bus Command not yet taken, else (in Pending/Running/Restarting) the first event whose
+    policy is due. The policy timers still pending are recorded in ``cres``: kept as they are
+    while a Command is taken, none in the other phases (no policy is consulted there)."""
+    req, command, taken = take_command(commands, facts.namespace, cres)
+    action = (req.action or c.SYNC_JOB) if req is not None else c.SYNC_JOB
+    choice = Choice(request=req, action=action, command=command, taken=taken)
+    timers = _load_timers(cres.get(TIMERS_KEY))
+    if req is None and facts.phase in _ACTIVE_PHASES:
+        requests = _requests(
+            job, facts.tasks, current, views, deleted_pods, podgroup, facts.version, token, timers
+        )
+        fired = fire_policies(
+            job, facts.tasks, requests, timers, version=facts.version, retry=facts.retry, now=now
+        )
+        if fired.request is not None:
+            choice.request, choice.action = fired.request, fired.action
+        timers, choice.waits = fired.timers, fired.waits
+    elif req is None:
+        timers = {}
+    _store_json(cres, TIMERS_KEY, timers)
+    return choice
+
+
+def announce(ref: ObjectRef, choice: Choice, plan: _Plan) -> list[EmitEvent]:
+    """The events saying a Command is taken and which action the plan executes."""
+    out: list[EmitEvent] = []
+    if choice.command is not None:
+        text = f"Start to execute command {choice.action}, and clean it up"
+        out.append(EmitEvent(ref, c.COMMAND_ISSUED, text))
+    if plan.message:
+        text = f"Start to execute action {choice.action}: {plan.message}"
+        out.append(EmitEvent(ref, "ExecuteAction", text))
+    return out
+
+
+def settle_phase(
+    plan: _Plan,
+    facts: JobFacts,
+    counters: Mapping[str, int],
+    task_status: Mapping[str, Any],
+    *,
+    min_av: int,
+) -> bool:
+    """With no transition ordered, the phase the pod counts move the job to (the SyncJob rows
+    of the state machine); a phase entered without a reason gets its own name as the reason.
+
+    True when that finishes a Pending/Running job: what still runs is then killed (kill(soft),
+    finished pods kept; ``plan.full_kill`` is set for :func:`plan_kills`)."""
+    finishing = False
+    if plan.phase == facts.phase:
+        plan.phase = level_phase(
+            facts.phase,
+            facts.tasks,
+            counters,
+            task_status,
+            min_av=min_av,
+            min_success=facts.spec.get("minSuccess"),
+            retry=facts.retry,
+            max_retry=facts.max_retry,
+            restart_min=int(facts.status.get("minAvailable") or min_av),
+        )
+        finishing = plan.phase in (c.COMPLETED, c.FAILED) and facts.phase in (c.RUNNING, c.PENDING)
+        if finishing:
+            plan.full_kill = RETAIN_FINISHED
+    if plan.phase != facts.phase and not plan.reason:
+        plan.reason = plan.phase
+    return finishing
+
+
+def release_podgroup(
+    phase: str, podgroup: Mapping[str, Any] | None, kills: Sequence[Any]
+) -> list[DeleteObject]:
+    """Aborted/Completed/Failed/... jobs hold no PodGroup (Volcano's kill deletes it): the
+    deletion of one still there in a kill phase, unless ``kills`` already deletes it."""
+    if (
+        phase not in _SOFT_KILL_PHASES
+        or podgroup is None
+        or meta(podgroup).get("deletionTimestamp")
+        or any(isinstance(a, DeleteObject) and a.ref.kind == "PodGroup" for a in kills)
+    ):
+        return []
+    return [DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup")))]
+
+
+def relayout(
+    job: Mapping[str, Any], tasks: Sequence[TaskView], plugins: Sequence[Any], cres: dict[str, str]
+) -> list[PatchObject]:
+    """Plugin objects that follow the task layout (the svc ConfigMap), rewritten when the layout
+    recorded in ``cres`` differs. They are written (idempotently) before the status write that
+    records the new layout, so a crash or a failed write in between rewrites them again."""
+    layout = _layout(tasks)
+    if cres.get(LAYOUT_KEY) == layout:
+        return []
+    cres[LAYOUT_KEY] = layout
+    return [
+        PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}})
+        for plugin in plugins
+        for obj in plugin.on_job_update(job, tasks)
+    ]
+
+
+def sync_children(
+    job: Mapping[str, Any],
+    tasks: Sequence[TaskView],
+    plugins: Sequence[Any],
+    podgroup: Mapping[str, Any] | None,
+    plan: _Plan,
+    cres: dict[str, str],
+    result: ReconcileResult,
+    *,
+    priority_values: Mapping[str, int] | None,
+) -> tuple[list[Any], list[PatchObject]]:
+    """In Pending/Running/Restarting with no full kill: the PodGroup kept in line (one of an
+    older version goes first: look again in 0.5 s) and the plugin objects on a new layout."""
+    if plan.full_kill is not None or plan.phase not in _ACTIVE_PHASES:
+        return [], []
+    group = sync_podgroup(job, podgroup, plan.version, priority_values=priority_values)
+    if podgroup is not None and _pg_version(podgroup) < plan.version:
+        result.requeue(0.5)
+    return group, relayout(job, tasks, plugins, cres)
+
+
+def waiting_for_claims(
+    job: Mapping[str, Any], missing_claims: Collection[str], result: ReconcileResult
+) -> bool:
+    """Whether a ``volumes[].volumeClaimName`` the job names does not exist: it then creates no
+    pods and stays Pending (a note says which; look again in 5 s)."""
+    absent = sorted(
+        claim for claim, _m, spec in job_volumes(job) if spec is None and claim in missing_claims
+    )
+    if absent:
+        result.notes.append(f"waiting for PersistentVolumeClaim(s) {', '.join(absent)}")
+        result.requeue(5.0)
+    return bool(absent)
+
+
+def may_create_pods(plan: _Plan, podgroup: Mapping[str, Any] | None, *, blocked: bool) -> bool:
+    """Pods are created in Pending/Running with no kill under way, once the PodGroup of the
+    job's version has left Pending (the scheduler admitted it) and is not being deleted."""
+    if blocked or plan.full_kill is not None or plan.target is not None or podgroup is None:
+        return False
+    pg_phase = str((podgroup.get("status") or {}).get("phase") or "")
+    return (
+        plan.phase in (c.PENDING, c.RUNNING)
+        and _pg_version(podgroup) >= plan.version
+        and pg_phase not in ("", c.PG_PENDING)
+        and not meta(podgroup).get("deletionTimestamp")
+    )
+
+
+def desired_status(
+    job: Mapping[str, Any],
+    facts: JobFacts,
+    done: Decision,
+    cres: dict[str, str],
+    *,
+    min_av: int,
+    no_class: str,
+    now: datetime,
+) -> JSON:
+    """The job status after the decision (``runningDuration`` while it runs)."""
+    plan = done.plan
+    new_state, conditions = next_state(facts.status, facts.phase, plan, no_class=no_class, now=now)
+    desired: JSON = {
+        "state": new_state,
+        "minAvailable": min_av,
+        **done.counters,
+        "taskStatusCount": done.task_status,
+        "version": plan.version,
+        "retryCount": plan.retry,
+        "controlledResources": cres,
+        "conditions": conditions,
+    }
+    if plan.phase == c.RUNNING or facts.phase == c.RUNNING:
+        created = parse_time(meta(job).get("creationTimestamp"))
+        if created is not None:
+            secs = int((now - created).total_seconds())
+            desired["runningDuration"] = f"{max(0, secs)}s"
+    return desired
+
+
+def write_status(facts: JobFacts, desired: Mapping[str, Any], notes: list[str]) -> list[Any]:
+    """The status write taking the job to ``desired`` (none when nothing changed)."""
+    spatch = status_patch(facts.status, desired)
+    if not spatch:
+        return []
+    notes.append(f"status: {sorted(spatch)}")
+    return [PatchStatus(facts.ref, spatch)]
+
+
+def ordered_actions(
+    choice: Choice,
+    condemned_now: Sequence[Any],
+    events: Sequence[Any],
+    relaid: Sequence[Any],
+    status_write: Sequence[Any],
+    kills: Sequence[Any],
+    creates: Sequence[Any],
+) -> list[Any]:
+    """Every action in application order. Marks of pods already condemned by the observed status
+    go before any new status write (so a new kill token can never un-condemn them); every
+    deletion goes after the write that counts the pod as terminating (so a pod that vanishes is
+    never mistaken for an eviction); the Command taken now goes after the write recording it."""
+    marks = [a for a in condemned_now if isinstance(a, PatchObject)]
+    deletes = [a for a in condemned_now if not isinstance(a, PatchObject)]
+    command = [DeleteObject(choice.command)] if choice.command is not None else []
+    return [
+        *choice.taken,
+        *marks,
+        *events,
+        *relaid,
+        *status_write,
+        *deletes,
+        *command,
+        *kills,
+        *creates,
+    ]
+
+
+def apply_ttl(result: ReconcileResult, facts: JobFacts, new_phase: str, now: datetime) -> None:
+    """``ttlSecondsAfterFinished``: delete the finished job once due, else look again then."""
+    delete_at = ttl_due(facts.spec, facts.state, facts.phase, new_phase, now=now)
+    if delete_at is None:
+        return
+    if delete_at <= now:
+        result.actions.append(DeleteObject(facts.ref))
+    else:
+        result.requeue((delete_at - now).total_seconds())
+
+
+@dataclass(slots=True)
+class Decision:
+    """What the state machine decided in one reconcile, with the kills it takes."""
+
+    choice: Choice
+    plan: _Plan
+    killer: Killer
+    condemned: list[Any]  # the kills the observed status had already decided
+    kills: list[Any]  # the kills the plan orders now
+    counters: dict[str, int]
+    task_status: JSON
+
+
+def decide(
+    job: Mapping[str, Any],
+    facts: JobFacts,
+    views: Sequence[PodView],
+    podgroup: Mapping[str, Any] | None,
+    cres: dict[str, str],
+    result: ReconcileResult,
+    *,
+    commands: Sequence[Mapping[str, Any]],
+    deleted_pods: Sequence[Mapping[str, Any]],
+    min_av: int,
+    now: datetime,
+) -> Decision:
+    """The kills the observed status already decided, the request (a Command, else the first
+    event whose policy is due), the state machine's plan for it and the kills it orders, and the
+    pod counts after them. Its events go to ``result``, with when to look again for a timer."""
+    killer = Killer(facts.namespace)
+    token = cres.get(TOKEN_TARGET)
+    retain = cres.get(TOKEN_RETAIN, RETAIN_FINISHED)
+    pre = condemned(
+        views,
+        facts.tasks,
+        killer,
+        phase=facts.phase,
+        version=facts.version,
+        retain=retain,
+        token=token,
+    )
+    current = live_pods(views, facts.version, killer)
+    choice = choose_request(
+        job,
+        facts,
+        cres,
+        commands=commands,
+        current=current,
+        views=views,
+        deleted_pods=deleted_pods,
+        podgroup=podgroup,
+        token=token,
+        now=now,
+    )
+    for wait in choice.waits:
+        result.requeue(wait)
+    plan = plan_action(
+        facts.phase,
+        choice.request,
+        choice.action,
+        retry=facts.retry,
+        max_retry=facts.max_retry,
+        version=facts.version,
+    )
+    result.actions += announce(facts.ref, choice, plan)
+    kills = plan_kills(plan, views, current, podgroup, killer, cres, version=facts.version)
+    counters, tsc = _counts(views, killer.deleting)
+    if settle_phase(plan, facts, counters, tsc, min_av=min_av):
+        kills += plan_kills(plan, views, current, podgroup, killer, cres, version=facts.version)
+        counters, tsc = _counts(views, killer.deleting)
+    kills += release_podgroup(plan.phase, podgroup, kills)
+    return Decision(choice, plan, killer, pre, kills, counters, tsc)
+
+
+def carry_out(
+    job: Mapping[str, Any],
+    facts: JobFacts,
+    done: Decision,
+    views: Sequence[PodView],
+    podgroup: Mapping[str, Any] | None,
+    plugins: Sequence[Any],
+    cres: dict[str, str],
+    result: ReconcileResult,
+    *,
+    min_av: int,
+    now: datetime,
+    priority_values: Mapping[str, int] | None,
+    missing_claims: Collection[str],
+    pod_batch: int,
+) -> None:
+    """What the decision leaves to do, into ``result`` in application order: the children
+    (PodGroup, plugin objects, the next batch of missing pods), the status write, and the job's
+    deletion once ``ttlSecondsAfterFinished`` is due."""
+    plan = done.plan
+    creates, relaid = sync_children(
+        job, facts.tasks, plugins, podgroup, plan, cres, result, priority_values=priority_values
+    )
+    blocked = waiting_for_claims(job, missing_claims, result)
+    no_class = _missing_priority_classes(job, facts.tasks, priority_values)
+    _report_missing_classes(result, facts.ref, podgroup, facts.state, no_class)
+    if may_create_pods(plan, podgroup, blocked=blocked or bool(no_class)):
+        present = {v.name for v in views}
+        creates += _missing_pods(
+            job, facts.tasks, views, present, plugins, plan=plan, limit=max(1, pod_batch)
+        )
+    _record_retained(cres, views, done.killer, plan)
+    desired = desired_status(job, facts, done, cres, min_av=min_av, no_class=no_class, now=now)
+    written = write_status(facts, desired, result.notes)
+    result.actions = ordered_actions(
+        done.choice, done.condemned, result.actions, relaid, written, done.kills, creates
+    )
+    if written or done.kills or creates or done.condemned or relaid:
+        result.requeue(0)
+    apply_ttl(result, facts, plan.phase, now)
+
+
 def reconcile_job(
     job: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
@@ -708,229 +1183,60 @@ def reconcile_job(
     not exist (the job then creates no pods and stays Pending, retried), `pod_batch` the most
     pods one reconcile creates, `limits` the size limits of the job (as admission's).
     """
-    result = ReconcileResult()
-    m = meta(job)
-    if m.get("deletionTimestamp"):
-        return result
-    ns = str(m.get("namespace") or "default")
-    name = str(m.get("name"))
-    uid, seen = identity(job)  # events name the job as client-go's recorder does
-    ref = ObjectRef(c.BATCH_API, "Job", ns, name, uid or None, seen or None)
-    spec = job.get("spec") or {}
-    status: Mapping[str, Any] = job.get("status") or {}
-    state = status.get("state") or {}
-    phase = str(state.get("phase") or "")
-    if phase and phase not in c.JOB_PHASES:
-        # a status the controller did not write: Volcano's state machine takes it for Pending
-        result.notes.append(f"unknown phase {phase!r} taken as {c.PENDING}")
-        phase = c.PENDING
-    version = _count(status.get("version"))
-    retry = _count(status.get("retryCount"))
-    max_retry = int(default_max_retry(spec.get("maxRetry")))
-    cres: dict[str, str] = dict(status.get("controlledResources") or {})
-    tasks = tasks_of(job)
-    too_big = limits.job_error([t.replicas for t in tasks])
-    if too_big and phase not in c.FINISHED_PHASES:
-        return _refuse_oversized(ref, phase, too_big, now)
+    if meta(job).get("deletionTimestamp"):
+        return ReconcileResult()
+    facts = read_job(job)
+    refused = refuse_oversized(facts, limits, now)
+    if refused is not None:
+        return refused
     min_av = job_min_available(job)
-    unfit = _resource_problem(tasks) if phase == "" else ""
-    if unfit:  # admission refuses it; one that bypassed admission is refused here, once
-        return _refuse_job(ref, "InvalidResources", unfit, now)
-    try:
-        plugins = build_plugins(job)
-    except PluginArgsError as exc:
-        if phase == "":
-            return _refuse_job(ref, "InvalidPluginArguments", str(exc), now)
-        plugins = []  # never expanded further, but its Commands and pods are still handled
-        result.notes.append(str(exc))
-    layout = ",".join(f"{t.name}={t.replicas}" for t in tasks)
-
-    # ---- initialisation (phase "") -----------------------------------------------------------
-    if phase == "":
+    result = ReconcileResult(notes=list(facts.notes))
+    plugins, refused = job_plugins(job, facts, result.notes, now)
+    if refused is not None:
+        return refused
+    cres: dict[str, str] = dict(facts.status.get("controlledResources") or {})
+    if facts.phase == "":
         result.actions += initialise(
-            job, ref, tasks, plugins, cres, min_av=min_av, now=now, priority_values=priority_values
+            job,
+            facts.ref,
+            facts.tasks,
+            plugins,
+            cres,
+            min_av=min_av,
+            now=now,
+            priority_values=priority_values,
         )
         result.requeue(0)
         return result
 
-    views = [PodView.of(p) for p in pods]
-    views.sort(key=lambda v: (v.task, v.index, v.name))
-    by_name = {v.name: v for v in views}
-    retain = cres.get(TOKEN_RETAIN, RETAIN_FINISHED)
-    token = cres.get(TOKEN_TARGET)
-
-    # ---- kills already decided by the observed status (emitted before any new transition) ----
-    killer = Killer(ns)
-    pre_actions = condemned(
-        views, tasks, killer, phase=phase, version=version, retain=retain, token=token
+    views = sorted((PodView.of(p) for p in pods), key=lambda v: (v.task, v.index, v.name))
+    done = decide(
+        job,
+        facts,
+        views,
+        podgroup,
+        cres,
+        result,
+        commands=commands,
+        deleted_pods=deleted_pods,
+        min_av=min_av,
+        now=now,
     )
-
-    current = [
-        v for v in views if v.version >= version and not v.marked and v.name not in killer.deleting
-    ]
-
-    # ---- the request: a Command, else the first event whose policy fires -----------------------
-    req, command_ref, done_cmds = take_command(commands, ns, cres)
-    action = (req.action or c.SYNC_JOB) if req is not None else c.SYNC_JOB
-    if req is not None:
-        result.actions.append(
-            EmitEvent(ref, c.COMMAND_ISSUED, f"Start to execute command {action}, and clean it up")
-        )
-
-    timers = _load_timers(cres.get(TIMERS_KEY))
-    if req is None and phase in (c.PENDING, c.RUNNING, c.RESTARTING):
-        requests = _requests(
-            job, tasks, current, views, deleted_pods, podgroup, version, token, timers
-        )
-        fired = fire_policies(job, tasks, requests, timers, version=version, retry=retry, now=now)
-        if fired.request is not None:
-            req, action = fired.request, fired.action
-        timers = fired.timers
-        for wait in fired.waits:
-            result.requeue(wait)
-    elif req is None:
-        timers = {}  # no policy is consulted in this phase: nothing is pending
-    if timers:
-        cres[TIMERS_KEY] = json.dumps(timers, sort_keys=True, separators=(",", ":"))
-    else:
-        cres.pop(TIMERS_KEY, None)
-
-    # ---- the state machine (`volcano-semantics.md#job-state-machine`) ----------------------------
-    plan = plan_action(phase, req, action, retry=retry, max_retry=max_retry, version=version)
-    if plan.message:
-        result.actions.append(
-            EmitEvent(ref, "ExecuteAction", f"Start to execute action {action}: {plan.message}")
-        )
-
-    new_actions = plan_kills(plan, views, current, podgroup, killer, cres, version=version)
-
-    counters, tsc = _counts(views, killer.deleting)
-
-    # Level-triggered phase checks (SyncJob rows of the table).
-    if plan.phase == phase:
-        plan.phase = level_phase(
-            phase,
-            tasks,
-            counters,
-            tsc,
-            min_av=min_av,
-            min_success=spec.get("minSuccess"),
-            retry=retry,
-            max_retry=max_retry,
-            restart_min=int(status.get("minAvailable") or min_av),
-        )
-        if plan.phase in (c.COMPLETED, c.FAILED) and phase in (c.RUNNING, c.PENDING):
-            # Entering a finished state kills what still runs (kill(soft), version bump).
-            plan.full_kill = RETAIN_FINISHED
-            plan.version = version + 1
-            cres[TOKEN_RETAIN] = RETAIN_FINISHED
-            for pv in views:
-                if not pv.finished:
-                    killer.kill(pv, mark=False, into=new_actions)
-            if podgroup is not None:
-                new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
-            counters, tsc = _counts(views, killer.deleting)
-    if (
-        plan.phase in _SOFT_KILL_PHASES
-        and podgroup is not None
-        and not meta(podgroup).get("deletionTimestamp")
-        and not any(isinstance(a, DeleteObject) and a.ref.kind == "PodGroup" for a in new_actions)
-    ):
-        # Aborted/Completed/Failed/... jobs hold no PodGroup (Volcano's kill deletes it).
-        new_actions.append(DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup"))))
-    if plan.phase != phase and not plan.reason:
-        plan.reason = plan.phase
-
-    # ---- sync: PodGroup, plugin objects on scale, pods -----------------------------------------
-    creates: list[Any] = []
-    relayout: list[Any] = []
-    pg_version = _pg_version(podgroup)
-    if plan.full_kill is None and plan.phase in (c.PENDING, c.RUNNING, c.RESTARTING):
-        creates += sync_podgroup(job, podgroup, plan.version, priority_values=priority_values)
-        if podgroup is not None and pg_version < plan.version:
-            result.requeue(0.5)  # the old version's PodGroup goes first
-        if cres.get(LAYOUT_KEY) != layout:
-            # Rewritten (idempotently) before the status write that records the new layout,
-            # so a crash or a failed write in between rewrites them again.
-            for plugin in plugins:
-                for obj in plugin.on_job_update(job, tasks):
-                    relayout.append(PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}}))
-            cres[LAYOUT_KEY] = layout
-    pg_phase = str(((podgroup or {}).get("status") or {}).get("phase") or "")
-    absent = sorted(
-        claim for claim, _m, spec_ in job_volumes(job) if spec_ is None and claim in missing_claims
+    carry_out(
+        job,
+        facts,
+        done,
+        views,
+        podgroup,
+        plugins,
+        cres,
+        result,
+        min_av=min_av,
+        now=now,
+        priority_values=priority_values,
+        missing_claims=missing_claims,
+        pod_batch=pod_batch,
     )
-    if absent:
-        result.notes.append(f"waiting for PersistentVolumeClaim(s) {', '.join(absent)}")
-        result.requeue(5.0)
-    no_class = _missing_priority_classes(job, tasks, priority_values)
-    if no_class:
-        _report_missing_classes(result, ref, podgroup, state, no_class)
-    if (
-        not absent
-        and not no_class
-        and plan.full_kill is None
-        and plan.target is None
-        and plan.phase in (c.PENDING, c.RUNNING)
-        and podgroup is not None
-        and pg_version >= plan.version
-        and pg_phase not in ("", c.PG_PENDING)
-        and not meta(podgroup).get("deletionTimestamp")
-    ):
-        creates += _missing_pods(
-            job, tasks, views, by_name, plugins, plan=plan, limit=max(1, pod_batch)
-        )
-
-    # ---- status --------------------------------------------------------------------------------
-    # Pods of an older version counted in taskStatusCount (finished pods a kill kept), per task:
-    # the vanished-pod check compares the current version's pods only.
-    _record_retained(cres, views, killer, plan)
-    new_state, conditions = next_state(status, phase, plan, no_class=no_class, now=now)
-    desired: JSON = {
-        "state": new_state,
-        "minAvailable": min_av,
-        **counters,
-        "taskStatusCount": tsc,
-        "version": plan.version,
-        "retryCount": plan.retry,
-        "controlledResources": cres,
-        "conditions": conditions,
-    }
-    if plan.phase in (c.RUNNING,) or phase == c.RUNNING:
-        created = parse_time(m.get("creationTimestamp"))
-        if created is not None:
-            secs = int((now - created).total_seconds())
-            desired["runningDuration"] = f"{max(0, secs)}s"
-    spatch = status_patch(status, desired)
-    status_actions: list[Any] = [PatchStatus(ref, spatch)] if spatch else []
-    if spatch:
-        result.notes.append(f"status: {sorted(spatch)}")
-
-    # Marks of pods already condemned by the observed status go before any new status write
-    # (so a new kill token can never un-condemn them); every deletion goes after the write that
-    # counts the pod as terminating (so a pod that vanishes is never mistaken for an eviction).
-    pre_marks = [a for a in pre_actions if isinstance(a, PatchObject)]
-    pre_deletes = [a for a in pre_actions if not isinstance(a, PatchObject)]
-    result.actions = [
-        *done_cmds,
-        *pre_marks,
-        *result.actions,
-        *relayout,
-        *status_actions,
-        *pre_deletes,
-        *([DeleteObject(command_ref)] if command_ref is not None else []),
-        *new_actions,
-        *creates,
-    ]
-    if status_actions or new_actions or creates or pre_actions or relayout:
-        result.requeue(0)
-
-    # ---- ttlSecondsAfterFinished ---------------------------------------------------------------
-    delete_at = ttl_due(spec, state, phase, plan.phase, now=now)
-    if delete_at is not None and delete_at <= now:
-        result.actions.append(DeleteObject(ref))
-    elif delete_at is not None:
-        result.requeue((delete_at - now).total_seconds())
     return result
 
 
@@ -1025,7 +1331,10 @@ def _report_missing_classes(
     message: str,
 ) -> None:
     """Say it once, on the job and on its PodGroup (`tephra job why` lists the PodGroup's
-    events), and look again in 30 s (the controller's PriorityClass list is that old at most)."""
+    events), and look again in 30 s (the controller's PriorityClass list is that old at most).
+    Nothing when ``message`` is empty (every class exists)."""
+    if not message:
+        return
     result.notes.append(message)
     result.requeue(30.0)
     if state.get("reason") == NO_PRIORITY_CLASS and state.get("message") == message:
@@ -1034,16 +1343,6 @@ def _report_missing_classes(
     if podgroup is not None:
         pg_ref = ObjectRef.of(_with_kind(podgroup, "PodGroup"))
         result.actions.append(EmitEvent(pg_ref, NO_PRIORITY_CLASS, message, type="Warning"))
-
-
-def _refuse_oversized(ref: ObjectRef, phase: str, message: str, now: datetime) -> ReconcileResult:
-    """A job over the size limits is never expanded (no PodGroup, plugin objects or pods): a new
-    one fails at once, saying why; one scaled over them is left as it is until scaled back."""
-    if phase == "":
-        return _refuse_job(ref, "JobTooLarge", message, now)
-    result = ReconcileResult(notes=[message])
-    result.actions.append(EmitEvent(ref, "JobTooLarge", message, type="Warning"))
-    return result
 
 
 def _refuse_job(ref: ObjectRef, reason: str, message: str, now: datetime) -> ReconcileResult:
@@ -1063,6 +1362,19 @@ def _refuse_job(ref: ObjectRef, reason: str, message: str, now: datetime) -> Rec
 def _count(value: Any) -> int:
     """A counter of the status (version, retryCount): 0 unless a non-negative integer."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _layout(tasks: Sequence[TaskView]) -> str:
+    """The task layout recorded in the status (`LAYOUT_KEY`): ``name=replicas`` per task."""
+    return ",".join(f"{t.name}={t.replicas}" for t in tasks)
+
+
+def _store_json(cres: dict[str, str], key: str, value: Mapping[str, Any]) -> None:
+    """Record ``value`` as compact JSON under ``key`` of the status; none when it is empty."""
+    if value:
+        cres[key] = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    else:
+        cres.pop(key, None)
 
 
 def _empty_like(v: Any) -> Any:

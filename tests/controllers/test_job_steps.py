@@ -5,35 +5,59 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from batch.api.admission import AdmissionLimits
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     CreateObject,
     DeleteObject,
+    EmitEvent,
     ObjectRef,
     PatchObject,
     PatchStatus,
+    ReconcileResult,
 )
 from batch.controllers.job import (
     LAYOUT_KEY,
     RETAIN_FINISHED,
     RETAIN_NONE,
+    TIMERS_KEY,
     TOKEN_RETAIN,
+    Choice,
+    Decision,
     Killer,
     PodView,
     Request,
+    announce,
+    apply_ttl,
+    choose_request,
     condemned,
+    decide,
+    desired_status,
     fire_policies,
     initialise,
+    job_plugins,
     level_phase,
+    live_pods,
+    may_create_pods,
     next_state,
+    ordered_actions,
     plan_action,
     plan_kills,
+    read_job,
+    refuse_oversized,
+    relayout,
+    release_podgroup,
+    settle_phase,
     status_patch,
+    sync_children,
     sync_podgroup,
     take_command,
     ttl_due,
+    waiting_for_claims,
+    write_status,
 )
 from batch.controllers.jobspec import TaskView, tasks_of
+from batch.controllers.plugins import build_plugins
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -267,3 +291,350 @@ def test_plan_kills_full_kill_bumps_the_version_and_drops_the_podgroup() -> None
     assert plan.version == 2 and killer.deleting == {"j-w-0"}  # last retry keeps finished pods
     assert [a.ref.kind for a in out] == ["Pod", "PodGroup"]
     assert cres == {TOKEN_RETAIN: RETAIN_FINISHED}
+
+
+def test_read_job_takes_a_foreign_phase_for_pending_and_bad_counters_for_zero() -> None:
+    job = _job()
+    job["status"] = {"state": {"phase": "Weird"}, "version": -2, "retryCount": True}
+    facts = read_job(job)
+    assert facts.phase == c.PENDING and facts.notes == ("unknown phase 'Weird' taken as Pending",)
+    assert (facts.version, facts.retry, facts.max_retry) == (0, 0, 3)
+    assert facts.ref == ObjectRef(c.BATCH_API, "Job", "ns", "j", "u1")
+    assert [t.name for t in facts.tasks] == ["w"] and facts.state == {"phase": "Weird"}
+    unnamed = read_job({"metadata": {"name": "x"}})
+    assert unnamed.phase == "" and unnamed.namespace == "default" and unnamed.notes == ()
+
+
+def test_refuse_oversized_fails_a_new_job_and_leaves_a_scaled_one_alone() -> None:
+    small = AdmissionLimits(replicas_per_task=1)
+    job = _job()
+    new = refuse_oversized(read_job(job), small, NOW)
+    assert new is not None
+    [status] = new.of_type(PatchStatus)
+    assert status.status["state"]["phase"] == c.FAILED
+    assert status.status["state"]["reason"] == "JobTooLarge"
+    job["status"] = {"state": {"phase": c.RUNNING}}
+    running = refuse_oversized(read_job(job), small, NOW)
+    assert running is not None and running.of_type(PatchStatus) == []
+    assert [e.reason for e in running.of_type(EmitEvent)] == ["JobTooLarge"]
+    job["status"] = {"state": {"phase": c.COMPLETED}}
+    assert refuse_oversized(read_job(job), small, NOW) is None  # finished: left as it is
+    assert refuse_oversized(read_job(job), AdmissionLimits(), NOW) is None
+
+
+def test_job_plugins_refuses_a_new_job_and_notes_bad_arguments_of_a_running_one() -> None:
+    job = _job()
+    job["spec"]["plugins"] = {"ssh": ["--ssh-port=notaport"]}
+    notes: list[str] = []
+    plugins, refused = job_plugins(job, read_job(job), notes, NOW)
+    assert plugins == [] and refused is not None and notes == []
+    assert refused.of_type(PatchStatus)[0].status["state"]["reason"] == "InvalidPluginArguments"
+    job["status"] = {"state": {"phase": c.RUNNING}}
+    plugins, refused = job_plugins(job, read_job(job), notes, NOW)
+    assert plugins == [] and refused is None and "ssh-port" in notes[0]
+    fine = _job()
+    fine["spec"]["plugins"] = {"svc": []}
+    plugins, refused = job_plugins(fine, read_job(fine), notes, NOW)
+    assert [p.name for p in plugins] == ["svc"] and refused is None
+    bad = _job()
+    bad["spec"]["tasks"][0]["template"]["spec"]["containers"] = [
+        {"name": "m", "resources": {"requests": {"cpu": "lots"}}}
+    ]
+    _, refused = job_plugins(bad, read_job(bad), notes, NOW)
+    assert refused is not None
+    assert refused.of_type(PatchStatus)[0].status["state"]["reason"] == "InvalidResources"
+
+
+def test_live_pods_leaves_out_older_marked_and_condemned_pods() -> None:
+    marked = _pv("j-w-2", "w", 2)
+    marked.marked = True
+    views = [_pv("j-w-0", "w", 0), _pv("j-w-1", "w", 1, version=0), marked, _pv("j-w-3", "w", 3)]
+    killer = Killer("ns")
+    killer.deleting.add("j-w-3")
+    assert [v.name for v in live_pods(views, 1, killer)] == ["j-w-0"]
+
+
+def _running_job(**status: Any) -> dict[str, Any]:
+    job = _job()
+    job["status"] = {"state": {"phase": c.RUNNING}, "minAvailable": 2, **status}
+    return job
+
+
+def _choose(job: dict[str, Any], cres: dict[str, str], **kw: Any) -> Choice:
+    views = kw.pop("views", [])
+    args: dict[str, Any] = {
+        "commands": (),
+        "current": views,
+        "views": views,
+        "deleted_pods": (),
+        "podgroup": None,
+        "token": None,
+        "now": NOW,
+    }
+    return choose_request(job, read_job(job), cres, **{**args, **kw})
+
+
+def test_choose_request_takes_a_command_first_and_keeps_the_timers_meanwhile() -> None:
+    job = _running_job()
+    job["spec"]["policies"] = [{"event": c.POD_FAILED, "action": c.ABORT_JOB}]
+    failed = _pv("j-w-0", "w", 0, version=0, phase="Failed")
+    timers = '{"v0/PodPending/w":{"since":"2026-12-01T09:59:00Z"}}'
+    cres = {TIMERS_KEY: timers}
+    cmd = _command("c", "u9", "2026-12-01T10:00:00Z", c.RESUME_JOB)
+    choice = _choose(job, cres, commands=[cmd], views=[failed])
+    assert choice.action == c.RESUME_JOB and choice.command is not None
+    assert choice.request is not None and choice.request.event == c.COMMAND_ISSUED
+    assert cres[TIMERS_KEY] == timers and cres[c.TOKEN_COMMAND] == "u9"
+    cres = {TIMERS_KEY: timers}
+    choice = _choose(job, cres, views=[failed])
+    assert choice.action == c.ABORT_JOB and choice.request is not None
+    assert choice.request.pod is failed and choice.command is None
+    assert TIMERS_KEY not in cres  # the pending pod is gone: its timer goes
+
+
+def test_choose_request_consults_no_policy_outside_the_active_phases() -> None:
+    job = _running_job()
+    job["status"]["state"]["phase"] = c.ABORTED
+    job["spec"]["policies"] = [{"event": c.POD_FAILED, "action": c.RESTART_JOB}]
+    cres = {TIMERS_KEY: '{"k":{"since":"2026-12-01T09:59:00Z"}}'}
+    choice = _choose(job, cres, views=[_pv("j-w-0", "w", 0, version=0, phase="Failed")])
+    assert choice.request is None and choice.action == c.SYNC_JOB and TIMERS_KEY not in cres
+
+
+def test_choose_request_asks_to_look_again_when_a_timer_is_due() -> None:
+    job = _running_job()
+    job["spec"]["policies"] = [{"event": c.POD_PENDING, "action": c.RESTART_JOB, "timeout": "60s"}]
+    pending = _pv("j-w-0", "w", 0, version=0, phase="Pending")
+    cres: dict[str, str] = {}
+    choice = _choose(job, cres, views=[pending])
+    assert choice.request is None and choice.waits == [60.0] and TIMERS_KEY in cres
+
+
+def test_announce_names_the_command_and_the_action() -> None:
+    ref = ObjectRef(c.BATCH_API, "Job", "ns", "j")
+    req = Request(event=c.COMMAND_ISSUED, action=c.ABORT_JOB)
+    choice = Choice(request=req, action=c.ABORT_JOB, command=ref)
+    plan = plan_action(c.RUNNING, req, c.ABORT_JOB, retry=0, max_retry=3, version=0)
+    events = announce(ref, choice, plan)
+    assert [e.reason for e in events] == [c.COMMAND_ISSUED, "ExecuteAction"]
+    assert events[1].message == f"Start to execute action {c.ABORT_JOB}: {plan.message}"
+    quiet = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    assert announce(ref, Choice(), quiet) == []
+
+
+def test_settle_phase_finishing_a_running_job_orders_a_soft_kill() -> None:
+    facts = read_job(_running_job())
+    plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    tsc = {"w": {"phase": {"Succeeded": 2}}}
+    assert settle_phase(plan, facts, _counts(succeeded=2), tsc, min_av=2) is True
+    assert (plan.phase, plan.full_kill, plan.reason) == (c.COMPLETED, RETAIN_FINISHED, c.COMPLETED)
+    failed = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    assert settle_phase(failed, facts, _counts(failed=2), {}, min_av=2) is True
+    assert (failed.phase, failed.full_kill) == (c.FAILED, RETAIN_FINISHED)
+    still = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    assert settle_phase(still, facts, _counts(running=2), {}, min_av=2) is False
+    assert (still.phase, still.full_kill, still.reason) == (c.RUNNING, None, "")
+
+
+def test_settle_phase_leaves_a_transition_the_request_ordered() -> None:
+    facts = read_job(_running_job())
+    req = Request(event=c.POD_FAILED)
+    plan = plan_action(c.RUNNING, req, c.ABORT_JOB, retry=0, max_retry=3, version=0)
+    assert settle_phase(plan, facts, _counts(succeeded=2), {}, min_av=2) is False
+    assert plan.phase == c.ABORTING and plan.reason == c.POD_FAILED
+
+
+def _pg(phase: str = "Inqueue", version: int = 0, **meta_: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": c.SCHED_API,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "j-u1",
+            "namespace": "ns",
+            "annotations": {c.PODGROUP_JOB_VERSION: str(version)},
+            **meta_,
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_release_podgroup_in_a_kill_phase_once() -> None:
+    pg = _pg()
+    [delete] = release_podgroup(c.ABORTED, pg, [])
+    assert delete.ref.kind == "PodGroup" and delete.ref.name == "j-u1"
+    assert release_podgroup(c.ABORTED, pg, [delete]) == []  # already deleted by a kill
+    assert release_podgroup(c.RUNNING, pg, []) == []
+    assert release_podgroup(c.ABORTED, None, []) == []
+    assert release_podgroup(c.ABORTED, _pg(deletionTimestamp="2026-12-01T10:00:00Z"), []) == []
+
+
+def test_relayout_rewrites_plugin_objects_once_per_layout() -> None:
+    job = _job()
+    job["spec"]["plugins"] = {"svc": []}
+    tasks = tasks_of(job)
+    plugins = build_plugins(job)
+    cres = {LAYOUT_KEY: "w=1"}
+    [patch] = relayout(job, tasks, plugins, cres)
+    assert patch.ref.kind == "ConfigMap" and "data" in patch.patch
+    assert cres[LAYOUT_KEY] == "w=2"
+    assert relayout(job, tasks, plugins, cres) == []
+
+
+def test_sync_children_keeps_the_podgroup_in_line_while_no_full_kill_runs() -> None:
+    job = _running_job()
+    tasks = tasks_of(job)
+    plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=1)
+    result = ReconcileResult()
+    cres = {LAYOUT_KEY: "w=2"}
+    [delete], relaid = sync_children(
+        job, tasks, [], _pg(version=0), plan, cres, result, priority_values=None
+    )
+    assert isinstance(delete, DeleteObject) and relaid == [] and result.requeue_after == 0.5
+    killing = plan_action(
+        c.RUNNING, Request(event=c.POD_FAILED), c.ABORT_JOB, retry=0, max_retry=3, version=1
+    )
+    assert sync_children(job, tasks, [], None, killing, cres, result, priority_values=None) == (
+        [],
+        [],
+    )
+
+
+def test_waiting_for_claims_blocks_pods_on_a_missing_named_claim() -> None:
+    job = _job()
+    job["spec"]["volumes"] = [{"mountPath": "/d", "volumeClaimName": "data"}]
+    result = ReconcileResult()
+    assert waiting_for_claims(job, {"data"}, result) is True
+    assert result.notes == ["waiting for PersistentVolumeClaim(s) data"]
+    assert result.requeue_after == 5.0
+    assert waiting_for_claims(job, {"other"}, ReconcileResult()) is False
+
+
+def test_may_create_pods_once_the_podgroup_of_this_version_is_admitted() -> None:
+    plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=1)
+    assert may_create_pods(plan, _pg("Inqueue", 1), blocked=False)
+    assert not may_create_pods(plan, _pg("Inqueue", 1), blocked=True)
+    assert not may_create_pods(plan, _pg("Pending", 1), blocked=False)
+    assert not may_create_pods(plan, _pg("Inqueue", 0), blocked=False)  # older version
+    assert not may_create_pods(plan, None, blocked=False)
+    going = _pg("Inqueue", 1, deletionTimestamp="2026-12-01T10:00:00Z")
+    assert not may_create_pods(plan, going, blocked=False)
+    plan.phase = c.RESTARTING
+    assert not may_create_pods(plan, _pg("Inqueue", 1), blocked=False)
+
+
+def _decision(plan: Any, counters: dict[str, int] | None = None) -> Decision:
+    return Decision(Choice(), plan, Killer("ns"), [], [], counters or _counts(), {})
+
+
+def test_desired_status_counts_the_running_duration_while_it_runs() -> None:
+    job = _running_job()
+    job["metadata"]["creationTimestamp"] = "2026-12-01T09:58:00Z"
+    facts = read_job(job)
+    plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    done = _decision(plan, _counts(running=2))
+    desired = desired_status(job, facts, done, {}, min_av=2, no_class="", now=NOW)
+    assert desired["running"] == 2 and desired["runningDuration"] == "120s"
+    assert desired["state"] == {"phase": c.RUNNING} and desired["minAvailable"] == 2
+    job["status"]["state"]["phase"] = c.PENDING
+    pending = plan_action(c.PENDING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    desired = desired_status(
+        job, read_job(job), _decision(pending), {}, min_av=2, no_class="", now=NOW
+    )
+    assert "runningDuration" not in desired
+    leaving = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
+    leaving.phase = c.COMPLETED
+    job["status"]["state"]["phase"] = c.RUNNING
+    desired = desired_status(
+        job, read_job(job), _decision(leaving), {}, min_av=2, no_class="", now=NOW
+    )
+    assert desired["runningDuration"] == "120s"  # the last write of a job leaving Running
+
+
+def test_write_status_only_when_something_changed() -> None:
+    facts = read_job(_running_job(version=1))
+    notes: list[str] = []
+    assert write_status(facts, {"version": 1}, notes) == [] and notes == []
+    [write] = write_status(facts, {"version": 2}, notes)
+    assert isinstance(write, PatchStatus) and write.status == {"version": 2}
+    assert notes == ["status: ['version']"]
+
+
+def test_ordered_actions_marks_before_the_status_and_deletes_after_it() -> None:
+    pod = ObjectRef("v1", "Pod", "ns", "p")
+    cmd = ObjectRef(c.BUS_API, "Command", "ns", "now")
+    old_cmd = DeleteObject(ObjectRef(c.BUS_API, "Command", "ns", "old"))
+    mark, delete = PatchObject(pod, {}), DeleteObject(pod)
+    event = EmitEvent(pod, "r", "m")
+    relaid = PatchObject(ObjectRef("v1", "ConfigMap", "ns", "svc"), {})
+    status = PatchStatus(ObjectRef(c.BATCH_API, "Job", "ns", "j"), {})
+    kill = DeleteObject(ObjectRef("v1", "Pod", "ns", "q"))
+    create = CreateObject({"kind": "Pod", "metadata": {"name": "r"}})
+    choice = Choice(command=cmd, taken=[old_cmd])
+    out = ordered_actions(choice, [mark, delete], [event], [relaid], [status], [kill], [create])
+    assert out == [old_cmd, mark, event, relaid, status, delete, DeleteObject(cmd), kill, create]
+
+
+def test_apply_ttl_deletes_a_finished_job_once_due() -> None:
+    job = _job()
+    job["spec"]["ttlSecondsAfterFinished"] = 60
+    job["status"] = {"state": {"phase": c.COMPLETED, "lastTransitionTime": "2026-12-01T09:58:00Z"}}
+    due = ReconcileResult()
+    apply_ttl(due, read_job(job), c.COMPLETED, NOW)
+    assert due.actions == [DeleteObject(ObjectRef(c.BATCH_API, "Job", "ns", "j", "u1"))]
+    exactly = ReconcileResult()
+    apply_ttl(exactly, read_job(job), c.COMPLETED, NOW - timedelta(seconds=60))
+    assert len(exactly.actions) == 1
+    later = ReconcileResult()
+    apply_ttl(later, read_job(job), c.COMPLETED, NOW - timedelta(seconds=90))
+    assert later.actions == [] and later.requeue_after == 30.0
+    running = ReconcileResult()
+    apply_ttl(running, read_job(_running_job()), c.RUNNING, NOW)
+    assert running.actions == [] and running.requeue_after is None
+
+
+def test_decide_restarts_the_job_on_a_failed_pod_and_kills_its_pods() -> None:
+    job = _running_job()
+    job["spec"]["policies"] = [{"event": c.POD_FAILED, "action": c.RESTART_JOB}]
+    views = [_pv("j-w-0", "w", 0, version=0), _pv("j-w-1", "w", 1, version=0, phase="Failed")]
+    result = ReconcileResult()
+    cres: dict[str, str] = {}
+    done = decide(
+        job,
+        read_job(job),
+        views,
+        _pg(),
+        cres,
+        result,
+        commands=(),
+        deleted_pods=(),
+        min_av=2,
+        now=NOW,
+    )
+    assert (done.plan.phase, done.plan.version, done.plan.retry) == (c.RESTARTING, 1, 1)
+    assert done.killer.deleting == {"j-w-0", "j-w-1"} and done.condemned == []
+    assert [a.ref.kind for a in done.kills] == ["Pod", "Pod", "PodGroup"]
+    assert done.counters["terminating"] == 2 and cres[TOKEN_RETAIN] == RETAIN_NONE
+    assert [e.reason for e in result.of_type(EmitEvent)] == ["ExecuteAction"]
+
+
+def test_decide_finishing_the_job_kills_what_still_runs() -> None:
+    job = _running_job()
+    job["spec"]["minSuccess"] = 1
+    views = [_pv("j-w-0", "w", 0, version=0, phase="Succeeded"), _pv("j-w-1", "w", 1, version=0)]
+    cres: dict[str, str] = {}
+    done = decide(
+        job,
+        read_job(job),
+        views,
+        _pg(),
+        cres,
+        ReconcileResult(),
+        commands=(),
+        deleted_pods=(),
+        min_av=2,
+        now=NOW,
+    )
+    assert (done.plan.phase, done.plan.version) == (c.COMPLETED, 1)
+    assert done.killer.deleting == {"j-w-1"}  # the finished pod is kept
+    assert [a.ref.kind for a in done.kills] == ["Pod", "PodGroup"]
+    assert done.counters["terminating"] == 1 and done.counters["succeeded"] == 1
