@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy.orm import Session
 
 from batch.cli.main import main
-from batch.ledger.db import make_engine
-from batch.ledger.migrate import upgrade
-from batch.ledger.models import Job, PodAttempt, QueueConfig
+from batch.ledger.models import Job
+from tests.ledger.helpers import ledger_job, ledger_pod, queue_configs, write_ledger
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 NODES = "".join(
@@ -38,61 +36,29 @@ def readme_whatif() -> list[str]:
 
 
 def _job(uid: str, queue: str, submitted: dt.datetime, *, started: bool = True) -> Job:
+    """A two-worker job of namespace ml that waited 20 s and ran 5 min (or never started)."""
     start = submitted + dt.timedelta(seconds=20) if started else None
-    return Job(
-        uid=uid,
-        namespace="ml",
-        name=uid,
-        kind="VCJob",
-        queue=queue,
-        requested_cpu_milli=2000,
-        requested_gpu_milli=2000,
-        replicas={"worker": 2},
-        min_available=2,
-        submitted_at=submitted,
-        first_started_at=start,
-        finished_at=start + dt.timedelta(seconds=300) if start else None,
-        updated_at=submitted,
+    finished = start + dt.timedelta(seconds=300) if start else None
+    return ledger_job(
+        uid, queue, submitted, workers=2, started=start, finished=finished, namespace="ml"
     )
 
 
 def fill_ledger(url: str) -> None:
     now = dt.datetime.now(dt.UTC)
-    upgrade(url)
-    engine = make_engine(url)
-    with Session(engine) as s:
-        for i in range(4):
-            queue = "research" if i % 2 else "default"
-            s.add(_job(f"run-{i}", queue, now - dt.timedelta(hours=3, minutes=-i)))
-            s.add(
-                PodAttempt(
-                    pod_uid=f"pod-{i}",
-                    namespace="ml",
-                    name=f"run-{i}-worker-0",
-                    job_uid=f"run-{i}",
-                    role="worker",
-                    queue=queue,
-                    cpu_milli=1000,
-                    gpu_milli=1000,
-                )
-            )
-        s.add(_job("waiting", "research", now - dt.timedelta(hours=1), started=False))
-        shapeless = _job("shapeless", "default", now - dt.timedelta(hours=2))
-        shapeless.replicas = {}
-        s.add(shapeless)
-        s.add(_job("old", "research", now - dt.timedelta(days=30)))
-        for queue in ("default", "research"):
-            s.add(
-                QueueConfig(
-                    queue=queue,
-                    valid_from=now - dt.timedelta(days=1),
-                    config_hash=queue,
-                    weight=1,
-                    reclaimable=True,
-                )
-            )
-        s.commit()
-    engine.dispose()
+    rows: list[object] = []
+    for i in range(4):
+        run = _job(
+            f"run-{i}", "research" if i % 2 else "default", now - dt.timedelta(hours=3, minutes=-i)
+        )
+        rows += [run, ledger_pod(run, f"pod-{i}")]
+    rows.append(_job("waiting", "research", now - dt.timedelta(hours=1), started=False))
+    shapeless = _job("shapeless", "default", now - dt.timedelta(hours=2))
+    shapeless.replicas = {}
+    rows.append(shapeless)
+    rows.append(_job("old", "research", now - dt.timedelta(days=30)))
+    rows += queue_configs({"default": 1, "research": 1}, now - dt.timedelta(days=1))
+    write_ledger(url, rows)
 
 
 @pytest.fixture

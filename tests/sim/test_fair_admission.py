@@ -15,15 +15,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy.orm import Session as OrmSession
 
 from batch.cli.main import main
-from batch.ledger.db import make_engine
-from batch.ledger.migrate import upgrade
-from batch.ledger.models import Job as LedgerJob, PodAttempt, QueueConfig
 from batch.scheduler.config import HELM_DEFAULT_CONFIG
 from batch.sim.cluster import QueueSpec
 from batch.sim.runner import run_policy
+from tests.ledger.helpers import ledger_job, ledger_pod, queue_configs, write_ledger
 
 from .conftest import cluster, job, policy, workload
 
@@ -68,57 +65,24 @@ def test_volcano_mode_admits_the_older_queue_first() -> None:
 
 def _backlog_ledger(url: str, now: dt.datetime) -> None:
     """Two weight-1 queues each recorded 12 one-GPU jobs of 10 min, all submitted together."""
-    upgrade(url)
-    engine = make_engine(url)
     submitted = now - dt.timedelta(hours=5)
-    with OrmSession(engine) as s:
-        for i in range(24):
-            queue = ("q1", "q2")[i % 2]
-            started = submitted + dt.timedelta(minutes=10 * (i // 4))
-            s.add(
-                LedgerJob(
-                    uid=f"uid-{i}",
-                    namespace="ns",
-                    name=f"job-{i}",
-                    kind="VCJob",
-                    queue=queue,
-                    requested_cpu_milli=1000,
-                    requested_gpu_milli=1000,
-                    replicas={"worker": 1},
-                    min_available=1,
-                    submitted_at=submitted,
-                    first_started_at=started,
-                    finished_at=started + dt.timedelta(minutes=10),
-                    phase="Completed",
-                    final_phase="Completed",
-                    updated_at=now,
-                )
-            )
-            s.add(
-                PodAttempt(
-                    pod_uid=f"pod-{i}",
-                    namespace="ns",
-                    name=f"job-{i}-worker-0",
-                    job_uid=f"uid-{i}",
-                    role="worker",
-                    queue=queue,
-                    cpu_milli=1000,
-                    gpu_milli=1000,
-                    created_at=started,
-                )
-            )
-        for q in ("q1", "q2"):
-            s.add(
-                QueueConfig(
-                    queue=q,
-                    valid_from=now - dt.timedelta(days=1),
-                    config_hash=q,
-                    weight=1,
-                    reclaimable=True,
-                )
-            )
-        s.commit()
-    engine.dispose()
+    rows: list[object] = []
+    for i in range(24):
+        started = submitted + dt.timedelta(minutes=10 * (i // 4))
+        run = ledger_job(
+            f"uid-{i}",
+            ("q1", "q2")[i % 2],
+            submitted,
+            workers=1,
+            started=started,
+            finished=started + dt.timedelta(minutes=10),
+            name=f"job-{i}",
+            phase="Completed",
+            updated_at=now,
+        )
+        rows += [run, ledger_pod(run, f"pod-{i}", created_at=started)]
+    rows += queue_configs({"q1": 1, "q2": 1}, now - dt.timedelta(days=1))
+    write_ledger(url, rows)
 
 
 def test_whatif_cli_weight_changes_the_wait(tmp_path: Path) -> None:

@@ -6,16 +6,13 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from sqlalchemy.orm import Session
 
-from batch.ledger.db import make_engine
-from batch.ledger.migrate import upgrade
-from batch.ledger.models import Job, PodAttempt, QueueConfig
 from batch.sim.cluster import QueueSpec, load_cluster_file
 from batch.sim.errors import SimInputError
 from batch.sim.traces.ledger import load_ledger, parse_since
 from batch.sim.whatif import compare_queue_configs, format_whatif, parse_change
 from batch.sim.workload import Workload
+from tests.ledger.helpers import ledger_job, ledger_pod, queue_configs, write_ledger
 
 from .conftest import cluster, job, workload
 
@@ -53,82 +50,29 @@ def test_parse_since() -> None:
 
 
 def _fill_ledger(url: str, now: dt.datetime) -> None:
-    upgrade(url)
-    engine = make_engine(url)
-    with Session(engine) as s:
-        for i in range(6):
-            queue = "q1" if i % 2 == 0 else "q2"
-            submitted = now - dt.timedelta(hours=5) + dt.timedelta(minutes=i)
-            started = submitted + dt.timedelta(seconds=30)
-            s.add(
-                Job(
-                    uid=f"uid-{i}",
-                    namespace="ns",
-                    name=f"job-{i}",
-                    kind="VCJob",
-                    queue=queue,
-                    requested_cpu_milli=2000,
-                    requested_gpu_milli=2000,
-                    replicas={"worker": 2},
-                    min_available=2,
-                    submitted_at=submitted,
-                    first_started_at=started,
-                    finished_at=started + dt.timedelta(seconds=600),
-                    phase="Completed",
-                    final_phase="Completed",
-                    updated_at=now,
-                )
-            )
-            for k in range(2):
-                s.add(
-                    PodAttempt(
-                        pod_uid=f"pod-{i}-{k}",
-                        namespace="ns",
-                        name=f"job-{i}-worker-{k}",
-                        job_uid=f"uid-{i}",
-                        role="worker",
-                        queue=queue,
-                        cpu_milli=1000,
-                        gpu_milli=1000,
-                        created_at=started,
-                    )
-                )
-        # a job that never started (unknown run time) and one outside the window
-        s.add(
-            Job(
-                uid="pending",
-                namespace="ns",
-                name="p",
-                kind="VCJob",
-                queue="q1",
-                submitted_at=now - dt.timedelta(hours=1),
-                updated_at=now,
-            )
+    rows: list[object] = []
+    for i in range(6):
+        submitted = now - dt.timedelta(hours=5) + dt.timedelta(minutes=i)
+        started = submitted + dt.timedelta(seconds=30)
+        run = ledger_job(
+            f"uid-{i}",
+            "q1" if i % 2 == 0 else "q2",
+            submitted,
+            workers=2,
+            started=started,
+            finished=started + dt.timedelta(seconds=600),
+            name=f"job-{i}",
+            phase="Completed",
+            updated_at=now,
         )
-        s.add(
-            Job(
-                uid="old",
-                namespace="ns",
-                name="o",
-                kind="VCJob",
-                queue="q1",
-                submitted_at=now - dt.timedelta(days=30),
-                first_started_at=now,
-                updated_at=now,
-            )
-        )
-        for q, w in (("q1", 1), ("q2", 2)):
-            s.add(
-                QueueConfig(
-                    queue=q,
-                    valid_from=now - dt.timedelta(days=1),
-                    config_hash=q,
-                    weight=w,
-                    reclaimable=True,
-                )
-            )
-        s.commit()
-    engine.dispose()
+        rows += [run, *(ledger_pod(run, f"pod-{i}-{k}", k, created_at=started) for k in range(2))]
+    # a job that never started (unknown run time) and one outside the window
+    rows.append(ledger_job("pending", "q1", now - dt.timedelta(hours=1), name="p", updated_at=now))
+    rows.append(
+        ledger_job("old", "q1", now - dt.timedelta(days=30), started=now, name="o", updated_at=now)
+    )
+    rows += queue_configs({"q1": 1, "q2": 2}, now - dt.timedelta(days=1))
+    write_ledger(url, rows)
 
 
 def test_ledger_reader_and_whatif(tmp_path: Path) -> None:
