@@ -24,7 +24,7 @@ from batch.sandbox.faults import Faults
 from batch.sandbox.meta import ResourceType
 from batch.sandbox.selectors import parse_field_selector, parse_label_selector
 from batch.sandbox.store import Obj, Watcher, dumps, event_line
-from batch.sandbox.wire import Request, Response
+from batch.sandbox.wire import Request, Response, Stream
 
 log = logging.getLogger(__name__)
 
@@ -303,63 +303,81 @@ class HttpApi:
         sub: str,
         watch_path: bool,
     ) -> Response | None:
-        core = self.core
-        q = request.query
-        method = request.method
-        dry_run = q.get("dryRun") == "All"
-        if rt.plural == "bindings" and method == "POST":
+        if rt.plural == "bindings" and request.method == "POST":
             body = await self._body(request)
-            core.bind(ns or "default", str((body.get("metadata") or {}).get("name", "")), body)
+            self.core.bind(ns or "default", str((body.get("metadata") or {}).get("name", "")), body)
             return _json_response(success_status(code=201), 201)
         if rt.virtual:
-            if method != "POST" or name:
-                raise ApiError(405, f"{rt.plural} only supports create")
-            # kubectl sends reviews as protobuf; the answer does not depend on the body.
-            ctype = request.headers.get("content-type", "")
-            body = {} if _PROTOBUF in ctype else await self._body(request)
-            return _json_response(self._review(rt, body if isinstance(body, dict) else {}), 201)
-        if not rt.namespaced:
-            if ns is not None:
-                raise ApiError(404, "the server could not find the requested resource")
-            ns_key = ""
-        else:
-            ns_key = ns or ""
+            return await self._virtual(request, rt, name)
+        if not rt.namespaced and ns is not None:
+            raise ApiError(404, "the server could not find the requested resource")
         if not name:
-            if method == "GET":
-                if watch_path or q.get("watch") in ("true", "1"):
-                    return await self._watch(request, rt, ns)
-                return self._list(request, rt, ns)
-            if method == "POST":
-                if rt.namespaced and ns is None:
-                    raise ApiError(405, "create requires a namespace in the path")
-                body = self._strict(request, rt, await self._body(request))
-                obj = core.create(rt, ns_key, body, dry_run=dry_run)
-                return self._out(request, rt, obj, 201)
-            if method == "DELETE":
-                return await self._delete_collection(request, rt, ns)
-            raise ApiError(405, f"method {method} is not allowed on a collection")
+            return await self._collection(request, rt, ns, watch_path)
         if rt.namespaced and ns is None:
             raise ApiError(404, "the server could not find the requested resource")
         if watch_path:
             raise ApiError(405, "watch of a single object: use fieldSelector=metadata.name=")
+        return await self._named(request, rt, ns or "", name, sub)
+
+    async def _virtual(self, request: Request, rt: ResourceType, name: str) -> Response:
+        """The review kinds: only created, never stored."""
+        if request.method != "POST" or name:
+            raise ApiError(405, f"{rt.plural} only supports create")
+        # kubectl sends reviews as protobuf; the answer does not depend on the body.
+        ctype = request.headers.get("content-type", "")
+        body = {} if _PROTOBUF in ctype else await self._body(request)
+        return _json_response(self._review(rt, body if isinstance(body, dict) else {}), 201)
+
+    async def _collection(
+        self, request: Request, rt: ResourceType, ns: str | None, watch_path: bool
+    ) -> Response | None:
+        """A request on the collection: list, watch, create or delete all."""
+        method = request.method
+        if method == "GET":
+            if watch_path or request.query.get("watch") in ("true", "1"):
+                return await self._watch(request, rt, ns)
+            return self._list(request, rt, ns)
+        if method == "POST":
+            if rt.namespaced and ns is None:
+                raise ApiError(405, "create requires a namespace in the path")
+            body = self._strict(request, rt, await self._body(request))
+            dry_run = request.query.get("dryRun") == "All"
+            obj = self.core.create(rt, ns or "", body, dry_run=dry_run)
+            return self._out(request, rt, obj, 201)
+        if method == "DELETE":
+            return await self._delete_collection(request, rt, ns)
+        raise ApiError(405, f"method {method} is not allowed on a collection")
+
+    async def _named(
+        self, request: Request, rt: ResourceType, ns: str, name: str, sub: str
+    ) -> Response | None:
+        """A request on one object or one of its subresources."""
+        dry_run = request.query.get("dryRun") == "All"
         if sub == "":
-            return await self._object(request, rt, ns_key, name, "", dry_run)
+            return await self._object(request, rt, ns, name, "", dry_run)
         if sub == "status" and rt.status_subresource:
-            return await self._object(request, rt, ns_key, name, "status", dry_run)
+            return await self._object(request, rt, ns, name, "status", dry_run)
         if sub == "scale" and rt.scale is not None:
-            return await self._scale(request, rt, ns_key, name)
+            return await self._scale(request, rt, ns, name)
         if rt.kind == "Pod" and rt.group == "":
-            if sub == "binding" and method == "POST":
-                core.bind(ns_key, name, await self._body(request))
-                return _json_response(success_status(code=201), 201)
-            if sub == "eviction" and method == "POST":
-                core.evict(ns_key, name, await self._body(request))
-                return _json_response(success_status(code=201), 201)
-            if sub == "log" and method == "GET":
-                core.get(rt, ns_key, name)
-                return Response(b"", content_type="text/plain")
-        if rt.kind == "Namespace" and sub == "finalize" and method == "PUT":
-            return await self._object(request, rt, ns_key, name, "", dry_run)
+            return await self._pod_subresource(request, rt, ns, name, sub)
+        if rt.kind == "Namespace" and sub == "finalize" and request.method == "PUT":
+            return await self._object(request, rt, ns, name, "", dry_run)
+        raise ApiError(404, "the server could not find the requested resource")
+
+    async def _pod_subresource(
+        self, request: Request, rt: ResourceType, ns: str, name: str, sub: str
+    ) -> Response:
+        method = request.method
+        if sub == "binding" and method == "POST":
+            self.core.bind(ns, name, await self._body(request))
+            return _json_response(success_status(code=201), 201)
+        if sub == "eviction" and method == "POST":
+            self.core.evict(ns, name, await self._body(request))
+            return _json_response(success_status(code=201), 201)
+        if sub == "log" and method == "GET":
+            self.core.get(rt, ns, name)
+            return Response(b"", content_type="text/plain")
         raise ApiError(404, "the server could not find the requested resource")
 
     @staticmethod
@@ -594,75 +612,93 @@ class HttpApi:
     # ------------------------------------------------------------------ watch
     async def _watch(self, request: Request, rt: ResourceType, ns: str | None) -> Response | None:
         q = request.query
-        store = self.core.store
-        bucket = store.buckets[rt.storage_key]
         sels = self._selectors(request, rt)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         send_initial = q.get("sendInitialEvents") in ("true", "1")
-        rv_param = q.get("resourceVersion", "")
-        try:
-            timeout = float(q.get("timeoutSeconds", "1800") or 1800)
-        except ValueError:
-            timeout = 1800.0
-        render: Callable[[str, Obj], bytes] | None = None
-        if self._wants_table(request):
-            include = q.get("includeObject", "Metadata")
-            first = [True]
-
-            def render(etype: str, obj: Obj) -> bytes:
-                t = tables.table(
-                    rt,
-                    [obj],
-                    rv=obj["metadata"].get("resourceVersion", ""),
-                    include=include,
-                    with_columns=first[0],
-                )
-                first[0] = False
-                return event_line(etype, dumps(t))
-
         w = Watcher(
             namespace=ns,
             label=sels["label"],
             field=sels["field"],
             api_version=rt.api_version if rt.crd else None,
-            render=render,
+            render=self._table_render(request, rt),
         )
-        since = 0
-        snapshot: list[Obj] = []
-        if rv_param and rv_param != "0" and not send_initial:
-            try:
-                since = int(rv_param)
-            except ValueError as exc:
-                raise ApiError(400, f"invalid resourceVersion {rv_param!r}") from exc
-            if store.events_since(rt.storage_key, since) is None:
-                await self._gone(request, rv_param, bucket.compacted_rv)
-                return None
-        else:
-            # A consistent start: the objects as of `since`, then every event after it.
-            snapshot = list(bucket.iter(ns))
-            since = store.rv
+        start = await self._watch_start(request, rt, ns, send_initial)
+        if start is None:
+            return None
+        since, snapshot = start
         stream = await request.start_stream(content_type=_JSON)
         stream.on_close.append(w.close)
-        # Catch up in batches (bounded memory, other requests keep being served), then join
-        # the live fan-out in the same step as the last catch-up read, so nothing is missed.
-        for start in range(0, len(snapshot), _BATCH):
-            lines = [
-                w.line_for("ADDED", _NoEvent, o)
-                for o in snapshot[start : start + _BATCH]
-                if w.matches(o)
-            ]
-            await stream.write(b"".join(lines))
-            if stream.closed:
-                return None
+        if not await _write_snapshot(stream, w, snapshot):
+            return None
         if send_initial and bookmarks:
             await stream.write(self._bookmark(rt, since, initial_end=True))
+        if not await self._catch_up(stream, w, rt, since):
+            return None
+        bucket = self.core.store.buckets[rt.storage_key]
+        bucket.watchers.add(w)
+        self.watchers.add(w)
+        try:
+            await self._serve_live(stream, w, rt, _watch_timeout(q), bookmarks)
+        finally:
+            bucket.watchers.discard(w)
+            self.watchers.discard(w)
+        return None
+
+    def _table_render(
+        self, request: Request, rt: ResourceType
+    ) -> Callable[[str, Obj], bytes] | None:
+        """The event renderer of a watch asking for a Table (columns in the first event)."""
+        if not self._wants_table(request):
+            return None
+        include = request.query.get("includeObject", "Metadata")
+        first = [True]
+
+        def render(etype: str, obj: Obj) -> bytes:
+            t = tables.table(
+                rt,
+                [obj],
+                rv=obj["metadata"].get("resourceVersion", ""),
+                include=include,
+                with_columns=first[0],
+            )
+            first[0] = False
+            return event_line(etype, dumps(t))
+
+        return render
+
+    async def _watch_start(
+        self, request: Request, rt: ResourceType, ns: str | None, send_initial: bool
+    ) -> tuple[int, list[Obj]] | None:
+        """Where the watch starts: (resourceVersion, the objects to send as ADDED first).
+        None when the resourceVersion asked for is compacted (the 410 is sent)."""
+        store = self.core.store
+        bucket = store.buckets[rt.storage_key]
+        rv_param = request.query.get("resourceVersion", "")
+        if not rv_param or rv_param == "0" or send_initial:
+            # A consistent start: the objects as of `since`, then every event after it.
+            return store.rv, list(bucket.iter(ns))
+        try:
+            since = int(rv_param)
+        except ValueError as exc:
+            raise ApiError(400, f"invalid resourceVersion {rv_param!r}") from exc
+        if store.events_since(rt.storage_key, since) is None:
+            await self._gone(request, rv_param, bucket.compacted_rv)
+            return None
+        return since, []
+
+    async def _catch_up(self, stream: Stream, w: Watcher, rt: ResourceType, since: int) -> bool:
+        """Send the kept events after since in batches (bounded memory, other requests keep
+        being served); the caller joins the live fan-out in the same step as the last read,
+        so nothing is missed. False when the stream ended or fell behind the history."""
+        store = self.core.store
         while True:
             events = store.events_since(rt.storage_key, since, _BATCH)
             if events is None:  # fell behind the kept history while catching up
-                await stream.write(self._gone_line(str(since), bucket.compacted_rv))
-                return None
+                compacted = store.buckets[rt.storage_key].compacted_rv
+                await stream.write(self._gone_line(str(since), compacted))
+                return False
             if not events:
-                break
+                return True
             for ev in events:
                 w.offer(ev)
             since = events[-1].rv
@@ -670,44 +706,39 @@ class HttpApi:
             w.pending.clear()
             await stream.write(data)
             if stream.closed:
-                return None
-        bucket.watchers.add(w)
-        self.watchers.add(w)
+                return False
+
+    async def _serve_live(
+        self, stream: Stream, w: Watcher, rt: ResourceType, timeout: float, bookmarks: bool
+    ) -> None:
+        """Stream live events until the timeout, the client leaving or a planned drop, with a
+        bookmark every bookmark_seconds when asked for."""
         started = time.monotonic()
         deadline = started + timeout
         drop_at = started + self.drop_watch_every if self.drop_watch_every else None
-        next_bookmark = started + self.bookmark_seconds
-        try:
-            while True:
-                if w.pending:
-                    data = b"".join(w.pending)
-                    w.pending.clear()
-                    await stream.write(data)
-                    continue
-                if w.closed or stream.closed:
-                    break
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                if drop_at is not None and now >= drop_at:
-                    stream.abort()
-                    break
-                if bookmarks and now >= next_bookmark:
-                    next_bookmark = now + self.bookmark_seconds
-                    await stream.write(self._bookmark(rt, store.rv))
-                    continue
-                wait = deadline - now
-                if bookmarks:
-                    wait = min(wait, next_bookmark - now)
-                if drop_at is not None:
-                    wait = min(wait, drop_at - now)
-                w.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(w.wake.wait(), timeout=max(wait, 0.001))
-        finally:
-            bucket.watchers.discard(w)
-            self.watchers.discard(w)
-        return None
+        next_bookmark = started + self.bookmark_seconds if bookmarks else None
+        while True:
+            if w.pending:
+                data = b"".join(w.pending)
+                w.pending.clear()
+                await stream.write(data)
+                continue
+            if w.closed or stream.closed:
+                return
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            if drop_at is not None and now >= drop_at:
+                stream.abort()
+                return
+            if next_bookmark is not None and now >= next_bookmark:
+                next_bookmark = now + self.bookmark_seconds
+                await stream.write(self._bookmark(rt, self.core.store.rv))
+                continue
+            wait = min(t for t in (deadline, next_bookmark, drop_at) if t is not None) - now
+            w.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(w.wake.wait(), timeout=max(wait, 0.001))
 
     @staticmethod
     def _gone_line(rv: str, compacted: int) -> bytes:
@@ -739,3 +770,25 @@ class _NoEventType:
 
 
 _NoEvent: Any = _NoEventType()
+
+
+def _watch_timeout(query: Any) -> float:
+    """timeoutSeconds of a watch; 30 minutes when absent or not a number."""
+    try:
+        return float(query.get("timeoutSeconds", "1800") or 1800)
+    except ValueError:
+        return 1800.0
+
+
+async def _write_snapshot(stream: Stream, w: Watcher, snapshot: list[Obj]) -> bool:
+    """The initial objects as ADDED events, in batches; False when the client left."""
+    for start in range(0, len(snapshot), _BATCH):
+        lines = [
+            w.line_for("ADDED", _NoEvent, o)
+            for o in snapshot[start : start + _BATCH]
+            if w.matches(o)
+        ]
+        await stream.write(b"".join(lines))
+        if stream.closed:
+            return False
+    return True
