@@ -22,6 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from batch.ledger.db import make_engine
+from tests.waiting import wait_for
 
 from .test_recorder import CLOSED_PORT_URL, _Proxy, proxy  # noqa: F401 (a fixture)
 
@@ -111,13 +112,17 @@ def test_sigkill_after_postgresql_went_away(
 
     _truncate(pg_session_url)
     via_proxy = make_url(pg_session_url).set(port=proxy.port).render_as_string(False)
-    recorded, kept = _kill_during_outage(tmp_path, 1.0, seconds=1.5, url=via_proxy, cut=proxy.stop)
-    engine = make_engine(pg_session_url)
-    try:
-        with engine.connect() as conn:
-            stored = {str(u) for (u,) in conn.execute(text("SELECT uid FROM jobs"))}
-    finally:
-        engine.dispose()
+
+    def cut_once_written() -> None:
+        # the cut must come after the database took some (a loaded machine may need more than
+        # the 1.5 s the child records before the cut)
+        wait_for(lambda: _stored(pg_session_url), what="a first write", timeout=60)
+        proxy.stop()
+
+    recorded, kept = _kill_during_outage(
+        tmp_path, 1.0, seconds=1.5, url=via_proxy, cut=cut_once_written
+    )
+    stored = _stored(pg_session_url)
     lost = _lost(recorded, kept | stored)
     print(
         f"PostgreSQL cut: {recorded} recorded, {len(stored)} in the database, "
@@ -125,3 +130,12 @@ def test_sigkill_after_postgresql_went_away(
     )
     assert stored and kept
     assert not lost, lost[:10]
+
+
+def _stored(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {str(u) for (u,) in conn.execute(text("SELECT uid FROM jobs"))}
+    finally:
+        engine.dispose()
