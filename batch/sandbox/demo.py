@@ -415,14 +415,24 @@ def _start_times(pods: list[dict[str, Any]]) -> list[float]:
 
 
 def _play(story: _Story) -> None:
-    say, check = story.say, story.check
+    _setup(story)
+    b_jobs = _act1(story)
+    _act2(story, b_jobs)
+    for act in (_act3, _act4, _act5, _act6):
+        act(story)
+
+
+def _setup(story: _Story) -> None:
     story.priority_class("batch-low", 100)
     story.priority_class("urgent", 100000)
     story.queue("team-a", 3)
     story.queue("team-b", 1)
-    say("queues team-a (weight 3) and team-b (weight 1) created (no minimum runtime)")
+    story.say("queues team-a (weight 3) and team-b (weight 1) created (no minimum runtime)")
 
-    # Act 1 -----------------------------------------------------------------------------
+
+def _act1(story: _Story) -> list[str]:
+    """Act 1: team B fills 20 of the 32 GPUs."""
+    say = story.say
     say("Act 1: team B starts five 4-GPU jobs (20 of the 32 GPUs)")
     for i, seconds in enumerate((8, 8, 8, 8)):
         story.vcjob(
@@ -451,8 +461,12 @@ def _play(story: _Story) -> None:
         30,
     )
     story.show()
+    return b_jobs
 
-    # Act 2 -----------------------------------------------------------------------------
+
+def _act2(story: _Story, b_jobs: list[str]) -> None:
+    """Act 2: a 16-GPU gang waits without holding GPUs."""
+    say, check = story.say, story.check
     say("Act 2: team A's 16-GPU training gang arrives (16 pods x 1 GPU, one rack only)")
     story.vcjob("a-train", queue="team-a", replicas=16, gpus=1, seconds=20, rack_only=True)
     snap = story.wait("a-train's pods to exist", lambda s: len(s.pods_of("a-train")) == 16, 30)
@@ -466,7 +480,10 @@ def _play(story: _Story) -> None:
     if reason:
         say(f"  why is a-train pending? {reason}")
 
-    # Act 3 -----------------------------------------------------------------------------
+
+def _act3(story: _Story) -> None:
+    """Act 3: the gang starts together, inside one rack."""
+    say, check = story.say, story.check
     say("Act 3: B's short jobs finish; a rack frees up")
     snap = story.wait("a-train to start", lambda s: len(s.running("a-train")) == 16, 45)
     story.show(snap)
@@ -476,7 +493,10 @@ def _play(story: _Story) -> None:
     racks = {snap.racks[p["spec"]["nodeName"]] for p in snap.bound("a-train")}
     check(len(racks) == 1, f"the gang sits inside one rack ({', '.join(sorted(racks))})")
 
-    # Act 4 -----------------------------------------------------------------------------
+
+def _act4(story: _Story) -> None:
+    """Act 4: an urgent job preempts inside its queue."""
+    say, check = story.say, story.check
     # Team B's fair share is 16 GPUs (team A's gang holds the other 16): b-urgent's 14 plus
     # b-long's minimum of 2 fit in it, so one of b-long's two pods has to make room.
     say("Act 4: an urgent 14-GPU job of team B arrives; only 12 GPUs are free")
@@ -489,7 +509,10 @@ def _play(story: _Story) -> None:
         say(f"  {preempted[0]}")
     check(len(snap.running("b-long")) >= 1, "b-long keeps its minimum (1 pod) running")
 
-    # Act 5 -----------------------------------------------------------------------------
+
+def _act5(story: _Story) -> None:
+    """Act 5: a PyTorchJob gets its gang PodGroup."""
+    say, check = story.say, story.check
     say("Act 5: a PyTorchJob (the demo plays the Kubeflow operator) needs 4 GPUs; none free")
     pods = story.pytorchjob("torch", workers=3, seconds=5)
     story.wait("its gang PodGroup", lambda s: story.podgroup("torch") is not None, 20)
@@ -501,7 +524,10 @@ def _play(story: _Story) -> None:
     check(len(pods) == 4 and max(starts) - min(starts) <= 2.0, "its 4 pods started together")
     story.show(snap)
 
-    # Act 6 -----------------------------------------------------------------------------
+
+def _act6(story: _Story) -> None:
+    """Act 6: reclaim brings the queues to their weights."""
+    say, check = story.say, story.check
     story.wait(
         "a-train, b-urgent and torch to finish",
         lambda s: not (s.running("a-train") or s.running("b-urgent") or s.running("torch")),
