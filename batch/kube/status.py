@@ -174,8 +174,11 @@ class StatusWriter:
         sem = asyncio.Semaphore(self.concurrency)
 
         async def one(job: Any) -> bool:
-            async with sem:
-                return bool(await job)
+            try:
+                async with sem:
+                    return bool(await job)
+            finally:
+                job.close()  # a no-op once awaited; a round cancelled at stop leaves no warning
 
         results = await asyncio.gather(*(one(j) for j in jobs))
         return sum(1 for r in results if r)

@@ -138,7 +138,9 @@ class _Server:
         self.writing: set[str] = set()
         self.overlaps = 0
 
-    async def patch(self, _res: object, name: str, body: dict[str, Any], **_: object) -> dict[str, Any]:
+    async def patch(
+        self, _res: object, name: str, body: dict[str, Any], **_: object
+    ) -> dict[str, Any]:
         if name in self.writing:
             self.overlaps += 1
         self.writing.add(name)
@@ -247,3 +249,23 @@ def test_a_replica_that_lost_its_lease_writes_no_status() -> None:
         assert server.patches == []
 
     asyncio.run(main())
+
+
+def test_a_round_cancelled_at_stop_leaves_no_unawaited_write() -> None:
+    import gc
+    import warnings
+
+    async def main() -> None:
+        server = _Server(delay=1.0)
+        writer = StatusWriter(server, concurrency=1)  # type: ignore[arg-type]
+        statuses = StatusQueue(writer)
+        pods = [("ns", f"p{i}", {"nominatedNodeName": "n"}) for i in range(5)]
+        statuses.offer(pods=pods)
+        await asyncio.sleep(0.05)  # the round is writing the first patch
+        await statuses.close(0.0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], caught
