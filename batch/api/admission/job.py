@@ -82,36 +82,46 @@ def mutate_job_spec(spec: dict[str, Any]) -> None:
     for i, task in enumerate(tasks or []):
         if not isinstance(task, dict):
             continue
-        if not task.get("name"):
-            task["name"] = task_name(task, i)
-        pod_spec = as_dict((as_dict(task.get("template")) or {}).get("spec"))
-        if (
-            pod_spec is not None
-            and pod_spec.get("hostNetwork") is True
-            and not pod_spec.get("dnsPolicy")
-        ):
-            pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
-        partition = as_dict(task.get("partitionPolicy"))
-        if partition is not None:
-            if "minPartitions" not in partition:
-                partition["minPartitions"] = 0
-            _default_topology_mode(partition.get("networkTopology"))
-        if task.get("minAvailable") is None:
-            default = default_task_min_available(task)
-            if default is not None:
-                task["minAvailable"] = default
-        task["maxRetry"] = max_retry(task.get("maxRetry"))
+        _default_task(task, i)
         if _is_int(task.get("minAvailable")) and task["minAvailable"] >= 0:
             task_minimums.append(task["minAvailable"])
     if unset_or_zero(spec.get("minAvailable")) and tasks:
         spec["minAvailable"] = default_job_min_available(task_minimums)
-    plugins = as_dict(spec.get("plugins"))
-    if plugins is not None:
-        if any(p in plugins for p in PLUGINS_IMPLYING_SVC) and "svc" not in plugins:
-            plugins["svc"] = []
-        if "mpi" in plugins and "ssh" not in plugins:
-            plugins["ssh"] = []
+    _default_plugins(as_dict(spec.get("plugins")))
     _default_topology_mode(spec.get("networkTopology"))
+
+
+def _default_task(task: dict[str, Any], index: int) -> None:
+    """One task's defaults: name, hostNetwork dnsPolicy, partitions, minAvailable, maxRetry."""
+    if not task.get("name"):
+        task["name"] = task_name(task, index)
+    pod_spec = as_dict((as_dict(task.get("template")) or {}).get("spec"))
+    if (
+        pod_spec is not None
+        and pod_spec.get("hostNetwork") is True
+        and not pod_spec.get("dnsPolicy")
+    ):
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    partition = as_dict(task.get("partitionPolicy"))
+    if partition is not None:
+        if "minPartitions" not in partition:
+            partition["minPartitions"] = 0
+        _default_topology_mode(partition.get("networkTopology"))
+    if task.get("minAvailable") is None:
+        default = default_task_min_available(task)
+        if default is not None:
+            task["minAvailable"] = default
+    task["maxRetry"] = max_retry(task.get("maxRetry"))
+
+
+def _default_plugins(plugins: dict[str, Any] | None) -> None:
+    """The plugins others imply: `svc` for tensorflow/mpi/pytorch/ray, `ssh` for mpi."""
+    if plugins is None:
+        return
+    if any(p in plugins for p in PLUGINS_IMPLYING_SVC) and "svc" not in plugins:
+        plugins["svc"] = []
+    if "mpi" in plugins and "ssh" not in plugins:
+        plugins["ssh"] = []
 
 
 def _default_topology_mode(value: Any) -> None:
@@ -147,52 +157,19 @@ def validate_policies(
     if too_many:
         errors.add(path, "maxPolicies", too_many)
         return
-    event_at: dict[str, str] = {}
-    code_at: dict[int, str] = {}
+    event_at: dict[str, str] = {}  # event -> path of the policy that claims it
+    code_at: dict[int, str] = {}  # exit code -> path of the policy that claims it
     for j, policy in enumerate(policies or []):
         ppath = join(path, j)
-        events: list[tuple[str, str]] = []
-        ev: str
-        if policy.event:
-            events.append((policy.event, join(ppath, "event")))
-        for k, listed in enumerate(policy.events or []):
-            events.append((listed, join(join(ppath, "events"), k)))
+        events = _policy_events(policy, ppath)
         if policy.exit_code is not None and events:
             errors.add(ppath, "eventXorExitCode", "event and exitCode must not both be set")
         elif policy.exit_code is None and not events:
             errors.add(ppath, "eventXorExitCode", "either event(s) or exitCode must be set")
         if policy.exit_code is not None:
-            cpath = join(ppath, "exitCode")
-            if policy.exit_code == 0:
-                errors.add(cpath, "exitCodeNonZero", "0 is not a valid error exit code")
-            elif policy.exit_code in code_at:
-                errors.add(
-                    cpath,
-                    "unique",
-                    f"exitCode {policy.exit_code} already used by {code_at[policy.exit_code]}",
-                )
-            else:
-                code_at[policy.exit_code] = ppath
-        seen_here: set[str] = set()
-        for ev, epath in events:
-            if ev in seen_here:  # duplicates inside one policy are de-duplicated
-                continue
-            seen_here.add(ev)
-            if ev not in POLICY_EVENTS:
-                errors.add(epath, "event", f"{ev} is an internal event, not allowed in a policy")
-            elif ev in event_at:
-                errors.add(epath, "unique", f"event {ev} already used by {event_at[ev]}")
-            else:
-                event_at[ev] = ppath
-        if not policy.action:
-            errors.add(join(ppath, "action"), "required", "a policy needs an action")
-        elif policy.action not in POLICY_ACTIONS:
-            allowed = ", ".join(sorted(POLICY_ACTIONS))
-            errors.add(
-                join(ppath, "action"), "action", f"unknown action {policy.action!r} ({allowed})"
-            )
-        if policy.timeout is not None and not is_go_duration(policy.timeout):
-            errors.add(join(ppath, "timeout"), "duration", f"invalid duration {policy.timeout!r}")
+            _claim_exit_code(policy.exit_code, ppath, code_at, errors)
+        _claim_events(events, ppath, event_at, errors)
+        _check_policy_action(policy, ppath, errors)
     if ANY_EVENT in event_at and len(event_at) > 1:
         errors.add(
             path,
@@ -200,6 +177,55 @@ def validate_policies(
             "when '*' is used no other event may be specified: "
             + ", ".join(sorted(e for e in event_at if e != ANY_EVENT)),
         )
+
+
+def _policy_events(policy: LifecyclePolicy, ppath: str) -> list[tuple[str, str]]:
+    """The events a policy names (`event`, then `events`), each with its field path."""
+    events: list[tuple[str, str]] = []
+    if policy.event:
+        events.append((policy.event, join(ppath, "event")))
+    for k, listed in enumerate(policy.events or []):
+        events.append((listed, join(join(ppath, "events"), k)))
+    return events
+
+
+def _claim_exit_code(code: int, ppath: str, code_at: dict[int, str], errors: Errors) -> None:
+    """An exit code is non-zero and used by one policy of the list only."""
+    cpath = join(ppath, "exitCode")
+    if code == 0:
+        errors.add(cpath, "exitCodeNonZero", "0 is not a valid error exit code")
+    elif code in code_at:
+        errors.add(cpath, "unique", f"exitCode {code} already used by {code_at[code]}")
+    else:
+        code_at[code] = ppath
+
+
+def _claim_events(
+    events: list[tuple[str, str]], ppath: str, event_at: dict[str, str], errors: Errors
+) -> None:
+    """Each event may be named in a policy and used by one policy of the list only."""
+    seen_here: set[str] = set()
+    for ev, epath in events:
+        if ev in seen_here:  # duplicates inside one policy are de-duplicated
+            continue
+        seen_here.add(ev)
+        if ev not in POLICY_EVENTS:
+            errors.add(epath, "event", f"{ev} is an internal event, not allowed in a policy")
+        elif ev in event_at:
+            errors.add(epath, "unique", f"event {ev} already used by {event_at[ev]}")
+        else:
+            event_at[ev] = ppath
+
+
+def _check_policy_action(policy: LifecyclePolicy, ppath: str, errors: Errors) -> None:
+    """A known action, and a Go duration as the timeout."""
+    if not policy.action:
+        errors.add(join(ppath, "action"), "required", "a policy needs an action")
+    elif policy.action not in POLICY_ACTIONS:
+        allowed = ", ".join(sorted(POLICY_ACTIONS))
+        errors.add(join(ppath, "action"), "action", f"unknown action {policy.action!r} ({allowed})")
+    if policy.timeout is not None and not is_go_duration(policy.timeout):
+        errors.add(join(ppath, "timeout"), "duration", f"invalid duration {policy.timeout!r}")
 
 
 def _validate_container(c: Container, path: str, errors: Errors) -> None:
@@ -393,80 +419,101 @@ def validate_job_spec(
     tpath = join(path, "tasks")
     if not tasks:
         errors.add(tpath, "required", "a job needs at least one task")
-    seen: dict[str, int] = {}
-    total_replicas = 0
+    names: dict[str, int] = {}  # task name -> index of its first task
     for i, task in enumerate(tasks):
         ipath = join(tpath, i)
-        replicas = task.replicas or 0
-        total_replicas += replicas
         name = task.name or ""
-        if name in seen:
-            errors.add(
-                join(ipath, "name"),
-                "unique",
-                f"duplicate task name {name!r} (also tasks[{seen[name]}])",
-            )
+        if name in names:
+            message = f"duplicate task name {name!r} (also tasks[{names[name]}])"
+            errors.add(join(ipath, "name"), "unique", message)
         else:
-            seen[name] = i
-        if task.min_available is not None and task.min_available > replicas:
-            errors.add(
-                join(ipath, "minAvailable"),
-                "minAvailableLessEqualReplicas",
-                f"task minAvailable {task.min_available} is greater than replicas {replicas}",
-            )
-        if job_name and name and replicas > 0:
-            pod_name = f"{job_name}-{name}-{replicas - 1}"
-            if not is_qualified_name(pod_name):
-                errors.add(
-                    join(ipath, "name"),
-                    "podName",
-                    f"pod name {pod_name!r} would not be a valid name (at most 63 characters)",
-                )
-        validate_policies(task.policies, join(ipath, "policies"), errors, limits=limits)
-        validate_pod_template(task.template, join(ipath, "template"), errors)
-        if task.topology_policy and task.topology_policy != "none":
-            pod_spec = task.template.spec if task.template else None
-            for k, c in enumerate((pod_spec.containers or []) if pod_spec else []):
-                req = (c.resources.requests or {}) if c.resources else {}
-                milli = quantity_amount("cpu", req["cpu"]) if "cpu" in req else None
-                if milli is None or milli % 1000 != 0:
-                    errors.add(
-                        f"{ipath}.template.spec.containers[{k}].resources.requests.cpu",
-                        "integerCpu",
-                        f"topologyPolicy {task.topology_policy} needs an integer cpu request",
-                    )
-        pp = task.partition_policy
-        if pp is not None:
-            ppath = join(ipath, "partitionPolicy")
-            if replicas != pp.total_partitions * pp.partition_size:
-                errors.add(
-                    ppath,
-                    "partitionPolicy",
-                    f"replicas {replicas} must equal totalPartitions*partitionSize "
-                    f"({pp.total_partitions}*{pp.partition_size})",
-                )
-            mp = pp.min_partitions or 0
-            if mp > pp.total_partitions:
-                errors.add(
-                    join(ppath, "minPartitions"),
-                    "partitionPolicy",
-                    f"minPartitions {mp} exceeds totalPartitions {pp.total_partitions}",
-                )
-            if (
-                mp > 0
-                and user_min_available.get(i)
-                and task.min_available != mp * pp.partition_size
-            ):
-                errors.add(
-                    join(ipath, "minAvailable"),
-                    "partitionPolicy",
-                    f"minAvailable {task.min_available} must equal minPartitions*partitionSize "
-                    f"({mp}*{pp.partition_size})",
-                )
-            validate_network_topology(pp.network_topology, join(ppath, "networkTopology"), errors)
+            names[name] = i
+        _check_task(task, ipath, job_name, errors, limits=limits)
+        _check_partition(task, ipath, bool(user_min_available.get(i)), errors)
     if tasks:
         _check_dag(tasks, tpath, errors)
         _check_totals(tasks, tpath, errors)
+    _check_job_bounds(spec, path, sum(t.replicas or 0 for t in tasks), errors)
+    validate_policies(spec.policies, join(path, "policies"), errors, limits=limits)
+    _check_plugins(spec, path, set(names), errors, limits=limits)
+    _check_volumes(spec, path, errors)
+    validate_network_topology(spec.network_topology, join(path, "networkTopology"), errors)
+
+
+def _check_task(
+    task: TaskSpec, ipath: str, job_name: str | None, errors: Errors, *, limits: AdmissionLimits
+) -> None:
+    """One task's own rules: minAvailable, its pods' names, policies, template, topology policy."""
+    replicas = task.replicas or 0
+    if task.min_available is not None and task.min_available > replicas:
+        errors.add(
+            join(ipath, "minAvailable"),
+            "minAvailableLessEqualReplicas",
+            f"task minAvailable {task.min_available} is greater than replicas {replicas}",
+        )
+    name = task.name or ""
+    if job_name and name and replicas > 0:
+        pod_name = f"{job_name}-{name}-{replicas - 1}"
+        if not is_qualified_name(pod_name):
+            errors.add(
+                join(ipath, "name"),
+                "podName",
+                f"pod name {pod_name!r} would not be a valid name (at most 63 characters)",
+            )
+    validate_policies(task.policies, join(ipath, "policies"), errors, limits=limits)
+    validate_pod_template(task.template, join(ipath, "template"), errors)
+    if task.topology_policy and task.topology_policy != "none":
+        _check_integer_cpu(task, ipath, errors)
+
+
+def _check_integer_cpu(task: TaskSpec, ipath: str, errors: Errors) -> None:
+    """A topology policy pins whole cores: every container asks for an integer cpu."""
+    pod_spec = task.template.spec if task.template else None
+    for k, c in enumerate((pod_spec.containers or []) if pod_spec else []):
+        req = (c.resources.requests or {}) if c.resources else {}
+        milli = quantity_amount("cpu", req["cpu"]) if "cpu" in req else None
+        if milli is None or milli % 1000 != 0:
+            errors.add(
+                f"{ipath}.template.spec.containers[{k}].resources.requests.cpu",
+                "integerCpu",
+                f"topologyPolicy {task.topology_policy} needs an integer cpu request",
+            )
+
+
+def _check_partition(task: TaskSpec, ipath: str, user_min_available: bool, errors: Errors) -> None:
+    """A partition policy divides the replicas exactly, and a user's minAvailable matches its
+    minPartitions (`user_min_available`: the user set the task's minAvailable)."""
+    pp = task.partition_policy
+    if pp is None:
+        return
+    replicas = task.replicas or 0
+    ppath = join(ipath, "partitionPolicy")
+    if replicas != pp.total_partitions * pp.partition_size:
+        errors.add(
+            ppath,
+            "partitionPolicy",
+            f"replicas {replicas} must equal totalPartitions*partitionSize "
+            f"({pp.total_partitions}*{pp.partition_size})",
+        )
+    mp = pp.min_partitions or 0
+    if mp > pp.total_partitions:
+        errors.add(
+            join(ppath, "minPartitions"),
+            "partitionPolicy",
+            f"minPartitions {mp} exceeds totalPartitions {pp.total_partitions}",
+        )
+    if mp > 0 and user_min_available and task.min_available != mp * pp.partition_size:
+        errors.add(
+            join(ipath, "minAvailable"),
+            "partitionPolicy",
+            f"minAvailable {task.min_available} must equal minPartitions*partitionSize "
+            f"({mp}*{pp.partition_size})",
+        )
+    validate_network_topology(pp.network_topology, join(ppath, "networkTopology"), errors)
+
+
+def _check_job_bounds(spec: JobSpec, path: str, total_replicas: int, errors: Errors) -> None:
+    """The job's minAvailable and minSuccess are at most its total replicas."""
     if spec.min_available is not None and spec.min_available > total_replicas:
         errors.add(
             join(path, "minAvailable"),
@@ -480,7 +527,13 @@ def validate_job_spec(
             "minSuccessLessEqualReplicas",
             f"minSuccess {spec.min_success} is greater than total replicas {total_replicas}",
         )
-    validate_policies(spec.policies, join(path, "policies"), errors, limits=limits)
+
+
+def _check_plugins(
+    spec: JobSpec, path: str, task_names: set[str], errors: Errors, *, limits: AdmissionLimits
+) -> None:
+    """Known job plugins with valid arguments; mpi's master is a task; tensorflow's TF_CONFIG
+    stays within the hosts limit."""
     for pname, args in (spec.plugins or {}).items():
         ppath = join(join(path, "plugins"), pname)
         for problem in plugin_arg_problems(pname, args):
@@ -491,35 +544,37 @@ def validate_job_spec(
             )
         elif pname == "mpi":
             master = _plugin_arg(args, "master", "master")
-            if master not in seen:
+            if master not in task_names:
                 errors.add(ppath, "mpiMaster", f"mpi master task {master!r} is not a task")
         elif pname == "tensorflow":
-            too_many = limits.hosts_error(_tensorflow_hosts(tasks, args))
+            too_many = limits.hosts_error(_tensorflow_hosts(spec.tasks or [], args))
             _add(errors, ppath, "maxHostsPerPod", too_many and f"TF_CONFIG lists {too_many}")
-    mounts: dict[str, int] = {}
+
+
+def _check_volumes(spec: JobSpec, path: str, errors: Errors) -> None:
+    """Each volume has a distinct mountPath without ':' and exactly one claim source."""
+    mounts: dict[str, int] = {}  # mountPath -> index of its first volume
     for k, vol in enumerate(spec.volumes or []):
         vpath = join(join(path, "volumes"), k)
-        mp_ = vol.mount_path
-        if not mp_:
+        mount = vol.mount_path
+        if not mount:
             errors.add(join(vpath, "mountPath"), "required", "mountPath is required")
-        elif ":" in mp_:
-            errors.add(join(vpath, "mountPath"), "mountPath", f"{mp_!r} must not contain ':'")
-        elif mp_ in mounts:
+        elif ":" in mount:
+            errors.add(join(vpath, "mountPath"), "mountPath", f"{mount!r} must not contain ':'")
+        elif mount in mounts:
             errors.add(
                 join(vpath, "mountPath"),
                 "unique",
-                f"duplicate mountPath (also volumes[{mounts[mp_]}])",
+                f"duplicate mountPath (also volumes[{mounts[mount]}])",
             )
         else:
-            mounts[mp_] = k
-        has_name, has_claim = bool(vol.volume_claim_name), vol.volume_claim is not None
-        if has_name == has_claim:
+            mounts[mount] = k
+        if bool(vol.volume_claim_name) == (vol.volume_claim is not None):
             errors.add(
                 vpath,
                 "volumeClaim",
                 "exactly one of volumeClaimName and volumeClaim must be set",
             )
-    validate_network_topology(spec.network_topology, join(path, "networkTopology"), errors)
 
 
 def _check_queue(queue: str, path: str, lookup: AdmissionLookup | None, errors: Errors) -> None:
@@ -623,39 +678,51 @@ def validate_job_update(
     # compare with defaults applied to both, as the API server would have stored them
     mutate_job_spec(new_spec)
     mutate_job_spec(old_spec)
-    new_tasks, old_tasks = (
-        as_list(new_spec.get("tasks")) or [],
-        as_list(old_spec.get("tasks")) or [],
+    _check_tasks_unchanged(
+        as_list(new_spec.pop("tasks", None)) or [],
+        as_list(old_spec.pop("tasks", None)) or [],
+        errors,
     )
+    _check_spec_unchanged(new_spec, old_spec, errors)
+    _check_update_bounds(spec, errors)
+
+
+def _check_tasks_unchanged(new_tasks: list[Any], old_tasks: list[Any], errors: Errors) -> None:
+    """No task is added or removed, and only a task's scale fields change (the defaulted raw
+    task lists; each task dict is consumed)."""
     if len(new_tasks) != len(old_tasks):
         errors.add(
             "spec.tasks",
             "immutable",
             f"tasks may not be added or removed ({len(old_tasks)} -> {len(new_tasks)})",
         )
-    else:
-        for i, (nt, ot) in enumerate(zip(new_tasks, old_tasks, strict=True)):
-            if not isinstance(nt, dict) or not isinstance(ot, dict):
-                continue
-            for key in _MUTABLE_TASK:
-                nt.pop(key, None)
-                ot.pop(key, None)
-            for key in sorted(set(nt) | set(ot)):
-                if nt.get(key) != ot.get(key):
-                    errors.add(
-                        f"spec.tasks[{i}].{key}",
-                        "immutable",
-                        "only replicas and minAvailable of a task may change",
-                    )
-    new_spec.pop("tasks", None)
-    old_spec.pop("tasks", None)
+        return
+    for i, (nt, ot) in enumerate(zip(new_tasks, old_tasks, strict=True)):
+        if not isinstance(nt, dict) or not isinstance(ot, dict):
+            continue
+        for key in _MUTABLE_TASK:
+            nt.pop(key, None)
+            ot.pop(key, None)
+        for key in sorted(set(nt) | set(ot)):
+            if nt.get(key) != ot.get(key):
+                errors.add(
+                    f"spec.tasks[{i}].{key}",
+                    "immutable",
+                    "only replicas and minAvailable of a task may change",
+                )
+
+
+def _check_spec_unchanged(
+    new_spec: dict[str, Any], old_spec: dict[str, Any], errors: Errors
+) -> None:
+    """Nothing but the job's scale fields changes (the defaulted raw specs without their tasks;
+    both are consumed). The controller may record the PVC it created for a volumeClaim."""
     for key in _MUTABLE_JOB:
         new_spec.pop(key, None)
         old_spec.pop(key, None)
     new_vols, old_vols = as_list(new_spec.get("volumes")), as_list(old_spec.get("volumes"))
     if new_vols is not None and old_vols is not None and len(new_vols) == len(old_vols):
         for nv, ov in zip(new_vols, old_vols, strict=True):
-            # the controller records the name of the PVC it created for a volumeClaim
             if isinstance(nv, dict) and isinstance(ov, dict) and not ov.get("volumeClaimName"):
                 nv.pop("volumeClaimName", None)
                 ov.pop("volumeClaimName", None)
@@ -667,6 +734,10 @@ def validate_job_update(
                 "only spec.minAvailable, spec.priorityClassName and tasks' replicas/minAvailable "
                 "may change",
             )
+
+
+def _check_update_bounds(spec: JobSpec, errors: Errors) -> None:
+    """After a scale, each task's and the job's minAvailable are at most their replicas."""
     total = 0
     for i, task in enumerate(spec.tasks or []):
         replicas = task.replicas or 0
