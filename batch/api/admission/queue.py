@@ -21,7 +21,7 @@ from batch.api.constants import (
     QUEUE_CLOSED,
     ROOT_QUEUE,
 )
-from batch.api.scheduling import Queue
+from batch.api.scheduling import Queue, QueueSpec
 
 from .common import Errors, as_dict, check_amount, is_dns1123_subdomain, join
 from .types import AdmissionLookup
@@ -88,6 +88,21 @@ def validate_queue(
     errors: Errors,
 ) -> None:
     name = queue.metadata.name if queue.metadata and queue.metadata.name else ""
+    _check_queue_name(name, operation, errors)
+    spec = queue.spec
+    if spec is None:
+        return
+    _check_resources(spec, errors)
+    if spec.parent:
+        _check_parent(name, spec.parent, lookup, errors)
+    hier = _hierarchy(raw)
+    if hier is not None:
+        _check_hierarchy(name, hier, lookup, errors)
+    if operation == "UPDATE" and name == ROOT_QUEUE and old is not None:
+        _check_root_resources_unchanged(raw, old, errors)
+
+
+def _check_queue_name(name: str, operation: str, errors: Errors) -> None:
     if not name:
         errors.add("metadata.name", "required", "a queue needs a name")
     elif not is_dns1123_subdomain(name):
@@ -101,14 +116,14 @@ def validate_queue(
             f"queue name is {len(name)} characters; at most 63, because pods carry it as the "
             "label volcano.sh/queue-name",
         )
-    spec = queue.spec
-    if spec is None:
-        return
+
+
+def _check_resources(spec: QueueSpec, errors: Errors) -> None:
+    """Valid quantities, and capability >= deserved >= guarantee in every dimension of both."""
     cap = _amounts(spec.capability, "spec.capability", errors)
     des = _amounts(spec.deserved, "spec.deserved", errors)
-    gua = _amounts(
-        spec.guarantee.resource if spec.guarantee else None, "spec.guarantee.resource", errors
-    )
+    guarantee = spec.guarantee.resource if spec.guarantee else None
+    gua = _amounts(guarantee, "spec.guarantee.resource", errors)
     for rname, amount in des.items():
         if rname in cap and amount > cap[rname]:
             errors.add(
@@ -119,7 +134,7 @@ def validate_queue(
             )
     for rname, amount in gua.items():
         gpath = join("spec.guarantee.resource", rname)
-        shown = (spec.guarantee.resource or {}).get(rname) if spec.guarantee else None
+        shown = (guarantee or {}).get(rname)
         if rname not in des:  # Volcano >= 1.15 refuses a guarantee without deserved too
             errors.add(
                 gpath,
@@ -138,56 +153,79 @@ def validate_queue(
             errors.add(
                 gpath, "guaranteeLessEqualCapability", f"guarantee of {rname} exceeds capability"
             )
-    parent = spec.parent
-    if parent:
-        if parent == name:
-            errors.add("spec.parent", "parent", "a queue cannot be its own parent")
-        elif name == ROOT_QUEUE:
-            errors.add("spec.parent", "parent", "the root queue has no parent")
-        elif lookup is not None and parent != ROOT_QUEUE:
-            _check_ancestors(name, parent, lookup, errors)
-    hier = _hierarchy(raw)
-    if hier is not None:
-        hpath, hweights = hier
-        apath = f"metadata.annotations[{ANN_HIERARCHY}]"
-        wpath = f"metadata.annotations[{ANN_HIERARCHY_WEIGHTS}]"
-        segments, wsegs = hpath.split("/"), hweights.split("/") if hweights else []
-        if len(segments) != len(wsegs):
+
+
+def _check_parent(name: str, parent: str, lookup: AdmissionLookup | None, errors: Errors) -> None:
+    if parent == name:
+        errors.add("spec.parent", "parent", "a queue cannot be its own parent")
+    elif name == ROOT_QUEUE:
+        errors.add("spec.parent", "parent", "the root queue has no parent")
+    elif lookup is not None and parent != ROOT_QUEUE:
+        _check_ancestors(name, parent, lookup, errors)
+
+
+_HIERARCHY_PATH = f"metadata.annotations[{ANN_HIERARCHY}]"
+_HIERARCHY_WEIGHTS_PATH = f"metadata.annotations[{ANN_HIERARCHY_WEIGHTS}]"
+
+
+def _check_hierarchy(
+    name: str, hier: tuple[str, str], lookup: AdmissionLookup | None, errors: Errors
+) -> None:
+    """The legacy hierarchy annotations: one positive weight per segment, no empty segment, and
+    (with a lookup) no other queue's path a prefix of this one's or the other way round."""
+    hpath, hweights = hier
+    segments, wsegs = hpath.split("/"), hweights.split("/") if hweights else []
+    if len(segments) != len(wsegs):
+        errors.add(
+            _HIERARCHY_WEIGHTS_PATH,
+            "hierarchyWeights",
+            f"{len(segments)} hierarchy segments but {len(wsegs)} weights",
+        )
+    bad = next((w for w in wsegs if not _is_positive_number(w)), None)
+    if bad is not None:
+        message = f"weight {bad!r} must be a positive number"
+        errors.add(_HIERARCHY_WEIGHTS_PATH, "hierarchyWeights", message)
+    if any(not s for s in segments):
+        errors.add(_HIERARCHY_PATH, "hierarchy", f"empty segment in hierarchy {hpath!r}")
+    if lookup is not None:
+        _check_hierarchy_prefixes(name, hpath, lookup, errors)
+
+
+def _is_positive_number(text: str) -> bool:
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
+def _check_hierarchy_prefixes(
+    name: str, hpath: str, lookup: AdmissionLookup, errors: Errors
+) -> None:
+    """The first other queue whose hierarchy path is a prefix of `hpath`, or has it as prefix."""
+    segments = hpath.split("/")
+    for other in lookup.list_queues():
+        oname = (as_dict(other.get("metadata")) or {}).get("name")
+        ohier = _hierarchy(other) if oname != name else None
+        if ohier is None:
+            continue
+        osegs = ohier[0].split("/")
+        if _is_prefix_path(segments, osegs) or _is_prefix_path(osegs, segments):
             errors.add(
-                wpath,
-                "hierarchyWeights",
-                f"{len(segments)} hierarchy segments but {len(wsegs)} weights",
+                _HIERARCHY_PATH,
+                "hierarchyPrefix",
+                f"{hpath!r} and queue {oname!r}'s {ohier[0]!r} are prefix paths",
             )
-        for w in wsegs:
-            try:
-                ok = float(w) > 0
-            except ValueError:
-                ok = False
-            if not ok:
-                errors.add(wpath, "hierarchyWeights", f"weight {w!r} must be a positive number")
-                break
-        if any(not s for s in segments):
-            errors.add(apath, "hierarchy", f"empty segment in hierarchy {hpath!r}")
-        if lookup is not None:
-            for other in lookup.list_queues():
-                oname = (as_dict(other.get("metadata")) or {}).get("name")
-                ohier = _hierarchy(other) if oname != name else None
-                if ohier is None:
-                    continue
-                osegs = ohier[0].split("/")
-                if _is_prefix_path(segments, osegs) or _is_prefix_path(osegs, segments):
-                    errors.add(
-                        apath,
-                        "hierarchyPrefix",
-                        f"{hpath!r} and queue {oname!r}'s {ohier[0]!r} are prefix paths",
-                    )
-                    break
-    if operation == "UPDATE" and name == ROOT_QUEUE and old is not None:
-        ospec = as_dict(old.get("spec")) or {}
-        nspec = as_dict(raw.get("spec")) or {}
-        for key in ("capability", "deserved", "guarantee"):
-            if ospec.get(key) != nspec.get(key):
-                errors.add(f"spec.{key}", "immutable", "the root queue's resources are immutable")
+            return
+
+
+def _check_root_resources_unchanged(
+    raw: Mapping[str, Any], old: Mapping[str, Any], errors: Errors
+) -> None:
+    ospec = as_dict(old.get("spec")) or {}
+    nspec = as_dict(raw.get("spec")) or {}
+    for key in ("capability", "deserved", "guarantee"):
+        if ospec.get(key) != nspec.get(key):
+            errors.add(f"spec.{key}", "immutable", "the root queue's resources are immutable")
 
 
 def _check_ancestors(name: str, parent: str, lookup: AdmissionLookup, errors: Errors) -> None:
