@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from batch.controllers.job import (
     LAYOUT_KEY,
     RETAIN_FINISHED,
     RETAIN_NONE,
+    RETAINED_KEY,
     TIMERS_KEY,
     TOKEN_RETAIN,
     Choice,
@@ -33,6 +35,8 @@ from batch.controllers.job import (
     condemned,
     decide,
     desired_status,
+    evictions_seen,
+    evictions_under_way,
     fire_policies,
     initialise,
     job_plugins,
@@ -43,6 +47,8 @@ from batch.controllers.job import (
     ordered_actions,
     plan_action,
     plan_kills,
+    pod_events,
+    podgroup_events,
     read_job,
     refuse_oversized,
     relayout,
@@ -52,7 +58,9 @@ from batch.controllers.job import (
     sync_children,
     sync_podgroup,
     take_command,
+    task_events,
     ttl_due,
+    vanished_pods,
     waiting_for_claims,
     write_status,
 )
@@ -638,3 +646,118 @@ def test_decide_finishing_the_job_kills_what_still_runs() -> None:
     assert done.killer.deleting == {"j-w-1"}  # the finished pod is kept
     assert [a.ref.kind for a in done.kills] == ["Pod", "PodGroup"]
     assert done.counters["terminating"] == 1 and done.counters["succeeded"] == 1
+
+
+def _pod(name: str, task: str, index: int, *, version: int = 1, **extra: Any) -> dict[str, Any]:
+    meta_ = {
+        "name": name,
+        "uid": f"uid-{name}",
+        "annotations": {c.TASK_SPEC: task, c.TASK_INDEX: str(index), c.JOB_VERSION: str(version)},
+    }
+    more = dict(extra.pop("metadata", {}))
+    meta_["annotations"].update(more.pop("annotations", {}))
+    return {"metadata": {**meta_, **more}, **extra}
+
+
+def test_evictions_seen_are_of_current_pods_the_controller_did_not_delete() -> None:
+    gone = "2026-12-01T09:59:00Z"
+    deleted = [
+        _pod("j-w-0", "w", 0, metadata={"deletionTimestamp": gone}),
+        _pod("j-w-1", "w", 1, version=0),  # an older version
+        _pod("j-w-2", "w", 2),  # back under its name
+        _pod("j-w-3", "w", 3, metadata={"annotations": {c.OUT_OF_SYNC_ANNOTATION: "true"}}),
+        _pod("j-x-0", "x", 0),  # aimed at by the kill token
+    ]
+    views = [_pv("j-w-2", "w", 2)]
+    [r] = evictions_seen(deleted, views, 1, "task:x:5")
+    assert (r.event, r.task, r.since) == (c.POD_EVICTED, "w", NOW - timedelta(minutes=1))
+    assert r.pod is not None and r.pod.name == "j-w-0"
+
+
+def test_vanished_pods_compare_the_live_pods_with_the_last_counts() -> None:
+    job = _job()
+    job["status"] = {
+        "taskStatusCount": {"w": {"phase": {"Running": 1}}, "x": {"phase": {"Running": 2}}},
+        "controlledResources": {RETAINED_KEY: '{"x":1}'},  # one counted pod of x was kept
+    }
+    tasks = [_task("w", 2), _task("x", 2), _task("y", 1)]
+    views = [_pv("j-x-0", "x", 0), _pv("j-w-0", "w", 0, version=0)]  # w's pod is older
+    assert [r.task for r in vanished_pods(job, tasks, views, 1, explicit=set())] == ["w"]
+    assert vanished_pods(job, tasks, views, 1, explicit={"w"}) == []
+    assert vanished_pods(job, tasks, views, 0, explicit=set()) == []  # w's pod counts
+
+
+def test_evictions_under_way_are_deletions_by_someone_else() -> None:
+    stamp = {"deletionTimestamp": "2026-12-01T09:59:30Z"}
+    ours = {**stamp, "annotations": {c.OUT_OF_SYNC_ANNOTATION: "true"}}
+    views = [
+        PodView.of(_pod("a", "w", 0, metadata=stamp)),
+        PodView.of(_pod("b", "w", 1, metadata=ours)),  # the controller's own kill
+        PodView.of(_pod("c", "w", 2, version=0, metadata=stamp)),  # an older version
+        PodView.of(_pod("d", "x", 0, metadata=stamp)),  # aimed at by the kill token
+        _pv("e", "w", 3),
+    ]
+    [r] = evictions_under_way(views, 1, "task:x:5")
+    assert r.pod is not None and r.pod.name == "a" and r.since == NOW - timedelta(seconds=30)
+
+
+def test_pod_events_are_failed_and_pending_pods() -> None:
+    failed = _pod(
+        "f",
+        "w",
+        0,
+        status={
+            "phase": "Failed",
+            "containerStatuses": [
+                {"state": {"terminated": {"exitCode": 3, "finishedAt": "2026-12-01T09:58:00Z"}}}
+            ],
+        },
+    )
+    pending = _pod("p", "w", 1, metadata={"creationTimestamp": "2026-12-01T09:57:00Z"}, status={})
+    views = [PodView.of(failed), PodView.of(pending), _pv("r", "w", 2)]
+    first, second = pod_events(views)
+    assert (first.event, first.exit_code, first.since) == (
+        c.POD_FAILED,
+        3,
+        NOW - timedelta(minutes=2),
+    )
+    assert (second.event, second.since) == (c.POD_PENDING, NOW - timedelta(minutes=3))
+
+
+def _restarted(name: str, task: str, index: int, restarts: int) -> PodView:
+    status = {"phase": "Running", "containerStatuses": [{"restartCount": restarts}]}
+    return PodView.of(_pod(name, task, index, status=status))
+
+
+def test_task_events_complete_a_done_task_and_fail_one_restarting_too_often() -> None:
+    done_at = "2026-12-01T09:59:00Z"
+    finished = {
+        "phase": "Succeeded",
+        "containerStatuses": [{"state": {"terminated": {"finishedAt": done_at}}}],
+    }
+    current = [
+        PodView.of(_pod("w0", "w", 0, status=finished)),
+        PodView.of(_pod("w1", "w", 1, status=finished)),
+        _restarted("x0", "x", 0, 2),
+        _restarted("x1", "x", 1, 1),
+        _restarted("y0", "y", 0, 1),
+    ]
+    tasks = [_task("w", 2), _task("x", 2), _task("y", 1), _task("z", 0)]  # max_retry 3
+    events = task_events(tasks, current)
+    assert [(r.event, r.task) for r in events] == [(c.TASK_COMPLETED, "w"), (c.TASK_FAILED, "x")]
+    assert events[0].since == NOW - timedelta(minutes=1)
+    never = replace(_task("x", 2), max_retry=0)  # no retries allowed, none made: not failed
+    assert task_events([never], [_pv("x0", "x", 0)]) == []
+    partly = task_events([_task("w", 2)], [*current[:1], _pv("w1", "w", 1, phase="Succeeded")])
+    assert partly[0].since is None  # one pod's finish is unknown
+
+
+def test_podgroup_events_raise_unknown_from_the_unschedulable_condition() -> None:
+    pg = _pg(c.PG_UNKNOWN)
+    pg["status"]["conditions"] = [
+        {"type": "Unschedulable", "status": "True", "lastTransitionTime": "2026-12-01T09:59:00Z"},
+        {"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-12-01T09:59:50Z"},
+    ]
+    [r] = podgroup_events(pg)
+    assert r.event == c.UNKNOWN_EVENT and r.since == NOW - timedelta(minutes=1)
+    assert podgroup_events(_pg("Running")) == [] and podgroup_events(None) == []
