@@ -649,14 +649,11 @@ def test_decide_finishing_the_job_kills_what_still_runs() -> None:
 
 
 def _pod(name: str, task: str, index: int, *, version: int = 1, **extra: Any) -> dict[str, Any]:
-    meta_ = {
-        "name": name,
-        "uid": f"uid-{name}",
-        "annotations": {c.TASK_SPEC: task, c.TASK_INDEX: str(index), c.JOB_VERSION: str(version)},
-    }
     more = dict(extra.pop("metadata", {}))
-    meta_["annotations"].update(more.pop("annotations", {}))
-    return {"metadata": {**meta_, **more}, **extra}
+    annotations = {c.TASK_SPEC: task, c.TASK_INDEX: str(index), c.JOB_VERSION: str(version)}
+    annotations.update(more.pop("annotations", {}))
+    meta_ = {"name": name, "uid": f"uid-{name}", "annotations": annotations, **more}
+    return {"metadata": meta_, **extra}
 
 
 def test_evictions_seen_are_of_current_pods_the_controller_did_not_delete() -> None:
