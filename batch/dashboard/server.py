@@ -16,7 +16,6 @@ import contextlib
 import hmac
 import json
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ from batch.dashboard.whatif import WhatIfRuns
 from batch.kube.client import KubeClient
 from batch.kube.config import ClusterAccess
 from batch.kube.informer import ReflectorSet
+from batch.sandbox.loopthread import LoopThread
 
 __all__ = ["Dashboard", "DashboardThread", "make_app"]
 
@@ -291,50 +291,27 @@ def make_app(dash: Dashboard) -> web.Application:
     return app
 
 
-class DashboardThread:
+class DashboardThread(LoopThread):
     """The dashboard on its own event loop in a daemon thread (tests, `tephra demo`)."""
 
-    def __init__(self, dash: Dashboard, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.dash, self.host, self.port = dash, host, port
-        self.loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="tephra-dashboard", daemon=True)
+    what = "the dashboard"
+    stop_timeout = 30.0
 
-    async def _serve(self) -> None:
+    def __init__(self, dash: Dashboard, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__("tephra-dashboard")
+        self.dash, self.host, self.port = dash, host, port
+        self._runner: web.AppRunner | None = None
+
+    async def setup(self) -> None:
         self._runner = web.AppRunner(make_app(self.dash))
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
         self.port = int(self._runner.addresses[0][1])
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self._serve())
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        self.loop.run_forever()
+    async def teardown(self) -> None:
         if self._runner is not None:
-            self.loop.run_until_complete(self._runner.cleanup())
-        self.loop.close()
-
-    def start(self, timeout: float = 30.0) -> DashboardThread:
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise RuntimeError("the dashboard did not start in time")
-        if self._error is not None:
-            raise RuntimeError(f"the dashboard failed to start: {self._error}") from self._error
-        return self
+            await self._runner.cleanup()
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=30)

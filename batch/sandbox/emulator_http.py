@@ -16,13 +16,11 @@ lifts it once the Node is Ready, so a schedulable Node needs that controller run
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import random
-import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import aiohttp
 
@@ -30,6 +28,7 @@ from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
 from batch.kube.informer import Reflector, ReflectorSet
 from batch.sandbox.emulator import LEASE_NAMESPACE, Kubelets, lease_body
+from batch.sandbox.loopthread import LoopThread
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.store import Obj
 
@@ -218,30 +217,36 @@ class ApiEmulator:
             await asyncio.sleep(0.1)
 
 
-class EmulatorThread:
+class EmulatorThread(LoopThread):
     """An `ApiEmulator` on its own event loop in a daemon thread, for synchronous callers."""
 
+    what = "the node emulator"
+    stop_timeout = 15.0
+
     def __init__(self, access: ClusterAccess, **kwargs: Any) -> None:
+        super().__init__("tephra-emulator")
         self._access = access
         self._kwargs = kwargs
-        self.loop = asyncio.new_event_loop()
+        self._sync_timeout = 60.0
         self.emulator: ApiEmulator | None = None
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
-    def start(self, timeout: float = 60.0) -> EmulatorThread:
-        self._thread.start()
+    def start(self, timeout: float = 60.0) -> Self:
+        """Start the emulator; it waits up to timeout for its first list of nodes and pods."""
+        self._sync_timeout = timeout
+        return super().start(timeout + 5)
 
-        async def begin() -> None:
-            self.emulator = ApiEmulator(self._access, **self._kwargs)
-            await self.emulator.start(timeout)
+    async def setup(self) -> None:
+        self.emulator = ApiEmulator(self._access, **self._kwargs)
+        await self.emulator.start(self._sync_timeout)
 
-        self.run(begin, timeout + 5)
-        return self
+    async def teardown(self) -> None:
+        if self.emulator is not None:
+            await self.emulator.stop()
+            self.emulator = None
 
-    def run(self, fn: Callable[[], Coroutine[Any, Any, T]], timeout: float = 60.0) -> T:
-        """Run a coroutine made by fn on the emulator's loop and return its result."""
-        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(fn(), self.loop)
-        return fut.result(timeout)
+    def _failure(self, problem: str, cause: BaseException | None) -> BaseException:
+        # the emulator's own error (TimeoutError, ApiError, ...), as callers catch it
+        return cause if cause is not None else TimeoutError(f"{self.what} {problem}")
 
     def create_nodes(self, count: int, *, timeout: float = 120.0, **shape: Any) -> list[str]:
         """`ApiEmulator.create_nodes`, then wait until they are schedulable."""
@@ -263,13 +268,3 @@ class EmulatorThread:
         if self.emulator is None:
             raise RuntimeError("EmulatorThread.start() first")
         return self.emulator
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self.emulator is not None:
-            self.run(self.emulator.stop, timeout)
-            self.emulator = None
-        if self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout)
-        if not self.loop.is_running():
-            self.loop.close()

@@ -9,12 +9,10 @@ a function on the sandbox's loop when direct access to the store is needed.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import gc
 import logging
-import threading
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
 from batch.api.yamlio import load_yaml_file
 from batch.sandbox.core import Core
@@ -24,12 +22,12 @@ from batch.sandbox.errors import ApiError
 from batch.sandbox.faults import Faults
 from batch.sandbox.gc import GarbageCollector
 from batch.sandbox.http import HttpApi
+from batch.sandbox.loopthread import LoopThread
 from batch.sandbox.options import SandboxOptions
 from batch.sandbox.store import Obj, Store
 from batch.sandbox.wire import WireServer
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 def install_objects(core: Core, objs: Iterable[Obj]) -> None:
@@ -163,68 +161,28 @@ def _flatten(docs: Iterable[Obj]) -> list[Obj]:
     return out
 
 
-class SandboxThread:
+class SandboxThread(LoopThread):
     """A sandbox on its own event loop in a daemon thread."""
+
+    what = "the sandbox"
 
     def __init__(
         self, options: SandboxOptions | None = None, *, nodes: list[Obj] | None = None
     ) -> None:
+        super().__init__("tephra-sandbox")
         self.options = options or SandboxOptions()
         self._nodes = nodes
-        self.loop = asyncio.new_event_loop()
         self.sandbox: Sandbox | None = None
-        self._thread = threading.Thread(target=self._run, name="tephra-sandbox", daemon=True)
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.sandbox = Sandbox(self.options, nodes=self._nodes)
-            self.loop.run_until_complete(self.sandbox.start())
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        self.loop.run_forever()
-        try:
-            self.loop.run_until_complete(self.sandbox.stop())
-            pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        finally:
-            self.loop.close()
+    async def setup(self) -> None:
+        self.sandbox = Sandbox(self.options, nodes=self._nodes)
+        await self.sandbox.start()
 
-    def start(self, timeout: float = 30.0) -> SandboxThread:
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise RuntimeError("the sandbox did not start in time")
-        if self._error is not None:
-            raise RuntimeError(f"the sandbox failed to start: {self._error}") from self._error
-        return self
+    async def teardown(self) -> None:
+        if self.sandbox is not None:
+            await self.sandbox.stop()
 
     @property
     def url(self) -> str:
         assert self.sandbox is not None
         return self.sandbox.url
-
-    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
-        """Run fn on the sandbox loop and return its result."""
-        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                fut.set_result(fn())
-            except BaseException as exc:
-                fut.set_exception(exc)
-
-        self.loop.call_soon_threadsafe(run)
-        return fut.result(timeout)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self._thread.is_alive() and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout)
