@@ -13,6 +13,7 @@ from batch.scheduler.config import ConfigError, load_config
 from batch.scheduler.plugins.tiresias import Service
 from batch.sim.policies import TIRESIAS_CONF, policies_for
 from batch.sim.runner import run_policy
+from batch.sim.workload import SimJob
 from tests.sim.conftest import cluster, job, workload
 
 
@@ -90,6 +91,10 @@ def test_reset_on_eviction_starts_service_again() -> None:
         "tiresias.starveLimit: soon",
         "tiresias.maxEvictions: -1",
         "tiresias.resetOnEviction: maybe",
+        "tiresias.lostWorkRatio: .nan",
+        "tiresias.lostWorkRatio: -2",
+        "tiresias.preemptorLevels: 0",
+        "tiresias.preemptorLevels: 3",
     ],
 )
 def test_bad_arguments_are_refused(arg: str) -> None:
@@ -97,7 +102,10 @@ def test_bad_arguments_are_refused(arg: str) -> None:
         'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: tiresias\n'
         f"    arguments: {{{arg}}}\n"
     )
-    with pytest.raises(ConfigError, match=r"tiresias\.(starveLimit|maxEvictions|resetOnEviction)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"tiresias\.(starveLimit|maxEvictions|resetOnEviction|lostWorkRatio|preemptorLevels)",
+    ):
         load_config(conf)
 
 
@@ -106,3 +114,46 @@ def test_good_arguments_load() -> None:
         'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: tiresias\n'
         "    arguments: {tiresias.starveLimit: 1.5, tiresias.resetOnEviction: true}\n"
     )
+
+
+def _runs(jobs: list[SimJob], arguments: str, nodes: int = 1) -> dict[str, tuple[float, float]]:
+    p = policies_for(conf=None, compare=["tiresias"], lifecycle="fast")[1]
+    conf = TIRESIAS_CONF.replace(
+        "  - name: tiresias\n", f"  - name: tiresias\n    arguments: {{{arguments}}}\n", 1
+    )
+    done = run_policy(workload(jobs, cluster(nodes, gpus=8)), replace(p, conf=conf))
+    out = {}
+    for r in done.result.jobs:
+        assert r.start is not None and r.finish is not None, r
+        out[r.name] = (r.start, r.finish)
+    return out
+
+
+def test_preemptor_levels_keeps_a_level_one_job_from_preempting() -> None:
+    # thresholds 1 and 100 GPU-hours, one 8-GPU node: "c" (level 0) evicts "a" (level 1 after
+    # 1,000 s); "c" reaches the last level at 46,000 s; a CPU-only job makes a session at 50,000 s
+    jobs = [
+        job("a", submit=0, run=200_000, gpus_per_pod=8),
+        job("c", submit=1_000, run=100_000, gpus_per_pod=8),
+        job("tick", submit=50_000, run=10, gpus_per_pod=0),
+    ]
+    common = "tiresias.factor: 100, tiresias.lostWorkRatio: 0"
+    every = _runs(jobs, f"{common}, tiresias.preemptorLevels: 2")
+    first = _runs(jobs, f"{common}, tiresias.preemptorLevels: 1")
+    assert every["a"][1] < 251_000 < every["c"][1]  # "a", in level 1, evicted "c" at 50,000 s
+    assert first["c"][1] < 102_000 < first["a"][1]  # only level 0 preempts: "a" waits for "c"
+
+
+def test_lost_work_ratio_makes_short_jobs_wait_before_evicting_a_long_run() -> None:
+    # the 8-GPU job has run 4,000 s when ten one-GPU jobs arrive; with a ratio of 3 they may
+    # evict it once 3 x their wait exceeds its run (after 2,000 s), with a ratio of 100 after
+    # 41 s (CPU-only jobs make sessions at 4,100 s and 8,100 s: the simulator skips idle time)
+    jobs = [job("long", submit=0, run=20_000, gpus_per_pod=8)]
+    jobs += [job(f"s{i}", submit=4_000, run=600) for i in range(10)]
+    jobs += [job(f"tick{t}", submit=t, run=10, gpus_per_pod=0) for t in (4_100, 8_100)]
+    eager = _runs(jobs, "tiresias.lostWorkRatio: 100")
+    patient = _runs(jobs, "tiresias.lostWorkRatio: 3")
+    shorts = [f"s{i}" for i in range(10)]
+    assert max(eager[s][0] for s in shorts) < 4_800  # 8 at 4,100 s, 2 when the first end
+    assert min(patient[s][0] for s in shorts) >= 8_000
+    assert max(patient[s][1] for s in shorts) < 20_000  # they did evict it, once they had waited

@@ -26,6 +26,12 @@ durations known, Tiresias orders by *attained service*: GPUs x time a job has ru
   simulator runs sessions only at events, so there a promotion waits for the next event).
 * ``tiresias.resetOnEviction`` (default false): a job that lost all its tasks starts again at
   service 0 — what it has attained is lost when it restarts without a checkpoint.
+* ``tiresias.preemptorLevels`` (default: every level but the last): only a job in one of the
+  lowest that many levels preempts (or is admitted into a full queue, below); 1: only level 0.
+* ``tiresias.lostWorkRatio`` (default 0: off): a victim's current run (lost when it restarts
+  without a checkpoint) may be at most this many times as long as the preemptor has waited
+  (since its eviction, else since its creation), so a burst of short jobs does not throw away
+  days of work to avoid minutes of waiting.
 * JobEnqueueable (with preemption on): a Pending gang whose minResources of the resource fit
   in what jobs of a higher level hold in its queue is permitted (the tier's Permit decides, so
   proportion's "queue resource quota insufficient" does not keep it out of a full queue: without
@@ -59,6 +65,8 @@ _ARGS = (
     "tiresias.maxEvictions",
     "tiresias.starveLimit",
     "tiresias.resetOnEviction",
+    "tiresias.preemptorLevels",
+    "tiresias.lostWorkRatio",
 )
 
 
@@ -144,6 +152,12 @@ class TiresiasPlugin(Plugin):
             )
         self.thresholds = [quantum * factor**k for k in range(levels - 1)]
         self.preempt = arguments.get_bool("tiresias.preempt", True)
+        self.preemptor_levels = arguments.get_int("tiresias.preemptorLevels", max(levels - 1, 1))
+        if not 1 <= self.preemptor_levels <= max(levels - 1, 1):
+            raise ConfigError(
+                "plugin tiresias: tiresias.preemptorLevels must be between 1 and "
+                f"tiresias.levels - 1, got {self.preemptor_levels}"
+            )
         self.max_evictions = arguments.get_int("tiresias.maxEvictions", 2)
         self.starve_limit = arguments.get_float("tiresias.starveLimit", 0.0)
         if self.max_evictions < 0:
@@ -156,6 +170,12 @@ class TiresiasPlugin(Plugin):
                 f"got {self.starve_limit:g}"
             )
         self.reset_on_eviction = arguments.get_bool("tiresias.resetOnEviction", False)
+        self.lost_work_ratio = arguments.get_float("tiresias.lostWorkRatio", 0.0)
+        if not 0 <= self.lost_work_ratio < math.inf:
+            raise ConfigError(
+                "plugin tiresias: tiresias.lostWorkRatio must be a finite number >= 0, "
+                f"got {self.lost_work_ratio:g}"
+            )
         self.resource = arguments.get_str("tiresias.resource", GPU)
 
     @classmethod
@@ -194,10 +214,15 @@ class TiresiasPlugin(Plugin):
             if pjob is None:
                 return [], PERMIT
             mine = level_of(pjob)
+            if mine >= self.preemptor_levels:
+                return [], PERMIT
+            most = self._most_lost(kept, pjob, ssn.now)
             victims = []
             for t in candidates:
                 vjob = ssn.jobs.get(t.job_id or "")
                 if vjob is None or vjob.uid == pjob.uid or level_of(vjob) <= mine:
+                    continue
+                if kept.ran.get(vjob.uid, 0.0) > most:
                     continue
                 if self.max_evictions <= 0 or evicted.get(vjob.uid, 0) < self.max_evictions:
                     victims.append(t)
@@ -205,6 +230,14 @@ class TiresiasPlugin(Plugin):
 
         ssn.hooks.add_preemptable_fn(preemptable)
         self._admission(ssn, level_of)
+
+    def _most_lost(self, kept: Service, job: JobInfo, now: float) -> float:
+        """The longest current run a victim of ``job`` may have: lostWorkRatio x how long
+        ``job`` has waited (since it was evicted, else since it was created)."""
+        if self.lost_work_ratio <= 0:
+            return math.inf
+        since = kept.stopped.get(job.uid, job.creation)
+        return self.lost_work_ratio * max(now - since, 0.0)
 
     def _admission(self, ssn: Session, level_of: Callable[[JobInfo], int]) -> None:
         dim = ssn.resources.get(self.resource)
@@ -224,6 +257,8 @@ class TiresiasPlugin(Plugin):
             if mr is None or dim >= len(mr) or not mr[dim]:
                 return ABSTAIN
             key = (job.queue, level_of(job))
+            if key[1] >= self.preemptor_levels:
+                return ABSTAIN
             left = room.get(key)
             if left is None:
                 mine = key[1]
