@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
@@ -70,6 +70,9 @@ from batch.controllers.shell import (
 from batch.controllers.timeutil import parse_time
 from batch.kube.client import ApiError, KubeClient
 from batch.kube.config import load_access
+
+if TYPE_CHECKING:
+    from batch.kube.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -744,42 +747,23 @@ class ControllerManager:
         access = load_access(self.kubeconfig)
         self.client = KubeClient(access)
         await self.client.open()
-        elector = None
+        elector: LeaderElector | None = None
         hold: asyncio.Task[None] | None = None
         if self.leader_elect:
-            from batch.kube.leader import LeaderElector
-
-            elector = LeaderElector(
-                self.client,
-                name=self.lease_name,
-                namespace=self.lease_namespace,
-                identity=self.identity,
-            )
-            if standby is not None:
-                standby.set()
-            acquire = asyncio.create_task(elector.acquire())
-            while not acquire.done():
-                if stop is not None and stop.is_set():
-                    acquire.cancel()
-                    await self.client.close()
-                    return
-                await asyncio.sleep(0.1)
+            elector = self._elector(self.client)
+            if not await _acquire(elector, stop=stop, standby=standby):
+                await self.client.close()
+                return
             hold = asyncio.create_task(elector.hold())
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._scheduler.start()
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
-        settings = kopf.OperatorSettings()
-        settings.posting.enabled = False
-        settings.scanning.disabled = True
-        settings.watching.server_timeout = 60
-        settings.watching.reconnect_backoff = 0.5
-        settings.networking.error_backoffs = [0.5, 1, 2, 5]
         kopf_stop = asyncio.Event()
         kopf_ready = asyncio.Event()
         operator = asyncio.create_task(
             kopf.operator(
                 registry=self.registry(),
-                settings=settings,
+                settings=_kopf_settings(),
                 standalone=True,
                 clusterwide=True,
                 stop_flag=kopf_stop,
@@ -788,42 +772,75 @@ class ControllerManager:
         )
         lost = False
         try:
-            await asyncio.wait(
-                [asyncio.create_task(kopf_ready.wait()), operator],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if operator.done():
-                operator.result()
-            await self._initial_sync()
-            if ready is not None:
-                ready.set()
-            while not operator.done():
-                if stop is not None and stop.is_set():
-                    break
-                if elector is not None and elector.lost.is_set():
-                    lost = True
-                    break
-                await asyncio.sleep(0.1)
+            lost = await self._serve(operator, kopf_ready, ready=ready, stop=stop, elector=elector)
         finally:
             kopf_stop.set()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(operator, timeout=5)
-            for w in workers:
-                w.cancel()
-            for w in workers:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await w
-            with contextlib.suppress(Exception):
-                self._scheduler.shutdown(wait=False)
-            if hold is not None:
-                hold.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await hold
-            if elector is not None and not lost:
-                await elector.release()
-            await self.client.close()
+            await self._shut_down(operator, workers, hold, release=None if lost else elector)
         if lost:
             raise LeadershipLost(f"lost the lease {self.lease_namespace}/{self.lease_name}")
+
+    def _elector(self, client: KubeClient) -> LeaderElector:
+        from batch.kube.leader import LeaderElector
+
+        return LeaderElector(
+            client, name=self.lease_name, namespace=self.lease_namespace, identity=self.identity
+        )
+
+    async def _serve(
+        self,
+        operator: asyncio.Task[Any],
+        kopf_ready: asyncio.Event,
+        *,
+        ready: threading.Event | None,
+        stop: threading.Event | asyncio.Event | None,
+        elector: LeaderElector | None,
+    ) -> bool:
+        """Once kopf is up (raising what it failed with, if it ended), queue everything once,
+        say `ready`, then work until `stop` is set or kopf ends (False) or the Lease is lost
+        (True)."""
+        await asyncio.wait(
+            [asyncio.create_task(kopf_ready.wait()), operator],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        if operator.done():
+            operator.result()
+        await self._initial_sync()
+        if ready is not None:
+            ready.set()
+        while not operator.done():
+            if stop is not None and stop.is_set():
+                return False
+            if elector is not None and elector.lost.is_set():
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async def _shut_down(
+        self,
+        operator: asyncio.Task[Any],
+        workers: Sequence[asyncio.Task[None]],
+        hold: asyncio.Task[None] | None,
+        *,
+        release: LeaderElector | None,
+    ) -> None:
+        """Wait for kopf to stop (5 s at most), end the workers, the timers and the Lease
+        renewal, give the Lease back (`release`, unless it was lost) and close the client."""
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(operator, timeout=5)
+        for w in workers:
+            w.cancel()
+        for w in workers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await w
+        with contextlib.suppress(Exception):
+            self._scheduler.shutdown(wait=False)
+        if hold is not None:
+            hold.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await hold
+        if release is not None:
+            await release.release()
+        await self._client().close()
 
     async def _initial_sync(self) -> None:
         """Queue every existing object once (kopf also delivers them; this covers races), then
@@ -878,6 +895,37 @@ class ControllerManager:
 
     def idle(self) -> bool:
         return self.queue is None or self.queue.idle()
+
+
+def _kopf_settings() -> kopf.OperatorSettings:
+    """kopf as the controllers use it: no events or peering of its own, watches renewed each
+    minute and reconnected quickly."""
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False
+    settings.scanning.disabled = True
+    settings.watching.server_timeout = 60
+    settings.watching.reconnect_backoff = 0.5
+    settings.networking.error_backoffs = [0.5, 1, 2, 5]
+    return settings
+
+
+async def _acquire(
+    elector: LeaderElector,
+    *,
+    stop: threading.Event | asyncio.Event | None,
+    standby: threading.Event | None,
+) -> bool:
+    """Wait as a standby (`standby` set) until `elector` holds the Lease; False when `stop` is
+    set first."""
+    if standby is not None:
+        standby.set()
+    acquire = asyncio.create_task(elector.acquire())
+    while not acquire.done():
+        if stop is not None and stop.is_set():
+            acquire.cancel()
+            return False
+        await asyncio.sleep(0.1)
+    return True
 
 
 def run_forever(
