@@ -361,36 +361,7 @@ class Core:
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
-        name = meta.get("name")
-        if not name:
-            gen = meta.get("generateName")
-            if not gen:
-                raise invalid(
-                    rt.kind,
-                    rt.group,
-                    "",
-                    [
-                        Cause(
-                            "metadata.name",
-                            "FieldValueRequired",
-                            "name or generateName is required",
-                        )
-                    ],
-                )
-            # names.SimpleNameGenerator: the prefix is cut to 63 - 5 characters
-            base = str(gen)[:58]
-            name = base + defaults.generate_suffix(self.rand)
-            while self.find(rt, ns, name) is not None:
-                name = base + defaults.generate_suffix(self.rand)
-            meta["name"] = name
-        causes = defaults.name_causes(
-            str(name),
-            "label"
-            if rt.name_rule == "label"
-            else ("path" if rt.crd or rt.kind in ("Event", "Lease") else rt.name_rule),
-        )
-        if causes:
-            raise invalid(rt.kind, rt.group, str(name), causes)
+        name = self._create_name(rt, ns, meta)
         self.ns_check(rt, ns, creating=True)
         if self.find(rt, ns, str(name)) is not None:
             raise already_exists(rt.group, rt.plural, str(name))
@@ -427,6 +398,41 @@ class Core:
         if rt.kind == "CustomResourceDefinition":
             self._crd_changed(stored)
         return stored
+
+    def _create_name(self, rt: ResourceType, ns: str, meta: Obj) -> str:
+        """The name of an object to create: its own or one made from generateName (set in
+        meta), checked against the kind's name rule."""
+        name = meta.get("name")
+        if not name:
+            gen = meta.get("generateName")
+            if not gen:
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    "",
+                    [
+                        Cause(
+                            "metadata.name",
+                            "FieldValueRequired",
+                            "name or generateName is required",
+                        )
+                    ],
+                )
+            # names.SimpleNameGenerator: the prefix is cut to 63 - 5 characters
+            base = str(gen)[:58]
+            name = base + defaults.generate_suffix(self.rand)
+            while self.find(rt, ns, name) is not None:
+                name = base + defaults.generate_suffix(self.rand)
+            meta["name"] = name
+        causes = defaults.name_causes(
+            str(name),
+            "label"
+            if rt.name_rule == "label"
+            else ("path" if rt.crd or rt.kind in ("Event", "Lease") else rt.name_rule),
+        )
+        if causes:
+            raise invalid(rt.kind, rt.group, str(name), causes)
+        return str(name)
 
     # ----------------------------------------------------------------- kind hooks
     def _prepare(self, rt: ResourceType, obj: Obj, old: Obj | None, op: str) -> Obj:
