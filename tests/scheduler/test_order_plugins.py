@@ -30,6 +30,9 @@ def test_tiresias_lets_short_jobs_preempt_a_long_one() -> None:
     # one-GPU 600 s jobs arrive on the full node
     jobs = [job("long", submit=0, run=20_000, gpus_per_pod=8)]
     jobs += [job(f"s{i}", submit=4_000, run=600) for i in range(10)]
+    # tiresias.lostWorkRatio lets them evict its 4,000 s run after waiting 40 s; a CPU-only job
+    # makes the simulator run a session at 4,100 s (it skips idle time between events)
+    jobs += [job("tick", submit=4_100, run=10, gpus_per_pod=0)]
     fifo = _run("fifo", jobs)
     tiresias = _run("tiresias", jobs)
     assert min(fifo[f"s{i}"][0] for i in range(10)) >= 20_000  # they wait for the long job

@@ -37,8 +37,8 @@ def _finish(arguments: str) -> dict[str, float]:
 
 
 def test_a_starving_job_is_promoted_and_preempts_back() -> None:
-    plain = _finish("tiresias.starveLimit: 0")
-    starved = _finish("tiresias.starveLimit: 2")
+    plain = _finish("tiresias.starveLimit: 0, tiresias.lostWorkRatio: 0")
+    starved = _finish("tiresias.starveLimit: 2, tiresias.lostWorkRatio: 0")
     # without the limit "long" waits for "big" (both end in the last level)
     assert plain["long"] > 55_000
     # with it "long", which ran 5,000 s, is promoted after waiting 10,000 s, is in level 0

@@ -26,12 +26,14 @@ durations known, Tiresias orders by *attained service*: GPUs x time a job has ru
   simulator runs sessions only at events, so there a promotion waits for the next event).
 * ``tiresias.resetOnEviction`` (default false): a job that lost all its tasks starts again at
   service 0 — what it has attained is lost when it restarts without a checkpoint.
-* ``tiresias.preemptorLevels`` (default: every level but the last): only a job in one of the
-  lowest that many levels preempts (or is admitted into a full queue, below); 1: only level 0.
-* ``tiresias.lostWorkRatio`` (default 0: off): a victim's current run (lost when it restarts
-  without a checkpoint) may be at most this many times as long as the preemptor has waited
-  (since its eviction, else since its creation), so a burst of short jobs does not throw away
-  days of work to avoid minutes of waiting.
+* ``tiresias.preemptorLevels`` (default 1: only level 0; at most levels - 1): only a job in one
+  of the lowest that many levels preempts (or is admitted into a full queue, below), so jobs
+  that already ran for a while do not spend the victims' eviction budget.
+* ``tiresias.lostWorkRatio`` (default 100; 0: off): a victim's current run (lost when it
+  restarts without a checkpoint) may be at most this many times as long as the preemptor has
+  waited (since its eviction, else since its creation), so a burst of short jobs does not throw
+  away days of work to avoid minutes of waiting. The defaults were chosen on two contended
+  Philly windows (docs/sim.md#quality).
 * JobEnqueueable (with preemption on): a Pending gang whose minResources of the resource fit
   in what jobs of a higher level hold in its queue is permitted (the tier's Permit decides, so
   proportion's "queue resource quota insufficient" does not keep it out of a full queue: without
@@ -130,6 +132,13 @@ class Service:
         return out
 
 
+def _ratio(arguments: Arguments, key: str, default: float) -> float:
+    value = arguments.get_float(key, default)
+    if not 0 <= value < math.inf:  # also refuses nan
+        raise ConfigError(f"plugin tiresias: {key} must be a finite number >= 0, got {value:g}")
+    return value
+
+
 class TiresiasPlugin(Plugin):
     name = "tiresias"
     time_dependent = True  # levels rise while jobs run
@@ -152,30 +161,20 @@ class TiresiasPlugin(Plugin):
             )
         self.thresholds = [quantum * factor**k for k in range(levels - 1)]
         self.preempt = arguments.get_bool("tiresias.preempt", True)
-        self.preemptor_levels = arguments.get_int("tiresias.preemptorLevels", max(levels - 1, 1))
+        self.preemptor_levels = arguments.get_int("tiresias.preemptorLevels", 1)
         if not 1 <= self.preemptor_levels <= max(levels - 1, 1):
             raise ConfigError(
                 "plugin tiresias: tiresias.preemptorLevels must be between 1 and "
                 f"tiresias.levels - 1, got {self.preemptor_levels}"
             )
         self.max_evictions = arguments.get_int("tiresias.maxEvictions", 2)
-        self.starve_limit = arguments.get_float("tiresias.starveLimit", 0.0)
+        self.starve_limit = _ratio(arguments, "tiresias.starveLimit", 0.0)
         if self.max_evictions < 0:
             raise ConfigError(
                 f"plugin tiresias: tiresias.maxEvictions must be >= 0, got {self.max_evictions}"
             )
-        if not 0 <= self.starve_limit < math.inf:  # also refuses nan
-            raise ConfigError(
-                "plugin tiresias: tiresias.starveLimit must be a finite number >= 0, "
-                f"got {self.starve_limit:g}"
-            )
         self.reset_on_eviction = arguments.get_bool("tiresias.resetOnEviction", False)
-        self.lost_work_ratio = arguments.get_float("tiresias.lostWorkRatio", 0.0)
-        if not 0 <= self.lost_work_ratio < math.inf:
-            raise ConfigError(
-                "plugin tiresias: tiresias.lostWorkRatio must be a finite number >= 0, "
-                f"got {self.lost_work_ratio:g}"
-            )
+        self.lost_work_ratio = _ratio(arguments, "tiresias.lostWorkRatio", 100.0)
         self.resource = arguments.get_str("tiresias.resource", GPU)
 
     @classmethod
