@@ -10,7 +10,7 @@ ask to hear of each write the API server took (the controllers count their metri
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,6 @@ from batch.controllers import constants as c
 from batch.controllers.actions import (
     Action,
     CreateObject,
-    DeleteObject,
     EmitEvent,
     ObjectRef,
     PatchObject,
@@ -96,61 +95,48 @@ async def apply_actions(
     """
     writes = 0
     for action in actions:
-        before = writes
         try:
-            if isinstance(action, CreateObject):
-                ref = action.ref
-                res = resource_for(ref.api_version, ref.kind)
-                try:
-                    await client.create(res, action.body, namespace=_path_ns(res, ref))
-                    writes += 1
-                except ApiError as exc:
-                    if exc.status != 409:
-                        raise
-            elif isinstance(action, PatchObject):
-                res = resource_for(action.ref.api_version, action.ref.kind)
-                try:
-                    await client.patch(
-                        res, action.ref.name, action.patch, namespace=_path_ns(res, action.ref)
-                    )
-                    writes += 1
-                except ApiError as exc:
-                    if exc.status != 404:
-                        raise
-            elif isinstance(action, PatchStatus):
-                res = resource_for(action.ref.api_version, action.ref.kind)
-                try:
-                    await client.patch(
-                        res,
-                        action.ref.name,
-                        {"status": action.status},
-                        namespace=_path_ns(res, action.ref),
-                        sub="status",
-                    )
-                    writes += 1
-                except ApiError as exc:
-                    if exc.status != 404:
-                        raise
-            elif isinstance(action, DeleteObject):
-                res = resource_for(action.ref.api_version, action.ref.kind)
-                try:
-                    await client.delete(
-                        res,
-                        action.ref.name,
-                        namespace=_path_ns(res, action.ref),
-                        uid=action.ref.uid,
-                    )
-                    writes += 1
-                except ApiError as exc:
-                    if exc.status not in (404, 409):
-                        raise
-            elif isinstance(action, EmitEvent):
-                await _post_event(client, action, component=component)
+            taken = await _apply_one(client, action, component=component)
         except ApiError as exc:
             raise ApplyError(f"{type(action).__name__} {_describe(action)}: {exc}") from exc
-        if applied is not None and writes > before:
-            applied(action)
+        if taken:
+            writes += 1
+            if applied is not None:
+                applied(action)
     return writes
+
+
+async def _apply_one(client: KubeClient, action: Action, *, component: str) -> bool:
+    """Apply one action; True when the API server took a write. A create that finds the object
+    there (409), a patch that finds it gone (404) and a delete of one gone or replaced (404,
+    409) are no writes; an event is best effort and never counts."""
+    if isinstance(action, EmitEvent):
+        await _post_event(client, action, component=component)
+        return False
+    ref = action.ref
+    res = resource_for(ref.api_version, ref.kind)
+    ns = _path_ns(res, ref)
+    if isinstance(action, CreateObject):
+        return await _taken(client.create(res, action.body, namespace=ns), 409)
+    if isinstance(action, PatchObject):
+        return await _taken(client.patch(res, ref.name, action.patch, namespace=ns), 404)
+    if isinstance(action, PatchStatus):
+        status = {"status": action.status}
+        return await _taken(client.patch(res, ref.name, status, namespace=ns, sub="status"), 404)
+    # what is left of an Action is a DeleteObject
+    return await _taken(client.delete(res, ref.name, namespace=ns, uid=ref.uid), 404, 409)
+
+
+async def _taken(call: Awaitable[Any], *tolerated: int) -> bool:
+    """Await one API call: True when it succeeded, False when it failed with a tolerated
+    status; any other ApiError is raised."""
+    try:
+        await call
+    except ApiError as exc:
+        if exc.status in tolerated:
+            return False
+        raise
+    return True
 
 
 def _describe(action: Action) -> str:

@@ -1,0 +1,96 @@
+"""apply_actions: each kind of action, what it tolerates, what it counts and where it stops."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from batch.controllers.actions import (
+    Action,
+    CreateObject,
+    DeleteObject,
+    EmitEvent,
+    ObjectRef,
+    PatchObject,
+    PatchStatus,
+)
+from batch.controllers.shell import ApplyError, apply_actions
+
+from .fakeapi import FakeApi
+
+POD = ObjectRef("v1", "Pod", "ns", "p")
+TEAM = ObjectRef("v1", "Namespace", "", "team")
+
+
+def _pod(name: str = "p") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}}
+
+
+def _apply(api: FakeApi, actions: list[Action]) -> tuple[int, list[Action]]:
+    taken: list[Action] = []
+    writes = asyncio.run(apply_actions(api, actions, component="t", applied=taken.append))  # type: ignore[arg-type]
+    return writes, taken
+
+
+def test_each_write_is_counted_and_reported_once_taken() -> None:
+    api = FakeApi()
+    create = CreateObject(_pod())
+    patch = PatchObject(POD, {"metadata": {"labels": {"a": "b"}}})
+    status = PatchStatus(POD, {"phase": "Running"})
+    delete = DeleteObject(POD)
+    assert _apply(api, [create, patch, status, delete]) == (4, [create, patch, status, delete])
+    assert [c[0] for c in api.calls] == ["CREATE", "PATCH", "PATCH", "DELETE"]
+    assert api.calls[2][3] == "status"
+
+
+def test_already_there_and_already_gone_are_no_writes() -> None:
+    api = FakeApi()
+    api.put("Pod", _pod())
+    actions: list[Action] = [
+        CreateObject(_pod()),  # 409
+        PatchObject(ObjectRef("v1", "Pod", "ns", "gone"), {}),  # 404
+        PatchStatus(ObjectRef("v1", "Pod", "ns", "gone"), {}),  # 404
+        DeleteObject(ObjectRef("v1", "Pod", "ns", "gone")),  # 404
+    ]
+    assert _apply(api, actions) == (0, [])
+    api.fail = lambda method, *_: 409 if method == "DELETE" else None  # another incarnation
+    assert _apply(api, [DeleteObject(POD)]) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("action", "status"),
+    [
+        (CreateObject(_pod()), 404),
+        (PatchObject(POD, {}), 409),
+        (PatchStatus(POD, {}), 409),
+        (DeleteObject(POD), 500),
+    ],
+)
+def test_a_real_failure_stops_the_batch(action: Action, status: int) -> None:
+    api = FakeApi()
+    api.put("Pod", _pod())
+    api.fail = lambda *_: status
+    after = CreateObject(_pod("q"))
+    with pytest.raises(ApplyError, match=f"{type(action).__name__} Pod ns/p"):
+        _apply(api, [action, after])
+    assert len(api.calls) == 1  # nothing after the failure was tried
+
+
+def test_events_are_best_effort_and_count_no_write() -> None:
+    api = FakeApi()
+    api.fail = lambda method, kind, *_: 500 if kind == "Event" else None
+    event = EmitEvent(POD, "Reason", "message")
+    create = CreateObject(_pod())
+    assert _apply(api, [event, create]) == (1, [create])
+    ok = FakeApi()
+    assert _apply(ok, [EmitEvent(TEAM, "Reason", "m")]) == (0, [])
+    [posted] = ok.of_kind("Event")
+    assert posted["metadata"]["namespace"] == "default"  # a cluster object's event
+
+
+def test_a_cluster_scoped_object_is_written_without_a_namespace() -> None:
+    api = FakeApi()
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    assert _apply(api, [CreateObject(body), DeleteObject(TEAM)])[0] == 2
