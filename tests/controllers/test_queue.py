@@ -210,3 +210,32 @@ def test_queue_events_name_the_queue_as_kubectl_describe_looks_for_it() -> None:
         "resourceVersion": "42",
     }
     assert event["metadata"]["namespace"] == "default"
+
+
+def test_open_under_a_closed_parent_fails_and_unknown_commands_are_reported() -> None:
+    from batch.controllers.actions import DeleteObject, EmitEvent
+
+    root, parent = q("root"), q("p", parent="root", state="Closing")
+    child = q("c", parent="p", state="Unknown")
+    commands = [cmd("c", "OpenQueue", 0), cmd("c", "Explode", 1)]
+    res = reconcile_queue(child, queues=[root, parent, child], podgroups=[], commands=commands)
+    events = [(e.reason, e.type) for e in res.of_type(EmitEvent)]
+    assert events == [  # by creation time, then name
+        (c.COMMAND_ISSUED, "Normal"),
+        ("UnknownCommand", "Warning"),
+        (c.COMMAND_ISSUED, "Normal"),
+        ("OpenQueueFailed", "Warning"),
+    ]
+    assert [d.ref.name for d in res.of_type(DeleteObject)] == ["c-explode-1", "c-openqueue-0"]
+    # a command was given, so the parent is not followed: Unknown stays as it was
+    assert "state" not in res.of_type(PatchStatus)[0].status
+    assert res.of_type(PatchObject) == []
+
+
+def test_unknown_state_opens_then_follows_a_closed_parent_with_a_mark() -> None:
+    root, parent = q("root"), q("p", parent="root", state="Closed")
+    child = q("c", parent="p", state="Unknown")
+    res = reconcile_queue(child, queues=[root, parent, child], podgroups=[pg("x", "c", "Running")])
+    assert res.of_type(PatchStatus)[0].status["state"] == "Closing"
+    [mark] = res.of_type(PatchObject)
+    assert mark.patch == {"metadata": {"annotations": {c.CLOSED_BY_PARENT: "true"}}}
