@@ -13,6 +13,7 @@ completed}` counted from the queue's PodGroups. Pure: the caller passes the queu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from batch.controllers import constants as c
@@ -79,6 +80,30 @@ def oldest_pending(podgroups: Sequence[Mapping[str, Any]]) -> float | None:
     return min(stamps, default=None)
 
 
+@dataclass(frozen=True, slots=True)
+class _QueueView:
+    """What one Queue's reconcile reads: the queue, its parent's state, whether it is drained."""
+
+    name: str
+    ref: ObjectRef
+    parent: str | None
+    parent_state: str
+    closed_by_parent: bool
+    drained: bool
+
+    @property
+    def parent_closed(self) -> bool:
+        return self.parent_state in (c.Q_CLOSED, c.Q_CLOSING)
+
+
+@dataclass(slots=True)
+class _Transition:
+    """The state the reconcile moves to, and the closed-by-parent mark (None: leave it)."""
+
+    state: str
+    mark: bool | None = None
+
+
 def reconcile_queue(
     queue: Mapping[str, Any],
     *,
@@ -91,97 +116,102 @@ def reconcile_queue(
     m = meta(queue)
     if m.get("deletionTimestamp"):
         return result
-    name = str(m.get("name"))
-    ref = ObjectRef(c.SCHED_API, "Queue", "", name, m.get("uid"), m.get("resourceVersion"))
-    by_name = {str(meta(q).get("name")): q for q in queues}
-    state = queue_state(queue)
-    annotations = dict(m.get("annotations") or {})
-    closed_by_parent = annotations.get(c.CLOSED_BY_PARENT) == "true"
-    parent = parent_of(queue)
-    parent_state = queue_state(by_name.get(parent)) if parent else ""
-    parent_closed = parent_state in (c.Q_CLOSED, c.Q_CLOSING)
-    drained = len(podgroups) == 0
-    new_state = state or c.Q_OPEN
-    new_mark: bool | None = None  # None = leave the annotation as it is
-
-    if name != c.ROOT_QUEUE and not (queue.get("spec") or {}).get("parent"):
-        result.actions.append(PatchObject(ref, {"spec": {"parent": c.ROOT_QUEUE}}))
-
+    view = _view(queue, queues, podgroups)
+    if view.name != c.ROOT_QUEUE and not (queue.get("spec") or {}).get("parent"):
+        result.actions.append(PatchObject(view.ref, {"spec": {"parent": c.ROOT_QUEUE}}))
+    move = _Transition(queue_state(queue) or c.Q_OPEN)
     cmds = sorted(
         commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
     )
-    deletes: list[Any] = []
     for cmd in cmds:
-        action = str(cmd.get("action") or "")
-        cm = meta(cmd)
-        deletes.append(
-            DeleteObject(
-                ObjectRef(
-                    c.BUS_API,
-                    "Command",
-                    str(cm.get("namespace") or ""),
-                    str(cm.get("name")),
-                    cm.get("uid"),
-                )
-            )
-        )
-        result.actions.append(
-            EmitEvent(ref, c.COMMAND_ISSUED, f"Start to execute command {action}, and clean it up")
-        )
-        if action == c.OPEN_QUEUE:
-            if parent_closed:
-                result.actions.append(
-                    EmitEvent(
-                        ref,
-                        "OpenQueueFailed",
-                        f"queue {name} cannot be opened while its parent {parent} "
-                        f"is {parent_state}",
-                        type="Warning",
-                    )
-                )
-                continue
-            new_state = c.Q_OPEN
-            new_mark = False
-        elif action == c.CLOSE_QUEUE:
-            new_state = c.Q_CLOSED if drained else c.Q_CLOSING
-            new_mark = False
-        else:
-            result.actions.append(
-                EmitEvent(ref, "UnknownCommand", f"unknown queue action {action!r}", type="Warning")
-            )
-
+        _execute_command(view, cmd, move, result)
     if not cmds:
-        if new_state == c.Q_UNKNOWN:
-            new_state = c.Q_OPEN
-        if parent_closed and new_state == c.Q_OPEN:
-            new_state = c.Q_CLOSED if drained else c.Q_CLOSING
-            new_mark = True
-        elif (
-            closed_by_parent
-            and parent_state in (c.Q_OPEN, "")
-            and new_state in (c.Q_CLOSED, c.Q_CLOSING)
-        ):
-            new_state = c.Q_OPEN
-            new_mark = False
-    if new_state == c.Q_CLOSING and drained:
-        new_state = c.Q_CLOSED
-
-    if new_mark is True and not closed_by_parent:
-        result.actions.append(
-            PatchObject(ref, {"metadata": {"annotations": {c.CLOSED_BY_PARENT: "true"}}})
-        )
-    elif new_mark is False and closed_by_parent:
-        result.actions.append(
-            PatchObject(ref, {"metadata": {"annotations": {c.CLOSED_BY_PARENT: None}}})
-        )
-
+        _follow_parent(view, move)
+    if move.state == c.Q_CLOSING and view.drained:
+        move.state = c.Q_CLOSED
+    _patch_mark(view, move.mark, result)
     status = queue.get("status") or {}
-    desired: JSON = {"state": new_state, **podgroup_counts(podgroups)}
+    desired: JSON = {"state": move.state, **podgroup_counts(podgroups)}
     patch = {k: v for k, v in desired.items() if status.get(k) != v}
     if patch:
-        result.actions.append(PatchStatus(ref, patch))
-    result.actions.extend(deletes)
+        result.actions.append(PatchStatus(view.ref, patch))
+    result.actions.extend(DeleteObject(_command_ref(cmd)) for cmd in cmds)
     return result
+
+
+def _view(
+    queue: Mapping[str, Any],
+    queues: Sequence[Mapping[str, Any]],
+    podgroups: Sequence[Mapping[str, Any]],
+) -> _QueueView:
+    m = meta(queue)
+    name = str(m.get("name"))
+    parent = parent_of(queue)
+    by_name = {str(meta(q).get("name")): q for q in queues}
+    return _QueueView(
+        name=name,
+        ref=ObjectRef(c.SCHED_API, "Queue", "", name, m.get("uid"), m.get("resourceVersion")),
+        parent=parent,
+        parent_state=queue_state(by_name.get(parent)) if parent else "",
+        closed_by_parent=(m.get("annotations") or {}).get(c.CLOSED_BY_PARENT) == "true",
+        drained=len(podgroups) == 0,
+    )
+
+
+def _command_ref(cmd: Mapping[str, Any]) -> ObjectRef:
+    cm = meta(cmd)
+    return ObjectRef(
+        c.BUS_API, "Command", str(cm.get("namespace") or ""), str(cm.get("name")), cm.get("uid")
+    )
+
+
+def _execute_command(
+    view: _QueueView, cmd: Mapping[str, Any], move: _Transition, result: ReconcileResult
+) -> None:
+    """OpenQueue / CloseQueue (a child is never opened under a closed parent)."""
+    action = str(cmd.get("action") or "")
+    result.actions.append(
+        EmitEvent(view.ref, c.COMMAND_ISSUED, f"Start to execute command {action}, and clean it up")
+    )
+    if action == c.OPEN_QUEUE and view.parent_closed:
+        message = (
+            f"queue {view.name} cannot be opened while its parent {view.parent} "
+            f"is {view.parent_state}"
+        )
+        result.actions.append(EmitEvent(view.ref, "OpenQueueFailed", message, type="Warning"))
+    elif action == c.OPEN_QUEUE:
+        move.state, move.mark = c.Q_OPEN, False
+    elif action == c.CLOSE_QUEUE:
+        move.state, move.mark = (c.Q_CLOSED if view.drained else c.Q_CLOSING), False
+    else:
+        message = f"unknown queue action {action!r}"
+        result.actions.append(EmitEvent(view.ref, "UnknownCommand", message, type="Warning"))
+
+
+def _follow_parent(view: _QueueView, move: _Transition) -> None:
+    """With no Command: close with a closing parent (marked), reopen with a reopened one."""
+    if move.state == c.Q_UNKNOWN:
+        move.state = c.Q_OPEN
+    if view.parent_closed and move.state == c.Q_OPEN:
+        move.state, move.mark = (c.Q_CLOSED if view.drained else c.Q_CLOSING), True
+    elif (
+        view.closed_by_parent
+        and view.parent_state in (c.Q_OPEN, "")
+        and move.state in (c.Q_CLOSED, c.Q_CLOSING)
+    ):
+        move.state, move.mark = c.Q_OPEN, False
+
+
+def _patch_mark(view: _QueueView, mark: bool | None, result: ReconcileResult) -> None:
+    if mark is True and not view.closed_by_parent:
+        value: str | None = "true"
+    elif mark is False and view.closed_by_parent:
+        value = None
+    else:
+        return
+    result.actions.append(
+        PatchObject(view.ref, {"metadata": {"annotations": {c.CLOSED_BY_PARENT: value}}})
+    )
 
 
 def queue_command(queue_name: str, action: str, *, namespace: str = "default") -> JSON:
