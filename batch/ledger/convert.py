@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from batch.api import pods
@@ -425,86 +426,137 @@ def _podgroup_phase_time(pg: Obj, phase: Any) -> dt.datetime | None:
 def _pod_attempt(pod: Obj, *, deleted: bool, now: dt.datetime | None) -> PodAttempt:
     meta = _meta(pod)
     spec, status = _map(pod, "spec"), _map(pod, "status")
-    ann, labels = _map(meta, "annotations"), _map(meta, "labels")
     owner = _controller_owner(meta)
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
     requests = pod_requests(spec, f"Pod {ns}/{name} spec")
-    phase = status.get("phase")
     conditions = [c for c in _list(status, "conditions") if isinstance(c, Mapping)]
-    bound_at = None
-    for cond in conditions:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
-            bound_at = parse_time(cond.get("lastTransitionTime"))
     node = spec.get("nodeName") or None
-    statuses = [
-        s for key in ("containerStatuses",) for s in _list(status, key) if isinstance(s, Mapping)
-    ]
-    starts: list[dt.datetime] = []
-    finishes: list[dt.datetime] = []
-    exit_codes: list[int] = []
-    restarts = 0
-    for cs in statuses:
-        restarts += _int(cs.get("restartCount")) or 0
-        state = _map(cs, "state")
-        running, terminated = _map(state, "running"), _map(state, "terminated")
-        for candidate in (running.get("startedAt"), terminated.get("startedAt")):
-            t = parse_time(candidate)
-            if t is not None:
-                starts.append(t)
-        if terminated:
-            t = parse_time(terminated.get("finishedAt"))
-            if t is not None:
-                finishes.append(t)
-            code = _int(terminated.get("exitCode"))
-            if code is not None:
-                exit_codes.append(code)
-    started_at = min(starts) if starts else None
-    if started_at is None and phase in ("Running", "Succeeded", "Failed"):
+    run = _containers_run(status)
+    started_at = run.started_at
+    if started_at is None and status.get("phase") in ("Running", "Succeeded", "Failed"):
         started_at = parse_time(status.get("startTime"))
-    finished_at = None
-    exit_code = None
-    outcome = None
-    if phase in ("Succeeded", "Failed"):
-        outcome = str(phase)
-        finished_at = max(finishes) if finishes else None
-        nonzero = [c for c in exit_codes if c != 0]
-        exit_code = nonzero[0] if nonzero else (0 if exit_codes or phase == "Succeeded" else None)
-    elif deleted:
-        outcome = "Deleted"
-        finished_at = parse_time(meta.get("deletionTimestamp")) or _now(now)
-        if started_at is None:
-            finished_at = None if not node else finished_at
-    if outcome in ("Succeeded", "Failed") and finished_at is None:
-        finished_at = parse_time(meta.get("deletionTimestamp")) or _now(now)
-    eviction = None
-    for cond in conditions:
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            eviction = str(cond.get("reason") or "DisruptionTarget")
-    if eviction is None and status.get("reason") == "Evicted":
-        eviction = "Evicted"
-    role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY)
-    role = role or labels.get("training.kubeflow.org/replica-type") or labels.get("ray.io/group")
+    outcome, finished_at, exit_code = _pod_end(
+        status.get("phase"),
+        run,
+        meta,
+        deleted=deleted,
+        ran=started_at is not None or node is not None,
+        now=now,
+    )
     return PodAttempt(
         pod_uid=str(meta.get("uid", "")),
         namespace=ns,
         name=name,
         job_uid=str(owner["uid"]) if owner is not None and owner.get("uid") else None,
-        podgroup=ann.get(GROUP_NAME_ANNOTATION) or None,
-        role=str(role) if role else None,
+        podgroup=_map(meta, "annotations").get(GROUP_NAME_ANNOTATION) or None,
+        role=_pod_role(pod),
         queue=_queue_from(meta),
         node=node,
         cpu_milli=requests.get(CPU, 0),
         memory_bytes=requests.get(MEMORY, 0),
         gpu_milli=requests.get(GPU, 0),
         created_at=parse_time(meta.get("creationTimestamp")),
-        bound_at=bound_at if node else None,
+        bound_at=_bound_at(conditions) if node else None,
         started_at=started_at,
         finished_at=finished_at,
         exit_code=exit_code,
         outcome=outcome,
-        eviction_cause=eviction,
-        restarts=restarts,
+        eviction_cause=_eviction_cause(conditions, status),
+        restarts=run.restarts,
     )
+
+
+@dataclass(frozen=True)
+class _ContainersRun:
+    """What a pod's container statuses say about its run."""
+
+    started_at: dt.datetime | None  # the first container start
+    finishes: list[dt.datetime]  # each terminated container's finishedAt
+    exit_codes: list[int]  # each terminated container's exit code, in status order
+    restarts: int
+
+
+def _containers_run(status: Obj) -> _ContainersRun:
+    starts: list[dt.datetime] = []
+    finishes: list[dt.datetime] = []
+    exit_codes: list[int] = []
+    restarts = 0
+    for cs in _list(status, "containerStatuses"):
+        if not isinstance(cs, Mapping):
+            continue
+        restarts += _int(cs.get("restartCount")) or 0
+        state = _map(cs, "state")
+        running, terminated = _map(state, "running"), _map(state, "terminated")
+        starts += _times(running.get("startedAt"), terminated.get("startedAt"))
+        if terminated:
+            finishes += _times(terminated.get("finishedAt"))
+            code = _int(terminated.get("exitCode"))
+            if code is not None:
+                exit_codes.append(code)
+    return _ContainersRun(min(starts) if starts else None, finishes, exit_codes, restarts)
+
+
+def _times(*values: Any) -> list[dt.datetime]:
+    return [t for t in map(parse_time, values) if t is not None]
+
+
+def _pod_end(
+    phase: Any,
+    run: _ContainersRun,
+    meta: Obj,
+    *,
+    deleted: bool,
+    ran: bool,
+    now: dt.datetime | None,
+) -> tuple[str | None, dt.datetime | None, int | None]:
+    """(outcome, finished_at, exit_code) of the attempt. A finished pod's outcome is its phase,
+    its exit code the first non-zero one (0 when it succeeded or every container exited 0); a
+    deleted one's outcome is ``Deleted``, finished when it went unless it never ``ran`` (never
+    started nor bound). A finish no container recorded is taken from the deletion, else now."""
+    if phase in ("Succeeded", "Failed"):
+        nonzero = [c for c in run.exit_codes if c != 0]
+        exit_code = (
+            nonzero[0] if nonzero else (0 if run.exit_codes or phase == "Succeeded" else None)
+        )
+        finished = max(run.finishes) if run.finishes else None
+        return (
+            str(phase),
+            finished or parse_time(meta.get("deletionTimestamp")) or _now(now),
+            exit_code,
+        )
+    if deleted:
+        gone = parse_time(meta.get("deletionTimestamp")) or _now(now)
+        return "Deleted", gone if ran else None, None
+    return None, None, None
+
+
+def _bound_at(conditions: Sequence[Mapping[str, Any]]) -> dt.datetime | None:
+    """When the last ``PodScheduled=True`` condition says the pod was bound."""
+    bound_at = None
+    for cond in conditions:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            bound_at = parse_time(cond.get("lastTransitionTime"))
+    return bound_at
+
+
+def _eviction_cause(conditions: Sequence[Mapping[str, Any]], status: Obj) -> str | None:
+    """Why the pod was disrupted: the last ``DisruptionTarget=True`` condition's reason, else
+    ``Evicted`` for a pod the kubelet evicted."""
+    cause = None
+    for cond in conditions:
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            cause = str(cond.get("reason") or "DisruptionTarget")
+    if cause is None and status.get("reason") == "Evicted":
+        cause = "Evicted"
+    return cause
+
+
+def _pod_role(pod: Obj) -> str | None:
+    meta = _meta(pod)
+    ann, labels = _map(meta, "annotations"), _map(meta, "labels")
+    role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY)
+    role = role or labels.get("training.kubeflow.org/replica-type") or labels.get("ray.io/group")
+    return str(role) if role else None
 
 
 def events_from_pod(
