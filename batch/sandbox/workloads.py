@@ -375,124 +375,28 @@ class WorkloadControllers:
 
     # ------------------------------------------------------------------ Job
     def _job(self, rt: ResourceType, job: Obj) -> None:
-        spec = job.get("spec") or {}
         status = job.get("status") or {}
-        if any(
-            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        ):
+        if _job_finished(status):
             return
-        uid = job["metadata"]["uid"]
-        if "selector" not in spec and not spec.get("manualSelector"):
-            new_spec = copy.deepcopy(spec)
-            new_spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-            tmeta = new_spec.setdefault("template", {}).setdefault("metadata", {})
-            tmeta["labels"] = {
-                **(tmeta.get("labels") or {}),
-                "batch.kubernetes.io/controller-uid": uid,
-                "controller-uid": uid,
-                "batch.kubernetes.io/job-name": job["metadata"]["name"],
-                "job-name": job["metadata"]["name"],
-            }
-            job = self.core.write(rt, job, {**job, "spec": new_spec})
-            spec = job["spec"]
+        job = self._default_job_selector(rt, job)
+        spec = job.get("spec") or {}
         parallelism = int(spec.get("parallelism", 1))
-        completions = spec.get("completions")
-        backoff = int(spec.get("backoffLimit", 6))
-        pods = self._owned(job)
-        sel = selector_from_label_selector(spec.get("selector"))
-        if sel is not None:
-            pods = [p for p in pods if sel(p["metadata"].get("labels") or {})]
+        pods = self._job_pods(job, spec)
         active = [p for p in pods if _active(p)]
-        succeeded = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Succeeded")
-        failed_pods = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed")
-        restarts = sum(
-            int(cs.get("restartCount", 0))
-            for p in pods
-            for cs in (p.get("status") or {}).get("containerStatuses") or []
-        )
-        failed = failed_pods
+        succeeded = _count_phase(pods, "Succeeded")
+        failed = _count_phase(pods, "Failed")
         now = self.core.clock.stamp()
         new_status: Obj = {"startTime": status.get("startTime") or now}
         conditions: list[Obj] = []
-        finished = ""
-        if failed + restarts > backoff:
-            finished = "Failed"
+        if failed + _restarts(pods) > int(spec.get("backoffLimit", 6)):
             for p in active:
                 self._delete_pod(p)
-            conditions.append(
-                {
-                    "type": "FailureTarget",
-                    "status": "True",
-                    "reason": "BackoffLimitExceeded",
-                    "message": "Job has reached the specified backoff limit",
-                    "lastProbeTime": now,
-                    "lastTransitionTime": now,
-                }
-            )
-            conditions.append(
-                {
-                    "type": "Failed",
-                    "status": "True",
-                    "reason": "BackoffLimitExceeded",
-                    "message": "Job has reached the specified backoff limit",
-                    "lastProbeTime": now,
-                    "lastTransitionTime": now,
-                }
-            )
-        elif (completions is not None and succeeded >= int(completions)) or (
-            completions is None and succeeded > 0 and not active
-        ):
-            finished = "Complete"
-            conditions.append(
-                {
-                    "type": "SuccessCriteriaMet",
-                    "status": "True",
-                    "reason": "CompletionsReached",
-                    "message": "Reached expected number of succeeded pods",
-                    "lastProbeTime": now,
-                    "lastTransitionTime": now,
-                }
-            )
-            conditions.append(
-                {
-                    "type": "Complete",
-                    "status": "True",
-                    "reason": "CompletionsReached",
-                    "message": "Reached expected number of succeeded pods",
-                    "lastProbeTime": now,
-                    "lastTransitionTime": now,
-                }
-            )
+            conditions = _job_conditions(("FailureTarget", "Failed"), _BACKOFF_EXCEEDED, now)
+        elif _job_complete(spec, succeeded, active):
+            conditions = _job_conditions(("SuccessCriteriaMet", "Complete"), _COMPLETIONS, now)
             new_status["completionTime"] = now
         elif not spec.get("suspend"):
-            remaining = (
-                (int(completions) - succeeded)
-                if completions is not None
-                else (parallelism if succeeded == 0 else 0)
-            )
-            want_active = min(parallelism, remaining)
-            indexed = spec.get("completionMode") == "Indexed"
-            used_idx = {
-                (p["metadata"].get("annotations") or {}).get(
-                    "batch.kubernetes.io/job-completion-index"
-                )
-                for p in pods
-                if _active(p) or (p.get("status") or {}).get("phase") == "Succeeded"
-            }
-            next_idx = 0
-            for _ in range(max(want_active - len(active), 0)):
-                ann: dict[str, str] = {}
-                idx_labels: dict[str, str] = {}
-                if indexed:
-                    while str(next_idx) in used_idx:
-                        next_idx += 1
-                    ann["batch.kubernetes.io/job-completion-index"] = str(next_idx)
-                    idx_labels["batch.kubernetes.io/job-completion-index"] = str(next_idx)
-                    used_idx.add(str(next_idx))
-                self._new_pod(
-                    job, spec.get("template") or {}, extra_annotations=ann, extra_labels=idx_labels
-                )
+            self._start_job_pods(job, spec, pods, len(active), succeeded, parallelism)
             active = [p for p in self._owned(job) if _active(p)]
         new_status.update(
             active=len(active),
@@ -500,12 +404,59 @@ class WorkloadControllers:
             failed=failed,
             ready=sum(1 for p in active if _ready(p)),
         )
-        if finished:
+        if conditions:
             new_status["active"] = 0
             new_status["conditions"] = conditions
-        if status.get("conditions") and not finished:
+        elif status.get("conditions"):
             new_status["conditions"] = status["conditions"]
         self._set_status(rt, job, new_status)
+
+    def _default_job_selector(self, rt: ResourceType, job: Obj) -> Obj:
+        """Without a manual selector, select (and label) the Job's pods by its uid."""
+        spec = job.get("spec") or {}
+        if "selector" in spec or spec.get("manualSelector"):
+            return job
+        uid = job["metadata"]["uid"]
+        name = job["metadata"]["name"]
+        new_spec = copy.deepcopy(spec)
+        new_spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        tmeta = new_spec.setdefault("template", {}).setdefault("metadata", {})
+        tmeta["labels"] = {
+            **(tmeta.get("labels") or {}),
+            "batch.kubernetes.io/controller-uid": uid,
+            "controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "job-name": name,
+        }
+        return self.core.write(rt, job, {**job, "spec": new_spec})
+
+    def _job_pods(self, job: Obj, spec: Obj) -> list[Obj]:
+        """The pods the Job owns that its selector matches."""
+        pods = self._owned(job)
+        sel = selector_from_label_selector(spec.get("selector"))
+        if sel is None:
+            return pods
+        return [p for p in pods if sel(p["metadata"].get("labels") or {})]
+
+    def _start_job_pods(
+        self, job: Obj, spec: Obj, pods: list[Obj], active: int, succeeded: int, parallelism: int
+    ) -> None:
+        """Create the pods that bring the active count up to what is still to run."""
+        completions = spec.get("completions")
+        if completions is not None:
+            remaining = int(completions) - succeeded
+        else:
+            remaining = parallelism if succeeded == 0 else 0
+        missing = max(min(parallelism, remaining) - active, 0)
+        if spec.get("completionMode") == "Indexed":
+            indexes: list[str | None] = list(_free_indexes(pods, missing))
+        else:
+            indexes = [None] * missing
+        for index in indexes:
+            marks = {} if index is None else {_COMPLETION_INDEX: index}
+            self._new_pod(
+                job, spec.get("template") or {}, extra_annotations=marks, extra_labels=dict(marks)
+            )
 
 
 def _ordinal(name: str) -> int:
@@ -513,3 +464,71 @@ def _ordinal(name: str) -> int:
         return int(name.rsplit("-", 1)[1])
     except (IndexError, ValueError):
         return -1
+
+
+_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+_BACKOFF_EXCEEDED = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+_COMPLETIONS = ("CompletionsReached", "Reached expected number of succeeded pods")
+
+
+def _phase(pod: Obj) -> str | None:
+    phase = (pod.get("status") or {}).get("phase")
+    return None if phase is None else str(phase)
+
+
+def _count_phase(pods: list[Obj], phase: str) -> int:
+    return sum(1 for p in pods if _phase(p) == phase)
+
+
+def _restarts(pods: list[Obj]) -> int:
+    return sum(
+        int(cs.get("restartCount", 0))
+        for p in pods
+        for cs in (p.get("status") or {}).get("containerStatuses") or []
+    )
+
+
+def _job_finished(status: Obj) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def _job_complete(spec: Obj, succeeded: int, active: list[Obj]) -> bool:
+    completions = spec.get("completions")
+    if completions is not None:
+        return succeeded >= int(completions)
+    return succeeded > 0 and not active
+
+
+def _job_conditions(types: tuple[str, str], why: tuple[str, str], now: str) -> list[Obj]:
+    """The two True conditions a finished Job gets (the target, then the final one)."""
+    reason, message = why
+    return [
+        {
+            "type": kind,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": now,
+            "lastTransitionTime": now,
+        }
+        for kind in types
+    ]
+
+
+def _free_indexes(pods: list[Obj], count: int) -> list[str]:
+    """The lowest `count` completion indexes no active or succeeded pod holds."""
+    used = {
+        (p["metadata"].get("annotations") or {}).get(_COMPLETION_INDEX)
+        for p in pods
+        if _active(p) or _phase(p) == "Succeeded"
+    }
+    free: list[str] = []
+    index = 0
+    while len(free) < count:
+        if str(index) not in used:
+            free.append(str(index))
+        index += 1
+    return free
