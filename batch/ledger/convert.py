@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch.api import pods
-from batch.api.integration import WorkloadObservation, default_adapters, observe_workload
+from batch.api.integration import (
+    WorkloadAdapter,
+    WorkloadObservation,
+    adapter_for_pod,
+    default_adapters,
+    observe_workload,
+)
 from batch.api.quantity import QuantityError
 from batch.api.resources import CPU, GPU, MEMORY, parse_resource_list
 from batch.api.timestamps import parse_time
@@ -423,7 +429,9 @@ def _podgroup_phase_time(pg: Obj, phase: Any) -> dt.datetime | None:
 # ----------------------------------------------------------------------------------- pods
 
 
-def _pod_attempt(pod: Obj, *, deleted: bool, now: dt.datetime | None) -> PodAttempt:
+def _pod_attempt(
+    pod: Obj, *, deleted: bool, now: dt.datetime | None, adapters: Sequence[WorkloadAdapter]
+) -> PodAttempt:
     meta = _meta(pod)
     spec, status = _map(pod, "spec"), _map(pod, "status")
     owner = _controller_owner(meta)
@@ -449,7 +457,7 @@ def _pod_attempt(pod: Obj, *, deleted: bool, now: dt.datetime | None) -> PodAtte
         name=name,
         job_uid=str(owner["uid"]) if owner is not None and owner.get("uid") else None,
         podgroup=_map(meta, "annotations").get(GROUP_NAME_ANNOTATION) or None,
-        role=_pod_role(pod),
+        role=_pod_role(pod, adapters),
         queue=_queue_from(meta),
         node=node,
         cpu_milli=requests.get(CPU, 0),
@@ -551,24 +559,40 @@ def _eviction_cause(conditions: Sequence[Mapping[str, Any]], status: Obj) -> str
     return cause
 
 
-def _pod_role(pod: Obj) -> str | None:
+def _pod_role(pod: Obj, adapters: Sequence[WorkloadAdapter]) -> str | None:
+    """The pod's role: Volcano's task-spec (annotation, else label), else what the adapter that
+    claims the pod reads (``role_of_pod``). An adapter that raises is logged and passed over:
+    history must not stop."""
     meta = _meta(pod)
-    ann, labels = _map(meta, "annotations"), _map(meta, "labels")
-    role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY)
-    role = role or labels.get("training.kubeflow.org/replica-type") or labels.get("ray.io/group")
+    role = _map(meta, "annotations").get(TASK_SPEC_KEY) or _map(meta, "labels").get(TASK_SPEC_KEY)
+    if role:
+        return str(role)
+    try:
+        claimed = adapter_for_pod(pod, adapters)
+        role = claimed[0].role_of_pod(pod) if claimed is not None else None
+    except Exception:
+        log.exception("ledger: reading the role of pod %s failed", meta.get("name"))
+        return None
     return str(role) if role else None
 
 
 def events_from_pod(
-    old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+    old: Obj | None,
+    new: Obj | None,
+    *,
+    now: dt.datetime | None = None,
+    adapters: Iterable[WorkloadAdapter] | None = None,
 ) -> list[LedgerEvent]:
-    """A ``PodAttempt`` snapshot when anything the ledger keeps about the pod changed."""
+    """A ``PodAttempt`` snapshot when anything the ledger keeps about the pod changed (the role
+    of a framework's pod is read by its adapter; ``adapters``: default, those of the
+    ``tephra.integrations`` entry points)."""
+    found = default_adapters() if adapters is None else tuple(adapters)
     if new is None:
         if old is None:
             return []
-        return [_pod_attempt(old, deleted=True, now=now)]
-    attempt = _pod_attempt(new, deleted=False, now=now)
-    if old is not None and _pod_attempt(old, deleted=False, now=now) == attempt:
+        return [_pod_attempt(old, deleted=True, now=now, adapters=found)]
+    attempt = _pod_attempt(new, deleted=False, now=now, adapters=found)
+    if old is not None and _pod_attempt(old, deleted=False, now=now, adapters=found) == attempt:
         return []
     return [attempt]
 

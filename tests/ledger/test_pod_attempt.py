@@ -32,7 +32,7 @@ def _ended(code: int | None, start: int, end: int | None, restarts: int = 0) -> 
 
 
 def _attempt(old: Any, new: Any) -> PodAttempt:
-    [attempt] = events_from_pod(old, new, now=NOW)
+    [attempt] = events_from_pod(old, new, now=NOW, adapters=[])
     assert isinstance(attempt, PodAttempt)
     return attempt
 
