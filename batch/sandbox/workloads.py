@@ -237,47 +237,10 @@ class WorkloadControllers:
 
     # ------------------------------------------------------------------ Deployment
     def _deployment(self, rt: ResourceType, dep: Obj) -> None:
-        spec = dep.get("spec") or {}
-        want = int(spec.get("replicas", 1))
-        template = spec.get("template") or {}
-        thash = template_hash(template)
+        want = int((dep.get("spec") or {}).get("replicas", 1))
         rs_rt = self.core.rt("apps", "v1", "replicasets")
         owned = self._owned(dep, "replicasets.apps")
-        current = next(
-            (
-                r
-                for r in owned
-                if (r["metadata"].get("labels") or {}).get("pod-template-hash") == thash
-            ),
-            None,
-        )
-        ns = dep["metadata"].get("namespace", "default")
-        if current is None:
-            tmpl = copy.deepcopy(template)
-            tmeta = tmpl.setdefault("metadata", {})
-            tmeta["labels"] = {**(tmeta.get("labels") or {}), "pod-template-hash": thash}
-            selector = copy.deepcopy(spec.get("selector") or {})
-            selector.setdefault("matchLabels", {})["pod-template-hash"] = thash
-            current = self.core.create(
-                rs_rt,
-                ns,
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "metadata": {
-                        "name": f"{dep['metadata']['name']}-{thash}",
-                        "namespace": ns,
-                        "labels": dict(tmeta["labels"]),
-                        "annotations": {"deployment.kubernetes.io/revision": str(len(owned) + 1)},
-                        "ownerReferences": [_owner_ref(dep)],
-                    },
-                    "spec": {"replicas": want, "selector": selector, "template": tmpl},
-                },
-            )
-        elif int((current.get("spec") or {}).get("replicas", 1)) != want:
-            self.core.write(
-                rs_rt, current, {**current, "spec": {**current["spec"], "replicas": want}}
-            )
+        current = self._current_replicaset(rs_rt, dep, owned, want)
         for r in owned:
             if (
                 r is not current
@@ -286,39 +249,30 @@ class WorkloadControllers:
             ):
                 self.core.write(rs_rt, r, {**r, "spec": {**r["spec"], "replicas": 0}})
         owned = self._owned(dep, "replicasets.apps")
-        replicas = sum(int((r.get("status") or {}).get("replicas", 0)) for r in owned)
-        ready = sum(int((r.get("status") or {}).get("readyReplicas", 0)) for r in owned)
-        cur = next((r for r in owned if r["metadata"]["uid"] == current["metadata"]["uid"]), None)
-        updated = int(((cur or {}).get("status") or {}).get("replicas", 0))
-        available = "True" if ready >= want else "False"
-        self._set_status(
-            rt,
-            dep,
-            {
-                "observedGeneration": dep["metadata"].get("generation", 1),
-                "replicas": replicas,
-                "updatedReplicas": updated,
-                "readyReplicas": ready,
-                "availableReplicas": ready,
-                "unavailableReplicas": max(want - ready, 0),
-                "conditions": [
-                    {
-                        "type": "Available",
-                        "status": available,
-                        "reason": "MinimumReplicasAvailable"
-                        if available == "True"
-                        else "MinimumReplicasUnavailable",
-                    },
-                    {
-                        "type": "Progressing",
-                        "status": "True",
-                        "reason": "NewReplicaSetAvailable"
-                        if ready >= want
-                        else "ReplicaSetUpdated",
-                    },
-                ],
-            },
+        self._set_status(rt, dep, _deployment_status(dep, want, owned, current["metadata"]["uid"]))
+
+    def _current_replicaset(
+        self, rs_rt: ResourceType, dep: Obj, owned: list[Obj], want: int
+    ) -> Obj:
+        """The ReplicaSet of the Deployment's pod template, created or scaled to `want`."""
+        spec = dep.get("spec") or {}
+        thash = template_hash(spec.get("template") or {})
+        current = next(
+            (
+                r
+                for r in owned
+                if (r["metadata"].get("labels") or {}).get("pod-template-hash") == thash
+            ),
+            None,
         )
+        if current is None:
+            body = _replicaset_for(dep, want, thash, revision=len(owned) + 1)
+            return self.core.create(rs_rt, body["metadata"]["namespace"], body)
+        if int((current.get("spec") or {}).get("replicas", 1)) != want:
+            self.core.write(
+                rs_rt, current, {**current, "spec": {**current["spec"], "replicas": want}}
+            )
+        return current
 
     # ------------------------------------------------------------------ StatefulSet
     def _statefulset(self, rt: ResourceType, sts: Obj) -> None:
@@ -532,3 +486,55 @@ def _free_indexes(pods: list[Obj], count: int) -> list[str]:
             free.append(str(index))
         index += 1
     return free
+
+
+def _replicaset_for(dep: Obj, want: int, thash: str, *, revision: int) -> Obj:
+    """A new ReplicaSet of the Deployment's pod template, labelled and selected by its hash."""
+    spec = dep.get("spec") or {}
+    ns = dep["metadata"].get("namespace", "default")
+    tmpl = copy.deepcopy(spec.get("template") or {})
+    tmeta = tmpl.setdefault("metadata", {})
+    tmeta["labels"] = {**(tmeta.get("labels") or {}), "pod-template-hash": thash}
+    selector = copy.deepcopy(spec.get("selector") or {})
+    selector.setdefault("matchLabels", {})["pod-template-hash"] = thash
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{dep['metadata']['name']}-{thash}",
+            "namespace": ns,
+            "labels": dict(tmeta["labels"]),
+            "annotations": {"deployment.kubernetes.io/revision": str(revision)},
+            "ownerReferences": [_owner_ref(dep)],
+        },
+        "spec": {"replicas": want, "selector": selector, "template": tmpl},
+    }
+
+
+def _deployment_status(dep: Obj, want: int, owned: list[Obj], current_uid: str) -> Obj:
+    """A Deployment's status from its ReplicaSets' (`current_uid` is the current one's)."""
+    replicas = sum(int((r.get("status") or {}).get("replicas", 0)) for r in owned)
+    ready = sum(int((r.get("status") or {}).get("readyReplicas", 0)) for r in owned)
+    cur = next((r for r in owned if r["metadata"]["uid"] == current_uid), None)
+    updated = int(((cur or {}).get("status") or {}).get("replicas", 0))
+    enough = ready >= want
+    return {
+        "observedGeneration": dep["metadata"].get("generation", 1),
+        "replicas": replicas,
+        "updatedReplicas": updated,
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "unavailableReplicas": max(want - ready, 0),
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True" if enough else "False",
+                "reason": "MinimumReplicasAvailable" if enough else "MinimumReplicasUnavailable",
+            },
+            {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "NewReplicaSetAvailable" if enough else "ReplicaSetUpdated",
+            },
+        ],
+    }
