@@ -6,11 +6,16 @@ loop so that the cache is never mutated while a session reads it:
 1. leader election (optional) so only one replica acts;
 2. list+watch of every kind the scheduler reads, feeding the incremental cache; the first
    session waits until every initial list has synced;
-3. every `period`: one session on the cache, then its decisions go out — evictions, binds
-   (concurrently, bounded), then PodGroup/Queue status and events, written only when changed;
+3. every `period`: one session on the cache; its binds and evictions are assumed in the cache
+   and handed to background workers, its PodGroup/Queue statuses, nominations and events to a
+   coalescing status queue (`batch.kube.dispatch`), so the next session does not wait for their
+   round trips (kube-scheduler's asynchronous binding cycle); a session waits only while too
+   many requests are outstanding;
 4. a bind that fails returns its task to Pending (retried next session) and keeps its PodGroup
    from being reported Running (Volcano #4383);
-5. metrics and health endpoints.
+5. on stop or loss of the lease, binds not sent yet are dropped and those on the wire get a
+   grace period before the lease is released;
+6. metrics and health endpoints.
 """
 
 from __future__ import annotations
