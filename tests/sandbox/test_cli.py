@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -128,3 +129,15 @@ def test_up_anywhere_needs_the_flag_and_warns(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)
     assert "warning: listening on 0.0.0.0 without authentication" in err
+
+
+def test_up_reports_a_port_in_use_and_writes_no_kubeconfig(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        code, err, _elapsed = _refused(tmp_path, "--port", port, "--no-components")
+    assert code == 1, err
+    first = err.splitlines()[0]
+    assert first.startswith("Error: sandbox: ") and "address already in use" in first, err
+    assert "Traceback" not in err
