@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 import yaml
@@ -26,6 +27,11 @@ from batch.cli.metrics import (
     parse_bind_address,
     serve_metrics,
 )
+
+if TYPE_CHECKING:
+    from batch.sandbox.components import Component
+    from batch.sandbox.options import SandboxOptions
+    from batch.sandbox.runtime import SandboxThread
 
 
 @click.group("sandbox")
@@ -152,31 +158,17 @@ def up(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from batch.sandbox.components import default_components, start_all, stop_all
-    from batch.sandbox.kubeconfig import write_kubeconfig
     from batch.sandbox.options import FaultOptions, SandboxOptions
-    from batch.sandbox.runtime import SandboxThread
 
     began = time.monotonic()
-    numbers = {
-        "--schedule-period": (schedule_period, False),
-        "--max-grace-seconds": (max_grace_seconds, True),
-        "--heartbeat-seconds": (heartbeat_seconds, False),
-        "--latency": (latency, True),
-        "--jitter": (jitter, True),
-        "--drop-watch-every": (drop_watch_every, True),
-    }
-    try:
-        _check_options(port, numbers, {"--fail-rate": fail_rate, "--throttle-rate": throttle_rate})
-        _check_host(host, insecure=insecure_listen_anywhere)
-        _check_inputs(nodes_file, scheduler_conf)
-        parse_bind_address(metrics_bind_address)
-        if not no_ledger and not no_components:
-            from batch.ledger.db import resolve_url
-
-            db_url = resolve_url(db_url)
-    except UserError as exc:
-        raise StartupError(one_line(exc)) from None
+    faults = FaultOptions(
+        error_rate=fail_rate,
+        throttle_rate=throttle_rate,
+        latency=latency,
+        jitter=jitter,
+        drop_watch_every=drop_watch_every,
+        seed=seed,
+    )
     options = SandboxOptions(
         host=host,
         port=port,
@@ -190,37 +182,64 @@ def up(
         admission_limits=limits,
         pod_batch=pod_batch,
         allowed_hosts=allowed_hosts,
-        faults=FaultOptions(
-            error_rate=fail_rate,
-            throttle_rate=throttle_rate,
-            latency=latency,
-            jitter=jitter,
-            drop_watch_every=drop_watch_every,
-            seed=seed,
-        ),
+        faults=faults,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
     try:
-        thread = SandboxThread(options).start()
-    except (RuntimeError, OSError, yaml.YAMLError) as exc:
-        raise click.ClickException(f"sandbox: {one_line(exc)}") from None
-    components = [] if no_components else default_components(options)
+        _check_startup(
+            options,
+            insecure=insecure_listen_anywhere,
+            metrics=metrics_bind_address,
+            ledger=not no_ledger and not no_components,
+        )
+    except UserError as exc:
+        raise StartupError(one_line(exc)) from None
+    _serve(
+        options, kubeconfig, components=not no_components, metrics=metrics_bind_address, began=began
+    )
+
+
+def _check_startup(options: SandboxOptions, *, insecure: bool, metrics: str, ledger: bool) -> None:
+    """Refuse (UserError) what would only fail once something runs; resolve the ledger's URL."""
+    faults = options.faults
+    numbers = {
+        "--schedule-period": (options.schedule_period, False),
+        "--max-grace-seconds": (options.max_grace_seconds, True),
+        "--heartbeat-seconds": (options.heartbeat_seconds, False),
+        "--latency": (faults.latency, True),
+        "--jitter": (faults.jitter, True),
+        "--drop-watch-every": (faults.drop_watch_every, True),
+    }
+    rates = {"--fail-rate": faults.error_rate, "--throttle-rate": faults.throttle_rate}
+    _check_options(options.port, numbers, rates)
+    _check_host(options.host, insecure=insecure)
+    _check_inputs(options.nodes_file, options.scheduler_conf)
+    parse_bind_address(metrics)
+    if ledger:
+        options.db_url = _ledger_url(options.db_url)
+
+
+def _ledger_url(db_url: str | None) -> str:
+    """The ledger's database URL (--db, else the environment's); a bad one is a UserError."""
+    from batch.ledger.db import resolve_url
+
+    return resolve_url(db_url)
+
+
+def _serve(
+    options: SandboxOptions, kubeconfig: Path, *, components: bool, metrics: str, began: float
+) -> None:
+    """Start the sandbox and its components, write KUBECONFIG, and serve until a signal."""
+    from batch.sandbox.components import default_components, stop_all
+    from batch.sandbox.kubeconfig import write_kubeconfig
+
+    stop = _stop_on_signals()
+    thread = _start_sandbox(options)
+    running = default_components(options) if components else []
     with tempfile.TemporaryDirectory(prefix="tephra-sandbox-") as tmp:
-        internal = write_kubeconfig(Path(tmp) / "kubeconfig", thread.url)
-        try:
-            start_all(components, kubeconfig=internal, options=options)
-        except (RuntimeError, OSError) as exc:
-            thread.stop()
-            raise click.ClickException(f"sandbox: {one_line(exc)}") from None
-        metrics = serve_metrics(lambda: component_registries(components), metrics_bind_address)
+        _start_components(running, thread, Path(tmp) / "kubeconfig", options)
+        served = serve_metrics(lambda: component_registries(running), metrics)
         write_kubeconfig(kubeconfig, thread.url)
-        names = ", ".join(c.name for c in components) or "no components"
+        names = ", ".join(c.name for c in running) or "no components"
         click.echo(
             f"sandbox ready at {thread.url} in {time.monotonic() - began:.2f}s "
             f"({names}); kubeconfig: {kubeconfig}",
@@ -230,11 +249,47 @@ def up(
         while not stop.wait(0.5):
             pass
         click.echo("sandbox stopping", err=True)
-        if metrics is not None:
-            metrics.shutdown()
-        stop_all(components)
+        if served is not None:
+            served.shutdown()
+        stop_all(running)
         thread.stop()
     kubeconfig.unlink(missing_ok=True)
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event SIGINT and SIGTERM set."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    return stop
+
+
+def _start_sandbox(options: SandboxOptions) -> SandboxThread:
+    from batch.sandbox.runtime import SandboxThread
+
+    try:
+        return SandboxThread(options).start()
+    except (RuntimeError, OSError, yaml.YAMLError) as exc:
+        raise click.ClickException(f"sandbox: {one_line(exc)}") from None
+
+
+def _start_components(
+    components: list[Component], thread: SandboxThread, internal: Path, options: SandboxOptions
+) -> None:
+    """Start the components against the sandbox (through the kubeconfig written to `internal`);
+    on a failure the sandbox stops too."""
+    from batch.sandbox.components import start_all
+    from batch.sandbox.kubeconfig import write_kubeconfig
+
+    try:
+        start_all(components, kubeconfig=write_kubeconfig(internal, thread.url), options=options)
+    except (RuntimeError, OSError) as exc:
+        thread.stop()
+        raise click.ClickException(f"sandbox: {one_line(exc)}") from None
 
 
 class StartupError(click.ClickException):
