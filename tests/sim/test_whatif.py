@@ -124,3 +124,13 @@ def test_whatif_cli(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "--set queue=nope: not in the ledger, added as a new queue" in r.stderr
     assert any(line.startswith("nope ") and "new->2" in line for line in r.stdout.splitlines())
+
+
+def test_ledger_reader_reports_an_unreadable_database(tmp_path: Path) -> None:
+    not_a_db = tmp_path / "ledger.db"
+    not_a_db.write_bytes(b"this is not an SQLite database, only text\n" * 100)
+    url = f"sqlite:///{not_a_db}"
+    with pytest.raises(
+        SimInputError, match=r"^--db sqlite:///.*: cannot read the ledger: \w+Error: "
+    ):
+        load_ledger(url, since="1d")  # the database is read before the cluster is asked for
