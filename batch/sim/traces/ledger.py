@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
@@ -67,6 +68,50 @@ def load_ledger(
     window = parse_since(since)
     now = _utc(now or dt.datetime.now(dt.UTC))
     cutoff = now - dt.timedelta(seconds=window)
+    recorded = _read_ledger(url, cutoff, now)
+    jobs: list[SimJob] = []
+    left_out: Counter[str] = Counter()
+    if recorded.older:
+        left_out[f"submitted before the last {since}"] = recorded.older
+    origin = min((_utc(r.submitted_at) for r in recorded.rows if r.submitted_at), default=cutoff)
+    for r in recorded.rows:
+        sim = _sim_job(r, recorded.pods.get(r.uid, []), origin=origin, now=now)
+        if isinstance(sim, str):
+            left_out[sim] += 1
+        else:
+            jobs.append(sim)
+    queues = _queue_specs(sorted({j.queue for j in jobs} | set(recorded.latest)), recorded.latest)
+    if cluster is None:
+        raise SimInputError(
+            "--format ledger: the ledger does not record nodes; give the cluster with --cluster "
+            "(a cluster spec or Node manifests)"
+        )
+    where = url.rsplit("@", maxsplit=1)[-1]
+    total = len(jobs) + left_out.total()
+    notes = [f"ledger: replaying {len(jobs)} of {total} recorded jobs ({where})"]
+    notes.extend(f"ledger: left out {n} {why}" for why, n in sorted(left_out.items()))
+    return Workload(
+        name="ledger",
+        jobs=sort_jobs(jobs),
+        cluster=cluster.with_queues(queues),
+        notes=tuple(notes),
+        origin=origin.timestamp(),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """What the ledger holds for a window: its jobs (by submission), their pod attempts, how
+    many jobs were submitted before it, and each queue's configuration in force now."""
+
+    rows: list[Job]
+    pods: dict[str, list[PodAttempt]]
+    older: int
+    latest: dict[str, QueueConfig]
+
+
+def _read_ledger(url: str, cutoff: dt.datetime, now: dt.datetime) -> _Recorded:
+    """Read the window from `cutoff` (a database error is a SimInputError)."""
     try:
         engine = make_engine(url, create_dirs=False)
         with Session(engine) as s:
@@ -77,13 +122,7 @@ def load_ledger(
                     .order_by(Job.submitted_at, Job.uid)
                 )
             )
-            uids = [r.uid for r in rows]
-            pods: dict[str, list[PodAttempt]] = defaultdict(list)
-            for i in range(0, len(uids), 500):
-                chunk = uids[i : i + 500]
-                for p in s.scalars(select(PodAttempt).where(PodAttempt.job_uid.in_(chunk))):
-                    if p.job_uid is not None:
-                        pods[p.job_uid].append(p)
+            pods = _pod_attempts(s, [r.uid for r in rows])
             older = s.scalar(select(func.count(Job.uid)).where(Job.submitted_at < cutoff)) or 0
             configs = list(
                 s.scalars(
@@ -98,52 +137,41 @@ def load_ledger(
             f"--db {url}: cannot read the ledger: {exc.__class__.__name__}: "
             f"{str(exc).splitlines()[0]}"
         ) from None
-    latest: dict[str, QueueConfig] = {}
-    for cfg in configs:
-        latest[cfg.queue] = cfg
-    jobs: list[SimJob] = []
-    left_out: Counter[str] = Counter()
-    if older:
-        left_out[f"submitted before the last {since}"] = older
-    origin = min((_utc(r.submitted_at) for r in rows if r.submitted_at), default=cutoff)
-    for r in rows:
-        if r.first_started_at is None or r.submitted_at is None:
-            left_out[_NEVER_STARTED] += 1
-            continue
-        end = _utc(r.finished_at) if r.finished_at is not None else now
-        run_time = max((end - _utc(r.first_started_at)).total_seconds(), 0.0)
-        tasks = _shape(r, pods.get(r.uid, []))
-        if not tasks:
-            left_out[_NO_SHAPE] += 1
-            continue
-        total = sum(t.replicas for t in tasks)
-        jobs.append(
-            SimJob(
-                name=f"{r.namespace}-{r.name}"[:200],
-                queue=r.queue or "default",
-                submit=(_utc(r.submitted_at) - origin).total_seconds(),
-                run_time=run_time,
-                tasks=tasks,
-                min_available=min(r.min_available or total, total),
-                priority=r.priority or 0,
-            )
-        )
-    queues = _queue_specs(sorted({j.queue for j in jobs} | set(latest)), latest)
-    if cluster is None:
-        raise SimInputError(
-            "--format ledger: the ledger does not record nodes; give the cluster with --cluster "
-            "(a cluster spec or Node manifests)"
-        )
-    where = url.rsplit("@", maxsplit=1)[-1]
-    recorded = len(jobs) + left_out.total()
-    notes = [f"ledger: replaying {len(jobs)} of {recorded} recorded jobs ({where})"]
-    notes.extend(f"ledger: left out {n} {why}" for why, n in sorted(left_out.items()))
-    return Workload(
-        name="ledger",
-        jobs=sort_jobs(jobs),
-        cluster=cluster.with_queues(queues),
-        notes=tuple(notes),
-        origin=origin.timestamp(),
+    latest = {cfg.queue: cfg for cfg in configs}  # ordered by valid_from: the last one wins
+    return _Recorded(rows=rows, pods=pods, older=older, latest=latest)
+
+
+def _pod_attempts(s: Session, uids: list[str]) -> dict[str, list[PodAttempt]]:
+    """The pod attempts of the jobs `uids`, per job (queried 500 jobs at a time)."""
+    pods: dict[str, list[PodAttempt]] = defaultdict(list)
+    for i in range(0, len(uids), 500):
+        chunk = uids[i : i + 500]
+        for p in s.scalars(select(PodAttempt).where(PodAttempt.job_uid.in_(chunk))):
+            if p.job_uid is not None:
+                pods[p.job_uid].append(p)
+    return pods
+
+
+def _sim_job(
+    r: Job, pods: list[PodAttempt], *, origin: dt.datetime, now: dt.datetime
+) -> SimJob | str:
+    """The job as the simulator replays it, or why it is left out."""
+    if r.first_started_at is None or r.submitted_at is None:
+        return _NEVER_STARTED
+    end = _utc(r.finished_at) if r.finished_at is not None else now
+    run_time = max((end - _utc(r.first_started_at)).total_seconds(), 0.0)
+    tasks = _shape(r, pods)
+    if not tasks:
+        return _NO_SHAPE
+    total = sum(t.replicas for t in tasks)
+    return SimJob(
+        name=f"{r.namespace}-{r.name}"[:200],
+        queue=r.queue or "default",
+        submit=(_utc(r.submitted_at) - origin).total_seconds(),
+        run_time=run_time,
+        tasks=tasks,
+        min_available=min(r.min_available or total, total),
+        priority=r.priority or 0,
     )
 
 
