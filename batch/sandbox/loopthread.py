@@ -48,11 +48,17 @@ class LoopThread:
         except BaseException as exc:
             self._error = exc
             self._ready.set()
+            self._close()  # what a half-done setup started is cancelled, not left pending
             return
         self._ready.set()
         self.loop.run_forever()
         try:
             self.loop.run_until_complete(self.teardown())
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        try:
             pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
             for t in pending:
                 t.cancel()

@@ -138,6 +138,5 @@ def test_up_reports_a_port_in_use_and_writes_no_kubeconfig(tmp_path: Path) -> No
         port = str(busy.getsockname()[1])
         code, err, _elapsed = _refused(tmp_path, "--port", port, "--no-components")
     assert code == 1, err
-    first = err.splitlines()[0]
-    assert first.startswith("Error: sandbox: ") and "address already in use" in first, err
-    assert "Traceback" not in err
+    [line] = err.splitlines()  # one line: nothing the half-started sandbox left behind
+    assert line.startswith("Error: sandbox: ") and "address already in use" in line, err
