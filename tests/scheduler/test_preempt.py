@@ -3,6 +3,8 @@ Tephra's guards."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.status import TaskStatus
@@ -295,3 +297,40 @@ def test_helm_tiering_breaks_gangs_where_tephra_default_does_not() -> None:
     assert evicted_jobs(run(build(), helm)) == {"default/low": 1}
     # Tephra's default keeps every victim gang at or above minAvailable
     assert not run(build(), TEPHRA_DEFAULT_CONFIG).evictions
+
+
+def test_time_budget_counts_tasks_without_any_candidate_node(monkeypatch: Any) -> None:
+    """Nodes full of another scheduler's pods give a starving task no candidate node at all;
+    the time budget must still end the action (a backlog of 100k one-pod jobs took preempt and
+    reclaim 14 s a cycle with a 0.4 s budget each)."""
+    import time
+
+    from batch.scheduler.actions import preempt as preempt_action
+    from batch.scheduler.framework import eviction
+
+    c = cluster(2, cpu="4")
+    priorities(c)
+    running(c, "foreign", ["n0", "n1"], per_node=4, scheduler="default-scheduler")
+    for i in range(5):
+        pending(c, f"h{i}", 1, cpu="4", priority_class="high")
+    conf = (
+        PREEMPT_ONLY + "configurations:\n- name: preempt\n  arguments: {timeBudgetSeconds: 0.5}\n"
+    )
+    tried = []
+    real = preempt_action.candidate_nodes
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        tried.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(preempt_action, "candidate_nodes", counting)
+    assert not run(c, conf).evictions
+    assert len(tried) >= 5  # with time to spare, every starving task is tried
+    tried.clear()
+    ticks = iter(range(1, 10**6))
+    slow = type(
+        "Clock", (), {"perf_counter": staticmethod(lambda: time.perf_counter() + next(ticks))}
+    )
+    monkeypatch.setattr(eviction, "time", slow)  # every look at the clock: a second later
+    assert not run(c, conf).evictions
+    assert tried == []

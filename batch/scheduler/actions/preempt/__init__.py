@@ -191,6 +191,8 @@ class Preempt(Action):
         same_job: bool,
     ) -> bool:
         """Walk the candidate nodes until ``task`` is pipelined onto one (True)."""
+        if not budget.spend(0):  # the clock runs even for tasks with no candidate node
+            return False
         if task.preemption_policy == "Never":
             return False
         if ssn.dispatch.pre_predicate(task):

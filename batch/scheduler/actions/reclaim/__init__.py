@@ -246,6 +246,8 @@ class Reclaim(Action):
     ) -> bool:
         """Walk the candidate nodes until ``task`` is pipelined onto one (True), if its queue
         is still entitled to reclaim for it."""
+        if not budget.spend(0):  # the clock runs even for tasks with no candidate node
+            return False
         if not ssn.dispatch.preemptive(queue, [task]) or ssn.dispatch.pre_predicate(task):
             return False
         placer = ssn.placer
