@@ -33,10 +33,10 @@ import kopf
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.controllers import constants as c
-from batch.controllers.actions import CreateObject, PatchStatus
+from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, PatchStatus
 from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync, owner_key
 from batch.controllers.job import reconcile_job
-from batch.controllers.jobspec import job_volumes, podgroup_name
+from batch.controllers.jobspec import job_volumes, meta, podgroup_name
 from batch.controllers.kopflogin import connection_info
 from batch.controllers.metrics import ControllerMetrics
 from batch.controllers.podgroup import (
@@ -436,15 +436,23 @@ class ControllerManager:
         return values
 
     async def _apply(
-        self, key: Key, result: Any, *, applied: Callable[[Any], None] | None = None
+        self,
+        key: Key,
+        result: Any,
+        *,
+        applied: Callable[[Any], None] | None = None,
+        owner: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Apply the reconcile's actions; False (and a retry with backoff) when one failed."""
+        """Apply the reconcile's actions; False (and a retry with backoff) when one failed.
+        A write the API server forbids is also told to the user on ``owner`` (its object)."""
         try:
             await apply_actions(
                 self._client(), result.actions, component="tephra-controllers", applied=applied
             )
         except ApplyError as exc:
             log.warning("%s: %s", "/".join(key), exc)
+            if owner is not None and isinstance(exc.__cause__, ApiError):
+                await self._warn_forbidden(owner, exc, exc.__cause__)
             await self._failed(key)
             return False
         self._failures.pop(key, None)
@@ -454,6 +462,21 @@ class ControllerManager:
             else:
                 self.enqueue_later(key, result.requeue_after)
         return True
+
+    async def _warn_forbidden(
+        self, owner: Mapping[str, Any], exc: ApplyError, cause: ApiError
+    ) -> None:
+        """A 403 is not transient: without an event the job only waits, and the reason is in
+        the controller's log. The chart grants the job plugins' rights (Secrets, Services,
+        ...) only in `controller.jobNamespaces`."""
+        if cause.status != 403:
+            return
+        message = (
+            f"{exc}; the controller may not do this in namespace "
+            f"{meta(owner).get('namespace')!r} (with the Helm chart: controller.jobNamespaces)"
+        )
+        event = EmitEvent(ObjectRef.of(owner), "Forbidden", message, type="Warning")
+        await apply_actions(self._client(), [event], component="tephra-controllers")
 
     async def _failed(self, key: Key) -> None:
         """Retry with backoff; a job that keeps failing is terminated (Volcano's
@@ -543,7 +566,10 @@ class ControllerManager:
             limits=self.limits,
         )
         ok = await self._apply(
-            ("job", ns, name), result, applied=lambda action: self._job_metrics(job, action)
+            ("job", ns, name),
+            result,
+            applied=lambda action: self._job_metrics(job, action),
+            owner=job,
         )
         if ok and deleted:
             bucket = self.deleted_pods.get(uid, [])

@@ -375,3 +375,30 @@ def test_initial_sync_gives_what_is_gone_a_final_transition() -> None:
         ]
 
     asyncio.run(scenario())
+
+
+def test_a_forbidden_write_is_a_warning_event_on_the_job() -> None:
+    """An ssh/svc job outside the namespaces the controller may write Secrets and Services in
+    (chart: controller.jobNamespaces) got a 403 the user never saw: only the log said so."""
+
+    async def scenario() -> None:
+        api = FakeApi()
+        job = api.put("Job", make_job(plugins={"svc": []}))
+        mgr, later = _manager(api)
+        api.fail = lambda method, kind, _n, _s: (
+            403 if (method, kind) == ("CREATE", "Service") else None
+        )
+        await mgr.process_job("ns", "job")
+        [event] = [e for e in api.of_kind("Event") if e["reason"] == "Forbidden"]
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["uid"] == job["metadata"]["uid"]
+        assert "controller.jobNamespaces" in event["message"] and "Service" in event["message"]
+        assert later, "still retried with backoff"
+        # a transient error is not reported as forbidden
+        api.fail = lambda method, kind, _n, _s: (
+            503 if (method, kind) == ("CREATE", "Service") else None
+        )
+        await mgr.process_job("ns", "job")
+        assert len([e for e in api.of_kind("Event") if e["reason"] == "Forbidden"]) == 1
+
+    asyncio.run(scenario())
