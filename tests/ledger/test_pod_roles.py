@@ -87,3 +87,15 @@ def test_the_default_adapters_read_kubeflow_and_ray_roles() -> None:
     ray = _pod({"ray.io/cluster": "rc", "ray.io/node-type": "worker", "ray.io/group": "gpus"})
     assert {a.name for a in default_adapters()} >= {"pytorch", "ray"}
     assert _role(kubeflow, None) == "master" and _role(ray, None) == "gpus"
+
+
+def test_the_controllers_record_with_their_own_adapters() -> None:
+    """The ledger hook of the controllers uses the adapters the manager was given, not only
+    the installed entry points."""
+    from batch.controllers.operator import ControllerManager
+
+    recorded: list[Any] = []
+    mgr = ControllerManager(None, adapters=[ToyAdapter()])
+    mgr.recorder = type("Sink", (), {"record": staticmethod(recorded.extend)})()  # type: ignore[assignment]
+    mgr.record("pod", "ADDED", _pod({"toy.example/job": "sort", PART_LABEL: "reducer"}))
+    assert [e.role for e in recorded if isinstance(e, PodAttempt)] == ["reducer"]
