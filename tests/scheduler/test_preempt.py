@@ -305,7 +305,6 @@ def test_time_budget_counts_tasks_without_any_candidate_node(monkeypatch: Any) -
     reclaim 14 s a cycle with a 0.4 s budget each)."""
     import time
 
-    from batch.scheduler.actions import preempt as preempt_action
     from batch.scheduler.framework import eviction
 
     c = cluster(2, cpu="4")
@@ -317,13 +316,13 @@ def test_time_budget_counts_tasks_without_any_candidate_node(monkeypatch: Any) -
         PREEMPT_ONLY + "configurations:\n- name: preempt\n  arguments: {timeBudgetSeconds: 0.5}\n"
     )
     tried = []
-    real = preempt_action.candidate_nodes
+    real = eviction.candidate_nodes
 
     def counting(*args: Any, **kw: Any) -> Any:
         tried.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(preempt_action, "candidate_nodes", counting)
+    monkeypatch.setattr(eviction, "candidate_nodes", counting)
     assert not run(c, conf).evictions
     assert len(tried) >= 5  # with time to spare, every starving task is tried
     tried.clear()

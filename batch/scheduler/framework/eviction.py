@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -97,14 +97,22 @@ class Budget:
     candidates: int
     start: float = field(default_factory=time.perf_counter)
     used: int = 0
-    exhausted: bool = False
+    spent: bool = False
+
+    @property
+    def exhausted(self) -> bool:
+        """The candidate count is passed or the time is up. The clock is read at every look,
+        so the actions' job and task loops end on time even when no task reaches a candidate
+        node (nodes full of other schedulers' pods): spending alone would never notice."""
+        if not self.spent and self.seconds and time.perf_counter() - self.start > self.seconds:
+            self.spent = True
+        return self.spent
 
     def spend(self, n: int = 1) -> bool:
         """Count ``n`` candidate evaluations; False once the budget is gone."""
         self.used += n
-        over_count = bool(self.candidates) and self.used > self.candidates
-        if over_count or (self.seconds and time.perf_counter() - self.start > self.seconds):
-            self.exhausted = True
+        if self.candidates and self.used > self.candidates:
+            self.spent = True
         return not self.exhausted
 
 
@@ -306,6 +314,20 @@ def candidate_nodes(
         cand, score = cand[top], score[top]
     order = np.lexsort((cand, -score))
     return [int(i) for i in cand[order]]
+
+
+def budgeted_nodes(
+    ssn: Session, task: TaskInfo, bound: npt.NDArray[np.int64], max_nodes: int, budget: Budget
+) -> Iterator[int]:
+    """``candidate_nodes`` for ``task`` while the budget lasts (one evaluation each), without
+    the nodes the scalar predicates refuse."""
+    placer = ssn.placer
+    for idx in candidate_nodes(ssn, task, bound, max_nodes):
+        if not budget.spend():
+            return
+        if placer.scalar_preds and not placer._scalar_ok(task, idx):
+            continue
+        yield idx
 
 
 class Rev:

@@ -41,7 +41,7 @@ from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.eviction import (
     Budget,
     NodeTasks,
-    candidate_nodes,
+    budgeted_nodes,
     emit_causes,
     fits_future,
     parse_common,
@@ -191,22 +191,15 @@ class Preempt(Action):
         same_job: bool,
     ) -> bool:
         """Walk the candidate nodes until ``task`` is pipelined onto one (True)."""
-        if not budget.spend(0):  # the clock runs even for tasks with no candidate node
-            return False
         if task.preemption_policy == "Never":
             return False
         if ssn.dispatch.pre_predicate(task):
             return False
-        placer = ssn.placer
         if same_job:
             bound = self._job_bound(ssn, job)
         else:
             bound = self.index.own(queue.name)
-        for idx in candidate_nodes(ssn, task, bound, self.max_nodes):
-            if not budget.spend():
-                return False
-            if placer.scalar_preds and not placer._scalar_ok(task, idx):
-                continue
+        for idx in budgeted_nodes(ssn, task, bound, self.max_nodes, budget):
             if same_job:
                 cands = self._own_job_candidates(job, task, idx)
             else:

@@ -36,7 +36,7 @@ from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.eviction import (
     Budget,
     NodeTasks,
-    candidate_nodes,
+    budgeted_nodes,
     emit_causes,
     fits_future,
     parse_common,
@@ -246,16 +246,9 @@ class Reclaim(Action):
     ) -> bool:
         """Walk the candidate nodes until ``task`` is pipelined onto one (True), if its queue
         is still entitled to reclaim for it."""
-        if not budget.spend(0):  # the clock runs even for tasks with no candidate node
-            return False
         if not ssn.dispatch.preemptive(queue, [task]) or ssn.dispatch.pre_predicate(task):
             return False
-        placer = ssn.placer
-        for idx in candidate_nodes(ssn, task, bound, self.max_nodes):
-            if not budget.spend():
-                return False
-            if placer.scalar_preds and not placer._scalar_ok(task, idx):
-                continue
+        for idx in budgeted_nodes(ssn, task, bound, self.max_nodes, budget):
             cands = self._reclaimees(ssn, queue, idx)
             if cands:
                 if self._evict_on_node(ssn, queue, task, idx, cands, stmt, guard):
