@@ -86,10 +86,11 @@ def test_crd_served_validated_pruned(server: Server) -> None:
     assert code == 201
 
     def established() -> bool:
-        conditions = http(server, "GET", f"{crds}/gadgets.{GROUP}")[1].get("status", {})
+        # kube-apiserver answers `"conditions": null` until the CRD's controllers have run
+        status = http(server, "GET", f"{crds}/gadgets.{GROUP}")[1].get("status") or {}
         return any(
             c["type"] == "Established" and c["status"] == "True"
-            for c in conditions.get("conditions", [])
+            for c in status.get("conditions") or []
         )
 
     if server.name == "sandbox":  # Established at once (a cluster takes a moment: docs/sandbox.md)
