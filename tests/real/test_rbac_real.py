@@ -37,7 +37,8 @@ JOB_NS = "rbac-jobs"
 QUEUE = "rbac-q"
 JOB = "rbac-job"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
-FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
+# not the milliseconds of a log timestamp ("19:01:54,403 INFO")
+FORBIDDEN = re.compile(r"(?<![,.])\b403\b|forbidden", re.IGNORECASE)
 #: Values of the install: the chart's defaults, the job plugins' rights in the job namespace.
 VALUES: dict[str, Any] = {"controller": {"jobNamespaces": [JOB_NS]}}
 
