@@ -13,6 +13,7 @@ A session never copies this object graph: it copies only the node resource matri
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from batch.api.quantity import QuantityError
+from batch.model.changes import ChangeLog
 from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
 from batch.model.nodes import NodeArrays
 from batch.model.parse import (
@@ -72,6 +74,9 @@ class ClusterCache:
         self.node_tasks: list[set[str]] = [set() for _ in range(self.nodes.cap)]
         self._waiting_node: dict[str, set[str]] = {}  # pods on nodes not seen yet
         self.generation = 0
+        #: jobs in the order of their last change (batch.model.changes)
+        self.changes = ChangeLog()
+        self._ordinals = itertools.count(1)
         #: aggregates the scheduler keeps across sessions (keyed by their owner), each valid
         #: for the ``JobInfo.version`` it was computed at (see batch.scheduler.framework.aggregate)
         self.derived: dict[str, Any] = {}
@@ -105,6 +110,7 @@ class ClusterCache:
         elif kind == "Queue":
             self._queue(obj, deleted)
         elif kind == "PriorityClass":
+            self.changes.reset()  # every job's priority may change
             name = str(meta_of(obj).get("name") or "")
             if deleted:
                 self.priority_classes.pop(name, None)
@@ -317,11 +323,7 @@ class ClusterCache:
         if task.nominated_node:
             self.nominated_tasks.add(task.uid)
         if job_id is not None:
-            job = self.jobs.get(job_id)
-            if job is None:
-                job = self.jobs[job_id] = JobInfo(
-                    uid=job_id, namespace=f.namespace, name=f.group, dims=self.resources.capacity
-                )
+            job = self.jobs.get(job_id) or self._new_job(job_id, f.namespace, f.group)
             job.add_task(task)
         self._place(task)
 
@@ -335,7 +337,7 @@ class ClusterCache:
             if job is not None:
                 job.remove_task(task)
                 if not job.tasks and job.podgroup is None:
-                    del self.jobs[job.uid]
+                    self._drop_job(job.uid)
 
     def _node(self, obj: Mapping[str, Any], deleted: bool) -> None:
         name = str(meta_of(obj).get("name") or "")
@@ -373,12 +375,10 @@ class ClusterCache:
                 job.podgroup = None
                 job.touch()
                 if not job.tasks:
-                    del self.jobs[job_id]
+                    self._drop_job(job_id)
             return
         if job is None:
-            job = self.jobs[job_id] = JobInfo(
-                uid=job_id, namespace=f["namespace"], name=f["name"], dims=self.resources.capacity
-            )
+            job = self._new_job(job_id, f["namespace"], f["name"])
         min_res = f["min_resources"]
         if min_res is not None:
             vec = self.resources.vector(min_res)
@@ -398,8 +398,29 @@ class ClusterCache:
         job.conditions = f["conditions"]
         job.touch()
 
+    def _new_job(self, uid: str, namespace: str, name: str) -> JobInfo:
+        job = self.jobs[uid] = JobInfo(
+            uid=uid,
+            namespace=namespace,
+            name=name,
+            dims=self.resources.capacity,
+            changes=self.changes,
+            ordinal=next(self._ordinals),
+        )
+        self.changes.mark(uid)
+        return job
+
+    def _drop_job(self, uid: str) -> None:
+        del self.jobs[uid]
+        changes = self.changes
+        changes.mark(uid)
+        if len(changes) > 4 * len(self.jobs) + 4096:  # departed jobs' entries
+            changes.prune(2 * len(self.jobs) + 1024)
+
     def _queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
         name = str(meta_of(obj).get("name") or "")
+        if deleted != (name not in self.queues):
+            self.changes.reset()  # which jobs take part in sessions changes
         if deleted:
             self.queues.pop(name, None)
             return

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from batch.model.changes import ChangeLog
 from batch.model.resources import IntVec
 from batch.model.status import (
     ALLOCATED_STATUS,
@@ -126,6 +127,10 @@ class JobInfo:
     pending_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     gated_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     total_req: IntVec = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: the cache's change log (every version change is marked in it), and the job's place in
+    #: the cache's insertion order
+    changes: ChangeLog | None = None
+    ordinal: int = 0
 
     def __post_init__(self) -> None:
         if len(self.allocated) < self.dims:
@@ -138,9 +143,17 @@ class JobInfo:
     def touch(self) -> None:
         """Record a change made from outside (PodGroup facts, an in-session phase)."""
         self.version = next(_VERSIONS)
+        if self.changes is not None:
+            self.changes.mark(self.uid)
+
+    def restore_version(self, version: int) -> None:
+        """Undo to ``version`` (session rollback: the job is back in the state it names)."""
+        self.version = version
+        if self.changes is not None:
+            self.changes.mark(self.uid)
 
     def _account(self, task: TaskInfo, sign: int, *, total: bool = True) -> None:
-        self.version = next(_VERSIONS)
+        self.touch()
         st = task.status
         self.counts[st] += sign
         rc = self.role_counts.get(task.role)
@@ -175,7 +188,7 @@ class JobInfo:
         old = task.status
         if old is status:
             return
-        self.version = next(_VERSIONS)
+        self.touch()
         c = self.counts
         c[old] -= 1
         c[status] += 1
@@ -207,7 +220,7 @@ class JobInfo:
 
     def regrow(self, dims: int) -> None:
         """Pad the resource vectors after the resource registry grew."""
-        self.version = next(_VERSIONS)
+        self.touch()
         for name in ("allocated", "pending_req", "gated_req", "total_req"):
             old = getattr(self, name)
             new = np.zeros(dims, dtype=np.int64)

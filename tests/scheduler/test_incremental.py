@@ -34,6 +34,7 @@ Event = tuple[str, str, dict[str, Any]]
 
 def _cluster() -> list[Event]:
     events: list[Event] = [("Queue", "ADDED", f.queue("root"))]
+    events.append(("PriorityClass", "ADDED", f.priority_class("low", -5)))
     events += [("Queue", "ADDED", f.queue(q, weight=i + 1)) for i, q in enumerate(QUEUES[:2])]
     events += [("Node", "ADDED", f.node(n, cpu="4", gpu=2)) for n in NODES]
     return events
@@ -50,10 +51,15 @@ def _base() -> list[Event]:
 
 @st.composite
 def step(draw: st.DrawFn) -> Event:
-    kind = draw(st.sampled_from(["pod"] * 6 + ["podgroup", "delete-pod", "queue"]))
+    kinds = ["pod"] * 6 + ["podgroup", "delete-pod", "queue", "priority"]
+    kind = draw(st.sampled_from(kinds))
     group = draw(st.sampled_from(GROUPS))
     if kind == "queue":
-        return ("Queue", "ADDED", f.queue(QUEUES[2], weight=draw(st.integers(1, 3))))
+        etype = draw(st.sampled_from(["ADDED", "ADDED", "DELETED"]))
+        return ("Queue", etype, f.queue(QUEUES[2], weight=draw(st.integers(1, 3))))
+    if kind == "priority":
+        value = draw(st.integers(0, 100))
+        return ("PriorityClass", "ADDED", f.priority_class("high", value, global_default=True))
     if kind == "podgroup":
         mr = draw(st.one_of(st.none(), st.sampled_from([{"cpu": "2"}, {"nvidia.com/gpu": "2"}])))
         pg = f.podgroup(
@@ -62,6 +68,7 @@ def step(draw: st.DrawFn) -> Event:
             queue=draw(st.sampled_from(QUEUES)),
             phase=draw(st.sampled_from(["Pending", "Inqueue", "Running"])),
             min_resources=mr,
+            priority_class=draw(st.sampled_from([None, "low"])),
         )
         etype = draw(st.sampled_from(["ADDED", "MODIFIED", "MODIFIED", "DELETED"]))
         return ("PodGroup", etype, pg)
@@ -194,3 +201,26 @@ def test_skipping_settled_jobs_decides_as_visiting_all(
         assert fast.events == full.events, (i, event)
         if dispatch:
             _replay(cache, fast)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(step(), st.booleans(), st.integers(0, 1)), min_size=1, max_size=20))
+def test_kept_state_survives_a_configuration_change(
+    steps: list[tuple[Event, bool, int]],
+) -> None:
+    """Sessions of either configuration, in any order, on one cache: what is kept across
+    sessions under one configuration (statuses, the job index, sums) is not reused under the
+    other when it would decide differently."""
+    cache = ClusterCache()
+    history: list[Event | Decisions] = list(_base())
+    for event in history:
+        _replay(cache, event)
+    for i, (event, dispatch, config_index) in enumerate(steps):
+        _replay(cache, event)
+        history.append(event)
+        kept = run_session(cache, CONFIGS[config_index], now=NOW + i)
+        fresh = _fresh(history, config_index, NOW + i)
+        assert _comparable(kept) == _comparable(fresh), (i, event, config_index)
+        if dispatch:
+            _replay(cache, kept)
+            history.append(kept)

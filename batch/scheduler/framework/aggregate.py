@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from batch.model.cache import ClusterCache
+from batch.model.changes import Cursor
 from batch.model.info import JobInfo
 
 __all__ = ["JobSums"]
@@ -39,10 +40,11 @@ class _Entry:
 class JobSums:
     """Σ ``contribution(job)`` per ``job.queue`` over a session's jobs (see module docstring)."""
 
-    __slots__ = ("_entries", "counts", "shape", "sums")
+    __slots__ = ("_cursor", "_entries", "counts", "shape", "sums")
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
+    def __init__(self, shape: tuple[int, ...], cursor: Cursor) -> None:
         self.shape = shape
+        self._cursor = cursor
         self._entries: dict[str, _Entry] = {}
         #: queue -> Σ of its jobs' contributions (absent: no job contributed)
         self.sums: dict[str, Vec] = {}
@@ -54,38 +56,62 @@ class JobSums:
         """The instance kept in ``cache`` under ``key``; a new one when the shape changed."""
         kept = cache.derived.get(key)
         if not isinstance(kept, cls) or kept.shape != shape:
-            kept = cache.derived[key] = cls(shape)
+            kept = cache.derived[key] = cls(shape, Cursor(cache.changes))
         return kept
 
     def refresh(
-        self, jobs: Mapping[str, JobInfo], contribution: Callable[[JobInfo], Vec | None]
+        self,
+        jobs: Mapping[str, JobInfo],
+        contribution: Callable[[JobInfo], Vec | None],
+        *,
+        follow: bool = False,
     ) -> None:
-        """Bring the sums up to date with ``jobs`` (exactly the jobs that take part now)."""
-        entries = self._entries
-        for uid, job in jobs.items():
-            e = entries.get(uid)
-            if e is not None:
-                if e.version == job.version:
-                    continue
-                self._drop(e)
-            value = contribution(job)
-            if value is not None:
-                if value.shape != self.shape:
-                    raise ValueError(
-                        f"contribution of {uid} has shape {value.shape}, not {self.shape}"
-                    )
-                value = value.copy()  # kept for subtraction: never a vector the job mutates
-            e = entries[uid] = _Entry(job.version, job.queue, value)
-            self.counts[e.group] = self.counts.get(e.group, 0) + 1
-            if value is not None:
-                acc = self.sums.get(e.group)
-                if acc is None:
-                    self.sums[e.group] = value.copy()
+        """Bring the sums up to date with ``jobs`` (exactly the jobs that take part now).
+
+        With ``follow``, ``jobs`` must be the session's jobs (``Session.jobs``): only the jobs
+        the cache's change log names since the last refresh are looked at; any doubt (the log
+        cannot tell, or the job count does not match) falls back to looking at every job."""
+        changed = self._cursor.changed()
+        if follow and changed is not None:
+            for uid in changed:
+                job = jobs.get(uid)
+                if job is None:
+                    e = self._entries.pop(uid, None)
+                    if e is not None:
+                        self._drop(e)
                 else:
-                    np.add(acc, value, out=acc)
+                    self._update(uid, job, contribution)
+            if len(self._entries) == len(jobs):
+                return
+        for uid, job in jobs.items():
+            self._update(uid, job, contribution)
+        entries = self._entries
         if len(entries) != len(jobs):
             for uid in [u for u in entries if u not in jobs]:
                 self._drop(entries.pop(uid))
+
+    def _update(
+        self, uid: str, job: JobInfo, contribution: Callable[[JobInfo], Vec | None]
+    ) -> None:
+        entries = self._entries
+        e = entries.get(uid)
+        if e is not None:
+            if e.version == job.version:
+                return
+            self._drop(e)
+        value = contribution(job)
+        if value is not None:
+            if value.shape != self.shape:
+                raise ValueError(f"contribution of {uid} has shape {value.shape}, not {self.shape}")
+            value = value.copy()  # kept for subtraction: never a vector the job mutates
+        e = entries[uid] = _Entry(job.version, job.queue, value)
+        self.counts[e.group] = self.counts.get(e.group, 0) + 1
+        if value is not None:
+            acc = self.sums.get(e.group)
+            if acc is None:
+                self.sums[e.group] = value.copy()
+            else:
+                np.add(acc, value, out=acc)
 
     def _drop(self, e: _Entry) -> None:
         left = self.counts[e.group] - 1

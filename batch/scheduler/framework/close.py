@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from batch.model.changes import Cursor
 from batch.model.info import JobInfo
 from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
@@ -166,25 +167,115 @@ def _fresh_status(
     return status
 
 
+class StatusBook:
+    """PodGroup statuses kept across sessions (``ClusterCache.derived``): per job the status
+    last computed with the version and condition answers it was computed from, the statuses
+    of the last session in its job order, and per queue the number of PodGroups per phase."""
+
+    __slots__ = ("config", "cursor", "kept", "out", "phase_of", "q_counts")
+
+    KEY = "close-status"
+
+    def __init__(self, cursor: Cursor) -> None:
+        self.cursor = cursor
+        #: the configuration the kept statuses were worked out under (another one: start over)
+        self.config: object = None
+        self.kept: dict[str, tuple[int, list[tuple[Any, ...]], dict[str, Any]]] = {}
+        self.out: dict[tuple[str, str], dict[str, Any]] = {}
+        #: job uid -> (queue, phase count key, status key, JobInfo.ordinal)
+        self.phase_of: dict[str, tuple[str, str, tuple[str, str], int]] = {}
+        self.q_counts: dict[str, dict[str, int]] = {}
+
+    @classmethod
+    def of(cls, ssn: Session) -> StatusBook:
+        book = ssn.cache.derived.get(cls.KEY)
+        if not isinstance(book, cls):
+            book = ssn.cache.derived[cls.KEY] = cls(Cursor(ssn.cache.changes))
+        return book
+
+    def clear(self) -> None:
+        self.out, self.phase_of, self.q_counts = {}, {}, {}
+
+    def count(self, job: JobInfo, key: tuple[str, str], status: dict[str, Any]) -> None:
+        """Record ``status`` as the job's (its queue's phase counts follow)."""
+        self.out[key] = status
+        phase = _PHASE_COUNT_KEY.get(status["phase"], "unknown")
+        old = self.phase_of.get(job.uid)
+        if old is not None:
+            if old[0] == job.queue and old[1] == phase:
+                return
+            self.q_counts[old[0]][old[1]] -= 1
+        self.phase_of[job.uid] = (job.queue, phase, key, job.ordinal)
+        counts = self.q_counts.get(job.queue)
+        if counts is None:
+            counts = self.q_counts[job.queue] = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
+        counts[phase] += 1
+
+    def follow(self, uid: str, job: JobInfo | None) -> None:
+        """``uid`` changed: forget its status if it left, or was re-created (the new job
+        comes last in the order, as in ``jobs``)."""
+        old = self.phase_of.get(uid)
+        if old is not None and (job is None or job.ordinal != old[3]):
+            self.forget(uid)
+
+    def forget(self, uid: str) -> None:
+        old = self.phase_of.pop(uid, None)
+        if old is not None:
+            self.q_counts[old[0]][old[1]] -= 1
+            del self.out[old[2]]
+
+
+def close_jobs(ssn: Session) -> list[JobInfo] | None:
+    """The jobs whose PodGroup condition and status this close works out, in ``jobs`` order;
+    None for every job. The others are settled and unchanged since the last close (neither
+    their version nor anything a session says about them moved): gang would give them the
+    same Scheduled condition, and their status is the one kept (``StatusBook``). Asked once
+    per session (the first call moves the book's cursor)."""
+    if "close-jobs" in ssn.scratch:
+        got: list[JobInfo] | None = ssn.scratch["close-jobs"]
+        return got
+    book = StatusBook.of(ssn)
+    changed = book.cursor.changed()
+    visit: list[JobInfo] | None = None
+    same_config, book.config = book.config is ssn.config, ssn.config
+    if ssn.skip_settled and same_config and not ssn.jobs_rebuilt and changed is not None:
+        jobs = ssn.jobs
+        for uid in changed:
+            book.follow(uid, jobs.get(uid))
+        seen = {j.uid for j in ssn.active_jobs()}
+        visit = [*ssn.active_jobs(), *(jobs[u] for u in changed if u in jobs and u not in seen)]
+        visit.sort(key=lambda j: j.ordinal)
+    else:
+        book.clear()
+    ssn.scratch["close-jobs"] = visit
+    return visit
+
+
 def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
     """Fill ``d.podgroup_status``; return the number of PodGroups per queue and phase.
 
     A job's status depends on its state (JobInfo.version) and on what this session's
     conditions say (type, status, reason, message): when neither changed, the status of an
     earlier session is reused, with that session's transitionID and time (a condition's
-    lastTransitionTime then means what Kubernetes says it means)."""
-    memo: dict[str, tuple[int, list[tuple[Any, ...]], dict[str, Any]]] = (
-        ssn.cache.derived.setdefault("close-status", {})
-    )
+    lastTransitionTime then means what Kubernetes says it means). Only ``close_jobs`` are
+    looked at; every other job keeps its status."""
+    book = StatusBook.of(ssn)
+    visit = close_jobs(ssn)
+    memo = book.kept
     if len(memo) > 2 * len(ssn.jobs) + 64:  # forget departed jobs
         for uid in [u for u in memo if u not in ssn.jobs]:
             del memo[uid]
     said_of: dict[int, tuple[Any, ...]] = {}  # id(condition) -> what it says
     said_lists: dict[int, list[tuple[Any, ...]]] = {}
     shared: dict[tuple[Any, ...], dict[str, Any]] = {}
-    q_counts: dict[str, dict[str, int]] = {}
-    conds_of, out = ssn.podgroup_conditions, d.podgroup_status
-    for job in ssn.jobs.values():
+    conds_of = ssn.podgroup_conditions
+    if visit is not None:  # a plugin other than gang may have given other jobs conditions
+        seen = {j.uid for j in visit}
+        jobs = ssn.jobs
+        extra = [jobs[u] for u in conds_of if u in jobs and u not in seen]
+        if extra:
+            visit = sorted([*visit, *extra], key=lambda j: j.ordinal)
+    for job in ssn.jobs.values() if visit is None else visit:
         new_conds = conds_of.get(job.uid) or []
         said = _said_all(new_conds, said_of, said_lists)
         kept = memo.get(job.uid)
@@ -193,12 +284,9 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
         else:
             status = _fresh_status(ssn, job, new_conds, shared)
             memo[job.uid] = (job.version, said, status)
-        out[(job.namespace, job.name)] = status
-        counts = q_counts.get(job.queue)
-        if counts is None:
-            counts = q_counts[job.queue] = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
-        counts[_PHASE_COUNT_KEY.get(status["phase"], "unknown")] += 1
-    return q_counts
+        book.count(job, (job.namespace, job.name), status)
+    d.podgroup_status = dict(book.out)
+    return book.q_counts
 
 
 def close_session(ssn: Session) -> Decisions:
@@ -220,7 +308,7 @@ def close_session(ssn: Session) -> Decisions:
         )
         res = ssn.resources
         allocated = JobSums.of(ssn.cache, "close-allocated", (res.capacity,))
-        allocated.refresh(ssn.jobs, _allocated)
+        allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
         q_alloc = allocated.sums
         q_counts = _podgroup_statuses(ssn, d)
         # propagate to ancestors

@@ -35,6 +35,7 @@ from batch.scheduler.framework.decisions import (
 )
 from batch.scheduler.framework.dispatch import Dispatch
 from batch.scheduler.framework.hooks import Hooks
+from batch.scheduler.framework.jobindex import JobIndex
 from batch.scheduler.framework.nodes import SessionNodes
 from batch.scheduler.framework.registry import PLUGINS, Plugin
 
@@ -71,6 +72,8 @@ class Session:
         self.reasons: dict[str, PendingReason] = {}
         #: jobs with work left at open (see ``active_jobs``), in ``jobs`` order
         self._open_jobs: list[JobInfo] = []
+        #: the job index was rebuilt from every job (passes that follow changes start afresh)
+        self.jobs_rebuilt = True
         self._take_jobs(cache)
         self._open_uids = {j.uid for j in self._open_jobs}
         self.journal: list[tuple[TaskInfo, TaskStatus, str, int]] = []
@@ -99,23 +102,14 @@ class Session:
         self.timings["open"] = time.perf_counter() - t0
 
     def _take_jobs(self, cache: ClusterCache) -> None:
-        """The jobs this session schedules (a PodGroup in an existing queue), their priority,
-        and which of them are not settled (``active_jobs``)."""
-        jobs, open_jobs, queues = self.jobs, self._open_jobs, self.queues
-        pending, pipelined = TaskStatus.PENDING, TaskStatus.PIPELINED
-        for job in cache.jobs.values():
-            if job.podgroup is None:
-                continue
-            if job.queue not in queues:
-                self.reasons[job.uid] = PendingReason(
-                    job.uid, "QueueMissing", f"queue {job.queue!r} does not exist"
-                )
-                continue
-            job.priority = cache.job_priority(job)
-            jobs[job.uid] = job
-            c = job.counts
-            if c[pending] or c[pipelined] or job.phase in ("Pending", "") or not job.is_ready():
-                open_jobs.append(job)  # not settled: see active_jobs
+        """The jobs this session schedules (a PodGroup in an existing queue), with their
+        priority, and which of them are not settled (``active_jobs``): from the cache's
+        ``JobIndex``, brought up to date for the jobs that changed."""
+        index = JobIndex.of(cache)
+        self.jobs_rebuilt = index.refresh(cache, full=not self.skip_settled)
+        self.jobs = dict(index.jobs)
+        self.reasons = index.missing_reasons()
+        self._open_jobs = index.open_list()
 
     def active_jobs(self) -> list[JobInfo]:
         """The jobs a pass over jobs with work left has to visit, in ``jobs`` order: those not
@@ -347,5 +341,5 @@ class Session:
             job.phase = phase
         self.phase_journal.clear()
         for job, version in self._versions.values():
-            job.version = version
+            job.restore_version(version)
         self._versions.clear()

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.model.info import JobInfo, TaskInfo
+from batch.scheduler.framework.close import close_jobs
 from batch.scheduler.framework.hooks import ValidateResult
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -97,7 +98,8 @@ class GangPlugin(Plugin):
         }
         unschedulable: dict[tuple[int, int, str], dict[str, Any]] = {}
         conditions, reasons = ssn.podgroup_conditions, ssn.reasons
-        for job in ssn.jobs.values():
+        visit = close_jobs(ssn)  # the others are ready, and would be given `scheduled` again
+        for job in ssn.jobs.values() if visit is None else visit:
             if job.is_ready():
                 cond = scheduled
             else:

@@ -306,10 +306,12 @@ class NetworkTopologyPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         """Say in the pending reason which domain a topology job was held to (or that none fit)."""
-        for job in ssn.jobs.values():
+        for uid, reason in ssn.reasons.items():
+            job = ssn.jobs.get(uid)
+            if job is None:
+                continue
             nt = self.spec(job)
-            reason = ssn.reasons.get(job.uid)
-            if nt is None or reason is None:
+            if nt is None:
                 continue
             reason.details["networkTopology"] = {
                 "mode": str(nt.get("mode") or "hard"),

@@ -66,7 +66,7 @@ class OvercommitPlugin(Plugin):
         self.used = nd.used[:, nd.valid].sum(axis=1)
         self.idle = scaled - self.used
         sums = JobSums.of(ssn.cache, "overcommit", (ssn.resources.capacity,))
-        sums.refresh(ssn.jobs, inqueue_contribution)
+        sums.refresh(ssn.jobs, inqueue_contribution, follow=ssn.skip_settled)
         inqueue = ssn.resources.zeros()
         for part in sums.sums.values():
             inqueue += part

@@ -243,7 +243,7 @@ def queue_attrs(ssn: Session, total: F, *, fair: bool) -> tuple[dict[str, QueueA
     for q in ssn.queues.values():
         total_guarantee += vec_of(ssn, q.guarantee)
     sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
-    sums.refresh(ssn.jobs, queue_contribution)
+    sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
     attrs: dict[str, QueueAttr] = {}
     demand: dict[str, F] = {}
     for name in sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n)):
