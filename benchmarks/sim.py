@@ -2,7 +2,8 @@
 
 Target (issue 10): the whole trace (82,247 jobs, 352 nodes) in <= 60 s wall and <= 2 GiB RSS.
 Prints jobs, simulated events, sessions, wall and CPU time, events/s, session share of the time,
-peak RSS and, with --profile, where the time goes (cProfile, grouped by area and top functions).
+peak RSS, the time per session in each stage (open with its plugins, each action, close) and,
+with --profile, where the time goes (cProfile, grouped by area and top functions).
 
     .venv/bin/python benchmarks/sim.py                      # whole trace, tephra policy
     .venv/bin/python benchmarks/sim.py --limit 5000 --profile
@@ -21,7 +22,10 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
+from batch.sim.backend import SchedulerBackend
+from batch.sim.engine import EPOCH
 from batch.sim.policies import policies_for
+from batch.sim.real import RealScheduler
 from batch.sim.runner import run_policy
 from batch.sim.traces import load_trace
 
@@ -52,6 +56,14 @@ def _area_table(stats: pstats.Stats) -> str:
     lines = [f"{'area':45} {'self s':>8} {'share':>6}"]
     for label, t in sorted(by_area.items(), key=lambda kv: -kv[1]):
         lines.append(f"{label:45} {t:8.2f} {t / total * 100:5.1f}%")
+    return "\n".join(lines)
+
+
+def _stage_table(timings: dict[str, float], sessions: int) -> str:
+    """Time per session in each stage (session open, every action, close)."""
+    lines = [f"{'stage':12} {'total s':>8} {'us/session':>11}"]
+    for name, t in sorted(timings.items(), key=lambda kv: -kv[1]):
+        lines.append(f"{name:12} {t:8.2f} {t / max(sessions, 1) * 1e6:11.0f}")
     return "\n".join(lines)
 
 
@@ -98,7 +110,13 @@ def main() -> int:
     if profiler is not None:
         profiler.enable()
     cpu0 = time.process_time()
-    run = run_policy(workload, replace(policy), progress=progress)
+    backends: list[RealScheduler] = []
+
+    def backend(conf: str) -> SchedulerBackend:
+        backends.append(RealScheduler(conf, epoch=EPOCH))
+        return backends[-1]
+
+    run = run_policy(workload, replace(policy), backend_factory=backend, progress=progress)
     cpu_s = time.process_time() - cpu0
     if profiler is not None:
         profiler.disable()
@@ -123,6 +141,8 @@ def main() -> int:
         f"JCT mean {s['jct_mean_s']}, wait mean {s['queue_delay_mean_s']}, "
         f"utilization {s['utilization']:.3f}"
     )
+    print()
+    print(_stage_table(backends[0].timings, s["sessions"]))
     if profiler is not None:
         stats = pstats.Stats(profiler)
         print()

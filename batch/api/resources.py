@@ -17,6 +17,7 @@ comparison and "zero is absent", which is what this class implements.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Literal
@@ -81,6 +82,17 @@ def to_internal(name: str, value: str | int | float | Fraction) -> int:
     """Convert one quantity of resource `name` to Tephra's integer unit for it.
 
     Raises QuantityRangeError when that integer exceeds Kubernetes' int64 bound."""
+    if type(value) is str:  # watch events repeat the same few strings: parse each once
+        return _str_to_internal(name, value)
+    return _to_internal(name, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _str_to_internal(name: str, value: str) -> int:
+    return _to_internal(name, value)  # an error is raised again, never remembered
+
+
+def _to_internal(name: str, value: str | int | float | Fraction) -> int:
     quantity = Quantity.parse(value)
     if is_byte_resource(name) or is_count_resource(name):
         return check_int64(quantity.int_value(), value, "units")

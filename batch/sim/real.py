@@ -55,11 +55,14 @@ class RealScheduler:
 
     def _phase_changes(self, d: Decisions) -> dict[tuple[str, str], str]:
         """PodGroup phases that differ from the PodGroup the engine last wrote (which the cache
-        holds): the engine would skip every other one."""
+        holds): the engine would skip every other one. A status the session kept from the
+        previous one had its phase written then (the engine writes every phase it is given)."""
         jobs = self.cache.jobs
         out: dict[tuple[str, str], str] = {}
-        for key, st in d.podgroup_status.items():
-            phase = st.get("phase")
+        statuses = d.podgroup_status
+        keys = statuses if d.podgroup_status_new is None else d.podgroup_status_new
+        for key in keys:
+            phase = statuses[key].get("phase")
             if phase is None:
                 continue
             job = jobs.get(f"{key[0]}/{key[1]}")

@@ -275,6 +275,8 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
         extra = [jobs[u] for u in conds_of if u in jobs and u not in seen]
         if extra:
             visit = sorted([*visit, *extra], key=lambda j: j.ordinal)
+    new: list[tuple[str, str]] | None = None if visit is None else []
+    kept_out = book.out
     for job in ssn.jobs.values() if visit is None else visit:
         new_conds = conds_of.get(job.uid) or []
         said = _said_all(new_conds, said_of, said_lists)
@@ -284,8 +286,12 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
         else:
             status = _fresh_status(ssn, job, new_conds, shared)
             memo[job.uid] = (job.version, said, status)
-        book.count(job, (job.namespace, job.name), status)
+        key = (job.namespace, job.name)
+        if new is not None and kept_out.get(key) is not status:
+            new.append(key)
+        book.count(job, key, status)
     d.podgroup_status = dict(book.out)
+    d.podgroup_status_new = new
     return book.q_counts
 
 

@@ -116,6 +116,8 @@ class Decisions:
     evictions: list[Eviction] = field(default_factory=list)
     #: {(namespace, name): {"phase", "running", "succeeded", "failed", "conditions"}}
     podgroup_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: the keys of podgroup_status whose status is not the previous session's (None: any)
+    podgroup_status_new: list[tuple[str, str]] | None = None
     #: {queue: {"allocated": ResourceList, "pending"|"inqueue"|"running"|"unknown"|"completed": n}}
     queue_status: dict[str, dict[str, Any]] = field(default_factory=dict)
     pending_reasons: dict[str, PendingReason] = field(default_factory=dict)

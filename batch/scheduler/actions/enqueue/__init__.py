@@ -28,7 +28,7 @@ class Enqueue(Action):
         t0 = time.perf_counter()
         jkey = ssn.dispatch.job_order_key()
         per_queue: dict[str, PriorityQueue[JobInfo]] = {}
-        for job in ssn.jobs.values():
+        for job in ssn.active_jobs():  # a Pending PodGroup is never settled
             if not job.is_pending():
                 continue
             pq = per_queue.get(job.queue)

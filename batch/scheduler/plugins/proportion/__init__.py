@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -98,13 +99,31 @@ def _ratio(amount: F, deserved: F) -> float:
     return 0.0 if best is None else float(best)
 
 
-def water_fill(attrs: Sequence[QueueAttr], total: F) -> None:
+#: fill_rows results kept per request matrix (``QueueVectors.fills``), at most this many
+FILLS_KEPT = 64
+
+
+def water_fill(attrs: Sequence[QueueAttr], total: F, fills: dict[Any, F] | None = None) -> None:
     """The deserved-share loop of docs/volcano-semantics.md#proportion-water-filling (sets
-    ``attr.deserved``)."""
+    ``attr.deserved``); ``fills`` remembers results for ``kept_fill``."""
     if attrs:
         request = np.stack([a.request for a in attrs])
-        for a, d in zip(attrs, fill_rows(attrs, request, total), strict=True):
+        for a, d in zip(attrs, kept_fill(attrs, request, total, fills), strict=True):
             a.deserved = d
+
+
+def kept_fill(attrs: Sequence[QueueAttr], request: F, total: F, fills: dict[Any, F] | None) -> F:
+    """``fill_rows``, answered from ``fills`` when the same queues asked for the same requests
+    (``fills`` belongs to one set of queue specs and one cluster total: ``QueueVectors``)."""
+    if fills is None:
+        return fill_rows(attrs, request, total)
+    key = (tuple(a.queue.name for a in attrs), request.tobytes())
+    got = fills.get(key)
+    if got is None:
+        if len(fills) >= FILLS_KEPT:
+            fills.clear()
+        got = fills[key] = fill_rows(attrs, request, total)
+    return got.copy()
 
 
 def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
@@ -144,7 +163,12 @@ def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
     return deserved
 
 
-def admission_shares(attrs: Sequence[QueueAttr], unstarted: Sequence[F], total: F) -> None:
+def admission_shares(
+    attrs: Sequence[QueueAttr],
+    unstarted: Sequence[F],
+    total: F,
+    fills: dict[Any, F] | None = None,
+) -> None:
     """Fair admission: each queue's deserved share were the unstarted part of its gangs
     requested too (``attr.admission_deserved``); Volcano's ``deserved`` is left as it is."""
     if not attrs:
@@ -154,7 +178,7 @@ def admission_shares(attrs: Sequence[QueueAttr], unstarted: Sequence[F], total: 
             a.admission_deserved = a.deserved
         return
     request = np.stack([a.request + u for a, u in zip(attrs, unstarted, strict=True)])
-    for a, d in zip(attrs, fill_rows(attrs, request, total), strict=True):
+    for a, d in zip(attrs, kept_fill(attrs, request, total, fills), strict=True):
         a.admission_deserved = d
 
 
@@ -235,23 +259,56 @@ def over_capability(
     return REJECT
 
 
-def queue_attrs(ssn: Session, total: F, *, fair: bool) -> tuple[dict[str, QueueAttr], dict[str, F]]:
+class QueueVectors:
+    """Each queue's guarantee, capability and real capability, which depend only on the
+    queues' specs, the resource names and the cluster's total: kept across sessions
+    (``ClusterCache.derived``) until one of those changes, read-only; and the water-filling
+    results for the same inputs (``kept_fill``)."""
+
+    __slots__ = ("fills", "key", "queues", "vectors")
+
+    KEY = "proportion-queues"
+
+    def __init__(self, ssn: Session, total: F, key: tuple[Any, ...]) -> None:
+        self.key = key
+        self.queues = tuple(ssn.queues.values())  # keeps the ids in ``key`` from reuse
+        self.fills: dict[Any, F] = {}
+        total_guarantee = np.zeros_like(total)
+        for q in self.queues:
+            total_guarantee += vec_of(ssn, q.guarantee)
+        free = np.maximum(total - total_guarantee, 0)
+        self.vectors: dict[str, tuple[F, F, F]] = {}
+        for q in self.queues:
+            guarantee = vec_of(ssn, q.guarantee)
+            cap = capability_vec(ssn, q)
+            real = np.minimum(free + guarantee, cap)
+            for v in (guarantee, cap, real):
+                v.flags.writeable = False
+            self.vectors[q.name] = (guarantee, cap, real)
+
+    @classmethod
+    def of(cls, ssn: Session, total: F) -> QueueVectors:
+        key = (ssn.resources.version, total.tobytes(), tuple(map(id, ssn.queues.values())))
+        kept = ssn.cache.derived.get(cls.KEY)
+        if not isinstance(kept, cls) or kept.key != key:
+            kept = ssn.cache.derived[cls.KEY] = cls(ssn, total, key)
+        return kept
+
+
+def queue_attrs(
+    ssn: Session, kept: QueueVectors, *, fair: bool
+) -> tuple[dict[str, QueueAttr], dict[str, F]]:
     """Every queue with jobs in this session, oldest first, with its figures (the job sums kept
     across sessions, docs/volcano-semantics.md#proportion-inputs); and each one's unstarted
     gang demand (fair admission)."""
-    total_guarantee = np.zeros_like(total)
-    for q in ssn.queues.values():
-        total_guarantee += vec_of(ssn, q.guarantee)
+    vectors = kept.vectors
     sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
     sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
     attrs: dict[str, QueueAttr] = {}
     demand: dict[str, F] = {}
     for name in sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n)):
         q = ssn.queues[name]
-        guarantee = vec_of(ssn, q.guarantee)
-        cap = capability_vec(ssn, q)
-        real = np.maximum(total - total_guarantee, 0) + guarantee
-        real = np.minimum(real, cap)
+        guarantee, cap, real = vectors[name]
         allocated, pending, inqueue, elastic, unstarted = sums.total(name).astype(np.float64)
         request = allocated + pending
         for v in (allocated, request, inqueue, elastic, unstarted):
@@ -438,10 +495,12 @@ class ProportionPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
-        attrs, demand = queue_attrs(ssn, total, fair=self.fair)
-        water_fill(list(attrs.values()), total)
+        kept = QueueVectors.of(ssn, total)
+        attrs, demand = queue_attrs(ssn, kept, fair=self.fair)
+        fills = kept.fills
+        water_fill(list(attrs.values()), total, fills)
         if self.fair:
-            admission_shares(list(attrs.values()), list(demand.values()), total)
+            admission_shares(list(attrs.values()), list(demand.values()), total, fills)
         self.attrs = attrs
         self.total = total
         _register_queue_points(ssn, attrs)

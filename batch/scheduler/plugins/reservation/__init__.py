@@ -246,7 +246,7 @@ class NominatedPlugin(Plugin):
         self.ssn = ssn
         nd = ssn.nodes
         self.held: dict[int, list[TaskInfo]] = {}
-        for job in ssn.jobs.values():
+        for job in ssn.active_jobs():  # a job with a pending task is never settled
             if job.counts[TaskStatus.PENDING] == 0:
                 continue
             for t in job.tasks.values():
