@@ -242,8 +242,9 @@ def close_jobs(ssn: Session) -> list[JobInfo] | None:
         jobs = ssn.jobs
         for uid in changed:
             book.follow(uid, jobs.get(uid))
-        seen = {j.uid for j in ssn.active_jobs()}
-        visit = [*ssn.active_jobs(), *(jobs[u] for u in changed if u in jobs and u not in seen)]
+        active = ssn.active_jobs()
+        seen = {j.uid for j in active}
+        visit = [*active, *(jobs[u] for u in changed if u in jobs and u not in seen)]
         visit.sort(key=lambda j: j.ordinal)
     else:
         book.clear()
