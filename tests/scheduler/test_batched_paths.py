@@ -161,27 +161,45 @@ def _pops(pq: PriorityQueue[int]) -> Iterator[int]:
         yield pq.pop()
 
 
-@given(
-    st.lists(st.integers(0, 3), max_size=30),
-    st.lists(st.integers(0, 3), max_size=10),
-    st.integers(0, 3),
+_pq_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.integers(0, 3)),
+        st.tuples(st.just("extend"), st.lists(st.integers(0, 3), max_size=12)),
+        st.tuples(st.just("pop"), st.just(0)),
+        st.tuples(st.just("probe"), st.integers(0, 3)),
+    ),
+    max_size=40,
 )
-def test_priority_queue_extend_and_pops_next_match_pushes(
-    first: list[int], later: list[int], probe: int
-) -> None:
-    keys = dict(enumerate([*first, *later, probe]))
-    one = PriorityQueue[int](keys.__getitem__)
-    for i in range(len(first)):
-        one.push(i)
-    bulk = PriorityQueue[int](keys.__getitem__)
-    bulk.extend(range(len(first)))
-    for i in range(len(first), len(first) + len(later)):
-        one.push(i)
-        bulk.push(i)
-    item = len(keys) - 1
-    expect = [e[2] for e in heapq.nsmallest(1, [(keys[item], 10**9, item), *one._h])]
-    assert bulk.pops_next(item) == (expect == [item])
-    assert list(_pops(one)) == list(_pops(bulk))
+
+
+@given(_pq_ops)
+def test_priority_queue_matches_a_heap_of_single_pushes(ops: list[tuple[str, Any]]) -> None:
+    """Pops, lengths, items and pops_next equal those of a plain heap fed one push at a time,
+    whatever mix of extend (the sorted run), push (the heap) and pop."""
+    keys: list[int] = []
+    pq = PriorityQueue[int](keys.__getitem__)
+    ref: list[tuple[int, int]] = []  # (key, insertion number) = item
+    for op, arg in ops:
+        if op == "pop":
+            if ref:
+                assert pq.pop() == heapq.heappop(ref)[1]
+        elif op == "probe":
+            keys.append(arg)
+            item = len(keys) - 1
+            assert pq.pops_next(item) == (not ref or (arg, item) < ref[0])
+        else:
+            new = [arg] if op == "push" else arg
+            items = list(range(len(keys), len(keys) + len(new)))
+            keys.extend(new)
+            for i in items:
+                heapq.heappush(ref, (keys[i], i))
+            if op == "push":
+                pq.push(items[0])
+            else:
+                pq.extend(items)
+        assert len(pq) == len(ref) and bool(pq) == bool(ref)
+        assert sorted(pq.items()) == sorted(i for _, i in ref)
+    assert list(_pops(pq)) == [i for _, i in sorted(ref)]
 
 
 _amounts = st.lists(

@@ -1,4 +1,4 @@
-"""A binary-heap priority queue ordered by a session order key (smallest key pops first)."""
+"""A priority queue ordered by a session order key (smallest key pops first)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,18 @@ class PriorityQueue(Generic[T]):
     """Items are keyed when pushed (Volcano re-pushes an item after it changed).
 
     Entries are (key, insertion number, item): insertion numbers are unique, so the order in
-    which items pop is fixed by the keys and the insertion order alone, whatever the heap's
-    layout (``extend`` heapifies once instead of pushing one by one, with the same result).
+    which items pop is fixed by the keys and the insertion order alone (two entries never
+    compare their items). ``extend`` sorts its
+    items into a run popped from its end (one C sort of mostly ordered keys, then O(1) pops:
+    actions fill a queue once with thousands of jobs and re-push few); ``push`` goes to a heap,
+    and ``pop`` takes the smaller head of the two.
     """
 
-    __slots__ = ("_h", "_key", "_n")
+    __slots__ = ("_h", "_key", "_n", "_run")
 
     def __init__(self, key: Callable[[T], Any]) -> None:
         self._h: list[tuple[Any, int, T]] = []
+        self._run: list[tuple[Any, int, T]] = []  # sorted, largest first
         self._key = key
         self._n = 0
 
@@ -29,26 +33,40 @@ class PriorityQueue(Generic[T]):
         self._n += 1
 
     def extend(self, items: Iterable[T]) -> None:
-        """Push every item of ``items`` in order (one heapify: same pops as pushing each)."""
+        """Push every item of ``items`` in order (same pops as pushing each)."""
         key, n = self._key, self._n
         entries = [(key(item), n + i, item) for i, item in enumerate(items)]
         self._n = n + len(entries)
-        self._h.extend(entries)
-        heapq.heapify(self._h)
+        if self._run:
+            entries.extend(self._run)
+        entries.sort(reverse=True)
+        self._run = entries
+
+    def _head(self) -> tuple[Any, int, T] | None:
+        run, h = self._run, self._h
+        if not run:
+            return h[0] if h else None
+        if h and h[0] < run[-1]:
+            return h[0]
+        return run[-1]
 
     def pop(self) -> T:
-        return heapq.heappop(self._h)[2]
+        run, h = self._run, self._h
+        if run and not (h and h[0] < run[-1]):
+            return run.pop()[2]
+        return heapq.heappop(h)[2]
 
     def pops_next(self, item: T) -> bool:
         """Would ``item``, pushed now, be the next to pop? (its key now is smaller than every
         queued key: a tie goes to the item queued first)."""
-        return not self._h or (self._key(item), self._n) < self._h[0][:2]
+        head = self._head()
+        return head is None or (self._key(item), self._n) < head[:2]
 
     def __len__(self) -> int:
-        return len(self._h)
+        return len(self._h) + len(self._run)
 
     def __bool__(self) -> bool:
-        return bool(self._h)
+        return bool(self._h) or bool(self._run)
 
     def items(self) -> list[T]:
-        return [entry[2] for entry in self._h]
+        return [entry[2] for entry in (*reversed(self._run), *self._h)]
