@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Collection
 from typing import ClassVar
 
 import numpy as np
@@ -85,7 +86,7 @@ class _Pass:
     outcomes of failed attempts by shape (``Allocate._shape``) with the change-log position
     they were computed at."""
 
-    __slots__ = ("fail_memo", "memo_ok", "per_queue", "ssn", "worksheet")
+    __slots__ = ("fail_memo", "fail_pos", "memo_ok", "per_queue", "ssn", "worksheet")
 
     def __init__(self, ssn: Session, memo_ok: bool) -> None:
         self.ssn = ssn
@@ -93,6 +94,8 @@ class _Pass:
         self.per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         self.worksheet: dict[str, deque[TaskInfo]] = {}
         self.fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
+        #: the newest change-log position a failure was stored at (-1: none)
+        self.fail_pos = -1
 
     def collect(self) -> None:
         """The admitted, valid jobs with pending tasks (promoting Pending jobs to Inqueue when
@@ -189,11 +192,12 @@ class Allocate(Action):
                     )
                 continue
             job = jobs.pop()
-            shape = self._shape(ssn, queue, job, run.worksheet[job.uid]) if run.memo_ok else None
+            # a failure is replayed only at the log position it was stored at
+            shape = self._shape(run, queue, job) if run.fail_pos == len(ssn.nodes.log) else None
             if shape is not None and run.replay(shape, job):
                 self._drain(run, queue, jobs, queues)
             else:
-                self._attempt(run, queue, job, jobs, shape)
+                self._attempt(run, queue, job, jobs)
             if jobs:
                 queues.push(queue)
         ssn.timings["allocate"] = time.perf_counter() - t0
@@ -225,12 +229,11 @@ class Allocate(Action):
         replay gets a real attempt, then the caller pushes the queue as usual."""
         if not self.drain_replays or not jobs or not queues.pops_next(queue):
             return
-        ssn = run.ssn
         while jobs:
             job = jobs.pop()
-            shape = self._shape(ssn, queue, job, run.worksheet[job.uid])
+            shape = self._shape(run, queue, job)
             if shape is None or not run.replay(shape, job):
-                self._attempt(run, queue, job, jobs, shape)
+                self._attempt(run, queue, job, jobs)
                 return
 
     def _attempt(
@@ -239,11 +242,14 @@ class Allocate(Action):
         queue: QueueInfo,
         job: JobInfo,
         jobs: PriorityQueue[JobInfo],
-        shape: tuple[object, ...] | None,
     ) -> None:
-        """Place ``job``'s pending tasks in one statement; commit, keep pipelined or discard."""
+        """Place ``job``'s pending tasks in one statement; commit, keep pipelined or discard.
+        A failure that placed nothing is stored by shape, worked out from the state before
+        the attempt (which such a failure leaves as it was)."""
         ssn = run.ssn
         log_before = len(ssn.nodes.log)
+        fresh = run.memo_ok and job.uid not in ssn.reasons
+        before = tuple(run.worksheet[job.uid]) if fresh else None
         stmt = Statement(ssn)
         fails_before = len(ssn.fit_errors.get(job.uid, ()))
         placed = self._allocate_job(ssn, queue, job, run.worksheet[job.uid], stmt, jobs)
@@ -259,22 +265,31 @@ class Allocate(Action):
         else:
             reason = _gang_failure(ssn, job, placed)
             stmt.discard()
+            shape = None
+            if before is not None and len(ssn.nodes.log) == log_before:
+                shape = self._shape(run, queue, job, before)
             ssn.set_reason(reason)
-            if shape is not None and len(ssn.nodes.log) == log_before:
+            if shape is not None:
                 run.fail_memo[shape] = (log_before, reason)
+                run.fail_pos = log_before
 
     @staticmethod
     def _shape(
-        ssn: Session, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]
+        run: _Pass, queue: QueueInfo, job: JobInfo, tasks: Collection[TaskInfo] | None = None
     ) -> tuple[object, ...] | None:
         """What a failed attempt of ``job`` depends on, when nothing else does.
 
         Two jobs with the same shape, tried at the same change-log position with nothing placed
         in between, fail identically: same tasks (templates, roles) against the same node and
-        queue state, with the same gang counters. Jobs with a previous reason, nominated nodes,
-        volatile templates or a network topology are never memoized.
+        queue state, with the same gang counters. ``tasks``: the job's pending tasks as they
+        were before an attempt (default: its worksheet now). Jobs with a previous reason,
+        nominated nodes, volatile templates or a network topology are never memoized.
         """
-        if job.uid in ssn.reasons or job.network_topology is not None:
+        if tasks is None:  # before an attempt (after one, the caller saved what it was)
+            if job.uid in run.ssn.reasons:
+                return None
+            tasks = run.worksheet[job.uid]
+        if not run.memo_ok or job.network_topology is not None:
             return None
         tids = []
         for t in tasks:
