@@ -14,10 +14,9 @@ class PriorityQueue(Generic[T]):
 
     Entries are (key, insertion number, item): insertion numbers are unique, so the order in
     which items pop is fixed by the keys and the insertion order alone (two entries never
-    compare their items). ``extend`` sorts its
-    items into a run popped from its end (one C sort of mostly ordered keys, then O(1) pops:
-    actions fill a queue once with thousands of jobs and re-push few); ``push`` goes to a heap,
-    and ``pop`` takes the smaller head of the two.
+    compare their items). ``extend`` sorts its items into a run popped from its end (one C
+    sort of mostly ordered keys, then O(1) pops: actions fill a queue once with thousands of
+    jobs and re-push few); ``push`` goes to a heap, and ``pop`` takes the smaller head.
     """
 
     __slots__ = ("_h", "_key", "_n", "_run")
@@ -42,24 +41,20 @@ class PriorityQueue(Generic[T]):
         entries.sort(reverse=True)
         self._run = entries
 
-    def _head(self) -> tuple[Any, int, T] | None:
+    def _run_first(self) -> bool:
+        """Does the run (not the heap) hold the next entry? (False when both are empty)"""
         run, h = self._run, self._h
-        if not run:
-            return h[0] if h else None
-        if h and h[0] < run[-1]:
-            return h[0]
-        return run[-1]
+        return bool(run) and not (h and h[0] < run[-1])
 
     def pop(self) -> T:
-        run, h = self._run, self._h
-        if run and not (h and h[0] < run[-1]):
-            return run.pop()[2]
-        return heapq.heappop(h)[2]
+        if self._run_first():
+            return self._run.pop()[2]
+        return heapq.heappop(self._h)[2]
 
     def pops_next(self, item: T) -> bool:
         """Would ``item``, pushed now, be the next to pop? (its key now is smaller than every
         queued key: a tie goes to the item queued first)."""
-        head = self._head()
+        head = self._run[-1] if self._run_first() else (self._h[0] if self._h else None)
         return head is None or (self._key(item), self._n) < head[:2]
 
     def __len__(self) -> int:
