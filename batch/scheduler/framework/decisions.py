@@ -6,6 +6,7 @@ I/O. All records are slotted dataclasses so a 100k-pod decision set stays small.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,8 @@ class QueueMetrics:
     """A queue as a fair-share plugin (proportion, capacity) saw it this session.
 
     Vectors are the plugin's own (indexed like ``names``, the session's resource registry), kept
-    as they are so that sessions whose metrics nobody reads pay nothing; ``amounts`` converts.
+    as they are, and share and overused are worked out when first read, so that sessions whose
+    metrics nobody reads (the simulator's) pay nothing; ``amounts`` converts.
     """
 
     names: list[str]
@@ -89,8 +91,23 @@ class QueueMetrics:
     real_capacity: Any
     inqueue: Any
     request: Any  # None when the plugin has no notion of request (capacity)
-    share: float
-    overused: bool
+    #: the plugin's answers, asked once (the figures no longer change after the session)
+    share_of: Callable[[], float]
+    overused_of: Callable[[], bool]
+    _answers: tuple[float, bool] | None = None
+
+    def _answer(self) -> tuple[float, bool]:
+        if self._answers is None:
+            self._answers = (self.share_of(), self.overused_of())
+        return self._answers
+
+    @property
+    def share(self) -> float:
+        return self._answer()[0]
+
+    @property
+    def overused(self) -> bool:
+        return self._answer()[1]
 
     def amounts(self, vector: Any) -> dict[str, int]:
         """Name -> amount (milli-units; bytes for memory) of a vector; pods and unlimited

@@ -15,6 +15,7 @@ actions.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -149,10 +150,11 @@ class Session:
         real_capacity: npt.NDArray[Any],
         inqueue: npt.NDArray[Any],
         request: npt.NDArray[Any] | None,
-        share: float,
-        overused: bool,
+        share: Callable[[], float],
+        overused: Callable[[], bool],
     ) -> None:
-        """Record what a fair-share plugin computed for ``queue`` (exported as metrics)."""
+        """Record what a fair-share plugin computed for ``queue`` (exported as metrics); its
+        share and overused answers are asked for when a reader wants them."""
         self.queue_metrics[queue] = QueueMetrics(
             self.resources.names, deserved, real_capacity, inqueue, request, share, overused
         )

@@ -8,6 +8,7 @@ these helpers and publish them (``publish_shares``) for the ``volcano_queue_*`` 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -79,6 +80,6 @@ def publish_shares(ssn: Session, attrs: Mapping[str, ShareAttr]) -> None:
             real_capacity=a.real_capability,
             inqueue=a.inqueue,
             request=getattr(a, "request", None),
-            share=a.share(),
-            overused=le(a.deserved, a.allocated),
+            share=a.share,
+            overused=functools.partial(le, a.deserved, a.allocated),
         )

@@ -103,11 +103,18 @@ def _ratio(amount: F, deserved: F) -> float:
 FILLS_KEPT = 64
 
 
-def water_fill(attrs: Sequence[QueueAttr], total: F, fills: dict[Any, F] | None = None) -> None:
+def water_fill(
+    attrs: Sequence[QueueAttr],
+    total: F,
+    fills: dict[Any, F] | None = None,
+    request: F | None = None,
+) -> None:
     """The deserved-share loop of docs/volcano-semantics.md#proportion-water-filling (sets
-    ``attr.deserved``); ``fills`` remembers results for ``kept_fill``."""
+    ``attr.deserved``); ``fills`` remembers results for ``kept_fill``; ``request``: the
+    queues' requests as rows, when the caller has them (default: stacked from ``attrs``)."""
     if attrs:
-        request = np.stack([a.request for a in attrs])
+        if request is None:
+            request = np.stack([a.request for a in attrs])
         for a, d in zip(attrs, kept_fill(attrs, request, total, fills), strict=True):
             a.deserved = d
 
@@ -165,20 +172,24 @@ def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
 
 def admission_shares(
     attrs: Sequence[QueueAttr],
-    unstarted: Sequence[F],
+    unstarted: F,
     total: F,
     fills: dict[Any, F] | None = None,
+    request: F | None = None,
 ) -> None:
     """Fair admission: each queue's deserved share were the unstarted part of its gangs
-    requested too (``attr.admission_deserved``); Volcano's ``deserved`` is left as it is."""
+    (``unstarted``, one row per queue) requested too (``attr.admission_deserved``); Volcano's
+    ``deserved`` is left as it is. ``request``: as for ``water_fill``."""
     if not attrs:
         return
-    if not any(u[1:].any() for u in unstarted):
+    if not unstarted[:, 1:].any():
         for a in attrs:
             a.admission_deserved = a.deserved
         return
-    request = np.stack([a.request + u for a, u in zip(attrs, unstarted, strict=True)])
-    for a, d in zip(attrs, kept_fill(attrs, request, total, fills), strict=True):
+    if request is None:
+        request = np.stack([a.request for a in attrs])
+    rows = kept_fill(attrs, request + unstarted, total, fills)
+    for a, d in zip(attrs, rows, strict=True):
         a.admission_deserved = d
 
 
@@ -295,38 +306,50 @@ class QueueVectors:
         return kept
 
 
-def queue_attrs(
-    ssn: Session, kept: QueueVectors, *, fair: bool
-) -> tuple[dict[str, QueueAttr], dict[str, F]]:
-    """Every queue with jobs in this session, oldest first, with its figures (the job sums kept
-    across sessions, docs/volcano-semantics.md#proportion-inputs); and each one's unstarted
-    gang demand (fair admission)."""
+@dataclass(slots=True)
+class QueueFigures:
+    """The queues of a session with their figures (``queue_attrs``), oldest first, and the
+    same figures as matrices with one row per queue, in that order."""
+
+    attrs: dict[str, QueueAttr]
+    request: F
+    unstarted: F
+
+
+def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures:
+    """Every queue with jobs in this session with its figures (the job sums kept across
+    sessions, docs/volcano-semantics.md#proportion-inputs) and, for fair admission, its
+    unstarted gang demand. All queues are converted at once; each QueueAttr's vectors are rows
+    of this session's matrices (the session's handlers update them in place)."""
     vectors = kept.vectors
     sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
     sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
+    names = sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n))
+    zero = np.zeros(sums.shape, dtype=np.int64)
+    m = np.array([sums.sums.get(n, zero) for n in names], dtype=np.float64).reshape(
+        (len(names), *sums.shape)
+    )
+    m[:, :, 0] = 0.0
+    allocated, pending, inqueue, elastic, unstarted = (m[:, r] for r in range(ROWS))
+    request = allocated + pending
+    held = allocated + inqueue if fair else None
     attrs: dict[str, QueueAttr] = {}
-    demand: dict[str, F] = {}
-    for name in sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n)):
+    for i, name in enumerate(names):
         q = ssn.queues[name]
         guarantee, cap, real = vectors[name]
-        allocated, pending, inqueue, elastic, unstarted = sums.total(name).astype(np.float64)
-        request = allocated + pending
-        for v in (allocated, request, inqueue, elastic, unstarted):
-            v[0] = 0.0
-        demand[name] = unstarted
         attrs[name] = QueueAttr(
             queue=q,
             weight=q.weight,
             guarantee=guarantee,
             capability=cap,
             real_capability=real,
-            allocated=allocated,
-            request=request,
-            inqueue=inqueue,
-            elastic=elastic,
-            held=allocated + inqueue if fair else None,
+            allocated=allocated[i],
+            request=request[i],
+            inqueue=inqueue[i],
+            elastic=elastic[i],
+            held=held[i] if held is not None else None,
         )
-    return attrs, demand
+    return QueueFigures(attrs, request, unstarted)
 
 
 def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
@@ -496,11 +519,11 @@ class ProportionPlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
         kept = QueueVectors.of(ssn, total)
-        attrs, demand = queue_attrs(ssn, kept, fair=self.fair)
-        fills = kept.fills
-        water_fill(list(attrs.values()), total, fills)
+        figures = queue_attrs(ssn, kept, fair=self.fair)
+        attrs, fills = figures.attrs, kept.fills
+        water_fill(list(attrs.values()), total, fills, figures.request)
         if self.fair:
-            admission_shares(list(attrs.values()), list(demand.values()), total, fills)
+            admission_shares(list(attrs.values()), figures.unstarted, total, fills, figures.request)
         self.attrs = attrs
         self.total = total
         _register_queue_points(ssn, attrs)
