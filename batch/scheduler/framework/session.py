@@ -330,7 +330,12 @@ class Session:
 
     def rollback(self) -> None:
         """Undo every in-session change to cache objects (called by ``close``)."""
-        for task, status, node_name, node_idx in reversed(self.journal):
+        # a task's first entry holds its state before the session: restore that one only
+        # (counters are sums, so the order of the restores does not matter)
+        first: dict[int, tuple[TaskInfo, TaskStatus, str, int]] = {}
+        for entry in self.journal:
+            first.setdefault(id(entry[0]), entry)
+        for task, status, node_name, node_idx in first.values():
             job = self.jobs.get(task.job_id) if task.job_id else None
             if job is not None and task.uid in job.tasks:
                 job.set_status(task, status)
