@@ -159,13 +159,14 @@ def test_job_sums_follow_versions_and_departures() -> None:
     assert sums.sums["qa"][cpu] == 1000 and sums.counts == {"qa": 1}
     cache.apply("Pod", "ADDED", f.pod("g0-1", group="g0", cpu="2"))
     sums.refresh(cache.jobs, lambda j: j.pending_req)
-    assert sums.sums["qa"][cpu] == 3000
+    assert sums.sums["qa"][cpu] == 3000 and sums.grand[cpu] == 3000
     # the job moves to another queue, then leaves: its contribution moves, then goes
     cache.apply("PodGroup", "MODIFIED", f.podgroup("g0", queue="qb", phase="Inqueue"))
     sums.refresh(cache.jobs, lambda j: j.pending_req)
     assert "qa" not in sums.sums and sums.sums["qb"][cpu] == 3000
+    assert sums.grand[cpu] == 3000
     sums.refresh({}, lambda j: j.pending_req)
-    assert sums.sums == {} and sums.counts == {}
+    assert sums.sums == {} and sums.counts == {} and not sums.grand.any()
     # the same key with another shape starts afresh
     assert JobSums.of(cache, "test", (2, cache.resources.capacity)) is not sums
 

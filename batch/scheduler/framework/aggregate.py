@@ -40,7 +40,7 @@ class _Entry:
 class JobSums:
     """Σ ``contribution(job)`` per ``job.queue`` over a session's jobs (see module docstring)."""
 
-    __slots__ = ("_cursor", "_entries", "counts", "shape", "sums")
+    __slots__ = ("_cursor", "_entries", "counts", "grand", "shape", "sums")
 
     def __init__(self, shape: tuple[int, ...], cursor: Cursor) -> None:
         self.shape = shape
@@ -50,6 +50,8 @@ class JobSums:
         self.sums: dict[str, Vec] = {}
         #: queue -> number of jobs (contributing or not)
         self.counts: dict[str, int] = {}
+        #: Σ over every queue
+        self.grand: Vec = np.zeros(shape, dtype=np.int64)
 
     @classmethod
     def of(cls, cache: ClusterCache, key: str, shape: tuple[int, ...]) -> JobSums:
@@ -107,6 +109,7 @@ class JobSums:
         e = entries[uid] = _Entry(job.version, job.queue, value)
         self.counts[e.group] = self.counts.get(e.group, 0) + 1
         if value is not None:
+            np.add(self.grand, value, out=self.grand)
             acc = self.sums.get(e.group)
             if acc is None:
                 self.sums[e.group] = value.copy()
@@ -120,6 +123,7 @@ class JobSums:
         else:
             del self.counts[e.group]
         if e.value is not None:
+            np.subtract(self.grand, e.value, out=self.grand)
             acc = self.sums[e.group]
             np.subtract(acc, e.value, out=acc)
         if not left:

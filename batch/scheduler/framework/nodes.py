@@ -63,6 +63,12 @@ class SessionNodes:
         self._cols[idx] = (pos, got)
         return got
 
+    def valid_sum(self, m: IntVec) -> IntVec:
+        """Σ over schedulable nodes of a (dims, nodes) matrix, per dimension (no copy of the
+        selected columns, unlike ``m[:, valid].sum(axis=1)``)."""
+        out: IntVec = np.add.reduce(m, axis=1, where=self.valid)
+        return out
+
     def future_idle(self) -> IntVec:
         return self.idle + self.releasing - self.pipelined
 
@@ -71,7 +77,7 @@ class SessionNodes:
         pos = len(self.log)
         if self._free is None or self._free[0] != pos:
             fut = self.future_idle() if self.has_future else self.idle
-            self._free = (pos, np.clip(fut[:, self.valid], 0, None).sum(axis=1))
+            self._free = (pos, self.valid_sum(np.clip(fut, 0, None)))
         return self._free[1]
 
     def port_counts(self, port: tuple[str, str, int]) -> npt.NDArray[np.int32] | None:

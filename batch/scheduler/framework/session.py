@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 import numpy.typing as npt
 
 from batch.model.cache import ClusterCache
@@ -67,7 +66,7 @@ class Session:
         self.resources = cache.resources
         self.nodes = SessionNodes(cache)
         nd = self.nodes
-        self.total_resource: IntVec = nd.alloc[:, nd.valid].sum(axis=1).astype(np.int64)
+        self.total_resource: IntVec = nd.valid_sum(nd.alloc)
         self.queues: dict[str, QueueInfo] = cache.queues
         self.jobs: dict[str, JobInfo] = {}
         self.reasons: dict[str, PendingReason] = {}

@@ -63,14 +63,11 @@ class OvercommitPlugin(Plugin):
         scaled = millions * k + rest * k // 1_000_000
         self.total = ssn.total_resource
         self.scaled = scaled
-        self.used = nd.used[:, nd.valid].sum(axis=1)
+        self.used = nd.valid_sum(nd.used)
         self.idle = scaled - self.used
         sums = JobSums.of(ssn.cache, "overcommit", (ssn.resources.capacity,))
         sums.refresh(ssn.jobs, inqueue_contribution, follow=ssn.skip_settled)
-        inqueue = ssn.resources.zeros()
-        for part in sums.sums.values():
-            inqueue += part
-        self.inqueue = inqueue
+        self.inqueue = sums.grand.copy()
 
         def enqueueable(job: JobInfo) -> int:
             if job.min_resources is None:
