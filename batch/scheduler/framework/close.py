@@ -13,8 +13,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-
 from batch.model.changes import Cursor
 from batch.model.info import JobInfo
 from batch.model.resources import IntVec
@@ -296,6 +294,36 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
     return book.q_counts
 
 
+def _queue_statuses(
+    ssn: Session, q_alloc: dict[str, IntVec], q_counts: dict[str, dict[str, int]]
+) -> dict[str, dict[str, Any]]:
+    """Every queue's status: ``allocated`` (its jobs' and its descendants') and the number of
+    its PodGroups per phase."""
+    queues = ssn.queues
+    total: dict[str, IntVec] = {}
+    for qname, vec in q_alloc.items():
+        seen: set[str] = set()
+        name = qname
+        while name and name not in seen:
+            seen.add(name)
+            acc = total.get(name)
+            total[name] = vec.copy() if acc is None else acc + vec
+            q = queues.get(name)
+            name = q.parent if q is not None else ""
+    res = ssn.resources
+    zero = res.to_list(res.zeros())
+    none = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
+    out: dict[str, dict[str, Any]] = {}
+    for qname in queues:
+        qvec = total.get(qname)
+        status: dict[str, Any] = {
+            "allocated": res.to_list(qvec) if qvec is not None else dict(zero)
+        }
+        status.update(q_counts.get(qname, none))
+        out[qname] = status
+    return out
+
+
 def close_session(ssn: Session) -> Decisions:
     """Run plugins' on_session_close, build the Decisions, undo the session's changes."""
     t0 = time.perf_counter()
@@ -313,30 +341,10 @@ def close_session(ssn: Session) -> Decisions:
             events=ssn.events,
             pending_reasons=ssn.reasons,
         )
-        res = ssn.resources
-        allocated = JobSums.of(ssn.cache, "close-allocated", (res.capacity,))
+        allocated = JobSums.of(ssn.cache, "close-allocated", (ssn.resources.capacity,))
         allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
-        q_alloc = allocated.sums
         q_counts = _podgroup_statuses(ssn, d)
-        # propagate to ancestors
-        total: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
-        for qname, vec in q_alloc.items():
-            seen: set[str] = set()
-            name = qname
-            while name and name not in seen:
-                seen.add(name)
-                if name in total:
-                    total[name] = total[name] + vec
-                else:
-                    total[name] = vec.copy()
-                q = ssn.queues.get(name)
-                name = q.parent if q is not None else ""
-        for qname in ssn.queues:
-            qvec = total.get(qname)
-            d.queue_status[qname] = {
-                "allocated": res.to_list(qvec if qvec is not None else res.zeros()),
-                **q_counts.get(qname, dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)),
-            }
+        d.queue_status = _queue_statuses(ssn, allocated.sums, q_counts)
         d.timings = ssn.timings
         d.plugin_timings = ssn.plugin_timings
         d.queue_metrics = ssn.queue_metrics
