@@ -128,8 +128,3 @@ class JobSums:
             np.subtract(acc, e.value, out=acc)
         if not left:
             self.sums.pop(e.group, None)
-
-    def total(self, group: str) -> Vec:
-        """Σ for ``group`` (zeros when none of its jobs contributed); a copy."""
-        acc = self.sums.get(group)
-        return acc.copy() if acc is not None else np.zeros(self.shape, dtype=np.int64)
