@@ -4,8 +4,9 @@ Proportion, overcommit and session close keep per-queue sums and per-job statuse
 sessions (``batch.scheduler.framework.aggregate``), updated only for jobs whose
 ``JobInfo.version`` moved. These tests drive one cache through random histories of watch events
 (pods added, bound, finished, deleted; PodGroups changing phase, queue and minResources; queues
-added) with a session after every step, and compare each session with one run on a cache that
-received the same events but never ran a session before.
+added; nodes changing capacity, taints and readiness, leaving and coming back) with a session
+after every step, and compare each session with one run on a cache that received the same events
+but never ran a session before.
 """
 
 from __future__ import annotations
@@ -51,9 +52,24 @@ def _base() -> list[Event]:
 
 @st.composite
 def step(draw: st.DrawFn) -> Event:
-    kinds = ["pod"] * 6 + ["podgroup", "delete-pod", "queue", "priority"]
+    kinds = ["pod"] * 6 + ["podgroup", "delete-pod", "queue", "priority", "node"]
     kind = draw(st.sampled_from(kinds))
     group = draw(st.sampled_from(GROUPS))
+    if kind == "node":  # capacity, a taint or readiness changes; or the node goes and comes
+        name = draw(st.sampled_from(NODES))
+        etype = draw(st.sampled_from(["MODIFIED", "MODIFIED", "MODIFIED", "DELETED", "ADDED"]))
+        taint = draw(st.booleans())
+        return (
+            "Node",
+            etype,
+            f.node(
+                name,
+                cpu=draw(st.sampled_from(["2", "4", "8"])),
+                gpu=draw(st.sampled_from([1, 2])),
+                taints=[{"key": "t", "value": "x", "effect": "NoSchedule"}] if taint else None,
+                ready=draw(st.booleans()) or not taint,
+            ),
+        )
     if kind == "queue":
         etype = draw(st.sampled_from(["ADDED", "ADDED", "DELETED"]))
         return ("Queue", etype, f.queue(QUEUES[2], weight=draw(st.integers(1, 3))))
