@@ -151,8 +151,17 @@ def test_out_of_cpu_fails_with_a_kubelet_event(cluster: Cluster) -> None:
     assert pod is not None and pod["status"]["reason"] == "OutOfcpu", pod
     selector = "involvedObject.name=too-big,reason=OutOfcpu"
     path = f"/api/v1/namespaces/{NS}/events?fieldSelector={selector}"
-    code, events = cluster.request("GET", path)
-    assert code == 200 and len(events["items"]) == 1, events
+
+    def listed() -> list[dict[str, Any]]:
+        code, events = cluster.request("GET", path)
+        assert code == 200, events
+        items: list[dict[str, Any]] = events["items"]
+        return items
+
+    # The kubelet writes its event after the pod's Failed status, as a real kubelet does.
+    wait_for(listed, "an OutOfcpu event")
+    events = {"items": listed()}
+    assert len(events["items"]) == 1, events
     assert events["items"][0]["source"]["component"] == "kubelet"
     assert events["items"][0]["involvedObject"]["uid"] == pod["metadata"]["uid"]
     _cleanup(cluster, "too-big")
