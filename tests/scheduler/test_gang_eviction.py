@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -11,7 +13,9 @@ from batch.model.cache import ClusterCache
 from batch.scheduler import ConfigError, Decisions, load_config
 
 from .evict_util import evicted_jobs, pending, priorities, running
-from .util import cluster, run
+from .util import NOW, cluster, run
+
+NOW_STAMP = datetime.fromtimestamp(NOW - 60, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 TIERS = """
 tiers:
@@ -144,6 +148,43 @@ def test_gangreclaim_takes_from_other_reclaimable_queues_only() -> None:
     assert {e.reason for e in d.evictions} == {"gangreclaim"}
     assert sorted(p.job_id for p in d.pipelines) == [a, a]
     assert any(e.reason == "Reclaimed" and a in e.message for e in d.events)
+
+
+@pytest.mark.parametrize(
+    ("action", "started", "evicted"),
+    [
+        ("gangreclaim", "2026-01-01T00:00:00Z", True),
+        ("gangreclaim", NOW_STAMP, False),
+        ("gangpreempt", "2026-01-01T00:00:00Z", True),
+        ("gangpreempt", NOW_STAMP, False),
+    ],
+)
+def test_minruntime_guards_the_gang_actions_victims(
+    action: str, started: str, evicted: bool
+) -> None:
+    """minruntime's guard is hard for every evicting action: a gang that started running
+    less than its minimum runtime ago is no victim of gangreclaim or gangpreempt either."""
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    priorities(c)
+    queue = "b" if action == "gangreclaim" else "a"
+    victim = running(
+        c,
+        "victim",
+        ["n0", "n1"],
+        per_node=4,
+        min_member=8,
+        queue=queue,
+        start=started,
+        priority_class="low",
+    )
+    pending(c, "starving", 2, queue="a", priority_class="high")
+    conf = (GANG_RECLAIM if action == "gangreclaim" else GANG_PREEMPT).replace(
+        "  - name: conformance\n",
+        "  - name: conformance\n  - name: minruntime\n"
+        "    arguments: {preemptMinRuntime: 1h, reclaimMinRuntime: 1h}\n",
+    )
+    d = run(c, conf)
+    assert evicted_jobs(d) == ({victim: 8} if evicted else {})
 
 
 def test_no_eviction_when_the_whole_gang_cannot_fit() -> None:

@@ -235,6 +235,10 @@ class GangEviction:
         key = self._victim_key(queue, {b.job.queue for b in bundles})
         sort_bundles(bundles, need, key)
         allowed_tasks = ssn.dispatch.victims("unified_evictable", pending[0], flatten(bundles))
+        # the hard victim guards (minruntime) hold here as in preempt and reclaim
+        point = "reclaimable" if self.reclaim else "preemptable"
+        for guard in ssn.dispatch.victim_guards():
+            allowed_tasks = guard(point, pending[0], allowed_tasks) if allowed_tasks else []
         valid = keep_allowed(bundles, {t.uid for t in allowed_tasks})
         sort_bundles(valid, need, key)
         return [b for b in valid if b.kind != WHOLE or self.args.allow_whole]

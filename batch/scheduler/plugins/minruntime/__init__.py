@@ -4,8 +4,8 @@ Volcano has no such protection (its ``cdp`` plugin is a per-pod cool-down annota
 follows KAI Scheduler's MinRuntime plugin (``preemptMinRuntime`` / ``reclaimMinRuntime`` per
 queue, inherited down the queue tree, with plugin defaults — shared/reference/peers.md §1.6). A
 victim whose pod has been running (``status.startTime``, else its creation time) for less than
-the minimum of its queue is never chosen. The filter is a hard *guard* of the preempt/reclaim
-actions (victims.py): it applies after the tiered Preemptable/Reclaimable callbacks whatever tier
+the minimum of its queue is never chosen. The filter is a hard *guard* of the evicting actions
+(preempt, reclaim, gangpreempt, gangreclaim): it applies after the tiered Preemptable/Reclaimable callbacks whatever tier
 the plugin is configured in, so Volcano's tier fall-through cannot bypass it.
 
 Arguments: ``preemptMinRuntime`` and ``reclaimMinRuntime`` (durations such as ``90s``, ``5m``,
