@@ -10,12 +10,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
-from batch.scheduler import ConfigError, Decisions, load_config
+from batch.scheduler import ConfigError, Decisions, Scheduler, load_config
 
 from .evict_util import evicted_jobs, pending, priorities, running
 from .util import NOW, cluster, run
-
-NOW_STAMP = datetime.fromtimestamp(NOW - 60, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 TIERS = """
 tiers:
@@ -81,6 +79,10 @@ def test_a_bad_gang_action_argument_names_the_key() -> None:
             GANG_PREEMPT
             + "configurations:\n- name: gangpreempt\n  arguments: {allowWholeBundle: maybe}\n"
         )
+
+
+def _stamp(seconds_before_now: float) -> str:
+    return datetime.fromtimestamp(NOW - seconds_before_now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _two_victims(c: ClusterCache) -> tuple[str, str]:
@@ -151,17 +153,15 @@ def test_gangreclaim_takes_from_other_reclaimable_queues_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("action", "started", "evicted"),
+    ("action", "ran_s", "evicted"),
     [
-        ("gangreclaim", "2026-01-01T00:00:00Z", True),
-        ("gangreclaim", NOW_STAMP, False),
-        ("gangpreempt", "2026-01-01T00:00:00Z", True),
-        ("gangpreempt", NOW_STAMP, False),
+        ("gangreclaim", 86400, True),
+        ("gangreclaim", 60, False),
+        ("gangpreempt", 86400, True),
+        ("gangpreempt", 60, False),
     ],
 )
-def test_minruntime_guards_the_gang_actions_victims(
-    action: str, started: str, evicted: bool
-) -> None:
+def test_minruntime_guards_the_gang_actions_victims(action: str, ran_s: int, evicted: bool) -> None:
     """minruntime's guard is hard for every evicting action: a gang that started running
     less than its minimum runtime ago is no victim of gangreclaim or gangpreempt either."""
     c = cluster(2, cpu="4", queues=("a", "b"))
@@ -174,7 +174,7 @@ def test_minruntime_guards_the_gang_actions_victims(
         per_node=4,
         min_member=8,
         queue=queue,
-        start=started,
+        start=_stamp(ran_s),
         priority_class="low",
     )
     pending(c, "starving", 2, queue="a", priority_class="high")
@@ -185,6 +185,50 @@ def test_minruntime_guards_the_gang_actions_victims(
     )
     d = run(c, conf)
     assert evicted_jobs(d) == ({victim: 8} if evicted else {})
+
+
+@pytest.mark.parametrize(("ran_h", "evicted"), [(5, True), (20, False)])
+def test_reclaim_lost_work_ratio_spares_a_run_longer_than_ratio_times_the_wait(
+    ran_h: int, evicted: bool
+) -> None:
+    """reclaimLostWorkRatio 10, the reclaiming pod has waited 1 h: a victim gang that has run
+    5 h may go, one that has run 20 h (more than 10 x 1 h of work lost) may not."""
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    victim = running(
+        c, "victim", ["n0", "n1"], per_node=4, min_member=8, queue="b", start=_stamp(ran_h * 3600)
+    )
+    pending(c, "starving", 2, queue="a", created=_stamp(3600))
+    conf = GANG_RECLAIM.replace(
+        "  - name: conformance\n",
+        "  - name: conformance\n  - name: minruntime\n    arguments: {reclaimLostWorkRatio: 10}\n",
+    )
+    d = run(c, conf)
+    assert evicted_jobs(d) == ({victim: 8} if evicted else {})
+
+
+def test_a_lost_work_ratio_makes_the_cycle_time_sensitive_while_pods_wait() -> None:
+    """The bound loosens as a pod waits: ``Scheduler.run_once`` must not reuse a decision made
+    when the pod had waited too little (and may, once nothing is pending)."""
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    running(c, "victim", ["n0", "n1"], per_node=4, min_member=8, queue="b", start=_stamp(5 * 3600))
+    pending(c, "starving", 2, queue="a", created=_stamp(600))
+    conf = GANG_RECLAIM.replace(
+        "  - name: conformance\n",
+        "  - name: conformance\n  - name: minruntime\n    arguments: {reclaimLostWorkRatio: 10}\n",
+    )
+    sched = Scheduler(c, load_config(conf))
+    assert not sched.run_once(NOW).evictions  # waited 10 min: at most 100 min of work lost
+    assert sched.run_once(NOW + 3600).evictions  # waited 70 min: 5 h of work may go
+    assert sched.memo_hits == 0
+
+
+def test_a_bad_lost_work_ratio_names_the_key() -> None:
+    conf = GANG_RECLAIM.replace(
+        "  - name: conformance\n",
+        "  - name: conformance\n  - name: minruntime\n    arguments: {preemptLostWorkRatio: -1}\n",
+    )
+    with pytest.raises(ConfigError, match="preemptLostWorkRatio"):
+        load_config(conf)
 
 
 def test_no_eviction_when_the_whole_gang_cannot_fit() -> None:

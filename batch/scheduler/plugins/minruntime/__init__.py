@@ -5,12 +5,19 @@ follows KAI Scheduler's MinRuntime plugin (``preemptMinRuntime`` / ``reclaimMinR
 queue, inherited down the queue tree, with plugin defaults — shared/reference/peers.md §1.6). A
 victim whose pod has been running (``status.startTime``, else its creation time) for less than
 the minimum of its queue is never chosen. The filter is a hard *guard* of the evicting actions
-(preempt, reclaim, gangpreempt, gangreclaim): it applies after the tiered Preemptable/Reclaimable callbacks whatever tier
-the plugin is configured in, so Volcano's tier fall-through cannot bypass it.
+(preempt, reclaim, gangpreempt, gangreclaim): it applies after the tiered Preemptable/Reclaimable
+callbacks whatever tier the plugin is configured in, so Volcano's tier fall-through cannot
+bypass it.
 
 Arguments: ``preemptMinRuntime`` and ``reclaimMinRuntime`` (durations such as ``90s``, ``5m``,
 ``1h30m`` or plain seconds; default ``0s``), and per-queue overrides
-``queues.<queue>.preemptMinRuntime`` / ``queues.<queue>.reclaimMinRuntime``. A Queue may also
+``queues.<queue>.preemptMinRuntime`` / ``queues.<queue>.reclaimMinRuntime``.
+
+The other bound, ``preemptLostWorkRatio`` / ``reclaimLostWorkRatio`` (a number >= 0; default 0:
+off), protects old victims instead: a victim whose current run (lost when it restarts without
+a checkpoint) is longer than the ratio times how long the preemptor's pod has waited (since its
+creation) is never chosen either. Evicting days of work to spare a pod minutes of waiting then
+cannot happen; the longer a pod waits, the more it may take (docs/preemption.md). A Queue may also
 carry the annotations ``tephra.io/preempt-min-runtime`` / ``tephra.io/reclaim-min-runtime``
 (argument overrides win over annotations; a queue without either inherits from its parent).
 The switches ``enablePreemptable`` / ``enableReclaimable`` turn either half off.
@@ -18,6 +25,7 @@ The switches ``enablePreemptable`` / ``enableReclaimable`` turn either half off.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +42,8 @@ __all__ = ["ANN_PREEMPT", "ANN_RECLAIM", "MinRuntimePlugin", "expires_between", 
 
 ANN_PREEMPT = "tephra.io/preempt-min-runtime"
 ANN_RECLAIM = "tephra.io/reclaim-min-runtime"
+_RATIOS = ("preemptLostWorkRatio", "reclaimLostWorkRatio")
+_ARGS = ("preemptMinRuntime", "reclaimMinRuntime", *_RATIOS)
 
 
 class MinRuntimePlugin(Plugin):
@@ -58,18 +68,30 @@ class MinRuntimePlugin(Plugin):
             except ValueError as exc:
                 raise ConfigError(f"plugin minruntime: argument 'queues.{key}': {exc}") from None
             self.per_queue[(qname, field[:7])] = secs
+        self.lost_ratio = {
+            "preempt": self._ratio(arguments, "preemptLostWorkRatio"),
+            "reclaim": self._ratio(arguments, "reclaimLostWorkRatio"),
+        }
         for key in arguments.raw:
-            if key not in ("preemptMinRuntime", "reclaimMinRuntime") and not key.startswith(
-                "queues."
-            ):
+            if key not in _ARGS and not key.startswith("queues."):
                 raise ConfigError(f"plugin minruntime: unknown argument {key!r}")
 
     @classmethod
     def time_sensitive(
         cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
     ) -> bool:
-        """A running pod passing its minimum runtime in ``(since, now]`` may become a victim."""
+        """A running pod passing its minimum runtime in ``(since, now]`` may become a victim;
+        with a lost-work bound, so may older victims of a pod that has waited longer."""
+        if now > since and any(k in arguments.raw for k in _RATIOS) and _any_pending(cache):
+            return True
         return expires_between(cache, arguments.raw, since, now)
+
+    @staticmethod
+    def _ratio(arguments: Arguments, key: str) -> float:
+        value = arguments.get_float(key, 0.0)
+        if not 0 <= value < math.inf:  # also refuses nan
+            raise ConfigError(f"plugin minruntime: {key} must be a finite number >= 0")
+        return value
 
     @staticmethod
     def _dur(arguments: Arguments, key: str) -> float:
@@ -111,10 +133,18 @@ class MinRuntimePlugin(Plugin):
         cache: dict[tuple[str, str], float] = {}
         starts: dict[str, float] = {}
 
-        def guard(point: str, _: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
+        def start(t: TaskInfo) -> float:
+            st = starts.get(t.uid)
+            if st is None:
+                st = starts[t.uid] = task_start(t)
+            return st
+
+        def guard(point: str, preemptor: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
             if not on.get(point, False):
                 return victims
             kind = "preempt" if point == "preemptable" else "reclaim"
+            ratio = self.lost_ratio[kind]
+            most = ratio * max(ssn.now - preemptor.creation, 0.0) if ratio > 0 else math.inf
             out = []
             for t in victims:
                 job = ssn.jobs.get(t.job_id or "")
@@ -122,13 +152,11 @@ class MinRuntimePlugin(Plugin):
                 m = cache.get((qname, kind))
                 if m is None:
                     m = cache[(qname, kind)] = self.min_runtime(ssn, qname, kind)
-                if m <= 0:
+                if m <= 0 and most == math.inf:
                     out.append(t)
                     continue
-                st = starts.get(t.uid)
-                if st is None:
-                    st = starts[t.uid] = task_start(t)
-                if ssn.now - st >= m:
+                ran = ssn.now - start(t)
+                if m <= ran <= most:
                     out.append(t)
             return out
 
@@ -163,6 +191,10 @@ def expires_between(
                 if v > 0 and since < start + v <= now:
                     return True
     return False
+
+
+def _any_pending(cache: ClusterCache) -> bool:
+    return any(job.counts[TaskStatus.PENDING] for job in cache.jobs.values())
 
 
 class _QueuesOnly:
