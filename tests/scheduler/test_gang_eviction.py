@@ -231,6 +231,38 @@ def test_a_bad_lost_work_ratio_names_the_key() -> None:
         load_config(conf)
 
 
+@pytest.mark.parametrize(("gang", "keep", "evicted"), [(2, True, 1), (4, True, 0), (4, False, 1)])
+def test_keep_victim_queue_at_deserved_takes_only_what_is_above_the_share(
+    gang: int, keep: bool, evicted: int
+) -> None:
+    """b (weight 1) holds all 8 cpus, a (weight 1) waits for 2: a deserves 2, b 6. With
+    keepVictimQueueAtDeserved a 2-task gang of b may go (b keeps 6), a 4-task one may not (b
+    would fall to 4, below its share); without it the 4-task gang goes."""
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    for i in range(8 // gang):
+        nodes = ["n0"] if i < 4 // gang else ["n1"]
+        running(c, f"b{i}", nodes, per_node=gang, min_member=gang, queue="b")
+    a = pending(c, "a-job", 2, queue="a")
+    arg = "{keepVictimQueueAtDeserved: true}" if keep else "{}"
+    d = run(c, GANG_RECLAIM + f"configurations:\n- name: gangreclaim\n  arguments: {arg}\n")
+    assert sum(1 for _ in evicted_jobs(d)) == evicted
+    assert sum(evicted_jobs(d).values()) == evicted * gang
+    assert len([p for p in d.pipelines if p.job_id == a]) == (2 if evicted else 0)
+
+
+def test_what_an_earlier_plan_released_serves_the_next_job_without_new_victims() -> None:
+    """Two one-cpu jobs of a starving queue: the first evicts a 4-task gang, the second is
+    pipelined on what that gang releases instead of breaking the other gang."""
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    running(c, "b0", ["n0"], per_node=4, min_member=4, queue="b")
+    running(c, "b1", ["n1"], per_node=4, min_member=4, queue="b")
+    first = pending(c, "a-first", 1, queue="a")
+    second = pending(c, "a-second", 1, queue="a")
+    d = run(c, GANG_RECLAIM)
+    assert sum(evicted_jobs(d).values()) == 4
+    assert sorted(p.job_id for p in d.pipelines) == sorted([first, second])
+
+
 def test_no_eviction_when_the_whole_gang_cannot_fit() -> None:
     c = cluster(2, cpu="4")
     priorities(c)

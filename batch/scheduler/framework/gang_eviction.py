@@ -39,6 +39,7 @@ from batch.scheduler.framework.bundles import (
 )
 from batch.scheduler.framework.eviction import Rev, candidate_nodes, emit_causes, pipelined_reason
 from batch.scheduler.framework.pq import PriorityQueue
+from batch.scheduler.framework.queue_floor import FloorArgs, QueueFloor, QueueLedger
 from batch.scheduler.framework.selection import has_topology
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
@@ -71,10 +72,21 @@ class Domain:
 class GangEviction:
     """One execution of gangpreempt (``reclaim=False``) or gangreclaim (``reclaim=True``)."""
 
-    def __init__(self, ssn: Session, args: GangEvictionArgs, *, reclaim: bool) -> None:
+    def __init__(
+        self,
+        ssn: Session,
+        args: GangEvictionArgs,
+        *,
+        reclaim: bool,
+        floor: FloorArgs | None = None,
+    ) -> None:
         self.ssn = ssn
         self.args = args
         self.reclaim = reclaim
+        #: gangreclaim: what a victim queue keeps (guarantee; with keepVictimQueueAtDeserved,
+        #: its deserved share), followed through the dry runs by the ledger
+        self.floor = QueueFloor(ssn, floor) if floor is not None else None
+        self.ledger = QueueLedger(ssn) if floor is not None else None
         self.reason = "gangreclaim" if reclaim else "gangpreempt"
         self.statuses = RUNNING if reclaim else PREEMPTABLE_STATUS
         nd = ssn.nodes
@@ -120,6 +132,8 @@ class GangEviction:
             jobs = starving.get(queue.name)
             while jobs:
                 self._job(queue, jobs.pop())
+        if self.ledger is not None:
+            self.ledger.active = False
         ssn.timings[self.reason] = time.perf_counter() - t0
 
     def _job(self, queue: QueueInfo, job: JobInfo) -> None:
@@ -187,16 +201,20 @@ class GangEviction:
         dom: Domain,
         stmt: Statement,
     ) -> bool:
-        bundles = self._bundles(queue, job, pending, need, dom)
-        if not bundles:
-            return False
         nd = self.ssn.nodes
         cols = dom.nodes
         dims = len(need)
         base = (nd.idle[:dims, cols] + nd.releasing[:dims, cols]).sum(axis=1)
+        # what is idle or being released (by earlier plans, too) may hold the job already
+        if bool((need[1:] <= base[1:]).all()) and self._try(queue, job, pending, [], dom, stmt):
+            return True
+        bundles = self._bundles(queue, job, pending, need, dom)
         victims: list[TaskInfo] = []
         freed = np.zeros_like(need)
+        left: dict[str, npt.NDArray[np.int64]] = {}  # victim queue -> allocated after
         for b in bundles:
+            if not self._floor_allows(b, left):
+                continue
             victims.extend(b.tasks)
             for t in b.tasks:
                 freed += t.req[:dims]
@@ -205,6 +223,22 @@ class GangEviction:
             if self._try(queue, job, pending, victims, dom, stmt):
                 return True
         return False
+
+    def _floor_allows(self, b: Bundle, left: dict[str, npt.NDArray[np.int64]]) -> bool:
+        """Can bundle ``b`` go, with the bundles taken before it, and its queue keep what the
+        floor asks? (``left``: each victim queue's allocated after the bundles taken so far)"""
+        if self.floor is None or self.ledger is None:
+            return True
+        q = b.job.queue
+        after = left.get(q)
+        if after is None:
+            after = self.ledger.allocated(q)
+        for t in b.tasks:
+            after = after - t.req
+        if not self.floor.allows(q, after):
+            return False
+        left[q] = after
+        return True
 
     # -- victims -------------------------------------------------------------------------
     def _victim_job(self, job: JobInfo, queue: QueueInfo, victim: JobInfo) -> bool:

@@ -8,14 +8,23 @@ either keeps its gang minimum or loses every candidate task it has in the domain
 reclaiming gang must fit in one domain; the plan is committed only if the job is then pipelined.
 See framework/gang_eviction.py and docs/volcano-semantics.md#gang-eviction.
 
-Arguments (``configurations: - name: gangreclaim``): ``maxDomains`` (8) and
-``allowWholeBundle`` (true). Evictions carry reason ``gangreclaim``.
+Tephra's floors (framework/queue_floor.py, as in reclaim): a bundle is never taken when that
+would bring its queue below its ``guarantee`` on a guaranteed resource; with
+``keepVictimQueueAtDeserved: true`` (Tephra's default configuration) only while the victim
+queue's share stays at or above ``1 - reclaimHysteresis``, so gangreclaim takes from queues above
+their fair share and never leaves them entitled to reclaim back. A job that fits what is idle
+or being released in a domain is pipelined there before any victim is chosen.
+
+Arguments (``configurations: - name: gangreclaim``): ``maxDomains`` (8),
+``allowWholeBundle`` (true), ``keepVictimQueueAtDeserved`` (false), ``reclaimHysteresis`` (0.0,
+within 0..1). Evictions carry reason ``gangreclaim``.
 """
 
 from __future__ import annotations
 
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.gang_eviction import GangEviction, parse_gang_arguments
+from batch.scheduler.framework.queue_floor import parse_floor_arguments
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 
@@ -26,6 +35,7 @@ class GangReclaim(Action):
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
         self.args = parse_gang_arguments(arguments)
+        self.floor = parse_floor_arguments(arguments, "gangreclaim")
 
     def execute(self, ssn: Session) -> None:
-        GangEviction(ssn, self.args, reclaim=True).run()
+        GangEviction(ssn, self.args, reclaim=True, floor=self.floor).run()

@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
-from batch.model.status import ALLOCATED_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.model.status import TaskStatus
+from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.eviction import (
     Budget,
     NodeTasks,
@@ -48,55 +48,13 @@ from batch.scheduler.framework.eviction import (
 )
 from batch.scheduler.framework.hooks import VictimGuard
 from batch.scheduler.framework.pq import PriorityQueue
+from batch.scheduler.framework.queue_floor import QueueFloor, QueueLedger, parse_floor_arguments
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
 RUNNING = frozenset({TaskStatus.RUNNING})
-
-
-class QueueLedger:
-    """Live per-queue allocated (Σ job.allocated), kept by an event handler during reclaim.
-
-    Reclaim only pipelines (no change to job.allocated), evicts (Running -> Releasing: the
-    deallocate handler sees Releasing) and undoes evictions (the allocate handler sees the task
-    back in an allocated status).
-    """
-
-    def __init__(self, ssn: Session) -> None:
-        self.ssn = ssn
-        self.alloc: dict[str, npt.NDArray[np.int64]] = {}
-        for job in ssn.jobs.values():
-            cur = self.alloc.get(job.queue)
-            self.alloc[job.queue] = job.allocated.copy() if cur is None else cur + job.allocated
-        self.active = True
-
-        def on_alloc(t: TaskInfo) -> None:
-            if self.active and t.status in ALLOCATED_STATUS:
-                self._add(t, 1)
-
-        def on_dealloc(t: TaskInfo) -> None:
-            if self.active and t.status is TaskStatus.RELEASING:
-                self._add(t, -1)
-
-        ssn.hooks.add_event_handler(on_alloc, on_dealloc)
-
-    def _add(self, t: TaskInfo, sign: int) -> None:
-        job = self.ssn.jobs.get(t.job_id or "")
-        if job is None:
-            return
-        cur = self.alloc.get(job.queue)
-        if cur is None:
-            cur = self.alloc[job.queue] = self.ssn.resources.zeros()
-        if sign > 0:
-            cur += t.req
-        else:
-            cur -= t.req
-
-    def allocated(self, queue: str) -> npt.NDArray[np.int64]:
-        got = self.alloc.get(queue)
-        return got if got is not None else self.ssn.resources.zeros()
 
 
 class Reclaim(Action):
@@ -109,13 +67,7 @@ class Reclaim(Action):
         self.time_budget: float = c["time_budget"]
         self.max_candidates: int = c["max_candidates"]
         self.max_nodes: int = c["max_nodes"]
-        self.keep_deserved = arguments.get_bool("keepVictimQueueAtDeserved", False)
-        self.hysteresis = arguments.get_float("reclaimHysteresis", 0.0)
-        if not 0.0 <= self.hysteresis < 1.0:
-            raise ConfigError(
-                "configurations[reclaim]: argument 'reclaimHysteresis' must be within 0..1, "
-                f"got {self.hysteresis!r}"
-            )
+        self.floor_args = parse_floor_arguments(arguments, "reclaim")
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
@@ -137,7 +89,7 @@ class Reclaim(Action):
             index.job_exhausted = ssn.dispatch.victim_job_floor("reclaimable")
         # share hysteresis keeps victims' queues at their deserved share whatever the tiers say;
         # in strict mode a plugin's own victim rule (proportion's) may exclude whole queues
-        at_deserved = ssn.dispatch.queue_at_deserved() if self.keep_deserved else None
+        at_deserved = ssn.dispatch.queue_at_deserved() if self.floor_args.keep_deserved else None
         if at_deserved is None and self.strict:
             at_deserved = ssn.dispatch.victim_queue_floor("reclaimable")
         index.group_exhausted = at_deserved
@@ -179,8 +131,7 @@ class Reclaim(Action):
     # -- guards -------------------------------------------------------------------------
     def _guard(self, ssn: Session) -> VictimGuard:
         ledger = self.ledger
-        keep = self.keep_deserved
-        factor = 1.0 - self.hysteresis
+        floor = QueueFloor(ssn, self.floor_args)
 
         def guard(_: str, __: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
             out: list[TaskInfo] = []
@@ -189,27 +140,13 @@ class Reclaim(Action):
                 job = ssn.jobs.get(t.job_id or "")
                 if job is None:
                     continue
-                q = ssn.queues[job.queue]
-                alloc = left.get(q.name)
+                alloc = left.get(job.queue)
                 if alloc is None:
-                    alloc = ledger.allocated(q.name).copy()
+                    alloc = ledger.allocated(job.queue).copy()
                 after = alloc - t.req
-                ok = True
-                for rname, amount in q.guarantee.items():
-                    d = ssn.resources.get(rname)
-                    if d is not None and amount > 0 and after[d] < amount:
-                        ok = False
-                        break
-                if ok and keep:
-                    des = ssn.dispatch.deserved(q.name)
-                    if des is not None:
-                        present = np.flatnonzero(des[1:] >= 0.1) + 1
-                        share = float((after[present] / des[present]).max()) if len(present) else 0
-                        if share < factor - 1e-9:
-                            ok = False
-                if ok:
+                if floor.allows(job.queue, after):
                     out.append(t)
-                    left[q.name] = after
+                    left[job.queue] = after
             return out
 
         return guard
