@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
+from batch.model.resources import IntVec
 from batch.scheduler.framework.hooks import (
     Hooks,
     Order,
@@ -137,6 +138,15 @@ class Dispatch:
         """The fair-share rule "allocated <= deserved", by queue name (None without one)."""
         fns = self.hooks.queue_at_deserved.flat()
         return fns[0] if fns else None
+
+    def admitted_beyond_share(self, job: JobInfo) -> IntVec | None:
+        """What other queues hold admitted beyond their fair share, free for ``job`` (None
+        without fair admission, or when ``job``'s queue is past its own share)."""
+        for fn in self.hooks.admitted_beyond_share.flat():
+            got = fn(job)
+            if got is not None:
+                return got
+        return None
 
     # -- jobs ----------------------------------------------------------------------------
     def job_ready(self, job: JobInfo) -> bool:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
+from batch.model.resources import IntVec
 from batch.scheduler.framework.nodes import BoolVec, FloatVec, SessionNodes
 
 if TYPE_CHECKING:
@@ -221,6 +222,9 @@ class Hooks:
         self.victim_guard: Point[VictimGuard] = Point("victim_guard", n)
         self.deserved: Point[Callable[[str], FloatVec | None]] = Point("deserved", n)
         self.queue_at_deserved: Point[Callable[[str], bool]] = Point("queue_at_deserved", n)
+        self.admitted_beyond_share: Point[Callable[[JobInfo], IntVec | None]] = Point(
+            "admitted_beyond_share", n
+        )
         self.job_floor: dict[str, Point[Callable[[JobInfo], bool]]] = _victim_points("job", n)
         self.queue_floor: dict[str, Point[Callable[[str], bool]]] = _victim_points("queue", n)
         self.topology_preemption: Point[TopologyPreemption] = Point("topology_preemption", n)
@@ -368,6 +372,12 @@ class Hooks:
     def add_queue_at_deserved_fn(self, fn: Callable[[str], bool]) -> None:
         """True while a queue's allocation is within its deserved share on every resource."""
         self._add(self.queue_at_deserved, fn)
+
+    def add_admitted_beyond_share_fn(self, fn: Callable[[JobInfo], IntVec | None]) -> None:
+        """Fair admission: what queues other than the job's were admitted to beyond their fair
+        share (admitted, not allocated), when the job's own queue is within its share; an
+        admission budget may count it as free for that job (None: nothing to give)."""
+        self._add(self.admitted_beyond_share, fn)
 
     # -- jobs ----------------------------------------------------------------------------
     def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:

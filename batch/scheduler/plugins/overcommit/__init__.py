@@ -9,6 +9,12 @@ requests; otherwise Reject with event "resource in cluster is overused", and a p
 giving, for each resource short, what the job needs, what other admitted jobs hold, the cluster's
 capacity with and without the factor, and what is in use (details["resources"]).
 JobEnqueued adds the job's minResources to inqueue.
+
+With proportion's ``fairShareAtAdmission`` (Tephra's default configuration) the budget also
+permits a job whose minResources fit its queue's fair admission share when it would fit were
+the other queues' admissions beyond their own shares not counted
+(``Dispatch.admitted_beyond_share``): gangs admitted before a queue below its share submitted
+do not keep that queue out (docs/volcano-semantics.md#proportion-fair-admission).
 """
 
 from __future__ import annotations
@@ -76,6 +82,9 @@ class OvercommitPlugin(Plugin):
             dims = np.flatnonzero(mr[1:] > 0) + 1
             need = self.inqueue[dims] + mr[dims]
             if bool((need <= self.idle[dims]).all()):
+                return PERMIT
+            spare = ssn.dispatch.admitted_beyond_share(job)
+            if spare is not None and bool((need - spare[dims] <= self.idle[dims]).all()):
                 return PERMIT
             ssn.event(job, "Warning", "Unschedulable", "resource in cluster is overused")
             ssn.set_reason(self._overused(ssn, job, mr, dims[need > self.idle[dims]]))

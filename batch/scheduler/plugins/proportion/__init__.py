@@ -477,6 +477,28 @@ def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool
             a.changed()
 
     ssn.hooks.add_job_enqueued_fn(enqueued)
+    if fair:
+        ssn.hooks.add_admitted_beyond_share_fn(lambda job: admitted_beyond_share(attrs, job))
+
+
+def admitted_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | None:
+    """Fair admission: what the other queues were admitted to (not allocated) beyond their
+    admission share, when ``job``'s minResources fit its own queue's share; None otherwise.
+    Overcommit's budget lets such a job use it: gangs admitted before a queue below its share
+    arrived must not keep that queue out."""
+    a = attrs.get(job.queue)
+    mr = job.min_resources
+    if a is None or mr is None or a.held is None or a.admission_deserved is None:
+        return None
+    want = mr.astype(np.float64)
+    if not le_on(a.held + want, a.admission_deserved, np.flatnonzero(want[1:] > 0) + 1):
+        return None
+    spare = np.zeros_like(want)
+    for b in attrs.values():
+        if b is not a and b.held is not None and b.admission_deserved is not None:
+            spare += np.minimum(np.maximum(b.held - b.admission_deserved, 0.0), b.inqueue)
+    spare[0] = 0.0
+    return np.floor(spare).astype(np.int64) if spare.any() else None
 
 
 def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
