@@ -76,7 +76,7 @@ class Scheduler:
         self._memo: tuple[int, int, float, Decisions] | None = None
         self.memo_hits = 0
 
-    def _time_sensitive(self, since: float, now: float) -> bool:
+    def time_sensitive(self, since: float, now: float) -> bool:
         """Could a plugin decide differently at ``now`` than at ``since`` with the same state?"""
         for tier in self.config.tiers:
             for option in tier.plugins:
@@ -93,7 +93,7 @@ class Scheduler:
             memo is not None
             and memo[0] == gen
             and memo[1] == id(self.config)
-            and not self._time_sensitive(memo[2], now)
+            and not self.time_sensitive(memo[2], now)
         ):
             self.memo_hits += 1
             return memo[3]

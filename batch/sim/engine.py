@@ -13,7 +13,10 @@ PodGroups, Pods) and plays every part around the scheduler:
   change reaches the scheduler as a watch event (`SchedulerBackend.apply`);
 * the **clock** — events are arrivals, completions and scheduling cycles at the configured
   period; when no cycle can change anything (nothing pending, or the last cycle changed nothing
-  and no event arrived) the clock jumps to the next arrival or completion.
+  and no event arrived) the clock jumps to the next arrival or completion — unless the
+  scheduler's decisions may change with time alone while jobs wait (minimum runtimes passing,
+  a lost-work bound growing with the wait: ``SchedulerBackend.time_sensitive``); then idle
+  cycles run at gaps that double from one period up to ``MAX_IDLE_GAP``.
 
 A job's run time starts when `min_available` of its pods run (the whole gang: a distributed
 job cannot make progress with part of its workers). GPUs held by bound pods of a job that has
@@ -50,6 +53,9 @@ EPOCH = 1_577_836_800.0  # 2020-01-01T00:00:00Z: virtual time 0, for creationTim
 SINGLE_QUEUE = "default"
 KIND_COMPLETE = 0  # heap event: the job's run time has elapsed
 KIND_WAKE = 1  # heap event: the lifecycle asked to look at the job again (policy timeouts)
+#: while jobs wait and nothing happens, cycles whose decisions may change with time alone run
+#: at gaps doubling from one period up to this (virtual seconds)
+MAX_IDLE_GAP = 3600.0
 
 ProgressFn = Callable[[int, int, float], None]  # (jobs finished, jobs total, virtual time)
 
@@ -393,8 +399,10 @@ class Simulation:
             if phase == run.pg["status"].get("phase"):
                 continue
             self.put_podgroup(run, {**run.pg, "status": {**run.pg["status"], "phase": phase}})
-            if self.lifecycle.podgroup_phase(run, phase, now):
-                changed = True
+            self.lifecycle.podgroup_phase(run, phase, now)
+            # a new phase is a change (admission reads it: overcommit counts an Inqueue gang's
+            # minResources until its PodGroup says Running), so a waiting job is looked at again
+            changed = True
         return changed
 
     # -- main loop ------------------------------------------------------------------------------
@@ -415,7 +423,7 @@ class Simulation:
         self._load_cluster()
         self.runs = self._make_runs()
         horizon = self._horizon()
-        loop = _Loop()
+        loop = _Loop(idle_gap=self.options.period)
         progress_every = max(len(self.runs) // 200, 1)
         while True:
             ts = self._next_cycle(loop, horizon)
@@ -452,12 +460,26 @@ class Simulation:
         t_evt = jobs[loop.next_arrival].submit if loop.next_arrival < len(jobs) else math.inf
         if heap and heap[0][0] < t_evt:
             t_evt = heap[0][0]
-        if loop.dirty and (self._pending_pgs or self._unbound):
+        waiting = bool(self._pending_pgs or self._unbound)
+        if loop.dirty and waiting:
             ts = loop.last_session + period
-        elif t_evt == math.inf:
-            return None
+            loop.idle_gap = period
         else:
-            ts = max(math.ceil(t_evt / period) * period, loop.last_session + period)
+            ts = t_evt
+            if t_evt < math.inf:
+                ts = max(math.ceil(t_evt / period) * period, loop.last_session + period)
+            wake = loop.last_session + loop.idle_gap
+            if (
+                waiting
+                and -math.inf < wake < ts
+                and self.backend.time_sensitive(loop.last_session, wake)
+            ):
+                ts = wake  # nothing happens until then, but time alone may change a decision
+                loop.idle_gap = min(2 * loop.idle_gap, MAX_IDLE_GAP)
+            else:
+                loop.idle_gap = period
+            if ts == math.inf:
+                return None
         if ts > horizon:
             loop.now = horizon
             return None
@@ -544,6 +566,7 @@ class _Loop:
     next_arrival: int = 0
     last_session: float = -math.inf
     dirty: bool = False  # the last cycle changed something
+    idle_gap: float = 1.0  # how long after an idle cycle the next one runs (no event before)
     sessions: int = 0
     session_seconds: float = 0.0
     now: float = 0.0

@@ -53,6 +53,9 @@ class RealScheduler:
         out.seconds = time.perf_counter() - t0
         return out
 
+    def time_sensitive(self, since: float, now: float) -> bool:
+        return self.scheduler.time_sensitive(self.epoch + since, self.epoch + now)
+
     def _phase_changes(self, d: Decisions) -> dict[tuple[str, str], str]:
         """PodGroup phases that differ from the PodGroup the engine last wrote (which the cache
         holds): the engine would skip every other one. A status the session kept from the

@@ -3,6 +3,8 @@ determinism, and the two lifecycles agreeing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from batch.sim.cluster import QueueSpec
@@ -161,3 +163,29 @@ def test_horizon_stops_the_clock_and_counts_what_is_left() -> None:
     full = run(w)
     assert full.result.end_time == 152.0 and full.result.unfinished == 0
     assert full.result.events == res.events + 2  # B and C completing
+
+
+def test_idle_cycles_run_only_while_time_alone_may_change_a_decision() -> None:
+    # b (admitted: overcommit's budget holds it) waits about 100,000 s behind a; nothing else
+    # happens. Volcano's Helm configuration cannot decide differently with time alone: the
+    # clock jumps to a's end. With a lost-work bound, which loosens as b waits, idle cycles run
+    # at gaps doubling up to an hour: about 12 to reach the hour, then one an hour. b's times
+    # are the same either way (a's queue is at its share: nothing may be reclaimed from it).
+    from batch.scheduler.config import HELM_DEFAULT_CONFIG
+
+    lost_work = HELM_DEFAULT_CONFIG.replace(
+        "  - name: conformance\n",
+        "  - name: conformance\n  - name: minruntime\n    arguments: {reclaimLostWorkRatio: 10}\n",
+    )
+    w = workload(
+        [
+            job("a", submit=0, run=100_000, gpus_per_pod=7),
+            job("b", submit=1_000, run=50, gpus_per_pod=2, queue="q2"),
+        ],
+        cluster(1, queues=(QueueSpec("default"), QueueSpec("q2"))),
+    )
+    helm = run_policy(w, replace(policy("tephra"), conf=HELM_DEFAULT_CONFIG))
+    timed = run_policy(w, replace(policy("tephra"), conf=lost_work))
+    assert helm.result.sessions <= 6
+    assert 20 <= timed.result.sessions <= 60
+    assert times(helm)["b"] == times(timed)["b"] == (99_001, 99_051)

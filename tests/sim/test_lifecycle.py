@@ -32,6 +32,9 @@ class Recorder:
     def cycle(self, now: float) -> CycleOutcome:  # pragma: no cover - not called
         raise AssertionError
 
+    def time_sensitive(self, since: float, now: float) -> bool:  # pragma: no cover
+        raise AssertionError
+
 
 def _setup(*, gate_pods: bool = True) -> tuple[VolcanoLifecycle, JobRun, Recorder]:
     w = workload([job("a", submit=5, run=10, pods=2, gpus_per_pod=2)], cluster(1))
