@@ -73,12 +73,20 @@ tiers:
     )
 
 
-def test_a_bad_gang_action_argument_names_the_key() -> None:
-    with pytest.raises(ConfigError, match="allowWholeBundle"):
-        load_config(
-            GANG_PREEMPT
-            + "configurations:\n- name: gangpreempt\n  arguments: {allowWholeBundle: maybe}\n"
-        )
+@pytest.mark.parametrize(
+    ("conf", "action", "arguments", "key"),
+    [
+        (GANG_PREEMPT, "gangpreempt", "{allowWholeBundle: maybe}", "allowWholeBundle"),
+        (GANG_PREEMPT, "gangpreempt", "{timeBudgetSeconds: -1}", "timeBudgetSeconds"),
+        (GANG_RECLAIM, "gangreclaim", "{reclaimHysteresis: 1.5}", "reclaimHysteresis"),
+        (GANG_RECLAIM, "gangreclaim", "{keepVictimQueueAtDeserved: 2}", "keepVictimQueue"),
+    ],
+)
+def test_a_bad_gang_action_argument_names_the_key(
+    conf: str, action: str, arguments: str, key: str
+) -> None:
+    with pytest.raises(ConfigError, match=key):
+        load_config(conf + f"configurations:\n- name: {action}\n  arguments: {arguments}\n")
 
 
 def _stamp(seconds_before_now: float) -> str:
@@ -347,6 +355,69 @@ def test_no_partial_gang_is_left_running_after_a_gang_eviction(
         pipelined[p.job_id] = pipelined.get(p.job_id, 0) + 1
     for job_id, n in pipelined.items():
         assert n >= c.jobs[job_id].min_available
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    victims=victim_jobs,
+    preemptors=st.lists(
+        st.tuples(st.integers(1, 3), st.sampled_from(["a", "b"]), st.integers(0, 4)),
+        min_size=1,
+        max_size=6,
+    ),
+    ran_h=st.integers(1, 8),
+)
+def test_the_failed_plan_memo_changes_no_decision(
+    victims: list[tuple[int, int, int, str, str]],
+    preemptors: list[tuple[int, str, int]],
+    ran_h: int,
+) -> None:
+    """Jobs of one queue, shape and priority that waited no longer than one whose plan failed
+    are skipped: every eviction and pipeline is the same as planning each of them."""
+    from batch.scheduler.framework.gang_eviction import GangEviction
+
+    def build() -> ClusterCache:
+        c = cluster(6, cpu="2", queues=("a", "b"))
+        priorities(c)
+        node = 0
+        for i, (per_node, nodes, min_member, prio, queue) in enumerate(victims):
+            names = [f"n{(node + k) % 6}" for k in range(nodes)]
+            node += nodes
+            running(
+                c,
+                f"v{i}",
+                names,
+                per_node=per_node,
+                min_member=min(min_member, per_node * nodes),
+                priority_class=prio,
+                queue=queue,
+                cpu="500m",
+                start=_stamp(ran_h * 3600),
+            )
+        for i, (size, queue, waited_h) in enumerate(preemptors):
+            pending(
+                c,
+                f"p{i}",
+                size,
+                priority_class="high",
+                queue=queue,
+                created=_stamp(waited_h * 3600 + i),
+            )
+        return c
+
+    conf = BOTH.replace(
+        "  - name: conformance\n",
+        "  - name: conformance\n  - name: minruntime\n"
+        "    arguments: {reclaimLostWorkRatio: 2, preemptLostWorkRatio: 2}\n",
+    )
+    memo = run(build(), conf)
+    GangEviction.use_memo = False
+    try:
+        plain = run(build(), conf)
+    finally:
+        GangEviction.use_memo = True
+    assert memo.evictions == plain.evictions
+    assert memo.pipelines == plain.pipelines
 
 
 def test_a_topology_gang_is_planned_inside_one_hypernode_domain() -> None:

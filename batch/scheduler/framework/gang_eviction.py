@@ -16,10 +16,11 @@ committed only if the job is then pipelined, otherwise discarded.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +28,7 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.bundles import (
     WHOLE,
     Bundle,
@@ -37,10 +38,16 @@ from batch.scheduler.framework.bundles import (
     keep_allowed,
     sort_bundles,
 )
-from batch.scheduler.framework.eviction import Rev, candidate_nodes, emit_causes, pipelined_reason
+from batch.scheduler.framework.eviction import (
+    Budget,
+    Rev,
+    candidate_nodes,
+    emit_causes,
+    pipelined_reason,
+)
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.queue_floor import FloorArgs, QueueFloor, QueueLedger
-from batch.scheduler.framework.selection import has_topology
+from batch.scheduler.framework.selection import has_topology, starving_jobs
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
@@ -52,14 +59,21 @@ RUNNING = frozenset({TaskStatus.RUNNING})
 class GangEvictionArgs:
     max_domains: int
     allow_whole: bool
+    time_budget: float = 0.0
 
 
-def parse_gang_arguments(args: Arguments) -> GangEvictionArgs:
-    """``maxDomains`` (8; a value <= 0 falls back to 8, as in Volcano), ``allowWholeBundle``."""
+def parse_gang_arguments(args: Arguments, owner: str) -> GangEvictionArgs:
+    """``maxDomains`` (8; a value <= 0 falls back to 8, as in Volcano), ``allowWholeBundle``
+    (true) and Tephra's ``timeBudgetSeconds`` (0: none; as preempt's and reclaim's: no new
+    preemptor job is looked at once the action has run that long)."""
     max_domains = args.get_int("maxDomains", 8)
+    budget = args.get_float("timeBudgetSeconds", 0.0)
+    if not 0.0 <= budget < math.inf:
+        raise ConfigError(f"configurations[{owner}]: timeBudgetSeconds must be >= 0")
     return GangEvictionArgs(
         max_domains=max_domains if max_domains > 0 else 8,
         allow_whole=args.get_bool("allowWholeBundle", True),
+        time_budget=budget,
     )
 
 
@@ -71,6 +85,9 @@ class Domain:
 
 class GangEviction:
     """One execution of gangpreempt (``reclaim=False``) or gangreclaim (``reclaim=True``)."""
+
+    #: skip a job whose plan would fail like an earlier one's (exact; tests switch it off)
+    use_memo: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -91,62 +108,87 @@ class GangEviction:
         self.statuses = RUNNING if reclaim else PREEMPTABLE_STATUS
         nd = ssn.nodes
         self.zero_bound = np.zeros((len(ssn.resources.names), nd.n), dtype=np.int64)
-        #: per job, its tasks on a node in a victim status when the action started
-        self.on_nodes: dict[str, list[TaskInfo]] = {}
-        for job in ssn.jobs.values():
-            got = [
-                t
-                for t in job.tasks.values()
-                if 0 <= t.node_idx < nd.n and t.status in self.statuses and t.preemptable
-            ]
-            if got:
-                self.on_nodes[job.uid] = got
+        self._on_nodes: dict[str, list[TaskInfo]] | None = None
         self.causes: dict[str, tuple[str, str]] = {}
+        #: plans committed so far (nothing else changes the state during the action)
+        self.commits = 0
+        #: failed plans by ``_memo_key``: (commits then, the longest wait that failed)
+        self.failed: dict[tuple[object, ...], tuple[int, float]] = {}
+
+    @property
+    def on_nodes(self) -> dict[str, list[TaskInfo]]:
+        """Per job, its tasks on a node in a victim status when the action first looked."""
+        if self._on_nodes is None:
+            n = self.ssn.nodes.n
+            self._on_nodes = {}
+            for job in self.ssn.jobs.values():
+                got = [
+                    t
+                    for t in job.tasks.values()
+                    if 0 <= t.node_idx < n and t.status in self.statuses and t.preemptable
+                ]
+                if got:
+                    self._on_nodes[job.uid] = got
+        return self._on_nodes
 
     # -- the action ----------------------------------------------------------------------
     def run(self) -> None:
         t0 = time.perf_counter()
         ssn = self.ssn
         dispatch = ssn.dispatch
+        by_queue: dict[str, list[JobInfo]] = {}
+        for job in starving_jobs(ssn):
+            by_queue.setdefault(job.queue, []).append(job)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(dispatch.queue_order_key())
-        seen: set[str] = set()
+        queues.extend(ssn.queues[name] for name in by_queue)
         starving: dict[str, PriorityQueue[JobInfo]] = {}
-        for job in ssn.jobs.values():
-            if job.is_pending() or dispatch.job_valid(job) is not None:
-                continue
-            queue = ssn.queues.get(job.queue)
-            if queue is None:
-                continue
-            if queue.name not in seen:
-                seen.add(queue.name)
-                queues.push(queue)
-            if dispatch.job_starving(job):
-                pq = starving.get(queue.name)
-                if pq is None:
-                    pq = starving[queue.name] = PriorityQueue(dispatch.job_order_key())
-                pq.push(job)
-        while queues:
+        for name, jobs in by_queue.items():
+            starving[name] = PriorityQueue(dispatch.job_order_key())
+            starving[name].extend(jobs)
+        budget = Budget(self.args.time_budget, 0)
+        while queues and not budget.exhausted:
             queue = queues.pop()
             if self.reclaim and dispatch.overused(queue):
                 continue
-            jobs = starving.get(queue.name)
-            while jobs:
-                self._job(queue, jobs.pop())
+            pending = starving[queue.name]
+            while pending and not budget.exhausted:
+                self._job(queue, pending.pop())
         if self.ledger is not None:
             self.ledger.active = False
         ssn.timings[self.reason] = time.perf_counter() - t0
 
     def _job(self, queue: QueueInfo, job: JobInfo) -> None:
         ssn = self.ssn
+        pending = self._pending(job)
+        key = self._memo_key(queue, job, pending)
+        wait = ssn.now - pending[0].creation if pending else 0.0
+        if key is not None:
+            failed = self.failed.get(key)
+            if failed is not None and failed[0] == self.commits and wait <= failed[1]:
+                return  # a job like it that had waited at least as long found no plan
         stmt = Statement(ssn)
-        self._plan_job(queue, job, stmt)
+        self._plan_job(queue, job, pending, stmt)
         if len(stmt) and ssn.dispatch.job_pipelined(job):
             evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
             stmt.commit()
+            self.commits += 1
             emit_causes(ssn, evicted, self.causes)
             ssn.set_reason(pipelined_reason(job, "gang " + self.reason[4:]))
         else:
             stmt.discard()
+            if key is not None:
+                self.failed[key] = (self.commits, wait)
+
+    def _memo_key(
+        self, queue: QueueInfo, job: JobInfo, pending: list[TaskInfo]
+    ) -> tuple[object, ...] | None:
+        """What a failed plan of ``job`` depends on besides how long its first pending pod has
+        waited (victims allowed by a wait-based bound only grow with the wait) and the state,
+        which only this action's commits change: its queue, priority and pending tasks'
+        templates. Jobs with a network topology (domains of their own) are not memoized."""
+        if not self.use_memo or not pending or has_topology(job):
+            return None
+        return (queue.name, job.priority, tuple(t.template.tid for t in pending))
 
     # -- one preemptor job ---------------------------------------------------------------
     def _pending(self, job: JobInfo) -> list[TaskInfo]:
@@ -168,9 +210,10 @@ class GangEviction:
         doms = topo.preemption_domains(ssn, job)[: self.args.max_domains]
         return [Domain(topo.domain_nodes(d), d) for d in doms]
 
-    def _plan_job(self, queue: QueueInfo, job: JobInfo, stmt: Statement) -> None:
+    def _plan_job(
+        self, queue: QueueInfo, job: JobInfo, pending: list[TaskInfo], stmt: Statement
+    ) -> None:
         ssn = self.ssn
-        pending = self._pending(job)
         if not pending:
             return
         if self.reclaim and not ssn.dispatch.preemptive(queue, pending):
@@ -224,6 +267,16 @@ class GangEviction:
                 return True
         return False
 
+    def _at_floor(self, queue: str, memo: dict[str, bool]) -> bool:
+        """Is ``queue`` already where the floor stops? (Losing tasks never raises a share, so
+        none of its bundles could pass ``_floor_allows``.)"""
+        if self.floor is None or self.ledger is None:
+            return False
+        got = memo.get(queue)
+        if got is None:
+            got = memo[queue] = not self.floor.allows(queue, self.ledger.allocated(queue))
+        return got
+
     def _floor_allows(self, b: Bundle, left: dict[str, npt.NDArray[np.int64]]) -> bool:
         """Can bundle ``b`` go, with the bundles taken before it, and its queue keep what the
         floor asks? (``left``: each victim queue's allocated after the bundles taken so far)"""
@@ -256,9 +309,10 @@ class GangEviction:
         ssn = self.ssn
         mask = ssn.nodes.valid if dom.pin is None else self._mask(dom)
         by_job: dict[str, tuple[JobInfo, list[TaskInfo]]] = {}
+        floored: dict[str, bool] = {}  # victim queue -> already at its floor (gives nothing)
         for juid, on_nodes in self.on_nodes.items():
             victim = ssn.jobs[juid]
-            if not self._victim_job(job, queue, victim):
+            if not self._victim_job(job, queue, victim) or self._at_floor(victim.queue, floored):
                 continue
             tasks = [t for t in on_nodes if t.status in self.statuses and mask[t.node_idx]]
             if tasks:

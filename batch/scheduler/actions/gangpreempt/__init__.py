@@ -26,7 +26,7 @@ class GangPreempt(Action):
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        self.args = parse_gang_arguments(arguments)
+        self.args = parse_gang_arguments(arguments, "gangpreempt")
 
     def execute(self, ssn: Session) -> None:
         GangEviction(ssn, self.args, reclaim=False).run()

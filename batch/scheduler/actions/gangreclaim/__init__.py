@@ -34,7 +34,7 @@ class GangReclaim(Action):
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        self.args = parse_gang_arguments(arguments)
+        self.args = parse_gang_arguments(arguments, "gangreclaim")
         self.floor = parse_floor_arguments(arguments, "gangreclaim")
 
     def execute(self, ssn: Session) -> None:
