@@ -103,7 +103,7 @@ class GangEviction:
         #: gangreclaim: what a victim queue keeps (guarantee; with keepVictimQueueAtDeserved,
         #: its deserved share), followed through the dry runs by the ledger
         self.floor = QueueFloor(ssn, floor) if floor is not None else None
-        self.ledger = QueueLedger(ssn) if floor is not None else None
+        self.ledger: QueueLedger | None = None  # made once there is a starving job
         self.reason = "gangreclaim" if reclaim else "gangpreempt"
         self.statuses = RUNNING if reclaim else PREEMPTABLE_STATUS
         nd = ssn.nodes
@@ -139,6 +139,8 @@ class GangEviction:
         by_queue: dict[str, list[JobInfo]] = {}
         for job in starving_jobs(ssn):
             by_queue.setdefault(job.queue, []).append(job)
+        if by_queue and self.floor is not None:
+            self.ledger = QueueLedger(ssn)  # walks every job: only when there is work
         queues: PriorityQueue[QueueInfo] = PriorityQueue(dispatch.queue_order_key())
         queues.extend(ssn.queues[name] for name in by_queue)
         starving: dict[str, PriorityQueue[JobInfo]] = {}
