@@ -166,8 +166,9 @@ def bench(
     gc.collect()
     t = time.perf_counter()
     sched.run_once(1.8e9 + 1)
-    memo_s = time.perf_counter() - t
-    assert sched.memo_hits == 1
+    # a configuration whose decisions change with time alone while pods wait (a lost-work
+    # bound) recomputes: no memo figure then
+    memo_s = time.perf_counter() - t if sched.memo_hits == 1 else float("nan")
     apply_decisions(cache, last)
     gc.collect()
     t = time.perf_counter()
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=("helm", "builtin", "tephra"),
         default="helm",
         help="built-in configuration: helm (enqueue, allocate, backfill; default), builtin "
-        "(Volcano's compiled-in default), tephra (adds preempt and reclaim)",
+        "(Volcano's compiled-in default), tephra (adds preempt, reclaim and gangreclaim)",
     )
     ap.add_argument("--config", help="scheduler conf file (overrides --preset)")
     args = ap.parse_args(argv)

@@ -235,13 +235,14 @@ tiers:
   - name: binpack
 """
 
-#: Tephra's shipped default: Helm's plugins plus preempt and reclaim with safe settings
+#: Tephra's shipped default: Helm's plugins plus preempt, reclaim and gangreclaim with safe settings
 #: (docs/preemption.md): gang and conformance protect victims, pods run 5 minutes before they can
-#: be evicted, victims must satisfy every plugin (strict), budgets bound each cycle, and reclaim
-#: never leaves a victim queue below its deserved share (no ping-pong); unlike Volcano, pending
+#: be evicted and no run longer than 100 times the reclaiming pod's wait is thrown away, victims
+#: must satisfy every plugin (strict), budgets bound each cycle, and (gang)reclaim never leaves a
+#: victim queue below its deserved share (no ping-pong); unlike Volcano, pending
 #: gangs' demand counts in their queue's fair share at admission (proportion fairShareAtAdmission)
 TEPHRA_DEFAULT_CONFIG = """\
-actions: "enqueue, allocate, preempt, reclaim, backfill"
+actions: "enqueue, allocate, preempt, reclaim, gangreclaim, backfill"
 tiers:
 - plugins:
   - name: priority
@@ -251,6 +252,7 @@ tiers:
     arguments:
       preemptMinRuntime: 5m
       reclaimMinRuntime: 5m
+      reclaimLostWorkRatio: 100
   - name: nominated
 - plugins:
   - name: overcommit
@@ -275,6 +277,10 @@ configurations:
     timeBudgetSeconds: 0.4
     maxCandidateNodesAbsolute: 100
     keepVictimQueueAtDeserved: true
+- name: gangreclaim
+  arguments:
+    keepVictimQueueAtDeserved: true
+    timeBudgetSeconds: 0.4
 """
 
 

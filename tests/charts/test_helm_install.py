@@ -185,7 +185,7 @@ def test_expected_objects_exist(installed: dict[str, Any]) -> None:
         assert policy.read_namespaced_pod_disruption_budget(name_of(comp), NAMESPACE)
     conf = core.read_namespaced_config_map(f"{name_of('scheduler')}-config", NAMESPACE)
     assert yaml.safe_load(conf.data["volcano-scheduler.conf"])["actions"] == (
-        "enqueue, allocate, preempt, reclaim, backfill"
+        "enqueue, allocate, preempt, reclaim, gangreclaim, backfill"
     )
     pvc = core.read_namespaced_persistent_volume_claim(name_of("ledger"), NAMESPACE)
     assert pvc.spec.resources.requests["storage"] == "5Gi"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import threading
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def test_demo_story_holds(tmp_path: Path) -> None:
         "PodGroup 'torch' created automatically with minMember 4",
     ):
         assert claim in text, text
-    # the ledger report at the end shows the preemption
-    assert "preempt  team-b" in text, text
+    # the ledger report at the end shows the preemption (columns are padded to the widest)
+    assert re.search(r"^preempt +team-b +team-b ", text, re.MULTILINE), text
     leftover = {t.name for t in threading.enumerate() if t.is_alive() and not t.daemon} - before
     assert not leftover, leftover

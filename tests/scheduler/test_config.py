@@ -18,7 +18,14 @@ def test_defaults_load() -> None:
         cfg = load_config(text)
         assert cfg.actions == ("enqueue", "allocate", "backfill")
     tephra = load_config(TEPHRA_DEFAULT_CONFIG)  # Tephra ships preempt and reclaim on
-    assert tephra.actions == ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+    assert tephra.actions == (
+        "enqueue",
+        "allocate",
+        "preempt",
+        "reclaim",
+        "gangreclaim",
+        "backfill",
+    )
     helm = load_config(HELM_DEFAULT_CONFIG)
     gang = helm.plugin("gang")
     assert gang is not None and not gang.enabled("preemptable") and gang.enabled("job_ready")
