@@ -303,6 +303,31 @@ victim_jobs = st.lists(
 )
 
 
+def _with_victims(
+    victims: list[tuple[int, int, int, str, str]], start: str = "2026-01-01T00:00:00Z"
+) -> ClusterCache:
+    """Six 2-cpu nodes, queues a and b, and the running victim jobs drawn by ``victim_jobs``
+    (laid out on consecutive nodes)."""
+    c = cluster(6, cpu="2", queues=("a", "b"))
+    priorities(c)
+    node = 0
+    for i, (per_node, nodes, min_member, prio, queue) in enumerate(victims):
+        names = [f"n{(node + k) % 6}" for k in range(nodes)]
+        node += nodes
+        running(
+            c,
+            f"v{i}",
+            names,
+            per_node=per_node,
+            min_member=min(min_member, per_node * nodes),
+            priority_class=prio,
+            queue=queue,
+            cpu="500m",
+            start=start,
+        )
+    return c
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     victims=victim_jobs,
@@ -318,23 +343,7 @@ def test_no_partial_gang_is_left_running_after_a_gang_eviction(
 ) -> None:
     """Volcano's bundles: a victim job keeps its gang minimum or loses all its running tasks,
     and a preemptor gang is pipelined whole or not at all."""
-    c = cluster(6, cpu="2", queues=("a", "b"))
-    priorities(c)
-    node = 0
-    for i, (per_node, nodes, min_member, prio, queue) in enumerate(victims):
-        names = [f"n{(node + k) % 6}" for k in range(nodes)]
-        node += nodes
-        size = per_node * nodes
-        running(
-            c,
-            f"v{i}",
-            names,
-            per_node=per_node,
-            min_member=min(min_member, size),
-            priority_class=prio,
-            queue=queue,
-            cpu="500m",
-        )
+    c = _with_victims(victims)
     for i, (size, queue) in enumerate(preemptors):
         pending(c, f"p{i}", size, priority_class="high", queue=queue)
     conf = BOTH + (
@@ -377,23 +386,7 @@ def test_the_failed_plan_memo_changes_no_decision(
     from batch.scheduler.framework.gang_eviction import GangEviction
 
     def build() -> ClusterCache:
-        c = cluster(6, cpu="2", queues=("a", "b"))
-        priorities(c)
-        node = 0
-        for i, (per_node, nodes, min_member, prio, queue) in enumerate(victims):
-            names = [f"n{(node + k) % 6}" for k in range(nodes)]
-            node += nodes
-            running(
-                c,
-                f"v{i}",
-                names,
-                per_node=per_node,
-                min_member=min(min_member, per_node * nodes),
-                priority_class=prio,
-                queue=queue,
-                cpu="500m",
-                start=_stamp(ran_h * 3600),
-            )
+        c = _with_victims(victims, start=_stamp(ran_h * 3600))
         for i, (size, queue, waited_h) in enumerate(preemptors):
             pending(
                 c,
