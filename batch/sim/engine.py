@@ -452,7 +452,8 @@ class Simulation:
 
     def _next_cycle(self, loop: _Loop, horizon: float) -> float | None:
         """When the next cycle runs: one period after the last while it changed something and
-        work is left, else at the first period boundary at or after the next event. None when
+        work is left, else at the first period boundary at or after the next event, or earlier
+        at the idle gap when work waits and time alone may change a decision. None when
         nothing is left or past the horizon (then the clock stops at the horizon)."""
         period = self.options.period
         jobs = self.workload.jobs

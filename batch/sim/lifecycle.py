@@ -51,7 +51,7 @@ MAX_ROUNDS = 12
 class Lifecycle(Protocol):
     def submitted(self, run: JobRun, now: float) -> None: ...
 
-    def podgroup_phase(self, run: JobRun, phase: str, now: float) -> bool: ...
+    def podgroup_phase(self, run: JobRun, phase: str, now: float) -> None: ...
 
     def pods_bound(self, run: JobRun, now: float) -> None: ...
 
@@ -161,11 +161,9 @@ class FastLifecycle:
         if not self.sim.options.gate_pods:
             self._create_pods(run, now)
 
-    def podgroup_phase(self, run: JobRun, phase: str, now: float) -> bool:
+    def podgroup_phase(self, run: JobRun, phase: str, now: float) -> None:
         if phase != "Pending" and not run.pods and not run.started:
             self._create_pods(run, now)
-            return True
-        return False
 
     def pods_bound(self, run: JobRun, now: float) -> None:
         return None
@@ -365,8 +363,8 @@ class VolcanoLifecycle:
         run.state = self._vcjob(run)
         self._reconcile(run, now)
 
-    def podgroup_phase(self, run: JobRun, phase: str, now: float) -> bool:
-        return self._reconcile(run, now)
+    def podgroup_phase(self, run: JobRun, phase: str, now: float) -> None:
+        self._reconcile(run, now)
 
     def pods_bound(self, run: JobRun, now: float) -> None:
         self._reconcile(run, now)

@@ -11,16 +11,16 @@ bypass it.
 
 Arguments: ``preemptMinRuntime`` and ``reclaimMinRuntime`` (durations such as ``90s``, ``5m``,
 ``1h30m`` or plain seconds; default ``0s``), and per-queue overrides
-``queues.<queue>.preemptMinRuntime`` / ``queues.<queue>.reclaimMinRuntime``.
+``queues.<queue>.preemptMinRuntime`` / ``queues.<queue>.reclaimMinRuntime``. A Queue may also
+carry the annotations ``tephra.io/preempt-min-runtime`` / ``tephra.io/reclaim-min-runtime``
+(argument overrides win over annotations; a queue without either inherits from its parent).
+The switches ``enablePreemptable`` / ``enableReclaimable`` turn either half off.
 
 The other bound, ``preemptLostWorkRatio`` / ``reclaimLostWorkRatio`` (a number >= 0; default 0:
 off), protects old victims instead: a victim whose current run (lost when it restarts without
 a checkpoint) is longer than the ratio times how long the preemptor's pod has waited (since its
 creation) is never chosen either. Evicting days of work to spare a pod minutes of waiting then
-cannot happen; the longer a pod waits, the more it may take (docs/preemption.md). A Queue may also
-carry the annotations ``tephra.io/preempt-min-runtime`` / ``tephra.io/reclaim-min-runtime``
-(argument overrides win over annotations; a queue without either inherits from its parent).
-The switches ``enablePreemptable`` / ``enableReclaimable`` turn either half off.
+cannot happen; the longer a pod waits, the more it may take (docs/preemption.md).
 """
 
 from __future__ import annotations
