@@ -18,7 +18,7 @@ from batch.scheduler.config import SchedulerConfig
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.close import close_session
 from batch.scheduler.framework.decisions import Decisions
-from batch.scheduler.framework.registry import ACTIONS, PLUGINS
+from batch.scheduler.framework.registry import ACTIONS, PLUGINS, changes_by
 from batch.scheduler.framework.session import Session
 
 
@@ -76,15 +76,24 @@ class Scheduler:
         self._memo: tuple[int, int, float, Decisions] | None = None
         self.memo_hits = 0
 
-    def time_sensitive(self, since: float, now: float) -> bool:
-        """Could a plugin decide differently at ``now`` than at ``since`` with the same state?"""
+    def next_change(self, since: float) -> float | None:
+        """The earliest time after ``since`` at which a plugin could decide differently with
+        the same state (``Plugin.next_change``: None never, ``since`` or earlier at any time)."""
+        first: float | None = None
         for tier in self.config.tiers:
             for option in tier.plugins:
                 cls = PLUGINS[option.name]
+                if not cls.time_dependent:
+                    continue
                 args = Arguments(f"plugin {option.name}", option.arguments)
-                if cls.time_sensitive(self.cache, args, since, now):
-                    return True
-        return False
+                got = cls.next_change(self.cache, args, since)
+                if got is not None and (first is None or got < first):
+                    first = got
+        return first
+
+    def time_sensitive(self, since: float, now: float) -> bool:
+        """Could a plugin decide differently at ``now`` than at ``since`` with the same state?"""
+        return changes_by(self.next_change(since), since, now)
 
     def run_once(self, now: float) -> Decisions:
         memo = self._memo

@@ -33,7 +33,8 @@ class SchedulerBackend(Protocol):
 
     def cycle(self, now: float) -> CycleOutcome: ...
 
-    def time_sensitive(self, since: float, now: float) -> bool:
-        """Could a cycle at ``now`` decide differently from one at ``since`` with no event in
-        between (minimum runtimes passing, waits growing)?"""
+    def next_change(self, since: float) -> float | None:
+        """The earliest time after ``since`` at which a cycle could decide differently with no
+        event in between (a minimum runtime passing, a wait-based bound loosening): None for
+        never, ``since`` or earlier for at any time (attained service, aging)."""
         ...

@@ -14,9 +14,10 @@ PodGroups, Pods) and plays every part around the scheduler:
 * the **clock** — events are arrivals, completions and scheduling cycles at the configured
   period; when no cycle can change anything (nothing pending, or the last cycle changed nothing
   and no event arrived) the clock jumps to the next arrival or completion — unless the
-  scheduler's decisions may change with time alone while jobs wait (minimum runtimes passing,
-  a lost-work bound growing with the wait: ``SchedulerBackend.time_sensitive``); then idle
-  cycles run at gaps that double from one period up to ``MAX_IDLE_GAP``.
+  scheduler's decisions may change with time alone while jobs wait
+  (``SchedulerBackend.next_change``: a minimum runtime passing, a lost-work bound loosening);
+  then an idle cycle runs at that time, or, for a change that may come at any time (attained
+  service, aging), at gaps that double from one period up to ``MAX_IDLE_GAP``.
 
 A job's run time starts when `min_available` of its pods run (the whole gang: a distributed
 job cannot make progress with part of its workers). GPUs held by bound pods of a job that has
@@ -469,14 +470,9 @@ class Simulation:
             ts = t_evt
             if t_evt < math.inf:
                 ts = max(math.ceil(t_evt / period) * period, loop.last_session + period)
-            wake = loop.last_session + loop.idle_gap
-            if (
-                waiting
-                and -math.inf < wake < ts
-                and self.backend.time_sensitive(loop.last_session, wake)
-            ):
+            wake = self._wake(loop) if waiting and loop.last_session > -math.inf else None
+            if wake is not None and wake < ts:
                 ts = wake  # nothing happens until then, but time alone may change a decision
-                loop.idle_gap = min(2 * loop.idle_gap, MAX_IDLE_GAP)
             else:
                 loop.idle_gap = period
             if ts == math.inf:
@@ -485,6 +481,21 @@ class Simulation:
             loop.now = horizon
             return None
         return ts
+
+    def _wake(self, loop: _Loop) -> float | None:
+        """When an idle cycle should run: at the scheduler's next time-driven change (on a
+        period boundary), or, for a change that may come at any time, after the idle gap,
+        which doubles with each such cycle up to ``MAX_IDLE_GAP``."""
+        last, period = loop.last_session, self.options.period
+        change = self.backend.next_change(last)
+        if change is None:
+            return None
+        if change > last:
+            loop.idle_gap = period
+            return max(math.ceil(change / period) * period, last + period)
+        wake = last + loop.idle_gap
+        loop.idle_gap = min(2 * loop.idle_gap, MAX_IDLE_GAP)
+        return wake
 
     def _events_until(self, loop: _Loop, ts: float) -> None:
         """Arrivals and heap events at or before ``ts``, in time order (arrivals first on ties)."""

@@ -53,8 +53,9 @@ class RealScheduler:
         out.seconds = time.perf_counter() - t0
         return out
 
-    def time_sensitive(self, since: float, now: float) -> bool:
-        return self.scheduler.time_sensitive(self.epoch + since, self.epoch + now)
+    def next_change(self, since: float) -> float | None:
+        got = self.scheduler.next_change(self.epoch + since)
+        return None if got is None else got - self.epoch
 
     def _phase_changes(self, d: Decisions) -> dict[tuple[str, str], str]:
         """PodGroup phases that differ from the PodGroup the engine last wrote (which the cache

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -13,7 +11,7 @@ from batch.model.cache import ClusterCache
 from batch.scheduler import ConfigError, Decisions, Scheduler, load_config
 
 from .evict_util import evicted_jobs, pending, priorities, running
-from .util import NOW, cluster, run
+from .util import NOW, cluster, run, stamp
 
 TIERS = """
 tiers:
@@ -87,10 +85,6 @@ def test_a_bad_gang_action_argument_names_the_key(
 ) -> None:
     with pytest.raises(ConfigError, match=key):
         load_config(conf + f"configurations:\n- name: {action}\n  arguments: {arguments}\n")
-
-
-def _stamp(seconds_before_now: float) -> str:
-    return datetime.fromtimestamp(NOW - seconds_before_now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _two_victims(c: ClusterCache) -> tuple[str, str]:
@@ -182,7 +176,7 @@ def test_minruntime_guards_the_gang_actions_victims(action: str, ran_s: int, evi
         per_node=4,
         min_member=8,
         queue=queue,
-        start=_stamp(ran_s),
+        start=stamp(ran_s),
         priority_class="low",
     )
     pending(c, "starving", 2, queue="a", priority_class="high")
@@ -203,9 +197,9 @@ def test_reclaim_lost_work_ratio_spares_a_run_longer_than_ratio_times_the_wait(
     5 h may go, one that has run 20 h (more than 10 x 1 h of work lost) may not."""
     c = cluster(2, cpu="4", queues=("a", "b"))
     victim = running(
-        c, "victim", ["n0", "n1"], per_node=4, min_member=8, queue="b", start=_stamp(ran_h * 3600)
+        c, "victim", ["n0", "n1"], per_node=4, min_member=8, queue="b", start=stamp(ran_h * 3600)
     )
-    pending(c, "starving", 2, queue="a", created=_stamp(3600))
+    pending(c, "starving", 2, queue="a", created=stamp(3600))
     conf = GANG_RECLAIM.replace(
         "  - name: conformance\n",
         "  - name: conformance\n  - name: minruntime\n    arguments: {reclaimLostWorkRatio: 10}\n",
@@ -218,8 +212,8 @@ def test_a_lost_work_ratio_makes_the_cycle_time_sensitive_while_pods_wait() -> N
     """The bound loosens as a pod waits: ``Scheduler.run_once`` must not reuse a decision made
     when the pod had waited too little (and may, once nothing is pending)."""
     c = cluster(2, cpu="4", queues=("a", "b"))
-    running(c, "victim", ["n0", "n1"], per_node=4, min_member=8, queue="b", start=_stamp(5 * 3600))
-    pending(c, "starving", 2, queue="a", created=_stamp(600))
+    running(c, "victim", ["n0", "n1"], per_node=4, min_member=8, queue="b", start=stamp(5 * 3600))
+    pending(c, "starving", 2, queue="a", created=stamp(600))
     conf = GANG_RECLAIM.replace(
         "  - name: conformance\n",
         "  - name: conformance\n  - name: minruntime\n    arguments: {reclaimLostWorkRatio: 10}\n",
@@ -386,7 +380,7 @@ def test_the_failed_plan_memo_changes_no_decision(
     from batch.scheduler.framework.gang_eviction import GangEviction
 
     def build() -> ClusterCache:
-        c = _with_victims(victims, start=_stamp(ran_h * 3600))
+        c = _with_victims(victims, start=stamp(ran_h * 3600))
         for i, (size, queue, waited_h) in enumerate(preemptors):
             pending(
                 c,
@@ -394,7 +388,7 @@ def test_the_failed_plan_memo_changes_no_decision(
                 size,
                 priority_class="high",
                 queue=queue,
-                created=_stamp(waited_h * 3600 + i),
+                created=stamp(waited_h * 3600 + i),
             )
         return c
 

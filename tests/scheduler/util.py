@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from batch.model import fixtures as f
@@ -9,6 +10,12 @@ from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, SchedulerConfig, load_config, run_session
 
 NOW = 1_800_000_000.0
+
+
+def stamp(seconds_before_now: float) -> str:
+    """An RFC 3339 timestamp ``seconds_before_now`` before ``NOW`` (whole seconds)."""
+    return datetime.fromtimestamp(NOW - seconds_before_now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 BASIC = """
 actions: "enqueue, allocate, backfill"

@@ -32,7 +32,7 @@ class Recorder:
     def cycle(self, now: float) -> CycleOutcome:  # pragma: no cover - not called
         raise AssertionError
 
-    def time_sensitive(self, since: float, now: float) -> bool:  # pragma: no cover
+    def next_change(self, since: float) -> float | None:  # pragma: no cover
         raise AssertionError
 
 

@@ -24,18 +24,24 @@ class Plugin:
 
     name: ClassVar[str] = ""
     #: decisions may change with time alone (deadlines, minimum runtimes): set True, and
-    #: override ``time_sensitive`` to say precisely when, so ``Scheduler`` can keep its memo
+    #: override ``next_change`` to say precisely when, so ``Scheduler`` can keep its memo and
+    #: the simulator can sleep until then
     time_dependent: ClassVar[bool] = False
+
+    @classmethod
+    def next_change(cls, cache: ClusterCache, arguments: Arguments, since: float) -> float | None:
+        """The earliest time after ``since`` at which this plugin could decide differently on
+        the same cache: None for never, ``since`` (or earlier) for at any time (a quantity
+        that grows continuously, such as attained service or aging). The default is
+        conservative: a time-dependent plugin may change at any time."""
+        return since if cls.time_dependent else None
 
     @classmethod
     def time_sensitive(
         cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
     ) -> bool:
-        """Could this plugin decide differently at ``now`` than at ``since`` on the same cache?
-
-        The default is conservative: any time-dependent plugin says yes.
-        """
-        return cls.time_dependent
+        """Could this plugin decide differently at ``now`` than at ``since`` on the same cache?"""
+        return changes_by(cls.next_change(cache, arguments, since), since, now)
 
     def __init__(self, arguments: Arguments) -> None:
         """Parse (and validate) ``arguments``; must raise ConfigError on bad values."""
@@ -60,6 +66,13 @@ class Action:
 
     def execute(self, ssn: Session) -> None:
         raise NotImplementedError
+
+
+def changes_by(change: float | None, since: float, now: float) -> bool:
+    """Does a ``next_change`` answer given at ``since`` fall in ``(since, now]``?"""
+    if change is None:
+        return False
+    return now > since if change <= since else change <= now
 
 
 PLUGINS: dict[str, type[Plugin]] = {}

@@ -25,9 +25,9 @@ cannot happen; the longer a pod waits, the more it may take (docs/preemption.md)
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo, TaskInfo
@@ -38,16 +38,26 @@ from batch.scheduler.framework.durations import parse_duration, task_start
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 
-__all__ = ["ANN_PREEMPT", "ANN_RECLAIM", "MinRuntimePlugin", "expires_between", "parse_duration"]
+__all__ = [
+    "ANN_PREEMPT",
+    "ANN_RECLAIM",
+    "MinRuntimePlugin",
+    "earliest_crossing",
+    "first_crossing",
+    "first_expiry",
+    "parse_duration",
+]
 
 ANN_PREEMPT = "tephra.io/preempt-min-runtime"
 ANN_RECLAIM = "tephra.io/reclaim-min-runtime"
-_RATIOS = ("preemptLostWorkRatio", "reclaimLostWorkRatio")
-_ARGS = ("preemptMinRuntime", "reclaimMinRuntime", *_RATIOS)
+_ARGS = ("preemptMinRuntime", "reclaimMinRuntime", "preemptLostWorkRatio", "reclaimLostWorkRatio")
+#: the statuses a victim of preempt (Bound, Running) or reclaim (Running) is in
+_VICTIM_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 
 
 class MinRuntimePlugin(Plugin):
     name = "minruntime"
+    time_dependent = True  # pods pass their minimum runtime; lost-work bounds loosen
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -77,14 +87,16 @@ class MinRuntimePlugin(Plugin):
                 raise ConfigError(f"plugin minruntime: unknown argument {key!r}")
 
     @classmethod
-    def time_sensitive(
-        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
-    ) -> bool:
-        """A running pod passing its minimum runtime in ``(since, now]`` may become a victim;
-        with a lost-work bound, so may older victims of a pod that has waited longer."""
-        if now > since and any(k in arguments.raw for k in _RATIOS) and _any_pending(cache):
-            return True
-        return expires_between(cache, arguments.raw, since, now)
+    def next_change(cls, cache: ClusterCache, arguments: Arguments, since: float) -> float | None:
+        """The first time after ``since`` a running pod passes its minimum runtime, or a
+        lost-work bound starts to allow a victim it did not (``Scheduler.run_once`` reuses
+        decisions until then; the simulator sleeps until then)."""
+        plugin = cls(arguments)
+        times = [first_expiry(plugin, cache, since)]
+        for ratio in {r for r in plugin.lost_ratio.values() if r > 0}:
+            times.append(first_crossing(cache, ratio, since))
+        found = [t for t in times if t is not None]
+        return min(found) if found else None
 
     @staticmethod
     def _ratio(arguments: Arguments, key: str) -> float:
@@ -163,17 +175,11 @@ class MinRuntimePlugin(Plugin):
         ssn.hooks.add_victim_guard(guard)
 
 
-def expires_between(
-    cache: ClusterCache, arguments: Mapping[str, Any], since: float, now: float
-) -> bool:
-    """Did some running pod pass its minimum runtime in ``(since, now]``?
-
-    ``Scheduler.run_once`` reuses the previous decisions when nothing changed; a pod that has
-    just become old enough to be a victim is such a change.
-    """
-    plugin = MinRuntimePlugin(Arguments("plugin minruntime", arguments))
+def first_expiry(plugin: MinRuntimePlugin, cache: ClusterCache, since: float) -> float | None:
+    """When the first running pod passes a minimum runtime of its queue after ``since``."""
     mins: dict[str, tuple[float, float]] = {}
     fake = _QueuesOnly(cache.queues)
+    first: float | None = None
     for job in cache.jobs.values():
         m = mins.get(job.queue)
         if m is None:
@@ -188,13 +194,48 @@ def expires_between(
                 continue
             start = task_start(t)
             for v in m:
-                if v > 0 and since < start + v <= now:
-                    return True
-    return False
+                if v > 0 and start + v > since and (first is None or start + v < first):
+                    first = start + v
+    return first
 
 
-def _any_pending(cache: ClusterCache) -> bool:
-    return any(job.counts[TaskStatus.PENDING] for job in cache.jobs.values())
+def first_crossing(cache: ClusterCache, ratio: float, since: float) -> float | None:
+    """When a lost-work bound of ``ratio`` first allows a victim it did not at ``since``:
+    every pending pod against every running one (a superset of the pairs an action asks
+    about), ``earliest_crossing`` of their creation and start times."""
+    if ratio == 1:
+        return None  # allowed iff created <= started: time changes nothing
+    created: set[float] = set()
+    starts: list[float] = []
+    for job in cache.jobs.values():
+        for t in job.tasks.values():
+            if t.status is TaskStatus.PENDING:
+                created.add(t.creation)
+            elif t.status in _VICTIM_STATUSES:
+                starts.append(task_start(t))
+    if not created or not starts:
+        return None
+    return earliest_crossing(created, sorted(starts), ratio, since)
+
+
+def earliest_crossing(
+    created: Iterable[float], starts: Sequence[float], ratio: float, since: float
+) -> float | None:
+    """A pod created at ``c`` may take a victim started at ``s`` once
+    ``t - s <= ratio * (t - c)``, i.e. from ``T = (ratio * c - s) / (ratio - 1)`` on (ratio
+    above 1; below 1 the answer changes at any time: ``since`` is returned). The earliest
+    ``T`` after ``since`` over all pairs: for each creation time, the latest start (``starts``
+    sorted) whose ``T`` is still ahead, by bisection."""
+    if ratio < 1:
+        return since
+    first: float | None = None
+    for c in created:
+        i = bisect.bisect_left(starts, ratio * c - (ratio - 1) * since) - 1
+        if i >= 0:
+            crossing = (ratio * c - starts[i]) / (ratio - 1)
+            if first is None or crossing < first:
+                first = crossing
+    return first
 
 
 class _QueuesOnly:

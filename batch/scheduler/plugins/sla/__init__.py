@@ -26,16 +26,16 @@ class SlaPlugin(Plugin):
     time_dependent = True
 
     @classmethod
-    def time_sensitive(
-        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
-    ) -> bool:
-        """True when some job's waiting-time deadline falls in (since, now]."""
+    def next_change(cls, cache: ClusterCache, arguments: Arguments, since: float) -> float | None:
+        """The first job's waiting-time deadline after ``since``."""
         sla = cls(arguments)
+        first: float | None = None
         for job in cache.jobs.values():
             wt = sla.waiting_time(job)
-            if wt is not None and since < job.creation + wt <= now:
-                return True
-        return False
+            if wt is not None and job.creation + wt > since:
+                deadline = job.creation + wt
+                first = deadline if first is None else min(first, deadline)
+        return first
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -48,7 +48,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from batch.api.resources import GPU
-from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo, TaskInfo
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.durations import parse_duration
@@ -176,12 +175,6 @@ class TiresiasPlugin(Plugin):
         self.reset_on_eviction = arguments.get_bool("tiresias.resetOnEviction", False)
         self.lost_work_ratio = _ratio(arguments, "tiresias.lostWorkRatio", 100.0)
         self.resource = arguments.get_str("tiresias.resource", GPU)
-
-    @classmethod
-    def time_sensitive(
-        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
-    ) -> bool:
-        return now > since
 
     def level(self, service: float) -> int:
         return sum(1 for t in self.thresholds if service >= t)
