@@ -4,6 +4,8 @@ simulator's idle cycles rely on."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -26,17 +28,24 @@ times = st.floats(0, 1e6, allow_nan=False, allow_infinity=False)
 def test_earliest_crossing_is_the_first_pair_that_becomes_allowed(
     created: list[float], starts: list[float], ratio: float, since: float
 ) -> None:
-    brute = [
-        (ratio * c - s) / (ratio - 1)
-        for c in created
-        for s in starts
-        if (ratio * c - s) / (ratio - 1) > since
+    # the pairs' crossing times in exact arithmetic; a pair crossing at ``since`` itself may
+    # land on either side of it in floats
+    r, now = Fraction(ratio), Fraction(since)
+    exact = [
+        t for c in created for s in starts if (t := (r * Fraction(c) - Fraction(s)) / (r - 1)) > now
     ]
     got = earliest_crossing(created, sorted(starts), ratio, since)
-    if not brute:
-        assert got is None or got <= since * (1 + 1e-12) + 1e-9
-    else:
-        assert got == pytest.approx(min(brute), rel=1e-9, abs=1e-6)
+    tol = 1e-3
+    if not exact:
+        assert got is None or got <= since + tol
+        return
+    first = float(min(exact))
+    if got is None:  # only a crossing at ``since`` up to rounding may be missed
+        assert first - since <= tol
+        return
+    # never late; early only by a rounding-level crossing at ``since`` (a spurious wake)
+    assert got <= first + tol
+    assert got >= first - tol or got <= since + tol
 
 
 def _conf(args: str) -> str:
