@@ -43,8 +43,6 @@ __all__ = [
     "ANN_RECLAIM",
     "MinRuntimePlugin",
     "earliest_crossing",
-    "first_crossing",
-    "first_expiry",
     "parse_duration",
 ]
 
@@ -92,10 +90,16 @@ class MinRuntimePlugin(Plugin):
         lost-work bound starts to allow a victim it did not (``Scheduler.run_once`` reuses
         decisions until then; the simulator sleeps until then)."""
         plugin = cls(arguments)
-        times = [first_expiry(plugin, cache, since)]
-        for ratio in {r for r in plugin.lost_ratio.values() if r > 0}:
-            times.append(first_crossing(cache, ratio, since))
-        found = [t for t in times if t is not None]
+        # at a ratio of 1 a pod may take a victim iff it was created no later: time changes nothing
+        ratios = {r for r in plugin.lost_ratio.values() if r > 0 and r != 1}
+        times = _PodTimes(plugin, cache, lost_work=bool(ratios))
+        found = [t for t in times.expiries if t > since]
+        if times.created and times.starts:
+            starts = sorted(times.starts)
+            for ratio in ratios:
+                crossing = earliest_crossing(times.created, starts, ratio, since)
+                if crossing is not None:
+                    found.append(crossing)
         return min(found) if found else None
 
     @staticmethod
@@ -175,47 +179,39 @@ class MinRuntimePlugin(Plugin):
         ssn.hooks.add_victim_guard(guard)
 
 
-def first_expiry(plugin: MinRuntimePlugin, cache: ClusterCache, since: float) -> float | None:
-    """When the first running pod passes a minimum runtime of its queue after ``since``."""
-    mins: dict[str, tuple[float, float]] = {}
-    fake = _QueuesOnly(cache.queues)
-    first: float | None = None
-    for job in cache.jobs.values():
-        m = mins.get(job.queue)
-        if m is None:
-            m = mins[job.queue] = (
-                plugin.min_runtime(fake, job.queue, "preempt"),  # type: ignore[arg-type]
-                plugin.min_runtime(fake, job.queue, "reclaim"),  # type: ignore[arg-type]
-            )
-        if m[0] <= 0 and m[1] <= 0:
-            continue
-        for t in job.tasks.values():
-            if t.status is not TaskStatus.RUNNING:
-                continue
-            start = task_start(t)
-            for v in m:
-                if v > 0 and start + v > since and (first is None or start + v < first):
-                    first = start + v
-    return first
+class _PodTimes:
+    """What ``next_change`` needs of the cluster, in one walk over its pods: when each running
+    pod passes each minimum runtime of its queue, and, for a lost-work bound, the pending pods'
+    creation times and the victim pods' start times."""
 
+    def __init__(self, plugin: MinRuntimePlugin, cache: ClusterCache, *, lost_work: bool) -> None:
+        self.expiries: list[float] = []
+        self.created: set[float] = set()
+        self.starts: list[float] = []
+        fake = _QueuesOnly(cache.queues)
+        mins: dict[str, list[float]] = {}
+        for job in cache.jobs.values():
+            m = mins.get(job.queue)
+            if m is None:
+                m = mins[job.queue] = [
+                    v
+                    for kind in ("preempt", "reclaim")
+                    if (v := plugin.min_runtime(fake, job.queue, kind)) > 0  # type: ignore[arg-type]
+                ]
+            if m or lost_work:
+                self._take(job.tasks.values(), m, lost_work=lost_work)
 
-def first_crossing(cache: ClusterCache, ratio: float, since: float) -> float | None:
-    """When a lost-work bound of ``ratio`` first allows a victim it did not at ``since``:
-    every pending pod against every running one (a superset of the pairs an action asks
-    about), ``earliest_crossing`` of their creation and start times."""
-    if ratio == 1:
-        return None  # allowed iff created <= started: time changes nothing
-    created: set[float] = set()
-    starts: list[float] = []
-    for job in cache.jobs.values():
-        for t in job.tasks.values():
+    def _take(self, tasks: Iterable[TaskInfo], mins: list[float], *, lost_work: bool) -> None:
+        for t in tasks:
             if t.status is TaskStatus.PENDING:
-                created.add(t.creation)
+                if lost_work:
+                    self.created.add(t.creation)
             elif t.status in _VICTIM_STATUSES:
-                starts.append(task_start(t))
-    if not created or not starts:
-        return None
-    return earliest_crossing(created, sorted(starts), ratio, since)
+                start = task_start(t)
+                if lost_work:
+                    self.starts.append(start)
+                if t.status is TaskStatus.RUNNING:
+                    self.expiries.extend(start + v for v in mins)
 
 
 def earliest_crossing(
