@@ -89,8 +89,7 @@ class QueueFloor:
 
     def __init__(self, ssn: Session, args: FloorArgs) -> None:
         self.ssn = ssn
-        self.keep_deserved = args.keep_deserved
-        self.factor = args.factor
+        self.args = args
 
     def allows(self, queue: str, after: Vec) -> bool:
         ssn = self.ssn
@@ -101,11 +100,11 @@ class QueueFloor:
             d = ssn.resources.get(rname)
             if d is not None and amount > 0 and after[d] < amount:
                 return False
-        if self.keep_deserved:
+        if self.args.keep_deserved:
             des = ssn.dispatch.deserved(queue)
             if des is not None:
                 present = np.flatnonzero(des[1:] >= 0.1) + 1
                 share = float((after[present] / des[present]).max()) if len(present) else 0.0
-                if share < self.factor - 1e-9:
+                if share < self.args.factor - 1e-9:
                     return False
         return True

@@ -36,13 +36,6 @@ class Plugin:
         conservative: a time-dependent plugin may change at any time."""
         return since if cls.time_dependent else None
 
-    @classmethod
-    def time_sensitive(
-        cls, cache: ClusterCache, arguments: Arguments, since: float, now: float
-    ) -> bool:
-        """Could this plugin decide differently at ``now`` than at ``since`` on the same cache?"""
-        return changes_by(cls.next_change(cache, arguments, since), since, now)
-
     def __init__(self, arguments: Arguments) -> None:
         """Parse (and validate) ``arguments``; must raise ConfigError on bad values."""
         self.arguments = arguments
