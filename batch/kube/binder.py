@@ -6,7 +6,9 @@ bounded pool (`pods/<name>/binding`); a bind that fails is reported back so the 
 the task to Pending and the next session retries it. A 409 means the pod is bound already (a
 restarted scheduler re-sending its own bind, or another scheduler winning a race): it is
 reported as a conflict, never retried blindly. Evictions use the Eviction API, which honours
-PodDisruptionBudgets, and fall back to a graceful delete where that API is missing.
+PodDisruptionBudgets, and fall back to a graceful delete where that API is missing. An eviction
+is two writes (the DisruptionTarget condition, then the eviction); its `guard` is checked again
+between them, so a replica whose leadership lapsed meanwhile does not send the second.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from batch.kube.client import RESOURCES, ApiError, KubeClient
+from batch.kube.dispatch import Dropped
 
 __all__ = ["BindOutcome", "BindRequest", "Binder", "EvictRequest", "Evictor"]
 
@@ -113,7 +116,10 @@ class Evictor:
         self.concurrency = concurrency
         self.grace_seconds = grace_seconds
 
-    async def evict_one(self, req: EvictRequest) -> tuple[EvictRequest, bool, str]:
+    async def evict_one(
+        self, req: EvictRequest, *, guard: Callable[[], bool] | None = None
+    ) -> tuple[EvictRequest, bool, str]:
+        """Evict one pod; raises `Dropped` when `guard` fails after the pod was marked."""
         conditions: list[dict[str, Any]] = [
             {
                 "type": "DisruptionTarget",
@@ -140,6 +146,8 @@ class Evictor:
             )
         except Exception as exc:
             return req, False, repr(exc)
+        if guard is not None and not guard():
+            raise Dropped(f"eviction of {req.namespace}/{req.pod}")
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",

@@ -10,8 +10,11 @@ are sent, so the next session can run while they are in flight:
 * `InFlight` sends binds and evictions from a FIFO queue with a fixed number of workers (the
   requests on the wire). A bound on outstanding requests (queued + on the wire) is the
   backpressure: the service starts no session while it is reached. Each answer is handed to a
-  callback when it arrives. `close` drops what was not sent yet and waits a grace period for
-  what is on the wire, so a replica that stops or loses its lease sends no bind after it.
+  callback when it arrives. Each request carries a guard, checked just before it is sent (and
+  by a sender between the writes it makes, raising `Dropped`): a request whose guard fails, say
+  one decided before this replica's leadership lapsed, is dropped unsent, its assumption
+  undone, and reported. `close` drops what was not sent yet and waits a grace period for what
+  is on the wire, so a replica that stops or loses its lease sends no bind after it.
 * `StatusQueue` keeps the latest desired status per object (PodGroup, Queue, pod status patch)
   and the events to post, and writes them from one background task, round by round: a key is
   never written by two rounds at once, so an older status is never written after a newer one.
@@ -25,14 +28,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from batch.kube.status import EventSpec, StatusWriter
 
-__all__ = ["InFlight", "StatusQueue"]
+__all__ = ["Dropped", "InFlight", "StatusQueue"]
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +44,35 @@ def _always() -> bool:
     return True
 
 
+class Dropped(Exception):
+    """Raised by a request's sender when its guard failed before the sender's next write: the
+    request is dropped as if it had never been sent."""
+
+
 @dataclass(slots=True)
 class _Work:
     send: Callable[[], Awaitable[None]]  # sends the request and applies its answer
     drop: Callable[[], None]  # undoes what was assumed when the request is never sent
+    guard: Callable[[], bool]  # False: the request must not be sent (any more)
+    kind: str  # what the request is, as counted when it is dropped
 
 
 class InFlight:
-    """Requests sent by `workers` background tasks; at most `limit` outstanding for `room`."""
+    """Requests sent by `workers` background tasks; at most `limit` outstanding for `room`.
 
-    def __init__(self, *, workers: int, limit: int, allowed: Callable[[], bool] = _always) -> None:
+    `on_dropped` gets the count per kind of requests dropped because their guard failed.
+    """
+
+    def __init__(
+        self,
+        *,
+        workers: int,
+        limit: int,
+        on_dropped: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> None:
         self.workers = max(1, workers)
         self.limit = max(1, limit)
-        self._allowed = allowed  # False once this replica may no longer write (lease lost)
+        self._on_dropped = on_dropped
         self._queue: deque[_Work] = deque()
         self._sending = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -66,13 +85,20 @@ class InFlight:
         """Requests submitted and not answered yet (queued or on the wire)."""
         return len(self._queue) + self._sending
 
-    def submit(self, send: Callable[[], Awaitable[None]], drop: Callable[[], None]) -> None:
+    def submit(
+        self,
+        send: Callable[[], Awaitable[None]],
+        drop: Callable[[], None],
+        *,
+        guard: Callable[[], bool] = _always,
+        kind: str = "request",
+    ) -> None:
         if self._closed:
             drop()
             return
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
-        self._queue.append(_Work(send, drop))
+        self._queue.append(_Work(send, drop, guard, kind))
         self._work.set()
 
     async def room(self, stop: asyncio.Event | None = None) -> None:
@@ -104,21 +130,36 @@ class InFlight:
             self._queue.popleft().drop()
         self._changed.set()
 
+    def _drop_unguarded(self, first: _Work) -> None:
+        """Drop `first`, and the queued requests after it whose guards fail too, and report
+        them at once."""
+        first.drop()
+        dropped = Counter([first.kind])
+        while self._queue and not self._queue[0].guard():
+            work = self._queue.popleft()
+            work.drop()
+            dropped[work.kind] += 1
+        self._changed.set()
+        if self._on_dropped is not None:
+            self._on_dropped(dropped)
+
     async def _worker(self) -> None:
         while True:
             while not self._queue:
                 self._work.clear()
                 await self._work.wait()
-            if not self._allowed():
-                self._drop_queued()
-                continue
             work = self._queue.popleft()
+            if not work.guard():
+                self._drop_unguarded(work)
+                continue
             self._sending += 1
             try:
                 await work.send()
             except asyncio.CancelledError:
                 work.drop()
                 raise
+            except Dropped:
+                self._drop_unguarded(work)
             except Exception:
                 log.exception("a dispatched request failed")
             finally:

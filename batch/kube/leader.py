@@ -7,12 +7,26 @@ passed. Updates use the Lease's resourceVersion, so two candidates cannot both w
 gets 409 Conflict and keeps waiting. A leader that cannot renew gives up at its *renew
 deadline*, `2 * renew_seconds` before the Lease expires (Kubernetes' renewDeadline <
 leaseDuration), so it has stopped acting before a standby may take over.
+
+A failed call is not the only way to lose the Lease: a leader paused (SIGSTOP, a stalled VM, a
+starved event loop) past the lease duration wakes up with no error to tell it that a standby
+has led meanwhile. So leadership is *current* only while the last successful renewal, timed on
+the monotonic clock from before its request was sent, is younger than the lease duration
+(client-go's rule); a wall-clock jump cannot make an old renewal look fresh. Writes that depend
+on leadership check `current()` just before they are sent. A renewal after leadership lapsed
+starts a new *term*: work decided in an earlier term is dropped (`fence`), since leadership
+could have been lost in between. Renewing never re-acquires: a Lease that another identity
+held since this one's last renewal means another replica may have acted, and the leadership is
+lost for good (the replica restarts with fresh state, as kube-scheduler does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,7 +46,8 @@ def _micro_time(t: datetime) -> str:
 
 @dataclass
 class LeaderElector:
-    """Acquire and hold one Lease. `is_leader` flips off as soon as a renewal deadline passes."""
+    """Acquire and hold one Lease. `is_leader` flips off as soon as a renewal deadline passes;
+    `current()` says whether writes that depend on leadership may be sent now."""
 
     client: KubeClient
     name: str
@@ -42,12 +57,45 @@ class LeaderElector:
     renew_seconds: float = 2.0
     is_leader: bool = False
     lost: asyncio.Event = field(default_factory=asyncio.Event)
-    _last_renew: datetime | None = None
+    #: seconds on a monotonic clock (a fake one in tests)
+    clock: Callable[[], float] = time.monotonic
+    #: counts the leaderships that began: acquisitions and renewals after a lapse
+    term: int = 0
+    _renewed_at: float | None = None  # `clock()` before the last successful renewal was sent
 
     @property
     def renew_deadline(self) -> float:
         """Seconds after the last successful renewal at which a leader gives up."""
         return max(self.lease_seconds - 2 * self.renew_seconds, self.renew_seconds)
+
+    def current(self, term: int | None = None) -> bool:
+        """Whether this replica leads now (and still in `term`, when given): it holds the
+        Lease and its last successful renewal is younger than the lease duration."""
+        if not self.is_leader or self.lost.is_set() or self._renewed_at is None:
+            return False
+        if term is not None and term != self.term:
+            return False
+        return self.clock() < self._renewed_at + self.lease_seconds
+
+    def fence(self) -> Callable[[], bool]:
+        """A check that holds while the leadership current now lasts: False once it has lapsed
+        or been lost, and also after a renewal that followed a lapse."""
+        return functools.partial(self.current, self.term)
+
+    def _renewed(self, started: float, *, acquired: bool) -> None:
+        """Record a successful renewal whose request was sent at `started`."""
+        previous, self._renewed_at = self._renewed_at, started
+        lapsed_for = None if previous is None else started - previous - self.lease_seconds
+        lapsed = lapsed_for is not None and lapsed_for >= 0
+        if acquired or previous is None or lapsed:
+            self.term += 1
+        if lapsed and not acquired:
+            log.warning(
+                "renewed the lease %s/%s %.1fs after it lapsed: decisions made before are dropped",
+                self.namespace,
+                self.name,
+                lapsed_for,
+            )
 
     def _spec(self, now: datetime, *, acquire: datetime, transitions: int) -> dict[str, Any]:
         return {
@@ -58,30 +106,24 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    async def try_acquire_or_renew(self) -> bool:
-        """One election round. Returns True when this identity holds the Lease afterwards."""
+    async def try_acquire_or_renew(self, *, renew_only: bool = False) -> bool:
+        """One election round. Returns True when this identity holds the Lease afterwards.
+
+        With `renew_only`, a Lease that is missing or not held by this identity is not taken
+        (whether or not it expired): someone else may have led since this one's last renewal.
+        """
+        started = self.clock()
         now = datetime.now(UTC)
         try:
             lease = await self.client.get(_LEASE, self.name, self.namespace)
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(now, acquire=now, transitions=0),
-            }
-            try:
-                await self.client.create(_LEASE, body, self.namespace)
-            except ApiError as create_exc:
-                if create_exc.status == 409:
-                    return False
-                raise
-            self._last_renew = now
-            return True
+            return False if renew_only else await self._create(started, now)
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
+        if renew_only and holder != self.identity:
+            return False
         renew = parse_time(spec.get("renewTime"))
         duration = int(spec.get("leaseDurationSeconds") or self.lease_seconds)
         expired = renew is None or renew + timedelta(seconds=duration) < now
@@ -99,7 +141,23 @@ class LeaderElector:
             if exc.status == 409:
                 return False
             raise
-        self._last_renew = now
+        self._renewed(started, acquired=holder != self.identity)
+        return True
+
+    async def _create(self, started: float, now: datetime) -> bool:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": self._spec(now, acquire=now, transitions=0),
+        }
+        try:
+            await self.client.create(_LEASE, body, self.namespace)
+        except ApiError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        self._renewed(started, acquired=True)
         return True
 
     async def acquire(self) -> None:
@@ -119,19 +177,18 @@ class LeaderElector:
     async def hold(self) -> None:
         """Renew until the Lease is lost, then set `lost`; run as a background task.
 
-        A renewal that fails with an error is retried until the renew deadline; losing the
-        Lease to another identity ends leadership at once.
+        A renewal that fails with an error is retried until the renew deadline; finding the
+        Lease held by (or taken and given back by) another identity ends leadership at once.
         """
         while True:
             await asyncio.sleep(self.renew_seconds)
             try:
-                if await self.try_acquire_or_renew():
+                if await self.try_acquire_or_renew(renew_only=True):
                     continue
-                reason = "another replica holds it"
+                reason = "another replica holds it, or held it since the last renewal"
             except Exception as exc:
-                now = datetime.now(UTC)
-                last = self._last_renew or now
-                if now < last + timedelta(seconds=self.renew_deadline - self.renew_seconds):
+                last = self.clock() if self._renewed_at is None else self._renewed_at
+                if self.clock() < last + self.renew_deadline - self.renew_seconds:
                     log.warning("lease renewal failed, retrying: %r", exc)
                     continue
                 reason = f"renewals failed until the renew deadline ({exc!r})"

@@ -146,6 +146,12 @@ class SchedulerMetrics:
         self.evictions = Counter(
             "tephra_evictions", "Eviction requests by result", ["result"], registry=r
         )
+        self.dropped_requests = Counter(
+            "tephra_dropped_requests",
+            "Binds and evictions dropped unsent because leadership was not current",
+            ["kind"],
+            registry=r,
+        )
         self.status_writes = Counter(
             "tephra_status_writes", "Status writes by kind", ["kind"], registry=r
         )

@@ -13,7 +13,11 @@ loop so that the cache is never mutated while a session reads it:
    many requests are outstanding;
 4. a bind that fails returns its task to Pending (retried next session) and keeps its PodGroup
    from being reported Running (Volcano #4383);
-5. on stop or loss of the lease, binds not sent yet are dropped and those on the wire get a
+5. with leader election, a session runs and its binds, evictions and statuses are sent only
+   while the leadership is current (`LeaderElector.current`: renewed within the lease duration,
+   on the monotonic clock); each bind and eviction is checked again just before it is sent and
+   dropped, counted and logged, when the leadership it was decided under has lapsed since;
+   on stop or loss of the lease, binds not sent yet are dropped and those on the wire get a
    grace period before the lease is released;
 6. metrics and health endpoints.
 """
@@ -29,7 +33,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +76,10 @@ IN_FLIGHT_PER_WORKER = 4
 DRAIN_GRACE_S = 2.0
 
 
+def _always() -> bool:
+    return True
+
+
 @dataclass
 class Outbox:
     """Where a session's decisions go: sent in the background, never awaited by the session."""
@@ -80,6 +88,8 @@ class Outbox:
     evictor: Evictor
     requests: InFlight
     statuses: StatusQueue
+    #: a new guard per session: it holds while the leadership current at the session lasts
+    fence: Callable[[], Callable[[], bool]] = field(default=lambda: _always)
 
     async def close(self, *, leading: bool) -> None:
         """Settle in-flight work. Binds and evictions not sent are dropped (the pods stay
@@ -101,6 +111,8 @@ class SchedulerOptions:
     leader_elect: bool = False
     lease_name: str = "tephra-scheduler"
     lease_namespace: str = "kube-system"
+    lease_seconds: int = 10
+    renew_seconds: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     metrics_port: int | None = None
     healthz_port: int | None = None
@@ -146,6 +158,7 @@ class SchedulerService:
         self.last_session_at = 0.0
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
+        self._lapsed = False  # the last session found the leadership not current
         self.ledger: SchedulerLedger | None = None
 
     # -- cache feed ---------------------------------------------------------------------
@@ -208,7 +221,11 @@ class SchedulerService:
 
     # -- one cycle ------------------------------------------------------------------------
     async def run_once(self, out: Outbox) -> None:
-        """One session; its decisions go to `out` and are sent in the background."""
+        """One session; its decisions go to `out` and are sent in the background. None while
+        the leadership is not current: the session would be dropped unsent."""
+        guard = out.fence()
+        if not self._leading(guard):
+            return
         self._reload_config_if_changed()
         started = time.perf_counter()
         decisions = self.scheduler.run_once(time.time())
@@ -222,8 +239,8 @@ class SchedulerService:
         self._observe_session(decisions)
         # No await from here on: the binds are assumed in the cache and the statuses offered
         # before any answer can arrive, so a failure always finds the status it must hold back.
-        self._dispatch_evictions(out, decisions)
-        self._dispatch_binds(out, decisions)
+        self._dispatch_evictions(out, decisions, guard)
+        self._dispatch_binds(out, decisions, guard)
         out.statuses.offer(
             podgroups=decisions.podgroup_status,
             queues=decisions.queue_status,
@@ -236,6 +253,24 @@ class SchedulerService:
         self._export_gauges(decisions)
         self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
         self.last_session_at = time.time()
+
+    def _leading(self, guard: Callable[[], bool]) -> bool:
+        """Whether a session may run; says so when that changes."""
+        leading = guard()
+        if leading and self._lapsed:
+            log.warning("leadership current again: scheduling resumes")
+            self.metrics.is_leader.set(1)
+        elif not leading and not self._lapsed:
+            log.warning("leadership not current (lease not renewed in time): no session")
+            self.metrics.is_leader.set(0)
+        self._lapsed = not leading
+        return leading
+
+    def _dropped(self, counts: Mapping[str, int]) -> None:
+        """Requests dropped unsent because the leadership they were decided under lapsed."""
+        for kind, n in sorted(counts.items()):
+            self.metrics.dropped_requests.labels(kind=kind).inc(n)
+            log.warning("dropped %d %s: leadership not current", n, kind if n == 1 else f"{kind}s")
 
     def _observe_session(self, decisions: Decisions) -> None:
         """The ledger's view of the session and its timings as metrics."""
@@ -251,7 +286,9 @@ class SchedulerService:
                 seconds * 1000
             )
 
-    def _dispatch_evictions(self, out: Outbox, decisions: Decisions) -> None:
+    def _dispatch_evictions(
+        self, out: Outbox, decisions: Decisions, guard: Callable[[], bool]
+    ) -> None:
         if not decisions.evictions:
             return
         self._count_evictions(decisions)
@@ -260,9 +297,10 @@ class SchedulerService:
             self.cache.assume_evict(victim.uid)
 
             async def send(victim: EvictRequest = victim) -> None:
-                self._evicted(*await out.evictor.evict_one(victim))
+                self._evicted(*await out.evictor.evict_one(victim, guard=guard))
 
-            out.requests.submit(send, functools.partial(self.cache.evict_failed, victim.uid))
+            drop = functools.partial(self.cache.evict_failed, victim.uid)
+            out.requests.submit(send, drop, guard=guard, kind="eviction")
 
     def _evicted(self, victim: EvictRequest, ok: bool, message: str) -> None:
         self.metrics.evictions.labels(result="ok" if ok else "failed").inc()
@@ -270,7 +308,7 @@ class SchedulerService:
             self.cache.evict_failed(victim.uid)  # retried, or replaced, next session
             log.warning("eviction of %s/%s failed: %s", victim.namespace, victim.pod, message)
 
-    def _dispatch_binds(self, out: Outbox, decisions: Decisions) -> None:
+    def _dispatch_binds(self, out: Outbox, decisions: Decisions, guard: Callable[[], bool]) -> None:
         for b in decisions.binds:
             req = BindRequest(b.namespace, b.name, b.uid, b.node, b.job_id)
             self.cache.assume_bind(req.uid, req.node)
@@ -278,7 +316,8 @@ class SchedulerService:
             async def send(req: BindRequest = req) -> None:
                 self._bound(out, *await out.binder.bind_one(req))
 
-            out.requests.submit(send, functools.partial(self.cache.bind_failed, req.uid))
+            drop = functools.partial(self.cache.bind_failed, req.uid)
+            out.requests.submit(send, drop, guard=guard, kind="bind")
 
     def _bound(self, out: Outbox, req: BindRequest, outcome: BindOutcome, message: str) -> None:
         """Apply a bind's answer: a bind that did not take returns its task to Pending."""
@@ -455,6 +494,8 @@ class SchedulerService:
             name=self.options.lease_name,
             namespace=self.options.lease_namespace,
             identity=self.options.identity,
+            lease_seconds=self.options.lease_seconds,
+            renew_seconds=self.options.renew_seconds,
         )
         acquire = asyncio.create_task(elector.acquire())
         stopper = asyncio.create_task(stop.wait())
@@ -489,7 +530,7 @@ class SchedulerService:
             await self._loop(reflectors, out, stop, elector)
         finally:
             if out is not None:
-                await out.close(leading=elector is None or not elector.lost.is_set())
+                await out.close(leading=elector is None or elector.current())
             if reflectors is not None:
                 await reflectors.stop()
             if hold_task is not None:
@@ -502,22 +543,22 @@ class SchedulerService:
                 self.ledger = None
 
     def _outbox(self, client: KubeClient, elector: LeaderElector | None) -> Outbox:
-        def leading() -> bool:
-            return elector is None or not elector.lost.is_set()
-
         concurrency = self.options.bind_concurrency
         writer = StatusWriter(client, concurrency=STATUS_CONCURRENCY)
         return Outbox(
             binder=Binder(client, concurrency=concurrency),
             evictor=Evictor(client),
             requests=InFlight(
-                workers=concurrency, limit=IN_FLIGHT_PER_WORKER * concurrency, allowed=leading
+                workers=concurrency,
+                limit=IN_FLIGHT_PER_WORKER * concurrency,
+                on_dropped=self._dropped,
             ),
             statuses=StatusQueue(
                 writer,
-                allowed=leading,
+                allowed=_always if elector is None else elector.current,
                 on_written=self.metrics.status_writes.labels(kind="status").inc,
             ),
+            fence=(lambda: _always) if elector is None else elector.fence,
         )
 
     async def _loop(

@@ -4,10 +4,11 @@ close, and coalesced status writes where the latest status of an object wins."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from batch.kube.client import ApiError
-from batch.kube.dispatch import InFlight, StatusQueue
+from batch.kube.dispatch import Dropped, InFlight, StatusQueue
 from batch.kube.status import EventSpec, StatusWriter
 
 
@@ -20,7 +21,7 @@ class _Requests:
         self.dropped: list[str] = []
         self.release: dict[str, asyncio.Event] = {}
 
-    def submit(self, flight: InFlight, name: str) -> None:
+    def submit(self, flight: InFlight, name: str, guard: Callable[[], bool] = lambda: True) -> None:
         self.release[name] = asyncio.Event()
 
         async def send() -> None:
@@ -28,7 +29,7 @@ class _Requests:
             await self.release[name].wait()
             self.answered.append(name)
 
-        flight.submit(send, lambda: self.dropped.append(name))
+        flight.submit(send, lambda: self.dropped.append(name), guard=guard, kind="bind")
 
 
 async def _settle() -> None:
@@ -113,15 +114,36 @@ def test_close_waits_for_an_answer_within_the_grace() -> None:
 def test_a_replica_that_lost_its_lease_sends_nothing_queued() -> None:
     async def main() -> None:
         leading = [True]
-        flight = InFlight(workers=1, limit=10, allowed=lambda: leading[0])
+        reported: list[Mapping[str, int]] = []
+        flight = InFlight(workers=1, limit=10, on_dropped=reported.append)
         reqs = _Requests()
         for name in ("a", "b", "c"):
-            reqs.submit(flight, name)
+            reqs.submit(flight, name, lambda: leading[0])
+        reqs.submit(flight, "next-term", lambda: True)
+        reqs.release["next-term"].set()
         await _settle()
         leading[0] = False
         reqs.release["a"].set()
         await asyncio.wait_for(flight.drain(), 1)
-        assert reqs.sent == ["a"] and reqs.dropped == ["b", "c"]
+        assert reqs.sent == ["a", "next-term"] and reqs.dropped == ["b", "c"]
+        assert reported == [{"bind": 2}]  # one report for the requests dropped together
+        await flight.close(0.0)
+
+    asyncio.run(main())
+
+
+def test_a_sender_whose_guard_failed_midway_is_dropped() -> None:
+    async def main() -> None:
+        reported: list[Mapping[str, int]] = []
+        flight = InFlight(workers=1, limit=10, on_dropped=reported.append)
+        dropped: list[str] = []
+
+        async def send() -> None:
+            raise Dropped("the eviction after the pod was marked")
+
+        flight.submit(send, lambda: dropped.append("victim"), kind="eviction")
+        await asyncio.wait_for(flight.drain(), 1)
+        assert dropped == ["victim"] and reported == [{"eviction": 1}]
         await flight.close(0.0)
 
     asyncio.run(main())
