@@ -31,10 +31,10 @@ def test_a_pod_larger_than_every_node_is_not_enqueued_and_does_not_starve_others
     assert phases.get("small") == "Inqueue", phases.get("small")
     assert all(phases.get(f"huge-{i}", "Pending") == "Pending" for i in range(100))
     reason = d.pending_reasons["default/huge-0"]
-    assert reason.kind == "NoNodeFits"
+    assert reason.kind == "NeverFits"
     assert "nvidia.com/gpu" in reason.message and "16" in reason.message and "8" in reason.message
     cond = d.podgroup_status[("default", "huge-0")]["conditions"][-1]
-    assert cond["type"] == "Unschedulable" and "no node can ever hold" in cond["message"]
+    assert cond["type"] == "Unschedulable" and "can never fit" in cond["message"]
 
 
 def test_a_gang_that_fits_the_largest_node_is_still_enqueued() -> None:

@@ -61,15 +61,18 @@ def test_overcommit_factor_gates_enqueue() -> None:
 
 
 def test_sla_permit_overrides_later_rejection_after_waiting_time() -> None:
-    c = cluster(1, cpu="1")
-    gang(c, "late", 1, phase="Pending", min_resources={"cpu": "50"}, created="2026-01-01T00:00:00Z")
+    c = cluster(1, cpu="10")
+    c.apply("PodGroup", "ADDED", f.podgroup("busy", phase="Running"))
+    c.apply("Pod", "ADDED", f.pod("busy-0", group="busy", cpu="4", node_name="n0", phase="Running"))
+    # 10 cpu fit the node but not overcommit's budget (12 - 4 in use): rejected until the sla
+    gang(c, "late", 1, phase="Pending", min_resources={"cpu": "10"}, created="2026-01-01T00:00:00Z")
     c.apply(
         "PodGroup",
         "MODIFIED",
         f.podgroup(
             "late",
             phase="Pending",
-            min_resources={"cpu": "50"},
+            min_resources={"cpu": "10"},
             annotations={"volcano.sh/sla-waiting-time": "1h"},
             created="2026-01-01T00:00:00Z",
         ),
@@ -304,27 +307,28 @@ def test_overcommit_reason_gives_the_figures() -> None:
     minus used" said neither how much was asked nor what the cluster has."""
     c = cluster(4, cpu="64", memory="256Gi", gpu=8)  # 32 GPUs
     c.apply("PodGroup", "ADDED", f.podgroup("running", phase="Running"))
-    running = f.pod("running-0", group="running", gpu=2, node_name="n0", phase="Running")
-    c.apply("Pod", "ADDED", running)
+    for i in range(2):
+        running = f.pod(f"running-{i}", group="running", gpu=8, node_name=f"n{i}", phase="Running")
+        c.apply("Pod", "ADDED", running)
     c.apply(
         "PodGroup",
         "ADDED",
-        f.podgroup("big", min_member=5, phase="Pending", min_resources={"nvidia.com/gpu": "40"}),
+        f.podgroup("big", min_member=3, phase="Pending", min_resources={"nvidia.com/gpu": "24"}),
     )
     conf = "actions: enqueue\ntiers: [{plugins: [{name: gang}, {name: overcommit}]}]"
     d = run(c, conf)
     reason = d.pending_reasons["default/big"]
     assert reason.message == (
-        "resource in cluster is overused: needs 40 nvidia.com/gpu; cluster has 32, 38.4 with "
-        "overcommit factor 1.2; 2 in use"
+        "resource in cluster is overused: needs 24 nvidia.com/gpu; cluster has 32, 38.4 with "
+        "overcommit factor 1.2; 16 in use"
     )
     assert reason.details["resources"]["nvidia.com/gpu"] == {
-        "needs": 40000,
+        "needs": 24000,
         "admitted": 0,
         "capacity": 32000,
         "overcommitted": 38400,
-        "used": 2000,
+        "used": 16000,
     }
     [cond] = d.podgroup_status[("default", "big")]["conditions"]
     # the gang's pods do not exist before admission: the gang counts minMember tasks, not 0
-    assert cond["message"].startswith("5/5 tasks in gang unschedulable: resource in cluster")
+    assert cond["message"].startswith("3/3 tasks in gang unschedulable: resource in cluster")

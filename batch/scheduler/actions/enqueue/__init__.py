@@ -4,8 +4,10 @@ Queues are visited by QueueOrder and, per queue, Pending jobs by JobOrder. A job
 minResources is always admitted; otherwise JobEnqueueable must vote yes (proportion/capacity
 check the queue, overcommit the cluster, sla can Permit). Admitted jobs are passed to
 JobEnqueued (plugins count their minResources as "inqueue"). A rejected job does not block the
-rest of its queue. A gang with a pod no node can ever hold is not even put to JobEnqueueable
-(``shapes.py``): it stays Pending with that reason and takes none of the queue's share.
+rest of its queue. A gang that can never fit the cluster or its queue (a pod larger than every
+node, minResources beyond the cluster or the queue's capability: framework/feasibility.py) is
+not even put to JobEnqueueable: it stays Pending with that reason and takes none of the queue's
+share.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ import time
 
 from batch.model.info import JobInfo, QueueInfo
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.feasibility import never_fits
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
-
-from .shapes import never_fits
 
 
 class Enqueue(Action):
@@ -44,7 +45,7 @@ class Enqueue(Action):
             if not jobs:
                 continue
             job = jobs.pop()
-            impossible = never_fits(ssn, job)  # issue 19.5: see shapes.py
+            impossible = never_fits(ssn, job)
             if impossible is not None:
                 ssn.set_reason(impossible)
                 if jobs:

@@ -1,0 +1,204 @@
+"""Gangs that can never run as the cluster and their queue stand: "can never fit".
+
+Why this exists: a gang that cannot run on the cluster as it is must not hold anything. Before
+this, a 16-GPU pod on 8-GPU nodes was admitted against the queue's totals and held its share
+(issue 19.5), and the README's own `big` job (5 x 8 GPUs on a 32-GPU cluster) counted as its
+queue's waiting demand for ever, so fair admission kept another queue's feasible jobs Pending
+(issue 29.1). Such a gang is now judged inadmissible: enqueue leaves it Pending with a reason
+saying why ("can never fit: ..."), and the fair-share plugin counts it in no queue's demand. It
+is judged again whenever the job, the nodes or its queue's capability change (one verdict is
+kept per job for an unchanged job and cluster).
+
+A gang can never fit when:
+- a pod of it asks, on some resource, for more than the largest schedulable node's allocatable
+  (the pods judged are its unbound pending ones, one per pod template; for a one-pod gang whose
+  pod does not exist yet, its minResources);
+- its minResources ask for more than the whole cluster's allocatable on some resource;
+- its minResources ask for more than its queue's capability on some resource;
+- its pods are all of one shape and the nodes cannot hold minAvailable of them even empty
+  (per node, as many pods as the node's allocatable holds on every resource).
+While no schedulable node exists, nothing is judged (a cluster whose nodes have not registered
+yet is not a cluster too small).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from batch.api.resources import describe_amount
+from batch.model.info import JobInfo
+from batch.model.resources import IntVec
+from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.session import Session
+
+__all__ = ["KIND", "inadmissible_jobs", "never_fits", "waits_unstarted"]
+
+#: the PendingReason kind of a gang that can never fit
+KIND = "NeverFits"
+_LARGEST = "feasibility.largest_node"
+_SESSION = "feasibility.verdicts"
+_KEPT = "feasibility"
+
+
+def _largest(ssn: Session) -> IntVec | None:
+    """Per resource, the largest allocatable of a schedulable node (None: no node yet)."""
+    if _LARGEST not in ssn.scratch:
+        nd = ssn.nodes
+        ssn.scratch[_LARGEST] = nd.alloc[:, nd.valid].max(axis=1) if nd.valid.any() else None
+    largest: IntVec | None = ssn.scratch[_LARGEST]
+    return largest
+
+
+def _shown(ssn: Session, index: int, amount: int) -> str:
+    return describe_amount(ssn.resources.names[index], amount)
+
+
+def _pod_shapes(job: JobInfo) -> dict[object, IntVec]:
+    """One fit request per pod template of the job's unbound pods; for a one-pod gang without
+    its pod yet, its minResources."""
+    shapes: dict[object, IntVec] = {}
+    for task in job.tasks.values():
+        if not task.node_name:
+            shapes.setdefault(task.template.tid, task.init_req)
+    if not shapes and job.min_available <= 1 and job.min_resources is not None:
+        return {None: job.min_resources}
+    return shapes
+
+
+def _over(ssn: Session, need: IntVec, limit: npt.NDArray[Any]) -> list[int]:
+    """The resources (not pods) on which ``need`` exceeds ``limit``."""
+    n = min(len(need), len(limit))
+    return [int(i) + 1 for i in np.nonzero(need[1:n] > limit[1:n])[0]]
+
+
+def _say(ssn: Session, what: str, need: IntVec, limit: npt.NDArray[Any], dims: list[int]) -> str:
+    names = ssn.resources.names
+    return "; ".join(
+        f"{_shown(ssn, i, int(need[i]))} {names[i]}, {what} {_shown(ssn, i, int(limit[i]))}"
+        for i in dims
+    )
+
+
+def _reason(job: JobInfo, rule: str, message: str, dims: list[int], ssn: Session) -> PendingReason:
+    names = ssn.resources.names
+    return PendingReason(
+        job.uid,
+        KIND,
+        f"can never fit: {message}",
+        details={"rule": rule, "resources": [names[i] for i in dims]},
+    )
+
+
+def _by_node(ssn: Session, job: JobInfo, largest: IntVec) -> PendingReason | None:
+    for req in _pod_shapes(job).values():
+        dims = _over(ssn, req, largest)
+        if dims:
+            said = _say(ssn, "the largest node has", req, largest, dims)
+            return _reason(job, "node", f"a pod asks for {said}", dims, ssn)
+    return None
+
+
+def _by_totals(ssn: Session, job: JobInfo) -> PendingReason | None:
+    mr = job.min_resources
+    if mr is None:
+        return None
+    total = ssn.total_resource
+    dims = _over(ssn, mr, total)
+    if dims:
+        said = _say(ssn, "the cluster has", mr, total, dims)
+        return _reason(job, "cluster", f"the gang asks for {said}", dims, ssn)
+    q = ssn.queues.get(job.queue)
+    if q is None or not q.capability:
+        return None
+    cap = np.full(len(mr), np.iinfo(np.int64).max, dtype=np.int64)
+    for name, amount in q.capability.items():
+        i = ssn.resources.get(name)
+        if i is not None and i < len(cap) and (amount > 0 or i > 2):
+            cap[i] = amount
+    dims = _over(ssn, mr, cap)
+    if dims:
+        said = _say(ssn, f"queue {q.name!r} may hold", mr, cap, dims)
+        return _reason(job, "capability", f"the gang asks for {said}", dims, ssn)
+    return None
+
+
+def _by_packing(ssn: Session, job: JobInfo) -> PendingReason | None:
+    """A gang of pods of one shape: can the empty nodes hold minAvailable of them?"""
+    shapes = _pod_shapes(job)
+    if len(shapes) != 1 or job.min_available <= 1:
+        return None
+    req = next(iter(shapes.values()))
+    nd = ssn.nodes
+    n = min(len(req), nd.alloc.shape[0])
+    dims = [d for d in range(1, n) if req[d] > 0]
+    if not dims:
+        return None
+    alloc = nd.alloc[dims][:, nd.valid]
+    fit = int((alloc // req[dims][:, None]).min(axis=0).sum())
+    if fit >= job.min_available:
+        return None
+    names = ", ".join(f"{_shown(ssn, d, int(req[d]))} {ssn.resources.names[d]}" for d in dims)
+    return _reason(
+        job,
+        "packing",
+        f"{job.min_available} pods of {names} each are needed at once, the nodes hold at most "
+        f"{fit} of them",
+        dims,
+        ssn,
+    )
+
+
+def _judge(ssn: Session, job: JobInfo, largest: IntVec) -> PendingReason | None:
+    return _by_node(ssn, job, largest) or _by_totals(ssn, job) or _by_packing(ssn, job)
+
+
+def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
+    """Why ``job`` can never fit the cluster as it stands, or None (see the module docstring).
+    Verdicts are kept across sessions while the job, the nodes and its queue are unchanged."""
+    largest = _largest(ssn)
+    if largest is None:
+        return None
+    got: dict[str, PendingReason | None] = ssn.scratch.setdefault(_SESSION, {})
+    if job.uid in got:
+        return got[job.uid]
+    q = ssn.queues.get(job.queue)
+    world = (
+        ssn.nodes.arrays.meta_gen,
+        ssn.total_resource.tobytes(),
+        largest.tobytes(),
+        tuple(sorted(q.capability.items())) if q is not None else (),
+    )
+    kept: dict[str, tuple[int, object, PendingReason | None]] = ssn.cache.derived.setdefault(
+        _KEPT, {}
+    )
+    hit = kept.get(job.uid)
+    if hit is not None and hit[0] == job.version and hit[1] == world:
+        verdict = hit[2]
+    else:
+        verdict = _judge(ssn, job, largest)
+        if len(kept) > 4 * max(len(ssn.jobs), 1024):
+            kept.clear()
+        kept[job.uid] = (job.version, world, verdict)
+    got[job.uid] = verdict
+    return verdict
+
+
+def waits_unstarted(job: JobInfo) -> bool:
+    """A gang not admitted yet, or admitted with nothing of it placed yet."""
+    return job.phase == "Pending" or (job.phase == "Inqueue" and not job.allocated[1:].any())
+
+
+def inadmissible_jobs(ssn: Session) -> dict[str, PendingReason]:
+    """The session's unstarted gangs (``waits_unstarted``) that can never fit, with why."""
+    out: dict[str, PendingReason] = {}
+    if _largest(ssn) is None:
+        return out
+    for job in ssn.active_jobs():  # an unstarted gang is never settled
+        if waits_unstarted(job):
+            why = never_fits(ssn, job)
+            if why is not None:
+                out[job.uid] = why
+    return out
