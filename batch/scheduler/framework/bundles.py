@@ -61,11 +61,14 @@ def _role_surplus(job: JobInfo) -> dict[str, int] | None:
     return out
 
 
-def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
-    """Split ``job``'s candidate tasks of one domain into its safe and whole bundle."""
+def job_bundles(
+    job: JobInfo, local: list[TaskInfo], first: Callable[[TaskInfo], Any] | None = None
+) -> list[Bundle]:
+    """Split ``job``'s candidate tasks of one domain into its safe and whole bundle; the safe
+    one takes the tasks that sort first by ``first`` (default: none), priority and uid."""
     if not local:
         return []
-    local = sorted(local, key=lambda t: (t.priority, t.uid))
+    local = sorted(local, key=lambda t: (first(t) if first else 0, t.priority, t.uid))
     surplus = job.ready_task_num() - job.min_available
     if surplus < 0:
         # not gang-ready already: evicting more breaks nothing further

@@ -254,6 +254,27 @@ class GangEviction:
         if bool((need[1:] <= base[1:]).all()) and self._try(queue, job, pending, [], dom, stmt):
             return True
         bundles = self._bundles(queue, job, pending, need, dom)
+        for order in (bundles, by_node(bundles, self.ssn.nodes.alloc)):
+            if self._take(queue, job, pending, need, dom, stmt, base, order):
+                return True
+            if len(order) < 2:
+                break
+        return False
+
+    def _take(
+        self,
+        queue: QueueInfo,
+        job: JobInfo,
+        pending: list[TaskInfo],
+        need: IntVec,
+        dom: Domain,
+        stmt: Statement,
+        base: IntVec,
+        bundles: list[Bundle],
+    ) -> bool:
+        """Add ``bundles`` in order (those the floor allows) until what they free with ``base``
+        holds ``need`` and a dry run pipelines the job."""
+        dims = len(need)
         victims: list[TaskInfo] = []
         freed = np.zeros_like(need)
         left: dict[str, npt.NDArray[np.int64]] = {}  # victim queue -> allocated after
@@ -405,3 +426,44 @@ class GangEviction:
             if bool((alloc[:, i] - used[:, i] >= fit).all()):
                 return i
         return nodes[0]
+
+
+def by_node(bundles: list[Bundle], alloc: npt.NDArray[np.int64]) -> list[Bundle]:
+    """The same victim tasks, bundled again node by node: nodes ranked by what clearing them
+    alone would take (``_clearing_cost``), each job's safe bundle made of its tasks on the
+    best-ranked nodes, and bundles taken by their best node, safe before whole.
+
+    Why: the given order takes every victim job's surplus first, wherever it runs. When the
+    gang needs whole nodes, that spends what the victim queues may lose (their floor) on pods
+    spread over every node and frees none of them; clearing the cheapest nodes first may."""
+    tasks: dict[str, tuple[JobInfo, list[TaskInfo]]] = {}
+    for b in bundles:
+        tasks.setdefault(b.job.uid, (b.job, []))[1].extend(b.tasks)
+    nodes = {t.node_idx for _job, ts in tasks.values() for t in ts}
+    rank = {
+        n: i
+        for i, n in enumerate(sorted(nodes, key=lambda n: (_clearing_cost(n, tasks, alloc), n)))
+    }
+    out = [
+        b for job, ts in tasks.values() for b in job_bundles(job, ts, lambda t: rank[t.node_idx])
+    ]
+    out.sort(key=lambda b: (min(rank[t.node_idx] for t in b.tasks), b.kind, b.job.uid))
+    return out
+
+
+def _clearing_cost(
+    node: int, tasks: dict[str, tuple[JobInfo, list[TaskInfo]]], alloc: npt.NDArray[np.int64]
+) -> float:
+    """What clearing ``node`` alone takes, over its allocatable, summed over the resources but
+    pods: of each victim job with pods there, those pods while they are within its surplus
+    above minAvailable, else every candidate pod of the job (its gang goes)."""
+    dims = alloc.shape[0]
+    total = np.zeros(dims, dtype=np.int64)
+    for job, ts in tasks.values():
+        here = [t for t in ts if t.node_idx == node]
+        if here:
+            gone = here if len(here) <= job.ready_task_num() - job.min_available else ts
+            for t in gone:
+                total += t.req[:dims]
+    room = alloc[1:, node].astype(np.float64)
+    return float((total[1:] / np.where(room > 0, room, 1.0)).sum())
