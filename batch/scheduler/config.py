@@ -239,8 +239,10 @@ tiers:
 #: (docs/preemption.md): gang and conformance protect victims, pods run 5 minutes before they can
 #: be evicted and no run longer than 100 times the reclaiming pod's wait is thrown away, victims
 #: must satisfy every plugin (strict), budgets bound each cycle, and (gang)reclaim never leaves a
-#: victim queue below its deserved share (no ping-pong); unlike Volcano, pending
-#: gangs' demand counts in their queue's fair share at admission (proportion fairShareAtAdmission)
+#: victim queue below its deserved share (no ping-pong); unlike Volcano, one fair share per
+#: queue, with waiting gangs' demand in it and gangs that can never fit left out, decides
+#: admission, order, the overcommit budget and reclaim (proportion fairShare; docs/scheduler.md);
+#: binpack packs GPUs first, so gangs keep whole nodes free and reclaim can free whole nodes
 TEPHRA_DEFAULT_CONFIG = """\
 actions: "enqueue, allocate, preempt, reclaim, gangreclaim, backfill"
 tiers:
@@ -261,9 +263,12 @@ tiers:
   - name: predicates
   - name: proportion
     arguments:
-      fairShareAtAdmission: true
+      fairShare: true
   - name: nodeorder
   - name: binpack
+    arguments:
+      binpack.resources: nvidia.com/gpu
+      binpack.resources.nvidia.com/gpu: 10
   - name: network-topology-aware
 configurations:
 - name: preempt

@@ -178,15 +178,13 @@ def test_same_backlog_shares_the_gpus_by_weight(w1: int, w2: int) -> None:
 
 
 def test_volcano_semantics_admit_one_queue_first(tmp_path: Path) -> None:
-    """With ``fairShareAtAdmission`` off, a Pending PodGroup adds nothing to its queue's share,
+    """With ``fairShare`` off, a Pending PodGroup adds nothing to its queue's share,
     so the first enqueue session orders two empty queues by their tie-break alone and admits one
     queue's jobs until overcommit's budget is gone: the weights (1:3) play no part. (Later waves
     do follow allocated shares, so a sample of running pods over the whole backlog cannot tell
     the two semantics apart reliably.)"""
     conf = tmp_path / "volcano-scheduler.conf"
-    conf.write_text(
-        TEPHRA_DEFAULT_CONFIG.replace("fairShareAtAdmission: true", "fairShareAtAdmission: false")
-    )
+    conf.write_text(TEPHRA_DEFAULT_CONFIG.replace("fairShare: true", "fairShare: false"))
     wave = _first_wave(1, 3, conf)
     assert len(wave) == 1, wave
 

@@ -15,7 +15,7 @@ from batch.model import fixtures as f
 from .util import BASIC, NOW, cluster, gang, run
 
 FAIR = BASIC.replace(
-    "  - name: proportion\n", "  - name: proportion\n    arguments: {fairShareAtAdmission: true}\n"
+    "  - name: proportion\n", "  - name: proportion\n    arguments: {fairShare: true}\n"
 )
 
 

@@ -139,10 +139,10 @@ class Dispatch:
         fns = self.hooks.queue_at_deserved.flat()
         return fns[0] if fns else None
 
-    def admitted_beyond_share(self, job: JobInfo) -> IntVec | None:
-        """What other queues hold admitted beyond their fair share, free for ``job`` (None
-        without fair admission, or when ``job``'s queue is past its own share)."""
-        for fn in self.hooks.admitted_beyond_share.flat():
+    def held_beyond_share(self, job: JobInfo) -> IntVec | None:
+        """What other queues hold beyond their fair share that reclaim may give back, free for
+        ``job`` (None without fair shares, or when ``job``'s queue would pass its own)."""
+        for fn in self.hooks.held_beyond_share.flat():
             got = fn(job)
             if got is not None:
                 return got

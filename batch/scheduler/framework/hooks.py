@@ -222,8 +222,8 @@ class Hooks:
         self.victim_guard: Point[VictimGuard] = Point("victim_guard", n)
         self.deserved: Point[Callable[[str], FloatVec | None]] = Point("deserved", n)
         self.queue_at_deserved: Point[Callable[[str], bool]] = Point("queue_at_deserved", n)
-        self.admitted_beyond_share: Point[Callable[[JobInfo], IntVec | None]] = Point(
-            "admitted_beyond_share", n
+        self.held_beyond_share: Point[Callable[[JobInfo], IntVec | None]] = Point(
+            "held_beyond_share", n
         )
         self.job_floor: dict[str, Point[Callable[[JobInfo], bool]]] = _victim_points("job", n)
         self.queue_floor: dict[str, Point[Callable[[str], bool]]] = _victim_points("queue", n)
@@ -373,11 +373,11 @@ class Hooks:
         """True while a queue's allocation is within its deserved share on every resource."""
         self._add(self.queue_at_deserved, fn)
 
-    def add_admitted_beyond_share_fn(self, fn: Callable[[JobInfo], IntVec | None]) -> None:
-        """Fair admission: what queues other than the job's were admitted to beyond their fair
-        share (admitted, not allocated), when the job's own queue is within its share; an
-        admission budget may count it as free for that job (None: nothing to give)."""
-        self._add(self.admitted_beyond_share, fn)
+    def add_held_beyond_share_fn(self, fn: Callable[[JobInfo], IntVec | None]) -> None:
+        """Fair share: what queues other than the job's hold (allocated or admitted) beyond
+        their fair share and reclaim may give back, when the job's own queue stays within its
+        share; an admission budget may count it as free for that job (None: nothing to give)."""
+        self._add(self.held_beyond_share, fn)
 
     # -- jobs ----------------------------------------------------------------------------
     def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:

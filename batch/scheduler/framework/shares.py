@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from batch.api.resources import describe_amount
 from batch.model.info import QueueInfo
 from batch.scheduler.framework.session import Session
 
@@ -48,6 +49,12 @@ def vec_of(ssn: Session, amounts: dict[str, int], *, missing: float = 0.0) -> F:
         if i is not None:
             v[i] = float(amount)
     return v
+
+
+def describe_shares(ssn: Session, v: F, dims: npt.NDArray[np.intp]) -> str:
+    """``v`` on ``dims`` for people to read: ``16 nvidia.com/gpu, 48 cpu``."""
+    names = ssn.resources.names
+    return ", ".join(f"{describe_amount(names[d], round(float(v[d])))} {names[d]}" for d in dims)
 
 
 def capability_vec(ssn: Session, q: QueueInfo) -> F:

@@ -13,7 +13,7 @@ JobEnqueued adds the job's minResources to inqueue.
 With proportion's ``fairShareAtAdmission`` (Tephra's default configuration) the budget also
 permits a job whose minResources fit its queue's fair admission share when it would fit were
 the other queues' admissions beyond their own shares not counted
-(``Dispatch.admitted_beyond_share``): gangs admitted before a queue below its share submitted
+(``Dispatch.held_beyond_share``): gangs admitted before a queue below its share submitted
 do not keep that queue out (docs/volcano-semantics.md#proportion-fair-admission).
 """
 
@@ -83,7 +83,7 @@ class OvercommitPlugin(Plugin):
             need = self.inqueue[dims] + mr[dims]
             if bool((need <= self.idle[dims]).all()):
                 return PERMIT
-            spare = ssn.dispatch.admitted_beyond_share(job)
+            spare = ssn.dispatch.held_beyond_share(job)
             if spare is not None and bool((need - spare[dims] <= self.idle[dims]).all()):
                 return PERMIT
             ssn.event(job, "Warning", "Unschedulable", "resource in cluster is overused")

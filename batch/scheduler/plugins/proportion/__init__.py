@@ -5,16 +5,17 @@ Deserved shares are computed exactly as Volcano does (float vectors, 0.1 toleran
 weight, capability, guarantee and the queues' requests; shares drive QueueOrder, Overused,
 Allocatable, Preemptive, Reclaimable and the JobEnqueueable admission gate.
 
-``fairShareAtAdmission: true`` (Tephra's default configuration, not Volcano's;
-docs/volcano-semantics.md#proportion-fair-admission): a second water-filling, in which a gang not
-yet running also requests the part of its minResources its pods do not ask for yet, gives each
-queue an admission share; queues are ordered by what they hold *or were admitted to* (allocated +
-inqueue) over that share, so enqueue admits in the ratio of the weights instead of the older
-queue's whole backlog first; a gang that would take its queue past that share while another
-queue waits below its own is not admitted unless its queue holds nothing
-(``beyond_admission_share``). Volcano's deserved (allocate's cap, overused, reclaim) is
-unchanged: a gang bigger than its queue's weighted share of the waiting demand is not locked
-out by it.
+``fairShare: true`` (Tephra's default configuration, not Volcano's; the older name
+``fairShareAtAdmission`` is accepted; docs/scheduler.md#the-fair-share-model): one share model
+for every decision. A queue's demand is what it holds plus what its pods ask for plus the part
+of its waiting gangs' minResources no pod asks for yet (a gang whose pods the controller has not
+created asks for nothing in Volcano), leaving out gangs that can never fit
+(framework/feasibility.py). The water-filling of the cluster over that demand is the queue's
+deserved share, and admission, QueueOrder (what a queue holds *or was admitted to* over its
+share), Overused, Allocatable, the victim rules, the overcommit budget
+(``held_beyond_share``) and the published metrics all read it. A gang that would take its
+queue past that share while another queue waits below its own is not admitted unless its
+queue holds nothing (``beyond_share``).
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from batch.model.status import ALLOCATED_STATUS
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.feasibility import inadmissible_jobs
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import (
     TOL,
     F,
     capability_vec,
+    describe_shares,
     le,
     le_on,
     publish_shares,
@@ -58,10 +61,8 @@ class QueueAttr:
     inqueue: F
     elastic: F
     deserved: F = field(default_factory=lambda: np.zeros(0))
-    #: fair admission: allocated + admitted-but-unallocated (None: Volcano's order by allocated)
+    #: fair share: allocated + admitted-but-unallocated (None: Volcano's order by allocated)
     held: F | None = None
-    #: fair admission: deserved were unstarted gangs' demand requested too (admission_shares)
-    admission_deserved: F | None = None
     _share: float | None = None
     _order_share: float | None = None
     _overused: bool | None = None
@@ -72,11 +73,11 @@ class QueueAttr:
         return self._share
 
     def order_share(self) -> float:
-        """What QueueOrder compares: share() in Volcano mode, held/deserved with fair admission."""
-        if self.held is None or self.admission_deserved is None:
+        """What QueueOrder compares: share() in Volcano mode, held/deserved with fair shares."""
+        if self.held is None:
             return self.share()
         if self._order_share is None:
-            self._order_share = _ratio(self.held, self.admission_deserved)
+            self._order_share = _ratio(self.held, self.deserved)
         return self._order_share
 
     def changed(self) -> None:
@@ -170,36 +171,13 @@ def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
     return deserved
 
 
-def admission_shares(
-    attrs: Sequence[QueueAttr],
-    unstarted: F,
-    total: F,
-    fills: dict[Any, F] | None = None,
-    request: F | None = None,
-) -> None:
-    """Fair admission: each queue's deserved share were the unstarted part of its gangs
-    (``unstarted``, one row per queue) requested too (``attr.admission_deserved``); Volcano's
-    ``deserved`` is left as it is. ``request``: as for ``water_fill``."""
-    if not attrs:
-        return
-    if not unstarted[:, 1:].any():
-        for a in attrs:
-            a.admission_deserved = a.deserved
-        return
-    if request is None:
-        request = np.stack([a.request for a in attrs])
-    rows = kept_fill(attrs, request + unstarted, total, fills)
-    for a, d in zip(attrs, rows, strict=True):
-        a.admission_deserved = d
-
-
 ROWS = 5  # allocated, pending requests, inqueue, elastic, unstarted demand
 
 
 def queue_contribution(job: JobInfo) -> IntVec:
     """What ``job`` adds to its queue's figures (rows: allocated, pending requests, the inqueue
     part of minResources, the elastic part of allocated, as
-    docs/volcano-semantics.md#proportion-inputs defines them; and, for fair admission, the part
+    docs/volcano-semantics.md#proportion-inputs defines them; and, for fair shares, the part
     of a Pending or Inqueue gang's minResources that neither its allocated nor its pending pods
     cover — a gang whose pods the controller has not created yet asks for nothing in Volcano).
     """
@@ -232,23 +210,21 @@ def admitted_gap(job: JobInfo, allocated: IntVec) -> IntVec:
     return gap
 
 
-def beyond_admission_share(
+def beyond_share(
     a: QueueAttr, mr: F, dims: npt.NDArray[np.intp], attrs: Iterable[QueueAttr]
-) -> bool:
-    """Fair admission: would admitting minResources ``mr`` take the queue past its admission
-    share while another queue waits below its own? A queue holding nothing may always admit one
-    gang (one larger than its share could never start otherwise)."""
-    if a.held is None or a.admission_deserved is None or not bool((a.held[1:] > TOL).any()):
-        return False
-    if le_on(a.held + mr, a.admission_deserved, dims):
-        return False
-    return any(
-        b is not a
-        and b.held is not None
-        and b.admission_deserved is not None
-        and bool((b.held[1:] + TOL < b.admission_deserved[1:]).any())
-        for b in attrs
-    )
+) -> QueueAttr | None:
+    """Fair share: would admitting minResources ``mr`` take the queue past its deserved share
+    while another queue waits below its own? That queue (the first one, oldest first), or None.
+    A queue holding nothing may always admit one gang (one larger than its share could never
+    start otherwise)."""
+    if a.held is None or not bool((a.held[1:] > TOL).any()):
+        return None
+    if le_on(a.held + mr, a.deserved, dims):
+        return None
+    for b in attrs:
+        if b is not a and b.held is not None and bool((b.held[1:] + TOL < b.deserved[1:]).any()):
+            return b
+    return None
 
 
 def over_capability(
@@ -308,30 +284,50 @@ class QueueVectors:
 
 @dataclass(slots=True)
 class QueueFigures:
-    """The queues of a session with their figures (``queue_attrs``), oldest first, and the
-    same figures as matrices with one row per queue, in that order."""
+    """The queues of a session with their figures (``queue_attrs``), oldest first, and their
+    requests as a matrix with one row per queue, in that order."""
 
     attrs: dict[str, QueueAttr]
     request: F
-    unstarted: F
 
 
-def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures:
-    """Every queue with jobs in this session with its figures (the job sums kept across
-    sessions, docs/volcano-semantics.md#proportion-inputs) and, for fair admission, its
-    unstarted gang demand. All queues are converted at once; each QueueAttr's vectors are rows
-    of this session's matrices (the session's handlers update them in place)."""
-    vectors = kept.vectors
-    sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
-    sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
-    names = sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n))
+def _sum_rows(ssn: Session, names: list[str], sums: JobSums) -> F:
+    """The job sums of ``names`` as one float matrix (queue, row, resource), pods left out."""
     zero = np.zeros(sums.shape, dtype=np.int64)
     m = np.array([sums.sums.get(n, zero) for n in names], dtype=np.float64).reshape(
         (len(names), *sums.shape)
     )
     m[:, :, 0] = 0.0
+    return m
+
+
+def _leave_out(m: F, names: list[str], jobs: Iterable[JobInfo]) -> None:
+    """Take ``jobs`` (gangs that can never fit) out of their queues' rows of ``m``."""
+    row = {n: i for i, n in enumerate(names)}
+    for job in jobs:
+        i = row.get(job.queue)
+        if i is not None:
+            c = queue_contribution(job).astype(np.float64)
+            c[:, 0] = 0.0
+            m[i] = np.maximum(m[i] - c, 0.0)
+
+
+def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures:
+    """Every queue with jobs in this session with its figures (the job sums kept across
+    sessions, docs/volcano-semantics.md#proportion-inputs); with fair shares, its request is its
+    demand (waiting gangs' unstarted part included, gangs that can never fit left out). All
+    queues are converted at once; each QueueAttr's vectors are rows of this session's matrices
+    (the session's handlers update them in place)."""
+    vectors = kept.vectors
+    sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
+    sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
+    names = sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n))
+    m = _sum_rows(ssn, names, sums)
+    if fair:
+        never = inadmissible_jobs(ssn)
+        _leave_out(m, names, (ssn.jobs[uid] for uid in never))
     allocated, pending, inqueue, elastic, unstarted = (m[:, r] for r in range(ROWS))
-    request = allocated + pending
+    request = allocated + pending + (unstarted if fair else 0.0)
     held = allocated + inqueue if fair else None
     attrs: dict[str, QueueAttr] = {}
     for i, name in enumerate(names):
@@ -349,7 +345,7 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
             elastic=elastic[i],
             held=held[i] if held is not None else None,
         )
-    return QueueFigures(attrs, request, unstarted)
+    return QueueFigures(attrs, request)
 
 
 def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
@@ -383,9 +379,23 @@ def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
             dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
         rl = tmpl.req_list
         alloc, des = a.allocated, a.deserved
-        return all(alloc[d] + rl[d] <= des[d] + TOL for d in dims)
+        if all(alloc[d] + rl[d] <= des[d] + TOL for d in dims):
+            return True
+        return a.held is not None and lone_gang_fits(a, ssn.jobs.get(t.job_id or ""), t)
 
     ssn.hooks.add_allocatable_fn(allocatable)
+
+
+def lone_gang_fits(a: QueueAttr, job: JobInfo | None, task: TaskInfo) -> bool:
+    """Fair share: the exception admission makes (``beyond_share``) holds when placing too. A
+    queue holding nothing but ``job``, an admitted gang larger than the queue's share, may place
+    the gang's minimum: otherwise the gang would hold its admission for ever and nothing run."""
+    if job is None or job.min_resources is None or job.phase not in ("Inqueue", "Running"):
+        return False
+    own = job.allocated.astype(np.float64)
+    if bool((a.allocated[1:] - own[1:] > TOL).any()):
+        return False
+    return bool((job.allocated[1:] + task.req[1:] <= job.min_resources[1:]).all())
 
 
 def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
@@ -434,7 +444,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
 
 
 def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool) -> None:
-    """JobEnqueueable (the queue's real capability; with fair admission, its admission share)
+    """JobEnqueueable (the queue's real capability; with fair shares, its deserved share)
     and JobEnqueued (the admitted gang's minResources join the queue's inqueue)."""
 
     def enqueueable(job: JobInfo) -> int:
@@ -450,16 +460,9 @@ def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool
         want = mr + a.allocated + a.inqueue - a.elastic
         if not le_on(want, a.real_capability, dims):
             return over_capability(ssn, job, q, want - a.real_capability, dims)
-        if fair and beyond_admission_share(a, mr, dims, attrs.values()):
-            ssn.set_reason(
-                PendingReason(
-                    job.uid,
-                    "NotEnqueued",
-                    f"queue {q.name!r} already holds or was admitted to its fair share "
-                    "while other queues wait (fairShareAtAdmission)",
-                    details={"rejected_by": "proportion"},
-                )
-            )
+        waiting = beyond_share(a, mr, dims, attrs.values()) if fair else None
+        if waiting is not None:
+            ssn.set_reason(at_share(ssn, job, a, waiting, dims))
             return REJECT
         return PERMIT
 
@@ -478,25 +481,48 @@ def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool
 
     ssn.hooks.add_job_enqueued_fn(enqueued)
     if fair:
-        ssn.hooks.add_admitted_beyond_share_fn(lambda job: admitted_beyond_share(attrs, job))
+        ssn.hooks.add_held_beyond_share_fn(lambda job: held_beyond_share(attrs, job))
 
 
-def admitted_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | None:
-    """Fair admission: what the other queues were admitted to (not allocated) beyond their
-    admission share, when ``job``'s minResources fit its own queue's share; None otherwise.
-    Overcommit's budget lets such a job use it: gangs admitted before a queue below its share
-    arrived must not keep that queue out."""
+def at_share(
+    ssn: Session, job: JobInfo, a: QueueAttr, waiting: QueueAttr, dims: npt.NDArray[np.intp]
+) -> PendingReason:
+    """Why a gang that would take its queue past its fair share waits: the queue's figures on
+    the resources the gang asks for, and the queue below its own share that goes first."""
+
+    def amounts(v: F) -> str:
+        said = describe_shares(ssn, v, dims)
+        return said or "nothing"
+
+    return PendingReason(
+        job.uid,
+        "NotEnqueued",
+        f"queue {a.queue.name!r} would pass its fair share: it holds or was admitted to "
+        f"{amounts(a.held if a.held is not None else a.allocated)} of "
+        f"{amounts(a.deserved)} deserved, and queue {waiting.queue.name!r} waits below its "
+        "own share",
+        details={"rejected_by": "proportion", "waiting_queue": waiting.queue.name},
+    )
+
+
+def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | None:
+    """Fair share: what the other queues hold beyond their deserved share and can give back,
+    when ``job``'s minResources fit its own queue's share; None otherwise. Overcommit's budget
+    lets such a job use it: neither gangs admitted before a queue below its share arrived nor
+    pods a reclaimable queue runs above its share may keep that queue out, since reclaim takes
+    the latter back. (Of a queue that is not reclaimable, only admissions not yet started count.)"""
     a = attrs.get(job.queue)
     mr = job.min_resources
-    if a is None or mr is None or a.held is None or a.admission_deserved is None:
+    if a is None or mr is None or a.held is None:
         return None
     want = mr.astype(np.float64)
-    if not le_on(a.held + want, a.admission_deserved, np.flatnonzero(want[1:] > 0) + 1):
+    if not le_on(a.held + want, a.deserved, np.flatnonzero(want[1:] > 0) + 1):
         return None
     spare = np.zeros_like(want)
     for b in attrs.values():
-        if b is not a and b.held is not None and b.admission_deserved is not None:
-            spare += np.minimum(np.maximum(b.held - b.admission_deserved, 0.0), b.inqueue)
+        if b is not a and b.held is not None:
+            beyond = np.maximum(b.held - b.deserved, 0.0)
+            spare += beyond if b.queue.reclaimable else np.minimum(beyond, b.inqueue)
     spare[0] = 0.0
     return np.floor(spare).astype(np.int64) if spare.any() else None
 
@@ -536,7 +562,9 @@ class ProportionPlugin(Plugin):
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        self.fair = arguments.get_bool("fairShareAtAdmission", False)
+        self.fair = arguments.get_bool(
+            "fairShare", arguments.get_bool("fairShareAtAdmission", False)
+        )
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
@@ -544,8 +572,6 @@ class ProportionPlugin(Plugin):
         figures = queue_attrs(ssn, kept, fair=self.fair)
         attrs, fills = figures.attrs, kept.fills
         water_fill(list(attrs.values()), total, fills, figures.request)
-        if self.fair:
-            admission_shares(list(attrs.values()), figures.unstarted, total, fills, figures.request)
         self.attrs = attrs
         self.total = total
         _register_queue_points(ssn, attrs)

@@ -1,0 +1,204 @@
+"""One share model (issue 29): under Tephra's default, a queue's deserved share is the
+water-filling of the cluster over its demand (what it holds, what its pods ask for, what its
+waiting gangs still need), gangs that can never fit left out; admission, the overcommit budget,
+reclaim and the metrics read that one figure.
+
+The two live failures the issue reports, one session each:
+1. `big` (5 x 8 GPUs on 32) waited in `default` for ever and, as `default`'s waiting demand,
+   kept a weight-3 queue's fourth 8-GPU job out with 8 GPUs idle;
+2. a weight-3 queue holding nothing was never admitted its 2 x 8-GPU gang while a weight-1 queue
+   held all 32 GPUs, 12 of them in elastic pods, so reclaim never acted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
+from batch.scheduler import Decisions, load_config, run_session
+from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
+
+from .util import NOW
+
+GPU = 1000  # milli-GPUs
+
+
+def _cluster(weights: dict[str, int], nodes: int = 4) -> ClusterCache:
+    c = ClusterCache()
+    c.apply("Queue", "ADDED", f.queue("root"))
+    for name, weight in weights.items():
+        c.apply("Queue", "ADDED", f.queue(name, weight=weight, reclaimable=True))
+    for i in range(nodes):
+        c.apply("Node", "ADDED", f.node(f"n{i}", cpu="64", memory="256Gi", gpu=8))
+    return c
+
+
+def _running(
+    c: ClusterCache, name: str, queue: str, pods: list[tuple[str, int]], mina: int
+) -> None:
+    """A Running gang of ``queue`` with one pod per (node, GPUs) of ``pods``."""
+    c.apply("PodGroup", "ADDED", f.podgroup(name, queue=queue, min_member=mina, phase="Running"))
+    for i, (node, gpu) in enumerate(pods):
+        pod = f.pod(f"{name}-{i}", group=name, cpu="1", gpu=gpu, node_name=node, phase="Running")
+        c.apply("Pod", "ADDED", pod)
+
+
+def _waiting(c: ClusterCache, name: str, queue: str, pods: int, gpu: int) -> None:
+    """A Pending gang whose pods the job controller has not created yet (a VCJob)."""
+    mr = {"cpu": str(pods), "nvidia.com/gpu": str(pods * gpu)}
+    pg = f.podgroup(name, queue=queue, min_member=pods, min_resources=mr)
+    c.apply("PodGroup", "ADDED", pg)
+
+
+def _run(c: ClusterCache, conf: str = TEPHRA_DEFAULT_CONFIG) -> Decisions:
+    return run_session(c, load_config(conf), now=NOW)
+
+
+def _phase(d: Decisions, name: str) -> str:
+    return str(d.podgroup_status[("default", name)]["phase"])
+
+
+def _deserved_gpus(d: Decisions, queue: str) -> float:
+    m = d.queue_metrics[queue]
+    return m.amounts(m.deserved)["nvidia.com/gpu"] / GPU
+
+
+def _impossible_beside_research() -> ClusterCache:
+    c = _cluster({"default": 1, "research": 3})
+    _waiting(c, "big", "default", 5, 8)
+    for i in range(3):
+        _running(c, f"r{i}", "research", [(f"n{i}", 8)], 1)
+    _waiting(c, "r3", "research", 1, 8)
+    return c
+
+
+def test_a_gang_that_can_never_fit_blocks_no_other_queue() -> None:
+    d = _run(_impossible_beside_research())
+    assert _phase(d, "r3") == "Inqueue", d.pending_reasons.get("default/r3")
+    why = d.pending_reasons["default/big"]
+    assert why.kind == "NeverFits"
+    assert why.message == "can never fit: the gang asks for 40 nvidia.com/gpu, the cluster has 32"
+    assert _deserved_gpus(d, "research") == pytest.approx(32)  # big is in no demand
+    cond = d.podgroup_status[("default", "big")]["conditions"][-1]
+    assert cond["type"] == "Unschedulable" and "can never fit" in cond["message"]
+
+
+def test_a_gang_that_can_never_fit_is_judged_again_when_nodes_come() -> None:
+    c = _impossible_beside_research()
+    assert _run(c).pending_reasons["default/big"].kind == "NeverFits"
+    c.apply("Node", "ADDED", f.node("n4", cpu="64", memory="256Gi", gpu=8))
+    d = _run(c)  # 40 GPUs now: big may run one day; it waits for room like any gang
+    assert d.pending_reasons["default/big"].kind == "NotEnqueued"
+
+
+def _held_by_team_b() -> ClusterCache:
+    """team-b (weight 1) runs one 4 x 2-GPU job per node (32 GPUs); three of them run two pods
+    above minAvailable (12 GPUs elastic). team-a (weight 3) submits a 2 x 8-GPU gang."""
+    c = _cluster({"team-a": 3, "team-b": 1})
+    for i in range(4):
+        _running(c, f"b{i}", "team-b", [(f"n{i}", 2)] * 4, 4 if i == 3 else 2)
+    _waiting(c, "a-gang", "team-a", 2, 8)
+    return c
+
+
+def test_a_queue_below_its_share_is_admitted_against_one_holding_the_cluster() -> None:
+    d = _run(_held_by_team_b())
+    assert _phase(d, "a-gang") == "Inqueue", d.pending_reasons.get("default/a-gang")
+    # the waiting gang's demand counts: team-a deserves its 16, team-b the other 16
+    assert _deserved_gpus(d, "team-a") == pytest.approx(16)
+    assert _deserved_gpus(d, "team-b") == pytest.approx(16)
+
+
+def test_volcano_mode_keeps_volcano_s_shares() -> None:
+    """The Helm configuration keeps Volcano's semantics: the gang's demand counts nowhere, so
+    the cluster is team-b's and overcommit's budget keeps the gang out."""
+    d = _run(_held_by_team_b(), HELM_DEFAULT_CONFIG)
+    assert _phase(d, "a-gang") == "Pending"
+    assert "resource in cluster is overused" in d.pending_reasons["default/a-gang"].message
+    assert _deserved_gpus(d, "team-b") == pytest.approx(32)
+
+
+def test_a_queue_at_its_share_waits_and_says_for_whom() -> None:
+    c = _cluster({"team-a": 1, "team-b": 1}, nodes=2)
+    _running(c, "a0", "team-a", [("n0", 8)], 1)
+    _waiting(c, "a1", "team-a", 1, 8)
+    _waiting(c, "b0", "team-b", 2, 8)  # can run only once a0 goes: 16 > 8 idle
+    d = _run(c)
+    assert _phase(d, "a1") == "Pending"
+    assert d.pending_reasons["default/a1"].message == (
+        "queue 'team-a' would pass its fair share: it holds or was admitted to 1 cpu, "
+        "8 nvidia.com/gpu of 2 cpu, 8 nvidia.com/gpu deserved, and queue 'team-b' waits below "
+        "its own share"
+    )
+
+
+@pytest.mark.parametrize(
+    ("gang", "rule", "message"),
+    [
+        ((5, 8), "cluster", "the gang asks for 40 nvidia.com/gpu, the cluster has 32"),
+        ((1, 16), "node", "a pod asks for 16 nvidia.com/gpu, the largest node has 8"),
+    ],
+)
+def test_never_fits_rules(gang: tuple[int, int], rule: str, message: str) -> None:
+    c = _cluster({"default": 1})
+    _waiting(c, "g", "default", *gang)
+    why = _run(c).pending_reasons["default/g"]
+    assert (why.kind, why.details["rule"], why.message) == (
+        "NeverFits",
+        rule,
+        f"can never fit: {message}",
+    )
+
+
+def test_never_fits_by_capability_and_by_packing() -> None:
+    c = _cluster({"default": 1})
+    c.apply("Queue", "MODIFIED", f.queue("capped", capability={"nvidia.com/gpu": "8"}))
+    c.apply(
+        "PodGroup",
+        "ADDED",
+        f.podgroup(
+            "capped-g", queue="capped", min_member=2, min_resources={"nvidia.com/gpu": "16"}
+        ),
+    )
+    # five 6-GPU pods (made by an operator before admission): 30 of 32 GPUs, but an 8-GPU node
+    # holds one of them
+    c.apply("PodGroup", "ADDED", f.podgroup("packed", min_member=5))
+    for i in range(5):
+        c.apply("Pod", "ADDED", f.pod(f"packed-{i}", group="packed", cpu="1", gpu=6))
+    d = _run(c)
+    capped = d.pending_reasons["default/capped-g"]
+    assert capped.message == (
+        "can never fit: the gang asks for 16 nvidia.com/gpu, queue 'capped' may hold 8"
+    )
+    packed = d.pending_reasons["default/packed"]
+    assert packed.details["rule"] == "packing", packed
+    assert "5 pods of 1 cpu, 1Gi memory, 6 nvidia.com/gpu each are needed at once" in packed.message
+    assert "the nodes hold at most 4 of them" in packed.message
+
+
+def test_the_older_argument_name_still_turns_fair_shares_on() -> None:
+    conf = TEPHRA_DEFAULT_CONFIG.replace("fairShare: true", "fairShareAtAdmission: true")
+    assert conf != TEPHRA_DEFAULT_CONFIG
+    d = _run(_held_by_team_b(), conf)
+    assert _phase(d, "a-gang") == "Inqueue"
+
+
+def test_gangreclaim_frees_whole_nodes_when_the_surplus_is_spread() -> None:
+    """team-b runs one 4 x 2-GPU job per node, three with two pods above minAvailable. Taking
+    every job's surplus first frees 12 GPUs on three nodes and none whole; clearing the two
+    cheapest nodes gives team-a's admitted 2 x 8-GPU gang its room and leaves team-b its share."""
+    c = _held_by_team_b()
+    pg = f.podgroup("a-gang", queue="team-a", min_member=2, phase="Inqueue")
+    pg["spec"]["minResources"] = {"cpu": "2", "nvidia.com/gpu": "16"}
+    c.apply("PodGroup", "MODIFIED", pg)
+    for i in range(2):
+        c.apply("Pod", "ADDED", f.pod(f"a-gang-{i}", group="a-gang", cpu="1", gpu=8))
+    conf = TEPHRA_DEFAULT_CONFIG.replace("MinRuntime: 5m", "MinRuntime: 0s")
+    d = _run(c, conf)
+    evicted: dict[str, int] = {}
+    for e in d.evictions:
+        assert e.reason == "gangreclaim" and e.beneficiary == "default/a-gang"
+        evicted[e.job_id] = evicted.get(e.job_id, 0) + 1
+    assert evicted == {"default/b0": 4, "default/b1": 4}, evicted  # 16 GPUs: team-b keeps 16
+    assert {p.job_id for p in d.pipelines} == {"default/a-gang"}
