@@ -233,3 +233,17 @@ def test_queue_commands_go_through_the_webhook(renders: dict[str, list[Doc]]) ->
     assert hook["failurePolicy"] == "Fail"
     mutating = one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert not any("commands" in r["resources"] for h in mutating for r in h["rules"])
+
+
+def _controller_args(docs: list[Doc]) -> list[str]:
+    deploy = one(docs, "Deployment", name_of("controller"))
+    args: list[str] = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def test_queue_command_namespace_from_values(helm: Path, tmp_path: Path) -> None:
+    assert not [a for a in _controller_args(render(helm, tmp_path)) if "queue-command" in a]
+    docs = render(helm, tmp_path, {"controller": {"queueCommandNamespace": "queue-admins"}})
+    assert "--queue-command-namespace=queue-admins" in _controller_args(docs)
+    with pytest.raises(HelmError, match="queueCommandNamespace"):
+        render(helm, tmp_path, {"controller": {"queueCommandNamespace": "Not A Namespace"}})
