@@ -17,14 +17,19 @@ from typing import Any
 import pytest
 
 from tests.charts.helmtools import (
+    CHART_DIR,
     NAMESPACE,
+    RELEASE,
     Doc,
     HelmError,
     find,
+    helm_env,
     name_of,
     one,
     render,
     rule_allows,
+    run_helm,
+    values_args,
 )
 from tests.charts.test_chart import COMBOS
 
@@ -247,3 +252,22 @@ def test_queue_command_namespace_from_values(helm: Path, tmp_path: Path) -> None
     assert "--queue-command-namespace=queue-admins" in _controller_args(docs)
     with pytest.raises(HelmError, match="queueCommandNamespace"):
         render(helm, tmp_path, {"controller": {"queueCommandNamespace": "Not A Namespace"}})
+
+
+def install_notes(helm: Path, tmp: Path, values: dict[str, Any]) -> str:
+    """The NOTES `helm install` prints (a client-side dry run: no cluster needed)."""
+    args = ["install", RELEASE, str(CHART_DIR), "-n", NAMESPACE, "--dry-run=client"]
+    proc = run_helm(helm, [*args, *values_args(values, tmp)], env=helm_env(tmp))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_warn_when_queue_commands_go_unchecked(helm: Path, tmp_path: Path) -> None:
+    warning = "WARNING: queue open/close Commands are not checked"
+    assert warning not in install_notes(helm, tmp_path, {})
+    for webhook in ({"enabled": False}, {"failurePolicy": "Ignore"}):
+        notes = install_notes(helm, tmp_path, {"webhook": webhook})
+        assert warning in notes and "controller.queueCommandNamespace" in notes, webhook
+    values = {"webhook": {"enabled": False}, "controller": {"queueCommandNamespace": "qa"}}
+    notes = install_notes(helm, tmp_path, values)
+    assert warning not in notes and "from namespace qa only" in notes, notes
