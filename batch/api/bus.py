@@ -3,10 +3,13 @@ Queue."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from batch.api.base import KubeModel
 from batch.api.meta import ObjectMeta, OwnerReference
 
-__all__ = ["Command"]
+__all__ = ["Command", "queue_target"]
 
 
 class Command(KubeModel):
@@ -17,3 +20,12 @@ class Command(KubeModel):
     target: OwnerReference | None = None
     reason: str | None = None
     message: str | None = None
+
+
+def queue_target(cmd: Mapping[str, Any]) -> str | None:
+    """The name of the Queue a raw Command targets (`target.kind: Queue`), None when it targets
+    something else: the one test the queue controller and the webhook's access check share."""
+    target = cmd.get("target")
+    if not isinstance(target, Mapping) or target.get("kind") != "Queue":
+        return None
+    return str(target.get("name") or "")

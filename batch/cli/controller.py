@@ -7,7 +7,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -15,6 +17,28 @@ from batch.api.admission import AdmissionLimits
 from batch.cli.kubecontext import context_option, with_context
 from batch.cli.limits import limit_options, pod_batch_option
 from batch.cli.metrics import component_registries, parse_bind_address, serve_metrics
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _namespace_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from batch.api.admission.common import is_dns1123_label
+
+    if value and not is_dns1123_label(value):
+        raise click.BadParameter(f"{value!r} is not a namespace name (a DNS-1123 label)")
+    return value or None
+
+
+def queue_command_namespace_option(fn: F) -> F:
+    """Add `--queue-command-namespace` (a `queue_command_namespace: str | None` argument)."""
+    return click.option(
+        "--queue-command-namespace",
+        default=None,
+        metavar="NAMESPACE",
+        callback=_namespace_name,
+        help="Execute OpenQueue/CloseQueue Commands from this namespace only; refuse others "
+        "(default: any namespace, the webhook checking who may update the queue).",
+    )(fn)
 
 
 @click.command("controller")
@@ -58,6 +82,7 @@ from batch.cli.metrics import component_registries, parse_bind_address, serve_me
 @context_option
 @pod_batch_option
 @limit_options
+@queue_command_namespace_option
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def controller(
     kubeconfig: Path | None,
@@ -72,6 +97,7 @@ def controller(
     kube_context: str | None,
     pod_batch: int,
     limits: AdmissionLimits,
+    queue_command_namespace: str | None,
     verbose: int,
 ) -> None:
     """Run Tephra's controllers until SIGINT/SIGTERM."""
@@ -108,6 +134,7 @@ def controller(
         lease_name=lease_name,
         pod_batch=pod_batch,
         limits=limits,
+        queue_command_namespace=queue_command_namespace,
     )
     component.start(kubeconfig=kubeconfig, stop=stop)
     serve_metrics(lambda: component_registries([component]), address)

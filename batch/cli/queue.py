@@ -1,7 +1,9 @@
 """`tephra queue`: vcctl's queue commands (create, list, get, operate, delete).
 
 `operate -a open|close` creates an OpenQueue/CloseQueue bus Command that the queue controller
-executes; `operate -a update -w W` patches `spec.weight` (must be > 0). Columns follow vcctl.
+executes (in namespace `default`, as vcctl, or `--command-namespace`: where the controller takes
+queue Commands from when it runs with `--queue-command-namespace`); `operate -a update -w W`
+patches `spec.weight` (must be > 0). Columns follow vcctl.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ _HEADERS = [
 
 
 _WIDE = ["Reclaimable", "Allocated", "Capability"]
+
+_command_namespace = click.option(
+    "--command-namespace",
+    envvar="TEPHRA_QUEUE_COMMAND_NAMESPACE",
+    default="default",
+    show_default=True,
+    help="Namespace of the open/close Command (the controller's --queue-command-namespace).",
+)
 
 
 def _resources(amounts: Any) -> str:
@@ -81,7 +91,10 @@ def queue() -> None:
     "-S", "--state", type=click.Choice(["Open", "Closed"]), default="Open", show_default=True
 )
 @click.option("-p", "--parent", default="", help="Parent queue (default root).")
-def queue_create(kubeconfig: Path | None, name: str, weight: int, state: str, parent: str) -> None:
+@_command_namespace
+def queue_create(
+    kubeconfig: Path | None, name: str, weight: int, state: str, parent: str, command_namespace: str
+) -> None:
     """Create a queue."""
     if weight < 1:
         fail(f"queue {name}: spec.weight: must be >= 1 (got {weight})")
@@ -100,7 +113,7 @@ def queue_create(kubeconfig: Path | None, name: str, weight: int, state: str, pa
         f"create queue {name}", lambda: kube.co.create_cluster_custom_object(*SCHED, "queues", body)
     )
     if state == "Closed":
-        _command(kube, name, "CloseQueue")
+        _command(kube, name, "CloseQueue", command_namespace)
     click.echo(f"create queue {name} successfully")
 
 
@@ -118,7 +131,7 @@ def queue_delete(kubeconfig: Path | None, name: str) -> None:
     click.echo(f"delete queue {name} successfully")
 
 
-def _command(kube: Kube, name: str, action: str) -> None:
+def _command(kube: Kube, name: str, action: str, namespace: str) -> None:
     q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
     if q is None:
         fail(f"queue {name} not found")
@@ -131,13 +144,13 @@ def _command(kube: Kube, name: str, action: str) -> None:
     body = {
         "apiVersion": "bus.volcano.sh/v1alpha1",
         "kind": "Command",
-        "metadata": {"generateName": f"{name}-{action.lower()}-", "namespace": "default"},
+        "metadata": {"generateName": f"{name}-{action.lower()}-", "namespace": namespace},
         "action": action,
         "target": target,
     }
     kube.call(
         f"create {action} command",
-        lambda: kube.co.create_namespaced_custom_object(*BUS, "default", "commands", body),
+        lambda: kube.co.create_namespaced_custom_object(*BUS, namespace, "commands", body),
     )
 
 
@@ -146,7 +159,10 @@ def _command(kube: Kube, name: str, action: str) -> None:
 @click.option("-n", "--name", required=True)
 @click.option("-a", "--action", type=click.Choice(["open", "close", "update"]), required=True)
 @click.option("-w", "--weight", type=int, default=0)
-def queue_operate(kubeconfig: Path | None, name: str, action: str, weight: int) -> None:
+@_command_namespace
+def queue_operate(
+    kubeconfig: Path | None, name: str, action: str, weight: int, command_namespace: str
+) -> None:
     """Open, close or update (weight) a queue."""
     kube = Kube(kubeconfig)
     if action == "update":
@@ -159,7 +175,7 @@ def queue_operate(kubeconfig: Path | None, name: str, action: str, weight: int) 
             ),
         )
     else:
-        _command(kube, name, "OpenQueue" if action == "open" else "CloseQueue")
+        _command(kube, name, "OpenQueue" if action == "open" else "CloseQueue", command_namespace)
     click.echo(f"{action} queue {name} successfully")
 
 

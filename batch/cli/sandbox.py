@@ -20,6 +20,7 @@ import yaml
 from batch.api.admission import AdmissionLimits
 from batch.api.errors import UserError, one_line
 from batch.api.yamlio import load_yaml_file
+from batch.cli.controller import queue_command_namespace_option
 from batch.cli.limits import limit_options, pod_batch_option
 from batch.cli.metrics import (
     bind_address_option,
@@ -127,6 +128,7 @@ def sandbox() -> None:
 @bind_address_option("127.0.0.1:8080")
 @pod_batch_option
 @limit_options
+@queue_command_namespace_option
 @click.option("-v", "--verbose", is_flag=True)
 def up(
     kubeconfig: Path,
@@ -151,6 +153,7 @@ def up(
     metrics_bind_address: str,
     pod_batch: int,
     limits: AdmissionLimits,
+    queue_command_namespace: str | None,
     verbose: bool,
 ) -> None:
     """Serve a sandbox cluster until SIGINT/SIGTERM; write KUBECONFIG once it is ready."""
@@ -183,6 +186,7 @@ def up(
         pod_batch=pod_batch,
         allowed_hosts=allowed_hosts,
         faults=faults,
+        queue_command_namespace=queue_command_namespace,
     )
     try:
         _check_startup(

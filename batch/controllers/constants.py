@@ -71,6 +71,10 @@ FINISHED_PHASES: Final = frozenset({COMPLETED, TERMINATED, FAILED})
 # Events (policy event/events).
 UNKNOWN_EVENT: Final = "Unknown"
 
+# Events (reasons) of Tephra's own.
+#: A queue Command from outside `--queue-command-namespace`: not executed, deleted.
+COMMAND_REFUSED: Final = "CommandRefused"
+
 # Actions.
 JOB_COMMAND_ACTIONS: Final = frozenset(
     {ABORT_JOB, RESUME_JOB, RESTART_JOB, COMPLETE_JOB, TERMINATE_JOB}

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
+from batch.api.bus import queue_target
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, PatchStatus
 from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync, owner_key
@@ -149,6 +150,7 @@ class ControllerManager:
         identity: str | None = None,
         pod_batch: int = c.POD_BATCH,
         limits: AdmissionLimits = DEFAULT_LIMITS,
+        queue_command_namespace: str | None = None,
     ) -> None:
         import os
         import socket
@@ -162,6 +164,8 @@ class ControllerManager:
         self.workers = workers
         self.pod_batch = pod_batch
         self.limits = limits
+        # The one namespace queue Commands are taken from (None: any; the webhook checks who).
+        self.queue_command_namespace = queue_command_namespace or None
         self.adapters = list(adapters) if adapters is not None else load_workload_adapters()
         self.recorder = recorder
         self.client: KubeClient | None = None
@@ -380,8 +384,9 @@ class ControllerManager:
     def on_command_event(self, cmd: Mapping[str, Any]) -> None:
         m = cmd.get("metadata") or {}
         target = cmd.get("target") or {}
-        if target.get("kind") == "Queue":
-            self.enqueue(("queue", "", str(target.get("name"))))
+        queue = queue_target(cmd)
+        if queue is not None:
+            self.enqueue(("queue", "", queue))
         else:
             self.enqueue(("job", str(m.get("namespace")), str(target.get("name"))))
 
@@ -608,13 +613,14 @@ class ControllerManager:
             for g in await list_items(client, PODGROUPS)
             if str((g.get("spec") or {}).get("queue") or c.DEFAULT_QUEUE) == name
         ]
-        commands = [
-            cmd
-            for cmd in await list_items(client, COMMANDS)
-            if (cmd.get("target") or {}).get("kind") == "Queue"
-            and (cmd.get("target") or {}).get("name") == name
-        ]
-        result = reconcile_queue(queue, queues=queues, podgroups=groups, commands=commands)
+        commands = [cmd for cmd in await list_items(client, COMMANDS) if queue_target(cmd) == name]
+        result = reconcile_queue(
+            queue,
+            queues=queues,
+            podgroups=groups,
+            commands=commands,
+            command_namespace=self.queue_command_namespace,
+        )
         await self._apply(("queue", "", name), result)
         for phase, count in podgroup_counts(groups).items():
             self.metrics.queue_podgroups[phase].labels(name).set(count)

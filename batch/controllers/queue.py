@@ -8,6 +8,11 @@ until the queue holds no PodGroup, closing propagated to children (marked
 closed parent, `spec.parent` defaulted to `root`, and `status.{pending,inqueue,running,unknown,
 completed}` counted from the queue's PodGroups. Pure: the caller passes the queue, every queue
 (for parent/children), the queue's PodGroups and its Commands.
+
+Who may send a queue Command is the webhook's check (`batch.api.admission.access`); an admin can
+also name the one namespace queue Commands are taken from (`--queue-command-namespace`): a
+Command from any other is refused, never executed (a `CommandRefused` warning on the Queue and
+on the Command, then deleted), which holds even without the webhook.
 """
 
 from __future__ import annotations
@@ -110,8 +115,10 @@ def reconcile_queue(
     queues: Sequence[Mapping[str, Any]],
     podgroups: Sequence[Mapping[str, Any]],
     commands: Sequence[Mapping[str, Any]] = (),
+    command_namespace: str | None = None,
 ) -> ReconcileResult:
-    """Intended changes for one Queue (cluster-scoped)."""
+    """Intended changes for one Queue (cluster-scoped); with `command_namespace`, Commands from
+    other namespaces are refused."""
     result = ReconcileResult()
     m = meta(queue)
     if m.get("deletionTimestamp"):
@@ -123,9 +130,7 @@ def reconcile_queue(
     cmds = sorted(
         commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
     )
-    for cmd in cmds:
-        _execute_command(view, cmd, move, result)
-    if not cmds:
+    if not _take_commands(view, cmds, move, result, command_namespace):
         _follow_parent(view, move)
     if move.state == c.Q_CLOSING and view.drained:
         move.state = c.Q_CLOSED
@@ -163,6 +168,45 @@ def _command_ref(cmd: Mapping[str, Any]) -> ObjectRef:
     return ObjectRef(
         c.BUS_API, "Command", str(cm.get("namespace") or ""), str(cm.get("name")), cm.get("uid")
     )
+
+
+def _take_commands(
+    view: _QueueView,
+    cmds: Sequence[Mapping[str, Any]],
+    move: _Transition,
+    result: ReconcileResult,
+    command_namespace: str | None,
+) -> bool:
+    """Execute the Commands in order, refusing those from outside `command_namespace`: whether
+    any was executed."""
+    executed = False
+    for cmd in cmds:
+        if _trusted(cmd, command_namespace):
+            _execute_command(view, cmd, move, result)
+            executed = True
+        else:
+            _refuse_command(view, cmd, str(command_namespace), result)
+    return executed
+
+
+def _trusted(cmd: Mapping[str, Any], command_namespace: str | None) -> bool:
+    """Whether a queue Command comes from where queue Commands are taken (anywhere when unset)."""
+    return not command_namespace or meta(cmd).get("namespace") == command_namespace
+
+
+def _refuse_command(
+    view: _QueueView, cmd: Mapping[str, Any], command_namespace: str, result: ReconcileResult
+) -> None:
+    """Say on the Queue and on the Command why it is not executed (it is deleted, as every
+    Command the controller has handled)."""
+    cm = meta(cmd)
+    message = (
+        f"command {cm.get('namespace')}/{cm.get('name')} ({cmd.get('action')}) refused: "
+        f"queue Commands are taken from namespace {command_namespace} only "
+        "(--queue-command-namespace)"
+    )
+    for ref in (view.ref, _command_ref(cmd)):
+        result.actions.append(EmitEvent(ref, c.COMMAND_REFUSED, message, type="Warning"))
 
 
 def _execute_command(

@@ -25,7 +25,8 @@ class ControllerComponent:
     """The job, queue, PodGroup and command controllers as one background component.
 
     `pod_batch` and `limits` (the job controller's pods per reconcile, the size limits of a job)
-    default to the sandbox options' `pod_batch` and `admission_limits`, else to the defaults.
+    default to the sandbox options' `pod_batch` and `admission_limits`, else to the defaults;
+    `queue_command_namespace` (the one namespace queue Commands are taken from) to the options'.
     """
 
     name = "controllers"
@@ -44,7 +45,11 @@ class ControllerComponent:
         identity: str | None = None,
         pod_batch: int | None = None,
         limits: AdmissionLimits | None = None,
+        queue_command_namespace: str | None = None,
     ) -> None:
+        self.queue_command_namespace = queue_command_namespace or getattr(
+            options, "queue_command_namespace", None
+        )
         self.pod_batch = pod_batch or getattr(options, "pod_batch", None) or c.POD_BATCH
         self.limits = limits or getattr(options, "admission_limits", None) or DEFAULT_LIMITS
         self.leader_elect = leader_elect
@@ -90,6 +95,7 @@ class ControllerComponent:
             identity=self.identity,
             pod_batch=self.pod_batch,
             limits=self.limits,
+            queue_command_namespace=self.queue_command_namespace,
         )
         manager = self.manager
 

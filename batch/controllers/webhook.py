@@ -8,6 +8,9 @@ HTTP-style code 422, reason `Invalid`, and one line per violated rule naming the
 Queue and namespace facts for the rules that need them come from the cluster (when a kubeconfig
 is given) or are assumed (development). TLS from files, or a self-signed pair for development.
 The size limits (`AdmissionLimits`) are the server's, given once to `make_app`/`serve`.
+A Command targeting a Queue (`/commands/validate`) is also refused, with code 403, unless a
+SubjectAccessReview says its requester may update that Queue (`batch.api.admission.access`);
+the check fails closed: no cluster, no answer in time, no Command.
 """
 
 from __future__ import annotations
@@ -26,9 +29,13 @@ from aiohttp import web
 
 from batch.api.admission import (
     DEFAULT_LIMITS,
+    AccessVerdict,
     AdmissionLimits,
     AssumeAllQueues,
     StaticLookup,
+    access_needed,
+    access_review,
+    access_verdict,
     admit,
 )
 from batch.kube.certs import self_signed
@@ -50,7 +57,16 @@ LookupFactory = Callable[[Mapping[str, Any]], "asyncio.Future[Lookup] | Any"]
 #: The apiserver's default `timeoutSeconds` of a webhook (admissionregistration.k8s.io/v1).
 DEFAULT_TIMEOUT_SECONDS = 10.0
 
-_PATH_KINDS = {"jobs": "Job", "queues": "Queue", "podgroups": "PodGroup", "pods": "Pod"}
+#: The one API the webhook writes to (the review is not stored: only its answer comes back).
+_ACCESS_REVIEW_API = "authorization.k8s.io/v1"
+
+_PATH_KINDS = {
+    "jobs": "Job",
+    "queues": "Queue",
+    "podgroups": "PodGroup",
+    "pods": "Pod",
+    "commands": "Command",
+}
 
 
 def review_response(
@@ -70,7 +86,7 @@ def review_response(
     """
     request = review.get("request") or {}
     uid = request.get("uid", "")
-    req_kind = str((request.get("kind") or {}).get("kind") or kind or "")
+    req_kind = _request_kind(request, kind)
     operation = str(request.get("operation") or "CREATE")
     obj = request.get("object") or {}
     old = request.get("oldObject")
@@ -114,6 +130,30 @@ def review_response(
     return _wrap(review, response)
 
 
+def _request_kind(request: Mapping[str, Any], kind: str | None) -> str:
+    """The kind under review: the request's own, else the endpoint's (`/jobs/...`)."""
+    return str((request.get("kind") or {}).get("kind") or kind or "")
+
+
+def deny_access(body: dict[str, Any], verdict: AccessVerdict) -> dict[str, Any]:
+    """`body` (an answer of `review_response`) turned into a 403 denial naming the rule, when
+    `verdict` refuses the requester a right the object needs; unchanged when it does not."""
+    error = verdict.error
+    if verdict.allowed or error is None:
+        return body
+    cause = {"field": error.path, "reason": error.rule, "message": error.message}
+    body["response"].update(
+        allowed=False,
+        status={
+            "code": 403,
+            "reason": "Forbidden",
+            "message": verdict.message,
+            "details": {"causes": [cause]},
+        },
+    )
+    return body
+
+
 def _wrap(review: Mapping[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": str(review.get("apiVersion") or "admission.k8s.io/v1"),
@@ -129,14 +169,30 @@ class ClusterFacts:
         self.kubeconfig = kubeconfig
         self._client: Any = None
 
-    async def lookup(self, review: Mapping[str, Any]) -> Lookup:
-        from batch.controllers.shell import NAMESPACES, QUEUES, get_or_none, list_items
+    async def _open(self) -> Any:
         from batch.kube.client import KubeClient
         from batch.kube.config import load_access
 
         if self._client is None:
             self._client = KubeClient(load_access(self.kubeconfig))
             await self._client.open()
+        return self._client
+
+    async def review_access(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The API server's answer to a SubjectAccessReview (`body`, see `access_review`)."""
+        from batch.kube.client import Resource
+
+        reviews = Resource(
+            _ACCESS_REVIEW_API, "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+        )
+        client = await self._open()
+        answer: Mapping[str, Any] = await client.create(reviews, body)
+        return answer
+
+    async def lookup(self, review: Mapping[str, Any]) -> Lookup:
+        from batch.controllers.shell import NAMESPACES, QUEUES, get_or_none, list_items
+
+        await self._open()
         request = review.get("request") or {}
         ns_name = request.get("namespace")
         queues = await list_items(self._client, QUEUES)
@@ -172,6 +228,34 @@ async def _facts_within(facts: ClusterFacts, review: Mapping[str, Any], budget: 
     except Exception as exc:
         log.warning("cluster facts unavailable (%s); queue checks skipped", exc)
     return None
+
+
+async def authorize(
+    facts: ClusterFacts | None, review: Mapping[str, Any], *, kind: str | None, budget: float
+) -> AccessVerdict:
+    """Whether the requester of the object under review holds the rights it needs beyond the
+    request's own (a queue Command: update on the Queue), asked of the cluster within `budget`
+    seconds. Refused when it cannot be asked: no cluster (`--assume-queues`), an error, late."""
+    request = review.get("request") or {}
+    obj = request.get("object")
+    operation = str(request.get("operation") or "CREATE")
+    need = access_needed(
+        _request_kind(request, kind), operation, obj if isinstance(obj, dict) else {}
+    )
+    if need is None:
+        return AccessVerdict(True)
+    user = request.get("userInfo")
+    user = user if isinstance(user, Mapping) else {}
+    if facts is None:
+        return access_verdict(need, user, None, error="the webhook does not read the cluster")
+    try:
+        answer = await asyncio.wait_for(facts.review_access(access_review(user, need)), budget)
+    except TimeoutError:
+        return access_verdict(need, user, None, error=f"no answer within {budget:.1f} s")
+    except Exception as exc:
+        log.warning("SubjectAccessReview for %s failed: %s", need.ref, exc)
+        return access_verdict(need, user, None, error=str(exc))
+    return access_verdict(need, user, answer)
 
 
 async def _read_review(request: web.Request) -> dict[str, Any] | web.Response:
@@ -211,12 +295,18 @@ def make_app(
         parts = [p for p in request.path.split("/") if p]
         mutate = parts[-1] == "mutate"
         kind = _PATH_KINDS.get(parts[0]) if len(parts) == 2 else None
+        loop = asyncio.get_running_loop()
+        budget = facts_budget(request.query.get("timeout"))
+        deadline = loop.time() + budget
         lookup: Lookup = AssumeAllQueues()
         if facts is not None:
-            lookup = await _facts_within(facts, review, facts_budget(request.query.get("timeout")))
+            lookup = await _facts_within(facts, review, budget)
         body = review_response(
             review, mutate=mutate, lookup=lookup, kind=kind, adapters=gang_adapters, limits=limits
         )
+        if not mutate and body["response"]["allowed"]:
+            left = max(0.2, deadline - loop.time())  # one budget for both reads
+            deny_access(body, await authorize(facts, review, kind=kind, budget=left))
         return web.json_response(body)
 
     async def healthz(_request: web.Request) -> web.Response:

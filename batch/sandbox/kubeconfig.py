@@ -8,6 +8,9 @@ from pathlib import Path
 import yaml
 
 CONTEXT = "tephra-sandbox"
+#: The sandbox's one user, whom every request is from (it checks no credentials), and its groups.
+ADMIN_USER = "tephra-sandbox"
+ADMIN_GROUPS = ("system:masters", "system:authenticated")
 
 
 def kubeconfig_text(url: str, *, namespace: str = "default") -> str:

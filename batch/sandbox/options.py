@@ -45,7 +45,8 @@ class SandboxOptions:
     `admission_limits` bound what one object may ask for, in the API server's admission and in the
     controllers alike (None: admission's defaults); `pod_batch` is how many pods the job
     controller creates per reconcile (None: its default); `allowed_hosts` are the Host names
-    (and web page origins) answered besides loopback ones (`*`: any).
+    (and web page origins) answered besides loopback ones (`*`: any); `queue_command_namespace`
+    is the one namespace the queue controller takes queue Commands from (None: any).
     """
 
     host: str = "127.0.0.1"
@@ -67,3 +68,4 @@ class SandboxOptions:
     admission_limits: AdmissionLimits | None = None
     pod_batch: int | None = None
     allowed_hosts: tuple[str, ...] = ()
+    queue_command_namespace: str | None = None

@@ -123,6 +123,7 @@ WEBHOOK_PATHS = {
     "/podgroups/validate",
     "/pods/validate",
     "/pods/mutate",
+    "/commands/validate",
 }
 
 
@@ -561,11 +562,15 @@ def test_controller_framework_rules_toggle(helm: Path, tmp_path: Path) -> None:
 
 
 def test_webhook_rbac_is_read_only(rendered: dict[str, list[Doc]]) -> None:
+    """Reads, and the one create that stores nothing: a SubjectAccessReview (queue Commands)."""
     rules = _cluster_rules(rendered["default"], "webhook")
     assert rule_allows(rules, "scheduling.volcano.sh", "queues", "get")
     assert rule_allows(rules, "scheduling.volcano.sh", "queues", "list")
     assert rule_allows(rules, "", "namespaces", "get")
     for rule in rules:
+        if rule["resources"] == ["subjectaccessreviews"]:
+            assert rule["apiGroups"] == ["authorization.k8s.io"] and rule["verbs"] == ["create"]
+            continue
         assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
     assert not rule_allows(rules, "", "secrets", "get")
 
@@ -635,6 +640,7 @@ def test_webhook_configurations(rendered: dict[str, list[Doc]]) -> None:
             "queues": "scheduling.volcano.sh",
             "podgroups": "scheduling.volcano.sh",
             "pods": "",
+            "commands": "bus.volcano.sh",
         }[resource]
         assert rule["apiGroups"] == [group]
     mutate_pods = [e for e in entries if e["clientConfig"]["service"]["path"] == "/pods/mutate"]

@@ -169,6 +169,16 @@ def test_webhook_serves_every_registered_path_with_the_hook_certificate(
                     "spec": {"minMember": 1, "queue": "default"},
                 },
             ),
+            "commands": (
+                {"group": "bus.volcano.sh", "version": "v1alpha1", "kind": "Command"},
+                {
+                    "apiVersion": "bus.volcano.sh/v1alpha1",
+                    "kind": "Command",
+                    "metadata": {"name": "c", "namespace": "default"},
+                    "action": "CloseQueue",
+                    "target": {"kind": "Queue", "name": "default"},
+                },
+            ),
             "pods": (
                 {"group": "", "version": "v1", "kind": "Pod"},
                 {
@@ -183,7 +193,7 @@ def test_webhook_serves_every_registered_path_with_the_hook_certificate(
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for hook in one(docs, kind, service)["webhooks"]:
                 paths.add(hook["clientConfig"]["service"]["path"])
-        assert len(paths) == 8
+        assert len(paths) == 9
         for path in sorted(paths):
             gvk, obj = objects[path.split("/")[1]]
             uid = str(uuid.uuid4())

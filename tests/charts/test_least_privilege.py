@@ -3,7 +3,9 @@
 No rule bound cluster-wide may write Secrets, whatever the values; the job plugins' rights
 (ssh: Secrets; svc: Services, ConfigMaps, NetworkPolicies) are bound in `controller.jobNamespaces`
 only and each has a switch; every component gets a NetworkPolicy admitting ingress only to the
-port it serves; the webhooks' failurePolicy and timeoutSeconds come from values.
+port it serves; the webhooks' failurePolicy and timeoutSeconds come from values. Who may open
+and close queues (issue 30.1): only the webhook may ask the apiserver about another user's rights
+(SubjectAccessReview), and queue Commands are sent to it.
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ from typing import Any
 import pytest
 
 from tests.charts.helmtools import (
+    CHART_DIR,
     NAMESPACE,
+    RELEASE,
     Doc,
     HelmError,
     find,
+    helm_env,
     name_of,
     one,
     render,
     rule_allows,
+    run_helm,
+    values_args,
 )
 from tests.charts.test_chart import COMBOS
 
@@ -187,7 +194,7 @@ def _tephra_kind_hooks(docs: list[Doc]) -> list[dict[str, Any]]:
 
 def test_webhook_failure_policy_and_timeout_come_from_values(helm: Path, tmp_path: Path) -> None:
     default = _tephra_kind_hooks(render(helm, tmp_path))
-    assert len(default) == 6
+    assert len(default) == 7
     assert {(h["failurePolicy"], h["timeoutSeconds"]) for h in default} == {("Fail", 10)}
     values = {"webhook": {"failurePolicy": "Ignore", "timeoutSeconds": 5}}
     docs = render(helm, tmp_path, values)
@@ -196,3 +203,71 @@ def test_webhook_failure_policy_and_timeout_come_from_values(helm: Path, tmp_pat
     }
     with pytest.raises(HelmError, match="timeoutSeconds"):
         render(helm, tmp_path, {"webhook": {"timeoutSeconds": 31}})
+
+
+def _role_rules(docs: list[Doc], component: str) -> list[Mapping[str, Any]]:
+    return list(one(docs, "ClusterRole", name_of(component))["rules"])
+
+
+def test_only_the_webhook_may_review_access(renders: dict[str, list[Doc]]) -> None:
+    """The webhook asks whether a queue Command's requester may update the queue: it needs
+    `create` on subjectaccessreviews and nothing more; no other component may ask about others."""
+    group, res = "authorization.k8s.io", "subjectaccessreviews"
+    for combo, docs in renders.items():
+        for role, rules in cluster_wide_rules(docs).items():
+            may = rule_allows(rules, group, res, "create")
+            assert may == (role == name_of("webhook")), (combo, role)
+            for verb in ("get", "list", "watch", "update", "patch", "delete"):
+                assert not rule_allows(rules, group, res, verb), (combo, role, verb)
+    webhook = _role_rules(renders["default"], "webhook")
+    for res in ("localsubjectaccessreviews", "selfsubjectaccessreviews", "tokenreviews"):
+        assert not rule_allows(webhook, group, res, "create"), res
+    assert not any(
+        v in r.get("verbs", []) for r in webhook for v in ("impersonate", "escalate", "bind")
+    )
+
+
+def test_queue_commands_go_through_the_webhook(renders: dict[str, list[Doc]]) -> None:
+    docs = renders["default"]
+    hooks = {h["name"]: h for h in one(docs, "ValidatingWebhookConfiguration")["webhooks"]}
+    hook = hooks["validate.commands.bus.tephra.io"]
+    assert hook["clientConfig"]["service"]["path"] == "/commands/validate"
+    (rule,) = hook["rules"]
+    assert rule["apiGroups"] == ["bus.volcano.sh"] and rule["resources"] == ["commands"]
+    assert rule["operations"] == ["CREATE", "UPDATE"]  # an UPDATE may retarget a Command
+    assert hook["failurePolicy"] == "Fail"
+    mutating = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert not any("commands" in r["resources"] for h in mutating for r in h["rules"])
+
+
+def _controller_args(docs: list[Doc]) -> list[str]:
+    deploy = one(docs, "Deployment", name_of("controller"))
+    args: list[str] = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def test_queue_command_namespace_from_values(helm: Path, tmp_path: Path) -> None:
+    assert not [a for a in _controller_args(render(helm, tmp_path)) if "queue-command" in a]
+    docs = render(helm, tmp_path, {"controller": {"queueCommandNamespace": "queue-admins"}})
+    assert "--queue-command-namespace=queue-admins" in _controller_args(docs)
+    with pytest.raises(HelmError, match="queueCommandNamespace"):
+        render(helm, tmp_path, {"controller": {"queueCommandNamespace": "Not A Namespace"}})
+
+
+def install_notes(helm: Path, tmp: Path, values: dict[str, Any]) -> str:
+    """The NOTES `helm install` prints (a client-side dry run: no cluster needed)."""
+    args = ["install", RELEASE, str(CHART_DIR), "-n", NAMESPACE, "--dry-run=client"]
+    proc = run_helm(helm, [*args, *values_args(values, tmp)], env=helm_env(tmp))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_warn_when_queue_commands_go_unchecked(helm: Path, tmp_path: Path) -> None:
+    warning = "WARNING: queue open/close Commands are not checked"
+    assert warning not in install_notes(helm, tmp_path, {})
+    for webhook in ({"enabled": False}, {"failurePolicy": "Ignore"}):
+        notes = install_notes(helm, tmp_path, {"webhook": webhook})
+        assert warning in notes and "controller.queueCommandNamespace" in notes, webhook
+    values = {"webhook": {"enabled": False}, "controller": {"queueCommandNamespace": "qa"}}
+    notes = install_notes(helm, tmp_path, values)
+    assert warning not in notes and "from namespace qa only" in notes, notes

@@ -239,3 +239,45 @@ def test_unknown_state_opens_then_follows_a_closed_parent_with_a_mark() -> None:
     assert res.of_type(PatchStatus)[0].status["state"] == "Closing"
     [mark] = res.of_type(PatchObject)
     assert mark.patch == {"metadata": {"annotations": {c.CLOSED_BY_PARENT: "true"}}}
+
+
+def _from(namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    body["metadata"]["namespace"] = namespace
+    return body
+
+
+def test_queue_commands_from_outside_the_command_namespace_are_refused() -> None:
+    """Issue 30.1: with `--queue-command-namespace`, a tenant's CloseQueue on root is never
+    executed; it is reported on the Queue and on the Command, and deleted."""
+    from batch.controllers.actions import DeleteObject, EmitEvent
+
+    tenant = _from("team-a", cmd("root", c.CLOSE_QUEUE, 1))
+    res = reconcile_queue(
+        q("root"), queues=[q("root")], podgroups=[], commands=[tenant], command_namespace="admin"
+    )
+    assert not any(isinstance(a, PatchStatus) and "state" in a.status for a in res.actions)
+    refused = [a for a in res.actions if isinstance(a, EmitEvent)]
+    assert {(a.ref.kind, a.reason, a.type) for a in refused} == {
+        ("Queue", c.COMMAND_REFUSED, "Warning"),
+        ("Command", c.COMMAND_REFUSED, "Warning"),
+    }
+    message = refused[0].message
+    assert "team-a/root-closequeue-1" in message and "namespace admin only" in message, message
+    assert [a.ref.name for a in res.actions if isinstance(a, DeleteObject)] == ["root-closequeue-1"]
+
+
+def test_queue_commands_from_the_command_namespace_are_executed() -> None:
+    admin = _from("admin", cmd("team", c.CLOSE_QUEUE, 1))
+    tenant = _from("team-a", cmd("team", c.OPEN_QUEUE, 2))
+    res = reconcile_queue(
+        q("team", parent="root"),
+        queues=[q("root"), q("team", parent="root")],
+        podgroups=[],
+        commands=[admin, tenant],
+        command_namespace="admin",
+    )
+    states = [a.status["state"] for a in res.actions if isinstance(a, PatchStatus)]
+    assert states == [c.Q_CLOSED], res.actions  # the tenant's later OpenQueue did not reopen it
+    # Unset, a Command from any namespace is executed (Volcano's behaviour; the webhook checks).
+    res = reconcile_queue(q("root"), queues=[q("root")], podgroups=[], commands=[tenant])
+    assert not any(a.reason == c.COMMAND_REFUSED for a in res.actions if hasattr(a, "reason"))

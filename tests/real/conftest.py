@@ -17,7 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,12 +34,18 @@ CRD_DIR = REPO / "crds"
 
 
 def json_request(
-    url: str, method: str, body: Any = None, context: ssl.SSLContext | None = None
+    url: str,
+    method: str,
+    body: Any = None,
+    context: ssl.SSLContext | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, Any]:
     """One JSON request to an API server: (status code, decoded answer), errors included."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method)
     req.add_header("Content-Type", "application/json")
+    for key, value in (headers or {}).items():
+        req.add_header(key, value)
     try:
         with urllib.request.urlopen(req, context=context, timeout=30) as answer:
             return answer.status, json.loads(answer.read() or b"null")
@@ -54,8 +60,12 @@ class Api:
         self.plane = plane
         self.ctx = plane.ssl_context()
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        return json_request(self.plane.server + path, method, body, self.ctx)
+    def request(
+        self, method: str, path: str, body: Any = None, *, as_user: str | None = None
+    ) -> tuple[int, Any]:
+        """`as_user`: impersonate that user (the admin may), who then holds only their grants."""
+        headers = {"Impersonate-User": as_user} if as_user else None
+        return json_request(self.plane.server + path, method, body, self.ctx, headers)
 
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         # A new discovery cache each call: one filled before the CRDs existed would hide them.

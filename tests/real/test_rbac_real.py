@@ -6,7 +6,8 @@ ServiceAccount (TokenRequest API), never the admin's certificate. The test plays
 admin: it makes Nodes Ready and moves bound pods to Running and Succeeded. A VCJob with the ssh
 and svc plugins in a queue must be run to Completed: the controller creates its PodGroup, pods,
 Secret, Service, ConfigMap, NetworkPolicy and Events, the scheduler binds the pods and writes
-PodGroup and Queue status, both hold their leader Lease. Any 403/forbidden in a component's log
+PodGroup and Queue status, both hold their leader Lease. The admin's CloseQueue Command passes the
+webhook's SubjectAccessReview and is executed. Any 403/forbidden in a component's log
 fails the test: the chart's rules must be enough, and (docs/deploy.md) no more than that.
 """
 
@@ -35,6 +36,7 @@ RELEASE = "rbac-real"
 NAMESPACE = "rbac-real"
 JOB_NS = "rbac-jobs"
 QUEUE = "rbac-q"
+CLOSED_QUEUE = "rbac-closed"
 JOB = "rbac-job"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 # not the milliseconds of a log timestamp ("19:01:54,403 INFO")
@@ -68,6 +70,7 @@ def leftovers(api: Api) -> Iterator[None]:
         api.request("DELETE", f"/api/v1/nodes/rbac-node-{i}")
     api.request("DELETE", f"/api/v1/namespaces/{JOB_NS}")
     api.request("DELETE", f"{SCHED}/queues/{QUEUE}")
+    api.request("DELETE", f"{SCHED}/queues/{CLOSED_QUEUE}")
 
 
 @pytest.fixture(scope="module")
@@ -321,6 +324,38 @@ def test_a_job_runs_to_completion_under_the_charts_rbac(
         set_pod_phase(api, pod, "Succeeded")
     wait("the job Completed", lambda: job_phase(api) == "Completed", 60, *procs)
     check_events_and_leases(api)
+    for proc in procs:
+        refused = [line for line in proc.log().splitlines() if FORBIDDEN.search(line)]
+        assert not refused, f"{proc.args[0]} was refused:\n" + "\n".join(refused[:20])
+
+
+def test_an_admins_queue_command_passes_the_webhook_and_is_executed(
+    api: Api, components: dict[str, TephraProcess]
+) -> None:
+    """The webhook asks about the requester with its own ServiceAccount (create on
+    subjectaccessreviews); without that right it would refuse even the admin's Command."""
+    procs = list(components.values())
+    code, answer = api.request("POST", f"{SCHED}/queues", make_queue(CLOSED_QUEUE, weight=1))
+    assert code == 201, answer
+    path = f"{SCHED}/queues/{CLOSED_QUEUE}"
+    state = lambda: (get(api, path).get("status") or {}).get("state")  # noqa: E731
+    wait("the queue Open", lambda: state() == "Open", 60, *procs)
+    command = {
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {"name": "close-it"},
+        "action": "CloseQueue",
+        "target": {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "name": CLOSED_QUEUE,
+        },
+    }
+    code, answer = api.request(
+        "POST", f"/apis/bus.volcano.sh/v1alpha1/namespaces/{JOB_NS}/commands", command
+    )
+    assert code == 201, answer
+    wait("the queue Closed by the controller", lambda: state() == "Closed", 60, *procs)
     for proc in procs:
         refused = [line for line in proc.log().splitlines() if FORBIDDEN.search(line)]
         assert not refused, f"{proc.args[0]} was refused:\n" + "\n".join(refused[:20])

@@ -14,6 +14,7 @@ import base64
 import copy
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,82 @@ def test_queue_updates_and_deletes_are_validated(api: Api, webhook: TephraProces
         close_queue(api, name)
         code, answer = api.request("DELETE", f"{QUEUES}/{name}")
         assert code == 200, answer
+
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+COMMANDS = f"/apis/bus.volcano.sh/v1alpha1/namespaces/{NS}/commands"
+
+
+def queue_command(name: str, queue: str, kind: str = "Queue") -> dict[str, Any]:
+    api_version = (
+        "scheduling.volcano.sh/v1beta1" if kind == "Queue" else "batch.volcano.sh/v1alpha1"
+    )
+    return {
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {"name": name},
+        "action": "CloseQueue" if kind == "Queue" else "AbortJob",
+        "target": {"apiVersion": api_version, "kind": kind, "name": queue},
+    }
+
+
+def grant(api: Api, kind: str, name: str, rules: list[dict[str, Any]]) -> None:
+    """Role (in NS) or ClusterRole `name` with `rules`, bound to the user alice."""
+    scope = f"{RBAC}/namespaces/{NS}" if kind == "Role" else RBAC
+    role = {"metadata": {"name": name}, "rules": rules}
+    code, answer = api.request("POST", f"{scope}/{kind.lower()}s", role)
+    assert code == 201, answer
+    subject = {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}
+    binding = {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+        "subjects": [subject],
+    }
+    code, answer = api.request("POST", f"{scope}/{kind.lower()}bindings", binding)
+    assert code == 201, answer
+
+
+@pytest.fixture
+def alice(api: Api) -> Iterator[None]:
+    """A tenant: may create Commands in NS, and update the one queue `alice-q`."""
+    commands = {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]}
+    grant(api, "Role", "tenant-commands", [commands])
+    own_queue = {
+        "apiGroups": ["scheduling.volcano.sh"],
+        "resources": ["queues"],
+        "resourceNames": ["alice-q"],
+        "verbs": ["update"],
+    }
+    grant(api, "ClusterRole", "tenant-alice-q", [own_queue])
+    try:
+        yield
+    finally:
+        for path in (f"{RBAC}/namespaces/{NS}/role", f"{RBAC}/clusterrole"):
+            name = "tenant-commands" if "namespaces" in path else "tenant-alice-q"
+            api.request("DELETE", f"{path}bindings/{name}")
+            api.request("DELETE", f"{path}s/{name}")
+
+
+def test_a_queue_command_needs_the_right_to_update_the_queue(
+    api: Api, webhook: TephraProcess, alice: None
+) -> None:
+    """Issue 30.1 against real RBAC: a tenant who may create Commands cannot close `root`."""
+    post = partial(api.request, "POST", COMMANDS)
+    deadline = time.monotonic() + 30  # RBAC grants reach the authorizer's cache asynchronously
+    while (answer := post(queue_command("own-q", "alice-q"), as_user="alice"))[0] != 201:
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.3)
+    code, answer = post(queue_command("close-root", "root"), as_user="alice")
+    assert code == 403, answer
+    message = answer["message"]
+    assert 'admission webhook "validate.commands.bus.tephra.io" denied the request' in message
+    assert "Command webhook-real/close-root: target: queueCommandAccess" in message, message
+    assert "alice may not update queues.scheduling.volcano.sh 'root'" in message, message
+    assert api.request("GET", f"{COMMANDS}/close-root")[0] == 404, "refused but stored"
+    code, answer = post(queue_command("abort", "some-job", kind="Job"), as_user="alice")
+    assert code == 201, answer  # Job Commands act in her own namespace: not asked about
+    code, answer = post(queue_command("admin-close-root", "root"))
+    assert code == 201, answer  # the cluster admin may
+    for name in ("own-q", "abort", "admin-close-root"):
+        api.request("DELETE", f"{COMMANDS}/{name}")
+    assert "Traceback" not in webhook.log()

@@ -167,6 +167,28 @@ def test_scale_and_get_nodes(server: Server) -> None:
     assert "node-1" in nodes and "Ready" in nodes and "node-0" not in nodes
 
 
+def test_subject_access_reviews_about_other_users(server: Server) -> None:
+    """What the webhook asks about a queue Command's requester: system:masters may update a
+    queue; a user with no grant may not (the sandbox has no user but its admin)."""
+
+    def review(user: str, groups: list[str]) -> Any:
+        attributes = {"group": "scheduling.volcano.sh", "resource": "queues", "verb": "update"}
+        spec = {"user": user, "groups": groups, "resourceAttributes": {**attributes, "name": "q"}}
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
+        code, answer = http(
+            server,
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            {**body, "spec": spec},
+        )
+        assert code == 201, answer
+        return answer["status"]
+
+    assert review("root-admin", ["system:masters", "system:authenticated"])["allowed"] is True
+    denied = review("alice", ["system:authenticated"])
+    assert not denied.get("allowed"), denied
+
+
 def test_auth_can_i_and_describe(server: Server) -> None:
     assert kubectl(server, "auth", "can-i", "create", "pods").stdout.strip() == "yes"
     out = kubectl(server, "describe", "node", "node-0").stdout

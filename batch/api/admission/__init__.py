@@ -24,6 +24,7 @@ from batch.api.kinds import KINDS
 from batch.api.scheduling import PodGroup, Queue
 from batch.api.topology import HyperNode
 
+from .access import AccessNeed, AccessVerdict, access_needed, access_review, access_verdict
 from .command import validate_command
 from .common import Errors, as_dict, json_copy, object_ref, schema_validate
 from .cronjob import validate_cronjob
@@ -48,12 +49,17 @@ __all__ = [
     "OPERATIONS",
     "SERVED_KINDS",
     "UNBOUNDED",
+    "AccessNeed",
+    "AccessVerdict",
     "AdmissionLimits",
     "AdmissionLookup",
     "AdmissionResult",
     "AssumeAllQueues",
     "FieldError",
     "StaticLookup",
+    "access_needed",
+    "access_review",
+    "access_verdict",
     "admit",
     "builtin_queue",
     "json_patch",
