@@ -8,6 +8,7 @@ mapped to the psycopg 3 driver, which is the one the project ships.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,10 @@ def make_engine(url: str | None = None, *, create_dirs: bool = True, **kwargs: A
     if parsed.get_backend_name() == "sqlite":
         path = _sqlite_path(parsed)
         if path is not None and create_dirs:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # A directory that cannot be made now is the first connection's error (an outage
+            # a recorder waits out), not the engine's: it may appear later (a volume mounted).
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
         connect_args.setdefault("timeout", 30)
         engine = create_engine(resolved, connect_args=connect_args, **kwargs)
 
