@@ -50,6 +50,7 @@ from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.status import EventSpec, StatusWriter
+from batch.ledger.health import LedgerCollector
 from batch.model.cache import ClusterCache
 from batch.model.status import TaskStatus
 from batch.scheduler import Scheduler
@@ -147,6 +148,7 @@ class SchedulerService:
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
         self.ledger: SchedulerLedger | None = None
+        self._ledger_metrics: LedgerCollector | None = None
 
     # -- cache feed ---------------------------------------------------------------------
     def _sink(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
@@ -411,7 +413,9 @@ class SchedulerService:
             return web.Response(body=self.metrics.render(), content_type="text/plain")
 
         async def healthz(_req: web.Request) -> web.Response:
-            return web.Response(text="ok")
+            ledger = self.ledger  # a recorder down is said, never failed: it only records
+            lines = ["ok"] if ledger is None else ["ok", ledger.recorder.health().line()]
+            return web.Response(text="\n".join(lines))
 
         async def readyz(_req: web.Request) -> web.Response:
             if self.synced:
@@ -480,6 +484,8 @@ class SchedulerService:
                 self.ledger = await asyncio.get_running_loop().run_in_executor(
                     None, SchedulerLedger, self.options.db_url
                 )
+                self._ledger_metrics = LedgerCollector(self.ledger.recorder, "scheduler")
+                self.metrics.registry.register(self._ledger_metrics)
             out = self._outbox(client, elector)
             self._observers.append(out.statuses.writer.observe)
             reflectors = ReflectorSet(
@@ -497,6 +503,9 @@ class SchedulerService:
             if elector is not None:
                 await elector.release()
             self.metrics.is_leader.set(0)
+            if self._ledger_metrics is not None:
+                self.metrics.registry.unregister(self._ledger_metrics)
+                self._ledger_metrics = None
             if self.ledger is not None:
                 self.ledger.close()
                 self.ledger = None
