@@ -74,6 +74,16 @@ def _sqlite_path(url: URL) -> Path | None:
     return Path(database)
 
 
+def missing_sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite ``url`` when it does not exist (connecting would create it empty),
+    else None (another backend, an in-memory database, or an existing file)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    path = _sqlite_path(parsed)
+    return path if path is not None and not path.exists() else None
+
+
 def make_engine(url: str | None = None, *, create_dirs: bool = True, **kwargs: Any) -> Engine:
     """An engine for the ledger, with sane defaults per backend.
 
