@@ -542,12 +542,15 @@ class Recorder:
         live_jobs: Collection[str],
         live_pods: Collection[str],
         job_kinds: Collection[str] = ("VCJob",),
-    ) -> list[LedgerEvent]:
+    ) -> list[LedgerEvent] | None:
         """Final events for what the ledger holds open but the API no longer listed
-        (`batch.ledger.reconcile`); [] when the database cannot be read now. The caller
-        checks each object is really gone, then records the events."""
+        (`batch.ledger.reconcile`); None when the ledger cannot be read now (down, or its
+        schema not checked yet: `health()`). The caller checks each object is really gone,
+        then records the events."""
         from batch.ledger.reconcile import lost_events
 
+        if not self.health().up:
+            return None
         now = dt.datetime.now(dt.UTC)
         try:
             with self._engine.connect() as conn:
@@ -556,7 +559,7 @@ class Recorder:
                 )
         except DB_ERRORS as exc:
             log.warning("ledger: cannot reconcile with the API now: %s", str(exc).splitlines()[0])
-            return []
+            return None
 
     # ------------------------------------------------------------------ sampling
 

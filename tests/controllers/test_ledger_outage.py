@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import secrets
 import signal
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 from kubernetes import client
 
 from batch.controllers.runner import ControllerComponent
+from batch.ledger import JobObserved, Recorder, migrate
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import run_sandbox
 from tests.waiting import wait_for
@@ -109,14 +111,39 @@ def test_controller_process_runs_with_the_ledger_unreachable(tmp_path: Path) -> 
     assert f"127.0.0.1:{closed}" in text  # the one line saying the ledger is unreachable
 
 
+def _ledger_with_an_open_job(admin: sa.Engine, name: str, tmp_path: Path) -> None:
+    """Database `name`, migrated, holding a job Running whose object is gone (deleted while
+    no controller recorded it)."""
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = admin.url.set(database=name).render_as_string(False)
+    migrate.upgrade(url)
+    at = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    ghost = JobObserved(
+        uid="ghost-uid",
+        namespace="default",
+        name="ghost",
+        submitted_at=at,
+        phase="Running",
+        phase_at=at,
+    )
+    with Recorder(url, spill_path=tmp_path / "seed.jsonl", background=False) as rec:
+        rec.record([ghost])
+        assert rec.flush()
+
+
 @pytest.mark.postgres
 def test_records_arrive_when_the_database_appears(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The database is absent at start (then renamed into place, as a restored backup would
+    be): the job completed meanwhile arrives, each transition once, and the start's reconcile,
+    which could not run, closes the job that was deleted while no controller ran."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     name = f"tephra_test_{os.getpid()}_{secrets.token_hex(4)}_ctl"
     url = sa.engine.make_url(PG_ADMIN_URL).set(database=name).render_as_string(False)
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    _ledger_with_an_open_job(admin, f"{name}_hidden", tmp_path)
     comp = ControllerComponent(db_url=url)
     nodes = make_nodes(count=1, cpu="8")
     try:
@@ -134,28 +161,39 @@ def test_records_arrive_when_the_database_appears(
             assert registry.get_sample_value("tephra_ledger_up", up) == 0.0
             assert not comp.recorder.health().up
             with admin.connect() as conn:
-                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+                conn.execute(sa.text(f'ALTER DATABASE "{name}_hidden" RENAME TO "{name}"'))
             wait_for(lambda: comp.recorder.flush(5), timeout=60, what="the ledger caught up")
             assert registry.get_sample_value("tephra_ledger_up", up) == 1.0
-        engine = sa.create_engine(url)
-        try:
-            with engine.connect() as conn:
-                row = conn.execute(
-                    sa.text("select name, final_phase from jobs where uid = :u"), {"u": uid}
-                ).one()
-                assert tuple(row) == ("late-ledger", "Completed")
-                seen = conn.execute(
-                    sa.text(
-                        "select to_phase, count(*) from job_transitions"
-                        " where job_uid = :u and source = 'job' group by to_phase"
-                    ),
-                    {"u": uid},
-                ).all()
-        finally:
-            engine.dispose()
+            engine = sa.create_engine(url)
+            try:
+                wait_for(
+                    lambda: _final_phase(engine, "ghost-uid") == "Deleted",
+                    timeout=90,
+                    what="the job lost while no controller ran closed",
+                )
+                assert _final_phase(engine, uid) == "Completed"
+                with engine.connect() as conn:
+                    seen = conn.execute(
+                        sa.text(
+                            "select to_phase, count(*) from job_transitions"
+                            " where job_uid = :u and source = 'job' group by to_phase"
+                        ),
+                        {"u": uid},
+                    ).all()
+            finally:
+                engine.dispose()
         counts = dict(seen)
         assert counts.get("Completed") == 1 and counts.get("Running") == 1, counts
     finally:
         with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            for db in (name, f"{name}_hidden"):
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
         admin.dispose()
+
+
+def _final_phase(engine: sa.Engine, uid: str) -> str | None:
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text("select final_phase from jobs where uid = :u"), {"u": uid}
+        ).one_or_none()
+    return None if row is None else row[0]
