@@ -17,7 +17,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import click
 import prometheus_client
@@ -139,19 +139,21 @@ def _app(registry: CollectorRegistry, health: Health) -> Callable[..., list[byte
     return app
 
 
-def serve_metrics(sources: Sources, address: str, health: Health = tuple) -> Any | None:
-    """Serve `/metrics` and `/healthz` in a background thread; None when off. A port in use is
-    a warning (the service still runs), as the scheduler's own metrics port is."""
+def serve_metrics(sources: Sources, address: str, health: Health = lambda: ()) -> WSGIServer | None:
+    """Serve `/metrics` and `/healthz` in a background thread; None when off. A port in use
+    (or a host that does not resolve) is a warning: the service still runs, as the
+    scheduler's own metrics port does."""
     where = parse_bind_address(address)
     if where is None:
         return None
     host, port = where
-
-    class Server(ThreadingWSGIServer):
-        address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-
+    app = _app(exposition_registry(sources), health)
     try:
-        server = make_server(host, port, _app(exposition_registry(sources), health), Server, _Quiet)
+
+        class Server(ThreadingWSGIServer):  # IPv4 or IPv6, as the host is
+            address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+        server = make_server(host, port, app, Server, _Quiet)
     except OSError as exc:
         click.echo(f"warning: metrics not served on {address}: {exc.strerror or exc}", err=True)
         return None
