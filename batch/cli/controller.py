@@ -16,7 +16,12 @@ import click
 from batch.api.admission import AdmissionLimits
 from batch.cli.kubecontext import context_option, with_context
 from batch.cli.limits import limit_options, pod_batch_option
-from batch.cli.metrics import component_registries, parse_bind_address, serve_metrics
+from batch.cli.metrics import (
+    component_health,
+    component_registries,
+    parse_bind_address,
+    serve_metrics,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -137,7 +142,9 @@ def controller(
         queue_command_namespace=queue_command_namespace,
     )
     component.start(kubeconfig=kubeconfig, stop=stop)
-    serve_metrics(lambda: component_registries([component]), address)
+    serve_metrics(
+        lambda: component_registries([component]), address, lambda: component_health([component])
+    )
     deadline = time.monotonic() + 60
     while not component.wait_ready(0.5):
         if stop.is_set() or not component.alive():

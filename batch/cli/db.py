@@ -31,6 +31,8 @@ def fail_cleanly(exc: Exception, url: str | None) -> click.ClickException:
 
     from batch.ledger.db import LedgerConfigError, display_url, resolve_url
 
+    if isinstance(exc, click.ClickException):
+        return exc
     if isinstance(exc, LedgerConfigError):
         return click.ClickException(str(exc))
     try:
@@ -48,6 +50,27 @@ def fail_cleanly(exc: Exception, url: str | None) -> click.ClickException:
     if isinstance(exc, SQLAlchemyError):
         return click.ClickException(f"ledger {where}: {detail}")
     return click.ClickException(f"ledger {where}: {exc}")
+
+
+def require_ledger(url: str | None) -> None:
+    """Refuse to read a SQLite ledger that does not exist (connecting would leave an empty
+    file behind and advise `db upgrade`): one line naming the path and the ledger the sandbox
+    records to without --db."""
+    from batch.ledger.db import display_url, missing_sqlite_file, resolve_url
+
+    resolved = resolve_url(url)
+    path = missing_sqlite_file(resolved)
+    if path is None:
+        return
+    usual = resolve_url(None)  # what `tephra sandbox up` and every command use without --db
+    if usual == resolved:
+        hint = "where `tephra sandbox up` records unless given --db; give --db URL or set "
+        hint += "TEPHRA_DB_URL for another ledger"
+    elif missing_sqlite_file(usual) is None:
+        hint = f"`tephra sandbox up` records to {display_url(usual)} unless given --db"
+    else:
+        hint = "check --db and TEPHRA_DB_URL"
+    raise click.ClickException(f"no ledger at {path} ({hint})")
 
 
 @click.group("db")

@@ -4,14 +4,20 @@ Why this exists: each service keeps its metrics in a private registry (several l
 process: the sandbox, tests), so something must put them behind one endpoint. This serves the
 union of the components' registries, plus the process and Python collectors (resident memory,
 CPU seconds, open files, GC, `python_info`), on `--metrics-bind-address` as controller-runtime
-spells it: `HOST:PORT`, `:PORT` (every interface) or `0` (off). Importing it turns off
-prometheus_client's `*_created` series, which only add noise to every counter and histogram.
+spells it: `HOST:PORT`, `:PORT` (every interface) or `0` (off). The same port answers
+`/healthz`: `ok` while the process serves, then one line per component whose ledger recorder
+says how it is (`ledger up`, or `ledger down since ...`: the ledger never fails a probe, it
+only records). Importing it turns off prometheus_client's `*_created` series, which only add
+noise to every counter and histogram.
 """
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import click
 import prometheus_client
@@ -22,12 +28,14 @@ from prometheus_client import (
     CollectorRegistry,
 )
 from prometheus_client.core import Metric
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.registry import Collector
 
 from batch.api.errors import UserError
 
 __all__ = [
     "bind_address_option",
+    "component_health",
     "component_registries",
     "exposition_registry",
     "parse_bind_address",
@@ -37,6 +45,7 @@ __all__ = [
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 Sources = Callable[[], Iterable[CollectorRegistry]]
+Health = Callable[[], Iterable[str]]
 
 
 class _Union(Collector):
@@ -47,8 +56,20 @@ class _Union(Collector):
         self._sources = sources
 
     def collect(self) -> Iterator[Metric]:
+        """Every family once: one that several components export (`tephra_ledger_up` with its
+        `component` label) has all their samples."""
+        families: dict[str, list[Metric]] = {}
         for registry in self._sources():
-            yield from registry.collect()
+            for family in registry.collect():
+                families.setdefault(family.name, []).append(family)
+        for name, found in families.items():
+            if len(found) == 1:
+                yield found[0]
+                continue
+            first = found[0]
+            merged = Metric(name, first.documentation, first.type, first.unit)
+            merged.samples = [sample for family in found for sample in family.samples]
+            yield merged
 
 
 def component_registries(components: Iterable[Any]) -> list[CollectorRegistry]:
@@ -62,6 +83,21 @@ def component_registries(components: Iterable[Any]) -> list[CollectorRegistry]:
             if isinstance(registry, CollectorRegistry):
                 found.append(registry)
     return found
+
+
+def component_health(components: Iterable[Any]) -> list[str]:
+    """`<component>: <its ledger's health line>` for each running component that records (the
+    controllers' `recorder`, the scheduler's `service.ledger.recorder`)."""
+    lines = []
+    for component in components:
+        recorder = getattr(component, "recorder", None)
+        if recorder is None:
+            ledger = getattr(getattr(component, "service", None), "ledger", None)
+            recorder = getattr(ledger, "recorder", None)
+        health = getattr(recorder, "health", None)
+        if callable(health):
+            lines.append(f"{getattr(component, 'name', 'component')}: {health().line()}")
+    return lines
 
 
 def exposition_registry(sources: Sources) -> CollectorRegistry:
@@ -84,20 +120,44 @@ def parse_bind_address(text: str) -> tuple[str, int] | None:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def serve_metrics(sources: Sources, address: str) -> Any | None:
-    """Serve `/metrics` in a background thread; None when off. A port in use is a warning (the
-    service still runs), as the scheduler's own metrics port is."""
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _app(registry: CollectorRegistry, health: Health) -> Callable[..., list[bytes]]:
+    """`/healthz` (text, always 200 while serving), everything else the metrics."""
+    metrics = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if environ.get("PATH_INFO") != "/healthz":
+            return list(metrics(environ, start_response))
+        body = "\n".join(["ok", *health()]).encode() + b"\n"
+        start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+        return [body]
+
+    return app
+
+
+def serve_metrics(sources: Sources, address: str, health: Health = lambda: ()) -> WSGIServer | None:
+    """Serve `/metrics` and `/healthz` in a background thread; None when off. A port in use
+    (or a host that does not resolve) is a warning: the service still runs, as the
+    scheduler's own metrics port does."""
     where = parse_bind_address(address)
     if where is None:
         return None
     host, port = where
+    app = _app(exposition_registry(sources), health)
     try:
-        server, _thread = prometheus_client.start_http_server(
-            port, addr=host, registry=exposition_registry(sources)
-        )
+
+        class Server(ThreadingWSGIServer):  # IPv4 or IPv6, as the host is
+            address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+        server = make_server(host, port, app, Server, _Quiet)
     except OSError as exc:
         click.echo(f"warning: metrics not served on {address}: {exc.strerror or exc}", err=True)
         return None
+    threading.Thread(target=server.serve_forever, name="tephra-metrics", daemon=True).start()
     return server
 
 

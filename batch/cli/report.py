@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from batch.cli.db import db_option, fail_cleanly
+from batch.cli.db import db_option, fail_cleanly, require_ledger
 from batch.cli.output import dump, output_option
 from batch.ledger.reports import render
 
@@ -68,7 +68,8 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
     )
     db_url = opts["db_url"]
     try:
-        engine = make_engine(db_url)
+        require_ledger(db_url)
+        engine = make_engine(db_url, create_dirs=False)
         try:
             with engine.connect() as conn:
                 if name == "usage":

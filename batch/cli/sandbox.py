@@ -24,6 +24,7 @@ from batch.cli.controller import queue_command_namespace_option
 from batch.cli.limits import limit_options, pod_batch_option
 from batch.cli.metrics import (
     bind_address_option,
+    component_health,
     component_registries,
     parse_bind_address,
     serve_metrics,
@@ -241,7 +242,9 @@ def _serve(
     running = default_components(options) if components else []
     with tempfile.TemporaryDirectory(prefix="tephra-sandbox-") as tmp:
         _start_components(running, thread, Path(tmp) / "kubeconfig", options)
-        served = serve_metrics(lambda: component_registries(running), metrics)
+        served = serve_metrics(
+            lambda: component_registries(running), metrics, lambda: component_health(running)
+        )
         write_kubeconfig(kubeconfig, thread.url)
         names = ", ".join(c.name for c in running) or "no components"
         click.echo(

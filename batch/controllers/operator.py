@@ -77,6 +77,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: first and longest wait before the start's ledger reconcile is tried again (seconds)
+LEDGER_RETRY_SECONDS = (1.0, 30.0)
+
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
 
@@ -896,24 +899,56 @@ class ControllerManager:
             self._pg_cache_seeded = True  # from now on the watch keeps it complete
         if jobs is not None and self.recorder is not None:
             try:
-                await self._reconcile_ledger(jobs)
+                if not await self._reconcile_ledger(jobs):
+                    log.info("ledger: reconciling with the API once the ledger can be read")
+                    self._reconcile_ledger_later(LEDGER_RETRY_SECONDS[0])
             except Exception:  # the ledger never stops the controller
                 log.exception("ledger: reconciling with the API failed")
 
-    async def _reconcile_ledger(self, jobs: list[dict[str, Any]]) -> None:
+    def _reconcile_ledger_later(self, seconds: float) -> None:
+        if self._scheduler is None:
+            return
+        self._scheduler.add_job(
+            self._reconcile_ledger_again,
+            "date",
+            run_date=datetime.now(UTC) + timedelta(seconds=seconds),
+            args=[seconds],
+            id="ledger-reconcile",
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
+
+    async def _reconcile_ledger_again(self, waited: float) -> None:
+        """The start's reconcile, which the ledger could not take (down, or its schema not
+        checked yet): once the recorder has written everything that waited (so a job that
+        finished meanwhile is not taken for lost), list again and reconcile; else later."""
+        flush = getattr(self.recorder, "flush", None)
+        try:
+            caught_up = flush is not None and await asyncio.to_thread(flush, 10.0)
+            if caught_up and await self._reconcile_ledger(await list_items(self._client(), JOBS)):
+                return
+        except Exception:  # the ledger never stops the controller
+            log.exception("ledger: reconciling with the API failed")
+        low, high = LEDGER_RETRY_SECONDS
+        self._reconcile_ledger_later(min(max(waited, low) * 2, high))
+
+    async def _reconcile_ledger(self, jobs: list[dict[str, Any]]) -> bool:
         """Jobs and pods the ledger holds open but the API no longer has get a final `Deleted`
         transition with reason `Lost` (they went while no controller recorded them); each is
-        looked up once more first, so one created since the list is never taken for lost."""
+        looked up once more first, so one created since the list is never taken for lost.
+        False when the ledger cannot be read now."""
         client = self._client()
         lister = getattr(self.recorder, "lost_candidates", None)
         if lister is None:
-            return
+            return True
         pods = await list_items(client, PODS)
         candidates = await asyncio.to_thread(
             lister,
             live_jobs={str(j["metadata"].get("uid")) for j in jobs},
             live_pods={str(p["metadata"].get("uid")) for p in pods},
         )
+        if candidates is None:
+            return False
         gone = []
         for event in candidates:
             is_job = getattr(event, "TYPE", "") == "JobPhaseChanged"
@@ -924,6 +959,7 @@ class ControllerManager:
         if gone:
             log.info("ledger: %d jobs and pods are gone since they were recorded", len(gone))
             self.recorder.record(gone)
+        return True
 
     def idle(self) -> bool:
         return self.queue is None or self.queue.idle()

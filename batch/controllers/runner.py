@@ -79,10 +79,10 @@ class ControllerComponent:
         db_url = self.db_url or getattr(options, "db_url", None)
         if db_url:
             from batch.ledger import Recorder
-            from batch.ledger.migrate import upgrade
 
-            upgrade(db_url)
-            self.recorder = Recorder(db_url)
+            # The ledger records; it never keeps the controllers from starting: the recorder
+            # migrates the schema in its own thread and spills until the database answers.
+            self.recorder = Recorder(db_url, migrate=True)
         self.manager = ControllerManager(
             kubeconfig,
             scheduler_names=self.scheduler_names,
@@ -98,6 +98,10 @@ class ControllerComponent:
             queue_command_namespace=self.queue_command_namespace,
         )
         manager = self.manager
+        if self.recorder is not None:
+            from batch.ledger.health import LedgerCollector
+
+            manager.metrics.registry.register(LedgerCollector(self.recorder, self.name))
 
         def _main() -> None:
             try:

@@ -20,7 +20,6 @@ from typing import Any
 from batch.ledger import Recorder, usage_samples_from_queues
 from batch.ledger.convert import podgroup_job_uid
 from batch.ledger.events import LedgerEvent, SchedulingEvent
-from batch.ledger.migrate import upgrade
 from batch.model.cache import ClusterCache
 from batch.scheduler.framework.decisions import Decisions
 
@@ -33,8 +32,9 @@ class SchedulerLedger:
     """Records evictions and queue usage samples for one scheduler replica."""
 
     def __init__(self, db_url: str, *, sample_seconds: float = 60.0) -> None:
-        upgrade(db_url)
-        self.recorder = Recorder(db_url)
+        # never blocks or fails the scheduler's start: the schema is migrated by the
+        # recorder's thread, and records spill while the database cannot take them
+        self.recorder = Recorder(db_url, migrate=True)
         self._lock = threading.Lock()
         self._queues: list[dict[str, Any]] = []
         self._pending: dict[str, dict[str, int]] = {}

@@ -54,6 +54,7 @@ from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.status import EventSpec, StatusWriter
+from batch.ledger.health import LedgerCollector
 from batch.model.cache import ClusterCache
 from batch.model.status import TaskStatus
 from batch.scheduler import Scheduler
@@ -160,6 +161,7 @@ class SchedulerService:
         self._last_decisions: Decisions | None = None
         self._lapsed = False  # the last session found the leadership not current
         self.ledger: SchedulerLedger | None = None
+        self._ledger_metrics: LedgerCollector | None = None
 
     # -- cache feed ---------------------------------------------------------------------
     def _sink(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
@@ -450,7 +452,9 @@ class SchedulerService:
             return web.Response(body=self.metrics.render(), content_type="text/plain")
 
         async def healthz(_req: web.Request) -> web.Response:
-            return web.Response(text="ok")
+            ledger = self.ledger  # a recorder down is said, never failed: it only records
+            lines = ["ok"] if ledger is None else ["ok", ledger.recorder.health().line()]
+            return web.Response(text="\n".join(lines))
 
         async def readyz(_req: web.Request) -> web.Response:
             if self.synced:
@@ -521,6 +525,8 @@ class SchedulerService:
                 self.ledger = await asyncio.get_running_loop().run_in_executor(
                     None, SchedulerLedger, self.options.db_url
                 )
+                self._ledger_metrics = LedgerCollector(self.ledger.recorder, "scheduler")
+                self.metrics.registry.register(self._ledger_metrics)
             out = self._outbox(client, elector)
             self._observers.append(out.statuses.writer.observe)
             reflectors = ReflectorSet(
@@ -538,6 +544,9 @@ class SchedulerService:
             if elector is not None:
                 await elector.release()
             self.metrics.is_leader.set(0)
+            if self._ledger_metrics is not None:
+                self.metrics.registry.unregister(self._ledger_metrics)
+                self._ledger_metrics = None
             if self.ledger is not None:
                 self.ledger.close()
                 self.ledger = None

@@ -8,6 +8,7 @@ mapped to the psycopg 3 driver, which is the one the project ships.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,16 @@ def _sqlite_path(url: URL) -> Path | None:
     return Path(database)
 
 
+def missing_sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite ``url`` when it does not exist (connecting would create it empty),
+    else None (another backend, an in-memory database, or an existing file)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    path = _sqlite_path(parsed)
+    return path if path is not None and not path.exists() else None
+
+
 def make_engine(url: str | None = None, *, create_dirs: bool = True, **kwargs: Any) -> Engine:
     """An engine for the ledger, with sane defaults per backend.
 
@@ -85,7 +96,10 @@ def make_engine(url: str | None = None, *, create_dirs: bool = True, **kwargs: A
     if parsed.get_backend_name() == "sqlite":
         path = _sqlite_path(parsed)
         if path is not None and create_dirs:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # A directory that cannot be made now is the first connection's error (an outage
+            # a recorder waits out), not the engine's: it may appear later (a volume mounted).
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
         connect_args.setdefault("timeout", 30)
         engine = create_engine(resolved, connect_args=connect_args, **kwargs)
 

@@ -9,6 +9,10 @@ written to the OS as it arrives, so a SIGKILL loses none of them, and fsynced at
 again the spill file is replayed first, then the buffer — because writes are idempotent a
 batch that was half-sent before an outage, or a spill file replayed twice after a crash, adds
 nothing twice.
+With ``migrate=True`` (the controllers, the scheduler) the writer thread brings the schema to
+head before its first write, so a component starts while the database is unreachable or its
+schema cannot be migrated: that is waited out like any outage (records spill, the check is
+retried with backoff, one log line says why), and ``health()`` says so meanwhile.
 ``close`` flushes; if the database is still down (or so slow that the writer thread is still
 busy when ``close`` gives up waiting) it spills the rest, the batch in flight included, and the
 next recorder with the same spill path picks it up. Events the database rejects as invalid (not
@@ -39,6 +43,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlch
 
 from batch.ledger.db import display_url, make_engine, resolve_url, state_dir
 from batch.ledger.events import LedgerEvent, event_from_json, event_to_json
+from batch.ledger.health import LedgerHealth
 from batch.ledger.writer import Writer
 
 if TYPE_CHECKING:
@@ -94,7 +99,8 @@ class Recorder:
 
     ``db`` is a URL (default: ``TEPHRA_DB_URL`` or the SQLite file) or an ``Engine``. With
     ``background=False`` nothing is written until ``flush()`` is called (useful in tests and
-    one-shot tools).
+    one-shot tools). With ``migrate=True`` the schema is upgraded to head before the first
+    write (retried, never raised: see the module's docstring).
     """
 
     def __init__(
@@ -109,6 +115,7 @@ class Recorder:
         max_retry_interval: float = 30.0,
         background: bool = True,
         fsync_interval: float = 1.0,
+        migrate: bool = False,
     ) -> None:
         if isinstance(db, Engine):
             self._engine, self._owns_engine = db, False
@@ -146,6 +153,10 @@ class Recorder:
         self._next_attempt = 0.0
         self._first_buffered = 0.0
         self.stats = RecorderStats()
+        self._migrated = not migrate  # the schema is at head (checked, or not ours to check)
+        self._down_kind: str | None = None  # "outage" or "schema" while writes fail
+        self._down_reason: str | None = None
+        self._down_since: dt.datetime | None = None
         self._thread: threading.Thread | None = None
         if background:
             self._thread = threading.Thread(
@@ -184,6 +195,18 @@ class Recorder:
         """Events not yet written (in memory, in flight or in spill files)."""
         with self._cond:
             return len(self._buffer) + self._inflight + self._spilled_lines()
+
+    def health(self) -> LedgerHealth:
+        """Up (the schema is at head and the last write succeeded), or why not since when."""
+        with self._cond:
+            up = self._migrated and self.stats.available
+            return LedgerHealth(
+                up=up,
+                url=display_url(self.url),
+                spill_path=self.spill_path,
+                reason=None if up else self._down_reason or "schema not checked yet",
+                since=None if up else self._down_since,
+            )
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Write everything buffered and spilled; True when done, False on outage or timeout."""
@@ -270,6 +293,7 @@ class Recorder:
         """When the next write should start (lock held); None when there is nothing to write."""
         if (
             self._flush_requests
+            or not self._migrated
             or len(self._buffer) >= self.batch_size
             or self._has_spill()
             or self._next_orphan_scan == 0.0  # adopt spill files left by dead recorders
@@ -281,6 +305,8 @@ class Recorder:
 
     def _drain(self, *, final: bool) -> bool:
         """Write spill files then the buffer; on outage spill (when final) and back off."""
+        if not self._migrated and not self._migrate(final=final):
+            return False
         try:
             self._replay_spill()
             while True:
@@ -315,20 +341,33 @@ class Recorder:
             if not self.stats.available:
                 log.info("ledger database %s is reachable again", display_url(self.url))
             self.stats.available = True
+            self._down_kind = self._down_reason = self._down_since = None
             self._backoff = self.retry_interval
             self._cond.notify_all()
         return True
 
-    def _on_outage(self, exc: BaseException, *, final: bool) -> None:
+    def _migrate(self, *, final: bool) -> bool:
+        """Bring the schema to head before the first write; False (events spill) until done."""
+        from batch.ledger.migrate import upgrade
+
+        try:
+            upgrade(self._engine)
+        except Exception as exc:  # unreachable, or a schema this role cannot migrate: wait
+            self._on_outage(exc, final=final, schema=not is_outage(exc))
+            return False
+        with self._cond:
+            self._migrated = True
+        return True
+
+    def _on_outage(self, exc: BaseException, *, final: bool, schema: bool = False) -> None:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        kind = "schema" if schema else "outage"
         with self._cond:
             self.stats.failures += 1
-            if self.stats.available:
-                log.warning(
-                    "ledger database %s unavailable (%s); writing events to %s",
-                    display_url(self.url),
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                    self.spill_path,
-                )
+            if kind != self._down_kind:  # one line per kind of trouble, not one per retry
+                self._log_down(kind, reason)
+            self._down_kind, self._down_reason = kind, reason
+            self._down_since = self._down_since or dt.datetime.now(dt.UTC)
             self.stats.available = False
             self._last_failure = time.monotonic()
             self._next_attempt = self._last_failure + self._backoff
@@ -336,6 +375,24 @@ class Recorder:
             if self._buffer:  # what waited in memory goes to disk at once (and what comes next)
                 self._spill_locked(len(self._buffer))
             self._cond.notify_all()
+
+    def _log_down(self, kind: str, reason: str) -> None:
+        where = display_url(self.url)
+        if kind == "schema":
+            log.error(
+                "ledger database %s: cannot bring its schema to head (%s); writing events to %s "
+                "until `tephra db upgrade` has run there (retrying)",
+                where,
+                reason,
+                self.spill_path,
+            )
+        else:
+            log.warning(
+                "ledger database %s unavailable (%s); writing events to %s (retrying)",
+                where,
+                reason,
+                self.spill_path,
+            )
 
     def _write(self, batch: list[LedgerEvent]) -> None:
         try:
@@ -485,12 +542,15 @@ class Recorder:
         live_jobs: Collection[str],
         live_pods: Collection[str],
         job_kinds: Collection[str] = ("VCJob",),
-    ) -> list[LedgerEvent]:
+    ) -> list[LedgerEvent] | None:
         """Final events for what the ledger holds open but the API no longer listed
-        (`batch.ledger.reconcile`); [] when the database cannot be read now. The caller
-        checks each object is really gone, then records the events."""
+        (`batch.ledger.reconcile`); None when the ledger cannot be read now (down, or its
+        schema not checked yet: `health()`). The caller checks each object is really gone,
+        then records the events."""
         from batch.ledger.reconcile import lost_events
 
+        if not self.health().up:
+            return None
         now = dt.datetime.now(dt.UTC)
         try:
             with self._engine.connect() as conn:
@@ -499,7 +559,7 @@ class Recorder:
                 )
         except DB_ERRORS as exc:
             log.warning("ledger: cannot reconcile with the API now: %s", str(exc).splitlines()[0])
-            return []
+            return None
 
     # ------------------------------------------------------------------ sampling
 

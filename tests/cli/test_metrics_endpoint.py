@@ -101,3 +101,42 @@ def test_a_bad_bind_address_is_one_line(tmp_path: Path, command: str) -> None:
     result = CliRunner().invoke(main, [*args, "--metrics-bind-address", "nowhere"])
     assert result.exit_code in (1, 2), result.output
     assert result.stderr.strip().count("\n") == 0 and "--metrics-bind-address" in result.stderr
+
+
+def test_one_ledger_family_for_every_component_and_their_health() -> None:
+    """`sandbox up` serves the controllers' and the scheduler's registries together: each has
+    `tephra_ledger_up`, which must come out as one family (Prometheus refuses a name twice)."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from batch.cli.metrics import component_health, exposition_registry
+    from batch.ledger.health import LedgerCollector, LedgerHealth
+
+    spill = Path("/tmp/spill.jsonl")
+    down = LedgerHealth(
+        up=False,
+        url="postgresql+psycopg://u@db/tephra",
+        spill_path=spill,
+        reason="connection refused",
+        since=dt.datetime(2026, 12, 6, tzinfo=dt.UTC),
+    )
+    up = LedgerHealth(up=True, url="sqlite:///l.db", spill_path=spill)
+    controllers = SimpleNamespace(name="controllers", recorder=SimpleNamespace(health=lambda: down))
+    ledger = SimpleNamespace(recorder=SimpleNamespace(health=lambda: up))
+    scheduler = SimpleNamespace(name="scheduler", service=SimpleNamespace(ledger=ledger))
+    registries = []
+    for component, source in ((controllers, controllers.recorder), (scheduler, ledger.recorder)):
+        registry = CollectorRegistry()
+        registry.register(LedgerCollector(source, component.name))
+        registries.append(registry)
+    text = generate_latest(exposition_registry(lambda: registries)).decode()
+    assert text.count("# TYPE tephra_ledger_up gauge") == 1
+    assert 'tephra_ledger_up{component="controllers"} 0.0' in text
+    assert 'tephra_ledger_up{component="scheduler"} 1.0' in text
+    assert component_health([controllers, scheduler, SimpleNamespace(name="api")]) == [
+        "controllers: ledger down since 2026-12-06T00:00:00+00:00"
+        " (postgresql+psycopg://u@db/tephra: connection refused); recording to /tmp/spill.jsonl",
+        "scheduler: ledger up (sqlite:///l.db)",
+    ]

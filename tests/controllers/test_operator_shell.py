@@ -328,10 +328,16 @@ class _Ledger:
     def __init__(self) -> None:
         self.live: tuple[set[str], set[str]] | None = None
         self.recorded: list[Any] = []
+        self.down = False  # the database cannot be read, or has not caught up
 
-    def lost_candidates(self, *, live_jobs: set[str], live_pods: set[str]) -> list[Any]:
+    def flush(self, timeout: float) -> bool:
+        return not self.down
+
+    def lost_candidates(self, *, live_jobs: set[str], live_pods: set[str]) -> list[Any] | None:
         from batch.ledger import events as ev
 
+        if self.down:
+            return None
         self.live = (set(live_jobs), set(live_pods))
         at = datetime(2026, 12, 3, tzinfo=UTC)
         return [
@@ -371,6 +377,35 @@ def test_initial_sync_gives_what_is_gone_a_final_transition() -> None:
         assert ledger.live is not None and "uid-late" not in ledger.live[0]
         assert sorted(getattr(e, "pod_uid", None) or e.job_uid for e in ledger.recorded) == [
             "uid-gone",
+            "uid-pod-gone",
+        ]
+
+    asyncio.run(scenario())
+
+
+def test_a_reconcile_the_ledger_could_not_take_at_start_runs_once_it_has_caught_up() -> None:
+    """Issue 30.2: a controller that starts while the ledger is down must not skip the
+    reconcile for ever; it runs once the recorder has written what waited."""
+
+    async def scenario() -> None:
+        api = FakeApi()
+        mgr, _later = _manager(api)
+        ledger = _Ledger()
+        ledger.down = True
+        mgr.recorder = ledger
+        api.put("Job", make_job("alive"))
+        retries: list[float] = []
+        mgr._reconcile_ledger_later = retries.append  # type: ignore[method-assign]
+        await mgr._initial_sync()
+        assert ledger.recorded == [] and len(retries) == 1
+        await mgr._reconcile_ledger_again(retries[-1])  # still down: tried again later
+        assert ledger.recorded == [] and len(retries) == 2 and retries[1] > retries[0]
+        ledger.down = False
+        await mgr._reconcile_ledger_again(retries[-1])
+        assert len(retries) == 2
+        assert sorted(getattr(e, "pod_uid", None) or e.job_uid for e in ledger.recorded) == [
+            "uid-gone",
+            "uid-late",
             "uid-pod-gone",
         ]
 

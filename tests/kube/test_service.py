@@ -290,6 +290,35 @@ def test_ledger_hook_records_usage_samples(tmp_path: Any) -> None:
     assert by_key[("default", "nvidia.com/gpu")] == 2000, rows
 
 
+def test_the_scheduler_runs_with_its_ledger_unreachable(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30.2: a ledger database that does not answer delays records, never scheduling;
+    /healthz and `tephra_ledger_up` say it is down."""
+    import socket
+    import urllib.request
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    closed, healthz = ports
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    db = f"postgresql://postgres@127.0.0.1:{closed}/tephra"
+    options = SchedulerOptions(schedule_period=0.2, db_url=db, healthz_port=healthz)
+    scheduler = SchedulerComponent(options)
+    with run_sandbox(nodes=make_nodes(count=1, gpus=8), components=[scheduler]) as sb:
+        submit(sb, "unledgered", 2, 1)
+        wait_for(lambda: all(nodes_of(sb, "unledgered")), what="pods bound")
+        assert scheduler.service is not None
+        metrics = scheduler.service.metrics.render().decode()
+        assert 'tephra_ledger_up{component="scheduler"} 0.0' in metrics
+        with urllib.request.urlopen(f"http://127.0.0.1:{healthz}/healthz", timeout=5) as r:
+            body = r.read().decode()
+        assert body.startswith("ok\n") and "ledger down" in body, body
+
+
 def test_a_stale_nomination_is_cleared_and_frees_its_node() -> None:
     """A Pending pod left with status.nominatedNodeName (a preemptor whose gang no longer fits)
     must not keep that node's resources from every other job: a session that does not pipeline

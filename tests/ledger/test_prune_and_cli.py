@@ -108,6 +108,7 @@ def test_user_errors_are_one_line(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "not supported" in res.output
     assert "Traceback" not in res.output
     empty = tmp_path / "nothing.db"
+    empty.touch()  # a file with no schema (a missing one is `no ledger at`, below)
     res = runner.invoke(main, ["report", "outcomes", "--db", f"sqlite:///{empty}"])
     assert res.exit_code == 1 and "tephra db upgrade" in res.output
     res = runner.invoke(main, ["db", "prune", "--older-than", "forever", "--db", "sqlite://"])
@@ -123,3 +124,30 @@ def test_default_url_is_per_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     monkeypatch.setenv("TEPHRA_DB_URL", "postgresql://u@h/db")
     assert resolve_url() == "postgresql+psycopg://u@h/db"
     assert resolve_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_report_on_a_missing_sqlite_file_creates_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 30.10: a mistyped path, or no --db before any ledger exists, is one line naming
+    the path (and the default ledger, which the sandbox writes, when that one exists); no empty
+    database is left behind to advise `db upgrade` about."""
+    monkeypatch.delenv("TEPHRA_DB_URL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    default = tmp_path / "data" / "tephra" / "ledger.db"
+    runner = CliRunner()
+    res = runner.invoke(main, ["report", "wait-times"])
+    assert res.exit_code == 1
+    assert res.output.splitlines() == [res.output.strip()]
+    assert f"no ledger at {default}" in res.output and "tephra sandbox up" in res.output
+    assert not (tmp_path / "data").exists()
+    typo = tmp_path / "ledgr" / "ledger.db"
+    res = runner.invoke(main, ["report", "usage", "--db", f"sqlite:///{typo}"])
+    assert res.exit_code == 1 and f"no ledger at {typo}" in res.output
+    assert "db upgrade" not in res.output and "Traceback" not in res.output
+    assert not typo.parent.exists()
+    migrate.upgrade(f"sqlite:///{default}")  # the sandbox has recorded: point at its ledger
+    res = runner.invoke(main, ["report", "outcomes", "--db", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert res.exit_code == 1 and f"no ledger at {tmp_path / 'x.db'}" in res.output
+    assert str(default) in res.output and res.output.splitlines() == [res.output.strip()]
+    assert not (tmp_path / "x.db").exists()
