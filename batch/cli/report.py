@@ -88,9 +88,9 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
         click.echo(dump([dict(zip(result.columns, r, strict=True)) for r in result.rows], fmt))
     elif fmt == "wide":
         rows = [[repr(v) if isinstance(v, float) else v for v in r] for r in result.rows]
-        click.echo(render(title, result.columns, rows, "table"))
+        click.echo(render(title, result.columns, rows, "table", at_least=result.at_least))
     else:
-        click.echo(render(title, result.columns, result.rows, fmt))
+        click.echo(render(title, result.columns, result.rows, fmt, at_least=result.at_least))
 
 
 @click.group("report")
@@ -101,7 +101,10 @@ def report() -> None:
 @report.command("wait-times")
 @_common
 def wait_times_cmd(**opts: Any) -> None:
-    """Queueing delay from submission to Running, per queue (mean and percentiles)."""
+    """Queueing delay from submission to Running, per queue (mean and percentiles).
+
+    Jobs still waiting count with their wait so far; a queue's figures are then lower bounds
+    (shown as >=N)."""
     _run("wait-times", opts)
 
 
@@ -140,5 +143,6 @@ def outcomes_cmd(**opts: Any) -> None:
 )
 @_common
 def fairness_cmd(resource: str, **opts: Any) -> None:
-    """Average allocation vs deserved share per queue, and how often it starved."""
+    """Average allocation vs deserved share per queue, how often it starved, and the jobs
+    still waiting now."""
     _run("fairness", opts, resource=resource)
