@@ -133,7 +133,8 @@ def preemptions_cmd(**opts: Any) -> None:
 @report.command("outcomes")
 @_common
 def outcomes_cmd(**opts: Any) -> None:
-    """Finished jobs per queue by final phase, with retries and mean run time."""
+    """Finished jobs per queue by final phase (a deleted job is not a failure), with retries
+    and mean run time."""
     _run("outcomes", opts)
 
 

@@ -350,7 +350,10 @@ OUTCOMES = ("Completed", "Failed", "Aborted", "Terminated", "Deleted")
 
 
 def outcomes(conn: Connection, f: Filters) -> Report:
-    """Per queue: jobs that finished in the window, by final phase; retries; mean run time."""
+    """Per queue: jobs that finished in the window, by final phase; retries; mean run time.
+
+    A job deleted before it finished is ``deleted`` (the view takes the deletion over any later
+    phase), not a failure; the success rate is completed over the jobs that ended otherwise."""
     _prepare(conn)
     o = _outcomes.c
     conds = [*_range(o.finished_at, f.since, f.until), _in(o.queue, f.queues)]
@@ -371,7 +374,8 @@ def outcomes(conn: Connection, f: Filters) -> Report:
     for queue, total, *rest in conn.execute(stmt):
         by_phase = [int(x or 0) for x in rest[: len(OUTCOMES)]]
         retries, mean_run = rest[len(OUTCOMES)], rest[len(OUTCOMES) + 1]
-        rate = by_phase[0] / total if total else None
+        ended = total - by_phase[OUTCOMES.index("Deleted")]
+        rate = by_phase[0] / ended if ended else None
         rows.append((queue, total, *by_phase, int(retries), _r(mean_run), _r(rate, 4)))
     columns = [
         "queue",

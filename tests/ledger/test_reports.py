@@ -151,6 +151,45 @@ def test_outcomes(loaded: Engine) -> None:
     ]
 
 
+def test_outcomes_count_a_deletion_apart_from_failures(
+    loaded: Engine, ledger_url: str, tmp_path: Path
+) -> None:
+    """E was deleted while running and its gang's pods then ended Failed (a later Failed phase
+    from its PodGroup); F was deleted while running. Both are deletions, not failures, and the
+    success rate is over the jobs that ended on their own."""
+    from batch.ledger import events as ev
+
+    def job(uid: str, queue: str, *phases: tuple[str, object, str | None]) -> list[ev.LedgerEvent]:
+        base = {"job_uid": uid, "namespace": "ns", "name": uid.lower()}
+        return [
+            ev.JobObserved(
+                uid=uid, namespace="ns", name=uid.lower(), queue=queue, submitted_at=t(10)
+            ),
+            *(
+                ev.JobPhaseChanged(**base, to_phase=p, at=at, reason=why)  # type: ignore[arg-type]
+                for p, at, why in phases
+            ),
+        ]
+
+    extra = job(
+        "E",
+        "q1",
+        ("Running", t(10, 1), None),
+        ("Deleted", t(10, 3), "Deleted"),
+        ("Failed", t(10, 3, 0, 5), None),
+    )
+    extra += job("F", "q2", ("Running", t(11, 1), None), ("Deleted", t(11, 2), "Deleted"))
+    with Recorder(ledger_url, spill_path=tmp_path / "s2.jsonl", background=False) as rec:
+        rec.record(extra)
+        assert rec.flush()
+    with loaded.connect() as conn:
+        report = outcomes(conn, WINDOW)
+    assert report.rows == [
+        ("q1", 3, 1, 1, 0, 0, 1, 1, 9601.667, 0.5),
+        ("q2", 2, 1, 0, 0, 0, 1, 0, 2700.0, 1.0),
+    ]
+
+
 def test_fairness_shows_the_jobs_still_waiting(loaded: Engine) -> None:
     """D has waited 18 h in q2 at the report's now: the fairness row of q2 says so."""
     with loaded.connect() as conn:
