@@ -30,6 +30,13 @@ def _common(func: F) -> F:
             help="Start of the window: 7d (ago), 2026-12-01, 2026-12-01T10:00:00Z.",
         ),
         click.option("--until", default="now", show_default=True, help="End of the window."),
+        click.option(
+            "--now",
+            "as_of",
+            default="now",
+            show_default=True,
+            help="The time jobs still waiting have waited until (wait-times, fairness).",
+        ),
         click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable)."),
         click.option(
             "--namespace", "namespaces", multiple=True, help="Only these namespaces (repeatable)."
@@ -58,6 +65,10 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
         until = parse_when(opts["until"])
     except TimeSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--until") from None
+    try:
+        now = parse_when(opts["as_of"])
+    except TimeSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--now") from None
     if until <= since:
         raise click.BadParameter("--until must be later than --since", param_hint="--until")
     filters = Filters(
@@ -65,6 +76,7 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
         until=until,
         queues=tuple(opts["queues"]),
         namespaces=tuple(opts["namespaces"]),
+        now=now,
     )
     db_url = opts["db_url"]
     try:

@@ -128,7 +128,8 @@ def test_report_takes_the_same_output_flag(workdir: Path) -> None:
 
     import yaml
 
-    db = ["--db", "sqlite:///ledger.db", "--since", "7d"]
+    now = dt.datetime.now(dt.UTC).isoformat()  # the same "now" for each: waits are the same
+    db = ["--db", "sqlite:///ledger.db", "--since", "7d", "--now", now]
     as_json = CliRunner().invoke(main, ["report", "wait-times", *db, "-o", "json"])
     assert as_json.exit_code == 0, as_json.output
     rows = {r["queue"]: r for r in json.loads(as_json.stdout)}
