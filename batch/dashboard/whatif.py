@@ -82,7 +82,8 @@ class WhatIfRuns:
             cluster = cluster_from_nodes(nodes, source="the cluster's nodes")
             workload = load_ledger(self.db_url, since=self.since, cluster=cluster)
             if not workload.jobs:
-                raise UserError(f"no jobs with a known run time in the last {self.since}")
+                left = "; ".join(workload.assumptions) or "none recorded"
+                raise UserError(f"no job to replay in the last {self.since} ({left})")
             result = compare_queue_configs(workload, [parse_change(c) for c in run.changes])
             run.table, run.rows, run.state = format_whatif(result), result.rows, "done"
         except Exception as exc:  # a replay's failure belongs on its page, not in a log
