@@ -76,6 +76,9 @@ def _fill_ledger(url: str, now: dt.datetime) -> None:
     rows.append(
         ledger_job("stuck", "q3", now - dt.timedelta(hours=2), workers=1, name="s", updated_at=now)
     )
+    estimated = ledger_job("est", "q2", now - dt.timedelta(hours=1), workers=1, name="e")
+    estimated.running_estimate_s = 120.0  # spec.runningEstimate: 2m
+    rows.append(estimated)
     rows.append(
         ledger_job(
             "gave-up",
@@ -110,14 +113,14 @@ def test_ledger_reader_and_whatif(tmp_path: Path) -> None:
     spec = load_cluster_file(nodes)
     assert spec.node_count == 2 and spec.gpu_milli_total == 4000
     w = load_ledger(url, since="1d", cluster=spec, now=now)
-    assert len(w.jobs) == 8
+    assert len(w.jobs) == 9
     first = w.jobs[0]
     assert first.submit == 0 and first.run_time == 600 and first.min_available == 2
     assert first.tasks[0].replicas == 2 and first.tasks[0].gpu_milli == 1000
     assert {q.name: q.weight for q in w.cluster.queues} == {"q1": 1, "q2": 2, "q3": 1}
     result = compare_queue_configs(w, [parse_change("queue=q1,weight=4")])
     assert {r["queue"] for r in result.rows} == {"q1", "q2", "q3"}
-    assert result.current.summary["completed"] == 8 == result.proposed.summary["completed"]
+    assert result.current.summary["completed"] == 9 == result.proposed.summary["completed"]
     with pytest.raises(SimInputError, match="--cluster"):
         load_ledger(url, since="1d", now=now)
 
@@ -130,15 +133,17 @@ def test_whatif_replays_the_jobs_still_waiting(tmp_path: Path) -> None:
     _fill_ledger(url, now)
     spec = load_cluster_file(_two_gpu_nodes(tmp_path))
     w = load_ledger(url, since="1d", cluster=spec, now=now)
-    waiting = {j.name: j for j in w.jobs if j.name in ("ns-p", "ns-s")}
+    waiting = {j.name: j for j in w.jobs if j.name in ("ns-p", "ns-s", "ns-e")}
     assert {n: (j.queue, j.run_time) for n, j in waiting.items()} == {
         "ns-p": ("q1", 600.0),
         "ns-s": ("q3", 600.0),
+        "ns-e": ("q2", 120.0),
     }
     assert waiting["ns-p"].tasks[0].gpu_milli == 1000
     assert w.assumptions == (
         "1 never-started job replayed with run time = overall median (10m): its queue has no "
         "job that started",
+        "1 never-started job replayed with run time = own runningEstimate",
         "1 never-started job replayed with run time = queue median (10m)",
         "left out 1 ended without starting (deleted while waiting)",
         "left out 1 submitted before the last 1d",

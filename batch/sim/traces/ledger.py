@@ -8,12 +8,13 @@ first_started_at`; a job still running counts until now).
 
 A job still waiting (never started, not finished) is replayed too, or the queue it is stuck in
 would look idle and a what-if would call it unchanged. Its run time is unknown, so the reader
-assumes one: the median run time of the replayed jobs of its queue that started, else of all
-of them. Jobs left out: those that ended without starting (deleted while waiting: the cluster
-never ran them), those with neither pod attempts nor replicas (no known gang shape), those
-submitted before the window, and jobs still waiting when no job started at all. What was
-assumed and left out is `Workload.assumptions`, one line per assumption or reason with its
-count, which every what-if surface prints with its answer.
+assumes one: the job's own estimate (`running_estimate_s`, recorded from `spec.runningEstimate`
+or the `tephra.io/running-estimate` annotation), else the median run time of the replayed jobs
+of its queue that started, else of all of them. Jobs left out: those that ended without
+starting (deleted while waiting: the cluster never ran them), those with neither pod attempts
+nor replicas (no known gang shape), those submitted before the window, and jobs still waiting
+when no job started at all. What was assumed and left out is `Workload.assumptions`, one line
+per assumption or reason with its count, which every what-if surface prints with its answer.
 
 The queue configuration in force now (latest `queue_configs` row per queue) gives the weights,
 capabilities and guarantees. The cluster is not in the ledger: give it with `--cluster` (a
@@ -82,7 +83,7 @@ def load_ledger(
     cutoff = now - dt.timedelta(seconds=window)
     recorded = _read_ledger(url, cutoff, now)
     jobs: list[SimJob] = []
-    waiting: list[SimJob] = []
+    waiting: list[tuple[SimJob, float | None]] = []
     left_out: Counter[str] = Counter()
     if recorded.older:
         left_out[f"submitted before the last {since}"] = recorded.older
@@ -92,7 +93,7 @@ def load_ledger(
         if isinstance(sim, str):
             left_out[sim] += 1
         elif r.first_started_at is None:
-            waiting.append(sim)
+            waiting.append((sim, r.running_estimate_s))
         else:
             jobs.append(sim)
     replayed, assumed = assume_run_times(waiting, jobs)
@@ -118,25 +119,30 @@ def load_ledger(
 
 
 def assume_run_times(
-    waiting: Sequence[SimJob], started: Sequence[SimJob]
+    waiting: Sequence[tuple[SimJob, float | None]], started: Sequence[SimJob]
 ) -> tuple[list[SimJob], list[str]]:
-    """`waiting` (jobs that never started) with a run time each: the median run time of the
-    `started` jobs of its queue, else of all `started` jobs; none when nothing started. Also
-    one line per assumption made, with its count (in the order first made)."""
+    """`waiting` (jobs that never started, each with its runningEstimate or None) with a run
+    time each: its estimate, else the median run time of the `started` jobs of its queue, else
+    of all `started` jobs; none when nothing tells. Also one line per assumption made, with its
+    count (in the order first made)."""
     by_queue: dict[str, list[float]] = defaultdict(list)
     for j in started:
         by_queue[j.queue].append(j.run_time)
     overall = statistics.median(j.run_time for j in started) if started else None
     out: list[SimJob] = []
     how: Counter[str] = Counter()
-    for j in waiting:
-        if by_queue.get(j.queue):
-            run, basis = statistics.median(by_queue[j.queue]), "queue median ({})"
+    for j, estimate in waiting:
+        if estimate is not None:
+            run, basis = estimate, "own runningEstimate"
+        elif by_queue.get(j.queue):
+            run = statistics.median(by_queue[j.queue])
+            basis = f"queue median ({format_duration(run)})"
         elif overall is not None:
-            run, basis = overall, "overall median ({}): its queue has no job that started"
+            run = overall
+            basis = f"overall median ({format_duration(run)}): its queue has no job that started"
         else:
             continue
-        how[basis.format(format_duration(run))] += 1
+        how[basis] += 1
         out.append(replace(j, run_time=run))
     lines = [
         f"{n} never-started job{'s' if n != 1 else ''} replayed with run time = {basis}"
