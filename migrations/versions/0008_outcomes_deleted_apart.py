@@ -5,8 +5,8 @@ The ledger records a user's deletion of an unfinished job as a ``Deleted`` trans
 job's pods are then killed, a later ``Failed`` can still arrive (a framework workload's PodGroup
 turns Completed with failed pods) and, being latest, becomes the job's ``final_phase``: the
 outcome report counted a deletion as a failure. The view now takes the outcome from the deletion
-when there is one; other columns are unchanged. The lookup uses the unique index on
-``job_transitions (job_uid, source, to_phase, at)``.
+when there is one; other columns are unchanged. The lookup, for Failed jobs only, uses the
+unique index on ``job_transitions (job_uid, source, to_phase, at)``.
 
 Revision ID: 0008
 Revises: 0007
@@ -43,20 +43,32 @@ SELECT j.uid AS job_uid, j.namespace, j.name, j.kind, j.queue, j.submitter,
        {day} AS day,
        {wait} AS wait_seconds,
        {run} AS run_seconds
-FROM jobs j
+FROM jobs j{join}
 WHERE j.final_phase IS NOT NULL
 """
 
-_DELETED = """CASE WHEN EXISTS (
-           SELECT 1 FROM job_transitions t
-           WHERE t.job_uid = j.uid AND t.source = 'job' AND t.to_phase = 'Deleted'
-       ) THEN 'Deleted' ELSE j.final_phase END"""
+# Only a Failed job is looked up: nothing else follows a deletion (the job controller leaves a
+# job being deleted alone), so the other jobs cost nothing. On PostgreSQL a lateral join looks
+# it up once per row; a subquery in the CASE would run again for every use of `outcome`.
+_LOOKUP = """
+           SELECT 1 AS deleted FROM job_transitions t
+           WHERE j.final_phase = 'Failed' AND t.job_uid = j.uid AND t.source = 'job'
+             AND t.to_phase = 'Deleted'
+           LIMIT 1"""
+_DELETED = {
+    "postgresql": (
+        "CASE WHEN d.deleted IS NULL THEN j.final_phase ELSE 'Deleted' END",
+        f"\nLEFT JOIN LATERAL ({_LOOKUP}\n) d ON true",
+    ),
+    "sqlite": (f"CASE WHEN EXISTS ({_LOOKUP}\n) THEN 'Deleted' ELSE j.final_phase END", ""),
+}
 
 
-def _recreate(outcome: str) -> None:
+def _recreate(outcome: str, join: str) -> None:
     dialect = op.get_bind().dialect.name
     body = _VIEW.format(
         outcome=outcome,
+        join=join,
         day=_DAY[dialect],
         wait=_seconds(dialect, "j.first_started_at", "j.submitted_at"),
         run=_seconds(dialect, "j.finished_at", "j.first_started_at"),
@@ -66,8 +78,8 @@ def _recreate(outcome: str) -> None:
 
 
 def upgrade() -> None:
-    _recreate(_DELETED)
+    _recreate(*_DELETED[op.get_bind().dialect.name])
 
 
 def downgrade() -> None:
-    _recreate("j.final_phase")
+    _recreate("j.final_phase", "")
