@@ -15,6 +15,7 @@ import re
 __all__ = [
     "DurationError",
     "duration_or_none",
+    "format_duration",
     "is_go_duration",
     "parse_duration",
 ]
@@ -105,3 +106,18 @@ def is_go_duration(value: str) -> bool:
     if value != value.strip():
         return False
     return duration_or_none(value, negative=True) is not None
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a short duration that :func:`parse_duration` (with ``days``) reads back,
+    rounded to its two largest units: ``600`` -> ``10m``, ``5430`` -> ``1h30m``, ``45`` ->
+    ``45s``, ``90061`` -> ``1d1h``."""
+    left = max(round(seconds), 0)
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size or (unit == "s" and not parts):
+            parts.append(f"{left // size}{unit}")
+            left %= size
+        elif parts:
+            parts.append("")
+    return "".join(p for p in parts[:2] if p) or "0s"

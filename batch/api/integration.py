@@ -103,6 +103,9 @@ CREATED_BY_ANNOTATION = "tephra.io/created-by"
 #: Labels put on PodGroups Tephra creates, naming the workload (for listing and GC).
 WORKLOAD_KIND_LABEL = "tephra.io/workload-kind"
 WORKLOAD_NAME_LABEL = "tephra.io/workload-name"
+#: A job's expected run time on its PodGroup (or pod), a duration: the Job controller copies
+#: ``Job.spec.runningEstimate`` into it; reservation and sjf read it, the ledger records it.
+RUNNING_ESTIMATE_ANNOTATION = "tephra.io/running-estimate"
 
 
 class GangError(UserError):

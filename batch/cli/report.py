@@ -30,6 +30,13 @@ def _common(func: F) -> F:
             help="Start of the window: 7d (ago), 2026-12-01, 2026-12-01T10:00:00Z.",
         ),
         click.option("--until", default="now", show_default=True, help="End of the window."),
+        click.option(
+            "--now",
+            "as_of",
+            default="now",
+            show_default=True,
+            help="The time jobs still waiting have waited until (wait-times, fairness).",
+        ),
         click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable)."),
         click.option(
             "--namespace", "namespaces", multiple=True, help="Only these namespaces (repeatable)."
@@ -58,6 +65,10 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
         until = parse_when(opts["until"])
     except TimeSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--until") from None
+    try:
+        now = parse_when(opts["as_of"])
+    except TimeSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--now") from None
     if until <= since:
         raise click.BadParameter("--until must be later than --since", param_hint="--until")
     filters = Filters(
@@ -65,6 +76,7 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
         until=until,
         queues=tuple(opts["queues"]),
         namespaces=tuple(opts["namespaces"]),
+        now=now,
     )
     db_url = opts["db_url"]
     try:
@@ -89,9 +101,9 @@ def _run(name: str, opts: dict[str, Any], **extra: Any) -> None:
         click.echo(dump([dict(zip(result.columns, r, strict=True)) for r in result.rows], fmt))
     elif fmt == "wide":
         rows = [[repr(v) if isinstance(v, float) else v for v in r] for r in result.rows]
-        click.echo(render(title, result.columns, rows, "table"))
+        click.echo(render(title, result.columns, rows, "table", at_least=result.at_least))
     else:
-        click.echo(render(title, result.columns, result.rows, fmt))
+        click.echo(render(title, result.columns, result.rows, fmt, at_least=result.at_least))
 
 
 @click.group("report")
@@ -102,7 +114,10 @@ def report() -> None:
 @report.command("wait-times")
 @_common
 def wait_times_cmd(**opts: Any) -> None:
-    """Queueing delay from submission to Running, per queue (mean and percentiles)."""
+    """Queueing delay from submission to Running, per queue (mean and percentiles).
+
+    Jobs still waiting count with their wait so far; a queue's figures are then lower bounds
+    (shown as >=N)."""
     _run("wait-times", opts)
 
 
@@ -131,7 +146,8 @@ def preemptions_cmd(**opts: Any) -> None:
 @report.command("outcomes")
 @_common
 def outcomes_cmd(**opts: Any) -> None:
-    """Finished jobs per queue by final phase, with retries and mean run time."""
+    """Finished jobs per queue by final phase (a deleted job is not a failure), with retries
+    and mean run time."""
     _run("outcomes", opts)
 
 
@@ -141,5 +157,6 @@ def outcomes_cmd(**opts: Any) -> None:
 )
 @_common
 def fairness_cmd(resource: str, **opts: Any) -> None:
-    """Average allocation vs deserved share per queue, and how often it starved."""
+    """Average allocation vs deserved share per queue, how often it starved, and the jobs
+    still waiting now."""
     _run("fairness", opts, resource=resource)

@@ -192,7 +192,7 @@ def _run(
         f"lifecycle {lifecycle}",
         err=True,
     )
-    for note in workload.notes:
+    for note in (*workload.notes, *workload.assumptions):
         click.echo(f"  {note}", err=True)
 
     reporter = RunProgress(sys.stderr, [p.name for p in policies], len(workload.jobs))

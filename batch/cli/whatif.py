@@ -2,8 +2,9 @@
 
 Thin shell over `batch.sim.whatif`: reads the workload from the ledger (`--db`, `--since`), the
 cluster from `--cluster`, runs Tephra's scheduler once with today's queue configuration and once
-with the `--set` changes, and prints who gains and who loses. It says on stderr how many
-recorded jobs it replays and what it leaves out, per reason, and which `--set` queues are new
+with the `--set` changes, and prints who gains and who loses, with what the replay assumed and
+left out (per assumption and reason, with counts: under the table, or `assumptions` in JSON and
+YAML). It says on stderr how many recorded jobs it replays and which `--set` queues are new
 (not in the ledger: added, with no recorded jobs).
 """
 
@@ -75,7 +76,8 @@ def whatif(
         workload = load_ledger(db, since=since, cluster=cluster)
         if not workload.jobs:
             raise SimInputError(
-                f"--db: no jobs with a known run time submitted in the last {since}"
+                f"--db: no job to replay submitted in the last {since} "
+                f"({'; '.join(workload.assumptions) or 'none recorded'})"
             )
         conf = read_text_file(scheduler_conf) if scheduler_conf is not None else None
         for note in workload.notes:
@@ -92,7 +94,7 @@ def whatif(
         raise click.ClickException(str(exc)) from None
     fmt = "json" if as_json else output
     if fmt in ("json", "yaml"):
-        click.echo(dump({"queues": result.rows}, fmt))
+        click.echo(dump({"queues": result.rows, "assumptions": result.assumptions}, fmt))
         return
     click.echo(format_whatif(result))
     if fmt == "wide":

@@ -40,6 +40,7 @@ from batch.api.constants import (
     TASK_FAILED as TASK_FAILED,
     TERMINATE_JOB as TERMINATE_JOB,
 )
+from batch.api.integration import RUNNING_ESTIMATE_ANNOTATION
 
 BATCH_VERSION: Final = "v1alpha1"
 BATCH_API: Final = f"{BATCH_GROUP}/{BATCH_VERSION}"
@@ -126,7 +127,7 @@ COPIED_JOB_LABELS: Final = ("volcano.sh/preemptable", "volcano.sh/cooldown-time"
 OUT_OF_SYNC_ANNOTATION: Final = "tephra.io/out-of-sync"
 PODGROUP_JOB_VERSION: Final = "tephra.io/job-version"
 # Job.spec.runningEstimate, for the scheduler's reservation (EASY backfill) plugin.
-PODGROUP_RUNNING_ESTIMATE: Final = "tephra.io/running-estimate"
+PODGROUP_RUNNING_ESTIMATE: Final = RUNNING_ESTIMATE_ANNOTATION
 TOKEN_COMMAND: Final = "tephra.io/last-command"
 TOKEN_KILL: Final = "tephra.io/kill"
 TOKEN_EVENT: Final = "tephra.io/last-event"

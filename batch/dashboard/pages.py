@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from batch.api.durations import format_duration
 from batch.dashboard.charts import bars
 from batch.dashboard.views import GPU, SHOWN, JobFilter
 
@@ -299,6 +300,49 @@ def _wait_chart(waits: Sequence[Mapping[str, Any]]) -> str:
     return bars("Wait before start per queue (seconds)", names, series, "s")
 
 
+def _wait(row: Mapping[str, Any], key: str) -> str:
+    """A wait in seconds as a duration, ``>= `` first when it is a lower bound."""
+    value = row.get(key)
+    if value is None:
+        return "-"
+    return escape((">= " if key in row.get("at_least", ()) else "") + format_duration(value))
+
+
+_WAIT_KEYS = ("p50_wait_s", "p90_wait_s", "p99_wait_s", "max_wait_s")
+
+
+def _wait_table(waits: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [_e(r["queue"]), _e(r["jobs"]), _e(r["started"]), _e(r["still_waiting"])]
+        + [_wait(r, k) for k in _WAIT_KEYS]
+        for r in waits
+    ]
+    head = ["queue", "jobs", "started", "still waiting", "p50", "p90", "p99", "max"]
+    return _table(head, rows, "waits")
+
+
+def _fairness_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    cells = [
+        [
+            _e(r["queue"]),
+            _e(r.get("avg_allocated_units")),
+            _e(r.get("avg_deserved_units")),
+            _e(r.get("starved_fraction")),
+            _e(r["still_waiting"]),
+            _wait(r, "longest_wait_s"),
+        ]
+        for r in rows
+    ]
+    head = ["queue", "GPUs allocated", "GPUs deserved", "starved", "still waiting", "longest wait"]
+    return _table(head, cells, "fairness")
+
+
+_STILL_WAITING = (
+    "<p>Jobs still waiting count with their wait so far (until {until}); a figure marked "
+    "&gt;= counts them, so it is a lower bound.</p>"
+)
+
+
 def _fairness_chart(rows: Sequence[Mapping[str, Any]]) -> str:
     names = [str(r["queue"]) for r in rows]
     series = {
@@ -334,9 +378,10 @@ def history_page(model: Mapping[str, Any]) -> str:
         f"<h1>History, last {model['days']} days</h1>"
         f"<p>{_e(model['since'])} .. {_e(model['until'])} (UTC)</p>"
         f"<h2>Wait times</h2>{_wait_chart(model['wait_times'])}"
+        f"{_wait_table(model['wait_times'])}{_STILL_WAITING.format(until=_e(model['until']))}"
         f"<h2>GPU-hours</h2>{_usage_chart(model['usage'])}"
         f"<h2>Fairness (GPUs, averaged over the scheduler's share samples)</h2>"
-        f"{_fairness_chart(model['fairness'])}"
+        f"{_fairness_chart(model['fairness'])}{_fairness_table(model['fairness'])}"
         f"<h2>Preemptions and reclaims ({len(pre)})</h2>{pre_table}"
     )
 
@@ -356,7 +401,9 @@ def whatif_page(runs: Sequence[Mapping[str, Any]]) -> str:
     ]
     return (
         "<h1>What if</h1><p>Replays the ledger's recorded submissions on the live nodes twice, "
-        "with the queues as they are and with these changes (as <code>tephra whatif --set</code>)."
+        "with the queues as they are and with these changes (as <code>tephra whatif --set</code>). "
+        "Jobs still waiting are replayed too, with an assumed run time (their queue's median); "
+        "each replay says what it assumed and what it left out."
         f'</p><form method=get action="/whatif/start">{inputs}<button>replay</button></form>'
         f"<h2>Replays</h2>{_table(['run', 'changes', 'state', 'elapsed'], rows, 'runs')}"
     )

@@ -4,7 +4,8 @@ Why this exists: the question after "who holds what" is "what would a weight cha
 answer is `batch.sim.whatif.compare_queue_configs`, the same replay `tephra whatif` runs, on the
 ledger's recorded submissions and a cluster made of the live nodes. A replay takes seconds to
 minutes, so it runs in a background thread, one at a time; its page shows it running (elapsed
-time) and then the before/after table.
+time) and then the before/after table with what the replay assumed and left out (the jobs still
+waiting are replayed with an assumed run time).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class WhatIfRun:
     state: str = "running"
     table: str = ""
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: what the replay assumed and left out (also under the table)
+    assumptions: list[str] = field(default_factory=list)
     error: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -42,6 +45,7 @@ class WhatIfRun:
             "elapsed_s": round(end - self.started, 1),
             "table": self.table,
             "rows": self.rows,
+            "assumptions": self.assumptions,
             "error": self.error,
         }
 
@@ -82,9 +86,11 @@ class WhatIfRuns:
             cluster = cluster_from_nodes(nodes, source="the cluster's nodes")
             workload = load_ledger(self.db_url, since=self.since, cluster=cluster)
             if not workload.jobs:
-                raise UserError(f"no jobs with a known run time in the last {self.since}")
+                left = "; ".join(workload.assumptions) or "none recorded"
+                raise UserError(f"no job to replay in the last {self.since} ({left})")
             result = compare_queue_configs(workload, [parse_change(c) for c in run.changes])
-            run.table, run.rows, run.state = format_whatif(result), result.rows, "done"
+            run.table, run.rows = format_whatif(result), result.rows
+            run.assumptions, run.state = result.assumptions, "done"
         except Exception as exc:  # a replay's failure belongs on its page, not in a log
             run.error, run.state = one_line(exc), "failed"
         finally:

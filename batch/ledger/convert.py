@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch.api import pods
+from batch.api.durations import duration_or_none
 from batch.api.integration import (
+    RUNNING_ESTIMATE_ANNOTATION as ESTIMATE,
     WorkloadAdapter,
     WorkloadObservation,
     adapter_for_pod,
@@ -131,6 +133,11 @@ def _queue_from(meta: Obj, default: str | None = None) -> str | None:
     return default
 
 
+def _estimate(value: Any) -> float | None:
+    """A run-time estimate in seconds, read as the scheduler reads it; None if absent or bad."""
+    return duration_or_none(value, days=True, bare_seconds=True)
+
+
 def _submitter(meta: Obj) -> str | None:
     value = _map(meta, "annotations").get(SUBMITTER_ANNOTATION)
     return str(value) if value else None
@@ -191,6 +198,7 @@ def _vcjob_observation(obj: Obj) -> JobObserved:
         requested_gpu_milli=totals.get(GPU, 0),
         replicas=replicas,
         min_available=_int(spec.get("minAvailable")) or _int(status.get("minAvailable")),
+        running_estimate_s=_estimate(spec.get("runningEstimate")),
         submitted_at=parse_time(meta.get("creationTimestamp")),
         phase=state.get("phase") or None,
         phase_at=parse_time(state.get("lastTransitionTime")),
@@ -282,6 +290,7 @@ def _workload_observation(
         requested_gpu_milli=seen.requests.get(GPU, 0),
         replicas=dict(seen.replicas),
         min_available=seen.min_available,
+        running_estimate_s=_estimate(_map(meta, "annotations").get(ESTIMATE)),
         submitted_at=parse_time(meta.get("creationTimestamp")),
         phase=last[0] if last else None,
         phase_at=last[1] if last else None,
@@ -378,6 +387,7 @@ def events_from_podgroup(
             requested_memory_bytes=requests.get(MEMORY) if requests else None,
             requested_gpu_milli=requests.get(GPU) if requests else None,
             min_available=_int(spec.get("minMember")),
+            running_estimate_s=_estimate(_map(meta, "annotations").get(ESTIMATE)),
             submitted_at=parse_time(meta.get("creationTimestamp")),
         )
         if old is None or observed != _podgroup_observation_of(old, observed):

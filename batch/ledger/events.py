@@ -58,6 +58,8 @@ class JobObserved:
     requested_gpu_milli: int | None = None
     replicas: Mapping[str, int] | None = None
     min_available: int | None = None
+    #: ``spec.runningEstimate`` (or the ``tephra.io/running-estimate`` annotation), seconds
+    running_estimate_s: float | None = None
     submitted_at: dt.datetime | None = None
     phase: str | None = None
     phase_at: dt.datetime | None = None

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Dialect,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -116,6 +117,8 @@ class Job(Base):
     requested_gpu_milli: Mapped[int | None] = mapped_column(BigInteger)
     replicas: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     min_available: Mapped[int | None] = mapped_column(Integer)
+    #: the job's expected run time (``spec.runningEstimate``), seconds
+    running_estimate_s: Mapped[float | None] = mapped_column(Float)
     submitted_at: Mapped[dt.datetime | None]
     first_started_at: Mapped[dt.datetime | None]
     finished_at: Mapped[dt.datetime | None]

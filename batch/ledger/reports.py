@@ -26,6 +26,7 @@ from sqlalchemy import (
     String,
     and_,
     case,
+    cast,
     column,
     distinct,
     func,
@@ -51,6 +52,9 @@ class Report:
     title: str
     columns: list[str]
     rows: list[tuple[Any, ...]] = field(default_factory=list)
+    #: per row (when given), the columns whose figure is a lower bound: it counts jobs still
+    #: waiting with their wait so far, so it can only grow
+    at_least: list[frozenset[str]] = field(default_factory=list)
 
     def as_dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
@@ -62,6 +66,11 @@ class Filters:
     until: dt.datetime | None = None
     queues: Sequence[str] = ()
     namespaces: Sequence[str] = ()
+    #: the report's "now": jobs still waiting have waited until then (None: the current time)
+    now: dt.datetime | None = None
+
+    def at(self) -> dt.datetime:
+        return self.now if self.now is not None else dt.datetime.now(dt.UTC)
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float | None:
@@ -136,39 +145,64 @@ _waits = table(
     column("submitted_at", UTCDateTime()),
     column("first_started_at", UTCDateTime()),
     column("wait_seconds", Float),
+    column("still_waiting", Integer),
 )
 
+WAIT_STATS = ("mean_wait_s", *(f"p{round(p * 100)}_wait_s" for p in PERCENTILES), "max_wait_s")
 
-_jobs_final = table("jobs", column("uid", String), column("final_phase", String))
+
+def _seconds_since(conn: Connection, start: ColumnElement[Any], now: dt.datetime) -> Any:
+    """Seconds from `start` to `now` (0 when `start` is later), in SQL."""
+    at = literal(now, UTCDateTime())
+    if _pg(conn):
+        secs: Any = cast(func.extract("epoch", at - start), Float)
+    else:
+        secs = func.round((func.julianday(at) - func.julianday(start)) * 86400.0, 3)
+    return case((secs > 0, secs), else_=0.0)
+
+
+def _waited(conn: Connection, now: dt.datetime) -> Any:
+    """A job's wait: until it started, or for a job still waiting its age at `now` (a lower
+    bound); NULL for a job that ended without starting."""
+    w = _waits.c
+    return case(
+        (w.still_waiting == 1, _seconds_since(conn, w.submitted_at, now)), else_=w.wait_seconds
+    )
+
+
+def _lower_bounds(rows: Sequence[tuple[Any, ...]], waiting_at: int) -> list[frozenset[str]]:
+    return [frozenset(WAIT_STATS) if r[waiting_at] else frozenset() for r in rows]
 
 
 def wait_times(conn: Connection, f: Filters) -> Report:
     """Per queue: jobs submitted in the window, how many started, how many still wait (neither
-    started nor finished: a job deleted before it started waits no more), and the waits."""
+    started nor finished: a job deleted before it started waits no more), and the waits. A job
+    still waiting counts with its wait so far (as of ``f.now``), so a queue whose jobs do not
+    start shows long waits, not none; its figures are then lower bounds (``at_least``)."""
     _prepare(conn)
+    now = f.at()
     w = _waits.c
+    waited = _waited(conn, now)
     conds = [*_range(w.submitted_at, f.since, f.until), _in(w.queue, f.queues)]
     conds.append(_in(w.namespace, f.namespaces))
-    pcols = [f"p{round(p * 100)}_wait_s" for p in PERCENTILES]
-    columns = ["queue", "jobs", "started", "waiting", "mean_wait_s", *pcols, "max_wait_s"]
-    open_unstarted = and_(w.first_started_at.is_(None), _jobs_final.c.final_phase.is_(None))
+    columns = ["queue", "jobs", "started", "still_waiting", *WAIT_STATS]
     base = [
         w.queue,
         func.count(),
         func.count(w.first_started_at),
-        func.sum(case((open_unstarted, 1), else_=0)),
-        func.avg(w.wait_seconds),
-        func.max(w.wait_seconds),
+        func.sum(w.still_waiting),
+        func.avg(waited),
+        func.max(waited),
     ]
-    joined = _waits.outerjoin(_jobs_final, _jobs_final.c.uid == w.job_uid)
+    title = (
+        f"wait times (seconds, by queue; still waiting as of {now.isoformat(timespec='seconds')})"
+    )
     if _pg(conn):
         # One ordered-set aggregate (one sort per queue) for all percentiles; byte-order
         # grouping avoids locale-aware string comparisons in the sort by queue.
         key = w.queue.collate("C").label("queue")
-        pct = func.percentile_cont(literal(list(PERCENTILES), ARRAY(Float))).within_group(
-            w.wait_seconds
-        )
-        stmt = _where(select(key, *base[1:], pct).select_from(joined), *conds)
+        pct = func.percentile_cont(literal(list(PERCENTILES), ARRAY(Float))).within_group(waited)
+        stmt = _where(select(key, *base[1:], pct), *conds)
         rows = []
         for queue, jobs, started, waiting, mean, mx, found in conn.execute(
             stmt.group_by(key).order_by(key)
@@ -177,14 +211,12 @@ def wait_times(conn: Connection, f: Filters) -> Report:
             rows.append(
                 (queue, jobs, started, int(waiting or 0), _r(mean), *(_r(p) for p in ps), _r(mx))
             )
-        return Report("wait times (seconds, by queue)", columns, rows)
-    stmt = _where(select(*base).select_from(joined), *conds).group_by(w.queue).order_by(w.queue)
+        return Report(title, columns, rows, _lower_bounds(rows, 3))
+    stmt = _where(select(*base), *conds).group_by(w.queue).order_by(w.queue)
     summary = conn.execute(stmt).all()
     values: dict[Any, list[float]] = defaultdict(list)
-    detail = _where(select(w.queue, w.wait_seconds), *conds, w.wait_seconds.is_not(None)).order_by(
-        w.queue, w.wait_seconds
-    )
-    for queue, wait in conn.execute(detail):
+    detail = _where(select(w.queue, waited.label("waited")), *conds, waited.is_not(None))
+    for queue, wait in conn.execute(detail.order_by(w.queue, "waited")):
         values[queue].append(float(wait))
     rows = []
     for queue, jobs, started, waiting, mean, mx in summary:
@@ -192,7 +224,21 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         rows.append(
             (queue, jobs, started, int(waiting or 0), _r(mean), *(_r(p) for p in ps), _r(mx))
         )
-    return Report("wait times (seconds, by queue)", columns, rows)
+    return Report(title, columns, rows, _lower_bounds(rows, 3))
+
+
+def still_waiting(conn: Connection, f: Filters) -> dict[str, tuple[int, float | None]]:
+    """Per queue: the jobs submitted before ``f.until`` that are still waiting at ``f.now``
+    (whenever they were submitted), and the longest wait among them so far."""
+    w = _waits.c
+    now = f.at()
+    conds = [w.still_waiting == 1, _in(w.queue, f.queues)]
+    if f.until is not None:
+        conds.append(w.submitted_at < f.until)
+    stmt = _where(
+        select(w.queue, func.count(), func.max(_seconds_since(conn, w.submitted_at, now))), *conds
+    ).group_by(w.queue)
+    return {str(q): (int(n), _r(longest)) for q, n, longest in conn.execute(stmt)}
 
 
 # ------------------------------------------------------------------------------------ usage
@@ -304,7 +350,10 @@ OUTCOMES = ("Completed", "Failed", "Aborted", "Terminated", "Deleted")
 
 
 def outcomes(conn: Connection, f: Filters) -> Report:
-    """Per queue: jobs that finished in the window, by final phase; retries; mean run time."""
+    """Per queue: jobs that finished in the window, by final phase; retries; mean run time.
+
+    A job deleted before it finished is ``deleted`` (the view takes the deletion over any later
+    phase), not a failure; the success rate is completed over the jobs that ended otherwise."""
     _prepare(conn)
     o = _outcomes.c
     conds = [*_range(o.finished_at, f.since, f.until), _in(o.queue, f.queues)]
@@ -325,7 +374,8 @@ def outcomes(conn: Connection, f: Filters) -> Report:
     for queue, total, *rest in conn.execute(stmt):
         by_phase = [int(x or 0) for x in rest[: len(OUTCOMES)]]
         retries, mean_run = rest[len(OUTCOMES)], rest[len(OUTCOMES) + 1]
-        rate = by_phase[0] / total if total else None
+        ended = total - by_phase[OUTCOMES.index("Deleted")]
+        rate = by_phase[0] / ended if ended else None
         rows.append((queue, total, *by_phase, int(retries), _r(mean_run), _r(rate, 4)))
     columns = [
         "queue",
@@ -363,7 +413,9 @@ def _unit(resource: str) -> tuple[str, float]:
 
 
 def fairness(conn: Connection, f: Filters, *, resource: str = GPU) -> Report:
-    """Per queue: average allocation vs deserved share for one resource over the window."""
+    """Per queue: average allocation vs deserved share for one resource over the window, and
+    the jobs still waiting at ``f.now`` with the longest wait among them so far (a lower bound):
+    a queue whose jobs never start is starved even when no sample says so."""
     _prepare(conn)
     s = _share.c
     conds = [*_range(s.at, f.since, f.until), _in(s.queue, f.queues), s.resource == resource]
@@ -382,21 +434,27 @@ def fairness(conn: Connection, f: Filters, *, resource: str = GPU) -> Report:
     )
     stmt = stmt.group_by(s.queue).order_by(s.queue)
     unit, scale = _unit(resource)
-    rows = []
+    found: dict[str, tuple[Any, ...]] = {}
     for queue, n, alloc, deserved, sod, soa, starved, weight in conn.execute(stmt):
-        rows.append(
-            (
-                queue,
-                resource,
-                n,
-                _r(float(alloc) / scale if alloc is not None else None),
-                _r(float(deserved) / scale if deserved is not None else None),
-                _r(sod, 4),
-                _r(soa, 4),
-                _r(starved, 4),
-                weight,
-            )
+        found[str(queue)] = (
+            n,
+            _r(float(alloc) / scale if alloc is not None else None),
+            _r(float(deserved) / scale if deserved is not None else None),
+            _r(sod, 4),
+            _r(soa, 4),
+            _r(starved, 4),
+            weight,
         )
+    waiting = still_waiting(conn, f)
+    rows = [
+        (
+            q,
+            resource,
+            *found.get(q, (0, None, None, None, None, None, None)),
+            *waiting.get(q, (0, None)),
+        )
+        for q in sorted(found.keys() | waiting.keys())
+    ]
     columns = [
         "queue",
         "resource",
@@ -407,8 +465,11 @@ def fairness(conn: Connection, f: Filters, *, resource: str = GPU) -> Report:
         "avg_share_of_allocated",
         "starved_fraction",
         "weight",
+        "still_waiting",
+        "longest_wait_s",
     ]
-    return Report(f"fairness ({resource})", columns, rows)
+    bounds = [frozenset({"longest_wait_s"}) if r[-2] else frozenset() for r in rows]
+    return Report(f"fairness ({resource})", columns, rows, bounds)
 
 
 REPORTS: dict[str, Callable[[Connection, Filters], Report]] = {
@@ -429,9 +490,15 @@ def _cell(value: Any) -> str:
 
 
 def render(
-    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table"
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fmt: str = "table",
+    *,
+    at_least: Sequence[frozenset[str]] = (),
 ) -> str:
-    """A report as an aligned text table, CSV or JSON (what `tephra report` prints)."""
+    """A report as an aligned text table, CSV or JSON (what `tephra report` prints). In a table,
+    the figures `at_least` names (per row) are lower bounds and show as ``>=N``."""
     if fmt == "json":
         return json.dumps([dict(zip(columns, r, strict=True)) for r in rows], indent=2)
     if fmt == "csv":
@@ -440,11 +507,23 @@ def render(
         writer.writerow(columns)
         writer.writerows(["" if v is None else v for v in r] for r in rows)
         return buf.getvalue().rstrip("\n")
-    cells = [[_cell(v) for v in r] for r in rows]
+    marks = list(at_least) + [frozenset()] * (len(rows) - len(at_least))
+    cells = [
+        [
+            (">=" if c in m and v is not None else "") + _cell(v)
+            for c, v in zip(columns, r, strict=True)
+        ]
+        for r, m in zip(rows, marks, strict=True)
+    ]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     lines = [title, "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
     for r in cells:
         lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if not rows:
         lines.append("(no data in the window)")
+    if any(marks):
+        lines.append(
+            ">=N: a lower bound; it counts jobs still waiting with their wait so far, "
+            "and they are waiting still"
+        )
     return "\n".join(lines)

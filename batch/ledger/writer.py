@@ -85,6 +85,7 @@ JOB_POLICY: dict[str, Policy] = {
     "requested_gpu_milli": "latest",
     "replicas": "latest",
     "min_available": "latest",
+    "running_estimate_s": "latest",
     "submitted_at": "min",
     "first_started_at": "min",
     "retries": "max",

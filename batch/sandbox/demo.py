@@ -589,7 +589,8 @@ def _report(db_url: str, out: TextIO) -> None:
                 usage(conn, filters, by=("queue",)),
                 preemptions(conn, filters),
             ):
-                out.write("\n" + render(report.title, report.columns, report.rows) + "\n")
+                text = render(report.title, report.columns, report.rows, at_least=report.at_least)
+                out.write("\n" + text + "\n")
     finally:
         engine.dispose()
 

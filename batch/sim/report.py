@@ -356,7 +356,7 @@ def render_html(workload: Workload, runs: Mapping[str, PolicyRun]) -> str:
         _waste_chart(runs, queue_names),
         *_time_charts(runs),
     ]
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in workload.notes)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in (*workload.notes, *workload.assumptions))
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>tephra sim: {html.escape(workload.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}
@@ -449,6 +449,7 @@ def write_outputs(out: Path, workload: Workload, runs: Mapping[str, PolicyRun]) 
         "capacity_scale": workload.capacity_scale,
         "time_compress": workload.time_compress,
         "notes": list(workload.notes),
+        "assumptions": list(workload.assumptions),
         "policies": {name: run.policy.conf for name, run in runs.items()},
     }
     (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")

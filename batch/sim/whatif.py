@@ -4,6 +4,8 @@ Why this exists: admins tune queue weights by guessing. `compare_queue_configs` 
 workload (usually the ledger's recorded submissions) twice through the real scheduler — once
 with the queues as they are, once with the changes applied — and reports per queue how waiting
 time and GPU share move, so the admin sees who gains and who loses before applying anything.
+What the workload assumed or left out (`Workload.assumptions`, e.g. the run time given to jobs
+that never started) is part of the answer: `format_whatif` prints it under the table.
 
 Changes are written like `queue=q1,weight=3` or
 `queue=q2,capability.nvidia.com/gpu=16,reclaimable=false`. A change naming a queue the workload
@@ -14,7 +16,7 @@ jobs, but it takes part in the share and capacity decisions of the proposed run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from batch.sim.cluster import QueueSpec
@@ -111,6 +113,8 @@ class WhatIfResult:
     current: PolicyRun
     proposed: PolicyRun
     rows: list[dict[str, Any]]
+    #: what the replay assumed or left out (`Workload.assumptions`): part of the answer
+    assumptions: list[str] = field(default_factory=list)
 
 
 def compare_queue_configs(
@@ -138,7 +142,7 @@ def compare_queue_configs(
         _row(name, name in added, current.summary, proposed.summary, weights_now, weights_new)
         for name in names
     ]
-    return WhatIfResult(current, proposed, rows)
+    return WhatIfResult(current, proposed, rows, list(workload.assumptions))
 
 
 def _verdict(new: bool, a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -222,4 +226,6 @@ def format_whatif(result: WhatIfResult) -> str:
         f"utilization {p(cur['utilization'])} -> {p(new['utilization'])}, "
         f"Jain {cur['jain_index'] or 0:.3f} -> {new['jain_index'] or 0:.3f}"
     )
+    if result.assumptions:
+        lines += ["", "assumed:", *(f"  {a}" for a in result.assumptions)]
     return "\n".join(lines)

@@ -59,6 +59,9 @@ class Workload:
     jobs: tuple[SimJob, ...]
     cluster: ClusterSpec
     notes: tuple[str, ...] = ()
+    #: what the workload assumes or leaves out of what it was read from (one line per
+    #: assumption or reason, with its count): a result from it is stated with these
+    assumptions: tuple[str, ...] = ()
     capacity_scale: float = 1.0
     time_compress: float = 1.0
     origin: float = 0.0  # wall-clock epoch seconds of submit == 0 (for timestamps in reports)

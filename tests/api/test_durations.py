@@ -53,3 +53,11 @@ def test_is_go_duration_is_exactly_go() -> None:
         assert is_go_duration(good), good
     for bad in ("", "1d", "30", " 30s", "1x", "s"):
         assert not is_go_duration(bad), bad
+
+
+def test_format_duration_reads_back_to_two_units() -> None:
+    from batch.api.durations import format_duration
+
+    cases = {0: "0s", 45: "45s", 600: "10m", 5430: "1h30m", 90061: "1d1h", 86459: "1d"}
+    assert {s: format_duration(s) for s in cases} == cases
+    assert parse_duration(format_duration(5400), days=True) == 5400

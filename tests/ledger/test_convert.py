@@ -451,3 +451,41 @@ def test_vcjob_life_is_recorded_and_reported(
         rec.record(lifecycle())  # a restarted controller sees it all again
         assert rec.flush()
     assert snapshot(engine) == before
+
+
+def test_the_running_estimate_is_recorded() -> None:
+    """spec.runningEstimate of a VCJob, the tephra.io/running-estimate annotation of a framework
+    workload or its PodGroup: what a what-if replays a job that never started with."""
+    job = vcjob()
+    job["spec"]["runningEstimate"] = "1h30m"
+    observed = [e for e in events_from_job(None, job) if isinstance(e, ev.JobObserved)]
+    assert observed[0].running_estimate_s == 5400.0
+    job["spec"]["runningEstimate"] = "soon"  # admission refuses it; the ledger ignores it
+    observed = [e for e in events_from_job(None, job) if isinstance(e, ev.JobObserved)]
+    assert observed[0].running_estimate_s is None
+    pg = {
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "pg",
+            "namespace": "ml",
+            "uid": "pg-1",
+            "creationTimestamp": ts(0),
+            "annotations": {"tephra.io/running-estimate": "20m"},
+        },
+        "spec": {"minMember": 1, "queue": "research"},
+        "status": {"phase": "Pending"},
+    }
+    observed = [e for e in events_from_podgroup(None, pg) if isinstance(e, ev.JobObserved)]
+    assert observed[0].running_estimate_s == 1200.0
+    workload = {
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": "bert",
+            "namespace": "ml",
+            "uid": "pt-2",
+            "annotations": {"tephra.io/running-estimate": "45m"},
+        },
+        "spec": {},
+    }
+    observed = [e for e in events_from_job(None, workload) if isinstance(e, ev.JobObserved)]
+    assert observed[0].running_estimate_s == 2700.0

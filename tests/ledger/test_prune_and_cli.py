@@ -87,6 +87,9 @@ def test_report_commands(loaded: Engine, ledger_url: str) -> None:
     res = runner.invoke(main, ["report", "wait-times", *common])
     assert res.exit_code == 0, res.output
     assert "QUEUE" in res.output and "18900" in res.output
+    lines = {line.split()[0]: line for line in res.output.splitlines() if line.startswith("q")}
+    assert ">=" not in lines["q1"] and ">=" in lines["q2"]  # D still waits: a lower bound
+    assert "STILL_WAITING" in res.output and "lower bound" in res.output
     res = runner.invoke(main, ["report", "usage", "--by", "queue", "--format", "csv", *common])
     assert res.exit_code == 0, res.output
     table = list(csv.DictReader(io.StringIO(res.output)))

@@ -14,6 +14,7 @@ from batch.ledger.reports import (
     outcomes,
     percentile,
     preemptions,
+    render,
     usage,
     wait_times,
 )
@@ -21,7 +22,7 @@ from batch.ledger.reports import (
 from .fixture_history import history
 from .helpers import t
 
-WINDOW = Filters(since=t(9), until=t(12))
+WINDOW = Filters(since=t(9), until=t(12), now=t(12))
 
 
 @pytest.fixture
@@ -32,14 +33,16 @@ def loaded(ledger_url: str, engine: Engine, tmp_path: Path) -> Engine:
     return engine
 
 
-def test_wait_times(loaded: Engine) -> None:
+def test_wait_times_count_the_jobs_still_waiting(loaded: Engine) -> None:
+    """D (q2) has waited 18 h as of the report's now and is still waiting: its wait so far
+    counts, so q2, not q1, shows the longest waits, and its figures are lower bounds."""
     with loaded.connect() as conn:
         report = wait_times(conn, WINDOW)
     assert report.columns == [
         "queue",
         "jobs",
         "started",
-        "waiting",
+        "still_waiting",
         "mean_wait_s",
         "p50_wait_s",
         "p90_wait_s",
@@ -48,15 +51,45 @@ def test_wait_times(loaded: Engine) -> None:
     ]
     assert report.rows == [
         ("q1", 2, 2, 0, 18900.0, 18900.0, 32580.0, 35658.0, 36000.0),
-        ("q2", 2, 1, 1, 30.0, 30.0, 30.0, 30.0, 30.0),
+        ("q2", 2, 1, 1, 32415.0, 32415.0, 58323.0, 64152.3, 64800.0),
     ]
+    waits = ["mean_wait_s", "p50_wait_s", "p90_wait_s", "p99_wait_s", "max_wait_s"]
+    assert report.at_least == [frozenset(), frozenset(waits)]
+    table = render(report.title, report.columns, report.rows, at_least=report.at_least)
+    lines = {line.split()[0]: line for line in table.splitlines()}
+    assert ">=" not in lines["q1"] and lines["q2"].split()[4:] == [
+        ">=32415",
+        ">=32415",
+        ">=58323",
+        ">=64152.3",
+        ">=64800",
+    ]
+    assert "lower bound" in table
     with loaded.connect() as conn:
-        only_q2 = wait_times(conn, Filters(since=t(9), until=t(12), queues=["q2"]))
+        only_q2 = wait_times(conn, Filters(since=t(9), until=t(12), queues=["q2"], now=t(12)))
         late = wait_times(conn, Filters(since=t(10, 6), until=t(12), namespaces=["ns1"]))
-        only_waiting = wait_times(conn, Filters(since=t(11, 5), until=t(12)))
-    assert only_waiting.rows == [("q2", 1, 0, 1, None, None, None, None, None)]
+        only_waiting = wait_times(conn, Filters(since=t(11, 5), until=t(12), now=t(11, 7)))
+    assert only_waiting.rows == [("q2", 1, 0, 1, 3600.0, 3600.0, 3600.0, 3600.0, 3600.0)]
     assert [r[0] for r in only_q2.rows] == ["q2"]
     assert late.rows == [("q1", 1, 1, 0, 36000.0, 36000.0, 36000.0, 36000.0, 36000.0)]
+
+
+def test_wait_times_leave_out_jobs_deleted_before_they_started(
+    loaded: Engine, ledger_url: str, tmp_path: Path
+) -> None:
+    """A job deleted while pending waits no more and has no wait: not counted as waiting."""
+    from batch.ledger import events as ev
+
+    gone = [
+        ev.JobObserved(uid="G", namespace="ns2", name="g", queue="q2", submitted_at=t(11, 5)),
+        ev.JobPhaseChanged(job_uid="G", namespace="ns2", name="g", to_phase="Deleted", at=t(11, 9)),
+    ]
+    with Recorder(ledger_url, spill_path=tmp_path / "s2.jsonl", background=False) as rec:
+        rec.record(gone)
+        assert rec.flush()
+    with loaded.connect() as conn:
+        report = wait_times(conn, Filters(since=t(11, 5), until=t(12), now=t(11, 7)))
+    assert report.rows == [("q2", 2, 0, 1, 3600.0, 3600.0, 3600.0, 3600.0, 3600.0)]
 
 
 def test_usage_splits_runs_across_days(loaded: Engine) -> None:
@@ -118,13 +151,52 @@ def test_outcomes(loaded: Engine) -> None:
     ]
 
 
-def test_fairness(loaded: Engine) -> None:
+def test_outcomes_count_a_deletion_apart_from_failures(
+    loaded: Engine, ledger_url: str, tmp_path: Path
+) -> None:
+    """E was deleted while running and its gang's pods then ended Failed (a later Failed phase
+    from its PodGroup); F was deleted while running. Both are deletions, not failures, and the
+    success rate is over the jobs that ended on their own."""
+    from batch.ledger import events as ev
+
+    def job(uid: str, queue: str, *phases: tuple[str, object, str | None]) -> list[ev.LedgerEvent]:
+        base = {"job_uid": uid, "namespace": "ns", "name": uid.lower()}
+        return [
+            ev.JobObserved(
+                uid=uid, namespace="ns", name=uid.lower(), queue=queue, submitted_at=t(10)
+            ),
+            *(
+                ev.JobPhaseChanged(**base, to_phase=p, at=at, reason=why)  # type: ignore[arg-type]
+                for p, at, why in phases
+            ),
+        ]
+
+    extra = job(
+        "E",
+        "q1",
+        ("Running", t(10, 1), None),
+        ("Deleted", t(10, 3), "Deleted"),
+        ("Failed", t(10, 3, 0, 5), None),
+    )
+    extra += job("F", "q2", ("Running", t(11, 1), None), ("Deleted", t(11, 2), "Deleted"))
+    with Recorder(ledger_url, spill_path=tmp_path / "s2.jsonl", background=False) as rec:
+        rec.record(extra)
+        assert rec.flush()
+    with loaded.connect() as conn:
+        report = outcomes(conn, WINDOW)
+    assert report.rows == [
+        ("q1", 3, 1, 1, 0, 0, 1, 1, 9601.667, 0.5),
+        ("q2", 2, 1, 0, 0, 0, 1, 0, 2700.0, 1.0),
+    ]
+
+
+def test_fairness_shows_the_jobs_still_waiting(loaded: Engine) -> None:
+    """D has waited 18 h in q2 at the report's now: the fairness row of q2 says so."""
     with loaded.connect() as conn:
         report = fairness(conn, WINDOW)
-    assert report.rows == [
-        ("q1", "nvidia.com/gpu", 2, 3.0, 4.0, 0.75, 0.375, 0.5, 2),
-        ("q2", "nvidia.com/gpu", 2, 5.0, 4.0, 1.25, 0.625, 0.0, 1),
-    ]
+    assert report.columns[-2:] == ["still_waiting", "longest_wait_s"]
+    assert [r[-2:] for r in report.rows] == [(0, None), (1, 64800.0)]
+    assert report.at_least == [frozenset(), frozenset({"longest_wait_s"})]
 
 
 def test_percentile_matches_percentile_cont() -> None:

@@ -9,6 +9,7 @@ reservation and sjf read it.
 from __future__ import annotations
 
 from batch.api import durations
+from batch.api.integration import RUNNING_ESTIMATE_ANNOTATION
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.parse import parse_time
 
@@ -32,7 +33,7 @@ def task_start(task: TaskInfo) -> float:
 
 
 #: the PodGroup (or pod) annotation the Job controller copies ``Job.spec.runningEstimate`` into
-ESTIMATE = "tephra.io/running-estimate"
+ESTIMATE = RUNNING_ESTIMATE_ANNOTATION
 
 
 def job_estimate(job: JobInfo, default: float | None) -> float | None:

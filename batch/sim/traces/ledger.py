@@ -4,27 +4,39 @@ Why this exists: the most relevant workload for a what-if is the one the cluster
 Each ledger job submitted in the window becomes a SimJob: its queue, its gang shape (per role,
 from the recorded pod attempts; else the job's replicas and total requests split evenly),
 its gang size (`min_available`, else every pod) and its run time (`finished_at -
-first_started_at`; a job still running counts until now). What is left out is counted per
-reason in the notes: jobs that never started (no known run time), jobs with neither pod
-attempts nor replicas (no known gang shape) and jobs submitted before the window. The queue
-configuration in force now
-(latest `queue_configs` row per queue) gives the weights, capabilities and guarantees. The
-cluster is not in the ledger: give it with `--cluster` (a cluster spec or the Node manifests
-the cluster runs, e.g. the file given to `tephra sandbox up --nodes`).
+first_started_at`; a job still running counts until now).
+
+A job still waiting (never started, not finished) is replayed too, or the queue it is stuck in
+would look idle and a what-if would call it unchanged. Its run time is unknown, so the reader
+assumes one: the job's own estimate (`running_estimate_s`, recorded from `spec.runningEstimate`
+or the `tephra.io/running-estimate` annotation), else the median run time of the replayed jobs
+of its queue that started, else of all of them. Jobs left out: those that ended without
+starting (deleted while waiting: the cluster never ran them), those with neither pod attempts
+nor replicas (no known gang shape), those submitted before the window, and jobs still waiting
+when no job started at all. What was assumed and left out is `Workload.assumptions`, one line
+per assumption or reason with its count, which every what-if surface prints with its answer.
+
+The queue configuration in force now (latest `queue_configs` row per queue) gives the weights,
+capabilities and guarantees. The cluster is not in the ledger: give it with `--cluster` (a
+cluster spec or the Node manifests the cluster runs, e.g. the file given to `tephra sandbox up
+--nodes`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from batch.api.durations import format_duration
 from batch.api.resources import from_internal
 from batch.ledger.db import make_engine
 from batch.ledger.models import Job, PodAttempt, QueueConfig
@@ -32,11 +44,12 @@ from batch.sim.cluster import ClusterSpec, QueueSpec
 from batch.sim.errors import SimInputError
 from batch.sim.workload import SimJob, TaskShape, Workload, sort_jobs
 
-__all__ = ["load_ledger", "parse_since"]
+__all__ = ["assume_run_times", "load_ledger", "parse_since"]
 
 _SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-_NEVER_STARTED = "never started (run time unknown)"
+_ENDED_UNSTARTED = "ended without starting (deleted while waiting)"
+_NO_RUN_TIME = "never started (no job started: no run time to assume)"
 _NO_SHAPE = "without pods or replicas (gang shape unknown)"
 
 
@@ -70,6 +83,7 @@ def load_ledger(
     cutoff = now - dt.timedelta(seconds=window)
     recorded = _read_ledger(url, cutoff, now)
     jobs: list[SimJob] = []
+    waiting: list[tuple[SimJob, float | None]] = []
     left_out: Counter[str] = Counter()
     if recorded.older:
         left_out[f"submitted before the last {since}"] = recorded.older
@@ -78,8 +92,13 @@ def load_ledger(
         sim = _sim_job(r, recorded.pods.get(r.uid, []), origin=origin, now=now)
         if isinstance(sim, str):
             left_out[sim] += 1
+        elif r.first_started_at is None:
+            waiting.append((sim, r.running_estimate_s))
         else:
             jobs.append(sim)
+    replayed, assumed = assume_run_times(waiting, jobs)
+    left_out[_NO_RUN_TIME] += len(waiting) - len(replayed)
+    jobs += replayed
     queues = _queue_specs(sorted({j.queue for j in jobs} | set(recorded.latest)), recorded.latest)
     if cluster is None:
         raise SimInputError(
@@ -88,15 +107,48 @@ def load_ledger(
         )
     where = url.rsplit("@", maxsplit=1)[-1]
     total = len(jobs) + left_out.total()
-    notes = [f"ledger: replaying {len(jobs)} of {total} recorded jobs ({where})"]
-    notes.extend(f"ledger: left out {n} {why}" for why, n in sorted(left_out.items()))
+    assumed += [f"left out {n} {why}" for why, n in sorted(left_out.items()) if n]
     return Workload(
         name="ledger",
         jobs=sort_jobs(jobs),
         cluster=cluster.with_queues(queues),
-        notes=tuple(notes),
+        notes=(f"ledger: replaying {len(jobs)} of {total} recorded jobs ({where})",),
+        assumptions=tuple(assumed),
         origin=origin.timestamp(),
     )
+
+
+def assume_run_times(
+    waiting: Sequence[tuple[SimJob, float | None]], started: Sequence[SimJob]
+) -> tuple[list[SimJob], list[str]]:
+    """`waiting` (jobs that never started, each with its runningEstimate or None) with a run
+    time each: its estimate, else the median run time of the `started` jobs of its queue, else
+    of all `started` jobs; none when nothing tells. Also one line per assumption made, with its
+    count (in the order first made)."""
+    by_queue: dict[str, list[float]] = defaultdict(list)
+    for j in started:
+        by_queue[j.queue].append(j.run_time)
+    overall = statistics.median(j.run_time for j in started) if started else None
+    out: list[SimJob] = []
+    how: Counter[str] = Counter()
+    for j, estimate in waiting:
+        if estimate is not None:
+            run, basis = estimate, "own runningEstimate"
+        elif by_queue.get(j.queue):
+            run = statistics.median(by_queue[j.queue])
+            basis = f"queue median ({format_duration(run)})"
+        elif overall is not None:
+            run = overall
+            basis = f"overall median ({format_duration(run)}): its queue has no job that started"
+        else:
+            continue
+        how[basis] += 1
+        out.append(replace(j, run_time=run))
+    lines = [
+        f"{n} never-started job{'s' if n != 1 else ''} replayed with run time = {basis}"
+        for basis, n in how.items()
+    ]
+    return out, lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +207,17 @@ def _pod_attempts(s: Session, uids: list[str]) -> dict[str, list[PodAttempt]]:
 def _sim_job(
     r: Job, pods: list[PodAttempt], *, origin: dt.datetime, now: dt.datetime
 ) -> SimJob | str:
-    """The job as the simulator replays it, or why it is left out."""
-    if r.first_started_at is None or r.submitted_at is None:
-        return _NEVER_STARTED
-    end = _utc(r.finished_at) if r.finished_at is not None else now
-    run_time = max((end - _utc(r.first_started_at)).total_seconds(), 0.0)
+    """The job as the simulator replays it, or why it is left out. A job that never started
+    gets run time 0 here: `assume_run_times` gives it one."""
+    if r.submitted_at is None:  # pragma: no cover - the query asks for a submission time
+        return _NO_SHAPE
+    if r.first_started_at is None:
+        if r.finished_at is not None or r.final_phase is not None:
+            return _ENDED_UNSTARTED
+        run_time = 0.0
+    else:
+        end = _utc(r.finished_at) if r.finished_at is not None else now
+        run_time = max((end - _utc(r.first_started_at)).total_seconds(), 0.0)
     tasks = _shape(r, pods)
     if not tasks:
         return _NO_SHAPE
