@@ -7,10 +7,11 @@ loop so that the cache is never mutated while a session reads it:
 2. list+watch of every kind the scheduler reads, feeding the incremental cache; the first
    session waits until every initial list has synced;
 3. every `period`: one session on the cache; its binds and evictions are assumed in the cache
-   and handed to background workers, its PodGroup/Queue statuses, nominations and events to a
-   coalescing status queue (`batch.kube.dispatch`), so the next session does not wait for their
-   round trips (kube-scheduler's asynchronous binding cycle); a session waits only while too
-   many requests are outstanding;
+   and handed to background workers, its PodGroup/Queue statuses, nominations, events and each
+   queue's fair-share figures (the `tephra.io/fair-share` annotation) to a coalescing status
+   queue (`batch.kube.dispatch`), so the next session does not wait for their round trips
+   (kube-scheduler's asynchronous binding cycle); a session waits only while too many requests
+   are outstanding;
 4. a bind that fails returns its task to Pending (retried next session) and keeps its PodGroup
    from being reported Running (Volcano #4383);
 5. on stop or loss of the lease, binds not sent yet are dropped and those on the wire get a
@@ -45,6 +46,7 @@ from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRe
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
 from batch.kube.dispatch import InFlight, StatusQueue
+from batch.kube.fairshare import fair_share_annotations
 from batch.kube.informer import Reflector, ReflectorSet
 from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
@@ -224,7 +226,15 @@ class SchedulerService:
         # before any answer can arrive, so a failure always finds the status it must hold back.
         self._dispatch_evictions(out, decisions)
         self._dispatch_binds(out, decisions)
-        out.statuses.offer(
+        self._offer_statuses(out.statuses, decisions)
+        self._export_gauges(decisions)
+        self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
+        self.last_session_at = time.time()
+
+    def _offer_statuses(self, statuses: StatusQueue, decisions: Decisions) -> None:
+        """The session's statuses, nominations, events and fair-share annotations, to be
+        written in the background (by the leader only, when they differ from the objects')."""
+        statuses.offer(
             podgroups=decisions.podgroup_status,
             queues=decisions.queue_status,
             pods=self._nominations(decisions),
@@ -232,10 +242,8 @@ class SchedulerService:
                 *(self._podgroup_event(ev) for ev in decisions.events),
                 *self._pod_events(decisions),
             ],
+            fair_shares=fair_share_annotations(decisions, self.cache),
         )
-        self._export_gauges(decisions)
-        self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
-        self.last_session_at = time.time()
 
     def _observe_session(self, decisions: Decisions) -> None:
         """The ledger's view of the session and its timings as metrics."""
