@@ -1,7 +1,9 @@
 """`tephra queue`: vcctl's queue commands (create, list, get, operate, delete).
 
 `operate -a open|close` creates an OpenQueue/CloseQueue bus Command that the queue controller
-executes; `operate -a update -w W` patches `spec.weight` (must be > 0). Columns follow vcctl.
+executes; `operate -a update -w W` patches `spec.weight` (must be > 0). Columns follow vcctl,
+then Deserved: the cpu and GPUs the scheduler's fair-share plugin last computed for the queue
+(the `tephra.io/fair-share` annotation, `batch.api.fairshare`), `<none>` until it has.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 import click
 
+from batch.api.fairshare import read_fair_share
+from batch.api.resources import CPU, GPU, format_resource_list
 from batch.cli.job import BUS, SCHED, Kube, fail, kube_options, table
 from batch.cli.output import dump, output_option, print_list
 
@@ -24,6 +28,7 @@ _HEADERS = [
     "Running",
     "Unknown",
     "Completed",
+    "Deserved",
 ]
 
 
@@ -34,6 +39,15 @@ def _resources(amounts: Any) -> str:
     if not isinstance(amounts, dict) or not amounts:
         return "<none>"
     return ",".join(f"{k}={v}" for k, v in sorted(amounts.items()))
+
+
+def _deserved(q: dict[str, Any]) -> str:
+    """The cpu and GPUs the scheduler says the queue deserves, in Kubernetes form."""
+    published = read_fair_share(q)
+    if published is None:
+        return "<none>"
+    shown = {k: v for k, v in published.deserved.items() if k in (CPU, GPU)}
+    return _resources(format_resource_list(shown))
 
 
 def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
@@ -55,6 +69,7 @@ def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
         st.get("running", 0),
         st.get("unknown", 0),
         st.get("completed", 0),
+        _deserved(q),
         *(extra if wide else []),
     ]
 
