@@ -72,6 +72,8 @@ STATUS_CONCURRENCY = 32
 IN_FLIGHT_PER_WORKER = 4
 #: seconds a stopping replica waits for requests on the wire, and for its pending statuses
 DRAIN_GRACE_S = 2.0
+#: the `volcano_queue_<what>_*` gauges a fair-share plugin's figures set
+SHARE_GAUGES = ("request", "deserved", "real_capacity", "inqueue")
 
 
 @dataclass
@@ -148,6 +150,8 @@ class SchedulerService:
         self.last_session_at = 0.0
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
+        #: queues whose fair-share figures the metrics export
+        self._shared: set[str] = set()
         self.ledger: SchedulerLedger | None = None
 
     # -- cache feed ---------------------------------------------------------------------
@@ -393,23 +397,33 @@ class SchedulerService:
                 m.queue_weight.labels(queue_name=name).set(info.weight)
                 if info.capability:
                     m.set_queue_resources("capacity", name, info.capability)
-        for name, qm in decisions.queue_metrics.items():
-            for what, vector in (
-                ("request", qm.request),
-                ("deserved", qm.deserved),
-                ("real_capacity", qm.real_capacity),
-                ("inqueue", qm.inqueue),
-            ):
-                if vector is not None:
-                    m.set_queue_resources(what, name, qm.amounts(vector))
-            m.queue_share.labels(queue_name=name).set(qm.share)
-            m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
+        self._export_shares(decisions)
         m.unschedule_job_count.set(len(decisions.pending_reasons))
         m.set_pending(Counter(r.kind for r in decisions.pending_reasons.values()))
         m.unschedule_task_count.clear()
         for job_id, reason in decisions.pending_reasons.items():
             if reason.short_by:
                 m.unschedule_task_count.labels(job_id=job_id).set(reason.short_by)
+
+    def _export_shares(self, decisions: Decisions) -> None:
+        """The fair-share plugin's figures per queue; a queue it has none for any more (as its
+        fair-share annotation, `batch.kube.fairshare`) loses its series rather than keeping
+        the last figure."""
+        m = self.metrics
+        for name, qm in decisions.queue_metrics.items():
+            for what in SHARE_GAUGES:  # QueueMetrics' vectors, by the gauges' names
+                vector = getattr(qm, what)
+                if vector is not None:
+                    m.set_queue_resources(what, name, qm.amounts(vector))
+            m.queue_share.labels(queue_name=name).set(qm.share)
+            m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
+        for name in self._shared - set(decisions.queue_metrics):
+            for what in SHARE_GAUGES:
+                m.forget_queue_resources(what, name)
+            for gauge in (m.queue_share, m.queue_overused):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(name)
+        self._shared = set(decisions.queue_metrics)
 
     # -- HTTP endpoints -------------------------------------------------------------------
     async def _start_http(self) -> list[web.AppRunner]:

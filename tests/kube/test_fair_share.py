@@ -23,6 +23,13 @@ from batch.model import fixtures as f
 from tests.scheduler.util import NOW, cluster, gang, run
 
 FPGA = "example.com/fpga"  # asked for by a pod, offered by no node
+NO_FAIR_SHARE = """
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+"""
 
 
 def _session() -> Any:
@@ -69,14 +76,7 @@ def test_a_queue_without_figures_gets_none() -> None:
     has any queue under a configuration without proportion or capacity: no annotation."""
     c, d = _session()
     assert fair_share_annotations(d, c)["root"] is None
-    no_plugin = """
-actions: "enqueue, allocate"
-tiers:
-- plugins:
-  - name: gang
-  - name: predicates
-"""
-    assert set(fair_share_annotations(run(c, no_plugin), c).values()) == {None}
+    assert set(fair_share_annotations(run(c, NO_FAIR_SHARE), c).values()) == {None}
 
 
 def test_a_new_session_alone_is_no_change() -> None:
@@ -143,3 +143,25 @@ def test_the_service_offers_the_figures_with_the_statuses() -> None:
 
     service._offer_statuses(_Statuses(), d)  # type: ignore[arg-type]
     assert offered["fair_shares"] == fair_share_annotations(d, c)
+
+
+def test_the_metric_forgets_a_queue_the_annotation_leaves() -> None:
+    """A queue that leaves the fair-share figures (its jobs ended, or the configuration lost
+    its fair-share plugin) loses its annotation; its `volcano_queue_deserved_*` (and share)
+    series go too, instead of repeating the last figure forever."""
+    c, d = _session()
+    service = SchedulerService(SchedulerOptions(), access=ClusterAccess(server="http://x"))
+    service._export_gauges(d)
+    text = service.metrics.render().decode()
+    assert 'volcano_queue_deserved_milli_cpu{queue_name="b"}' in text
+    service._export_gauges(run(c, NO_FAIR_SHARE, now=NOW + 5))
+    text = service.metrics.render().decode()
+    for series in (
+        'volcano_queue_deserved_milli_cpu{queue_name="b"}',
+        'volcano_queue_deserved_scalar_resources{queue_name="b",resource="nvidia.com/gpu"}',
+        'volcano_queue_request_milli_cpu{queue_name="b"}',
+        'volcano_queue_share{queue_name="b"}',
+        'volcano_queue_overused{queue_name="b"}',
+    ):
+        assert series not in text, series
+    assert 'volcano_queue_allocated_milli_cpu{queue_name="b"}' in text  # status, not a share
