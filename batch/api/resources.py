@@ -99,8 +99,10 @@ def _to_internal(name: str, value: str | int | float | Fraction) -> int:
     return check_int64(quantity.milli_value(), value, "thousandths")
 
 
+@functools.lru_cache(maxsize=4096)
 def from_internal(name: str, amount: int) -> str:
-    """Format an internal integer amount of resource `name` as a canonical quantity."""
+    """Format an internal integer amount of resource `name` as a canonical quantity (memoised:
+    every session formats the same few figures of each queue again)."""
     if is_count_resource(name):
         return format_quantity(amount, "DecimalSI")
     if is_byte_resource(name):

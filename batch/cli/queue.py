@@ -3,7 +3,9 @@
 `operate -a open|close` creates an OpenQueue/CloseQueue bus Command that the queue controller
 executes (in namespace `default`, as vcctl, or `--command-namespace`: where the controller takes
 queue Commands from when it runs with `--queue-command-namespace`); `operate -a update -w W`
-patches `spec.weight` (must be > 0). Columns follow vcctl.
+patches `spec.weight` (must be > 0). Columns follow vcctl, then Deserved: the cpu and GPUs the
+scheduler's fair-share plugin last computed for the queue (the `tephra.io/fair-share`
+annotation, `batch.api.fairshare`), `<none>` until it has.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 import click
 
+from batch.api.fairshare import read_fair_share
+from batch.api.resources import CPU, GPU, format_resource_list
 from batch.cli.job import BUS, SCHED, Kube, fail, kube_options, table
 from batch.cli.output import dump, output_option, print_list
 
@@ -26,6 +30,7 @@ _HEADERS = [
     "Running",
     "Unknown",
     "Completed",
+    "Deserved",
 ]
 
 
@@ -44,6 +49,15 @@ def _resources(amounts: Any) -> str:
     if not isinstance(amounts, dict) or not amounts:
         return "<none>"
     return ",".join(f"{k}={v}" for k, v in sorted(amounts.items()))
+
+
+def _deserved(q: dict[str, Any]) -> str:
+    """The cpu and GPUs the scheduler says the queue deserves, in Kubernetes form."""
+    published = read_fair_share(q)
+    if published is None:
+        return "<none>"
+    shown = {k: v for k, v in published.deserved.items() if k in (CPU, GPU)}
+    return _resources(format_resource_list(shown))
 
 
 def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
@@ -65,6 +79,7 @@ def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
         st.get("running", 0),
         st.get("unknown", 0),
         st.get("completed", 0),
+        _deserved(q),
         *(extra if wide else []),
     ]
 

@@ -8,12 +8,14 @@ when a watch changed something) and swaps in the page's fresh `<main>`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 from urllib.parse import quote
 
 from batch.api.durations import format_duration
+from batch.api.timestamps import parse_time
 from batch.dashboard.charts import bars
 from batch.dashboard.views import GPU, SHOWN, JobFilter
 
@@ -183,7 +185,25 @@ def _queue_row(q: Mapping[str, Any], capacity: Mapping[str, Any]) -> list[str]:
         cells.append(_e(q["pending"][res]["text"]))
     pg = q["podgroups"]
     cells.append(_e(f"{pg['pending']} / {pg['inqueue']} / {pg['running']}"))
+    cells.append(_source(q))
     return cells
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{max(0, round(seconds))} s ago"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min ago"
+    return f"{round(seconds / 3600)} h ago"
+
+
+def _source(q: Mapping[str, Any]) -> str:
+    """Where the row's deserved share comes from; for the scheduler's, how long ago the
+    session that last changed it ran (when its uid says)."""
+    at = parse_time(q.get("deserved_at"))
+    title = f' title="session {_e(q["deserved_session"])}"' if q.get("deserved_session") else ""
+    age = f", {_ago(time.time() - at.timestamp())}" if at is not None else ""
+    return f"<span{title}>{_e(q['deserved_source'])}{_e(age)}</span>"
 
 
 def queues_page(model: Mapping[str, Any]) -> str:
@@ -197,6 +217,7 @@ def queues_page(model: Mapping[str, Any]) -> str:
         "GPUs allocated / deserved",
         "GPUs pending",
         "PodGroups pending / inqueue / running",
+        "deserved from",
     ]
     rows = [_queue_row(q, model["capacity"]) for q in model["queues"]]
     shown = [q for q in model["queues"] if q["name"] != "root"]
@@ -211,8 +232,15 @@ def queues_page(model: Mapping[str, Any]) -> str:
     )
     return (
         f"<h1>Queues</h1>{_table(headers, rows, 'queues')}"
-        "<p>Deserved is the queue's spec.deserved, else its weight share of the cluster "
-        "(weight among its siblings, down the tree).</p>"
+        "<p>Deserved is the scheduler's figure: what the fair-share plugin (proportion or "
+        "capacity) of its session computed for the queue, published on the Queue as the "
+        "annotation <code>tephra.io/fair-share</code>, the same figure as the "
+        "<code>volcano_queue_deserved_*</code> metrics and <code>tephra queue get</code>; its "
+        "age is that of the session that last changed it. A queue the scheduler computed no "
+        "figure for (no jobs in a session yet, or no fair-share plugin configured) shows its "
+        "spec.deserved, else its weight share of the cluster (weight among its siblings, down "
+        "the tree), marked “not computed by the scheduler yet”. The weight share column is "
+        "that weight share, whatever the source of deserved.</p>"
         f"{chart}"
     )
 

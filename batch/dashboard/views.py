@@ -7,12 +7,15 @@ from these models. Amounts are reported as people read them (`describe_amount`: 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from batch.api.fairshare import read_fair_share
 from batch.api.resources import describe_amount, parse_resource_list
+from batch.api.timestamps import format_time
 from batch.dashboard.state import LiveState, Obj, StateLookup
 from batch.kube.why import explain, queue_parent, queue_weight
 
@@ -126,8 +129,34 @@ def _weight_shares(tree: list[tuple[Obj, int]], capacity: Mapping[str, int]) -> 
     return share
 
 
+#: how the page says that a deserved share is not the scheduler's
+NOT_COMPUTED = "not computed by the scheduler yet: "
+
+
+def _deserved(q: Obj, by_share: dict[str, int]) -> tuple[dict[str, int], dict[str, Any]]:
+    """A queue's deserved share and where it comes from: the figures the scheduler published
+    on the Queue (`tephra.io/fair-share`), else, said as such, spec.deserved or the weight
+    share of the cluster."""
+    published = read_fair_share(q)
+    if published is not None:
+        at = published.session_time
+        return published.deserved, {
+            "deserved_source": "scheduler",
+            "deserved_session": published.session or None,
+            "deserved_at": format_time(dt.datetime.fromtimestamp(at, dt.UTC)) if at else None,
+        }
+    spec = q.get("spec") or {}
+    fallback = "spec.deserved" if spec.get("deserved") else "weight share"
+    return _safe(spec.get("deserved")) or by_share, {
+        "deserved_source": NOT_COMPUTED + fallback,
+        "deserved_session": None,
+        "deserved_at": None,
+    }
+
+
 def queues(state: LiveState) -> dict[str, Any]:
-    """The queue tree: weight, state, capability, weight share, allocated, pending demand."""
+    """The queue tree: weight, state, capability, weight share, the scheduler's deserved share,
+    allocated, pending demand."""
     tree = _tree(state.items("Queue"))
     capacity, demand = state.capacity(), _demand(state)
     shares = _weight_shares(tree, capacity)
@@ -136,7 +165,7 @@ def queues(state: LiveState) -> dict[str, Any]:
         name = str(q["metadata"]["name"])
         spec, status = q.get("spec") or {}, q.get("status") or {}
         by_share = {r: int(capacity.get(r, 0) * shares[name]) for r in SHOWN}
-        deserved = _safe(spec.get("deserved")) or by_share
+        deserved, source = _deserved(q, by_share)
         rows.append(
             {
                 "name": name,
@@ -146,7 +175,7 @@ def queues(state: LiveState) -> dict[str, Any]:
                 "state": status.get("state") or "Open",
                 "share": round(shares[name], 4),
                 "deserved": _amounts(deserved),
-                "deserved_source": "spec.deserved" if spec.get("deserved") else "weight share",
+                **source,
                 "capability": _amounts(_safe(spec.get("capability")))
                 if spec.get("capability")
                 else None,

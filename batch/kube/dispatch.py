@@ -15,9 +15,10 @@ are sent, so the next session can run while they are in flight:
   one decided before this replica's leadership lapsed, is dropped unsent, its assumption
   undone, and reported. `close` drops what was not sent yet and waits a grace period for what
   is on the wire, so a replica that stops or loses its lease sends no bind after it.
-* `StatusQueue` keeps the latest desired status per object (PodGroup, Queue, pod status patch)
-  and the events to post, and writes them from one background task, round by round: a key is
-  never written by two rounds at once, so an older status is never written after a newer one.
+* `StatusQueue` keeps the latest desired status per object (PodGroup, Queue, pod status patch,
+  a queue's fair-share annotation) and the events to post, and writes them from one background
+  task, round by round: a key is never written by two rounds at once, so an older status is
+  never written after a newer one.
   A failed write stays pending and is made again in the next round (rounds follow sessions, so
   retries do not spin). `hold_running` keeps a pending PodGroup status computed before a bind
   of its gang failed from reporting the gang Running (Volcano #4383).
@@ -185,6 +186,7 @@ class StatusQueue:
         self._on_written = on_written
         self._podgroups: dict[PodGroupKey, Mapping[str, Any]] = {}
         self._queues: dict[str, Mapping[str, Any]] = {}
+        self._fair_shares: dict[str, str | None] = {}
         self._pods: dict[PodGroupKey, dict[str, Any]] = {}
         self._events: dict[tuple[str, ...], EventSpec] = {}
         self._hold: set[PodGroupKey] = set()
@@ -195,7 +197,9 @@ class StatusQueue:
 
     @property
     def pending(self) -> bool:
-        return bool(self._podgroups or self._queues or self._pods or self._events)
+        return bool(
+            self._podgroups or self._queues or self._fair_shares or self._pods or self._events
+        )
 
     def offer(
         self,
@@ -204,13 +208,17 @@ class StatusQueue:
         queues: Mapping[str, Mapping[str, Any]] | None = None,
         pods: Iterable[tuple[str, str, dict[str, Any]]] = (),
         events: Iterable[EventSpec] = (),
+        fair_shares: Mapping[str, str | None] | None = None,
     ) -> None:
-        """Statuses of a newer session replace pending ones of the same objects."""
+        """Statuses of a newer session replace pending ones of the same objects
+        (`fair_shares`: queue -> its fair-share annotation, None for none)."""
         if podgroups:
             self._podgroups.update(podgroups)
             self._hold.difference_update(podgroups)  # computed after every failure so far
         if queues:
             self._queues.update(queues)
+        if fair_shares:
+            self._fair_shares.update(fair_shares)
         self._pods.update(((ns, name), patch) for ns, name, patch in pods)
         for ev in events:
             self._events[(ev.kind, ev.namespace, ev.name, ev.reason, ev.message)] = ev
@@ -270,12 +278,14 @@ class StatusQueue:
         self.rounds += 1
         podgroups = self._take_podgroups()
         queues, self._queues = self._queues, {}
+        fair_shares, self._fair_shares = self._fair_shares, {}
         pods, self._pods = self._pods, {}
         events, self._events = self._events, {}
         failed_before = self.writer.failed_writes
         writes = await self.writer.patch_pod_statuses([(*k, p) for k, p in pods.items()])
         writes += await self.writer.write_podgroups(podgroups)
         writes += await self.writer.write_queues(queues)
+        writes += await self.writer.write_fair_shares(fair_shares)
         if events:
             await self.writer.emit_events(list(events.values()))
         if self._on_written is not None:
@@ -287,5 +297,7 @@ class StatusQueue:
                 self._podgroups.setdefault(pg_key, status)
             for name, q_status in queues.items():
                 self._queues.setdefault(name, q_status)
+            for name, value in fair_shares.items():
+                self._fair_shares.setdefault(name, value)
             for pod_key, patch in pods.items():
                 self._pods.setdefault(pod_key, patch)

@@ -3,7 +3,10 @@
 Why this exists: preemption and reclaim decisions exist only inside the scheduler, and so does
 the per-queue view (allocated, pending demand, fair share) the fairness report compares over
 time. This hook turns a session's decisions into ledger events: evictions keyed by the jobs'
-Kubernetes uids, and usage samples of leaf queues with the fair-share plugin's deserved share.
+Kubernetes uids, and usage samples of leaf queues with the fair-share plugin's deserved share
+(`Decisions.queue_metrics`, the figure the metrics and the Queue's `tephra.io/fair-share`
+annotation carry; a queue without one is sampled without a deserved share, never with a figure
+of another source).
 It is fed on the service's event loop; the usage sampler (an apscheduler thread inside the
 recorder) reads only the snapshot taken here, never the live cache, so the two threads never
 race.
@@ -46,7 +49,8 @@ class SchedulerLedger:
     def _samples(self, at: dt.datetime) -> Iterable[LedgerEvent]:
         with self._lock:
             queues, pending, deserved = self._queues, self._pending, self._deserved
-        return usage_samples_from_queues(queues, at=at, pending=pending, deserved=deserved or None)
+        # the scheduler's figures only: a queue without them is sampled without a deserved share
+        return usage_samples_from_queues(queues, at=at, pending=pending, deserved=deserved)
 
     def observe_session(self, cache: ClusterCache, decisions: Decisions, now: float) -> None:
         """Record this session's evictions and refresh the usage snapshot."""

@@ -8,6 +8,7 @@ sandbox, tests) without colliding on the global registry.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -178,6 +179,16 @@ class SchedulerMetrics:
         for name in names:
             scalar.labels(queue_name=queue, resource=name).set(amounts[name])
         self._scalars[(what, queue)] = names
+
+    def forget_queue_resources(self, what: str, queue: str) -> None:
+        """Drop a queue's series of `what` (a figure nobody computes for it any more)."""
+        cpu, mem, scalar = self.queue_gauges[what]
+        for gauge in (cpu, mem):
+            with contextlib.suppress(KeyError):
+                gauge.remove(queue)
+        for name in self._scalars.pop((what, queue), set()):
+            with contextlib.suppress(KeyError):
+                scalar.remove(queue, name)
 
     def set_pending(self, counts: Mapping[str, int]) -> None:
         """Pending jobs per reason; a reason no job has any more reads 0."""

@@ -7,10 +7,11 @@ loop so that the cache is never mutated while a session reads it:
 2. list+watch of every kind the scheduler reads, feeding the incremental cache; the first
    session waits until every initial list has synced;
 3. every `period`: one session on the cache; its binds and evictions are assumed in the cache
-   and handed to background workers, its PodGroup/Queue statuses, nominations and events to a
-   coalescing status queue (`batch.kube.dispatch`), so the next session does not wait for their
-   round trips (kube-scheduler's asynchronous binding cycle); a session waits only while too
-   many requests are outstanding;
+   and handed to background workers, its PodGroup/Queue statuses, nominations, events and each
+   queue's fair-share figures (the `tephra.io/fair-share` annotation) to a coalescing status
+   queue (`batch.kube.dispatch`), so the next session does not wait for their round trips
+   (kube-scheduler's asynchronous binding cycle); a session waits only while too many requests
+   are outstanding;
 4. a bind that fails returns its task to Pending (retried next session) and keeps its PodGroup
    from being reported Running (Volcano #4383);
 5. with leader election, a session runs and its binds, evictions and statuses are sent only
@@ -49,6 +50,7 @@ from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRe
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import ClusterAccess, load_access
 from batch.kube.dispatch import InFlight, StatusQueue
+from batch.kube.fairshare import fair_share_annotations
 from batch.kube.informer import Reflector, ReflectorSet
 from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
@@ -75,6 +77,8 @@ STATUS_CONCURRENCY = 32
 IN_FLIGHT_PER_WORKER = 4
 #: seconds a stopping replica waits for requests on the wire, and for its pending statuses
 DRAIN_GRACE_S = 2.0
+#: the `volcano_queue_<what>_*` gauges a fair-share plugin's figures set
+SHARE_GAUGES = ("request", "deserved", "real_capacity", "inqueue")
 
 
 def _always() -> bool:
@@ -160,6 +164,8 @@ class SchedulerService:
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
         self._lapsed = False  # the last session found the leadership not current
+        #: queues whose fair-share figures the metrics export
+        self._shared: set[str] = set()
         self.ledger: SchedulerLedger | None = None
         self._ledger_metrics: LedgerCollector | None = None
 
@@ -243,7 +249,15 @@ class SchedulerService:
         # before any answer can arrive, so a failure always finds the status it must hold back.
         self._dispatch_evictions(out, decisions, guard)
         self._dispatch_binds(out, decisions, guard)
-        out.statuses.offer(
+        self._offer_statuses(out.statuses, decisions)
+        self._export_gauges(decisions)
+        self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
+        self.last_session_at = time.time()
+
+    def _offer_statuses(self, statuses: StatusQueue, decisions: Decisions) -> None:
+        """The session's statuses, nominations, events and fair-share annotations, to be
+        written in the background (by the leader only, when they differ from the objects')."""
+        statuses.offer(
             podgroups=decisions.podgroup_status,
             queues=decisions.queue_status,
             pods=self._nominations(decisions),
@@ -251,10 +265,8 @@ class SchedulerService:
                 *(self._podgroup_event(ev) for ev in decisions.events),
                 *self._pod_events(decisions),
             ],
+            fair_shares=fair_share_annotations(decisions, self.cache),
         )
-        self._export_gauges(decisions)
-        self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
-        self.last_session_at = time.time()
 
     def _leading(self, guard: Callable[[], bool]) -> bool:
         """Whether a session may run; says so when that changes."""
@@ -426,23 +438,33 @@ class SchedulerService:
                 m.queue_weight.labels(queue_name=name).set(info.weight)
                 if info.capability:
                     m.set_queue_resources("capacity", name, info.capability)
-        for name, qm in decisions.queue_metrics.items():
-            for what, vector in (
-                ("request", qm.request),
-                ("deserved", qm.deserved),
-                ("real_capacity", qm.real_capacity),
-                ("inqueue", qm.inqueue),
-            ):
-                if vector is not None:
-                    m.set_queue_resources(what, name, qm.amounts(vector))
-            m.queue_share.labels(queue_name=name).set(qm.share)
-            m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
+        self._export_shares(decisions)
         m.unschedule_job_count.set(len(decisions.pending_reasons))
         m.set_pending(Counter(r.kind for r in decisions.pending_reasons.values()))
         m.unschedule_task_count.clear()
         for job_id, reason in decisions.pending_reasons.items():
             if reason.short_by:
                 m.unschedule_task_count.labels(job_id=job_id).set(reason.short_by)
+
+    def _export_shares(self, decisions: Decisions) -> None:
+        """The fair-share plugin's figures per queue; a queue it has none for any more (as its
+        fair-share annotation, `batch.kube.fairshare`) loses its series rather than keeping
+        the last figure."""
+        m = self.metrics
+        for name, qm in decisions.queue_metrics.items():
+            for what in SHARE_GAUGES:  # QueueMetrics' vectors, by the gauges' names
+                vector = getattr(qm, what)
+                if vector is not None:
+                    m.set_queue_resources(what, name, qm.amounts(vector))
+            m.queue_share.labels(queue_name=name).set(qm.share)
+            m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
+        for name in self._shared - set(decisions.queue_metrics):
+            for what in SHARE_GAUGES:
+                m.forget_queue_resources(what, name)
+            for gauge in (m.queue_share, m.queue_overused):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(name)
+        self._shared = set(decisions.queue_metrics)
 
     # -- HTTP endpoints -------------------------------------------------------------------
     async def _start_http(self) -> list[web.AppRunner]:

@@ -6,7 +6,9 @@ nothing. Tephra remembers what the API server last told it (from the watch) and 
 patch of the changed fields only (a key that left a map, say a resource no longer allocated,
 is sent as null so that the server drops it); conditions are compared without their timestamps so an
 unchanged "Unschedulable" condition is not rewritten every second. Repeated events are
-suppressed for a while instead of being posted every session.
+suppressed for a while instead of being posted every session. The scheduler's fair-share
+figures of a queue (`batch.api.fairshare`) go the same way, onto the Queue's metadata: written
+when the figures changed, not when only the session that computed them is newer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.api.events import event_body, object_reference
+from batch.api.fairshare import FAIR_SHARE_ANNOTATION, same_figures
 from batch.api.mergepatch import apply_merge_patch, merge_patch
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 
@@ -112,6 +115,8 @@ class StatusWriter:
         self.event_interval = event_interval
         self.podgroups: dict[tuple[str, str], dict[str, Any]] = {}
         self.queues: dict[str, dict[str, Any]] = {}
+        #: queue -> the value of its fair-share annotation (None: it has none)
+        self.fair_shares: dict[str, str | None] = {}
         self._recent_events: dict[tuple[str, str, str, str, str], float] = {}
         self.writes = 0
         #: status writes that failed (not counting objects deleted meanwhile); the caller
@@ -131,25 +136,31 @@ class StatusWriter:
             name = str(meta.get("name", ""))
             if etype == "DELETED":
                 self.queues.pop(name, None)
+                self.fair_shares.pop(name, None)
             else:
                 self.queues[name] = dict(obj.get("status") or {})
+                self.fair_shares[name] = (meta.get("annotations") or {}).get(FAIR_SHARE_ANNOTATION)
 
     # -- writes ---------------------------------------------------------------------------
     async def _patch_status(
         self, kind: str, name: str, namespace: str | None, patch: dict[str, Any]
     ) -> bool:
+        return await self._send(kind, name, namespace, {"status": patch}, sub="status")
+
+    async def _send(
+        self, kind: str, name: str, namespace: str | None, body: dict[str, Any], *, sub: str | None
+    ) -> bool:
+        """Merge-patch the object (or its `sub`resource); False when it did not take."""
         try:
-            await self.client.patch(
-                RESOURCES[kind], name, {"status": patch}, namespace=namespace, sub="status"
-            )
+            await self.client.patch(RESOURCES[kind], name, body, namespace=namespace, sub=sub)
         except ApiError as exc:
             if exc.status != 404:
                 self.failed_writes += 1
-                log.warning("status write of %s %s failed: %s", kind, name, exc)
+                log.warning("write of %s %s failed: %s", kind, name, exc)
             return False
         except Exception as exc:
             self.failed_writes += 1
-            log.warning("status write of %s %s failed: %r", kind, name, exc)
+            log.warning("write of %s %s failed: %r", kind, name, exc)
             return False
         self.writes += 1
         return True
@@ -204,6 +215,25 @@ class StatusWriter:
             if patch:
                 jobs.append(self._write(self.queues, name, "Queue", name, None, patch))
         return await self._run(jobs)
+
+    async def write_fair_shares(self, desired: Mapping[str, str | None]) -> int:
+        """Set (or, for None, remove) the fair-share annotation of queues whose figures
+        changed; returns the number of writes made."""
+        jobs = [
+            self._annotate(name, value)
+            for name, value in desired.items()
+            if name in self.fair_shares and not same_figures(self.fair_shares[name], value)
+        ]
+        return await self._run(jobs)
+
+    async def _annotate(self, name: str, value: str | None) -> bool:
+        """A merge patch of the Queue's metadata (the object itself, not its status: it works
+        with or without a status subresource)."""
+        patch = {"metadata": {"annotations": {FAIR_SHARE_ANNOTATION: value}}}
+        ok = await self._send("Queue", name, None, patch, sub=None)
+        if ok and name in self.fair_shares:
+            self.fair_shares[name] = value
+        return ok
 
     async def patch_pod_statuses(self, patches: Sequence[tuple[str, str, dict[str, Any]]]) -> int:
         """Merge-patch `status` of pods: (namespace, name, status fields)."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from batch.api.resources import describe_amount, parse_resource_list
+from batch.api.fairshare import read_fair_share
+from batch.api.resources import CPU, GPU, describe_amount, parse_resource_list
 
 __all__ = [
     "WhyLookup",
@@ -130,9 +131,23 @@ def _queue_lines(queue_name: str, queue: Obj | None) -> list[str]:
     if queue is None:
         return [f"  queue {queue_name} does not exist: the scheduler ignores this job"]
     state = (queue.get("status") or {}).get("state") or "Open"
-    if state != "Open":
-        return [f"  queue {queue_name} is {state}: nothing new is admitted from it"]
-    return []
+    closed = [f"  queue {queue_name} is {state}: nothing new is admitted from it"]
+    return [*(closed if state != "Open" else []), *_deserved_line(queue_name, queue)]
+
+
+def _deserved_line(queue_name: str, queue: Obj) -> list[str]:
+    """What the queue holds of what the scheduler says it deserves (the figures it published
+    on the Queue, `batch.api.fairshare`), in GPUs, or cpu on a cluster without GPUs."""
+    published = read_fair_share(queue)
+    if published is None:
+        return []
+    res = GPU if GPU in published.deserved or GPU in published.allocated else CPU
+    held = describe_amount(res, published.allocated.get(res, 0))
+    deserved = describe_amount(res, published.deserved.get(res, 0))
+    return [
+        f"  queue {queue_name}: allocated {held} of deserved {deserved} {res} "
+        f"(weight {queue_weight(queue)})"
+    ]
 
 
 def _verdict(pg: Obj) -> list[str]:

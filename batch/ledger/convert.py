@@ -652,24 +652,28 @@ def usage_samples_from_queues(
     pending: Mapping[str, Mapping[str, int]] | None = None,
     deserved: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[LedgerEvent]:
-    """Samples from Queue objects: ``status.allocated`` vs deserved (computed or ``spec``).
+    """Samples from Queue objects: ``status.allocated`` vs deserved.
 
-    ``deserved`` (per queue) overrides ``spec.deserved`` — the proportion plugin computes it.
+    ``deserved`` is the scheduler's figure per queue (its fair-share plugin computes it): given,
+    it is the only one, and a queue it does not name is sampled without a deserved share. Only
+    when it is None (the caller knows no scheduler's figures) is ``spec.deserved`` taken.
     ``pending`` is the queue's unadmitted demand, when the caller knows it.
     """
     out: list[LedgerEvent] = []
     for queue in queues:
         meta, spec, status = _meta(queue), _map(queue, "spec"), _map(queue, "status")
         name = str(meta.get("name", ""))
-        fair = (deserved or {}).get(name)
+        fair = (
+            deserved.get(name)
+            if deserved is not None
+            else _resources(spec.get("deserved"), f"Queue {name} spec.deserved")
+        )
         out.append(
             QueueUsageSample(
                 queue=name,
                 at=at,
                 allocated=_resources(status.get("allocated"), f"Queue {name} status.allocated"),
-                deserved=dict(fair)
-                if fair is not None
-                else (_resources(spec.get("deserved"), f"Queue {name} spec.deserved") or None),
+                deserved=dict(fair) if fair else None,
                 capability=_resources(spec.get("capability"), f"Queue {name} spec.capability")
                 or None,
                 pending=dict((pending or {}).get(name, {})) or None,

@@ -505,6 +505,8 @@ def test_scheduler_rbac(rendered: dict[str, list[Doc]]) -> None:
     assert rule_allows(rules, "scheduling.volcano.sh", "podgroups/status", "patch")
     assert rule_allows(rules, "scheduling.volcano.sh", "queues/status", "patch")
     assert rule_allows(rules, "scheduling.volcano.sh", "queues", "create")
+    # the fair-share annotation (tephra.io/fair-share) is a merge patch of the Queue itself
+    assert rule_allows(rules, "scheduling.volcano.sh", "queues", "patch")
     assert rule_allows(rules, "", "events", "create")
     # ...and nothing it does not need.
     assert not rule_allows(rules, "", "pods", "delete")

@@ -7,8 +7,10 @@ from typing import Any
 import click
 import pytest
 
+from batch.api.fairshare import FAIR_SHARE_ANNOTATION, fair_share_value
 from batch.cli.job import parse_resources, table
-from batch.kube.why import queue_position, queue_share
+from batch.cli.queue import _HEADERS, _row
+from batch.kube.why import explain, queue_position, queue_share
 
 
 def pg(
@@ -72,3 +74,61 @@ def test_table_and_resources() -> None:
     assert parse_resources("cpu=1000m, memory=100Mi", "-R") == {"cpu": "1000m", "memory": "100Mi"}
     with pytest.raises(click.BadParameter):
         parse_resources("cpu", "-R")
+
+
+SHARE = fair_share_value(
+    deserved={"cpu": 5000, "memory": 2**30, "nvidia.com/gpu": 22000},
+    allocated={"cpu": 3000, "nvidia.com/gpu": 4000},
+    request={"nvidia.com/gpu": 30000},
+    session="session-7-1800000000000",
+)
+
+
+def _published(q: dict[str, Any]) -> dict[str, Any]:
+    q["metadata"]["annotations"] = {FAIR_SHARE_ANNOTATION: SHARE}
+    return q
+
+
+def test_queue_listings_show_the_schedulers_deserved_share() -> None:
+    """`tephra queue get/list` show the deserved share the scheduler published (issue 29.1)."""
+    assert _HEADERS[-1] == "Deserved"
+    row = _row(_published(queue("team", 1)))
+    assert row[len(_HEADERS) - 1] == "cpu=5,nvidia.com/gpu=22"
+    assert _row(queue("other", 1))[len(_HEADERS) - 1] == "<none>"
+
+
+class _Look:
+    """A WhyLookup over fixed objects (a job in queue `team`, its PodGroup Inqueue)."""
+
+    def __init__(self, q: dict[str, Any]) -> None:
+        self.q = q
+
+    def podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {**pg(name, queue="team", phase="Inqueue"), "spec": {"minMember": 1}}
+
+    def queue(self, name: str) -> dict[str, Any] | None:
+        return self.q
+
+    def events(self, namespace: str, involved: str) -> list[dict[str, Any]]:
+        return []
+
+    def podgroups(self) -> list[dict[str, Any]]:
+        return []
+
+    def priorities(self) -> dict[str, int]:
+        return {}
+
+    def queues(self) -> list[dict[str, Any]]:
+        return [self.q]
+
+    def capacity(self) -> dict[str, int]:
+        return {"nvidia.com/gpu": 32_000}
+
+
+JOB = {"metadata": {"name": "j", "namespace": "default", "uid": "u"}, "spec": {"queue": "team"}}
+
+
+def test_job_why_says_what_the_queue_deserves() -> None:
+    lines = explain(JOB, _Look(_published(queue("team", 3))))
+    assert "  queue team: allocated 4 of deserved 22 nvidia.com/gpu (weight 3)" in lines, lines
+    assert not any("of deserved" in line for line in explain(JOB, _Look(queue("team", 3))))

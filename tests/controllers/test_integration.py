@@ -444,6 +444,7 @@ def test_cli_job_and_queue_commands(env: Env) -> None:
         "Running",
         "Unknown",
         "Completed",
+        "Deserved",
     ]
     assert any(line.split()[:4] == ["cliq", "3", "Open", "root"] for line in out.splitlines())
     run("queue", "operate", "-n", "cliq", "-a", "close")

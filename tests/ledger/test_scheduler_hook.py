@@ -83,3 +83,31 @@ def test_evictions_name_jobs_as_the_controllers_do(
             )
         ).all()
     assert [tuple(r) for r in rows] == [("b-elastic", "b", "default", "a-job", "a")]
+
+
+def test_usage_samples_carry_the_schedulers_deserved_share_only(
+    ledger_url: str, engine: Engine
+) -> None:
+    """Issue 29.1: the history averages the scheduler's figure, never a figure of its own: a
+    queue the fair-share plugin computed nothing for (here "idle", without jobs, whose spec
+    asks for a deserved share) is sampled without one, not with its spec.deserved."""
+    from batch.model import fixtures as f
+
+    c = cluster(2, cpu="8", queues=("a",))
+    c.apply("Queue", "ADDED", f.queue("idle", deserved={"cpu": "4"}))
+    gang(c, "ja", 2, queue="a", cpu="2")
+    d = run(c)
+    assert "idle" not in d.queue_metrics
+    ledger = SchedulerLedger(ledger_url, sample_seconds=3600)
+    try:
+        ledger.observe_session(c, d, NOW)
+        assert ledger._sampler.sample_now(AT) > 0
+    finally:
+        ledger.close()
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT queue, deserved FROM queue_usage_samples WHERE resource = 'cpu'")
+        ).all()
+    deserved = {str(q): v for q, v in rows}
+    assert deserved["a"] == d.queue_metrics["a"].amounts(d.queue_metrics["a"].deserved)["cpu"]
+    assert deserved.get("idle") is None, rows
