@@ -97,7 +97,7 @@ def test_the_queue_view_follows_a_job_without_a_reload(
     browser.eval("window.notReloaded = true")
     live.submit(gpu_job("starts", replicas=1, gpus=3, run=20, queue="team-a"))
     wait_for(
-        lambda: _team_a_gpus(browser).startswith("3 / 4"),
+        lambda: _team_a_gpus(browser).startswith("3 / "),  # deserved: the scheduler's figure
         what="team-a's row shows 3 GPUs",
         timeout=90,
         explain=lambda: _team_a_gpus(browser),
