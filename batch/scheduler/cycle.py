@@ -47,6 +47,7 @@ def run_session(
             for name in config.actions:
                 action = ACTIONS[name](config.action_arguments(name))
                 t0 = time.perf_counter()
+                ssn.action = name
                 action.execute(ssn)
                 ssn.timings.setdefault(name, time.perf_counter() - t0)
         except BaseException:

@@ -229,7 +229,7 @@ def test_a_queue_keeps_its_guarantee_under_reclaim(live: Live) -> None:
         lambda: live.gpus_by_queue().get("heavy") == 16,
         what="heavy reclaimed down to kept's guarantee",
         timeout=120,
-        explain=live.gpus_by_queue,
+        explain=live.state,
     )
     _no_evictions_for(live, SESSIONS)
     assert live.gpus_by_queue() == {"kept": 16, "heavy": 16}
@@ -253,7 +253,7 @@ def test_three_queues_converge_to_their_weights(live: Live) -> None:
         return all(abs(held.get(q, 0) - 32 * w / 6) <= 8 for q, w in weights.items())
 
     wait_for(
-        settled, what="shares within a node of the weights", timeout=120, explain=live.gpus_by_queue
+        settled, what="shares within a node of the weights", timeout=120, explain=live.state
     )
     _no_evictions_for(live, SESSIONS)
     assert settled(), live.gpus_by_queue()

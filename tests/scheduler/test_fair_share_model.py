@@ -119,18 +119,14 @@ def test_volcano_mode_keeps_volcano_s_shares() -> None:
     assert _deserved_gpus(d, "team-b") == pytest.approx(32)
 
 
-def test_a_queue_at_its_share_waits_and_says_for_whom() -> None:
+def test_a_queue_at_its_share_waits_for_a_queue_owed_the_room() -> None:
     c = _cluster({"team-a": 1, "team-b": 1}, nodes=2)
     _running(c, "a0", "team-a", [("n0", 8)], 1)
     _waiting(c, "a1", "team-a", 1, 8)
-    _waiting(c, "b0", "team-b", 2, 8)  # can run only once a0 goes: 16 > 8 idle
+    _waiting(c, "b0", "team-b", 1, 8)  # team-b is owed the 8 idle GPUs: its share
     d = _run(c)
-    assert _phase(d, "a1") == "Pending"
-    assert d.pending_reasons["default/a1"].message == (
-        "queue 'team-a' would pass its fair share: it holds or was admitted to 1 cpu, "
-        "8 nvidia.com/gpu of 2 cpu, 8 nvidia.com/gpu deserved, and queue 'team-b' waits below "
-        "its own share"
-    )
+    assert (_phase(d, "a1"), _phase(d, "b0")) == ("Pending", "Inqueue")
+    assert d.pending_reasons["default/a1"].kind == "NotEnqueued"
 
 
 @pytest.mark.parametrize(
@@ -202,3 +198,41 @@ def test_gangreclaim_frees_whole_nodes_when_the_surplus_is_spread() -> None:
         evicted[e.job_id] = evicted.get(e.job_id, 0) + 1
     assert evicted == {"default/b0": 4, "default/b1": 4}, evicted  # 16 GPUs: team-b keeps 16
     assert {p.job_id for p in d.pipelines} == {"default/a-gang"}
+
+
+def test_a_gang_larger_than_its_queue_s_share_is_reclaimed_whole() -> None:
+    """w1 (weight 1 of 6) ran a 2 x 8-GPU gang while it was alone; w3 (weight 3) then wants a
+    2 x 8-GPU gang within its share of 16. w1's gang is larger than w1's whole share (5.3), so
+    the floor that keeps victim queues at their share does not protect it: it goes whole, and
+    w1 cannot take it back (it exceeds w1's share)."""
+    c = _cluster({"w1": 1, "w2": 2, "w3": 3})
+    _running(c, "w1-big", "w1", [("n0", 8), ("n1", 8)], 2)
+    _running(c, "w2-mid", "w2", [("n2", 4), ("n2", 4)], 2)
+    _waiting(c, "w2-more", "w2", 1, 2)
+    pg = f.podgroup("w3-big", queue="w3", min_member=2, phase="Inqueue")
+    pg["spec"]["minResources"] = {"cpu": "2", "nvidia.com/gpu": "16"}
+    c.apply("PodGroup", "ADDED", pg)
+    for i in range(2):
+        c.apply("Pod", "ADDED", f.pod(f"w3-big-{i}", group="w3-big", cpu="1", gpu=8))
+    d = _run(c, TEPHRA_DEFAULT_CONFIG.replace("MinRuntime: 5m", "MinRuntime: 0s"))
+    assert sorted(e.name for e in d.evictions) == ["w1-big-0", "w1-big-1"]
+    assert {p.job_id for p in d.pipelines} == {"default/w3-big"}
+
+
+def test_a_lone_gang_larger_than_its_share_takes_no_room_others_are_owed() -> None:
+    """w1 holds nothing and submits a 2 x 8-GPU gang; w3 (weight 3) holds 8 GPUs and waits
+    with three more 8-GPU jobs, so w1 deserves 8 of 32 and w3 24. 24 GPUs are idle but 16 of
+    them are owed to w3: the gang, larger than w1's share, is not admitted on them (it would be
+    a victim no floor lets reclaim take). Once w3 wants no more, it is."""
+    c = _cluster({"w1": 1, "w3": 3}, nodes=4)
+    _running(c, "w3-a", "w3", [("n0", 8)], 1)
+    for i in range(3):
+        _waiting(c, f"w3-{i}", "w3", 1, 8)
+    _waiting(c, "w1-big", "w1", 2, 8)
+    d = _run(c)
+    assert _deserved_gpus(d, "w1") == pytest.approx(8)
+    assert _phase(d, "w1-big") == "Pending"
+    assert "queue 'w3' waits below its own share" in d.pending_reasons["default/w1-big"].message
+    for i in range(3):
+        c.apply("PodGroup", "DELETED", f.podgroup(f"w3-{i}", queue="w3"))
+    assert _phase(_run(c), "w1-big") == "Inqueue"

@@ -131,7 +131,8 @@ def test_whatif_replays_the_history_the_sandbox_recorded(tmp_path: Path) -> None
     assert rows["q2"]["weight_proposed"] == 3 and rows["q2"]["jobs"] == 3
     assert result.current.summary["completed"] == 6 == result.proposed.summary["completed"]
     assert rows["q2"]["wait_mean_proposed_s"] <= rows["q2"]["wait_mean_now_s"]
-    assert rows["q2"]["deserved_proposed"] >= rows["q2"]["deserved_now"]
+    # (not the window's average deserved share: q2's jobs done sooner, its demand, and so what
+    # it deserves, end sooner too)
 
     # The command line gives the same answer as the library.
     nodes_file = tmp_path / "nodes.yaml"

@@ -311,10 +311,23 @@ class GangEviction:
             after = self.ledger.allocated(q)
         for t in b.tasks:
             after = after - t.req
-        if not self.floor.allows(q, after):
+        if not self.floor.allows(q, after, borrowed=b.kind == WHOLE and self._borrowed(b.job)):
             return False
         left[q] = after
         return True
+
+    def _borrowed(self, job: JobInfo) -> bool:
+        """Is ``job`` a gang larger than its queue's whole deserved share (on a resource its
+        minResources, or without them what it holds, asks for)? Such a gang runs on room its
+        queue is not owed: it may go whole even if its queue is left below its share, since
+        the queue could never take it back within it."""
+        mr = job.min_resources if job.min_resources is not None else job.allocated
+        deserved = self.ssn.dispatch.deserved(job.queue)
+        if deserved is None:
+            return False
+        n = min(len(mr), len(deserved))
+        asked = np.flatnonzero(mr[1:n] > 0) + 1
+        return bool((mr[asked] > deserved[asked] + 0.1).any())
 
     # -- victims -------------------------------------------------------------------------
     def _victim_job(self, job: JobInfo, queue: QueueInfo, victim: JobInfo) -> bool:

@@ -5,6 +5,8 @@ Both evict from other queues for a starving one; both must not take a queue belo
 its deserved share either: the queue's share after the eviction (max over resources of
 allocated / deserved, as proportion computes it) stays at or above ``1 - reclaimHysteresis``, so a
 queue that was reclaimed from is never left entitled to reclaim straight back (no ping-pong).
+Except a whole gang larger than its queue's share (``borrowed``): it ran on room its queue was
+not owed, and the queue could never reclaim it back within its share, so it may go whole.
 ``QueueLedger`` keeps each queue's allocated live through the session's dry runs.
 """
 
@@ -91,7 +93,10 @@ class QueueFloor:
         self.ssn = ssn
         self.args = args
 
-    def allows(self, queue: str, after: Vec) -> bool:
+    def allows(self, queue: str, after: Vec, *, borrowed: bool = False) -> bool:
+        """``borrowed``: the eviction takes a gang larger than the queue's whole deserved
+        share; only the guarantee holds then (the queue could never hold that gang within its
+        share, so taking it leaves nothing to reclaim back)."""
         ssn = self.ssn
         q = ssn.queues.get(queue)
         if q is None:
@@ -100,7 +105,7 @@ class QueueFloor:
             d = ssn.resources.get(rname)
             if d is not None and amount > 0 and after[d] < amount:
                 return False
-        if self.args.keep_deserved:
+        if self.args.keep_deserved and not borrowed:
             des = ssn.dispatch.deserved(queue)
             if des is not None:
                 present = np.flatnonzero(des[1:] >= 0.1) + 1

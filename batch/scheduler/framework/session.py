@@ -94,6 +94,9 @@ class Session:
         #: free-form per-session memo space for actions and plugins
         self.scratch: dict[str, Any] = {}
         self.closed = False
+        #: the action executing (plugins may answer an action alone: proportion lets only
+        #: allocate and backfill place work beyond a queue's share on borrowed room)
+        self.action = ""
         self.hooks = Hooks(len(config.tiers))
         self.dispatch = Dispatch(self.hooks)
         self.plugins: list[Plugin] = []

@@ -10,11 +10,11 @@ giving, for each resource short, what the job needs, what other admitted jobs ho
 capacity with and without the factor, and what is in use (details["resources"]).
 JobEnqueued adds the job's minResources to inqueue.
 
-With proportion's ``fairShareAtAdmission`` (Tephra's default configuration) the budget also
-permits a job whose minResources fit its queue's fair admission share when it would fit were
-the other queues' admissions beyond their own shares not counted
-(``Dispatch.held_beyond_share``): gangs admitted before a queue below its share submitted
-do not keep that queue out (docs/volcano-semantics.md#proportion-fair-admission).
+With proportion's ``fairShare`` (Tephra's default configuration) the budget also permits a job
+whose minResources fit its queue's fair share when it would fit were what the other queues hold
+beyond their own shares not counted (``Dispatch.held_beyond_share``): neither gangs admitted
+before a queue below its share submitted nor pods that reclaim takes back keep that queue out
+(docs/volcano-semantics.md#proportion-fair-share).
 """
 
 from __future__ import annotations

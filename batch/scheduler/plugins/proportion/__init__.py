@@ -13,9 +13,10 @@ created asks for nothing in Volcano), leaving out gangs that can never fit
 (framework/feasibility.py). The water-filling of the cluster over that demand is the queue's
 deserved share, and admission, QueueOrder (what a queue holds *or was admitted to* over its
 share), Overused, Allocatable, the victim rules, the overcommit budget
-(``held_beyond_share``) and the published metrics all read it. A gang that would take its
-queue past that share while another queue waits below its own is not admitted unless its
-queue holds nothing (``beyond_share``).
+(``held_beyond_share``) and the published metrics all read it. Work beyond a queue's share
+runs only on room no other queue is owed, the queue left with the lowest share first
+(borrowing.py); a gang that would take its queue past its share otherwise is not admitted
+(``beyond_share``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from batch.scheduler.framework.shares import (
 )
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
+from .borrowing import lend_borrowers, may_borrow
+
 
 @dataclass(slots=True)
 class QueueAttr:
@@ -63,6 +66,8 @@ class QueueAttr:
     deserved: F = field(default_factory=lambda: np.zeros(0))
     #: fair share: allocated + admitted-but-unallocated (None: Volcano's order by allocated)
     held: F | None = None
+    #: fair share: admitted, unplaced gangs larger than the whole share (borrowing.py)
+    lent: F | None = None
     _share: float | None = None
     _order_share: float | None = None
     _overused: bool | None = None
@@ -139,7 +144,10 @@ def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
 
     Within a round every queue's step depends only on the round's ``remaining`` and weight sum,
     so a round is computed for all queues at once (one row per queue); the result is Volcano's
-    queue-by-queue loop's.
+    queue-by-queue loop's. A guarantee is a floor, as in Volcano: a queue is raised to it
+    inside the loop, even above its request, without taking it from what is left, so with
+    guarantees the shares can add up to more than the cluster (guaranteed 8 of 9 GPUs, two
+    other queues asking 1 each: 8 + 1 + 1).
     """
     weight = np.array([a.weight for a in attrs], dtype=np.float64)
     cap = np.stack([a.real_capability for a in attrs])
@@ -211,20 +219,21 @@ def admitted_gap(job: JobInfo, allocated: IntVec) -> IntVec:
 
 
 def beyond_share(
-    a: QueueAttr, mr: F, dims: npt.NDArray[np.intp], attrs: Iterable[QueueAttr]
+    ssn: Session, a: QueueAttr, mr: F, dims: npt.NDArray[np.intp], attrs: dict[str, QueueAttr]
 ) -> QueueAttr | None:
     """Fair share: would admitting minResources ``mr`` take the queue past its deserved share
-    while another queue waits below its own? That queue (the first one, oldest first), or None.
-    A queue holding nothing may always admit one gang (one larger than its share could never
-    start otherwise)."""
-    if a.held is None or not bool((a.held[1:] > TOL).any()):
+    while another queue waits below its own or has a better claim on the room (``may_borrow``)?
+    That queue (the first one, oldest first), or None."""
+    if a.held is None or le_on(a.held + mr, a.deserved, dims):
         return None
-    if le_on(a.held + mr, a.deserved, dims):
+    waiting = next((b for b in attrs.values() if b is not a and _below_share(b)), None)
+    if waiting is None or may_borrow(ssn, a, mr, attrs):
         return None
-    for b in attrs:
-        if b is not a and b.held is not None and bool((b.held[1:] + TOL < b.deserved[1:]).any()):
-            return b
-    return None
+    return waiting
+
+
+def _below_share(b: QueueAttr) -> bool:
+    return b.held is not None and bool((b.held[1:] + TOL < b.deserved[1:]).any())
 
 
 def over_capability(
@@ -381,21 +390,28 @@ def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         alloc, des = a.allocated, a.deserved
         if all(alloc[d] + rl[d] <= des[d] + TOL for d in dims):
             return True
-        return a.held is not None and lone_gang_fits(a, ssn.jobs.get(t.job_id or ""), t)
+        job = ssn.jobs.get(t.job_id or "")
+        return a.held is not None and job is not None and borrow_fits(ssn, a, job, t, attrs)
 
     ssn.hooks.add_allocatable_fn(allocatable)
 
 
-def lone_gang_fits(a: QueueAttr, job: JobInfo | None, task: TaskInfo) -> bool:
-    """Fair share: the exception admission makes (``beyond_share``) holds when placing too. A
-    queue holding nothing but ``job``, an admitted gang larger than the queue's share, may place
-    the gang's minimum: otherwise the gang would hold its admission for ever and nothing run."""
-    if job is None or job.min_resources is None or job.phase not in ("Inqueue", "Running"):
+def borrow_fits(
+    ssn: Session, a: QueueAttr, job: JobInfo, task: TaskInfo, attrs: dict[str, QueueAttr]
+) -> bool:
+    """Fair share: the borrowing admission allows (``beyond_share``) holds when placing too: in
+    allocate and backfill, an admitted job's task beyond its queue's share (within its
+    capability) may be placed when the rest of the job's minimum (the task alone, above it) may
+    borrow the room (``may_borrow``). Evicting actions never borrow."""
+    if ssn.action not in ("allocate", "backfill") or job.phase not in ("Inqueue", "Running"):
         return False
-    own = job.allocated.astype(np.float64)
-    if bool((a.allocated[1:] - own[1:] > TOL).any()):
+    dims = np.flatnonzero(task.req[1:] > 0) + 1
+    if not le_on(a.allocated + task.req, a.real_capability, dims):
         return False
-    return bool((job.allocated[1:] + task.req[1:] <= job.min_resources[1:]).all())
+    mr = job.min_resources
+    rest = np.maximum(mr - job.allocated, 0) if mr is not None else np.zeros_like(task.req)
+    need = np.maximum(rest, task.req).astype(np.float64)
+    return may_borrow(ssn, a, need, attrs)
 
 
 def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
@@ -460,7 +476,7 @@ def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool
         want = mr + a.allocated + a.inqueue - a.elastic
         if not le_on(want, a.real_capability, dims):
             return over_capability(ssn, job, q, want - a.real_capability, dims)
-        waiting = beyond_share(a, mr, dims, attrs.values()) if fair else None
+        waiting = beyond_share(ssn, a, mr, dims, attrs) if fair else None
         if waiting is not None:
             ssn.set_reason(at_share(ssn, job, a, waiting, dims))
             return REJECT
@@ -510,7 +526,8 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
     when ``job``'s minResources fit its own queue's share; None otherwise. Overcommit's budget
     lets such a job use it: neither gangs admitted before a queue below its share arrived nor
     pods a reclaimable queue runs above its share may keep that queue out, since reclaim takes
-    the latter back. (Of a queue that is not reclaimable, only admissions not yet started count.)"""
+    the latter back. (Of a queue that is not reclaimable, only admissions not yet started count;
+    borrowing gangs admitted but not placed count whole.)"""
     a = attrs.get(job.queue)
     mr = job.min_resources
     if a is None or mr is None or a.held is None:
@@ -523,6 +540,8 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
         if b is not a and b.held is not None:
             beyond = np.maximum(b.held - b.deserved, 0.0)
             spare += beyond if b.queue.reclaimable else np.minimum(beyond, b.inqueue)
+            if b.lent is not None:
+                spare += b.lent
     spare[0] = 0.0
     return np.floor(spare).astype(np.int64) if spare.any() else None
 
@@ -572,6 +591,8 @@ class ProportionPlugin(Plugin):
         figures = queue_attrs(ssn, kept, fair=self.fair)
         attrs, fills = figures.attrs, kept.fills
         water_fill(list(attrs.values()), total, fills, figures.request)
+        if self.fair:
+            lend_borrowers(ssn, attrs)
         self.attrs = attrs
         self.total = total
         _register_queue_points(ssn, attrs)

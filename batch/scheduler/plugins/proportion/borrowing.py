@@ -1,0 +1,142 @@
+"""Fair share: work that does not fit its queue's share runs on borrowed room.
+
+Why this exists: a queue's deserved share can be smaller than its next gang (weight 1 of 6 on
+32 GPUs is 5.3 GPUs; its gangs are 8 or 16), and gang sizes rarely add up to a share exactly.
+Such work may start only on room no other queue is owed — a queue is owed room only while it
+has work that fits in what it still deserves (``unowed_idle``) — and, of the queues that could
+borrow that room, the one left with the lowest share (held over deserved) afterwards goes
+first (``may_borrow``): a weight-3 queue's second gang before a weight-1 queue's first, so a
+higher weight never makes a queue wait longer. Once admitted, a borrowing gang
+that cannot be placed holds nothing of its queue's share (``lend_borrowers``): otherwise its
+admission kept its queue's smaller jobs out for as long as other queues used their shares (seen
+on the sandbox: three queues 1:2:3, one of them holding no GPU at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from batch.model.info import JobInfo
+from batch.model.status import TaskStatus
+from batch.scheduler.framework.feasibility import waits_unstarted
+from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.shares import TOL, F
+
+if TYPE_CHECKING:
+    from batch.scheduler.plugins.proportion import QueueAttr
+
+_NEEDS = "proportion.waiting_needs"
+
+
+def _need(job: JobInfo) -> F | None:
+    """What ``job`` needs next: its minResources while nothing of it runs, else its pending
+    pods' average request (None: nothing)."""
+    mr = job.min_resources
+    if waits_unstarted(job) and mr is not None:
+        return mr.astype(np.float64)
+    pending = job.counts[TaskStatus.PENDING]
+    if pending:
+        return np.asarray(job.pending_req, dtype=np.float64) / pending
+    return None
+
+
+def waiting_needs(ssn: Session) -> dict[str, list[F]]:
+    """Per queue, what each of its jobs with work left needs next, smallest first (once per
+    session)."""
+    got: dict[str, list[F]] | None = ssn.scratch.get(_NEEDS)
+    if got is None:
+        got = {}
+        for job in ssn.active_jobs():
+            need = _need(job)
+            if need is not None:
+                got.setdefault(job.queue, []).append(need)
+        for needs in got.values():
+            needs.sort(key=lambda v: float(v[1:].sum()))
+        ssn.scratch[_NEEDS] = got
+    return got
+
+
+def owed(ssn: Session, b: QueueAttr) -> F:
+    """What queue ``b`` is still owed: deserved less held, while some work of it fits there."""
+    if b.held is None:
+        return np.zeros_like(b.deserved)
+    gap = np.maximum(b.deserved - b.held, 0.0)
+    for need in waiting_needs(ssn).get(b.queue.name, ()):
+        n = min(len(need), len(gap))
+        if bool((need[1:n] <= gap[1:n] + TOL).all()):
+            return gap
+    return np.zeros_like(gap)
+
+
+def unowed_idle(ssn: Session, a: QueueAttr, attrs: Iterable[QueueAttr]) -> F:
+    """What is idle now less what the queues other than ``a`` are still owed."""
+    nd = ssn.nodes
+    room: F = nd.idle[:, nd.valid].sum(axis=1).astype(np.float64)
+    for b in attrs:
+        if b is not a:
+            o = owed(ssn, b)
+            n = min(len(room), len(o))
+            room[:n] -= o[:n]
+    return room
+
+
+def borrowing(job: JobInfo, deserved: F) -> bool:
+    """An admitted gang with nothing placed whose minimum exceeds its queue's whole share."""
+    mr = job.min_resources
+    if mr is None or job.phase != "Inqueue" or job.allocated[1:].any():
+        return False
+    n = min(len(mr), len(deserved))
+    return bool((mr[1:n] > deserved[1:n] + TOL).any())
+
+
+def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:
+    """Take admitted, unplaced borrowing gangs out of their queues' held; their admission is
+    counted in ``lent`` instead (overcommit may give it to a queue within its share)."""
+    for job in ssn.active_jobs():
+        a = attrs.get(job.queue)
+        if a is None or a.held is None or not borrowing(job, a.deserved):
+            continue
+        mr = job.min_resources
+        assert mr is not None
+        part = np.maximum(mr - job.gated_req, 0).astype(np.float64)
+        part[0] = 0.0
+        a.held = np.maximum(a.held - part[: len(a.held)], 0.0)
+        a.lent = part[: len(a.held)] if a.lent is None else a.lent + part[: len(a.held)]
+        a.changed()
+
+
+def _share_after(b: QueueAttr, need: F) -> float:
+    """``b``'s share (max over resources of held / deserved) were it to take ``need``."""
+    held = b.held if b.held is not None else b.allocated
+    n = min(len(need), len(held))
+    after = held[1:n] + need[1:n]
+    des = b.deserved[1:n]
+    mask = des >= TOL
+    if not mask.any():
+        return float("inf")
+    return float((after[mask] / des[mask]).max())
+
+
+def may_borrow(ssn: Session, a: QueueAttr, need: F, attrs: Mapping[str, QueueAttr]) -> bool:
+    """May queue ``a`` take ``need`` beyond its share? Only on idle room no other queue is
+    owed, and only if no other queue's next work that also fits that room would leave it with
+    a lower share than ``a`` will have."""
+    room = unowed_idle(ssn, a, attrs.values())
+    n = min(len(need), len(room))
+    if not bool((need[1:n] <= room[1:n] + TOL).all()):
+        return False
+    mine = _share_after(a, need)
+    needs = waiting_needs(ssn)
+    for name, b in attrs.items():
+        if b is a:
+            continue
+        for other in needs.get(name, ()):
+            m = min(len(other), len(room))
+            if bool((other[1:m] <= room[1:m] + TOL).all()):
+                if _share_after(b, other) < mine - 1e-9:
+                    return False
+                break  # the smallest need that fits decides for this queue
+    return True
