@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from batch.api.events import event_body, object_reference
 from batch.api.mergepatch import apply_merge_patch, merge_patch
 from batch.kube.client import RESOURCES, ApiError, KubeClient
+from batch.kube.statuspath import status_paths
 
 __all__ = ["EventSpec", "StatusWriter", "status_patch"]
 
@@ -105,6 +106,7 @@ class StatusWriter:
         concurrency: int = 32,
         component: str = "tephra-scheduler",
         event_interval: float = 60.0,
+        on_failed: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.concurrency = concurrency
@@ -117,6 +119,8 @@ class StatusWriter:
         #: status writes that failed (not counting objects deleted meanwhile); the caller
         #: should offer the same statuses again even when its decisions did not change
         self.failed_writes = 0
+        #: told the kind of each failed status write (the scheduler counts them in a metric)
+        self.on_failed = on_failed
 
     # -- fed by the watch -----------------------------------------------------------------
     def observe(self, kind: str, etype: str, obj: Mapping[str, Any]) -> None:
@@ -138,21 +142,26 @@ class StatusWriter:
     async def _patch_status(
         self, kind: str, name: str, namespace: str | None, patch: dict[str, Any]
     ) -> bool:
+        """One write, through `/status` or through the object as the kind takes it
+        (`batch.kube.statuspath`); False when it failed or the object is gone."""
         try:
-            await self.client.patch(
-                RESOURCES[kind], name, {"status": patch}, namespace=namespace, sub="status"
+            written = await status_paths(self.client).patch(
+                RESOURCES[kind], name, patch, namespace=namespace
             )
-        except ApiError as exc:
-            if exc.status != 404:
-                self.failed_writes += 1
-                log.warning("status write of %s %s failed: %s", kind, name, exc)
-            return False
         except Exception as exc:
-            self.failed_writes += 1
-            log.warning("status write of %s %s failed: %r", kind, name, exc)
+            self._failed(kind, name, exc)
             return False
+        if written is None:
+            return False  # deleted meanwhile: its DELETED event forgets it
         self.writes += 1
         return True
+
+    def _failed(self, kind: str, name: str, exc: Exception) -> None:
+        self.failed_writes += 1
+        if self.on_failed is not None:
+            self.on_failed(kind)
+        what = exc if isinstance(exc, ApiError) else repr(exc)
+        log.warning("status write of %s %s failed: %s", kind, name, what)
 
     async def _write(
         self,
