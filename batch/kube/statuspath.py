@@ -22,6 +22,7 @@ Each change of way is logged once. A write that fails is raised to the caller, w
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import weakref
 from collections.abc import Mapping
@@ -67,6 +68,7 @@ class StatusPaths:
         self.client = client
         #: kind -> True when its status is written through the object (no status subresource)
         self.through_object: dict[Key, bool] = {}
+        self._learning = asyncio.Lock()  # a round of first writes asks discovery once
 
     async def patch(
         self,
@@ -145,9 +147,13 @@ class StatusPaths:
         """The way of a kind not written yet: through the object only when discovery says it has
         no status subresource (when discovery cannot say, `/status` is tried, and a 404 there
         still tells)."""
-        has = await self._discover(res)
-        self._remember(res, has is False, "discovery lists no status subresource", quiet=True)
-        return has is False
+        async with self._learning:
+            known = self.through_object.get(_key(res))
+            if known is not None:
+                return known  # learnt by a write that held the lock first
+            has = await self._discover(res)
+            self._remember(res, has is False, "discovery lists no status subresource", quiet=True)
+            return has is False
 
     async def _discover(self, res: Resource) -> bool | None:
         """Whether the API server lists the kind's status subresource; None when it cannot say."""

@@ -39,6 +39,7 @@ class Apiserver:
 
     async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
         self.calls.append(f"{method} {path}")
+        await asyncio.sleep(0)  # an answer takes a while: other writes run meanwhile
         if not self.discovery:
             raise ApiError(403, {"reason": "Forbidden"}, f"{method} {path}")
         resources = [{"name": PG.plural}]
@@ -89,6 +90,22 @@ def test_discovery_sends_a_kind_without_it_through_the_object() -> None:
     assert server.objects["pg"]["status"] == {"phase": "Running"}
     # discovery once, and no 404 on the way
     assert server.calls == ["GET /apis/scheduling.volcano.sh/v1beta1", "PATCH pg", "PATCH pg"]
+
+
+def test_concurrent_first_writes_ask_discovery_once() -> None:
+    """The scheduler writes a round of statuses at once: one discovery, not one per write."""
+    server = Apiserver(subresource=False)
+    names = [f"pg-{i}" for i in range(8)]
+    for name in names:
+        server.add(name)
+    paths = StatusPaths(server)  # type: ignore[arg-type]
+
+    async def round_() -> list[Any]:
+        writes = (paths.patch(PG, n, {"phase": "Inqueue"}, namespace="ns") for n in names)
+        return list(await asyncio.gather(*writes))
+
+    assert None not in asyncio.run(round_())
+    assert sum(1 for call in server.calls if call.startswith("GET /apis")) == 1
 
 
 @pytest.mark.parametrize("subresource", [True, False])
