@@ -189,8 +189,8 @@ _PATHS: weakref.WeakKeyDictionary[Any, StatusPaths] = weakref.WeakKeyDictionary(
 
 
 def status_paths(client: KubeClient) -> StatusPaths:
-    """The StatusPaths of `client`: one per client, so a kind is learnt once per API server
-    connection, whichever writer (scheduler, controllers) writes first."""
+    """The StatusPaths of `client`: one per client, so that every writer holding the client
+    (the scheduler's StatusWriter, the controllers' shell) learns a kind once, together."""
     paths = _PATHS.get(client)
     if paths is None:
         paths = _PATHS[client] = StatusPaths(client)
