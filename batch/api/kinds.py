@@ -119,6 +119,9 @@ KINDS: tuple[KindInfo, ...] = (
         scope="Namespaced",
         model=PodGroup,
         short_names=("pg", "podgroup-v1beta1"),
+        # As Volcano's CRD: its scheduler and controllers write PodGroup status with a plain
+        # update, which a status subresource would silently strip (volcano-semantics.md#crds).
+        status_subresource=False,
         printer_columns=(
             PrinterColumn("STATUS", ".status.phase", "string"),
             PrinterColumn("minMember", ".spec.minMember", "integer"),

@@ -8,7 +8,7 @@ so several instances (tests, the sandbox) never clash.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _FACTOR = (60000 / 50) ** (1 / 29)
 _BUCKETS = tuple(round(50 * _FACTOR**i, 3) for i in range(30))
@@ -50,6 +50,12 @@ class ControllerMetrics:
             "tephra_queue_oldest_pending_podgroup_timestamp_seconds",
             "Creation time of the queue's oldest PodGroup still Pending (0: none is)",
             ["queue_name"],
+            registry=self.registry,
+        )
+        self.status_write_failures = Counter(
+            "tephra_status_write_failures",
+            "Status writes that failed, by kind (an object deleted meanwhile is no failure)",
+            ["kind"],
             registry=self.registry,
         )
 

@@ -459,6 +459,8 @@ class ControllerManager:
             )
         except ApplyError as exc:
             log.warning("%s: %s", "/".join(key), exc)
+            if isinstance(exc.action, PatchStatus):
+                self.metrics.status_write_failures.labels(kind=exc.action.ref.kind).inc()
             if owner is not None and isinstance(exc.__cause__, ApiError):
                 await self._warn_forbidden(owner, exc, exc.__cause__)
             await self._failed(key)

@@ -1,10 +1,12 @@
 """The imperative shell: applies reconciler actions through the Kubernetes API.
 
 Every create tolerates 409 AlreadyExists (names are deterministic, so "already there" means an
-earlier attempt succeeded) and every delete/patch tolerates 404. Actions are applied in order and
-the first real failure stops the batch: the next reconcile re-derives what is left from the
-stored state, which is what makes a crash or an API error at any point harmless. A caller can
-ask to hear of each write the API server took (the controllers count their metrics from those).
+earlier attempt succeeded) and every delete/patch tolerates 404; a status patch only when the
+object is gone, not when its kind lacks a status subresource (`batch.kube.statuspath`). Actions
+are applied in order and the first real failure stops the batch: the next reconcile re-derives
+what is left from the stored state, which is what makes a crash or an API error at any point
+harmless. A caller can ask to hear of each write the API server took (the controllers count
+their metrics from those), and an ApplyError names the action that failed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from batch.controllers.actions import (
 )
 from batch.controllers.timeutil import format_time
 from batch.kube.client import ApiError, KubeClient, Resource
+from batch.kube.statuspath import status_paths
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,10 @@ def _path_ns(res: Resource, ref: ObjectRef) -> str | None:
 class ApplyError(RuntimeError):
     """An action failed with a real (not 404/409) error."""
 
+    def __init__(self, message: str, action: Action) -> None:
+        super().__init__(message)
+        self.action = action
+
 
 async def apply_actions(
     client: KubeClient,
@@ -98,7 +105,7 @@ async def apply_actions(
         try:
             taken = await _apply_one(client, action, component=component)
         except ApiError as exc:
-            raise ApplyError(f"{type(action).__name__} {_describe(action)}: {exc}") from exc
+            raise ApplyError(f"{type(action).__name__} {_describe(action)}: {exc}", action) from exc
         if taken:
             writes += 1
             if applied is not None:
@@ -121,8 +128,9 @@ async def _apply_one(client: KubeClient, action: Action, *, component: str) -> b
     if isinstance(action, PatchObject):
         return await _taken(client.patch(res, ref.name, action.patch, namespace=ns), 404)
     if isinstance(action, PatchStatus):
-        status = {"status": action.status}
-        return await _taken(client.patch(res, ref.name, status, namespace=ns, sub="status"), 404)
+        # through /status or the object, as the kind takes it; None: the object is gone
+        written = await status_paths(client).patch(res, ref.name, action.status, namespace=ns)
+        return written is not None
     # what is left of an Action is a DeleteObject
     return await _taken(client.delete(res, ref.name, namespace=ns, uid=ref.uid), 404, 409)
 

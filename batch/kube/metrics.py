@@ -156,6 +156,12 @@ class SchedulerMetrics:
         self.status_writes = Counter(
             "tephra_status_writes", "Status writes by kind", ["kind"], registry=r
         )
+        self.status_write_failures = Counter(
+            "tephra_status_write_failures",
+            "Status writes that failed, by kind (an object deleted meanwhile is no failure)",
+            ["kind"],
+            registry=r,
+        )
         self.cache_synced = Gauge(
             "tephra_cache_synced", "1 once every watched kind has been listed", registry=r
         )

@@ -575,7 +575,12 @@ class SchedulerService:
 
     def _outbox(self, client: KubeClient, elector: LeaderElector | None) -> Outbox:
         concurrency = self.options.bind_concurrency
-        writer = StatusWriter(client, concurrency=STATUS_CONCURRENCY)
+        failures = self.metrics.status_write_failures
+        writer = StatusWriter(
+            client,
+            concurrency=STATUS_CONCURRENCY,
+            on_failed=lambda kind: failures.labels(kind=kind).inc(),
+        )
         return Outbox(
             binder=Binder(client, concurrency=concurrency),
             evictor=Evictor(client),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +25,7 @@ from batch.api.events import event_body, object_reference
 from batch.api.fairshare import FAIR_SHARE_ANNOTATION, same_figures
 from batch.api.mergepatch import apply_merge_patch, merge_patch
 from batch.kube.client import RESOURCES, ApiError, KubeClient
+from batch.kube.statuspath import status_paths
 
 __all__ = ["EventSpec", "StatusWriter", "status_patch"]
 
@@ -108,6 +109,7 @@ class StatusWriter:
         concurrency: int = 32,
         component: str = "tephra-scheduler",
         event_interval: float = 60.0,
+        on_failed: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.concurrency = concurrency
@@ -122,6 +124,8 @@ class StatusWriter:
         #: status writes that failed (not counting objects deleted meanwhile); the caller
         #: should offer the same statuses again even when its decisions did not change
         self.failed_writes = 0
+        #: told the kind of each failed status write (the scheduler counts them in a metric)
+        self.on_failed = on_failed
 
     # -- fed by the watch -----------------------------------------------------------------
     def observe(self, kind: str, etype: str, obj: Mapping[str, Any]) -> None:
@@ -145,25 +149,43 @@ class StatusWriter:
     async def _patch_status(
         self, kind: str, name: str, namespace: str | None, patch: dict[str, Any]
     ) -> bool:
-        return await self._send(kind, name, namespace, {"status": patch}, sub="status")
+        """One write, through `/status` or through the object as the kind takes it
+        (`batch.kube.statuspath`); False when it failed or the object is gone."""
+        try:
+            written = await status_paths(self.client).patch(
+                RESOURCES[kind], name, patch, namespace=namespace
+            )
+        except Exception as exc:
+            self._failed(kind, name, exc)
+            return False
+        if written is None:
+            return False  # deleted meanwhile: its DELETED event forgets it
+        self.writes += 1
+        return True
 
     async def _send(
-        self, kind: str, name: str, namespace: str | None, body: dict[str, Any], *, sub: str | None
+        self, kind: str, name: str, namespace: str | None, body: dict[str, Any]
     ) -> bool:
-        """Merge-patch the object (or its `sub`resource); False when it did not take."""
+        """Merge-patch the object itself (metadata: the fair-share annotation); False when it
+        did not take."""
         try:
-            await self.client.patch(RESOURCES[kind], name, body, namespace=namespace, sub=sub)
+            await self.client.patch(RESOURCES[kind], name, body, namespace=namespace)
         except ApiError as exc:
             if exc.status != 404:
-                self.failed_writes += 1
-                log.warning("write of %s %s failed: %s", kind, name, exc)
+                self._failed(kind, name, exc)
             return False
         except Exception as exc:
-            self.failed_writes += 1
-            log.warning("write of %s %s failed: %r", kind, name, exc)
+            self._failed(kind, name, exc)
             return False
         self.writes += 1
         return True
+
+    def _failed(self, kind: str, name: str, exc: Exception) -> None:
+        self.failed_writes += 1
+        if self.on_failed is not None:
+            self.on_failed(kind)
+        what = exc if isinstance(exc, ApiError) else repr(exc)
+        log.warning("status write of %s %s failed: %s", kind, name, what)
 
     async def _write(
         self,
@@ -230,7 +252,7 @@ class StatusWriter:
         """A merge patch of the Queue's metadata (the object itself, not its status: it works
         with or without a status subresource)."""
         patch = {"metadata": {"annotations": {FAIR_SHARE_ANNOTATION: value}}}
-        ok = await self._send("Queue", name, None, patch, sub=None)
+        ok = await self._send("Queue", name, None, patch)
         if ok and name in self.fair_shares:
             self.fair_shares[name] = value
         return ok

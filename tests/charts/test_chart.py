@@ -503,6 +503,9 @@ def test_scheduler_rbac(rendered: dict[str, list[Doc]]) -> None:
     assert rule_allows(rules, "", "pods/eviction", "create")
     assert rule_allows(rules, "", "pods/status", "patch")
     assert rule_allows(rules, "scheduling.volcano.sh", "podgroups/status", "patch")
+    # PodGroup status goes through the object where the CRD has no status subresource
+    # (Volcano's and Tephra's own): a merge patch, so patch and never update
+    assert rule_allows(rules, "scheduling.volcano.sh", "podgroups", "patch")
     assert rule_allows(rules, "scheduling.volcano.sh", "queues/status", "patch")
     assert rule_allows(rules, "scheduling.volcano.sh", "queues", "create")
     # the fair-share annotation (tephra.io/fair-share) is a merge patch of the Queue itself

@@ -115,6 +115,7 @@ def test_every_alert_names_exported_metrics(helm: Path, tmp_path: Path) -> None:
         "TephraSchedulingCycleSlow",
         "TephraQueueStarving",
         "TephraGangsPendingLong",
+        "TephraStatusWritesFailing",
     }
     assert "> 60 * 45" in alerts["TephraGangsPendingLong"]["expr"]
     assert 'job="tephra-scheduler-metrics"' in alerts["TephraSchedulerDown"]["expr"]

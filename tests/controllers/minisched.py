@@ -63,7 +63,8 @@ class MiniScheduler:
                 and queues.get(queue, "Open") == "Open"
                 and not m.get("deletionTimestamp")
             ):
-                self.co.patch_namespaced_custom_object_status(
+                # through the object, as Volcano's scheduler does: the CRD has no /status
+                self.co.patch_namespaced_custom_object(
                     "scheduling.volcano.sh",
                     "v1beta1",
                     m["namespace"],

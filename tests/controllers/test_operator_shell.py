@@ -255,6 +255,21 @@ def _sample(mgr: ControllerManager, name: str, labels: dict[str, str] | None = N
     return mgr.metrics.registry.get_sample_value(name, labels or {}) or 0.0
 
 
+def test_failed_status_writes_are_counted() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        api.put("Job", make_job(tasks=[task("worker", 1)]))
+        mgr, _later = _manager(api)
+        _fail_status_writes(api, 2)
+        for _ in range(3):
+            await mgr.process_job("ns", "job")
+        failures = "tephra_status_write_failures_total"
+        assert _sample(mgr, failures, {"kind": "Job"}) == 2
+        assert api.get_obj("Job", "ns", "job")["status"]  # written once the server took it
+
+    asyncio.run(scenario())
+
+
 def test_metrics_count_only_what_was_written() -> None:
     async def scenario() -> None:
         api = FakeApi()

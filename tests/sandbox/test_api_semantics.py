@@ -238,39 +238,78 @@ def test_server_side_apply_create_then_merge(server: Server) -> None:
 
 
 def test_status_subresource_separation(server: Server) -> None:
+    path = "/apis/scheduling.volcano.sh/v1beta1/queues"
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "sep"},
+        "spec": {"weight": 1},
+        "status": {"state": "Closed"},
+    }
+    code, q = http(server, "POST", path, body)
+    assert code == 201, q
+    try:
+        assert (q.get("status") or {}).get("state") != "Closed"  # status ignored on create
+        code, q = http(
+            server,
+            "PATCH",
+            path + "/sep/status",
+            {"status": {"state": "Closing"}, "spec": {"weight": 5}},
+            ctype="application/merge-patch+json",
+        )
+        assert code == 200 and q["status"]["state"] == "Closing" and q["spec"]["weight"] == 1
+        gen = q["metadata"]["generation"]
+        code, q = http(
+            server,
+            "PATCH",
+            path + "/sep",
+            {"status": {"state": "Closed"}, "spec": {"weight": 2}},
+            ctype="application/merge-patch+json",
+        )
+        assert code == 200 and q["status"]["state"] == "Closing" and q["spec"]["weight"] == 2
+        assert q["metadata"]["generation"] == gen + 1
+    finally:
+        http(server, "DELETE", path + "/sep")
+
+
+def test_a_kind_without_status_subresource_keeps_status_in_the_object(server: Server) -> None:
+    """PodGroup, as Volcano's CRD and Tephra's declare it: status is written with the object
+    (what Volcano's scheduler does), and `/status` is not served at all."""
     ns = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups"
-    code, pg = http(
-        server,
-        "POST",
-        ns,
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": "sep"},
-            "spec": {"minMember": 1},
-            "status": {"phase": "Running"},
-        },
-    )
+    code, rl = http(server, "GET", "/apis/scheduling.volcano.sh/v1beta1")
+    assert code == 200
+    assert "podgroups/status" not in {r["name"] for r in rl["resources"]}
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "nosub"},
+        "spec": {"minMember": 1},
+        "status": {"phase": "Pending"},
+    }
+    code, pg = http(server, "POST", ns, body)
     assert code == 201, pg
-    assert (pg.get("status") or {}).get("phase") != "Running"  # status ignored on create
-    code, pg = http(
-        server,
-        "PATCH",
-        ns + "/sep/status",
-        {"status": {"phase": "Inqueue"}, "spec": {"minMember": 5}},
-        ctype="application/merge-patch+json",
-    )
-    assert code == 200 and pg["status"]["phase"] == "Inqueue" and pg["spec"]["minMember"] == 1
-    gen = pg["metadata"]["generation"]
-    code, pg = http(
-        server,
-        "PATCH",
-        ns + "/sep",
-        {"status": {"phase": "Pending"}, "spec": {"minMember": 2}},
-        ctype="application/merge-patch+json",
-    )
-    assert code == 200 and pg["status"]["phase"] == "Inqueue" and pg["spec"]["minMember"] == 2
-    assert pg["metadata"]["generation"] == gen + 1
+    try:
+        assert pg["status"]["phase"] == "Pending"  # kept on create
+        gen = pg["metadata"]["generation"]
+        code, pg = http(
+            server,
+            "PATCH",
+            ns + "/nosub",
+            {"status": {"phase": "Inqueue"}},
+            ctype="application/merge-patch+json",
+        )
+        assert code == 200 and pg["status"]["phase"] == "Inqueue"
+        assert pg["metadata"]["generation"] == gen + 1  # status is part of the object here
+        code, answer = http(
+            server,
+            "PATCH",
+            ns + "/nosub/status",
+            {"status": {"phase": "Running"}},
+            ctype="application/merge-patch+json",
+        )
+        assert code == 404, answer  # the same answer as for an object that is gone
+    finally:
+        http(server, "DELETE", ns + "/nosub")
 
 
 def test_label_and_field_selectors(server: Server) -> None:
