@@ -41,10 +41,11 @@ pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 def _shape(api: Api, subresources: dict[str, Any], tmp: Path) -> None:
     """Give the PodGroup CRD these subresources and wait until the API serves them. Applied
     server-side as `install_crds` applies crds/ (same field manager): applying crds/ again puts
-    the shipped shape back without a conflict."""
+    the shipped shape back without a conflict. The change is meant, so it takes the fields over
+    from any other manager (a Helm install earlier in the same control plane owns them)."""
     path = tmp / f"podgroups-{'-'.join(subresources) or 'none'}.yaml"
     path.write_text(yaml.safe_dump(podgroup_crd(subresources)))
-    api.kubectl("apply", "--server-side", "-f", str(path))
+    api.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     _wait_served(api, status="status" in subresources)
 
 
