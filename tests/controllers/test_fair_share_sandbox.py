@@ -172,16 +172,22 @@ def test_an_impossible_job_blocks_no_other_queue(live: Live) -> None:
     )
 
 
+def _team_b_holds_the_cluster(live: Live, *, elastic_min: int) -> None:
+    """team-a (weight 3) holds nothing; team-b (weight 1) runs a 2 x 8-GPU gang and an elastic
+    4 x 4-GPU job needing ``elastic_min`` pods: all 32 GPUs."""
+    live.queue("team-a", 3)
+    live.queue("team-b", 1)
+    live.job("b-gang", "team-b", 2, 8)
+    live.job("b-elastic", "team-b", 4, 4, min_available=elastic_min)
+    wait_for(lambda: live.gpus_by_queue().get("team-b") == 32, what="team-b holds 32 GPUs")
+
+
 def test_a_weight_3_gang_reclaims_from_a_weight_1_queue_holding_the_cluster(live: Live) -> None:
     """team-b (weight 1) holds all 32 GPUs, 12 of them in elastic pods above minAvailable (a
     4 x 4-GPU job needing one pod, beside a 2 x 8-GPU gang); team-a (weight 3, holding nothing)
     submits a 2 x 8-GPU gang: it runs within the session budget, team-b keeps its share (16
     GPUs) and its other gang whole, and the evictions stop."""
-    live.queue("team-a", 3)
-    live.queue("team-b", 1)
-    live.job("b-gang", "team-b", 2, 8)
-    live.job("b-elastic", "team-b", 4, 4, min_available=1)
-    wait_for(lambda: live.gpus_by_queue().get("team-b") == 32, what="team-b holds 32 GPUs")
+    _team_b_holds_the_cluster(live, elastic_min=1)
     live.job("a-gang", "team-a", 2, 8)
     took = _sessions_until(live, "team-a's gang bound", lambda: live.bound("a-gang") == 2)
     assert took <= SESSIONS, took
@@ -194,11 +200,7 @@ def test_a_weight_3_gang_reclaims_from_a_weight_1_queue_holding_the_cluster(live
 def test_an_elastic_job_keeps_its_min_available_under_reclaim(live: Live) -> None:
     """team-b's elastic job (4 x 4 GPUs, minAvailable 2) gives up only its surplus when team-a
     (weight 3) asks for 8 GPUs; its other gang is untouched."""
-    live.queue("team-a", 3)
-    live.queue("team-b", 1)
-    live.job("b-gang", "team-b", 2, 8)
-    live.job("b-elastic", "team-b", 4, 4, min_available=2)
-    wait_for(lambda: live.gpus_by_queue().get("team-b") == 32, what="team-b holds 32 GPUs")
+    _team_b_holds_the_cluster(live, elastic_min=2)
     live.job("a-one", "team-a", 1, 8)
     took = _sessions_until(live, "team-a's job bound", lambda: live.bound("a-one") == 1)
     assert took <= SESSIONS, took
@@ -252,8 +254,6 @@ def test_three_queues_converge_to_their_weights(live: Live) -> None:
         held = live.gpus_by_queue()
         return all(abs(held.get(q, 0) - 32 * w / 6) <= 8 for q, w in weights.items())
 
-    wait_for(
-        settled, what="shares within a node of the weights", timeout=120, explain=live.state
-    )
+    wait_for(settled, what="shares within a node of the weights", timeout=120, explain=live.state)
     _no_evictions_for(live, SESSIONS)
     assert settled(), live.gpus_by_queue()
