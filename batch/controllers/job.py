@@ -82,6 +82,7 @@ from batch.controllers.jobspec import (
     tasks_of,
 )
 from batch.controllers.plugins import PluginArgsError, build_plugins
+from batch.controllers.priorities import MISS_RELIST, priority_class_names
 from batch.controllers.timeutil import format_time, merge_patch, parse_duration, parse_time
 
 JSON = dict[str, Any]
@@ -1305,15 +1306,7 @@ def _missing_priority_classes(
     unknown). The API server's Priority admission refuses such pods with a 403."""
     if values is None:
         return ""
-    job_class = str((job.get("spec") or {}).get("priorityClassName") or "")
-    missing = sorted(
-        {
-            name
-            for t in tasks
-            if (name := str((t.template.get("spec") or {}).get("priorityClassName") or job_class))
-            and name not in values
-        }
-    )
+    missing = sorted(n for n in priority_class_names(job, tasks) if n not in values)
     if not missing:
         return ""
     names = ", ".join(f'"{n}"' for n in missing)
@@ -1331,12 +1324,12 @@ def _report_missing_classes(
     message: str,
 ) -> None:
     """Say it once, on the job and on its PodGroup (`tephra job why` lists the PodGroup's
-    events), and look again in 30 s (the controller's PriorityClass list is that old at most).
-    Nothing when ``message`` is empty (every class exists)."""
+    events), and look again in MISS_RELIST seconds (when the controller reads the list again
+    for a missing class). Nothing when ``message`` is empty (every class exists)."""
     if not message:
         return
     result.notes.append(message)
-    result.requeue(30.0)
+    result.requeue(MISS_RELIST)
     if state.get("reason") == NO_PRIORITY_CLASS and state.get("message") == message:
         return
     result.actions.append(EmitEvent(ref, NO_PRIORITY_CLASS, message, type="Warning"))

@@ -24,7 +24,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, PatchStatus
 from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync, owner_key
 from batch.controllers.job import reconcile_job
-from batch.controllers.jobspec import job_volumes, meta, podgroup_name
+from batch.controllers.jobspec import job_volumes, meta, podgroup_name, tasks_of
 from batch.controllers.kopflogin import connection_info
 from batch.controllers.metrics import ControllerMetrics
 from batch.controllers.podgroup import (
@@ -51,6 +51,7 @@ from batch.controllers.podgroup import (
     reconcile_plain_pod,
     wants_group,
 )
+from batch.controllers.priorities import PriorityClassList, priority_class_names
 from batch.controllers.queue import oldest_pending, parent_of, podgroup_counts, reconcile_queue
 from batch.controllers.shell import (
     COMMANDS,
@@ -184,7 +185,7 @@ class ControllerManager:
         self.pg_cache: dict[tuple[str, str], dict[str, Any]] = {}
         self._pg_cache_seeded = False  # pg_cache holds every such PodGroup (listed at start)
         self.queue_parents: dict[str, str | None] = {}
-        self._priorities: tuple[float, dict[str, int]] = (0.0, {})
+        self._priorities = PriorityClassList()
         self._scheduler: Any = None
         self.reconciles = 0
         self.errors = 0
@@ -429,19 +430,19 @@ class ControllerManager:
             raise RuntimeError("controller client not open")
         return self.client
 
-    async def _priority_values(self) -> dict[str, int] | None:
-        """PriorityClass values by name, at most 30 s old; None while never listed (a job is
-        then not held back for a class that may exist)."""
-        stamp, values = self._priorities
-        if time.monotonic() - stamp < 30:
-            return values
-        try:
-            items = await list_items(self._client(), PRIORITY_CLASSES)
-        except ApiError:
-            return values if stamp else None
-        values = {str(i["metadata"]["name"]): int(i.get("value") or 0) for i in items}
-        self._priorities = (time.monotonic(), values)
-        return values
+    async def _priority_values(self, wanted: Collection[str]) -> dict[str, int] | None:
+        """PriorityClass values by name for a job whose pods name ``wanted``: read again when
+        30 s old, or when one of ``wanted`` is missing and the last read is 5 s old (see
+        batch.controllers.priorities); None while never read."""
+        if self._priorities.due(time.monotonic(), wanted):
+            try:
+                items = await list_items(self._client(), PRIORITY_CLASSES)
+            except ApiError:
+                self._priorities.read(time.monotonic(), None)
+            else:
+                values = {str(i["metadata"]["name"]): int(i.get("value") or 0) for i in items}
+                self._priorities.read(time.monotonic(), values)
+        return self._priorities.known()
 
     async def _apply(
         self,
@@ -570,7 +571,7 @@ class ControllerManager:
             now=datetime.now(UTC),
             commands=commands,
             deleted_pods=deleted,
-            priority_values=await self._priority_values(),
+            priority_values=await self._priority_values(priority_class_names(job, tasks_of(job))),
             missing_claims=missing,
             pod_batch=self.pod_batch,
             limits=self.limits,

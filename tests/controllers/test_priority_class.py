@@ -5,6 +5,7 @@ and on its PodGroup, and goes on once the PriorityClass exists."""
 from __future__ import annotations
 
 from batch.controllers import constants as c
+from batch.controllers.priorities import MISS_RELIST
 
 from .conftest import Harness, make_job, task
 
@@ -26,9 +27,9 @@ def test_a_missing_priority_class_is_named_and_no_pod_is_created() -> None:
     found = [w for w in _why(h) if w[1] == "PriorityClassNotFound"]
     assert {kind for kind, _r, _m in found} == {"Job", "PodGroup"}
     result = h.step(1)
-    assert result.requeue_after is not None and result.requeue_after > 0
+    assert result.requeue_after == MISS_RELIST  # when the controller reads a missing class again
     h.cluster.priority_values["gold"] = 100
-    h.step(30)
+    h.step(MISS_RELIST)
     assert h.pod_names() == ["job-worker-0", "job-worker-1"]
     assert h.status["state"].get("reason") != "PriorityClassNotFound"
 

@@ -1,4 +1,4 @@
-"""The sandbox starts fast, serves discovery, and runs a bound pod to completion."""
+"""The sandbox starts, serves discovery, and runs a bound pod to completion."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from kubernetes import client
 from batch.sandbox.testing import SandboxHandle, run_sandbox
 
 
-def test_startup_is_fast() -> None:
-    began = time.monotonic()
+def test_startup_writes_a_kubeconfig_and_serves() -> None:
+    # how fast: benchmarks/sandbox_startup.py (a time bound here fails on a loaded machine)
     with run_sandbox() as sb:
-        elapsed = time.monotonic() - began
         assert sb.kubeconfig_path.exists()
         assert sb.url.startswith("http://127.0.0.1:")
-    assert elapsed < 1.0, elapsed
+        assert client.VersionApi(sb.api_client()).get_code().git_version
 
 
 def test_pod_runs_to_completion(sb: SandboxHandle, api: Any) -> None:
