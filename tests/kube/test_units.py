@@ -178,7 +178,8 @@ def test_a_leader_that_cannot_renew_stops_before_its_lease_expires() -> None:
     took = time.monotonic() - t0
     assert elector.lost.is_set() and not elector.is_leader
     # a standby may take the Lease 1 s after the last renewal; the leader gave up before that
-    assert took <= elector.renew_deadline + 0.05 < 1.0, took
+    # (its renew deadline is earlier still, but how much earlier a loaded machine decides)
+    assert elector.renew_deadline < 1.0 and took < 1.0, took
 
 
 def test_status_patch_removes_keys_that_left_a_map() -> None:
