@@ -300,7 +300,7 @@ class QueueFigures:
     request: F
 
 
-def _sum_rows(ssn: Session, names: list[str], sums: JobSums) -> F:
+def _sum_rows(names: list[str], sums: JobSums) -> F:
     """The job sums of ``names`` as one float matrix (queue, row, resource), pods left out."""
     zero = np.zeros(sums.shape, dtype=np.int64)
     m = np.array([sums.sums.get(n, zero) for n in names], dtype=np.float64).reshape(
@@ -331,7 +331,7 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
     sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
     sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
     names = sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n))
-    m = _sum_rows(ssn, names, sums)
+    m = _sum_rows(names, sums)
     if fair:
         never = inadmissible_jobs(ssn)
         _leave_out(m, names, (ssn.jobs[uid] for uid in never))
