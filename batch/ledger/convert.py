@@ -5,7 +5,8 @@ Controllers see (old, new) pairs from their watches; ``events_from_job``, ``even
 (``new=None`` means deleted, ``old=None`` means first seen — e.g. after a restart). Times come
 from the objects (``lastTransitionTime``, ``startTime``, container ``startedAt``/``finishedAt``)
 so that re-observing an object yields the same event identities; the wall clock (``now``) is
-used only where the object carries no time (queue changes, deletions).
+used only where the object carries no time (queue changes, a deletion without one) and as
+one bound of a deleted pod's finish (when its removal was seen; see ``_run_end``).
 
 Kinds understood: Volcano ``Job`` (VCJob), ``PodGroup``, ``Queue``, core ``Pod``, and any
 framework workload whose adapter (``integrations/<name>``) implements ``observe``: the ledger
@@ -252,7 +253,7 @@ def _conditions(obj: Obj) -> set[tuple[str, dt.datetime]]:
 def _deleted(observed: JobObserved, meta: Obj, now: dt.datetime | None) -> list[LedgerEvent]:
     if observed.phase in TERMINAL:
         return []
-    at = parse_time(meta.get("deletionTimestamp")) or _now(now)
+    at = _deletion_requested(meta) or _now(now)
     return [
         JobPhaseChanged(
             job_uid=observed.uid,
@@ -458,6 +459,7 @@ def _pod_attempt(
         run,
         meta,
         deleted=deleted,
+        started_at=started_at,
         ran=started_at is not None or node is not None,
         now=now,
     )
@@ -492,26 +494,30 @@ class _ContainersRun:
     finishes: list[dt.datetime]  # each terminated container's finishedAt
     exit_codes: list[int]  # each terminated container's exit code, in status order
     restarts: int
+    all_ended: bool = False  # every container has a status and that status is terminated
 
 
 def _containers_run(status: Obj) -> _ContainersRun:
     starts: list[dt.datetime] = []
     finishes: list[dt.datetime] = []
     exit_codes: list[int] = []
-    restarts = 0
+    restarts, statuses, ended = 0, 0, 0
     for cs in _list(status, "containerStatuses"):
         if not isinstance(cs, Mapping):
             continue
+        statuses += 1
         restarts += _int(cs.get("restartCount")) or 0
         state = _map(cs, "state")
         running, terminated = _map(state, "running"), _map(state, "terminated")
         starts += _times(running.get("startedAt"), terminated.get("startedAt"))
         if terminated:
+            ended += 1
             finishes += _times(terminated.get("finishedAt"))
             code = _int(terminated.get("exitCode"))
             if code is not None:
                 exit_codes.append(code)
-    return _ContainersRun(min(starts) if starts else None, finishes, exit_codes, restarts)
+    first = min(starts) if starts else None
+    return _ContainersRun(first, finishes, exit_codes, restarts, 0 < statuses == ended)
 
 
 def _times(*values: Any) -> list[dt.datetime]:
@@ -524,28 +530,55 @@ def _pod_end(
     meta: Obj,
     *,
     deleted: bool,
+    started_at: dt.datetime | None,
     ran: bool,
     now: dt.datetime | None,
 ) -> tuple[str | None, dt.datetime | None, int | None]:
     """(outcome, finished_at, exit_code) of the attempt. A finished pod's outcome is its phase,
     its exit code the first non-zero one (0 when it succeeded or every container exited 0); a
-    deleted one's outcome is ``Deleted``, finished when it went unless it never ``ran`` (never
-    started nor bound). A finish no container recorded is taken from the deletion, else now."""
-    if phase in ("Succeeded", "Failed"):
-        nonzero = [c for c in run.exit_codes if c != 0]
-        exit_code = (
-            nonzero[0] if nonzero else (0 if run.exit_codes or phase == "Succeeded" else None)
-        )
-        finished = max(run.finishes) if run.finishes else None
-        return (
-            str(phase),
-            finished or parse_time(meta.get("deletionTimestamp")) or _now(now),
-            exit_code,
-        )
-    if deleted:
-        gone = parse_time(meta.get("deletionTimestamp")) or _now(now)
-        return "Deleted", gone if ran else None, None
-    return None, None, None
+    deleted one's outcome is ``Deleted``, with a finish unless it never ``ran`` (never started
+    nor bound). The finish is ``_run_end``'s, else (nothing known) now."""
+    finished = phase in ("Succeeded", "Failed")
+    if not finished and not deleted:
+        return None, None, None
+    observed = _now(now) if deleted else None
+    end = _run_end(run, meta, ended=finished, started_at=started_at, observed=observed)
+    if not finished:
+        return "Deleted", end if ran else None, None
+    nonzero = [c for c in run.exit_codes if c != 0]
+    exit_code = nonzero[0] if nonzero else (0 if run.exit_codes or phase == "Succeeded" else None)
+    return str(phase), end or _now(now), exit_code
+
+
+def _run_end(
+    run: _ContainersRun,
+    meta: Obj,
+    *,
+    ended: bool,
+    started_at: dt.datetime | None,
+    observed: dt.datetime | None,
+) -> dt.datetime | None:
+    """When the pod's run ended: the earliest known of its containers' end (the last
+    ``finishedAt``, once the phase says it ``ended`` or every container has terminated), the
+    moment its deletion was asked for, and when its removal was ``observed``; never before
+    ``started_at``. The first two come from the object, so re-reading it gives the same end."""
+    containers = max(run.finishes) if run.finishes and (ended or run.all_ended) else None
+    known = [t for t in (containers, _deletion_requested(meta), observed) if t is not None]
+    if not known:
+        return None
+    end = min(known)
+    return started_at if started_at is not None and end < started_at else end
+
+
+def _deletion_requested(meta: Obj) -> dt.datetime | None:
+    """When the object's deletion was asked for. The API server sets ``deletionTimestamp`` to the
+    deadline, the request plus ``deletionGracePeriodSeconds``: subtract the grace (none given:
+    the deadline is all that is known)."""
+    deadline = parse_time(meta.get("deletionTimestamp"))
+    if deadline is None:
+        return None
+    grace = _int(meta.get("deletionGracePeriodSeconds")) or 0
+    return deadline - dt.timedelta(seconds=max(grace, 0))
 
 
 def _bound_at(conditions: Sequence[Mapping[str, Any]]) -> dt.datetime | None:

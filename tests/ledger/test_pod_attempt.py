@@ -74,3 +74,64 @@ def test_the_start_falls_back_to_the_pods_start_time_and_evictions_are_named() -
     ]
     assert _attempt(None, pod).eviction_cause == "PreemptionByScheduler"
     assert _attempt(None, _pod("Pending")).started_at is None
+
+
+def _deleting(pod: dict[str, Any], deadline: int, grace: int = 30) -> dict[str, Any]:
+    """``pod`` once its deletion was asked for at ``deadline - grace``: the API server sets
+    ``deletionTimestamp`` to the deadline, not to the moment of the request."""
+    pod["metadata"] |= {"deletionTimestamp": T % deadline, "deletionGracePeriodSeconds": grace}
+    return pod
+
+
+def _running(start: int) -> dict[str, Any]:
+    return {"state": {"running": {"startedAt": T % start}}}
+
+
+def test_a_deleted_pod_finishes_when_its_deletion_was_asked_not_at_the_deadline() -> None:
+    gone = _attempt(_deleting(_pod("Running", (_running(1),)), 32), None)
+    assert (gone.outcome, gone.started_at, gone.finished_at) == ("Deleted", _at(1), _at(2))
+    killed = _deleting(_pod("Failed", (_ended(137, 1, 3),)), 32)  # SIGTERM took a second
+    assert _attempt(None, killed).finished_at == _at(2)
+    assert _attempt(killed, None).finished_at == _at(2)
+
+
+def test_a_pod_that_ended_before_its_deletion_keeps_its_end() -> None:
+    done = _deleting(_pod("Succeeded", (_ended(0, 1, 5),)), 40)
+    assert _attempt(done, None).finished_at == _at(5)
+    assert _attempt(None, done).finished_at == _at(5)
+    # The phase not yet updated: every container has ended all the same.
+    exited = _deleting(_pod("Running", (_ended(0, 1, 5), _ended(0, 2, 6))), 40)
+    assert _attempt(exited, None).finished_at == _at(6)
+
+
+def test_a_pod_still_running_a_container_ran_until_its_deletion() -> None:
+    sidecar = _deleting(_pod("Running", (_ended(0, 1, 3), _running(1))), 40)
+    assert _attempt(sidecar, None).finished_at == _at(10)
+
+
+def test_a_deleted_pod_without_container_statuses_finishes_at_the_request() -> None:
+    bound = _deleting(_pod("Pending"), 35)
+    bound["spec"]["nodeName"] = "n1"
+    assert _attempt(bound, None).finished_at == _at(5)
+    started = _deleting(_pod("Running"), 35)
+    started["status"]["startTime"] = T % 1
+    assert _attempt(started, None).finished_at == _at(5)
+
+
+def test_a_deleted_pods_finish_is_the_earliest_known_never_before_its_start() -> None:
+    pod = _deleting(_pod("Running", (_running(8),)), 35)  # asked at 5, started at 8
+    assert _attempt(pod, None).finished_at == _at(8)
+    seen_early = events_from_pod(_deleting(_pod("Running", (_running(1),)), 35), None, now=_at(3))
+    assert [a.finished_at for a in seen_early if isinstance(a, PodAttempt)] == [_at(3)]
+
+
+def test_a_deleted_pods_finish_does_not_depend_on_when_it_is_seen() -> None:
+    """A restarted controller, or a late watch, sees the same object later: same finish."""
+    pod = _deleting(_pod("Running", (_running(1),)), 32)
+    seen = {
+        a.finished_at
+        for when in (NOW, NOW + dt.timedelta(days=1))
+        for a in events_from_pod(pod, None, now=when)
+        if isinstance(a, PodAttempt)
+    }
+    assert seen == {_at(2)}
