@@ -809,10 +809,11 @@ def _not_owned(job: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
 
 
 def _stale(job: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
-    """Whether a job of the same name, since deleted, controls ``obj`` (the garbage collector
+    """Whether a VCJob of the same name, since deleted, controls ``obj`` (the garbage collector
     removes it soon: the job being submitted again waits for that instead of failing)."""
     return any(
         ref.get("controller") is True
+        and str(ref.get("apiVersion")).startswith(f"{c.BATCH_GROUP}/")
         and ref.get("kind") == "Job"
         and ref.get("name") == meta(job).get("name")
         for ref in meta(obj).get("ownerReferences") or []

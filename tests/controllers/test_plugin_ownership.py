@@ -105,3 +105,13 @@ def test_objects_of_a_deleted_job_of_the_same_name_are_waited_for() -> None:
     assert h.phase == c.PENDING
     cm = h.cluster.get("ConfigMap", "ns", "job-svc")
     assert cm is not None and "VC_WORKER_NUM" in cm["data"]
+
+
+def test_a_kubernetes_job_of_the_same_name_is_not_a_predecessor() -> None:
+    h = Harness(make_job(tasks=[task("worker", 2)], plugins={"svc": []}))
+    other = {"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": "k8s-job",
+             "controller": True}  # fmt: skip
+    h.cluster.add(_foreign("ConfigMap", "job-svc", metadata={
+        "name": "job-svc", "namespace": "ns", "ownerReferences": [other]}))  # fmt: skip
+    h.step()
+    assert h.phase == c.FAILED and h.status["state"]["reason"] == "PluginObjectNotOwned"
