@@ -76,12 +76,13 @@ from batch.controllers.jobspec import (
     job_min_available,
     job_volumes,
     meta,
+    owned_by_job,
     pod_name,
     podgroup_name,
     podgroup_spec,
     tasks_of,
 )
-from batch.controllers.plugins import PluginArgsError, build_plugins
+from batch.controllers.plugins import ObjectKey, PluginArgsError, build_plugins
 from batch.controllers.priorities import MISS_RELIST, priority_class_names
 from batch.controllers.timeutil import format_time, merge_patch, parse_duration, parse_time
 
@@ -785,6 +786,77 @@ def job_plugins(
         return [], None
 
 
+NOT_OWNED = "PluginObjectNotOwned"
+
+
+def plugin_object_keys(job: Mapping[str, Any]) -> list[ObjectKey]:
+    """The objects the job's plugins create or rewrite, for the operator to read (none when
+    its plugin arguments are bad: such a job gets no plugins)."""
+    try:
+        plugins = build_plugins(job)
+    except PluginArgsError:
+        return []
+    return [key for plugin in plugins for key in plugin.object_keys(job)]
+
+
+def _not_owned(job: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
+    m = meta(obj)
+    return (
+        f"{obj.get('kind')} {m.get('namespace')}/{m.get('name')} exists and is not owned by job "
+        f"{meta(job).get('name')}: refusing to take it over (delete or rename it, or rename the "
+        "job)"
+    )
+
+
+def _stale(job: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+    """Whether a VCJob of the same name, since deleted, controls ``obj`` (the garbage collector
+    removes it soon: the job being submitted again waits for that instead of failing)."""
+    return any(
+        ref.get("controller") is True
+        and str(ref.get("apiVersion")).startswith(f"{c.BATCH_GROUP}/")
+        and ref.get("kind") == "Job"
+        and ref.get("name") == meta(job).get("name")
+        for ref in meta(obj).get("ownerReferences") or []
+    )
+
+
+def guard_plugin_objects(
+    job: Mapping[str, Any],
+    facts: JobFacts,
+    plugin_objects: Sequence[Mapping[str, Any]],
+    now: datetime,
+) -> tuple[list[Mapping[str, Any]], ReconcileResult | None]:
+    """The plugin objects that exist and the job does not control (never created over nor
+    patched), and for a new job with any the refusal: Failed with reason PluginObjectNotOwned
+    naming them, or a wait (looked at again in 1 s) while they belong to a deleted job of the
+    same name (`controllers.md#job-plugins`)."""
+    foreign = [o for o in plugin_objects if not owned_by_job(o, job)]
+    if not foreign or facts.phase != "":
+        return foreign, None
+    message = "; ".join(_not_owned(job, o) for o in foreign)
+    if all(_stale(job, o) for o in foreign):
+        waiting = ReconcileResult(notes=[f"waiting for a deleted job's objects to go: {message}"])
+        waiting.requeue(1.0)
+        return foreign, waiting
+    return foreign, _refuse_job(facts.ref, NOT_OWNED, message, now)
+
+
+def spare_foreign(
+    job: Mapping[str, Any], result: ReconcileResult, foreign: Sequence[Mapping[str, Any]]
+) -> None:
+    """Drop the writes of a running job to plugin objects it does not control (one replaced
+    under it), with a note naming each."""
+    keys = {(str(o.get("kind")), str(meta(o).get("name"))) for o in foreign}
+    kept = [
+        a
+        for a in result.actions
+        if not (isinstance(a, CreateObject | PatchObject) and (a.ref.kind, a.ref.name) in keys)
+    ]
+    if len(kept) != len(result.actions):
+        result.actions = kept
+        result.notes += [_not_owned(job, o) for o in foreign]
+
+
 def live_pods(views: Sequence[PodView], version: int, killer: Killer) -> list[PodView]:
     """The pods of the current version that nothing condemned: the ones events come from."""
     return [
@@ -1174,6 +1246,7 @@ def reconcile_job(
     missing_claims: Collection[str] = (),
     pod_batch: int = c.POD_BATCH,
     limits: AdmissionLimits = DEFAULT_LIMITS,
+    plugin_objects: Sequence[Mapping[str, Any]] = (),
 ) -> ReconcileResult:
     """Everything the controller wants done for one VCJob, in application order.
 
@@ -1182,12 +1255,13 @@ def reconcile_job(
     controller did not delete (they raise PodEvicted), `priority_values` PriorityClass values by
     name (task order for minResources), `missing_claims` the `volumes[].volumeClaimName`s that do
     not exist (the job then creates no pods and stays Pending, retried), `pod_batch` the most
-    pods one reconcile creates, `limits` the size limits of the job (as admission's).
-    """
+    pods one reconcile creates, `limits` the size limits of the job (as admission's),
+    `plugin_objects` the existing objects of `plugin_object_keys(job)`."""
     if meta(job).get("deletionTimestamp"):
         return ReconcileResult()
     facts = read_job(job)
-    refused = refuse_oversized(facts, limits, now)
+    foreign, refused = guard_plugin_objects(job, facts, plugin_objects, now)
+    refused = refuse_oversized(facts, limits, now) or refused
     if refused is not None:
         return refused
     min_av = job_min_available(job)
@@ -1238,6 +1312,7 @@ def reconcile_job(
         missing_claims=missing_claims,
         pod_batch=pod_batch,
     )
+    spare_foreign(job, result, foreign)
     return result
 
 

@@ -106,6 +106,16 @@ def owner_ref(obj: Mapping[str, Any], *, controller: bool = True) -> JSON:
     }
 
 
+def owned_by_job(obj: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
+    """Whether the job controls ``obj``: an ownerReference with the job's uid and
+    ``controller: true`` (a name match, or a plain owner, is not enough)."""
+    uid = meta(job).get("uid")
+    return bool(uid) and any(
+        ref.get("uid") == uid and ref.get("controller") is True
+        for ref in meta(obj).get("ownerReferences") or []
+    )
+
+
 def _task_priority(task: TaskView, priority_values: Mapping[str, int]) -> int:
     spec = task.template.get("spec") or {}
     return int(priority_values.get(str(spec.get("priorityClassName") or ""), 0))

@@ -27,7 +27,7 @@ from batch.controllers.actions import (
     PatchStatus,
     ReconcileResult,
 )
-from batch.controllers.job import reconcile_job
+from batch.controllers.job import plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import meta, podgroup_name
 from batch.controllers.timeutil import format_time
 
@@ -150,6 +150,11 @@ class MemoryCluster:
             or any(o.get("uid") == uid for o in meta(cmd).get("ownerReferences") or [])
         ]
 
+    def plugin_objects(self, job: Mapping[str, Any]) -> list[JSON]:
+        ns = str(meta(job).get("namespace") or "")
+        found = (self.get(kind, ns, name) for _api, kind, name in plugin_object_keys(job))
+        return [o for o in found if o is not None]
+
     def reconcile(
         self,
         namespace: str,
@@ -170,6 +175,7 @@ class MemoryCluster:
             commands=copy.deepcopy(self.job_commands(job)),
             deleted_pods=deleted_pods,
             priority_values=self.priority_values,
+            plugin_objects=copy.deepcopy(self.plugin_objects(job)),
         )
         self.apply(result.actions)
         return result

@@ -36,7 +36,7 @@ from batch.api.bus import queue_target
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, PatchStatus
 from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync, owner_key
-from batch.controllers.job import reconcile_job
+from batch.controllers.job import plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import job_volumes, meta, podgroup_name, tasks_of
 from batch.controllers.kopflogin import connection_info
 from batch.controllers.metrics import ControllerMetrics
@@ -575,6 +575,7 @@ class ControllerManager:
             missing_claims=missing,
             pod_batch=self.pod_batch,
             limits=self.limits,
+            plugin_objects=await self._plugin_objects(client, job, ns),
         )
         ok = await self._apply(
             ("job", ns, name),
@@ -587,6 +588,21 @@ class ControllerManager:
             bucket[:] = [p for p in bucket if not any(p is d for d in deleted)]
             if not bucket:
                 self.deleted_pods.pop(uid, None)
+
+    @staticmethod
+    async def _plugin_objects(
+        client: KubeClient, job: Mapping[str, Any], ns: str
+    ) -> list[dict[str, Any]]:
+        """The objects the job's plugins would create or rewrite that exist (the reconciler
+        never writes one the job does not control)."""
+        found = []
+        for api, kind, name in plugin_object_keys(job):
+            obj = await get_or_none(client, resource_for(api, kind), name, ns)
+            if obj is not None:
+                obj.setdefault("apiVersion", api)
+                obj.setdefault("kind", kind)
+                found.append(obj)
+        return found
 
     def _job_metrics(self, job: Mapping[str, Any], action: Any) -> None:
         """Count one action the API server took (never an intended write that failed)."""

@@ -5,7 +5,8 @@ hcclrank.
 A plugin is a small object with three hooks, called by the pure job reconciler:
 `on_job_add` (objects to create once when the job is initialised), `on_job_update` (objects to
 rewrite when replicas change, e.g. the svc ConfigMap) and `on_pod_create` (mutates a pod before it
-is created). Plugins never do I/O.
+is created). `object_keys` names the objects the plugin creates or rewrites, so the operator can
+read them and the reconciler refuse to touch one the job does not own. Plugins never do I/O.
 """
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ from batch.controllers.jobspec import TaskView
 
 JSON = dict[str, Any]
 
+#: (apiVersion, kind, name) of an object a plugin creates in the job's namespace.
+ObjectKey = tuple[str, str, str]
+
 
 class JobPlugin(Protocol):
     """The controller-side hooks of one job plugin."""
 
     name: str
+
+    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]: ...
 
     def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]: ...
 
@@ -45,6 +51,9 @@ class PluginBase:
 
     def __init__(self, args: Mapping[str, str]) -> None:
         self.args = dict(args)
+
+    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]:
+        return []
 
     def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
         return []

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from batch.controllers.jobspec import TaskView, meta, owner_ref
-from batch.controllers.plugins import JSON, task_hosts
+from batch.controllers.plugins import JSON, ObjectKey, task_hosts
 
 
 def generate_key_pair() -> tuple[str, str]:
@@ -55,6 +55,9 @@ class SshPlugin:
     @staticmethod
     def secret_name(job: Mapping[str, Any]) -> str:
         return f"{meta(job).get('name')}-ssh"
+
+    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]:
+        return [("v1", "Secret", self.secret_name(job))]
 
     def ssh_config(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> str:
         lines = ["StrictHostKeyChecking no", "UserKnownHostsFile /dev/null"]

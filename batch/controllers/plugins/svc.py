@@ -14,7 +14,7 @@ from typing import Any
 
 from batch.controllers import constants as c
 from batch.controllers.jobspec import TaskView, meta, owner_ref
-from batch.controllers.plugins import JSON, add_env, task_hosts
+from batch.controllers.plugins import JSON, ObjectKey, add_env, task_hosts
 
 MOUNT_PATH = "/etc/volcano"
 
@@ -40,6 +40,13 @@ class SvcPlugin:
     @staticmethod
     def configmap_name(job: Mapping[str, Any]) -> str:
         return f"{meta(job).get('name')}-svc"
+
+    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]:
+        name = str(meta(job).get("name"))
+        keys = [("v1", "ConfigMap", self.configmap_name(job)), ("v1", "Service", name)]
+        if not self.disable_network_policy:
+            keys.append(("networking.k8s.io/v1", "NetworkPolicy", name))
+        return keys
 
     def configmap_data(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> dict[str, str]:
         data: dict[str, str] = {}
