@@ -594,10 +594,17 @@ class ControllerManager:
         client: KubeClient, job: Mapping[str, Any], ns: str
     ) -> list[dict[str, Any]]:
         """The objects the job's plugins would create or rewrite that exist (the reconciler
-        never writes one the job does not control)."""
+        never writes one the job does not control). A kind the controller may not read (the
+        chart grants only `create` on Secrets and NetworkPolicies) it may not rewrite either:
+        an existing one is left as it is by the create, so it is not looked up."""
         found = []
         for api, kind, name in plugin_object_keys(job):
-            obj = await get_or_none(client, resource_for(api, kind), name, ns)
+            try:
+                obj = await get_or_none(client, resource_for(api, kind), name, ns)
+            except ApiError as exc:
+                if exc.status != 403:
+                    raise
+                continue
             if obj is not None:
                 obj.setdefault("apiVersion", api)
                 obj.setdefault("kind", kind)
