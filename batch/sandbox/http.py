@@ -71,7 +71,8 @@ _LOOPBACK_NAMES = frozenset({"localhost", "::1"})
 class HostCheck:
     """The Host names the sandbox answers: loopback ones, plus those it was told to allow (`*`:
     any). A web page on another name that resolves to 127.0.0.1 (DNS rebinding) gets a 403, and
-    so does a request whose `Origin` (a web page's, cross-site) is not one of those names."""
+    so does a request whose `Origin` (a web page's, cross-site) is not one of those names or
+    names no host at all (`Origin: null`)."""
 
     def __init__(self, allowed: tuple[str, ...] = ()) -> None:
         self.any = "*" in allowed
@@ -95,6 +96,12 @@ class HostCheck:
         except ValueError:
             return False
 
+    def allows_origin(self, origin: str) -> bool:
+        """A web page's origin: one with no host (`null` from a sandboxed iframe, a file: or
+        data: page) is cross-site like any other, unless every name is allowed."""
+        host = urlsplit(origin.strip()).netloc
+        return self.any or (bool(self.name_of(host)) and self.allows(host))
+
     def check(self, request: Request) -> None:
         host = request.host
         if not self.allows(host):
@@ -104,7 +111,7 @@ class HostCheck:
                 "(localhost, 127.0.0.1, [::1]); allow others with --allow-host",
             )
         origin = request.headers.get("origin")
-        if origin is not None and not self.allows(urlsplit(origin).netloc):
+        if origin is not None and not self.allows_origin(origin):
             # a browser sends Origin with every cross-site write, whatever its body type
             raise ApiError(
                 403,

@@ -9,6 +9,8 @@ from http.client import HTTPConnection, HTTPSConnection
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 from .helpers import SANDBOX_ONLY, Server, diverges, http, pod
 
 CM = "/api/v1/namespaces/default/configmaps"
@@ -132,6 +134,18 @@ def test_web_pages_elsewhere_cannot_write(server: Server) -> None:
         server, "POST", CM, raw, {"Origin": f"http://localhost:{urlsplit(server.url).port}"}
     )
     assert code == 201
+
+
+# Sandbox only: the Origin check is the sandbox's own (it authenticates nobody).
+@SANDBOX_ONLY
+@pytest.mark.parametrize("origin", ["null", "file://", "data:"])
+def test_pages_without_a_host_cannot_write(server: Server, origin: str) -> None:
+    """Issue 30.7: a sandboxed iframe, a file: or data: page sends `Origin: null` (or an origin
+    with no host); it is cross-site all the same."""
+    raw = json.dumps(_cm("from-nowhere")).encode()
+    code, body = _raw(server, "POST", CM, raw, {"Origin": origin})
+    assert code == 403, body
+    assert "Origin" in body["message"]
 
 
 # Sandbox only: the Host check is the sandbox's own (it authenticates nobody).
