@@ -49,6 +49,7 @@ from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.queue_floor import FloorArgs, QueueFloor, QueueLedger
 from batch.scheduler.framework.selection import has_topology, starving_jobs
 from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.shares import le_common
 from batch.scheduler.framework.statement import Statement
 
 IntIdx = npt.NDArray[np.intp]
@@ -254,12 +255,12 @@ class GangEviction:
         if bool((need[1:] <= base[1:]).all()) and self._try(queue, job, pending, [], dom, stmt):
             return True
         bundles = self._bundles(queue, job, pending, need, dom)
-        for order in (bundles, by_node(bundles, self.ssn.nodes.alloc)):
-            if self._take(queue, job, pending, need, dom, stmt, base, order):
-                return True
-            if len(order) < 2:
-                break
-        return False
+        if self._take(queue, job, pending, need, dom, stmt, base, bundles):
+            return True
+        # regrouping by node is worth it only when the usual order failed
+        return len(bundles) > 1 and self._take(
+            queue, job, pending, need, dom, stmt, base, by_node(bundles, nd.alloc)
+        )
 
     def _take(
         self,
@@ -323,11 +324,7 @@ class GangEviction:
         the queue could never take it back within it."""
         mr = job.min_resources if job.min_resources is not None else job.allocated
         deserved = self.ssn.dispatch.deserved(job.queue)
-        if deserved is None:
-            return False
-        n = min(len(mr), len(deserved))
-        asked = np.flatnonzero(mr[1:n] > 0) + 1
-        return bool((mr[asked] > deserved[asked] + 0.1).any())
+        return deserved is not None and not le_common(mr, deserved)
 
     # -- victims -------------------------------------------------------------------------
     def _victim_job(self, job: JobInfo, queue: QueueInfo, victim: JobInfo) -> bool:

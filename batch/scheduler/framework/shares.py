@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,13 @@ def le(a: F, b: F) -> bool:
         al, bl = a.tolist(), b.tolist()
         return all(al[i] <= bl[i] + TOL for i in range(1, len(al)))
     return bool((a[1:] <= b[1:] + TOL).all())
+
+
+def le_common(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> bool:
+    """``LessEqual`` on the resources both vectors have (a job's vectors may be shorter than a
+    session's queue figures when a resource appeared since)."""
+    n = min(len(a), len(b))
+    return bool((a[1:n] <= b[1:n] + TOL).all())
 
 
 def le_on(a: F, b: F, dims: npt.NDArray[np.intp]) -> bool:

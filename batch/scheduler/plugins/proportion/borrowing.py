@@ -23,7 +23,7 @@ from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.feasibility import waits_unstarted
 from batch.scheduler.framework.session import Session
-from batch.scheduler.framework.shares import TOL, F
+from batch.scheduler.framework.shares import TOL, F, le_common
 
 if TYPE_CHECKING:
     from batch.scheduler.plugins.proportion import QueueAttr
@@ -65,8 +65,7 @@ def owed(ssn: Session, b: QueueAttr) -> F:
         return np.zeros_like(b.deserved)
     gap = np.maximum(b.deserved - b.held, 0.0)
     for need in waiting_needs(ssn).get(b.queue.name, ()):
-        n = min(len(need), len(gap))
-        if bool((need[1:n] <= gap[1:n] + TOL).all()):
+        if le_common(need, gap):
             return gap
     return np.zeros_like(gap)
 
@@ -88,8 +87,7 @@ def borrowing(job: JobInfo, deserved: F) -> bool:
     mr = job.min_resources
     if mr is None or job.phase != "Inqueue" or job.allocated[1:].any():
         return False
-    n = min(len(mr), len(deserved))
-    return bool((mr[1:n] > deserved[1:n] + TOL).any())
+    return not le_common(mr, deserved)
 
 
 def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:
@@ -125,8 +123,7 @@ def may_borrow(ssn: Session, a: QueueAttr, need: F, attrs: Mapping[str, QueueAtt
     owed, and only if no other queue's next work that also fits that room would leave it with
     a lower share than ``a`` will have."""
     room = unowed_idle(ssn, a, attrs.values())
-    n = min(len(need), len(room))
-    if not bool((need[1:n] <= room[1:n] + TOL).all()):
+    if not le_common(need, room):
         return False
     mine = _share_after(a, need)
     needs = waiting_needs(ssn)
@@ -134,8 +131,7 @@ def may_borrow(ssn: Session, a: QueueAttr, need: F, attrs: Mapping[str, QueueAtt
         if b is a:
             continue
         for other in needs.get(name, ()):
-            m = min(len(other), len(room))
-            if bool((other[1:m] <= room[1:m] + TOL).all()):
+            if le_common(other, room):
                 if _share_after(b, other) < mine - 1e-9:
                     return False
                 break  # the smallest need that fits decides for this queue
