@@ -95,6 +95,14 @@ def load_workload_adapters() -> list[Any]:
         return []
 
 
+def _finished(workload: Mapping[str, Any], adapter: object) -> bool:
+    """Whether ``adapter`` observes ``workload`` as finished (no pod of it starts again)."""
+    from batch.api.integration import observe_workload
+
+    seen = observe_workload(workload, [adapter])
+    return seen is not None and seen.finished
+
+
 class LeadershipLost(RuntimeError):
     """Another replica took the controllers' Lease."""
 
@@ -746,6 +754,7 @@ class ControllerManager:
             workload=workload,
             namespace_obj=namespace_obj,
             leader_running=leader_is_running,
+            workload_finished=_finished(workload, adapter),
         )
         await self._apply(("pod", ns, str(pod["metadata"].get("name"))), result)
         return True
