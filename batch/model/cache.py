@@ -325,6 +325,7 @@ class ClusterCache:
         if job_id is not None:
             job = self.jobs.get(job_id) or self._new_job(job_id, f.namespace, f.group)
             job.add_task(task)
+            job.min_resources = job.effective_min_resources()
         self._place(task)
 
     def _remove_task(self, task: TaskInfo) -> None:
@@ -336,6 +337,7 @@ class ClusterCache:
             job = self.jobs.get(task.job_id)
             if job is not None:
                 job.remove_task(task)
+                job.min_resources = job.effective_min_resources()
                 if not job.tasks and job.podgroup is None:
                     self._drop_job(job.uid)
 
@@ -383,12 +385,13 @@ class ClusterCache:
         if min_res is not None:
             vec = self.resources.vector(min_res)
             self._check_dims()
-            job.min_resources = pad(vec, self.resources.capacity)
+            job.spec_min_resources = pad(vec, self.resources.capacity)
         else:
-            job.min_resources = None
+            job.spec_min_resources = None
         job.podgroup = obj
         job.queue = f["queue"] or self.default_queue
         job.min_available = f["min_available"]
+        job.min_resources = job.effective_min_resources()
         job.min_task_member = f["min_task_member"]
         job.phase = f["phase"]
         job.priority_class_name = f["priority_class_name"]
