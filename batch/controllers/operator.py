@@ -70,8 +70,9 @@ from batch.controllers.shell import (
     resource_for,
 )
 from batch.controllers.timeutil import parse_time
-from batch.kube.client import ApiError, KubeClient
+from batch.kube.client import ApiError, KubeClient, Resource
 from batch.kube.config import load_access
+from batch.kube.informer import Reflector, ReflectorSet
 
 if TYPE_CHECKING:
     from batch.kube.leader import LeaderElector
@@ -251,13 +252,47 @@ class ControllerManager:
                 events = events_from_job(old, new, adapters=self.adapters)
             elif kind == "pod":
                 events = events_from_pod(old, new, adapters=self.adapters)
+            elif kind == "podgroup":
+                events = events_from_podgroup(old, new, observed_kinds=self.observed_kinds)
             else:
-                convert = {"podgroup": events_from_podgroup, "queue": events_from_queue}[kind]
-                events = convert(old, new)
+                events = events_from_queue(old, new)
             if events:
                 self.recorder.record(events)
         except Exception:
             log.exception("ledger: recording a %s change failed", kind)
+
+    @property
+    def observed_kinds(self) -> frozenset[tuple[str, str]]:
+        """(apiVersion, kind) of the framework workloads the ledger follows themselves (their
+        adapter observes them): their PodGroups' phases do not stand in for theirs."""
+        return frozenset((r.api_version, r.kind) for r in self._workload_resources())
+
+    def _workload_resources(self) -> list[Resource]:
+        from batch.api.integration import ObservingAdapter, WorkloadKind
+
+        out: dict[tuple[str, str], Resource] = {}
+        for adapter in self.adapters:
+            if not isinstance(adapter, ObservingAdapter):
+                continue
+            kinds: Sequence[WorkloadKind] = getattr(adapter, "kinds", ())
+            for k in kinds:
+                if "/" in k.api_version and k.label_selector is None:
+                    out[(k.api_version, k.kind)] = Resource(k.api_version, k.plural, k.kind)
+        return list(out.values())
+
+    def _workload_reflectors(self) -> ReflectorSet | None:
+        """With a ledger, watch every framework workload kind an adapter observes, so the
+        ledger records their own phases, finish and deletion (a kind not installed is
+        watched once it is)."""
+        if self.recorder is None:
+            return None
+
+        def sink(_: str, etype: str, obj: dict[str, Any]) -> None:
+            self.record("job", etype, obj)
+
+        return ReflectorSet(
+            [Reflector(self._client(), r, sink) for r in self._workload_resources()]
+        )
 
     # -- kopf -----------------------------------------------------------------------------------
     def registry(self) -> kopf.OperatorRegistry:
@@ -840,11 +875,16 @@ class ControllerManager:
                 ready_flag=kopf_ready,
             )
         )
+        workloads = self._workload_reflectors()
+        if workloads is not None:
+            workloads.start()
         lost = False
         try:
             lost = await self._serve(operator, kopf_ready, ready=ready, stop=stop, elector=elector)
         finally:
             kopf_stop.set()
+            if workloads is not None:
+                await workloads.stop()
             await self._shut_down(operator, workers, hold, release=None if lost else elector)
         if lost:
             raise LeadershipLost(f"lost the lease {self.lease_namespace}/{self.lease_name}")

@@ -41,11 +41,15 @@ class Reflector:
     sink: EventSink
     params: dict[str, str] = field(default_factory=dict)
     watch_timeout: int = 300
+    #: longest wait between tries while the API does not serve the kind (404: a CRD not
+    #: installed); the waits start at 1 s and double
+    absent_retry: float = 30.0
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     relists: int = 0
     # uid -> (resourceVersion, metadata-only stub). Full objects live in the consumer; the stub
     # is what a DELETED event synthesised by a re-list carries.
     _known: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    _absent_wait: float = 0.0
 
     def _remember(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -110,6 +114,9 @@ class Reflector:
                     log.info("%s watch expired (410): re-listing", self.resource.plural)
                     rv = None
                     continue
+                if exc.status == 404 and rv is None:
+                    await self._absent()
+                    continue
                 log.warning("%s watch failed: %s", self.resource.plural, exc)
                 rv = None
             except (TimeoutError, OSError, ValueError) as exc:
@@ -120,6 +127,18 @@ class Reflector:
                 rv = None
             await asyncio.sleep(backoff * (1 + random.random()))
             backoff = min(backoff * 2, 5.0)
+
+    async def _absent(self) -> None:
+        """The API does not serve the kind (yet): say so once, try again ever less often."""
+        if not self._absent_wait:
+            log.info(
+                "%s/%s is not served; watching it once it is (checked at most every %.0f s)",
+                self.resource.api_version,
+                self.resource.plural,
+                self.absent_retry,
+            )
+        self._absent_wait = min(max(self._absent_wait * 2, 1.0), self.absent_retry)
+        await asyncio.sleep(self._absent_wait)
 
 
 @dataclass
