@@ -40,7 +40,6 @@ def test_apply_volcano_examples_and_short_names(server: Server) -> None:
     out = kubectl(
         server,
         "apply",
-        "--validate=false",
         "-f",
         str(FIXTURES / "volcano-queue.yaml"),
         "-f",
@@ -66,7 +65,7 @@ def test_apply_volcano_examples_and_short_names(server: Server) -> None:
     assert "queue.scheduling.volcano.sh/root" in got
     assert "queue.scheduling.volcano.sh/default" in got
     # a second apply is a client-side three-way JSON merge patch (CRDs have no strategic merge)
-    again = kubectl(server, "apply", "--validate=false", "-f", str(FIXTURES / "volcano-queue.yaml"))
+    again = kubectl(server, "apply", "-f", str(FIXTURES / "volcano-queue.yaml"))
     assert "queue.scheduling.volcano.sh/test" in again.stdout
     out = kubectl(server, "get", "vcjob", "test-job", "-o", "jsonpath={.spec.queue}").stdout
     assert out == "default"
@@ -80,12 +79,12 @@ def test_apply_volcano_examples_and_short_names(server: Server) -> None:
 def test_apply_configure_and_server_side(server: Server, tmp_path: Path) -> None:
     f = tmp_path / "cm.yaml"
     f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  a: '1'\n")
-    kubectl(server, "apply", "--validate=false", "-f", str(f))
+    kubectl(server, "apply", "-f", str(f))
     f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  b: '2'\n")
-    assert "configured" in kubectl(server, "apply", "--validate=false", "-f", str(f)).stdout
+    assert "configured" in kubectl(server, "apply", "-f", str(f)).stdout
     data = http(server, "GET", "/api/v1/namespaces/default/configmaps/kc")[1]["data"]
     assert data == {"b": "2"}  # three-way merge removed a
-    out = kubectl(server, "apply", "--server-side", "--validate=false", "-f", str(f))
+    out = kubectl(server, "apply", "--server-side", "-f", str(f))
     assert "serverside-applied" in out.stdout
 
 
@@ -206,3 +205,46 @@ def test_taint_and_untaint(server: Server) -> None:
     kubectl(server, "taint", "nodes", "node-1", "b-")
     out = kubectl(server, "get", "node", "node-1", "-o", "jsonpath={.spec.taints}")
     assert out.stdout.strip() in ("", "[]")
+
+
+def _vcjob_yaml(name: str, extra: str) -> str:
+    return (
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata:\n"
+        f"  name: {name}\nspec:\n  {extra}\n  schedulerName: volcano\n  tasks:\n"
+        "  - name: t\n    replicas: 1\n    template:\n      spec:\n        containers:\n"
+        "        - name: c\n          image: busybox\n"
+    )
+
+
+def test_apply_validates_fields_without_being_told_not_to(server: Server, tmp_path: Path) -> None:
+    """kubectl's default validation works: a misspelt field is refused (or, with
+    --validate=warn, warned about and dropped), for a custom resource and a built-in kind."""
+    f = tmp_path / "typo.yaml"
+    f.write_text(_vcjob_yaml("typo-job", "minAvaliable: 1"))
+    refused = kubectl(server, "apply", "-f", str(f), check=False)
+    assert refused.returncode != 0
+    assert 'strict decoding error: unknown field "spec.minAvaliable"' in refused.stderr
+    warned = kubectl(server, "apply", "--validate=warn", "-f", str(f))
+    assert 'unknown field "spec.minAvaliable"' in warned.stderr
+    spec = kubectl(server, "get", "vcjob", "typo-job", "-o", "jsonpath={.spec}").stdout
+    assert "minAvaliable" not in spec
+    f.write_text(_vcjob_yaml("typo-job", "minAvailable: 1"))
+    assert "configured" in kubectl(server, "apply", "-f", str(f)).stdout
+    f.write_text(_vcjob_yaml("typo-job", "minAvailable: 1\n  bogus: 2"))
+    patched = kubectl(server, "apply", "-f", str(f), check=False)
+    assert 'unknown field "spec.bogus"' in patched.stderr
+    kubectl(server, "delete", "vcjob", "typo-job")
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo-pod\nspec:\n"
+        "  restartPolicyy: Never\n  containers:\n  - name: c\n    image: busybox\n"
+    )
+    refused = kubectl(server, "apply", "-f", str(pod), check=False)
+    assert 'unknown field "spec.restartPolicyy"' in refused.stderr
+
+
+def test_explain_reads_the_served_schemas(server: Server) -> None:
+    out = kubectl(server, "explain", "vcjob.spec.minAvailable").stdout
+    assert "minAvailable" in out and "<integer>" in out
+    out = kubectl(server, "explain", "pods.spec.restartPolicy").stdout
+    assert "restartPolicy" in out and "<string>" in out and "Always" in out
