@@ -24,6 +24,7 @@ from batch.sandbox.faults import Faults
 from batch.sandbox.kubeconfig import ADMIN_GROUPS, ADMIN_USER
 from batch.sandbox.meta import ResourceType
 from batch.sandbox.openapi import OpenAPI, builtin_structural
+from batch.sandbox.protobuf import MEDIA_TYPE, decode_protobuf
 from batch.sandbox.selectors import parse_field_selector, parse_label_selector
 from batch.sandbox.store import Obj, Watcher, dumps, event_line
 from batch.sandbox.wire import Request, Response, Stream
@@ -43,7 +44,7 @@ SERVER_VERSION = {
 }
 _JSON = "application/json"
 _BATCH = 500  # events per write while a watch catches up
-_PROTOBUF = "application/vnd.kubernetes.protobuf"
+_PROTOBUF = MEDIA_TYPE
 
 
 def _is_admin(spec: Any) -> bool:
@@ -355,7 +356,7 @@ class HttpApi:
     async def _body(self, request: Request) -> Any:
         ctype = request.headers.get("content-type", "")
         if _PROTOBUF in ctype:
-            raise ApiError(415, "the sandbox only accepts JSON bodies (protobuf is not supported)")
+            return decode_protobuf(request.body)
         return decode.decode_object(request.body, ctype)
 
     async def _resource(
@@ -387,9 +388,7 @@ class HttpApi:
         """The review kinds: only created, never stored."""
         if request.method != "POST" or name:
             raise ApiError(405, f"{rt.plural} only supports create")
-        # kubectl sends reviews as protobuf; the answer does not depend on the body.
-        ctype = request.headers.get("content-type", "")
-        body = {} if _PROTOBUF in ctype else await self._body(request)
+        body = await self._body(request)
         return _json_response(self._review(rt, body if isinstance(body, dict) else {}), 201)
 
     async def _collection(

@@ -248,3 +248,41 @@ def test_explain_reads_the_served_schemas(server: Server) -> None:
     assert "minAvailable" in out and "<integer>" in out
     out = kubectl(server, "explain", "pods.spec.restartPolicy").stdout
     assert "restartPolicy" in out and "<string>" in out and "Always" in out
+
+
+def test_typed_generators_send_protobuf_that_is_understood(server: Server) -> None:
+    """`kubectl create <kind>` sends protobuf bodies: each object reads back as written."""
+
+    def get(*args: str) -> str:
+        return kubectl(server, "get", *args).stdout
+
+    kubectl(server, "create", "namespace", "proto-ns")
+    assert get("namespace", "proto-ns", "-o", "jsonpath={.status.phase}") == "Active"
+    kubectl(server, "create", "priorityclass", "proto-pc", "--value=100", "--description=hi")
+    pc = get("priorityclass", "proto-pc", "-o", "jsonpath={.value} {.description}")
+    assert pc == "100 hi"
+    kubectl(server, "-n", "proto-ns", "create", "deployment", "d", "--image=x", "--replicas=2")
+    deploy = "{.spec.replicas} {.spec.template.spec.containers[0].image}"
+    assert get("-n", "proto-ns", "deployment", "d", "-o", f"jsonpath={deploy}") == "2 x"
+    kubectl(server, "-n", "proto-ns", "create", "configmap", "cm", "--from-literal=a=1")
+    assert get("-n", "proto-ns", "configmap", "cm", "-o", "jsonpath={.data.a}") == "1"
+    kubectl(server, "-n", "proto-ns", "create", "secret", "generic", "s", "--from-literal=pw=x2")
+    assert get("-n", "proto-ns", "secret", "s", "-o", "jsonpath={.data.pw}") == "eDI="
+    cron = ("create", "cronjob", "cj", "--image=x", "--schedule=*/5 * * * *", "--", "date")
+    kubectl(server, "-n", "proto-ns", *cron)
+    assert (
+        get("-n", "proto-ns", "cronjob", "cj", "-o", "jsonpath={.spec.schedule}") == "*/5 * * * *"
+    )
+    kubectl(server, "-n", "proto-ns", "create", "service", "clusterip", "svc", "--tcp=80:8080")
+    port = get("-n", "proto-ns", "service", "svc", "-o", "jsonpath={.spec.ports[0].targetPort}")
+    assert port == "8080"
+    kubectl(server, "-n", "proto-ns", "create", "quota", "q", "--hard=pods=10,cpu=4")
+    assert get("-n", "proto-ns", "quota", "q", "-o", "jsonpath={.spec.hard.cpu}") == "4"
+    kubectl(server, "-n", "proto-ns", "create", "serviceaccount", "sa")
+    kubectl(server, "-n", "proto-ns", "create", "role", "r", "--verb=get", "--resource=pods")
+    binding = ("create", "rolebinding", "rb", "--role=r", "--serviceaccount=proto-ns:sa")
+    kubectl(server, "-n", "proto-ns", *binding)
+    subject = get("-n", "proto-ns", "rolebinding", "rb", "-o", "jsonpath={.subjects[0].name}")
+    assert subject == "sa"
+    kubectl(server, "delete", "namespace", "proto-ns", "--wait=false")
+    kubectl(server, "delete", "priorityclass", "proto-pc")
