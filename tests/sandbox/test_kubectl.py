@@ -286,3 +286,19 @@ def test_typed_generators_send_protobuf_that_is_understood(server: Server) -> No
     assert subject == "sa"
     kubectl(server, "delete", "namespace", "proto-ns", "--wait=false")
     kubectl(server, "delete", "priorityclass", "proto-pc")
+
+
+def test_events_print_as_kubectl_prints_them(server: Server, tmp_path: Path) -> None:
+    f = tmp_path / "event.yaml"
+    f.write_text(
+        "apiVersion: v1\nkind: Event\nmetadata:\n  name: table-pod.1\ninvolvedObject:\n"
+        "  kind: Pod\n  name: table-pod\n  namespace: default\nreason: Scheduled\n"
+        "message: Successfully assigned default/table-pod to node-0\ntype: Normal\ncount: 2\n"
+    )
+    kubectl(server, "apply", "-f", str(f))
+    lines = kubectl(server, "get", "events", "--field-selector", "reason=Scheduled").stdout
+    header, *rows = lines.splitlines()
+    assert header.split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    row = next(r for r in rows if "table-pod" in r)
+    assert "Normal" in row and "pod/table-pod" in row and "Successfully assigned" in row
+    kubectl(server, "delete", "-f", str(f))
