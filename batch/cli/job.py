@@ -8,186 +8,30 @@ its PodGroup's conditions and events and its position in the queue.
 
 from __future__ import annotations
 
-import base64
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 import yaml
 
-from batch.api.errors import one_line
 from batch.api.yamlio import FileInputError, load_yaml_file
+from batch.cli.kube import (
+    COMMAND,
+    QUEUE,
+    VCJOB,
+    Kube,
+    fail,
+    kube_options,
+    namespace_option,
+    table,
+)
 from batch.cli.output import event_age, event_source, output_option, print_list
+from batch.kube.resource import RESOURCES, Resource
 from batch.kube.why import cluster_capacity, explain
 
-if TYPE_CHECKING:
-    from batch.kube.config import Target
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-BATCH = ("batch.volcano.sh", "v1alpha1")
-SCHED = ("scheduling.volcano.sh", "v1beta1")
-BUS = ("bus.volcano.sh", "v1alpha1")
-
-
-def fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
-_CONTEXT_KEY = "tephra.kube_context"
-
-
-def _remember_context(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    ctx.meta[_CONTEXT_KEY] = value
-
-
-namespace_option = click.option(
-    "-n",
-    "--namespace",
-    default=None,
-    help="Namespace (default: the kubeconfig context's, else default).",
-)
-
-
-def kube_options(fn: F) -> F:
-    """--kubeconfig and --context for every command that talks to the cluster (kubectl's)."""
-    fn = click.option(
-        "--context",
-        default=None,
-        expose_value=False,
-        callback=_remember_context,
-        help="The kubeconfig context to use (default: its current-context).",
-    )(fn)
-    return click.option(
-        "--kubeconfig",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Kubeconfig file (default: $KUBECONFIG, files separated by ':', merged as kubectl "
-        "does; then ~/.kube/config).",
-    )(fn)
-
-
-def client_configuration(target: Target) -> Any:
-    """The official client's configuration for a target resolved by `batch.kube.config` (an
-    exec plugin's token is renewed before a request when it expired)."""
-    from kubernetes import client
-
-    cfg: Any = client.Configuration()
-    cfg.host = target.server
-    cfg.verify_ssl = not target.insecure
-    cfg.ssl_ca_cert = target.ca_file
-    cfg.cert_file, cfg.key_file = target.cert_file, target.key_file
-    cfg.tls_server_name = target.tls_server_name
-    plugin = target.exec
-    if plugin is not None and not plugin.token():  # the plugin gives a client certificate
-        cred = plugin.current()
-        cfg.cert_file = _private_file(cred.cert_data or b"")
-        cfg.key_file = _private_file(cred.key_data or b"")
-    elif plugin is not None:
-        cfg.api_key = {"authorization": f"Bearer {plugin.token()}"}
-        cfg.refresh_api_key_hook = lambda c: c.api_key.update(
-            authorization=f"Bearer {plugin.token()}"
-        )
-    elif target.token:
-        cfg.api_key = {"authorization": f"Bearer {target.token}"}
-    elif target.username is not None and target.password is not None:
-        basic = base64.b64encode(f"{target.username}:{target.password}".encode()).decode()
-        cfg.api_key = {"authorization": f"Basic {basic}"}
-    cfg.retries = 1
-    return cfg
-
-
-def _private_file(data: bytes) -> str:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile(prefix="tephra-kube-", delete=False) as handle:
-        handle.write(data)
-    return handle.name
-
-
-class Kube:
-    """The three API clients the CLI needs, built by kubectl's kubeconfig rules
-    (`batch.kube.config`, the services' loader too)."""
-
-    def __init__(self, kubeconfig: Path | None) -> None:
-        from kubernetes import client
-
-        from batch.kube.config import KubeConfigError, resolve
-
-        context = click.get_current_context(silent=True)
-        name = context.meta.get(_CONTEXT_KEY) if context is not None else None
-        try:
-            target = resolve(kubeconfig, context=name)
-            if target.exec is not None:  # a sign-in plugin may prompt on the user's terminal
-                target.exec.terminal = sys.stdin.isatty()
-            cfg = client_configuration(target)
-        except (KubeConfigError, OSError, ValueError) as exc:  # config errors are user errors
-            fail(one_line(exc))
-        #: the context's namespace, the default of `-n` (as kubectl's)
-        self.namespace = target.namespace
-        self.api = client.ApiClient(configuration=cfg)
-        self.core = client.CoreV1Api(self.api)
-        self.co = client.CustomObjectsApi(self.api)
-        self.ApiException = client.ApiException
-
-    def call(self, what: str, fn: Callable[[], Any]) -> Any:
-        from urllib3.exceptions import HTTPError
-
-        try:
-            return fn()
-        except self.ApiException as exc:
-            fail(f"{what}: {_api_message(exc)}")
-        except (OSError, HTTPError) as exc:
-            host = self.api.configuration.host
-            fail(f"{what}: cannot reach the API server at {host} ({_short(exc)})")
-
-    def get_or_none(self, fn: Callable[[], Any]) -> Any:
-        from urllib3.exceptions import HTTPError
-
-        try:
-            return fn()
-        except self.ApiException as exc:
-            if exc.status == 404:
-                return None
-            fail(_api_message(exc))
-        except (OSError, HTTPError) as exc:
-            fail(f"cannot reach the API server at {self.api.configuration.host} ({_short(exc)})")
-
-    def job(self, name: str, namespace: str) -> dict[str, Any]:
-        job = self.get_or_none(
-            lambda: self.co.get_namespaced_custom_object(*BATCH, namespace, "jobs", name)
-        )
-        if job is None:
-            fail(f"job {namespace}/{name} not found")
-        return dict(job)
-
-
-def _short(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None)
-    text = str(reason or exc)
-    return text.split(": ", 1)[-1][:200]
-
-
-def _api_message(exc: Any) -> str:
-    import json
-
-    try:
-        body = json.loads(exc.body or "{}")
-        return f"{body.get('message') or exc.reason} (HTTP {exc.status})"
-    except ValueError:
-        return f"{exc.reason} (HTTP {exc.status})"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """vcctl-style left-aligned columns."""
-    cols = [list(map(str, headers)), *[list(map(str, r)) for r in rows]]
-    widths = [max(len(r[i]) for r in cols) + 2 for i in range(len(headers))]
-    return "\n".join(
-        "".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cols
-    )
+__all__ = ["Kube", "fail", "job", "kube_options", "namespace_option", "parse_resources", "table"]
 
 
 def parse_resources(text: str, flag: str) -> dict[str, str]:
@@ -296,7 +140,7 @@ def job_run(
         _precheck(kube, body)
 
         def _create(b: dict[str, Any] = body, n: str = ns) -> Any:
-            return kube.co.create_namespaced_custom_object(*BATCH, n, "jobs", b)
+            return kube.rest.create(VCJOB, b, n)
 
         created = kube.call(f"create job {ns}/{meta.get('name')}", _create)
         click.echo(f"run job {created['metadata']['name']} successfully")
@@ -309,7 +153,7 @@ def _precheck(kube: Kube, body: dict[str, Any]) -> None:
         from batch.api.admission import UNBOUNDED, StaticLookup, admit
     except ImportError:  # pragma: no cover - batch.api always ships admission
         return
-    queues = kube.get_or_none(lambda: kube.co.list_cluster_custom_object(*SCHED, "queues")) or {}
+    queues = kube.items(QUEUE, missing_ok=True)
     lookup = StaticLookup(queues.get("items") or [])
     result = admit(
         kind="Job", operation="CREATE", obj=body, old=None, lookup=lookup, limits=UNBOUNDED
@@ -377,14 +221,7 @@ def job_list(
     """List jobs with vcctl's columns (-o wide adds Queue and Scheduler)."""
     kube = Kube(kubeconfig)
     namespace = namespace or kube.namespace
-    if all_namespaces:
-        items = kube.call("list jobs", lambda: kube.co.list_cluster_custom_object(*BATCH, "jobs"))[
-            "items"
-        ]
-    else:
-        items = kube.call(
-            "list jobs", lambda: kube.co.list_namespaced_custom_object(*BATCH, namespace, "jobs")
-        )["items"]
+    items = kube.items(VCJOB, None if all_namespaces else namespace)["items"]
     kept = []
     for j in sorted(items, key=lambda x: (x["metadata"].get("namespace"), x["metadata"]["name"])):
         spec = j.get("spec") or {}
@@ -450,11 +287,10 @@ def _events_table(kube: Kube, obj: Mapping[str, Any]) -> str:
     fields = f"involvedObject.name={meta['name']},involvedObject.kind={obj.get('kind')}"
     if meta.get("uid"):
         fields += f",involvedObject.uid={meta['uid']}"
-    found = kube.get_or_none(
-        lambda: kube.core.list_namespaced_event(meta.get("namespace"), field_selector=fields)
+    found = kube.items(
+        RESOURCES["Event"], meta.get("namespace"), missing_ok=True, fieldSelector=fields
     )
-    serialize: Callable[[Any], dict[str, Any]] = kube.api.sanitize_for_serialization
-    events = [serialize(e) for e in (found.items if found else [])]
+    events = list(found.get("items") or [])
     if not events:
         return "  <none>"
     events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
@@ -484,8 +320,7 @@ def _command(kube: Kube, job_obj: Mapping[str, Any], action: str) -> str:
         "target": ref,
     }
     created = kube.call(
-        f"create {action} command",
-        lambda: kube.co.create_namespaced_custom_object(*BUS, meta["namespace"], "commands", body),
+        f"create {action} command", lambda: kube.rest.create(COMMAND, body, meta["namespace"])
     )
     return str(created["metadata"]["name"])
 
@@ -525,7 +360,7 @@ def job_delete(kubeconfig: Path | None, name: str, namespace: str | None) -> Non
     kube.job(name, namespace)
     kube.call(
         f"delete job {namespace}/{name}",
-        lambda: kube.co.delete_namespaced_custom_object(*BATCH, namespace, "jobs", name),
+        lambda: kube.rest.delete(VCJOB, name, namespace),
     )
     click.echo(f"delete job {name} successfully")
 
@@ -537,49 +372,32 @@ class _ApiLookup:
         self.kube = kube
 
     def podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
-        co = self.kube.co
-        return self.kube.get_or_none(  # type: ignore[no-any-return]
-            lambda: co.get_namespaced_custom_object(*SCHED, namespace, "podgroups", name)
-        )
+        return self.kube.get(RESOURCES["PodGroup"], name, namespace)
 
     def queue(self, name: str) -> dict[str, Any] | None:
-        co = self.kube.co
-        return self.kube.get_or_none(  # type: ignore[no-any-return]
-            lambda: co.get_cluster_custom_object(*SCHED, "queues", name)
-        )
+        return self.kube.get(QUEUE, name)
 
     def events(self, namespace: str, involved: str) -> list[dict[str, Any]]:
-        core = self.kube.core
-        events = self.kube.get_or_none(
-            lambda: core.list_namespaced_event(
-                namespace, field_selector=f"involvedObject.name={involved}"
-            )
-        )
-        items = events.items if events is not None else []
-        return [{"reason": ev.reason, "message": ev.message} for ev in items]
+        selector = f"involvedObject.name={involved}"
+        found = self._all(RESOURCES["Event"], namespace, fieldSelector=selector)
+        return [{"reason": ev.get("reason"), "message": ev.get("message")} for ev in found]
 
     def podgroups(self) -> list[dict[str, Any]]:
-        co = self.kube.co
-        found = self.kube.get_or_none(lambda: co.list_cluster_custom_object(*SCHED, "podgroups"))
-        return list((found or {}).get("items") or [])
+        return self._all(RESOURCES["PodGroup"])
 
     def priorities(self) -> dict[str, int]:
-        from kubernetes import client as kclient
-
-        api = kclient.SchedulingV1Api(self.kube.api)
-        pcs = self.kube.get_or_none(api.list_priority_class)
-        items = pcs.items if pcs is not None else []
-        return {str(p.metadata.name): int(p.value or 0) for p in items}
+        found = self._all(RESOURCES["PriorityClass"])
+        return {str(p["metadata"]["name"]): int(p.get("value") or 0) for p in found}
 
     def queues(self) -> list[dict[str, Any]]:
-        co = self.kube.co
-        found = self.kube.get_or_none(lambda: co.list_cluster_custom_object(*SCHED, "queues"))
-        return list((found or {}).get("items") or [])
+        return self._all(QUEUE)
 
     def capacity(self) -> dict[str, int]:
-        nodes = self.kube.get_or_none(self.kube.core.list_node)
-        items = nodes.items if nodes is not None else []
-        return cluster_capacity(node.status.allocatable for node in items)
+        nodes = self._all(RESOURCES["Node"])
+        return cluster_capacity((n.get("status") or {}).get("allocatable") or {} for n in nodes)
+
+    def _all(self, res: Resource, ns: str | None = None, **params: str) -> list[dict[str, Any]]:
+        return list(self.kube.items(res, ns, missing_ok=True, **params).get("items") or [])
 
 
 @job.command("why")

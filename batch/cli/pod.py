@@ -10,15 +10,15 @@ vcctl's names: Name Ready Status Restart Age; `-o wide` adds the columns kubectl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from batch.cli.job import Kube, fail, kube_options, namespace_option, table
+from batch.cli.kube import Kube, fail, kube_options, namespace_option, table
 from batch.cli.output import output_option, print_list
+from batch.kube.resource import RESOURCES
 
 JOB_LABEL = "volcano.sh/job-name"
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -28,18 +28,12 @@ _VCCTL_NAMES = {"Restarts": "Restart"}
 
 
 def _get(kube: Kube, namespace: str | None, selector: str, *, as_table: bool) -> dict[str, Any]:
-    headers = {"Accept": _TABLE} if as_table else {}
-
-    def call() -> Any:
-        if namespace is None:
-            return kube.core.list_pod_for_all_namespaces(
-                label_selector=selector, _headers=headers, _preload_content=False
-            )
-        return kube.core.list_namespaced_pod(
-            namespace, label_selector=selector, _headers=headers, _preload_content=False
-        )
-
-    body: dict[str, Any] = json.loads(kube.call("list pods", call).data)
+    path = RESOURCES["Pod"].path(namespace=namespace)
+    params = {"labelSelector": selector} if selector else {}
+    accept = _TABLE if as_table else "application/json"
+    body: dict[str, Any] = kube.call(
+        "list pods", lambda: kube.rest.request("GET", path, params=params, accept=accept)
+    )
     return body
 
 

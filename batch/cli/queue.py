@@ -17,7 +17,7 @@ import click
 
 from batch.api.fairshare import read_fair_share
 from batch.api.resources import CPU, GPU, format_resource_list
-from batch.cli.job import BUS, SCHED, Kube, fail, kube_options, table
+from batch.cli.kube import COMMAND, QUEUE, Kube, fail, kube_options, table
 from batch.cli.output import dump, output_option, print_list
 
 _HEADERS = [
@@ -124,9 +124,7 @@ def queue_create(
         "spec": spec,
         "status": {"state": state},
     }
-    kube.call(
-        f"create queue {name}", lambda: kube.co.create_cluster_custom_object(*SCHED, "queues", body)
-    )
+    kube.call(f"create queue {name}", lambda: kube.rest.create(QUEUE, body))
     if state == "Closed":
         _command(kube, name, "CloseQueue", command_namespace)
     click.echo(f"create queue {name} successfully")
@@ -140,14 +138,12 @@ def queue_delete(kubeconfig: Path | None, name: str) -> None:
     if name in ("root", "default"):
         fail(f"queue {name} cannot be deleted")
     kube = Kube(kubeconfig)
-    kube.call(
-        f"delete queue {name}", lambda: kube.co.delete_cluster_custom_object(*SCHED, "queues", name)
-    )
+    kube.call(f"delete queue {name}", lambda: kube.rest.delete(QUEUE, name))
     click.echo(f"delete queue {name} successfully")
 
 
 def _command(kube: Kube, name: str, action: str, namespace: str) -> None:
-    q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
+    q = kube.get(QUEUE, name)
     if q is None:
         fail(f"queue {name} not found")
     target = {
@@ -165,7 +161,7 @@ def _command(kube: Kube, name: str, action: str, namespace: str) -> None:
     }
     kube.call(
         f"create {action} command",
-        lambda: kube.co.create_namespaced_custom_object(*BUS, namespace, "commands", body),
+        lambda: kube.rest.create(COMMAND, body, namespace),
     )
 
 
@@ -185,9 +181,7 @@ def queue_operate(
             fail(f"queue {name}: --weight must be > 0 for update")
         kube.call(
             f"update queue {name}",
-            lambda: kube.co.patch_cluster_custom_object(
-                *SCHED, "queues", name, {"spec": {"weight": weight}}
-            ),
+            lambda: kube.rest.patch(QUEUE, name, {"spec": {"weight": weight}}),
         )
     else:
         _command(kube, name, "OpenQueue" if action == "open" else "CloseQueue", command_namespace)
@@ -200,9 +194,7 @@ def queue_operate(
 def queue_list(kubeconfig: Path | None, output: str) -> None:
     """List queues with vcctl's columns (-o wide adds Reclaimable, Allocated, Capability)."""
     kube = Kube(kubeconfig)
-    items = kube.call("list queues", lambda: kube.co.list_cluster_custom_object(*SCHED, "queues"))[
-        "items"
-    ]
+    items = kube.items(QUEUE)["items"]
     items = sorted(items, key=lambda q: q["metadata"]["name"])
     if not items and output in ("table", "wide"):
         click.echo("No resources found")
@@ -217,7 +209,7 @@ def queue_list(kubeconfig: Path | None, output: str) -> None:
 def queue_get(kubeconfig: Path | None, name: str, output: str) -> None:
     """Show one queue (-o json|yaml: the Queue object)."""
     kube = Kube(kubeconfig)
-    q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
+    q = kube.get(QUEUE, name)
     if q is None:
         fail(f"queue {name} not found")
     if output in ("json", "yaml"):

@@ -1,0 +1,192 @@
+"""What every `tephra` command that talks to the cluster shares: kubectl's connection flags
+(`--kubeconfig`, `--context`, `-n`, `-A`), the API access (`Kube`) and one-line failures.
+
+`Kube` speaks to the API server through `batch.kube.rest` (the standard library's HTTP client
+over the kubeconfig `batch.kube.config` resolves, as kubectl would), never through the
+official `kubernetes` client: importing that client's generated modules cost every command
+about a second of CPU before its first request (docs/cli.md, benchmarks/cli_startup.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from batch.api.errors import UserError, one_line
+from batch.kube.resource import RESOURCES, ApiError, Resource
+
+__all__ = [
+    "COMMAND",
+    "VCJOB",
+    "Kube",
+    "all_namespaces_option",
+    "fail",
+    "kube_options",
+    "namespace_option",
+    "table",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+VCJOB = Resource("batch.volcano.sh/v1alpha1", "jobs", "Job")
+COMMAND = Resource("bus.volcano.sh/v1alpha1", "commands", "Command")
+QUEUE = RESOURCES["Queue"]
+
+_CONTEXT_KEY = "tephra.kube_context"
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """vcctl-style left-aligned columns."""
+    cols = [list(map(str, headers)), *[list(map(str, r)) for r in rows]]
+    widths = [max(len(r[i]) for r in cols) + 2 for i in range(len(headers))]
+    return "\n".join(
+        "".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cols
+    )
+
+
+def _remember_context(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    ctx.meta[_CONTEXT_KEY] = value
+
+
+namespace_option = click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="Namespace (default: the kubeconfig context's, else default).",
+)
+
+all_namespaces_option = click.option(
+    "-A", "--all-namespaces", is_flag=True, help="Every namespace (as kubectl's -A)."
+)
+
+
+def kube_options(fn: F) -> F:
+    """--kubeconfig and --context for every command that talks to the cluster (kubectl's)."""
+    fn = click.option(
+        "--context",
+        default=None,
+        expose_value=False,
+        callback=_remember_context,
+        help="The kubeconfig context to use (default: its current-context).",
+    )(fn)
+    return click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Kubeconfig file (default: $KUBECONFIG, files separated by ':', merged as kubectl "
+        "does; then ~/.kube/config).",
+    )(fn)
+
+
+def _short(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None)
+    text = str(reason or exc)
+    return text.split(": ", 1)[-1][:200]
+
+
+def _api_message(exc: ApiError) -> str:
+    message = exc.body.get("message") or exc.reason or "refused"
+    return f"{message} (HTTP {exc.status})"
+
+
+class Kube:
+    """The cluster, as the kubeconfig (and `--context`) names it; every failure is one line
+    on stderr and exit status 1."""
+
+    def __init__(self, kubeconfig: Path | None) -> None:
+        from batch.kube.config import KubeConfigError, access_for, resolve
+        from batch.kube.rest import RestClient
+
+        context = click.get_current_context(silent=True)
+        name = context.meta.get(_CONTEXT_KEY) if context is not None else None
+        try:
+            target = resolve(kubeconfig, context=name)
+            if target.exec is not None:  # a sign-in plugin may prompt on the user's terminal
+                target.exec.terminal = sys.stdin.isatty()
+            access = access_for(target)
+        except (KubeConfigError, OSError, ValueError) as exc:  # config errors are user errors
+            fail(one_line(exc))
+        #: the context's namespace, the default of `-n` (as kubectl's)
+        self.namespace = target.namespace
+        self.host = target.server
+        self.rest = RestClient(access)
+
+    def _failed(self, what: str, exc: Exception) -> NoReturn:
+        from batch.kube.config import KubeConfigError
+
+        if isinstance(exc, ApiError):
+            fail(f"{what}: {_api_message(exc)}")
+        if isinstance(exc, KubeConfigError):  # the exec plugin failed when asked again
+            fail(one_line(exc))
+        fail(f"{what}: cannot reach the API server at {self.host} ({_short(exc)})")
+
+    def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """`fn()`'s answer; a refusal or an unreachable server ends the command."""
+        try:
+            return fn()
+        except (ApiError, OSError, UserError) as exc:
+            self._failed(what, exc)
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """One object, None when it does not exist."""
+        where = f"{namespace}/{name}" if res.namespaced and namespace else name
+        try:
+            return self.rest.get(res, name, namespace)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            self._failed(f"get {res.kind.lower()} {where}", exc)
+        except (OSError, UserError) as exc:
+            self._failed(f"get {res.kind.lower()} {where}", exc)
+
+    def items(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        missing_ok: bool = False,
+        **params: str,
+    ) -> dict[str, Any]:
+        """A whole listing (`namespace` None: every namespace, or a cluster-scoped kind);
+        `missing_ok`: an empty one when the server does not serve the kind (404)."""
+        try:
+            return self.rest.list(res, namespace=namespace, **params)
+        except ApiError as exc:
+            if missing_ok and exc.status == 404:
+                return {"items": []}
+            self._failed(f"list {res.plural}", exc)
+        except (OSError, UserError) as exc:
+            self._failed(f"list {res.plural}", exc)
+
+    def job(self, name: str, namespace: str) -> dict[str, Any]:
+        found = self.get(VCJOB, name, namespace)
+        if found is None:
+            fail(f"job {namespace}/{name} not found")
+        return found
+
+    def watch(
+        self, res: Resource, namespace: str | None, version: str, timeout: int | None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Watch events after `version` until `timeout` seconds pass (None: until interrupted);
+        a stream the server ends early is reopened from the last version seen."""
+        while True:
+            stream = self.rest.watch(
+                res, namespace=namespace, resource_version=version, timeout_seconds=timeout
+            )
+            try:
+                for kind, obj in stream:
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    yield kind, obj
+            except (ApiError, OSError, UserError) as exc:
+                self._failed(f"watch {res.plural}", exc)
+            if timeout is not None:
+                return
