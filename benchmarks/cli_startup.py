@@ -8,6 +8,9 @@ not counted: only the children's is). Nothing is asserted; tests/cli/test_startu
 the import graph of these commands instead, which does not depend on the machine's load.
 
     PYTHONPATH=. .venv/bin/python benchmarks/cli_startup.py [--repeat 5] [--kubeconfig KC]
+
+Byte-code is cached in a temporary PYTHONPYCACHEPREFIX (warmed by one run of each command), as
+an installed package has it, even where PYTHONDONTWRITEBYTECODE is set.
 """
 
 from __future__ import annotations
@@ -20,19 +23,21 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+#: spelled as vcctl spells them, so the same list runs on a Tephra from before issue 31
 COMMANDS: list[list[str]] = [
     ["version", "--client"],
     ["version"],
     ["job", "list"],
-    ["job", "list", "-A", "-o", "wide"],
-    ["job", "view", "bench"],
+    ["job", "list", "--all-namespaces", "-o", "wide"],
+    ["job", "view", "-N", "bench"],
     ["job", "why", "bench"],
     ["queue", "list"],
-    ["queue", "get", "default"],
+    ["queue", "get", "--name", "default"],
     ["pod", "list"],
 ]
 
@@ -47,7 +52,7 @@ spec:
 """
 
 
-def run_once(argv: list[str], kubeconfig: Path) -> tuple[float, float, int]:
+def run_once(argv: list[str], kubeconfig: Path, env: dict[str, str]) -> tuple[float, float, int]:
     """(CPU seconds, wall seconds, exit status) of one `tephra` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
@@ -55,6 +60,7 @@ def run_once(argv: list[str], kubeconfig: Path) -> tuple[float, float, int]:
         [sys.executable, "-m", "batch.cli.main", *argv, "--kubeconfig", str(kubeconfig)],
         capture_output=True,
         check=False,
+        env=env,
     )
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -81,12 +87,17 @@ def main() -> None:
     args = parser.parse_args()
     figures: dict[str, dict[str, float]] = {}
     load_start = os.getloadavg()[0]
-    with cluster(args.kubeconfig) as kc:
-        job_file = kc.parent / "bench-job.yaml"
+    with cluster(args.kubeconfig) as kc, tempfile.TemporaryDirectory() as cache:
+        # byte-code cached as an installed package has it, whatever this shell's settings
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        env["PYTHONPATH"] = os.pathsep.join(sys.path)
+        job_file = Path(cache) / "bench-job.yaml"
         job_file.write_text(_JOB)
-        run_once(["job", "run", "-f", str(job_file)], kc)  # may already exist: fine
+        run_once(["job", "run", "-f", str(job_file)], kc, env)  # may already exist: fine
         for argv in COMMANDS:
-            runs = [run_once(argv, kc) for _ in range(args.repeat)]
+            run_once(argv, kc, env)  # warm the byte-code cache
+            runs = [run_once(argv, kc, env) for _ in range(args.repeat)]
             cpu = statistics.median(r[0] for r in runs)
             wall = statistics.median(r[1] for r in runs)
             status = max(r[2] for r in runs)

@@ -9,25 +9,40 @@ its PodGroup's conditions and events and its position in the queue.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 import yaml
 
+from batch.api.constants import ABORT_JOB, RESUME_JOB
 from batch.api.yamlio import FileInputError, load_yaml_file
 from batch.cli.kube import (
     COMMAND,
     QUEUE,
     VCJOB,
     Kube,
+    all_namespaces_option,
     fail,
     kube_options,
+    name_argument,
     namespace_option,
     table,
 )
-from batch.cli.output import event_age, event_source, output_option, print_list
+from batch.cli.output import (
+    Columns,
+    by_namespace_name,
+    dump,
+    event_age,
+    event_source,
+    output_option,
+    print_listing,
+    print_names,
+    print_watched,
+    watch_options,
+)
+from batch.controllers import constants as c
 from batch.kube.resource import RESOURCES, Resource
 from batch.kube.why import cluster_capacity, explain
 
@@ -67,8 +82,9 @@ def job() -> None:
 
 @job.command("run")
 @kube_options
-@click.option("-N", "--name", default="", help="Job name.")
+@name_argument(VCJOB, required=False)
 @namespace_option
+@click.option("-q", "--queue", default=None, help="Queue to submit to (spec.queue).")
 @click.option("-i", "--image", default="busybox", show_default=True)
 @click.option("-m", "--min", "min_available", type=int, default=1, show_default=True)
 @click.option("-r", "--replicas", type=int, default=1, show_default=True)
@@ -80,63 +96,18 @@ def job_run(
     kubeconfig: Path | None,
     name: str,
     namespace: str | None,
-    image: str,
-    min_available: int,
-    replicas: int,
-    requests: str,
-    limits: str,
-    scheduler: str,
+    queue: str | None,
     filename: Path | None,
+    **flags: Any,
 ) -> None:
-    """Create a job from flags or from a YAML file (-f)."""
-    if filename is not None:
-        try:
-            docs = load_yaml_file(filename)
-        except FileInputError as exc:
-            fail(str(exc))
-        jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "Job"]
-        if not jobs:
-            fail(f"{filename} holds no batch.volcano.sh Job")
-    else:
-        if not name:
-            raise click.UsageError("either --name or --filename is required")
-        if min_available > replicas:
-            fail(f"job {name}: spec.minAvailable: {min_available} > replicas {replicas}")
-        container = {
-            "name": name,
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
-            "resources": {
-                "requests": parse_resources(requests, "--requests"),
-                "limits": parse_resources(limits, "--limits"),
-            },
-        }
-        jobs = [
-            {
-                "apiVersion": "batch.volcano.sh/v1alpha1",
-                "kind": "Job",
-                "metadata": {"name": name},
-                "spec": {
-                    "minAvailable": min_available,
-                    "schedulerName": scheduler,
-                    "tasks": [
-                        {
-                            "name": "default",
-                            "replicas": replicas,
-                            "template": {
-                                "metadata": {"name": name},
-                                "spec": {"containers": [container], "restartPolicy": "OnFailure"},
-                            },
-                        }
-                    ],
-                },
-            }
-        ]
+    """Create job NAME from flags, or the jobs of a YAML file (-f)."""
+    jobs = _jobs_from_file(filename) if filename is not None else [_job_from_flags(name, **flags)]
     kube = Kube(kubeconfig)
     for body in jobs:
         meta = body.setdefault("metadata", {})
         ns = str(meta.get("namespace") or namespace or kube.namespace)
         meta["namespace"] = ns
+        _set_queue(body, queue)
         _precheck(kube, body)
 
         def _create(b: dict[str, Any] = body, n: str = ns) -> Any:
@@ -144,6 +115,67 @@ def job_run(
 
         created = kube.call(f"create job {ns}/{meta.get('name')}", _create)
         click.echo(f"run job {created['metadata']['name']} successfully")
+
+
+def _jobs_from_file(filename: Path) -> list[dict[str, Any]]:
+    try:
+        docs = load_yaml_file(filename)
+    except FileInputError as exc:
+        fail(str(exc))
+    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "Job"]
+    if not jobs:
+        fail(f"{filename} holds no batch.volcano.sh Job")
+    return jobs
+
+
+def _set_queue(body: dict[str, Any], queue: str | None) -> None:
+    """`--queue` fills in a job's queue; it may not contradict the one its file names."""
+    if not queue:
+        return
+    spec = body.setdefault("spec", {})
+    if spec.get("queue") and spec["queue"] != queue:
+        name = (body.get("metadata") or {}).get("name")
+        fail(f"job {name}: its file names queue {spec['queue']}, --queue says {queue}")
+    spec["queue"] = queue
+
+
+def _job_from_flags(
+    name: str | None,
+    *,
+    image: str,
+    min_available: int,
+    replicas: int,
+    requests: str,
+    limits: str,
+    scheduler: str,
+) -> dict[str, Any]:
+    if not name:
+        raise click.UsageError("give the job's NAME (or -f FILE)")
+    if min_available > replicas:
+        fail(f"job {name}: spec.minAvailable: {min_available} > replicas {replicas}")
+    container = {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {
+            "requests": parse_resources(requests, "--requests"),
+            "limits": parse_resources(limits, "--limits"),
+        },
+    }
+    task = {
+        "name": "default",
+        "replicas": replicas,
+        "template": {
+            "metadata": {"name": name},
+            "spec": {"containers": [container], "restartPolicy": "OnFailure"},
+        },
+    }
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"minAvailable": min_available, "schedulerName": scheduler, "tasks": [task]},
+    }
 
 
 def _precheck(kube: Kube, body: dict[str, Any]) -> None:
@@ -201,14 +233,36 @@ def _job_row(j: Mapping[str, Any], *, wide: bool) -> list[Any]:
     return row
 
 
+#: `kubectl get -o name`'s spelling of a VCJob
+JOB_RESOURCE = "job.batch.volcano.sh"
+
+
+def _job_filter(queue: str, scheduler: str, selector: str) -> Callable[[Mapping[str, Any]], bool]:
+    def keep(j: Mapping[str, Any]) -> bool:
+        spec = j.get("spec") or {}
+        return not (
+            (queue and spec.get("queue") != queue)
+            or (scheduler and spec.get("schedulerName") != scheduler)
+            or (selector and selector not in j["metadata"]["name"])
+        )
+
+    return keep
+
+
+def _job_line(j: Mapping[str, Any], *, wide: bool, all_namespaces: bool) -> list[Any]:
+    row = _job_row(j, wide=wide)
+    return [j["metadata"].get("namespace"), *row] if all_namespaces else row
+
+
 @job.command("list")
 @kube_options
 @namespace_option
-@click.option("--all-namespaces", is_flag=True, help="List jobs in every namespace.")
+@all_namespaces_option
 @click.option("-q", "--queue", default="", help="Only jobs of this queue.")
 @click.option("-S", "--scheduler", default="", help="Only jobs of this scheduler.")
 @click.option("--selector", default="", help="Only jobs whose name contains this text.")
 @output_option()
+@watch_options
 def job_list(
     kubeconfig: Path | None,
     namespace: str | None,
@@ -217,46 +271,44 @@ def job_list(
     scheduler: str,
     selector: str,
     output: str,
+    watch: bool,
+    request_timeout: int | None,
 ) -> None:
     """List jobs with vcctl's columns (-o wide adds Queue and Scheduler)."""
     kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    items = kube.items(VCJOB, None if all_namespaces else namespace)["items"]
-    kept = []
-    for j in sorted(items, key=lambda x: (x["metadata"].get("namespace"), x["metadata"]["name"])):
-        spec = j.get("spec") or {}
-        if queue and spec.get("queue") != queue:
-            continue
-        if scheduler and spec.get("schedulerName") != scheduler:
-            continue
-        if selector and selector not in j["metadata"]["name"]:
-            continue
-        kept.append(j)
-    if output in ("json", "yaml"):
-        print_list(kept, output)
-        return
+    ns = None if all_namespaces else (namespace or kube.namespace)
+    listing = kube.items(VCJOB, ns)
+    keep = _job_filter(queue, scheduler, selector)
+    kept = [j for j in sorted(listing["items"], key=by_namespace_name) if keep(j)]
     wide = output == "wide"
-    rows = [_job_row(j, wide=wide) for j in kept]
     headers = [*_JOB_HEADERS, *(["Queue", "Scheduler"] if wide else [])]
-    if all_namespaces:
-        headers.insert(0, "Namespace")
-        for row, j in zip(rows, kept, strict=True):
-            row.insert(0, j["metadata"].get("namespace"))
-    if not rows:
-        click.echo("No resources found")
+    headers = ["Namespace", *headers] if all_namespaces else headers
+    rows = [_job_line(j, wide=wide, all_namespaces=all_namespaces) for j in kept]
+    columns = print_listing(kept, output, JOB_RESOURCE, Columns(headers, rows))
+    if not watch:
         return
-    click.echo(table(headers, rows))
+    version = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
+    for _kind, obj in kube.watch(VCJOB, ns, version, request_timeout):
+        if keep(obj):
+            line = columns.line(_job_line(obj, wide=wide, all_namespaces=all_namespaces))
+            print_watched(obj, output, JOB_RESOURCE, line, columns)
 
 
 @job.command("view")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
-def job_view(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Describe a job: spec, status and events."""
+@output_option()
+def job_view(kubeconfig: Path | None, name: str, namespace: str | None, output: str) -> None:
+    """Describe job NAME: spec, status and events (-o json|yaml|name: the Job itself)."""
     kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    j = kube.job(name, namespace)
+    j = kube.job(name, namespace or kube.namespace)
+    if output in ("json", "yaml"):
+        click.echo(dump(j, output))
+        return
+    if output == "name":
+        print_names([j], JOB_RESOURCE)
+        return
     meta = j["metadata"]
     out = {
         "Name": meta["name"],
@@ -325,43 +377,67 @@ def _command(kube: Kube, job_obj: Mapping[str, Any], action: str) -> str:
     return str(created["metadata"]["name"])
 
 
+#: the phases in which the job controller acts on each command (`batch.controllers.job`)
+_ACTS_IN = {
+    ABORT_JOB: ("", c.PENDING, c.RUNNING),
+    RESUME_JOB: (c.ABORTING, c.ABORTED),
+}
+_FINISHING = (*c.FINISHED_PHASES, c.COMPLETING, c.TERMINATING)
+
+
+def _refusal(name: str, phase: str, action: str) -> str | None:
+    """Why the controller would do nothing with `action` on a job in `phase` (None: it acts)."""
+    if phase in _ACTS_IN[action]:
+        return None
+    verb = "suspend" if action == ABORT_JOB else "resume"
+    if phase in _FINISHING:
+        return f"job {name} is {phase}: cannot {verb} a finished job"
+    if action == ABORT_JOB and phase in (c.ABORTING, c.ABORTED):
+        return f"job {name} is {phase}: it is already suspended"
+    if action == RESUME_JOB and phase in (c.PENDING, c.RUNNING, ""):
+        return f"job {name} is {phase or 'new'}: it is not suspended, there is nothing to resume"
+    return f"job {name} is {phase}: cannot {verb} it now (try again once it is Running)"
+
+
+def _act(kubeconfig: Path | None, name: str, namespace: str | None, action: str) -> None:
+    kube = Kube(kubeconfig)
+    found = kube.job(name, namespace or kube.namespace)
+    refused = _refusal(name, _phase(found), action)
+    if refused is not None:
+        fail(refused)
+    _command(kube, found, action)
+
+
 @job.command("suspend")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
 def job_suspend(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Abort a job (resumable): creates an AbortJob Command."""
-    kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    _command(kube, kube.job(name, namespace), "AbortJob")
+    """Abort job NAME (resumable): creates an AbortJob Command."""
+    _act(kubeconfig, name, namespace, ABORT_JOB)
     click.echo(f"suspend job {name} successfully")
 
 
 @job.command("resume")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
 def job_resume(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Resume an aborted job: creates a ResumeJob Command."""
-    kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    _command(kube, kube.job(name, namespace), "ResumeJob")
+    """Resume suspended job NAME: creates a ResumeJob Command."""
+    _act(kubeconfig, name, namespace, RESUME_JOB)
     click.echo(f"resume job {name} successfully")
 
 
 @job.command("delete")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
 def job_delete(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Delete a job (its pods and PodGroup go with it)."""
+    """Delete job NAME (its pods and PodGroup go with it)."""
     kube = Kube(kubeconfig)
     namespace = namespace or kube.namespace
     kube.job(name, namespace)
-    kube.call(
-        f"delete job {namespace}/{name}",
-        lambda: kube.rest.delete(VCJOB, name, namespace),
-    )
+    kube.call(f"delete job {namespace}/{name}", lambda: kube.rest.delete(VCJOB, name, namespace))
     click.echo(f"delete job {name} successfully")
 
 
@@ -402,7 +478,7 @@ class _ApiLookup:
 
 @job.command("why")
 @kube_options
-@click.argument("name")
+@name_argument(VCJOB)
 @namespace_option
 def job_why(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Explain why a job is (or was) pending: PodGroup conditions, events, queue position."""

@@ -9,23 +9,27 @@ about a second of CPU before its first request (docs/cli.md, benchmarks/cli_star
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
 
 from batch.api.errors import UserError, one_line
+from batch.cli.output import Columns
 from batch.kube.resource import RESOURCES, ApiError, Resource
 
 __all__ = [
     "COMMAND",
+    "QUEUE",
     "VCJOB",
     "Kube",
     "all_namespaces_option",
     "fail",
     "kube_options",
+    "name_argument",
     "namespace_option",
     "table",
 ]
@@ -46,11 +50,7 @@ def fail(message: str) -> NoReturn:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """vcctl-style left-aligned columns."""
-    cols = [list(map(str, headers)), *[list(map(str, r)) for r in rows]]
-    widths = [max(len(r[i]) for r in cols) + 2 for i in range(len(headers))]
-    return "\n".join(
-        "".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cols
-    )
+    return "\n".join(Columns(headers, rows).lines)
 
 
 def _remember_context(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -85,6 +85,85 @@ def kube_options(fn: F) -> F:
         help="Kubeconfig file (default: $KUBECONFIG, files separated by ':', merged as kubectl "
         "does; then ~/.kube/config).",
     )(fn)
+
+
+def _complete_names(res: Resource) -> Callable[..., list[str]]:
+    """Shell completion of NAME: the names the cluster has (none when it cannot be asked)."""
+
+    def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+        from batch.kube.config import access_for, resolve
+        from batch.kube.rest import RestClient
+
+        try:
+            target = resolve(ctx.params.get("kubeconfig"), context=ctx.meta.get(_CONTEXT_KEY))
+            namespace = ctx.params.get("namespace") or target.namespace
+            rest = RestClient(access_for(target), timeout=5.0)
+            listing = rest.list(res, namespace=namespace if res.namespaced else None)
+        except Exception:
+            return []
+        names = (str((o.get("metadata") or {}).get("name") or "") for o in listing["items"])
+        return sorted(n for n in names if n.startswith(incomplete))
+
+    return complete
+
+
+def pick_name(kind: str, name: str | None, flag: str | None, *, required: bool = True) -> str:
+    """NAME from the argument or vcctl's `--name` flag (both: they must agree)."""
+    if name and flag and name != flag:
+        raise click.UsageError(f"two {kind} names: {name} and --name {flag}")
+    chosen = name or flag or ""
+    if not chosen and required:
+        raise click.UsageError(f"give the {kind}'s NAME (as an argument, or vcctl's -N/--name)")
+    return chosen
+
+
+def name_argument(
+    res: Resource,
+    *,
+    required: bool = True,
+    vcctl_n: bool = False,
+) -> Callable[[F], F]:
+    """A positional NAME, as kubectl takes it, that vcctl's `-N/--name NAME` still gives; the
+    command receives `name` (when `required`, a usage error if neither is given).
+
+    `vcctl_n` (queues, which have no namespace): `-n` is a namespace, as everywhere, and ignored;
+    but vcctl's `queue ... -n NAME` without a NAME argument still names the queue, with a
+    deprecation warning on stderr."""
+    kind = "job" if res is VCJOB else res.kind.lower()
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, name: str | None, name_flag: str | None, **kwargs: Any) -> Any:
+            namespace = kwargs.pop("namespace", None) if vcctl_n else None
+            if namespace and not (name or name_flag):
+                name = namespace
+                command = click.get_current_context().command_path
+                click.echo(
+                    f"warning: `-n {namespace}` as the {kind}'s name is vcctl's spelling and is "
+                    f"deprecated: write `{command} {namespace}` (-n is a namespace everywhere)",
+                    err=True,
+                )
+            chosen = pick_name(kind, name, name_flag, required=required)
+            return fn(*args, name=chosen, **kwargs)
+
+        flag = click.option(
+            "-N", "--name", "name_flag", default=None, help=f"The {kind}'s name (vcctl's spelling)."
+        )
+        argument = click.argument(
+            "name", required=False, metavar="NAME", shell_complete=_complete_names(res)
+        )
+        decorated: Any = argument(flag(wrapper))
+        if vcctl_n:
+            decorated = click.option(
+                "-n",
+                "--namespace",
+                default=None,
+                help=f"Ignored: {res.plural} have no namespace (vcctl's `-n NAME`, deprecated, "
+                "names the queue when NAME is not given).",
+            )(decorated)
+        return cast(F, decorated)
+
+    return decorate
 
 
 def _short(exc: BaseException) -> str:
@@ -174,13 +253,23 @@ class Kube:
         return found
 
     def watch(
-        self, res: Resource, namespace: str | None, version: str, timeout: int | None
+        self,
+        res: Resource,
+        namespace: str | None,
+        version: str,
+        timeout: int | None,
+        **params: str,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Watch events after `version` until `timeout` seconds pass (None: until interrupted);
-        a stream the server ends early is reopened from the last version seen."""
+        a stream the server ends early is reopened from the last version seen. `params`: the
+        watch's (`labelSelector`, `accept`)."""
         while True:
             stream = self.rest.watch(
-                res, namespace=namespace, resource_version=version, timeout_seconds=timeout
+                res,
+                namespace=namespace,
+                resource_version=version,
+                timeout_seconds=timeout,
+                **params,
             )
             try:
                 for kind, obj in stream:

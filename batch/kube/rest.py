@@ -208,10 +208,12 @@ class RestClient:
         namespace: str | None = None,
         resource_version: str,
         timeout_seconds: int | None = None,
+        accept: str = "application/json",
         **params: str,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Watch events `(type, object)` from `resource_version` until the server ends the
-        stream (after `timeout_seconds`, when given). An ERROR event raises its `ApiError`."""
+        stream (after `timeout_seconds`, when given). An ERROR event raises its `ApiError`;
+        `accept` may ask for each object as a one-row `Table`, as kubectl's watch does."""
         query = {"watch": "1", "resourceVersion": resource_version, **params}
         query["allowWatchBookmarks"] = "true"
         if timeout_seconds is not None:
@@ -224,7 +226,7 @@ class RestClient:
                 res.path(namespace=namespace),
                 query,
                 None,
-                accept="application/json",
+                accept=accept,
                 content_type=None,
                 timeout=read_timeout,
             )

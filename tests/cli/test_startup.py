@@ -44,6 +44,10 @@ COMMANDS = [
     ["queue", "list"],
     ["queue", "get", "-n", "default", "-o", "json"],
     ["pod", "list", "--all-namespaces"],
+    ["job", "view", "bench", "-o", "yaml"],
+    ["job", "list", "-A", "-o", "name"],
+    ["queue", "get", "default"],
+    ["queue", "list", "-w", "--request-timeout", "1"],
     ["--help"],
 ]
 
