@@ -242,6 +242,11 @@ class Kube:
         except ApiError as exc:
             if missing_ok and exc.status == 404:
                 return {"items": []}
+            if exc.status == 404:  # the path, not an object, is missing
+                fail(
+                    f"list {res.plural}: the API server does not serve {res.api_version} "
+                    f"{res.plural}; are Tephra's CRDs installed (`tephra crds`, the Helm chart)?"
+                )
             self._failed(f"list {res.plural}", exc)
         except (OSError, UserError) as exc:
             self._failed(f"list {res.plural}", exc)

@@ -256,5 +256,5 @@ def _decode(raw: bytes) -> dict[str, Any]:
     try:
         payload = json.loads(raw) if raw else {}
     except ValueError:
-        return {"message": raw[:200].decode(errors="replace")}
+        return {"message": " ".join(raw[:200].decode(errors="replace").split())}
     return payload if isinstance(payload, dict) else {"items": payload}

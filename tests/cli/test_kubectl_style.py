@@ -241,3 +241,10 @@ def test_completion_offers_the_new_flags_and_the_clusters_names(cluster: Sandbox
     assert _complete("tephra job view comp", env) == ["completed-by-tab"]
     assert "default" in _complete("tephra queue get ", env)
     assert RESOURCES["Queue"].plural == "queues"
+
+
+def test_a_cluster_without_the_crds_is_named_in_one_line() -> None:
+    with run_sandbox(install_crds=False) as sb:
+        result = tephra(sb, "queue", "list")
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "does not serve scheduling.volcano.sh/v1beta1 queues" in result.stderr
