@@ -106,3 +106,23 @@ def test_everyday_commands_import_no_heavy_module(
     assert printed.strip()  # the command did its work
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
     assert heavy == [], f"tephra {' '.join(argv)} imported {heavy[:8]}"
+
+
+#: a ledger report needs SQLAlchemy, and nothing else heavy: no recorder, no PostgreSQL driver
+#: for a SQLite ledger, no Kubernetes client
+REPORT_HEAVY = ("kubernetes", "kopf", "aiohttp", "numpy", "pydantic", "psycopg", "alembic")
+
+
+def test_a_report_imports_only_what_its_queries_need(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    upgraded = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+    assert upgraded.exit_code == 0, upgraded.output
+    argv = ["report", "wait-times", "--db", url]
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(out), *argv], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(out.read_text())
+    heavy = sorted(m for m in loaded if m.split(".")[0] in REPORT_HEAVY)
+    assert heavy == [] and "batch.ledger.recorder" not in loaded, heavy[:8]
