@@ -8,186 +8,45 @@ its PodGroup's conditions and events and its position in the queue.
 
 from __future__ import annotations
 
-import base64
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 import yaml
 
-from batch.api.errors import one_line
+from batch.api.constants import ABORT_JOB, RESUME_JOB
 from batch.api.yamlio import FileInputError, load_yaml_file
-from batch.cli.output import event_age, event_source, output_option, print_list
+from batch.cli.kube import (
+    COMMAND,
+    QUEUE,
+    VCJOB,
+    Kube,
+    all_namespaces_option,
+    fail,
+    kube_options,
+    name_argument,
+    namespace_option,
+    table,
+)
+from batch.cli.output import (
+    Columns,
+    by_namespace_name,
+    dump,
+    event_age,
+    event_source,
+    output_option,
+    print_listing,
+    print_names,
+    print_watched,
+    watch_options,
+)
+from batch.controllers import constants as c
+from batch.kube.resource import RESOURCES, Resource
 from batch.kube.why import cluster_capacity, explain
 
-if TYPE_CHECKING:
-    from batch.kube.config import Target
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-BATCH = ("batch.volcano.sh", "v1alpha1")
-SCHED = ("scheduling.volcano.sh", "v1beta1")
-BUS = ("bus.volcano.sh", "v1alpha1")
-
-
-def fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
-_CONTEXT_KEY = "tephra.kube_context"
-
-
-def _remember_context(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    ctx.meta[_CONTEXT_KEY] = value
-
-
-namespace_option = click.option(
-    "-n",
-    "--namespace",
-    default=None,
-    help="Namespace (default: the kubeconfig context's, else default).",
-)
-
-
-def kube_options(fn: F) -> F:
-    """--kubeconfig and --context for every command that talks to the cluster (kubectl's)."""
-    fn = click.option(
-        "--context",
-        default=None,
-        expose_value=False,
-        callback=_remember_context,
-        help="The kubeconfig context to use (default: its current-context).",
-    )(fn)
-    return click.option(
-        "--kubeconfig",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Kubeconfig file (default: $KUBECONFIG, files separated by ':', merged as kubectl "
-        "does; then ~/.kube/config).",
-    )(fn)
-
-
-def client_configuration(target: Target) -> Any:
-    """The official client's configuration for a target resolved by `batch.kube.config` (an
-    exec plugin's token is renewed before a request when it expired)."""
-    from kubernetes import client
-
-    cfg: Any = client.Configuration()
-    cfg.host = target.server
-    cfg.verify_ssl = not target.insecure
-    cfg.ssl_ca_cert = target.ca_file
-    cfg.cert_file, cfg.key_file = target.cert_file, target.key_file
-    cfg.tls_server_name = target.tls_server_name
-    plugin = target.exec
-    if plugin is not None and not plugin.token():  # the plugin gives a client certificate
-        cred = plugin.current()
-        cfg.cert_file = _private_file(cred.cert_data or b"")
-        cfg.key_file = _private_file(cred.key_data or b"")
-    elif plugin is not None:
-        cfg.api_key = {"authorization": f"Bearer {plugin.token()}"}
-        cfg.refresh_api_key_hook = lambda c: c.api_key.update(
-            authorization=f"Bearer {plugin.token()}"
-        )
-    elif target.token:
-        cfg.api_key = {"authorization": f"Bearer {target.token}"}
-    elif target.username is not None and target.password is not None:
-        basic = base64.b64encode(f"{target.username}:{target.password}".encode()).decode()
-        cfg.api_key = {"authorization": f"Basic {basic}"}
-    cfg.retries = 1
-    return cfg
-
-
-def _private_file(data: bytes) -> str:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile(prefix="tephra-kube-", delete=False) as handle:
-        handle.write(data)
-    return handle.name
-
-
-class Kube:
-    """The three API clients the CLI needs, built by kubectl's kubeconfig rules
-    (`batch.kube.config`, the services' loader too)."""
-
-    def __init__(self, kubeconfig: Path | None) -> None:
-        from kubernetes import client
-
-        from batch.kube.config import KubeConfigError, resolve
-
-        context = click.get_current_context(silent=True)
-        name = context.meta.get(_CONTEXT_KEY) if context is not None else None
-        try:
-            target = resolve(kubeconfig, context=name)
-            if target.exec is not None:  # a sign-in plugin may prompt on the user's terminal
-                target.exec.terminal = sys.stdin.isatty()
-            cfg = client_configuration(target)
-        except (KubeConfigError, OSError, ValueError) as exc:  # config errors are user errors
-            fail(one_line(exc))
-        #: the context's namespace, the default of `-n` (as kubectl's)
-        self.namespace = target.namespace
-        self.api = client.ApiClient(configuration=cfg)
-        self.core = client.CoreV1Api(self.api)
-        self.co = client.CustomObjectsApi(self.api)
-        self.ApiException = client.ApiException
-
-    def call(self, what: str, fn: Callable[[], Any]) -> Any:
-        from urllib3.exceptions import HTTPError
-
-        try:
-            return fn()
-        except self.ApiException as exc:
-            fail(f"{what}: {_api_message(exc)}")
-        except (OSError, HTTPError) as exc:
-            host = self.api.configuration.host
-            fail(f"{what}: cannot reach the API server at {host} ({_short(exc)})")
-
-    def get_or_none(self, fn: Callable[[], Any]) -> Any:
-        from urllib3.exceptions import HTTPError
-
-        try:
-            return fn()
-        except self.ApiException as exc:
-            if exc.status == 404:
-                return None
-            fail(_api_message(exc))
-        except (OSError, HTTPError) as exc:
-            fail(f"cannot reach the API server at {self.api.configuration.host} ({_short(exc)})")
-
-    def job(self, name: str, namespace: str) -> dict[str, Any]:
-        job = self.get_or_none(
-            lambda: self.co.get_namespaced_custom_object(*BATCH, namespace, "jobs", name)
-        )
-        if job is None:
-            fail(f"job {namespace}/{name} not found")
-        return dict(job)
-
-
-def _short(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None)
-    text = str(reason or exc)
-    return text.split(": ", 1)[-1][:200]
-
-
-def _api_message(exc: Any) -> str:
-    import json
-
-    try:
-        body = json.loads(exc.body or "{}")
-        return f"{body.get('message') or exc.reason} (HTTP {exc.status})"
-    except ValueError:
-        return f"{exc.reason} (HTTP {exc.status})"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """vcctl-style left-aligned columns."""
-    cols = [list(map(str, headers)), *[list(map(str, r)) for r in rows]]
-    widths = [max(len(r[i]) for r in cols) + 2 for i in range(len(headers))]
-    return "\n".join(
-        "".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cols
-    )
+__all__ = ["Kube", "fail", "job", "kube_options", "namespace_option", "parse_resources", "table"]
 
 
 def parse_resources(text: str, flag: str) -> dict[str, str]:
@@ -223,8 +82,9 @@ def job() -> None:
 
 @job.command("run")
 @kube_options
-@click.option("-N", "--name", default="", help="Job name.")
+@name_argument(VCJOB, required=False)
 @namespace_option
+@click.option("-q", "--queue", default=None, help="Queue to submit to (spec.queue).")
 @click.option("-i", "--image", default="busybox", show_default=True)
 @click.option("-m", "--min", "min_available", type=int, default=1, show_default=True)
 @click.option("-r", "--replicas", type=int, default=1, show_default=True)
@@ -236,70 +96,86 @@ def job_run(
     kubeconfig: Path | None,
     name: str,
     namespace: str | None,
+    queue: str | None,
+    filename: Path | None,
+    **flags: Any,
+) -> None:
+    """Create job NAME from flags, or the jobs of a YAML file (-f)."""
+    jobs = _jobs_from_file(filename) if filename is not None else [_job_from_flags(name, **flags)]
+    kube = Kube(kubeconfig)
+    for body in jobs:
+        meta = body.setdefault("metadata", {})
+        ns = str(meta.get("namespace") or namespace or kube.namespace)
+        meta["namespace"] = ns
+        _set_queue(body, queue)
+        _precheck(kube, body)
+
+        def _create(b: dict[str, Any] = body, n: str = ns) -> Any:
+            return kube.rest.create(VCJOB, b, n)
+
+        created = kube.call(f"create job {ns}/{meta.get('name')}", _create)
+        click.echo(f"run job {created['metadata']['name']} successfully")
+
+
+def _jobs_from_file(filename: Path) -> list[dict[str, Any]]:
+    try:
+        docs = load_yaml_file(filename)
+    except FileInputError as exc:
+        fail(str(exc))
+    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "Job"]
+    if not jobs:
+        fail(f"{filename} holds no batch.volcano.sh Job")
+    return jobs
+
+
+def _set_queue(body: dict[str, Any], queue: str | None) -> None:
+    """`--queue` fills in a job's queue; it may not contradict the one its file names."""
+    if not queue:
+        return
+    spec = body.setdefault("spec", {})
+    if spec.get("queue") and spec["queue"] != queue:
+        name = (body.get("metadata") or {}).get("name")
+        fail(f"job {name}: its file names queue {spec['queue']}, --queue says {queue}")
+    spec["queue"] = queue
+
+
+def _job_from_flags(
+    name: str | None,
+    *,
     image: str,
     min_available: int,
     replicas: int,
     requests: str,
     limits: str,
     scheduler: str,
-    filename: Path | None,
-) -> None:
-    """Create a job from flags or from a YAML file (-f)."""
-    if filename is not None:
-        try:
-            docs = load_yaml_file(filename)
-        except FileInputError as exc:
-            fail(str(exc))
-        jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "Job"]
-        if not jobs:
-            fail(f"{filename} holds no batch.volcano.sh Job")
-    else:
-        if not name:
-            raise click.UsageError("either --name or --filename is required")
-        if min_available > replicas:
-            fail(f"job {name}: spec.minAvailable: {min_available} > replicas {replicas}")
-        container = {
-            "name": name,
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
-            "resources": {
-                "requests": parse_resources(requests, "--requests"),
-                "limits": parse_resources(limits, "--limits"),
-            },
-        }
-        jobs = [
-            {
-                "apiVersion": "batch.volcano.sh/v1alpha1",
-                "kind": "Job",
-                "metadata": {"name": name},
-                "spec": {
-                    "minAvailable": min_available,
-                    "schedulerName": scheduler,
-                    "tasks": [
-                        {
-                            "name": "default",
-                            "replicas": replicas,
-                            "template": {
-                                "metadata": {"name": name},
-                                "spec": {"containers": [container], "restartPolicy": "OnFailure"},
-                            },
-                        }
-                    ],
-                },
-            }
-        ]
-    kube = Kube(kubeconfig)
-    for body in jobs:
-        meta = body.setdefault("metadata", {})
-        ns = str(meta.get("namespace") or namespace or kube.namespace)
-        meta["namespace"] = ns
-        _precheck(kube, body)
-
-        def _create(b: dict[str, Any] = body, n: str = ns) -> Any:
-            return kube.co.create_namespaced_custom_object(*BATCH, n, "jobs", b)
-
-        created = kube.call(f"create job {ns}/{meta.get('name')}", _create)
-        click.echo(f"run job {created['metadata']['name']} successfully")
+) -> dict[str, Any]:
+    if not name:
+        raise click.UsageError("give the job's NAME (or -f FILE)")
+    if min_available > replicas:
+        fail(f"job {name}: spec.minAvailable: {min_available} > replicas {replicas}")
+    container = {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {
+            "requests": parse_resources(requests, "--requests"),
+            "limits": parse_resources(limits, "--limits"),
+        },
+    }
+    task = {
+        "name": "default",
+        "replicas": replicas,
+        "template": {
+            "metadata": {"name": name},
+            "spec": {"containers": [container], "restartPolicy": "OnFailure"},
+        },
+    }
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"minAvailable": min_available, "schedulerName": scheduler, "tasks": [task]},
+    }
 
 
 def _precheck(kube: Kube, body: dict[str, Any]) -> None:
@@ -309,7 +185,7 @@ def _precheck(kube: Kube, body: dict[str, Any]) -> None:
         from batch.api.admission import UNBOUNDED, StaticLookup, admit
     except ImportError:  # pragma: no cover - batch.api always ships admission
         return
-    queues = kube.get_or_none(lambda: kube.co.list_cluster_custom_object(*SCHED, "queues")) or {}
+    queues = kube.items(QUEUE, missing_ok=True)
     lookup = StaticLookup(queues.get("items") or [])
     result = admit(
         kind="Job", operation="CREATE", obj=body, old=None, lookup=lookup, limits=UNBOUNDED
@@ -357,14 +233,36 @@ def _job_row(j: Mapping[str, Any], *, wide: bool) -> list[Any]:
     return row
 
 
+#: `kubectl get -o name`'s spelling of a VCJob
+JOB_RESOURCE = "job.batch.volcano.sh"
+
+
+def _job_filter(queue: str, scheduler: str, selector: str) -> Callable[[Mapping[str, Any]], bool]:
+    def keep(j: Mapping[str, Any]) -> bool:
+        spec = j.get("spec") or {}
+        return not (
+            (queue and spec.get("queue") != queue)
+            or (scheduler and spec.get("schedulerName") != scheduler)
+            or (selector and selector not in j["metadata"]["name"])
+        )
+
+    return keep
+
+
+def _job_line(j: Mapping[str, Any], *, wide: bool, all_namespaces: bool) -> list[Any]:
+    row = _job_row(j, wide=wide)
+    return [j["metadata"].get("namespace"), *row] if all_namespaces else row
+
+
 @job.command("list")
 @kube_options
 @namespace_option
-@click.option("--all-namespaces", is_flag=True, help="List jobs in every namespace.")
+@all_namespaces_option
 @click.option("-q", "--queue", default="", help="Only jobs of this queue.")
 @click.option("-S", "--scheduler", default="", help="Only jobs of this scheduler.")
 @click.option("--selector", default="", help="Only jobs whose name contains this text.")
 @output_option()
+@watch_options
 def job_list(
     kubeconfig: Path | None,
     namespace: str | None,
@@ -373,53 +271,44 @@ def job_list(
     scheduler: str,
     selector: str,
     output: str,
+    watch: bool,
+    request_timeout: int | None,
 ) -> None:
     """List jobs with vcctl's columns (-o wide adds Queue and Scheduler)."""
     kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    if all_namespaces:
-        items = kube.call("list jobs", lambda: kube.co.list_cluster_custom_object(*BATCH, "jobs"))[
-            "items"
-        ]
-    else:
-        items = kube.call(
-            "list jobs", lambda: kube.co.list_namespaced_custom_object(*BATCH, namespace, "jobs")
-        )["items"]
-    kept = []
-    for j in sorted(items, key=lambda x: (x["metadata"].get("namespace"), x["metadata"]["name"])):
-        spec = j.get("spec") or {}
-        if queue and spec.get("queue") != queue:
-            continue
-        if scheduler and spec.get("schedulerName") != scheduler:
-            continue
-        if selector and selector not in j["metadata"]["name"]:
-            continue
-        kept.append(j)
-    if output in ("json", "yaml"):
-        print_list(kept, output)
-        return
+    ns = None if all_namespaces else (namespace or kube.namespace)
+    listing = kube.items(VCJOB, ns)
+    keep = _job_filter(queue, scheduler, selector)
+    kept = [j for j in sorted(listing["items"], key=by_namespace_name) if keep(j)]
     wide = output == "wide"
-    rows = [_job_row(j, wide=wide) for j in kept]
     headers = [*_JOB_HEADERS, *(["Queue", "Scheduler"] if wide else [])]
-    if all_namespaces:
-        headers.insert(0, "Namespace")
-        for row, j in zip(rows, kept, strict=True):
-            row.insert(0, j["metadata"].get("namespace"))
-    if not rows:
-        click.echo("No resources found")
+    headers = ["Namespace", *headers] if all_namespaces else headers
+    rows = [_job_line(j, wide=wide, all_namespaces=all_namespaces) for j in kept]
+    columns = print_listing(kept, output, JOB_RESOURCE, Columns(headers, rows))
+    if not watch:
         return
-    click.echo(table(headers, rows))
+    version = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
+    for _kind, obj in kube.watch(VCJOB, ns, version, request_timeout):
+        if keep(obj):
+            line = columns.line(_job_line(obj, wide=wide, all_namespaces=all_namespaces))
+            print_watched(obj, output, JOB_RESOURCE, line, columns)
 
 
 @job.command("view")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
-def job_view(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Describe a job: spec, status and events."""
+@output_option()
+def job_view(kubeconfig: Path | None, name: str, namespace: str | None, output: str) -> None:
+    """Describe job NAME: spec, status and events (-o json|yaml|name: the Job itself)."""
     kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    j = kube.job(name, namespace)
+    j = kube.job(name, namespace or kube.namespace)
+    if output in ("json", "yaml"):
+        click.echo(dump(j, output))
+        return
+    if output == "name":
+        print_names([j], JOB_RESOURCE)
+        return
     meta = j["metadata"]
     out = {
         "Name": meta["name"],
@@ -450,11 +339,10 @@ def _events_table(kube: Kube, obj: Mapping[str, Any]) -> str:
     fields = f"involvedObject.name={meta['name']},involvedObject.kind={obj.get('kind')}"
     if meta.get("uid"):
         fields += f",involvedObject.uid={meta['uid']}"
-    found = kube.get_or_none(
-        lambda: kube.core.list_namespaced_event(meta.get("namespace"), field_selector=fields)
+    found = kube.items(
+        RESOURCES["Event"], meta.get("namespace"), missing_ok=True, fieldSelector=fields
     )
-    serialize: Callable[[Any], dict[str, Any]] = kube.api.sanitize_for_serialization
-    events = [serialize(e) for e in (found.items if found else [])]
+    events = list(found.get("items") or [])
     if not events:
         return "  <none>"
     events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
@@ -484,49 +372,72 @@ def _command(kube: Kube, job_obj: Mapping[str, Any], action: str) -> str:
         "target": ref,
     }
     created = kube.call(
-        f"create {action} command",
-        lambda: kube.co.create_namespaced_custom_object(*BUS, meta["namespace"], "commands", body),
+        f"create {action} command", lambda: kube.rest.create(COMMAND, body, meta["namespace"])
     )
     return str(created["metadata"]["name"])
 
 
+#: the phases in which the job controller acts on each command (`batch.controllers.job`)
+_ACTS_IN = {
+    ABORT_JOB: ("", c.PENDING, c.RUNNING),
+    RESUME_JOB: (c.ABORTING, c.ABORTED),
+}
+_FINISHING = (*c.FINISHED_PHASES, c.COMPLETING, c.TERMINATING)
+
+
+def _refusal(name: str, phase: str, action: str) -> str | None:
+    """Why the controller would do nothing with `action` on a job in `phase` (None: it acts)."""
+    if phase in _ACTS_IN[action]:
+        return None
+    verb = "suspend" if action == ABORT_JOB else "resume"
+    if phase in _FINISHING:
+        return f"job {name} is {phase}: cannot {verb} a finished job"
+    if action == ABORT_JOB and phase in (c.ABORTING, c.ABORTED):
+        return f"job {name} is {phase}: it is already suspended"
+    if action == RESUME_JOB and phase in (c.PENDING, c.RUNNING, ""):
+        return f"job {name} is {phase or 'new'}: it is not suspended, there is nothing to resume"
+    return f"job {name} is {phase}: cannot {verb} it now (try again once it is Running)"
+
+
+def _act(kubeconfig: Path | None, name: str, namespace: str | None, action: str) -> None:
+    kube = Kube(kubeconfig)
+    found = kube.job(name, namespace or kube.namespace)
+    refused = _refusal(name, _phase(found), action)
+    if refused is not None:
+        fail(refused)
+    _command(kube, found, action)
+
+
 @job.command("suspend")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
 def job_suspend(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Abort a job (resumable): creates an AbortJob Command."""
-    kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    _command(kube, kube.job(name, namespace), "AbortJob")
+    """Abort job NAME (resumable): creates an AbortJob Command."""
+    _act(kubeconfig, name, namespace, ABORT_JOB)
     click.echo(f"suspend job {name} successfully")
 
 
 @job.command("resume")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
 def job_resume(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Resume an aborted job: creates a ResumeJob Command."""
-    kube = Kube(kubeconfig)
-    namespace = namespace or kube.namespace
-    _command(kube, kube.job(name, namespace), "ResumeJob")
+    """Resume suspended job NAME: creates a ResumeJob Command."""
+    _act(kubeconfig, name, namespace, RESUME_JOB)
     click.echo(f"resume job {name} successfully")
 
 
 @job.command("delete")
 @kube_options
-@click.option("-N", "--name", required=True)
+@name_argument(VCJOB)
 @namespace_option
 def job_delete(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Delete a job (its pods and PodGroup go with it)."""
+    """Delete job NAME (its pods and PodGroup go with it)."""
     kube = Kube(kubeconfig)
     namespace = namespace or kube.namespace
     kube.job(name, namespace)
-    kube.call(
-        f"delete job {namespace}/{name}",
-        lambda: kube.co.delete_namespaced_custom_object(*BATCH, namespace, "jobs", name),
-    )
+    kube.call(f"delete job {namespace}/{name}", lambda: kube.rest.delete(VCJOB, name, namespace))
     click.echo(f"delete job {name} successfully")
 
 
@@ -537,54 +448,37 @@ class _ApiLookup:
         self.kube = kube
 
     def podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
-        co = self.kube.co
-        return self.kube.get_or_none(  # type: ignore[no-any-return]
-            lambda: co.get_namespaced_custom_object(*SCHED, namespace, "podgroups", name)
-        )
+        return self.kube.get(RESOURCES["PodGroup"], name, namespace)
 
     def queue(self, name: str) -> dict[str, Any] | None:
-        co = self.kube.co
-        return self.kube.get_or_none(  # type: ignore[no-any-return]
-            lambda: co.get_cluster_custom_object(*SCHED, "queues", name)
-        )
+        return self.kube.get(QUEUE, name)
 
     def events(self, namespace: str, involved: str) -> list[dict[str, Any]]:
-        core = self.kube.core
-        events = self.kube.get_or_none(
-            lambda: core.list_namespaced_event(
-                namespace, field_selector=f"involvedObject.name={involved}"
-            )
-        )
-        items = events.items if events is not None else []
-        return [{"reason": ev.reason, "message": ev.message} for ev in items]
+        selector = f"involvedObject.name={involved}"
+        found = self._all(RESOURCES["Event"], namespace, fieldSelector=selector)
+        return [{"reason": ev.get("reason"), "message": ev.get("message")} for ev in found]
 
     def podgroups(self) -> list[dict[str, Any]]:
-        co = self.kube.co
-        found = self.kube.get_or_none(lambda: co.list_cluster_custom_object(*SCHED, "podgroups"))
-        return list((found or {}).get("items") or [])
+        return self._all(RESOURCES["PodGroup"])
 
     def priorities(self) -> dict[str, int]:
-        from kubernetes import client as kclient
-
-        api = kclient.SchedulingV1Api(self.kube.api)
-        pcs = self.kube.get_or_none(api.list_priority_class)
-        items = pcs.items if pcs is not None else []
-        return {str(p.metadata.name): int(p.value or 0) for p in items}
+        found = self._all(RESOURCES["PriorityClass"])
+        return {str(p["metadata"]["name"]): int(p.get("value") or 0) for p in found}
 
     def queues(self) -> list[dict[str, Any]]:
-        co = self.kube.co
-        found = self.kube.get_or_none(lambda: co.list_cluster_custom_object(*SCHED, "queues"))
-        return list((found or {}).get("items") or [])
+        return self._all(QUEUE)
 
     def capacity(self) -> dict[str, int]:
-        nodes = self.kube.get_or_none(self.kube.core.list_node)
-        items = nodes.items if nodes is not None else []
-        return cluster_capacity(node.status.allocatable for node in items)
+        nodes = self._all(RESOURCES["Node"])
+        return cluster_capacity((n.get("status") or {}).get("allocatable") or {} for n in nodes)
+
+    def _all(self, res: Resource, ns: str | None = None, **params: str) -> list[dict[str, Any]]:
+        return list(self.kube.items(res, ns, missing_ok=True, **params).get("items") or [])
 
 
 @job.command("why")
 @kube_options
-@click.argument("name")
+@name_argument(VCJOB)
 @namespace_option
 def job_why(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     """Explain why a job is (or was) pending: PodGroup conditions, events, queue position."""

@@ -2,8 +2,10 @@
 
 `table` (the default) is vcctl's columns; `wide` adds columns, as `kubectl get -o wide` does;
 `json` and `yaml` print the objects themselves (a `v1 List` for a listing, as kubectl prints
-one), for scripts. Commands whose rows are not Kubernetes objects (reports, what-if) print their
-rows as JSON/YAML records instead. Ages and event times are written as kubectl writes them.
+one), for scripts; `name` prints `kind.group/name`, one a line, as `kubectl get -o name`. Commands
+whose rows are not Kubernetes objects (reports, what-if) print their rows as JSON/YAML records
+instead, and have no `name`. `--watch` prints a listing, then a line (or object) for each change,
+as `kubectl get --watch`. Ages and event times are written as kubectl writes them.
 """
 
 from __future__ import annotations
@@ -18,19 +20,29 @@ import yaml
 
 __all__ = [
     "OBJECT_FORMATS",
+    "RECORD_FORMATS",
+    "Columns",
+    "by_namespace_name",
     "dump",
     "event_age",
     "event_source",
     "human_duration",
+    "object_name",
     "output_option",
     "print_list",
+    "print_listing",
+    "print_names",
+    "print_watched",
     "since",
+    "watch_options",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: what every listing of Kubernetes objects accepts
-OBJECT_FORMATS = ("table", "wide", "json", "yaml")
+#: what every listing of records that are not Kubernetes objects accepts
+RECORD_FORMATS = ("table", "wide", "json", "yaml")
+#: what every get, list or view of Kubernetes objects accepts
+OBJECT_FORMATS = (*RECORD_FORMATS, "name")
 
 
 def output_option(formats: Sequence[str] = OBJECT_FORMATS) -> Callable[[F], F]:
@@ -44,6 +56,87 @@ def output_option(formats: Sequence[str] = OBJECT_FORMATS) -> Callable[[F], F]:
         show_default=True,
         help="Output format: " + ", ".join(formats) + ".",
     )
+
+
+def watch_options(fn: F) -> F:
+    """`-w/--watch` and `--request-timeout`, as kubectl's `get` takes them."""
+    fn = click.option(
+        "--request-timeout",
+        "request_timeout",
+        type=click.IntRange(min=1),
+        default=None,
+        help="With --watch: stop watching after this many seconds (default: never).",
+    )(fn)
+    return click.option(
+        "-w",
+        "--watch",
+        is_flag=True,
+        help="After listing, print each change as it happens (Ctrl-C stops).",
+    )(fn)
+
+
+def object_name(obj: Mapping[str, Any], resource: str) -> str:
+    """`kind.group/name` as `kubectl get -o name` prints it (`resource` is `kind.group`)."""
+    return f"{resource}/{(obj.get('metadata') or {}).get('name')}"
+
+
+def print_names(items: Sequence[Mapping[str, Any]], resource: str) -> None:
+    for obj in items:
+        click.echo(object_name(obj, resource))
+
+
+class Columns:
+    """A table whose later rows (a watch's) keep the widths of the first listing."""
+
+    def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        cells = [list(map(str, headers)), *[list(map(str, r)) for r in rows]]
+        self.widths = [max(len(r[i]) for r in cells) + 2 for i in range(len(headers))]
+        self.lines = [self.line(r) for r in cells]
+        #: whether the header was printed (not over an empty listing)
+        self.shown = bool(rows)
+
+    def line(self, row: Sequence[Any]) -> str:
+        return "".join(str(v).ljust(w) for v, w in zip(row, self.widths, strict=True)).rstrip()
+
+
+def by_namespace_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """The order of every listing: by namespace, then name."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def print_listing(
+    items: Sequence[Mapping[str, Any]], output: str, resource: str, columns: Columns
+) -> Columns:
+    """A listing of objects in `output`'s format; the table's `columns` are returned for the
+    rows a watch prints after it."""
+    if output in ("json", "yaml"):
+        print_list(items, output)
+    elif output == "name":
+        print_names(items, resource)
+    elif not items:
+        click.echo("No resources found")
+    else:
+        click.echo("\n".join(columns.lines))
+    return columns
+
+
+def print_watched(
+    obj: Mapping[str, Any], fmt: str, resource: str, line: str, columns: Columns
+) -> None:
+    """One change seen by `--watch`: its row (under the header, printed now if the listing was
+    empty), its object or its name."""
+    if fmt == "name":
+        click.echo(object_name(obj, resource))
+    elif fmt == "json":
+        click.echo(dump(obj, fmt))
+    elif fmt == "yaml":
+        click.echo("---\n" + dump(obj, fmt))
+    else:
+        if not columns.shown:
+            click.echo(columns.lines[0])
+            columns.shown = True
+        click.echo(line)
 
 
 def dump(value: Any, fmt: str) -> str:

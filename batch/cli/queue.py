@@ -1,5 +1,9 @@
 """`tephra queue`: vcctl's queue commands (create, list, get, operate, delete).
 
+The queue is named as kubectl names objects, `tephra queue get NAME`; vcctl's `--name NAME`
+still works, and so does its `-n NAME`, with a deprecation warning: everywhere else `-n` is a
+namespace, which queues do not have.
+
 `operate -a open|close` creates an OpenQueue/CloseQueue bus Command that the queue controller
 executes (in namespace `default`, as vcctl, or `--command-namespace`: where the controller takes
 queue Commands from when it runs with `--queue-command-namespace`); `operate -a update -w W`
@@ -17,8 +21,16 @@ import click
 
 from batch.api.fairshare import read_fair_share
 from batch.api.resources import CPU, GPU, format_resource_list
-from batch.cli.job import BUS, SCHED, Kube, fail, kube_options, table
-from batch.cli.output import dump, output_option, print_list
+from batch.cli.kube import COMMAND, QUEUE, Kube, fail, kube_options, name_argument
+from batch.cli.output import (
+    Columns,
+    by_namespace_name,
+    dump,
+    output_option,
+    print_listing,
+    print_watched,
+    watch_options,
+)
 
 _HEADERS = [
     "Name",
@@ -84,13 +96,14 @@ def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
     ]
 
 
-def _print(items: list[dict[str, Any]], output: str) -> None:
-    if output in ("json", "yaml"):
-        print_list(items, output)
-        return
+#: `kubectl get -o name`'s spelling of a Queue
+QUEUE_RESOURCE = "queue.scheduling.volcano.sh"
+
+
+def _columns(items: list[dict[str, Any]], output: str) -> Columns:
     wide = output == "wide"
     headers = [*_HEADERS, *(_WIDE if wide else [])]
-    click.echo(table(headers, [_row(q, wide=wide) for q in items]))
+    return Columns(headers, [_row(q, wide=wide) for q in items])
 
 
 @click.group("queue")
@@ -100,7 +113,7 @@ def queue() -> None:
 
 @queue.command("create")
 @kube_options
-@click.option("-n", "--name", required=True)
+@name_argument(QUEUE, vcctl_n=True)
 @click.option("-w", "--weight", type=int, default=1, show_default=True)
 @click.option(
     "-S", "--state", type=click.Choice(["Open", "Closed"]), default="Open", show_default=True
@@ -110,7 +123,7 @@ def queue() -> None:
 def queue_create(
     kubeconfig: Path | None, name: str, weight: int, state: str, parent: str, command_namespace: str
 ) -> None:
-    """Create a queue."""
+    """Create queue NAME."""
     if weight < 1:
         fail(f"queue {name}: spec.weight: must be >= 1 (got {weight})")
     kube = Kube(kubeconfig)
@@ -124,9 +137,7 @@ def queue_create(
         "spec": spec,
         "status": {"state": state},
     }
-    kube.call(
-        f"create queue {name}", lambda: kube.co.create_cluster_custom_object(*SCHED, "queues", body)
-    )
+    kube.call(f"create queue {name}", lambda: kube.rest.create(QUEUE, body))
     if state == "Closed":
         _command(kube, name, "CloseQueue", command_namespace)
     click.echo(f"create queue {name} successfully")
@@ -134,20 +145,18 @@ def queue_create(
 
 @queue.command("delete")
 @kube_options
-@click.option("-n", "--name", required=True)
+@name_argument(QUEUE, vcctl_n=True)
 def queue_delete(kubeconfig: Path | None, name: str) -> None:
-    """Delete a queue."""
+    """Delete queue NAME."""
     if name in ("root", "default"):
         fail(f"queue {name} cannot be deleted")
     kube = Kube(kubeconfig)
-    kube.call(
-        f"delete queue {name}", lambda: kube.co.delete_cluster_custom_object(*SCHED, "queues", name)
-    )
+    kube.call(f"delete queue {name}", lambda: kube.rest.delete(QUEUE, name))
     click.echo(f"delete queue {name} successfully")
 
 
 def _command(kube: Kube, name: str, action: str, namespace: str) -> None:
-    q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
+    q = kube.get(QUEUE, name)
     if q is None:
         fail(f"queue {name} not found")
     target = {
@@ -165,29 +174,27 @@ def _command(kube: Kube, name: str, action: str, namespace: str) -> None:
     }
     kube.call(
         f"create {action} command",
-        lambda: kube.co.create_namespaced_custom_object(*BUS, namespace, "commands", body),
+        lambda: kube.rest.create(COMMAND, body, namespace),
     )
 
 
 @queue.command("operate")
 @kube_options
-@click.option("-n", "--name", required=True)
+@name_argument(QUEUE, vcctl_n=True)
 @click.option("-a", "--action", type=click.Choice(["open", "close", "update"]), required=True)
 @click.option("-w", "--weight", type=int, default=0)
 @_command_namespace
 def queue_operate(
     kubeconfig: Path | None, name: str, action: str, weight: int, command_namespace: str
 ) -> None:
-    """Open, close or update (weight) a queue."""
+    """Open, close or update (weight) queue NAME."""
     kube = Kube(kubeconfig)
     if action == "update":
         if weight <= 0:
             fail(f"queue {name}: --weight must be > 0 for update")
         kube.call(
             f"update queue {name}",
-            lambda: kube.co.patch_cluster_custom_object(
-                *SCHED, "queues", name, {"spec": {"weight": weight}}
-            ),
+            lambda: kube.rest.patch(QUEUE, name, {"spec": {"weight": weight}}),
         )
     else:
         _command(kube, name, "OpenQueue" if action == "open" else "CloseQueue", command_namespace)
@@ -197,30 +204,34 @@ def queue_operate(
 @queue.command("list")
 @kube_options
 @output_option()
-def queue_list(kubeconfig: Path | None, output: str) -> None:
+@watch_options
+def queue_list(
+    kubeconfig: Path | None, output: str, watch: bool, request_timeout: int | None
+) -> None:
     """List queues with vcctl's columns (-o wide adds Reclaimable, Allocated, Capability)."""
     kube = Kube(kubeconfig)
-    items = kube.call("list queues", lambda: kube.co.list_cluster_custom_object(*SCHED, "queues"))[
-        "items"
-    ]
-    items = sorted(items, key=lambda q: q["metadata"]["name"])
-    if not items and output in ("table", "wide"):
-        click.echo("No resources found")
+    listing = kube.items(QUEUE)
+    items = sorted(listing["items"], key=by_namespace_name)
+    columns = print_listing(items, output, QUEUE_RESOURCE, _columns(items, output))
+    if not watch:
         return
-    _print(items, output)
+    version = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
+    for _kind, q in kube.watch(QUEUE, None, version, request_timeout):
+        line = columns.line(_row(q, wide=output == "wide"))
+        print_watched(q, output, QUEUE_RESOURCE, line, columns)
 
 
 @queue.command("get")
 @kube_options
-@click.option("-n", "--name", required=True)
+@name_argument(QUEUE, vcctl_n=True)
 @output_option()
 def queue_get(kubeconfig: Path | None, name: str, output: str) -> None:
-    """Show one queue (-o json|yaml: the Queue object)."""
+    """Show queue NAME (-o json|yaml: the Queue object, -o name: its name)."""
     kube = Kube(kubeconfig)
-    q = kube.get_or_none(lambda: kube.co.get_cluster_custom_object(*SCHED, "queues", name))
+    q = kube.get(QUEUE, name)
     if q is None:
         fail(f"queue {name} not found")
     if output in ("json", "yaml"):
         click.echo(dump(q, output))
         return
-    _print([q], output)
+    print_listing([q], output, QUEUE_RESOURCE, _columns([q], output))

@@ -14,20 +14,16 @@ from typing import Any
 import click
 
 import batch
-from batch.cli.job import Kube, kube_options
+from batch.cli.kube import Kube, kube_options
 from batch.cli.output import dump, output_option
 
 
 def _server(kubeconfig: Path | None) -> dict[str, Any]:
     """The server's `/version` as it answered (no client model: a field it leaves out is fine)."""
-    import json
-
-    from kubernetes import client
-
     kube = Kube(kubeconfig)
-    api = client.VersionApi(kube.api)
-    raw = kube.call("get the server version", lambda: api.get_code(_preload_content=False))
-    info: dict[str, Any] = json.loads(raw.data)
+    info: dict[str, Any] = kube.call(
+        "get the server version", lambda: kube.rest.request("GET", "/version")
+    )
     return info
 
 

@@ -18,7 +18,7 @@ import click
 
 from batch.api.yamlio import read_text_file
 from batch.cli.job import table
-from batch.cli.output import dump, output_option
+from batch.cli.output import RECORD_FORMATS, dump, output_option
 
 if TYPE_CHECKING:
     from batch.sim.cluster import QueueSpec
@@ -52,7 +52,7 @@ __all__ = ["whatif"]
     help="volcano-scheduler.conf (default: the one Tephra ships).",
 )
 @click.option("--period", type=float, default=1.0, show_default=True)
-@output_option()
+@output_option(RECORD_FORMATS)
 @click.option("--json", "as_json", is_flag=True, hidden=True)  # before -o json; kept for scripts
 def whatif(
     db: str,

@@ -2,8 +2,9 @@
 
 Why this exists: the scheduler and the controllers talk to the API server with their own asyncio
 HTTP client (the official client is synchronous and too slow for a thousand binds a second),
-the CLI with the official client; both must find the cluster exactly as kubectl does, or a user
-who can `kubectl get pods` cannot run Tephra. The rules (client-go's loading rules):
+the CLI with a small synchronous one (`batch.kube.rest`); both must find the cluster exactly as
+kubectl does, or a user who can `kubectl get pods` cannot run Tephra. The rules (client-go's
+loading rules):
 
 * `--kubeconfig FILE` is the only file read (it must exist). Otherwise `$KUBECONFIG` is a list
   of files separated by `os.pathsep` (`:`), merged: the first file that names a cluster, user or
@@ -23,8 +24,7 @@ who can `kubectl get pods` cannot run Tephra. The rules (client-go's loading rul
   refused with one line.
 
 `resolve()` gives the facts (`Target`); `load_access()` turns them into the `ClusterAccess` of
-`batch.kube.client.KubeClient`; the CLI builds the official client's configuration from the same
-`Target`.
+`batch.kube.client.KubeClient` and of the CLI's `batch.kube.rest.RestClient`.
 """
 
 from __future__ import annotations

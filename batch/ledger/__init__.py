@@ -13,24 +13,68 @@ What callers use:
 
 from __future__ import annotations
 
-from batch.ledger.convert import (
-    events_from_job,
-    events_from_pod,
-    events_from_podgroup,
-    events_from_queue,
-    usage_samples_from_queues,
-)
-from batch.ledger.db import default_url, make_engine, resolve_url
-from batch.ledger.events import (
-    JobObserved,
-    JobPhaseChanged,
-    LedgerEvent,
-    PodAttempt,
-    QueueConfigChanged,
-    QueueUsageSample,
-    SchedulingEvent,
-)
-from batch.ledger.recorder import Recorder, RecorderStats, UsageSource
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from batch.ledger.convert import (
+        events_from_job,
+        events_from_pod,
+        events_from_podgroup,
+        events_from_queue,
+        usage_samples_from_queues,
+    )
+    from batch.ledger.db import default_url, make_engine, resolve_url
+    from batch.ledger.events import (
+        JobObserved,
+        JobPhaseChanged,
+        LedgerEvent,
+        PodAttempt,
+        QueueConfigChanged,
+        QueueUsageSample,
+        SchedulingEvent,
+    )
+    from batch.ledger.recorder import Recorder, RecorderStats, UsageSource
+
+#: where each name of `__all__` lives: imported on first use, so that a command that needs one
+#: module of the ledger (`tephra report` its queries) does not import the recorder, its writer
+#: and the PostgreSQL driver too
+_HOMES = {
+    **dict.fromkeys(
+        (
+            "events_from_job",
+            "events_from_pod",
+            "events_from_podgroup",
+            "events_from_queue",
+            "usage_samples_from_queues",
+        ),
+        "batch.ledger.convert",
+    ),
+    **dict.fromkeys(("default_url", "make_engine", "resolve_url"), "batch.ledger.db"),
+    **dict.fromkeys(
+        (
+            "JobObserved",
+            "JobPhaseChanged",
+            "LedgerEvent",
+            "PodAttempt",
+            "QueueConfigChanged",
+            "QueueUsageSample",
+            "SchedulingEvent",
+        ),
+        "batch.ledger.events",
+    ),
+    **dict.fromkeys(("Recorder", "RecorderStats", "UsageSource"), "batch.ledger.recorder"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "JobObserved",

@@ -186,6 +186,46 @@ def test_async_client_renews_an_expired_or_refused_token(tmp_path: Path) -> None
     assert seen == ["Bearer tok-1", "Bearer tok-2", "Bearer tok-2"]
 
 
+def test_cli_client_renews_a_refused_token(tmp_path: Path) -> None:
+    """The CLI's client (`batch.kube.rest`) too: a 401 runs the plugin again, once, and the
+    command succeeds with the new token."""
+    plugin(tmp_path)
+    seen: list[str] = []
+
+    async def version(request: web.Request) -> web.Response:
+        token = request.headers.get("Authorization", "")
+        seen.append(token)
+        if token == "Bearer tok-1":  # revoked by the server before its expiry
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0"})
+
+    async def scenario() -> str:
+        app = web.Application()
+        app.router.add_get("/version", version)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        path = kubeconfig(
+            tmp_path / "kc",
+            context="c",
+            server=f"http://127.0.0.1:{port}",
+            user=exec_user(tmp_path / "runs"),
+        )
+        try:
+            args = ["version", "--kubeconfig", str(path)]
+            result = await asyncio.to_thread(CliRunner().invoke, main, args)
+        finally:
+            await runner.cleanup()
+        assert result.exit_code == 0, result.output
+        return str(result.stdout)
+
+    assert "Server Version: v1.33.0" in asyncio.run(scenario())
+    assert seen == ["Bearer tok-1", "Bearer tok-2"]
+    assert (tmp_path / "runs").read_text() == "2"
+
+
 def test_cli_follows_kubeconfig_list_context_and_exec(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -388,7 +388,7 @@ def test_cli_job_and_queue_commands(env: Env) -> None:
     def run(*args: str) -> str:
         res = runner.invoke(main, [*args, "--kubeconfig", kc], catch_exceptions=False)
         assert res.exit_code == 0, res.output
-        return res.output
+        return res.stdout  # vcctl's `queue ... -n NAME` adds a deprecation warning on stderr
 
     assert "run job clijob successfully" in run(
         "job", "run", "-N", "clijob", "-r", "2", "-m", "2", "-R", "cpu=100m", "-L", "cpu=100m"

@@ -86,7 +86,7 @@ class Env:
     def tephra(self, *args: str) -> str:
         result = CliRunner().invoke(main, [*args, "--kubeconfig", str(self.sb.kubeconfig_path)])
         assert result.exit_code == 0, result.output
-        return str(result.output)
+        return str(result.stdout)  # vcctl's `queue get -n NAME` warns on stderr (deprecated)
 
 
 @pytest.fixture(scope="module")

@@ -261,7 +261,7 @@ def validate_queue_delete(
             "metadata.name",
             "closedOnly",
             f"only queue with state `{QUEUE_CLOSED}` can be deleted, queue `{name}` state is "
-            f"`{state}` (close it first: tephra queue operate -n NAME -a close)",
+            f"`{state}` (close it first: tephra queue operate NAME -a close)",
         )
         return
     if lookup is None or not isinstance(name, str):
