@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import logging
 import threading
@@ -63,6 +64,7 @@ from batch.controllers.shell import (
     PVCS,
     QUEUES,
     ApplyError,
+    NotLeading,
     apply_actions,
     get_or_none,
     list_items,
@@ -83,6 +85,12 @@ log = logging.getLogger(__name__)
 LEDGER_RETRY_SECONDS = (1.0, 30.0)
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
+
+#: the leadership check of the reconcile a worker runs: taken when the reconcile starts, so
+#: what it decided in one term is never written in another (None: no leader election)
+_FENCE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "tephra_controller_fence", default=None
+)
 
 
 def load_workload_adapters() -> list[Any]:
@@ -181,6 +189,8 @@ class ControllerManager:
         self.queue_command_namespace = queue_command_namespace or None
         self.adapters = list(adapters) if adapters is not None else load_workload_adapters()
         self.recorder = recorder
+        #: makes the leadership check of a reconcile about to start (None: no election)
+        self._fence_of: Callable[[], Callable[[], bool]] | None = None
         self.client: KubeClient | None = None
         self.queue: WorkQueue | None = None
         self.deleted_pods: dict[str, list[dict[str, Any]]] = {}
@@ -442,6 +452,7 @@ class ControllerManager:
         assert self.queue is not None
         while True:
             key = await self.queue.get()
+            _FENCE.set(None if self._fence_of is None else self._fence_of())
             try:
                 await self.process(key)
             except asyncio.CancelledError:
@@ -499,8 +510,17 @@ class ControllerManager:
         A write the API server forbids is also told to the user on ``owner`` (its object)."""
         try:
             await apply_actions(
-                self._client(), result.actions, component="tephra-controllers", applied=applied
+                self._client(),
+                result.actions,
+                component="tephra-controllers",
+                applied=applied,
+                fence=_FENCE.get(),
             )
+        except NotLeading as exc:
+            log.warning("%s: %s", "/".join(key), exc)
+            self.metrics.dropped_writes.inc(exc.unsent)
+            self.enqueue_later(key, 1.0)  # no failure: the job is not to blame
+            return False
         except ApplyError as exc:
             log.warning("%s: %s", "/".join(key), exc)
             if isinstance(exc.action, PatchStatus):
@@ -530,7 +550,10 @@ class ControllerManager:
             f"{meta(owner).get('namespace')!r} (with the Helm chart: controller.jobNamespaces)"
         )
         event = EmitEvent(ObjectRef.of(owner), "Forbidden", message, type="Warning")
-        await apply_actions(self._client(), [event], component="tephra-controllers")
+        with contextlib.suppress(NotLeading):
+            await apply_actions(
+                self._client(), [event], component="tephra-controllers", fence=_FENCE.get()
+            )
 
     async def _failed(self, key: Key) -> None:
         """Retry with backoff; a job that keeps failing is terminated (Volcano's
@@ -569,6 +592,9 @@ class ControllerManager:
             "reason": "MaxRequeueExceeded",
             "message": f"syncing the job failed more than {self.max_requeue} times",
         }
+        fence = _FENCE.get()
+        if fence is not None and not fence():
+            return
         log.warning("job %s/%s failed too often; terminating it", ns, name)
         await client.create(COMMANDS, body, namespace=ns)
 
@@ -860,6 +886,7 @@ class ControllerManager:
                 await self.client.close()
                 return
             hold = asyncio.create_task(elector.hold())
+            self._fence_of = elector.fence
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._scheduler.start()
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
