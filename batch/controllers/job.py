@@ -60,6 +60,7 @@ from batch.api.quantity import QuantityError
 from batch.api.resources import is_extended_resource, to_internal
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     CreateObject,
     DeleteObject,
     EmitEvent,
@@ -841,20 +842,35 @@ def guard_plugin_objects(
     return foreign, _refuse_job(facts.ref, NOT_OWNED, message, now)
 
 
+#: plugin objects the job's pods mount: a pod made while one is foreign would mount it
+_MOUNTED_KINDS = frozenset({"Secret", "ConfigMap"})
+#: how soon a job that holds back its pods for a foreign plugin object looks again
+FOREIGN_RECHECK_SECONDS = 5.0
+
+
 def spare_foreign(
     job: Mapping[str, Any], result: ReconcileResult, foreign: Sequence[Mapping[str, Any]]
 ) -> None:
     """Drop the writes of a running job to plugin objects it does not control (one replaced
-    under it), with a note naming each."""
+    under it), with a note naming each; while one the pods mount is foreign (an ssh Secret
+    holding another user's key), also the pods it would create, with a Warning event."""
     keys = {(str(o.get("kind")), str(meta(o).get("name"))) for o in foreign}
-    kept = [
-        a
-        for a in result.actions
-        if not (isinstance(a, CreateObject | PatchObject) and (a.ref.kind, a.ref.name) in keys)
-    ]
-    if len(kept) != len(result.actions):
-        result.actions = kept
-        result.notes += [_not_owned(job, o) for o in foreign]
+    mounted = [o for o in foreign if o.get("kind") in _MOUNTED_KINDS]
+
+    def spared(a: Action) -> bool:
+        if not isinstance(a, CreateObject | PatchObject):
+            return False
+        return (a.ref.kind, a.ref.name) in keys or bool(mounted and a.ref.kind == "Pod")
+
+    kept = [a for a in result.actions if not spared(a)]
+    if len(kept) == len(result.actions):
+        return
+    result.actions = kept
+    result.notes += [_not_owned(job, o) for o in foreign]
+    if mounted:
+        message = "; ".join(_not_owned(job, o) for o in mounted) + ": no pod is created"
+        result.actions.append(EmitEvent(ObjectRef.of(job), NOT_OWNED, message, type="Warning"))
+        result.requeue_after = FOREIGN_RECHECK_SECONDS  # not at once: nothing changes by itself
 
 
 def live_pods(views: Sequence[PodView], version: int, killer: Killer) -> list[PodView]:
