@@ -103,3 +103,15 @@ def test_the_dashboard_gets_a_network_policy(helm: Path, tmp_path: Path) -> None
     assert policy["spec"]["ingress"][0]["from"] == ingress
     values["networkPolicy"] = {"components": {"dashboard": False}}
     assert not find(render(helm, tmp_path, values), "NetworkPolicy", name_of("dashboard"))
+
+
+def test_the_install_notes_say_how_to_log_in(helm: Path, tmp_path: Path) -> None:
+    from tests.charts.test_least_privilege import install_notes
+
+    name = name_of("dashboard")
+    assert "port-forward" not in install_notes(helm, tmp_path, {})
+    notes = install_notes(helm, tmp_path, {"dashboard": {"enabled": True}})
+    assert f"port-forward svc/{name} 8090" in notes
+    assert f"get secret {name}-token -o jsonpath='{{.data.token}}'" in notes
+    mine = {"dashboard": {"enabled": True, "tokenSecret": {"name": "mine", "key": "k"}}}
+    assert "get secret mine -o jsonpath='{.data.k}'" in install_notes(helm, tmp_path, mine)
