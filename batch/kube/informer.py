@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,8 @@ class Reflector:
     absent_retry: float = 30.0
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     relists: int = 0
+    #: when (time.time()) listing or watching last started to fail; None while they work
+    down_since: float | None = None
     # uid -> (resourceVersion, metadata-only stub). Full objects live in the consumer; the stub
     # is what a DELETED event synthesised by a re-list carries.
     _known: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
@@ -88,6 +91,7 @@ class Reflector:
                     rv = await self._list()
                     self.relists += 1
                     self.synced.set()
+                    self.down_since = None
                     backoff = 0.2
                 async for etype, obj in self.client.watch(
                     self.resource,
@@ -125,6 +129,8 @@ class Reflector:
             except Exception as exc:  # aiohttp raises many ClientError subclasses
                 log.warning("%s watch error: %r; re-listing", self.resource.plural, exc)
                 rv = None
+            if rv is None and self.down_since is None:
+                self.down_since = time.time()
             await asyncio.sleep(backoff * (1 + random.random()))
             backoff = min(backoff * 2, 5.0)
 
@@ -159,6 +165,11 @@ class ReflectorSet:
         except TimeoutError:
             return False
         return True
+
+    def down_since(self) -> float | None:
+        """Since when (time.time()) the first reflector still failing has been failing."""
+        failing = [r.down_since for r in self.reflectors if r.down_since is not None]
+        return min(failing) if failing else None
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -61,6 +61,11 @@ COMBOS: dict[str, dict[str, Any]] = {
     },
     "sqlite-existing-claim": {"ledger": {"sqlite": {"persistence": {"existingClaim": "my-pvc"}}}},
     "sqlite-ephemeral": {"ledger": {"sqlite": {"persistence": {"enabled": False}}}},
+    # the dashboard's Deployment, token Secret, Service and NetworkPolicy (docs/security.md)
+    "dashboard": {
+        "dashboard": {"enabled": True, "allowedHosts": ["dash.example.com"]},
+        "ledger": {"url": "postgresql+psycopg://tephra:s3cret@pg.db:5432/tephra"},
+    },
     "service-monitor": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}
     },

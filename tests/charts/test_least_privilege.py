@@ -181,6 +181,8 @@ def test_network_policy_peers_and_switch_from_values(helm: Path, tmp_path: Path)
     assert policies[name_of("webhook")]["spec"]["ingress"][0]["from"] == apiserver
     assert policies[name_of("scheduler")]["spec"]["ingress"][0]["from"] == prometheus
     assert not _policies(render(helm, tmp_path, {"networkPolicy": {"enabled": False}}))
+    off = {"networkPolicy": {"components": {"webhook": False, "scheduler": False}}}
+    assert set(_policies(render(helm, tmp_path, off))) == {name_of("controller")}
     with pytest.raises(HelmError, match="networkPolicy"):
         render(helm, tmp_path, {"networkPolicy": {"webhookFrom": "apiserver"}})
 
