@@ -50,12 +50,14 @@ from batch.scheduler.framework.shares import (
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 from .borrowing import lend_borrowers, may_borrow
+from .usage import UsageFigure, usage_decay_of, usage_figures
 
 
 @dataclass(slots=True)
 class QueueAttr:
     queue: QueueInfo
-    weight: int
+    #: the queue's weight, or with ``usageHalfLife`` its effective weight (usage.py)
+    weight: float
     guarantee: F
     capability: F
     real_capability: F
@@ -576,6 +578,28 @@ def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
 
+#: ``ClusterCache.derived`` key: the water-filling results kept for one set of effective weights
+USAGE_FILLS = "proportion-usage-fills"
+
+
+def _effective_weights(
+    ssn: Session, kept: QueueVectors, attrs: dict[str, QueueAttr], usage: dict[str, UsageFigure]
+) -> dict[Any, F]:
+    """Feed the usage-decayed weights to the water-filling (the one place the effective weight
+    enters) and return where to keep its results: ``kept.fills`` for plain weights, else a
+    memo of these weights' own."""
+    if not usage:
+        return kept.fills
+    for name, a in attrs.items():
+        a.weight = usage[name].effective_weight
+    weights = tuple(a.weight for a in attrs.values())
+    held = ssn.cache.derived.get(USAGE_FILLS)
+    if not (isinstance(held, tuple) and held[0] is kept and held[1] == weights):
+        held = ssn.cache.derived[USAGE_FILLS] = (kept, weights, {})
+    fills: dict[Any, F] = held[2]
+    return fills
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
 
@@ -584,12 +608,19 @@ class ProportionPlugin(Plugin):
         self.fair = arguments.get_bool(
             "fairShare", arguments.get_bool("fairShareAtAdmission", False)
         )
+        self.decay = usage_decay_of(arguments)
+        self.usage: dict[str, UsageFigure] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
         kept = QueueVectors.of(ssn, total)
         figures = queue_attrs(ssn, kept, fair=self.fair)
         attrs, fills = figures.attrs, kept.fills
+        if self.decay is not None:
+            self.usage = usage_figures(
+                {n: a.weight for n, a in attrs.items()}, ssn.cache.queue_usage, self.decay
+            )
+            fills = _effective_weights(ssn, kept, attrs, self.usage)
         water_fill(list(attrs.values()), total, fills, figures.request)
         if self.fair:
             lend_borrowers(ssn, attrs)
@@ -603,6 +634,10 @@ class ProportionPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)
+        for name, fig in self.usage.items():
+            m = ssn.queue_metrics.get(name)
+            if m is not None:
+                m.effective_weight, m.usage_share = fig.effective_weight, fig.usage_share
 
     def deserved(self, queue: str) -> F | None:
         """The computed deserved vector of ``queue`` (tests, status, CLI)."""
