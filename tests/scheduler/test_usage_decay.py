@@ -23,7 +23,9 @@ from .util import NOW
 
 GPU = 1000
 DAY = 86400.0
-DECAYED = TEPHRA_DEFAULT_CONFIG.replace("fairShare: true", "fairShare: true\n      usageHalfLife: 1d")
+DECAYED = TEPHRA_DEFAULT_CONFIG.replace(
+    "fairShare: true", "fairShare: true\n      usageHalfLife: 1d"
+)
 
 
 # ------------------------------------------------------------------------------ decay math
@@ -81,7 +83,9 @@ def test_usage_in_proportion_to_the_weights_keeps_their_ratio() -> None:
 
 def test_the_dominant_resource_decides_and_the_factor_has_a_floor() -> None:
     usage = QueueUsage(
-        DAY, NOW, {"a": {"cpu": 1.0, "nvidia.com/gpu": 90.0}, "b": {"cpu": 9.0, "nvidia.com/gpu": 10}}
+        DAY,
+        NOW,
+        {"a": {"cpu": 1.0, "nvidia.com/gpu": 90.0}, "b": {"cpu": 9.0, "nvidia.com/gpu": 10}},
     )
     figs = usage_figures({"a": 1, "b": 9}, usage, UsageDecay(DAY, weight=1.0, min_factor=0.2))
     assert figs["a"].usage_share == pytest.approx(0.9)
@@ -148,7 +152,9 @@ def test_a_queue_with_heavy_recent_use_deserves_less_than_its_equal() -> None:
 
 
 def test_without_the_argument_or_the_usage_the_weights_are_plain() -> None:
-    plain = run_session(_two_equal_queues_wanting_all(), load_config(TEPHRA_DEFAULT_CONFIG), now=NOW)
+    plain = run_session(
+        _two_equal_queues_wanting_all(), load_config(TEPHRA_DEFAULT_CONFIG), now=NOW
+    )
     c = _two_equal_queues_wanting_all()
     c.set_queue_usage(_heavy_a())
     ignored = run_session(c, load_config(TEPHRA_DEFAULT_CONFIG), now=NOW)
