@@ -34,7 +34,7 @@ _HEADERS = [
 ]
 
 
-_WIDE = ["Reclaimable", "Allocated", "Capability", "EffWeight", "UsageShare"]
+_WIDE = ["EffWeight", "UsageShare", "Reclaimable", "Allocated", "Capability"]
 
 _command_namespace = click.option(
     "--command-namespace",
@@ -72,10 +72,10 @@ def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
     name = q["metadata"]["name"]
     parent = spec.get("parent") or ("" if name == "root" else "root")
     extra = [
+        *_usage(q),
         str(spec.get("reclaimable", True)).lower(),
         _resources(st.get("allocated")),
         _resources(spec.get("capability")),
-        *_usage(q),
     ]
     return [
         name,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from batch.api.fairshare import read_fair_share
+from batch.api.fairshare import FAIR_SHARE_ANNOTATION as FAIR_SHARE, read_fair_share
 from batch.kube.config import ClusterAccess
 from batch.kube.fairshare import fair_share_annotations
 from batch.kube.service import SchedulerOptions, SchedulerService
@@ -165,3 +165,18 @@ def test_the_annotation_and_metrics_show_the_effective_weight() -> None:
     assert 'tephra_queue_usage_share{queue_name="b"} 0.0' in text
     service._export_gauges(run_session(c, PLAIN, now=1e9 + 1))
     assert "tephra_queue_effective_weight{" not in service.metrics.render().decode()
+
+
+def test_queue_list_wide_shows_the_effective_weight() -> None:
+    from batch.cli.queue import _row
+
+    c = _cluster()
+    c.set_queue_usage(QueueUsage(86400.0, 0.0, {"a": {"nvidia.com/gpu": 9.0}}))
+    d = run_session(c, DECAYED, now=1e9)
+    q = {
+        "metadata": {"name": "a", "annotations": {FAIR_SHARE: fair_share_annotations(d, c)["a"]}},
+        "spec": {"weight": 1},
+    }
+    row = _row(q, wide=True)
+    assert row[-5:-3] == ["0.25", "1"]
+    assert _row({"metadata": {"name": "b"}, "spec": {}}, wide=True)[-5:-3] == ["<none>"] * 2
