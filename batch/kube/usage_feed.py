@@ -18,17 +18,16 @@ from collections.abc import Callable
 from typing import Protocol
 
 from batch.model.cache import ClusterCache
-from batch.model.usage import QueueUsage
-from batch.scheduler.framework.arguments import Arguments
+from batch.model.usage import REFRESH_SECONDS, QueueUsage
 from batch.scheduler.framework.conf import SchedulerConfig
-from batch.scheduler.plugins.proportion.usage import UsageDecay, usage_decay_of
+from batch.scheduler.plugins.proportion.usage import UsageDecay, configured_decay
 
-__all__ = ["UsageFeed", "configured_decay"]
+__all__ = ["UsageFeed"]
 
 log = logging.getLogger(__name__)
 
 #: seconds between ledger reads, and before trying again after a failed one
-PERIOD = 60.0
+PERIOD = REFRESH_SECONDS
 RETRY = 5.0
 
 
@@ -36,14 +35,6 @@ class UsageReader(Protocol):
     """What the feed asks (the scheduler's ledger recorder)."""
 
     def decayed_usage(self, half_life: float) -> QueueUsage | None: ...
-
-
-def configured_decay(config: SchedulerConfig) -> UsageDecay | None:
-    """The proportion plugin's usage arguments in ``config`` (None: not asked for)."""
-    option = config.plugin("proportion")
-    if option is None:
-        return None
-    return usage_decay_of(Arguments("proportion", option.arguments))
 
 
 class UsageFeed:

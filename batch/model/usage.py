@@ -17,9 +17,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["QueueUsage", "UsageAccumulator", "decay", "run_usage"]
+__all__ = ["REFRESH_SECONDS", "QueueUsage", "UsageAccumulator", "decay", "run_usage"]
 
 LN2 = math.log(2.0)
+#: how often the scheduler service (from the ledger) and the simulator (from its own run)
+#: refresh the cache's usage figures, in seconds
+REFRESH_SECONDS = 60.0
 
 
 def decay(age: float, half_life: float) -> float:
@@ -53,33 +56,32 @@ class QueueUsage:
 
 
 class UsageAccumulator:
-    """Decayed usage kept from holdings that are constant between calls (the simulator's
-    sessions): ``advance(now, holding)`` first decays what was kept to ``now`` and adds what
-    the previous holdings used in between, then remembers ``holding`` for the next call."""
+    """Decayed usage kept from holdings that are constant between calls (the simulator, which
+    calls before the events of each moment): ``advance(now, held)`` decays what was kept to
+    ``now`` and adds what ``held`` (what each queue held since the previous call) used."""
 
-    __slots__ = ("_at", "_holding", "_kept", "half_life")
+    __slots__ = ("_at", "_kept", "half_life")
 
     def __init__(self, half_life: float) -> None:
         self.half_life = half_life
         self._at: float | None = None
-        self._holding: dict[str, dict[str, float]] = {}
         self._kept: dict[str, dict[str, float]] = {}
 
-    def advance(self, now: float, holding: Mapping[str, Mapping[str, float]]) -> None:
-        if self._at is not None and now > self._at:
-            f = decay(now - self._at, self.half_life)
-            for usage in self._kept.values():
-                for r in usage:
-                    usage[r] *= f
-            for queue, amounts in self._holding.items():
-                usage = self._kept.setdefault(queue, {})
-                for r, amount in amounts.items():
-                    usage[r] = usage.get(r, 0.0) + run_usage(
-                        amount, self._at, now, now, self.half_life
-                    )
-        if self._at is None or now > self._at:
-            self._at = now
-        self._holding = {q: dict(a) for q, a in holding.items()}
+    def advance(self, now: float, held: Mapping[str, Mapping[str, float]]) -> None:
+        last = self._at
+        if last is not None and now <= last:
+            return
+        self._at = now
+        if last is None:
+            return
+        f = decay(now - last, self.half_life)
+        for usage in self._kept.values():
+            for r in usage:
+                usage[r] *= f
+        for queue, amounts in held.items():
+            usage = self._kept.setdefault(queue, {})
+            for r, amount in amounts.items():
+                usage[r] = usage.get(r, 0.0) + run_usage(amount, last, now, now, self.half_life)
 
     def snapshot(self) -> QueueUsage:
         kept = {q: dict(a) for q, a in self._kept.items()}

@@ -53,9 +53,10 @@ def test_run_usage_is_the_integral_of_the_decayed_holding() -> None:
 def test_the_accumulator_matches_the_runs_it_saw() -> None:
     acc = UsageAccumulator(DAY)
     t0 = NOW - 2 * DAY
-    acc.advance(t0, {"a": {"gpu": 8.0}})
-    acc.advance(t0 + 3600, {"a": {"gpu": 2.0}, "b": {"gpu": 4.0}})
-    acc.advance(NOW, {})
+    acc.advance(t0, {"a": {"gpu": 99.0}})  # the first call starts the clock
+    acc.advance(t0 + 3600, {"a": {"gpu": 8.0}})
+    acc.advance(NOW, {"a": {"gpu": 2.0}, "b": {"gpu": 4.0}})
+    acc.advance(NOW - 1, {"a": {"gpu": 50.0}})  # the past: nothing
     got = acc.snapshot()
     want_a = run_usage(8.0, t0, t0 + 3600, NOW, DAY) + run_usage(2.0, t0 + 3600, NOW, NOW, DAY)
     want_b = run_usage(4.0, t0 + 3600, NOW, NOW, DAY)

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from batch.model.usage import QueueUsage
 from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.conf import SchedulerConfig
 from batch.scheduler.framework.durations import parse_duration
 
-__all__ = ["UsageDecay", "UsageFigure", "usage_decay_of", "usage_figures"]
+__all__ = ["UsageDecay", "UsageFigure", "configured_decay", "usage_decay_of", "usage_figures"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,15 @@ def usage_decay_of(arguments: Arguments) -> UsageDecay | None:
     if not 0 < floor <= 1:
         raise ConfigError(f"proportion: usageMinFactor must be in (0, 1], got {floor}")
     return UsageDecay(half_life, weight, floor)
+
+
+def configured_decay(config: SchedulerConfig) -> UsageDecay | None:
+    """The proportion plugin's usage arguments in ``config`` (None: not asked for): what the
+    scheduler service and the simulator keep usage figures for."""
+    option = config.plugin("proportion")
+    if option is None:
+        return None
+    return usage_decay_of(Arguments("proportion", option.arguments))
 
 
 def _shares(usage: QueueUsage, queues: Mapping[str, float]) -> dict[str, float]:
