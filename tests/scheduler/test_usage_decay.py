@@ -183,3 +183,50 @@ def test_new_usage_is_a_new_generation_and_changes_the_shares() -> None:
     after = run_session(c, conf, now=NOW)
     assert _deserved(before, "a") == 16 and _deserved(after, "a") < 16
     assert not math.isclose(_deserved(after, "a"), _deserved(after, "b"))
+
+
+def _heavy_holds_32_of_40() -> ClusterCache:
+    """heavy (weight 1) runs eight 4-GPU pods on a 40-GPU cluster; light (weight 1) has eight
+    admitted 4-GPU gangs whose pods wait."""
+    c = ClusterCache()
+    c.apply("Queue", "ADDED", f.queue("root"))
+    for name in ("heavy", "light"):
+        c.apply("Queue", "ADDED", f.queue(name, weight=1, reclaimable=True))
+    for i in range(5):
+        c.apply("Node", "ADDED", f.node(f"n{i}", cpu="64", memory="256Gi", gpu=8))
+    for j in range(8):
+        for q, node, phase in (("h", f"n{j // 2}", "Running"), ("l", None, "Inqueue")):
+            c.apply(
+                "PodGroup", "ADDED", f.podgroup(f"{q}{j}", queue=_Q[q], min_member=1, phase=phase)
+            )
+            c.apply("Pod", "ADDED", _pod(f"{q}{j}", node))
+    used = run_usage(40 * GPU, NOW - DAY, NOW - 60, NOW, DAY)
+    c.set_queue_usage(QueueUsage(DAY, NOW, {"heavy": {"nvidia.com/gpu": used}}))
+    return c
+
+
+_Q = {"h": "heavy", "l": "light"}
+
+
+def _pod(group: str, node: str | None) -> dict[str, object]:
+    phase = "Running" if node else "Pending"
+    return f.pod(f"{group}-0", group=group, cpu="1", gpu=4, node_name=node, phase=phase)
+
+
+def test_usage_never_evicts_a_queue_below_its_plain_share() -> None:
+    """Decayed shares are 8 : 32 GPUs, plain ones 20 : 20: reclaim takes heavy down to 20, not
+    to 8; the rest of light's share comes as heavy's pods end (usage steers free room)."""
+    c = _heavy_holds_32_of_40()
+    conf = load_config(DECAYED.replace("MinRuntime: 5m", "MinRuntime: 0s"))
+    for k in range(8):
+        d = run_session(c, conf, now=NOW + k)
+        assert _deserved(d, "heavy") == 8 and _deserved(d, "light") == 32
+        for b in d.binds:
+            c.apply("Pod", "MODIFIED", _pod(b.name.rsplit("-", 1)[0], b.node))
+        for e in d.evictions:
+            c.apply("Pod", "DELETED", _pod(e.name.rsplit("-", 1)[0], None))
+    held = {
+        q: sum(1 for t in c.tasks.values() if t.node_name and c.jobs[t.job_id or ""].queue == q) * 4
+        for q in ("heavy", "light")
+    }
+    assert held == {"heavy": 20, "light": 20}, held  # heavy keeps its plain weights' share

@@ -21,6 +21,7 @@ runs only on room no other queue is owed, the queue left with the lowest share f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,9 @@ class QueueAttr:
     held: F | None = None
     #: fair share: admitted, unplaced gangs larger than the whole share (borrowing.py)
     lent: F | None = None
+    #: usageHalfLife: what evictions leave the queue, the larger of its deserved share and its
+    #: plain weights' share (None: deserved; ``kept_share``)
+    keep: F | None = None
     _share: float | None = None
     _order_share: float | None = None
     _overused: bool | None = None
@@ -89,6 +93,14 @@ class QueueAttr:
 
     def changed(self) -> None:
         self._share = self._order_share = self._overused = None
+
+
+def kept_share(a: QueueAttr) -> F:
+    """What the evicting actions leave ``a`` (reclaim's victims, the victim floor, overcommit's
+    count of what reclaim gives back): its deserved share, or with ``usageHalfLife`` the larger
+    of that and its plain weights' share, so that usage steers where free room goes but never
+    evicts a queue below what its weight alone gives it (usage.py)."""
+    return a.keep if a.keep is not None else a.deserved
 
 
 def _ratio(amount: F, deserved: F) -> float:
@@ -444,7 +456,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
             alloc = copies.get(job.queue)
             if alloc is None:
                 alloc = a.allocated.copy()
-            if not le(alloc, a.deserved):
+            if not le(alloc, kept_share(a)):
                 alloc = alloc - t.req
                 victims.append(t)
             copies[job.queue] = alloc
@@ -455,7 +467,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     def at_deserved(queue: str) -> bool:
         # reclaimable above takes victims only from a queue whose allocated is not <= deserved
         a = attrs.get(queue)
-        return a is None or le(a.allocated, a.deserved)
+        return a is None or le(a.allocated, kept_share(a))
 
     ssn.hooks.add_queue_at_deserved_fn(at_deserved)
     ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
@@ -540,7 +552,7 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
     spare = np.zeros_like(want)
     for b in attrs.values():
         if b is not a and b.held is not None:
-            beyond = np.maximum(b.held - b.deserved, 0.0)
+            beyond = np.maximum(b.held - kept_share(b), 0.0)
             spare += beyond if b.queue.reclaimable else np.minimum(beyond, b.inqueue)
             if b.lent is not None:
                 spare += b.lent
@@ -600,6 +612,20 @@ def _effective_weights(
     return fills
 
 
+def _keep_plain_shares(
+    attrs: dict[str, QueueAttr],
+    usage: dict[str, UsageFigure],
+    total: F,
+    fills: dict[Any, F],
+    request: F,
+) -> None:
+    """``keep`` of every queue: the larger of its deserved share and the water-filling with the
+    queues' own weights (kept in ``fills``, the plain weights' memo)."""
+    plain = [dataclasses.replace(a, weight=usage[n].weight) for n, a in attrs.items()]
+    for a, d in zip(attrs.values(), kept_fill(plain, request, total, fills), strict=True):
+        a.keep = np.maximum(a.deserved, d)
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
 
@@ -622,6 +648,8 @@ class ProportionPlugin(Plugin):
             )
             fills = _effective_weights(ssn, kept, attrs, self.usage)
         water_fill(list(attrs.values()), total, fills, figures.request)
+        if self.usage:
+            _keep_plain_shares(attrs, self.usage, total, kept.fills, figures.request)
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
@@ -640,6 +668,8 @@ class ProportionPlugin(Plugin):
                 m.effective_weight, m.usage_share = fig.effective_weight, fig.usage_share
 
     def deserved(self, queue: str) -> F | None:
-        """The computed deserved vector of ``queue`` (tests, status, CLI)."""
+        """The deserved vector of ``queue`` as the evicting actions read it (the victim floor,
+        gangs larger than the share): ``kept_share``, the computed deserved share unless
+        ``usageHalfLife`` is on."""
         a = self.attrs.get(queue)
-        return a.deserved if a is not None else None
+        return kept_share(a) if a is not None else None

@@ -9,7 +9,11 @@ usage, on the resource where that share is largest (GPUs on a GPU cluster); its 
 ``weight * max(2^(-usageWeight * U / S), usageMinFactor)``: a queue that used exactly its share
 has its weight halved, as does every other such queue (only ratios of weights matter), one that
 used nothing keeps it, and no queue's weight ever reaches 0. The effective weight is what the
-water-filling reads (``QueueAttr.weight``); nothing else changes. Without ``usageHalfLife``, or
+water-filling reads (``QueueAttr.weight``). Evictions never take a queue below what the plain
+weights give it (``kept_share``: reclaim's victims and floor, overcommit's count of what reclaim
+gives back): usage steers where free room goes, it does not evict running work for a share that
+moves with time (in the simulator that churn failed jobs past their retry limit). Without
+``usageHalfLife``, or
 without usage figures for that half-life (no ledger, the ledger down, nothing recorded yet), the
 weights are the queues' own.
 """
@@ -44,6 +48,8 @@ class UsageFigure:
     weight_share: float
     factor: float
     effective_weight: float
+    #: the queue's own weight
+    weight: float
 
 
 def usage_decay_of(arguments: Arguments) -> UsageDecay | None:
@@ -107,5 +113,5 @@ def usage_figures(
         s = w / total_weight
         u = shares[q]
         factor = 1.0 if s <= 0 else max(2.0 ** (-decay.weight * u / s), decay.min_factor)
-        out[q] = UsageFigure(u, s, factor, w * factor)
+        out[q] = UsageFigure(u, s, factor, w * factor, w)
     return out
