@@ -108,6 +108,8 @@ def test_the_arguments() -> None:
         Arguments("proportion", {"usageHalfLife": "7d", "usageWeight": 2, "usageMinFactor": 0.05})
     )
     assert got == UsageDecay(7 * DAY, 2.0, 0.05)
+    evicting = usage_decay_of(Arguments("proportion", {"usageHalfLife": 60, "usageEvicts": True}))
+    assert evicting == UsageDecay(60.0, evicts=True)
     for bad in ({"usageHalfLife": "soon"}, {"usageHalfLife": "1d", "usageMinFactor": 0}):
         with pytest.raises(ConfigError, match="usage"):
             usage_decay_of(Arguments("proportion", bad))
@@ -213,11 +215,16 @@ def _pod(group: str, node: str | None) -> dict[str, object]:
     return f.pod(f"{group}-0", group=group, cpu="1", gpu=4, node_name=node, phase=phase)
 
 
-def test_usage_never_evicts_a_queue_below_its_plain_share() -> None:
+@pytest.mark.parametrize(("evicts", "heavy_keeps"), [(False, 20), (True, 8)])
+def test_usage_never_evicts_a_queue_below_its_plain_share(evicts: bool, heavy_keeps: int) -> None:
     """Decayed shares are 8 : 32 GPUs, plain ones 20 : 20: reclaim takes heavy down to 20, not
-    to 8; the rest of light's share comes as heavy's pods end (usage steers free room)."""
+    to 8; the rest of light's share comes as heavy's pods end (usage steers free room). With
+    ``usageEvicts: true`` reclaim follows the decayed share: heavy down to 8."""
     c = _heavy_holds_32_of_40()
-    conf = load_config(DECAYED.replace("MinRuntime: 5m", "MinRuntime: 0s"))
+    text = DECAYED.replace("MinRuntime: 5m", "MinRuntime: 0s")
+    if evicts:
+        text = text.replace("usageHalfLife: 1d", "usageHalfLife: 1d\n      usageEvicts: true")
+    conf = load_config(text)
     for k in range(8):
         d = run_session(c, conf, now=NOW + k)
         assert _deserved(d, "heavy") == 8 and _deserved(d, "light") == 32
@@ -229,4 +236,4 @@ def test_usage_never_evicts_a_queue_below_its_plain_share() -> None:
         q: sum(1 for t in c.tasks.values() if t.node_name and c.jobs[t.job_id or ""].queue == q) * 4
         for q in ("heavy", "light")
     }
-    assert held == {"heavy": 20, "light": 20}, held  # heavy keeps its plain weights' share
+    assert held == {"heavy": heavy_keeps, "light": 40 - heavy_keeps}, held

@@ -648,7 +648,7 @@ class ProportionPlugin(Plugin):
             )
             fills = _effective_weights(ssn, kept, attrs, self.usage)
         water_fill(list(attrs.values()), total, fills, figures.request)
-        if self.usage:
+        if self.usage and self.decay is not None and not self.decay.evicts:
             _keep_plain_shares(attrs, self.usage, total, kept.fills, figures.request)
         if self.fair:
             lend_borrowers(ssn, attrs)

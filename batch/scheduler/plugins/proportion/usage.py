@@ -12,7 +12,8 @@ used nothing keeps it, and no queue's weight ever reaches 0. The effective weigh
 water-filling reads (``QueueAttr.weight``). Evictions never take a queue below what the plain
 weights give it (``kept_share``: reclaim's victims and floor, overcommit's count of what reclaim
 gives back): usage steers where free room goes, it does not evict running work for a share that
-moves with time (in the simulator that churn failed jobs past their retry limit). Without
+moves with time (in the simulator that churn failed jobs past their retry limit), unless
+``usageEvicts: true``. Without
 ``usageHalfLife``, or
 without usage figures for that half-life (no ledger, the ledger down, nothing recorded yet), the
 weights are the queues' own.
@@ -38,6 +39,9 @@ class UsageDecay:
     half_life: float
     weight: float = 1.0
     min_factor: float = 0.1
+    #: ``usageEvicts``: evictions follow the decayed share too (default: never below the plain
+    #: weights' share)
+    evicts: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +57,9 @@ class UsageFigure:
 
 
 def usage_decay_of(arguments: Arguments) -> UsageDecay | None:
-    """``usageHalfLife`` (a duration, days allowed: ``7d``), ``usageWeight`` (default 1) and
-    ``usageMinFactor`` (default 0.1, in (0, 1]); None when no half-life is given."""
+    """``usageHalfLife`` (a duration, days allowed: ``7d``), ``usageWeight`` (default 1),
+    ``usageMinFactor`` (default 0.1, in (0, 1]) and ``usageEvicts`` (default false); None when
+    no half-life is given."""
     raw = arguments.raw.get("usageHalfLife")
     if raw is None or raw == "" or raw == 0:
         return None
@@ -70,7 +75,7 @@ def usage_decay_of(arguments: Arguments) -> UsageDecay | None:
         raise ConfigError(f"proportion: usageWeight must be >= 0, got {weight}")
     if not 0 < floor <= 1:
         raise ConfigError(f"proportion: usageMinFactor must be in (0, 1], got {floor}")
-    return UsageDecay(half_life, weight, floor)
+    return UsageDecay(half_life, weight, floor, arguments.get_bool("usageEvicts", False))
 
 
 def configured_decay(config: SchedulerConfig) -> UsageDecay | None:
