@@ -72,8 +72,10 @@ class QueueAttr:
     #: fair share: admitted, unplaced gangs larger than the whole share (borrowing.py)
     lent: F | None = None
     #: usageHalfLife: what evictions leave the queue, the larger of its deserved share and its
-    #: plain weights' share (None: deserved; ``kept_share``)
+    #: plain weights' share (None: deserved; ``kept_share``), and what it may evict for, the
+    #: smaller of the two (None: deserved; ``claimed_share``)
     keep: F | None = None
+    claim: F | None = None
     _share: float | None = None
     _order_share: float | None = None
     _overused: bool | None = None
@@ -101,6 +103,13 @@ def kept_share(a: QueueAttr) -> F:
     of that and its plain weights' share, so that usage steers where free room goes but never
     evicts a queue below what its weight alone gives it (usage.py)."""
     return a.keep if a.keep is not None else a.deserved
+
+
+def claimed_share(a: QueueAttr) -> F:
+    """Up to what ``a`` may have others' pods evicted for it (reclaim, gangreclaim): its
+    deserved share, or with ``usageHalfLife`` the smaller of that and its plain weights' share
+    (victims keep ``kept_share``, so no eviction could serve a claim beyond it)."""
+    return a.claim if a.claim is not None else a.deserved
 
 
 def _ratio(amount: F, deserved: F) -> float:
@@ -439,7 +448,8 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         for t in tasks:
             total_req = total_req + t.req
         dims = np.flatnonzero(total_req[1:] > 0) + 1
-        return bool((a.allocated[dims] + total_req[dims] <= a.deserved[dims] + TOL).all())
+        claim = claimed_share(a)
+        return bool((a.allocated[dims] + total_req[dims] <= claim[dims] + TOL).all())
 
     ssn.hooks.add_preemptive_fn(preemptive)
 
@@ -619,11 +629,13 @@ def _keep_plain_shares(
     fills: dict[Any, F],
     request: F,
 ) -> None:
-    """``keep`` of every queue: the larger of its deserved share and the water-filling with the
-    queues' own weights (kept in ``fills``, the plain weights' memo)."""
+    """``keep`` and ``claim`` of every queue: the larger and the smaller of its deserved share
+    and the water-filling with the queues' own weights (kept in ``fills``, the plain weights'
+    memo)."""
     plain = [dataclasses.replace(a, weight=usage[n].weight) for n, a in attrs.items()]
     for a, d in zip(attrs.values(), kept_fill(plain, request, total, fills), strict=True):
         a.keep = np.maximum(a.deserved, d)
+        a.claim = np.minimum(a.deserved, d)
 
 
 class ProportionPlugin(Plugin):
