@@ -173,7 +173,7 @@ def _meter(allocated: int, deserved: int, scale: int) -> str:
 def _queue_row(q: Mapping[str, Any], capacity: Mapping[str, Any]) -> list[str]:
     cells = [
         f'<span style="padding-left:{16 * q["depth"]}px">{_e(q["name"])}</span>',
-        _e(q["weight"]),
+        _weight(q),
         _e(q["state"]),
         _e(f"{100 * q['share']:.0f}%"),
     ]
@@ -188,6 +188,15 @@ def _queue_row(q: Mapping[str, Any], capacity: Mapping[str, Any]) -> list[str]:
     cells.append(_e(f"{pg['pending']} / {pg['inqueue']} / {pg['running']}"))
     cells.append(_source(q))
     return cells
+
+
+def _weight(q: Mapping[str, Any]) -> str:
+    """The spec weight, and with the usage-decayed fair share the weight the scheduler used."""
+    eff, usage = q.get("effective_weight"), q.get("usage_share")
+    if eff is None:
+        return _e(q["weight"])
+    said = f"{q['weight']} (effective {eff:.3g}, usage share {100 * (usage or 0):.0f}%)"
+    return _e(said)
 
 
 def _ago(seconds: float) -> str:

@@ -36,6 +36,7 @@ from batch.model.parse import (
 )
 from batch.model.resources import ResourceIndex, pad
 from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
+from batch.model.usage import QueueUsage
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,18 @@ class ClusterCache:
         self.anti_affinity_tasks: set[str] = set()
         #: uids of tasks whose pod carries status.nominatedNodeName
         self.nominated_tasks: set[str] = set()
+        #: each queue's decayed usage, read from the ledger or the simulated run (None: unknown;
+        #: batch.model.usage); only proportion's ``usageHalfLife`` reads it
+        self.queue_usage: QueueUsage | None = None
 
     # -- public API ----------------------------------------------------------------------
+    def set_queue_usage(self, usage: QueueUsage | None) -> None:
+        """Replace the queues' decayed usage (a new generation when it changed: the next
+        session recomputes the shares)."""
+        if usage != self.queue_usage:
+            self.queue_usage = usage
+            self.generation += 1
+
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
         """Apply one watch event (raw JSON object) to the model."""
         if kind not in KINDS:

@@ -21,6 +21,7 @@ runs only on room no other queue is owed, the queue left with the lowest share f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,12 +51,14 @@ from batch.scheduler.framework.shares import (
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 from .borrowing import lend_borrowers, may_borrow
+from .usage import UsageFigure, usage_decay_of, usage_figures
 
 
 @dataclass(slots=True)
 class QueueAttr:
     queue: QueueInfo
-    weight: int
+    #: the queue's weight, or with ``usageHalfLife`` its effective weight (usage.py)
+    weight: float
     guarantee: F
     capability: F
     real_capability: F
@@ -68,6 +71,11 @@ class QueueAttr:
     held: F | None = None
     #: fair share: admitted, unplaced gangs larger than the whole share (borrowing.py)
     lent: F | None = None
+    #: usageHalfLife: what evictions leave the queue, the larger of its deserved share and its
+    #: plain weights' share (None: deserved; ``kept_share``), and what it may evict for, the
+    #: smaller of the two (None: deserved; ``claimed_share``)
+    keep: F | None = None
+    claim: F | None = None
     _share: float | None = None
     _order_share: float | None = None
     _overused: bool | None = None
@@ -87,6 +95,21 @@ class QueueAttr:
 
     def changed(self) -> None:
         self._share = self._order_share = self._overused = None
+
+
+def kept_share(a: QueueAttr) -> F:
+    """What the evicting actions leave ``a`` (reclaim's victims, the victim floor, overcommit's
+    count of what reclaim gives back): its deserved share, or with ``usageHalfLife`` the larger
+    of that and its plain weights' share, so that usage steers where free room goes but never
+    evicts a queue below what its weight alone gives it (usage.py)."""
+    return a.keep if a.keep is not None else a.deserved
+
+
+def claimed_share(a: QueueAttr) -> F:
+    """Up to what ``a`` may have others' pods evicted for it (reclaim, gangreclaim): its
+    deserved share, or with ``usageHalfLife`` the smaller of that and its plain weights' share
+    (victims keep ``kept_share``, so no eviction could serve a claim beyond it)."""
+    return a.claim if a.claim is not None else a.deserved
 
 
 def _ratio(amount: F, deserved: F) -> float:
@@ -425,7 +448,8 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         for t in tasks:
             total_req = total_req + t.req
         dims = np.flatnonzero(total_req[1:] > 0) + 1
-        return bool((a.allocated[dims] + total_req[dims] <= a.deserved[dims] + TOL).all())
+        claim = claimed_share(a)
+        return bool((a.allocated[dims] + total_req[dims] <= claim[dims] + TOL).all())
 
     ssn.hooks.add_preemptive_fn(preemptive)
 
@@ -442,7 +466,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
             alloc = copies.get(job.queue)
             if alloc is None:
                 alloc = a.allocated.copy()
-            if not le(alloc, a.deserved):
+            if not le(alloc, kept_share(a)):
                 alloc = alloc - t.req
                 victims.append(t)
             copies[job.queue] = alloc
@@ -453,7 +477,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     def at_deserved(queue: str) -> bool:
         # reclaimable above takes victims only from a queue whose allocated is not <= deserved
         a = attrs.get(queue)
-        return a is None or le(a.allocated, a.deserved)
+        return a is None or le(a.allocated, kept_share(a))
 
     ssn.hooks.add_queue_at_deserved_fn(at_deserved)
     ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
@@ -538,7 +562,7 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
     spare = np.zeros_like(want)
     for b in attrs.values():
         if b is not a and b.held is not None:
-            beyond = np.maximum(b.held - b.deserved, 0.0)
+            beyond = np.maximum(b.held - kept_share(b), 0.0)
             spare += beyond if b.queue.reclaimable else np.minimum(beyond, b.inqueue)
             if b.lent is not None:
                 spare += b.lent
@@ -576,6 +600,44 @@ def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
 
+#: ``ClusterCache.derived`` key: the water-filling results kept for one set of effective weights
+USAGE_FILLS = "proportion-usage-fills"
+
+
+def _effective_weights(
+    ssn: Session, kept: QueueVectors, attrs: dict[str, QueueAttr], usage: dict[str, UsageFigure]
+) -> dict[Any, F]:
+    """Feed the usage-decayed weights to the water-filling (the one place the effective weight
+    enters) and return where to keep its results: ``kept.fills`` for plain weights, else a
+    memo of these weights' own."""
+    if not usage:
+        return kept.fills
+    for name, a in attrs.items():
+        a.weight = usage[name].effective_weight
+    weights = tuple(a.weight for a in attrs.values())
+    held = ssn.cache.derived.get(USAGE_FILLS)
+    if not (isinstance(held, tuple) and held[0] is kept and held[1] == weights):
+        held = ssn.cache.derived[USAGE_FILLS] = (kept, weights, {})
+    fills: dict[Any, F] = held[2]
+    return fills
+
+
+def _keep_plain_shares(
+    attrs: dict[str, QueueAttr],
+    usage: dict[str, UsageFigure],
+    total: F,
+    fills: dict[Any, F],
+    request: F,
+) -> None:
+    """``keep`` and ``claim`` of every queue: the larger and the smaller of its deserved share
+    and the water-filling with the queues' own weights (kept in ``fills``, the plain weights'
+    memo)."""
+    plain = [dataclasses.replace(a, weight=usage[n].weight) for n, a in attrs.items()]
+    for a, d in zip(attrs.values(), kept_fill(plain, request, total, fills), strict=True):
+        a.keep = np.maximum(a.deserved, d)
+        a.claim = np.minimum(a.deserved, d)
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
 
@@ -584,13 +646,22 @@ class ProportionPlugin(Plugin):
         self.fair = arguments.get_bool(
             "fairShare", arguments.get_bool("fairShareAtAdmission", False)
         )
+        self.decay = usage_decay_of(arguments)
+        self.usage: dict[str, UsageFigure] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
         kept = QueueVectors.of(ssn, total)
         figures = queue_attrs(ssn, kept, fair=self.fair)
         attrs, fills = figures.attrs, kept.fills
+        if self.decay is not None:
+            self.usage = usage_figures(
+                {n: a.weight for n, a in attrs.items()}, ssn.cache.queue_usage, self.decay
+            )
+            fills = _effective_weights(ssn, kept, attrs, self.usage)
         water_fill(list(attrs.values()), total, fills, figures.request)
+        if self.usage and self.decay is not None and not self.decay.evicts:
+            _keep_plain_shares(attrs, self.usage, total, kept.fills, figures.request)
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
@@ -603,8 +674,14 @@ class ProportionPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)
+        for name, fig in self.usage.items():
+            m = ssn.queue_metrics.get(name)
+            if m is not None:
+                m.effective_weight, m.usage_share = fig.effective_weight, fig.usage_share
 
     def deserved(self, queue: str) -> F | None:
-        """The computed deserved vector of ``queue`` (tests, status, CLI)."""
+        """The deserved vector of ``queue`` as the evicting actions read it (the victim floor,
+        gangs larger than the share): ``kept_share``, the computed deserved share unless
+        ``usageHalfLife`` is on."""
         a = self.attrs.get(queue)
-        return a.deserved if a is not None else None
+        return kept_share(a) if a is not None else None
