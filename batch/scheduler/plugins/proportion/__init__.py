@@ -35,6 +35,7 @@ from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.feasibility import inadmissible_jobs
+from batch.scheduler.framework.queue_tree import resolved_parents
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import (
@@ -50,6 +51,7 @@ from batch.scheduler.framework.shares import (
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 from .borrowing import lend_borrowers, may_borrow
+from .tree import QueueTree
 
 
 @dataclass(slots=True)
@@ -114,29 +116,44 @@ def water_fill(
     total: F,
     fills: dict[Any, F] | None = None,
     request: F | None = None,
+    tree: QueueTree | None = None,
 ) -> None:
     """The deserved-share loop of docs/volcano-semantics.md#proportion-water-filling (sets
     ``attr.deserved``); ``fills`` remembers results for ``kept_fill``; ``request``: the
-    queues' requests as rows, when the caller has them (default: stacked from ``attrs``)."""
+    queues' requests as rows, when the caller has them (default: stacked from ``attrs``);
+    ``tree``: fill down the queue tree (fair shares, tree.py) rather than flat."""
     if attrs:
         if request is None:
             request = np.stack([a.request for a in attrs])
-        for a, d in zip(attrs, kept_fill(attrs, request, total, fills), strict=True):
+        for a, d in zip(attrs, kept_fill(attrs, request, total, fills, tree), strict=True):
             a.deserved = d
 
 
-def kept_fill(attrs: Sequence[QueueAttr], request: F, total: F, fills: dict[Any, F] | None) -> F:
-    """``fill_rows``, answered from ``fills`` when the same queues asked for the same requests
-    (``fills`` belongs to one set of queue specs and one cluster total: ``QueueVectors``)."""
+def kept_fill(
+    attrs: Sequence[QueueAttr],
+    request: F,
+    total: F,
+    fills: dict[Any, F] | None,
+    tree: QueueTree | None = None,
+) -> F:
+    """``fill_rows`` (down ``tree`` if given), answered from ``fills`` when the same queues
+    asked for the same requests (``fills`` belongs to one set of queue specs and one cluster
+    total: ``QueueVectors``)."""
     if fills is None:
-        return fill_rows(attrs, request, total)
-    key = (tuple(a.queue.name for a in attrs), request.tobytes())
+        return _fill(attrs, request, total, tree)
+    key = (tree is not None, tuple(a.queue.name for a in attrs), request.tobytes())
     got = fills.get(key)
     if got is None:
         if len(fills) >= FILLS_KEPT:
             fills.clear()
-        got = fills[key] = fill_rows(attrs, request, total)
+        got = fills[key] = _fill(attrs, request, total, tree)
     return got.copy()
+
+
+def _fill(attrs: Sequence[QueueAttr], request: F, total: F, tree: QueueTree | None) -> F:
+    if tree is None:
+        return fill_rows(attrs, request, total)
+    return tree.fill(attrs, request, total, fill_rows)
 
 
 def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
@@ -258,10 +275,11 @@ def over_capability(
 class QueueVectors:
     """Each queue's guarantee, capability and real capability, which depend only on the
     queues' specs, the resource names and the cluster's total: kept across sessions
-    (``ClusterCache.derived``) until one of those changes, read-only; and the water-filling
-    results for the same inputs (``kept_fill``)."""
+    (``ClusterCache.derived``) until one of those changes, read-only; the queue tree unless
+    every queue hangs under root (``tree``, None when flat); and the water-filling results for
+    the same inputs (``kept_fill``)."""
 
-    __slots__ = ("fills", "key", "queues", "vectors")
+    __slots__ = ("fills", "key", "queues", "tree", "vectors")
 
     KEY = "proportion-queues"
 
@@ -281,6 +299,28 @@ class QueueVectors:
             for v in (guarantee, cap, real):
                 v.flags.writeable = False
             self.vectors[q.name] = (guarantee, cap, real)
+        parents = resolved_parents(ssn.queues)
+        self.tree = None if QueueTree.flat(parents) else QueueTree(parents, self._specs())
+
+    def _specs(self) -> dict[str, QueueAttr]:
+        """Every queue's figures from its spec alone (a queue with no jobs in a session takes
+        part in the tree through them)."""
+        out: dict[str, QueueAttr] = {}
+        for q in self.queues:
+            guarantee, cap, real = self.vectors[q.name]
+            zero = np.zeros_like(guarantee)
+            out[q.name] = QueueAttr(
+                queue=q,
+                weight=q.weight,
+                guarantee=guarantee,
+                capability=cap,
+                real_capability=real,
+                allocated=zero,
+                request=zero,
+                inqueue=zero,
+                elastic=zero,
+            )
+        return out
 
     @classmethod
     def of(cls, ssn: Session, total: F) -> QueueVectors:
@@ -590,7 +630,8 @@ class ProportionPlugin(Plugin):
         kept = QueueVectors.of(ssn, total)
         figures = queue_attrs(ssn, kept, fair=self.fair)
         attrs, fills = figures.attrs, kept.fills
-        water_fill(list(attrs.values()), total, fills, figures.request)
+        tree = kept.tree if self.fair else None
+        water_fill(list(attrs.values()), total, fills, figures.request, tree)
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
