@@ -143,3 +143,17 @@ def test_parents_that_are_missing_or_cyclic_resolve_to_root() -> None:
         "e": "root",
         "f": "d",
     }
+
+
+def test_a_queue_holds_no_more_than_its_ancestors_capability() -> None:
+    """teamA may hold 8 GPUs: its child a1, alone on an idle cluster, is admitted one 8-GPU
+    gang and not a second, which borrowing would otherwise allow (no other queue is owed the
+    room)."""
+    c = _cluster(capability={"teamA": {"nvidia.com/gpu": "8"}})
+    for i in range(2):
+        mr = {"cpu": "1", "nvidia.com/gpu": "8"}
+        c.apply("PodGroup", "ADDED", f.podgroup(f"g{i}", queue="a1", min_resources=mr))
+    d = run_session(c, load_config(TEPHRA_DEFAULT_CONFIG), now=NOW)
+    phases = [d.podgroup_status[("default", f"g{i}")]["phase"] for i in range(2)]
+    assert phases == ["Inqueue", "Pending"]
+    assert d.pending_reasons["default/g1"].kind == "OverCapability"

@@ -276,10 +276,11 @@ class QueueVectors:
     """Each queue's guarantee, capability and real capability, which depend only on the
     queues' specs, the resource names and the cluster's total: kept across sessions
     (``ClusterCache.derived``) until one of those changes, read-only; the queue tree unless
-    every queue hangs under root (``tree``, None when flat); and the water-filling results for
-    the same inputs (``kept_fill``)."""
+    every queue hangs under root (``tree``, None when flat) with the same vectors for fair
+    shares down it (``tree_vectors``: the real capability at most every ancestor's
+    capability); and the water-filling results for the same inputs (``kept_fill``)."""
 
-    __slots__ = ("fills", "key", "queues", "tree", "vectors")
+    __slots__ = ("fills", "key", "queues", "tree", "tree_vectors", "vectors")
 
     KEY = "proportion-queues"
 
@@ -300,14 +301,18 @@ class QueueVectors:
                 v.flags.writeable = False
             self.vectors[q.name] = (guarantee, cap, real)
         parents = resolved_parents(ssn.queues)
-        self.tree = None if QueueTree.flat(parents) else QueueTree(parents, self._specs())
+        self.tree: QueueTree | None = None
+        self.tree_vectors: dict[str, tuple[F, F, F]] | None = None
+        if not QueueTree.flat(parents):
+            self.tree_vectors = _capped_by_ancestors(self.vectors, parents)
+            self.tree = QueueTree(parents, self._specs(self.tree_vectors))
 
-    def _specs(self) -> dict[str, QueueAttr]:
+    def _specs(self, vectors: dict[str, tuple[F, F, F]]) -> dict[str, QueueAttr]:
         """Every queue's figures from its spec alone (a queue with no jobs in a session takes
         part in the tree through them)."""
         out: dict[str, QueueAttr] = {}
         for q in self.queues:
-            guarantee, cap, real = self.vectors[q.name]
+            guarantee, cap, real = vectors[q.name]
             zero = np.zeros_like(guarantee)
             out[q.name] = QueueAttr(
                 queue=q,
@@ -322,6 +327,12 @@ class QueueVectors:
             )
         return out
 
+    def for_mode(self, *, fair: bool) -> dict[str, tuple[F, F, F]]:
+        """The vectors the session's queues take: down the tree with fair shares."""
+        if fair and self.tree_vectors is not None:
+            return self.tree_vectors
+        return self.vectors
+
     @classmethod
     def of(cls, ssn: Session, total: F) -> QueueVectors:
         key = (ssn.resources.version, total.tobytes(), tuple(map(id, ssn.queues.values())))
@@ -329,6 +340,23 @@ class QueueVectors:
         if not isinstance(kept, cls) or kept.key != key:
             kept = ssn.cache.derived[cls.KEY] = cls(ssn, total, key)
         return kept
+
+
+def _capped_by_ancestors(
+    vectors: dict[str, tuple[F, F, F]], parents: dict[str, str]
+) -> dict[str, tuple[F, F, F]]:
+    """``vectors`` with each real capability at most every ancestor's capability (so no queue
+    holds, borrowing or not, more than its parent may)."""
+    out: dict[str, tuple[F, F, F]] = {}
+    for name, (guarantee, cap, real) in vectors.items():
+        capped = real
+        parent = parents.get(name)
+        while parent is not None and parent in vectors:
+            capped = np.minimum(capped, vectors[parent][1])
+            parent = parents.get(parent)
+        capped.flags.writeable = False
+        out[name] = (guarantee, cap, capped)
+    return out
 
 
 @dataclass(slots=True)
@@ -367,7 +395,7 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
     demand (waiting gangs' unstarted part included, gangs that can never fit left out). All
     queues are converted at once; each QueueAttr's vectors are rows of this session's matrices
     (the session's handlers update them in place)."""
-    vectors = kept.vectors
+    vectors = kept.for_mode(fair=fair)
     sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
     sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
     names = sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n))
