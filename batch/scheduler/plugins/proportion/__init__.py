@@ -10,8 +10,8 @@ Allocatable, Preemptive, Reclaimable and the JobEnqueueable admission gate.
 for every decision. A queue's demand is what it holds plus what its pods ask for plus the part
 of its waiting gangs' minResources no pod asks for yet (a gang whose pods the controller has not
 created asks for nothing in Volcano), leaving out gangs that can never fit
-(framework/feasibility.py). The water-filling of the cluster over that demand is the queue's
-deserved share, and admission, QueueOrder (what a queue holds *or was admitted to* over its
+(framework/feasibility.py). The water-filling of the cluster over that demand, down the queue
+tree (``spec.parent``; tree.py), is the queue's deserved share, and admission, QueueOrder (what a queue holds *or was admitted to* over its
 share), Overused, Allocatable, the victim rules, the overcommit budget
 (``held_beyond_share``) and the published metrics all read it. Work beyond a queue's share
 runs only on room no other queue is owed, the queue left with the lowest share first
