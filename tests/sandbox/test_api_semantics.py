@@ -589,6 +589,28 @@ def test_garbage_collection(server: Server) -> None:
     assert "ownerReferences" not in dep["metadata"]
 
 
+def test_dependent_of_an_owner_already_gone_is_collected(server: Server) -> None:
+    """A dependent created after its owner was deleted (a controller acting on a stale cache)
+    is collected, as kube-controller-manager's GC does for an owner uid it cannot find; one that
+    still has a live owner only loses the dangling reference (issue 30, item 7)."""
+    path = "/api/v1/namespaces/default/configmaps"
+    _, gone = http(server, "POST", path, {"metadata": {"name": "late-owner"}})
+    _, live = http(server, "POST", path, {"metadata": {"name": "late-live"}})
+    assert http(server, "DELETE", path + "/late-owner")[0] == 200
+    assert http(server, "POST", path, _cm_owned("late-dep", gone))[0] == 201
+    both = _cm_owned("late-both", gone)
+    both["metadata"]["ownerReferences"] += _cm_owned("x", live)["metadata"]["ownerReferences"]
+    assert http(server, "POST", path, both)[0] == 201
+    wait_for(lambda: http(server, "GET", path + "/late-dep")[0] == 404, "late-dep collected")
+
+    def only_live_owner() -> bool:
+        refs = http(server, "GET", path + "/late-both")[1]["metadata"].get("ownerReferences")
+        return [r["uid"] for r in refs or []] == [live["metadata"]["uid"]]
+
+    wait_for(only_live_owner, "dangling reference dropped")
+    http(server, "DELETE", path + "/late-live")
+
+
 def test_namespace_deletion_cascades(server: Server) -> None:
     http(server, "POST", "/api/v1/namespaces", {"metadata": {"name": "doomed"}})
     http(server, "POST", "/api/v1/namespaces/doomed/configmaps", {"metadata": {"name": "a"}})
