@@ -611,6 +611,29 @@ def test_dependent_of_an_owner_already_gone_is_collected(server: Server) -> None
     http(server, "DELETE", path + "/late-live")
 
 
+def test_pod_quantities_are_stored_as_canonical_strings(server: Server, kube_api: Any) -> None:
+    """A JSON number is a valid Quantity; kube-apiserver answers it (and every quantity) in its
+    canonical string form, which the typed client's pod list needs (issue 30, item 9)."""
+    body = pod("numeric-gpu", extra={"nodeName": "nowhere"})
+    body["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": 0.5, "memory": "1024Mi", "nvidia.com/gpu": 1},
+        "limits": {"nvidia.com/gpu": 1},
+    }
+    code, created = http(server, "POST", "/api/v1/namespaces/default/pods", body)
+    assert code == 201, created
+    res = created["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    assert res["limits"] == {"nvidia.com/gpu": "1"}
+    listed = client.CoreV1Api(kube_api).list_namespaced_pod("default").items
+    mine = next(p for p in listed if p.metadata.name == "numeric-gpu")
+    assert mine.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1"
+    bad = pod("bad-quantity")
+    bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    code, status = http(server, "POST", "/api/v1/namespaces/default/pods", bad)
+    assert code == 400 and "quantities must match the regular expression" in status["message"]
+    http(server, "DELETE", "/api/v1/namespaces/default/pods/numeric-gpu?gracePeriodSeconds=0")
+
+
 def test_namespace_deletion_cascades(server: Server) -> None:
     http(server, "POST", "/api/v1/namespaces", {"metadata": {"name": "doomed"}})
     http(server, "POST", "/api/v1/namespaces/doomed/configmaps", {"metadata": {"name": "a"}})
