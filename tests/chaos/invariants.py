@@ -7,14 +7,17 @@ nothing between two polls escapes it. It counts, while faults are injected:
 * over-commits: a bind that leaves a node's bound, unfinished pods asking for more of a resource
   than the node's allocatable;
 
-and `snapshot` counts, once the faults stop, what must then be true of the stored state:
-orphan PodGroups and pods (an owner uid that names no stored object), gangs partly bound (fewer
-bound pods than minMember but more than none) and VCJobs not in a final phase.
+and how long the longest stretch lasted during which a gang had some but not all of its
+minMember pods bound (reported, not asserted: it is time). `snapshot` counts, once the faults
+stop, what must then be true of the stored state: orphan PodGroups and pods (an owner uid that
+names no stored object), gangs partly bound (fewer bound pods than minMember but more than
+none) and VCJobs not in a final phase.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -53,6 +56,7 @@ class Counts:
     orphan_pods: int = 0
     partial_gangs: int = 0
     unfinished_jobs: int = 0
+    longest_partial_seconds: float = 0.0
     details: list[str] = field(default_factory=list)
 
     def report(self) -> str:
@@ -60,7 +64,8 @@ class Counts:
             f"binds={self.binds} double_binds={self.double_binds} "
             f"over_commits={self.over_commits} orphan_podgroups={self.orphan_podgroups} "
             f"orphan_pods={self.orphan_pods} partial_gangs={self.partial_gangs} "
-            f"unfinished_jobs={self.unfinished_jobs}"
+            f"unfinished_jobs={self.unfinished_jobs} "
+            f"longest_partial_gang={self.longest_partial_seconds:.2f}s"
         )
 
 
@@ -72,6 +77,8 @@ class Watchdog:
         self.counts = Counts()
         self._lock = threading.Lock()
         self._node_of: dict[str, str] = {}
+        self._bound: dict[tuple[str, str], int] = {}
+        self._partial_since: dict[tuple[str, str], float] = {}
         sb.call(lambda: sb.core.store.listeners.append(self._on_change))
 
     def _on_change(self, etype: str, key: str, obj: dict[str, Any], old: Any) -> None:
@@ -87,6 +94,7 @@ class Watchdog:
                 self._node_of[uid] = node
                 self.counts.binds += 1
                 self._check_node(node)
+                self._check_gang(obj)
             elif before != node:
                 self.counts.double_binds += 1
                 self.counts.details.append(f"pod {obj['metadata']['name']}: {before} -> {node}")
@@ -105,6 +113,22 @@ class Watchdog:
             if name in alloc and amount > parse_quantity(str(alloc[name])):
                 self.counts.over_commits += 1
                 self.counts.details.append(f"node {node} over on {name}")
+
+    def _check_gang(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        group = (meta.get("annotations") or {}).get(GROUP)
+        if not group:
+            return
+        key = (str(meta.get("namespace")), str(group))
+        bound = self._bound[key] = self._bound.get(key, 0) + 1
+        pg = self.sb.core.store.get(PODGROUPS, *key)
+        need = int(((pg or {}).get("spec") or {}).get("minMember") or 1)
+        now = time.monotonic()
+        if bound < need:
+            self._partial_since.setdefault(key, now)
+        elif key in self._partial_since:
+            took = now - self._partial_since.pop(key)
+            self.counts.longest_partial_seconds = max(self.counts.longest_partial_seconds, took)
 
     def snapshot(self) -> Counts:
         """Count orphans, partial gangs and unfinished jobs now (on the sandbox's loop)."""
