@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -65,8 +66,8 @@ def sb() -> Iterator[SandboxHandle]:
         yield h
 
 
-def _phases(co: object) -> dict[str, str]:
-    items = co.list_namespaced_custom_object(*B, "default", "jobs")["items"]  # type: ignore[attr-defined]
+def _phases(co: Any) -> dict[str, str]:
+    items = co.list_namespaced_custom_object(*B, "default", "jobs")["items"]
     return {
         j["metadata"]["name"]: ((j.get("status") or {}).get("state") or {}).get("phase", "")
         for j in items
