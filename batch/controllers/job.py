@@ -770,8 +770,8 @@ def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> li
     naming the refusal (none for a job already initialised). `read_job` still takes it for new,
     so it is initialised once the write is allowed (issue 30.9: such a job kept an empty phase
     for 24 minutes)."""
-    status = job.get("status") or {}
-    if read_job(job).phase != "" or (status.get("state") or {}).get("message") == message:
+    facts = read_job(job)
+    if facts.phase != "" or facts.state.get("message") == message:
         return []
     state = {
         "phase": c.PENDING,
@@ -779,7 +779,7 @@ def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> li
         "message": message,
         "lastTransitionTime": format_time(now),
     }
-    return [PatchStatus(read_job(job).ref, {"state": state})]
+    return [PatchStatus(facts.ref, {"state": state})]
 
 
 def refuse_oversized(

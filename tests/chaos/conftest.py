@@ -1,4 +1,4 @@
-"""Fixtures of the chaos tier: a sandbox with the controllers and the scheduler, and VCJobs."""
+"""What the chaos tier's tests share: the VCJob they submit (each test starts its own sandbox)."""
 
 from __future__ import annotations
 
