@@ -31,6 +31,7 @@ from batch.api.admission import (
     DEFAULT_LIMITS,
     AccessVerdict,
     AdmissionLimits,
+    AdmissionResult,
     AssumeAllQueues,
     StaticLookup,
     access_needed,
@@ -104,7 +105,9 @@ def review_response(
             status={"code": 500, "reason": "InternalError", "message": f"admission error: {exc}"},
         )
         return _wrap(review, response)
-    if mutate:
+    if not result.allowed and (result.early or not mutate):
+        response.update(allowed=False, status=_denial(result))
+    elif mutate:
         ops = list(result.patch)
         if req_kind == "Pod" and operation == "CREATE" and adapters:
             from batch.api.integration import mutate_pod_for_gang
@@ -115,19 +118,20 @@ def review_response(
         if ops:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
-    elif not result.allowed:
-        response["allowed"] = False
-        response["status"] = {
-            "code": 422,
-            "reason": "Invalid",
-            "message": "; ".join(result.messages()),
-            "details": {
-                "causes": [
-                    {"field": e.path, "reason": e.rule, "message": e.message} for e in result.errors
-                ]
-            },
-        }
     return _wrap(review, response)
+
+
+def _denial(result: AdmissionResult) -> dict[str, Any]:
+    """The `status` of a refusal: 422 Invalid, or 400 BadRequest for an object nested too deeply
+    to be one of ours; one line per violated rule, and the rules as causes."""
+    bad = any(e.rule == "maxDepth" for e in result.errors)
+    causes = [{"field": e.path, "reason": e.rule, "message": e.message} for e in result.errors]
+    return {
+        "code": 400 if bad else 422,
+        "reason": "BadRequest" if bad else "Invalid",
+        "message": "; ".join(result.messages()),
+        "details": {"causes": causes},
+    }
 
 
 def _request_kind(request: Mapping[str, Any], kind: str | None) -> str:

@@ -63,3 +63,37 @@ def test_a_deeply_nested_body_is_a_400_not_a_traceback() -> None:
     code, body = asyncio.run(_post("/jobs/validate", nested))
     assert code == 400, body
     assert "nested" in body["message"], body
+
+
+def _job_review(spec: Any) -> dict[str, Any]:
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "metadata": {"name": "j"}, "spec": spec}
+    request = {**REVIEW["request"], "kind": {"kind": "Job"}, "object": job}  # type: ignore[dict-item]
+    return {**REVIEW, "request": request}
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_an_object_nested_500_deep_is_a_400_answer_on_both_endpoints() -> None:
+    # 500 levels decode as JSON, but used to raise RecursionError in admission: an internal
+    # error on /validate and an unchanged object on /mutate
+    for path in ("/jobs/validate", "/jobs/mutate"):
+        code, body = asyncio.run(_post(path, _job_review({"x": _nested(500)})))
+        assert code == 200, body
+        answer = body["response"]
+        assert answer["uid"] == "u-1" and answer["allowed"] is False, (path, answer)
+        assert answer["status"]["code"] == 400 and answer["status"]["reason"] == "BadRequest"
+        assert "maxDepth" in answer["status"]["message"], answer
+        assert "Recursion" not in answer["status"]["message"]
+
+
+def test_a_job_over_the_task_limit_is_refused_on_the_mutating_endpoint_too() -> None:
+    tasks = [{"name": f"t{i}", "replicas": 1} for i in range(101)]
+    code, body = asyncio.run(_post("/jobs/mutate", _job_review({"tasks": tasks})))
+    status = body["response"]["status"]
+    assert code == 200 and body["response"]["allowed"] is False
+    assert status["code"] == 422 and "over the limit of 100 tasks per job" in status["message"]
