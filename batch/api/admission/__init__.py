@@ -210,7 +210,12 @@ def _validate(typed: Job | Queue | PodGroup | Command | HyperNode | CronJob, r: 
         )
     elif isinstance(typed, PodGroup):
         validate_podgroup(
-            typed, operation=r.operation, lookup=r.lookup, errors=r.errors, limits=r.limits
+            typed,
+            operation=r.operation,
+            lookup=r.lookup,
+            errors=r.errors,
+            limits=r.limits,
+            old=r.old,
         )
     elif isinstance(typed, Command):
         validate_command(typed, r.errors)
