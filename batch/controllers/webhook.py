@@ -2,7 +2,8 @@
 
 Endpoints (Volcano's paths, plus generic ones that read the kind from the request):
 `/jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate`, `/podgroups/mutate`,
-`/podgroups/validate`, `/pods/mutate`, `/pods/validate`, `/mutate`, `/validate`, `/healthz`.
+`/podgroups/validate`, `/pods/mutate`, `/pods/validate`, `/cronjobs/validate`, `/mutate`,
+`/validate`, `/healthz`.
 Mutating endpoints answer a JSONPatch (base64) and always allow; validating endpoints deny with
 HTTP-style code 422, reason `Invalid`, and one line per violated rule naming the field path.
 Queue and namespace facts for the rules that need them come from the cluster (when a kubeconfig
@@ -82,6 +83,7 @@ _PATH_KINDS = {
     "podgroups": "PodGroup",
     "pods": "Pod",
     "commands": "Command",
+    "cronjobs": "CronJob",
 }
 
 

@@ -97,3 +97,27 @@ def test_a_job_over_the_task_limit_is_refused_on_the_mutating_endpoint_too() -> 
     status = body["response"]["status"]
     assert code == 200 and body["response"]["allowed"] is False
     assert status["code"] == 422 and "over the limit of 100 tasks per job" in status["message"]
+
+
+def _cron_review(schedule: str) -> dict[str, Any]:
+    pod = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    template = {"spec": {"tasks": [{"name": "t", "replicas": 1, "template": pod}]}}
+    cron = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "default"},
+        "spec": {"schedule": schedule, "jobTemplate": template},
+    }
+    request = {**REVIEW["request"], "kind": {"kind": "CronJob"}, "object": cron}  # type: ignore[dict-item]
+    return {**REVIEW, "request": request}
+
+
+def test_cronjobs_are_validated_by_the_webhook() -> None:
+    # issue 30 item 9: the webhook served no CronJob path; these schedules were accepted
+    for schedule, why in [("61 * * * *", "invalid field 1"), ("TZ=../../etc/passwd 0 1 * * *", "")]:
+        code, body = asyncio.run(_post("/cronjobs/validate", _cron_review(schedule)))
+        answer = body["response"]
+        assert code == 200 and answer["allowed"] is False, (schedule, answer)
+        assert "spec.schedule" in answer["status"]["message"] and why in answer["status"]["message"]
+    code, body = asyncio.run(_post("/cronjobs/validate", _cron_review("0 1 * * *")))
+    assert code == 200 and body["response"]["allowed"] is True, body
