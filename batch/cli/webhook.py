@@ -53,9 +53,10 @@ from batch.cli.limits import limit_options
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 64),
-    default=4,
+    default=2,
     show_default=True,
-    help="Reviews worked on at once; four times as many may wait, the rest are answered busy.",
+    help="Large reviews (over 64 KiB) worked on at once, in threads; four times as many may "
+    "wait, the rest are answered busy. Small ones are answered at once.",
 )
 @limit_options
 def webhook(

@@ -9,8 +9,9 @@ HTTP-style code 422, reason `Invalid`, and one line per violated rule naming the
 Queue and namespace facts for the rules that need them come from the cluster (when a kubeconfig
 is given) or are assumed (development). TLS from files, or a self-signed pair for development.
 The size limits (`AdmissionLimits`) are the server's, given once to `make_app`/`serve`; a body
-over `MAX_BODY_BYTES` is a 413 and at most `concurrency` reviews are worked on at once, in threads
-(`webhook_gate`): a review that finds no slot in time is answered busy at once (`busy_answer`).
+over `MAX_BODY_BYTES` is a 413; a small one is answered on the event loop, and at most
+`concurrency` large ones are worked on at once, in threads (`webhook_gate`): a large review that
+finds no slot in time is answered busy at once (`busy_answer`).
 A Command targeting a Queue (`/commands/validate`) is also refused, with code 403, unless a
 SubjectAccessReview says its requester may update that Queue (`batch.api.admission.access`);
 the check fails closed: no cluster, no answer in time, no Command.
@@ -68,10 +69,13 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 #: and a review of an UPDATE carries the object and the stored one (etcd: at most 1.5 MiB).
 MAX_BODY_BYTES = 6 * 1024 * 1024
 
-#: Reviews worked on at once (`--concurrency`): one process, so more slots share one core
-#: thinner; 4 lets a small review through beside three large ones.
-DEFAULT_CONCURRENCY = 4
-#: Reviews that may wait for a slot, per slot; any more are answered busy at once.
+#: Bodies up to this size are decoded and answered on the event loop, at once: their work is
+#: bounded by their size (a few milliseconds), and they never queue behind a large review.
+INLINE_BYTES = 64 * 1024
+#: Large reviews worked on at once (`--concurrency`), each in a worker thread: one process, so
+#: more slots only share one core thinner, and the event loop keeps its share for small ones.
+DEFAULT_CONCURRENCY = 2
+#: Large reviews that may wait for a slot, per slot; any more are answered busy at once.
 WAITING_PER_SLOT = 4
 
 #: The one API the webhook writes to (the review is not stored: only its answer comes back).
@@ -297,7 +301,8 @@ async def _read_review(request: web.Request) -> dict[str, Any] | web.Response:
     try:
         raw = await request.read()
         # a large body is decoded off the event loop, which keeps answering small reviews
-        review = await asyncio.to_thread(json.loads, raw) if len(raw) > 65536 else json.loads(raw)
+        large = len(raw) > INLINE_BYTES
+        review = await asyncio.to_thread(json.loads, raw) if large else json.loads(raw)
     except web.HTTPRequestEntityTooLarge:
         return web.json_response(too_big, status=413)
     except RecursionError:
@@ -346,8 +351,9 @@ def make_app(
     limits: AdmissionLimits = DEFAULT_LIMITS,
     concurrency: int = DEFAULT_CONCURRENCY,
 ) -> web.Application:
-    """The aiohttp application serving every endpoint (`adapters` default: the entry points);
-    at most `concurrency` reviews are worked on at once, as many again wait (`AdmissionGate`)."""
+    """The aiohttp application serving every endpoint (`adapters` default: the entry points).
+    A review of a body up to `INLINE_BYTES` is answered on the event loop; of the larger ones at
+    most `concurrency` are worked on at once, in threads, and 4 per slot wait (`AdmissionGate`)."""
     gang_adapters = _load_adapters(adapters)
     gate = AdmissionGate(slots=concurrency, waiting=concurrency * WAITING_PER_SLOT)
 
@@ -369,7 +375,9 @@ def make_app(
         )
         try:
             left = max(0.2, deadline - loop.time())
-            body = await gate.run(left, functools.partial(answer, review, lookup=lookup))
+            work = functools.partial(answer, review, lookup=lookup)
+            small = len(await request.read()) <= INLINE_BYTES  # read once: cached
+            body = work() if small else await gate.run(left, work)
         except Busy as exc:
             log.warning("admission refused as busy: %s", exc)
             return web.json_response(busy_answer(review, kind, str(exc)))

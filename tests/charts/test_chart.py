@@ -683,7 +683,7 @@ def test_webhooks_are_short_and_scoped_by_match_conditions(rendered: dict[str, l
     cron = _entry(entries, "/cronjobs/validate")
     assert cron["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     (container,) = _containers(one(docs, "Deployment", name_of("webhook")))
-    assert "--concurrency=4" in container["args"]
+    assert "--concurrency=2" in container["args"]
 
 
 def test_self_signed_certificate_hooks(rendered: dict[str, list[Doc]]) -> None:

@@ -1,10 +1,11 @@
 """The webhook bounds the admissions it works on at once (issue 30 item 6).
 
 Eight 10,000-task VCJobs in parallel made an unrelated review wait 9.2 s against the apiserver's
-10 s timeout: every review ran on the event loop, one after the other. Now reviews run in worker
-threads behind a gate of `concurrency` slots; a review that finds the gate full is answered at
-once as busy, refused for Tephra's kinds (their failure policy is Fail) and allowed with a
-warning for pods (Ignore). These tests order events instead of timing them: a review held in
+10 s timeout: every review ran on the event loop, one after the other. Now a large review (body
+over `INLINE_BYTES`) runs in a worker thread behind a gate of `concurrency` slots, and a small
+one on the loop at once; a large review that finds the gate full is answered at once as busy,
+refused for Tephra's kinds (their failure policy is Fail) and allowed with a warning for pods
+(Ignore). These tests order events instead of timing them: a review held in
 its worker must not hold the others.
 """
 
@@ -18,11 +19,15 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 import batch.controllers.webhook as webhook
-from batch.controllers.webhook import MAX_BODY_BYTES, make_app
+from batch.controllers.webhook import INLINE_BYTES, MAX_BODY_BYTES, make_app
 
 
 def review(kind: str, uid: str) -> dict[str, Any]:
-    obj = {"metadata": {"name": "q"}, "spec": {"weight": 1}}
+    """A small review, or for a uid starting with `hold` one over `INLINE_BYTES` (worked on in
+    a thread, behind the gate)."""
+    obj: dict[str, Any] = {"metadata": {"name": "q"}, "spec": {"weight": 1}}
+    if uid.startswith("hold"):
+        obj["metadata"]["annotations"] = {"pad": "x" * INLINE_BYTES}
     request = {"uid": uid, "kind": {"kind": kind}, "operation": "CREATE", "object": obj}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
@@ -80,11 +85,12 @@ async def _full_gate(release: threading.Event) -> dict[str, Any]:
             answer = await client.post(f"{path}?timeout=10s", json=review(kind, uid))
             answers[uid] = (answer.status, (await answer.json())["response"])
 
-        # one running, four waiting (four per slot): the sixth review finds the gate full
+        # one running, four waiting (four per slot): the sixth large review finds the gate full
         held = [asyncio.create_task(send("/queues/validate", f"hold-{i}")) for i in range(5)]
         await asyncio.sleep(0.3)
-        await send("/queues/validate", "excess")
-        await send("/pods/validate", "excess-pod", kind="Pod")
+        await send("/queues/validate", "hold-excess")
+        await send("/pods/validate", "hold-excess-pod", kind="Pod")
+        await send("/queues/validate", "small")  # small reviews never wait for the gate
         answers["answered-while-full"] = not release.is_set()
         release.set()
         await asyncio.gather(*held)
@@ -96,11 +102,12 @@ def test_a_full_gate_answers_at_once_refusing_our_kinds_and_allowing_pods(
 ) -> None:
     answers = asyncio.run(_full_gate(held))
     assert answers["answered-while-full"]
-    code, refused = answers["excess"]
-    assert code == 200 and refused["uid"] == "excess" and refused["allowed"] is False
+    code, refused = answers["hold-excess"]
+    assert code == 200 and refused["uid"] == "hold-excess" and refused["allowed"] is False
     assert refused["status"]["code"] == 429 and "busy" in refused["status"]["message"]
-    code, pod = answers["excess-pod"]
+    code, pod = answers["hold-excess-pod"]
     assert pod["allowed"] is True and "busy" in pod["warnings"][0]
+    assert answers["small"] == (200, {"uid": "small", "allowed": True})
     assert all(answers[f"hold-{i}"][1]["allowed"] for i in range(5))
 
 
