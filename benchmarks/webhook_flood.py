@@ -82,6 +82,8 @@ def post(port: int, path: str, body: bytes) -> tuple[float, dict[str, Any]]:
             return time.monotonic() - began, json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         return time.monotonic() - began, {"http": exc.code}
+    except OSError as exc:  # no answer at all (a timeout, a dropped connection)
+        return time.monotonic() - began, {"http": type(exc).__name__}
 
 
 def start_webhook() -> tuple[subprocess.Popen[str], int]:
@@ -155,7 +157,7 @@ def main() -> None:
     )
     print(f"one review of {what} VCJob: {len(big) / 1e6:.2f} MB", flush=True)
     decode, answer, message = cpu_in_process(big)
-    print(f"  CPU: JSON decoding {decode:.3f} s, admission {answer:.3f} s")
+    print(f"  CPU: JSON decoding {decode * 1000:.1f} ms, admission {answer * 1000:.2f} ms")
     print(f"  answer: {message[:120]}")
     proc, port = start_webhook()
     try:
