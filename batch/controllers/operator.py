@@ -481,8 +481,9 @@ class ControllerManager:
             await self.process_group(ns, name)
         elif kind == CRONJOB_KEY:
             result = await self.cronjobs.reconcile(self._client(), ns, name)
-            if result is not None:
-                await self._apply(key, result)
+            told = self.cronjobs.refusal_event
+            if result is not None and await self._apply(key, result, refused=told):
+                self.cronjobs.created(key)
 
     def _client(self) -> KubeClient:
         if self.client is None:
@@ -510,9 +511,11 @@ class ControllerManager:
         *,
         applied: Callable[[Any], None] | None = None,
         owner: Mapping[str, Any] | None = None,
+        refused: Callable[[ApplyError], EmitEvent | None] | None = None,
     ) -> bool:
         """Apply the reconcile's actions; False (and a retry with backoff) when one failed.
-        A write the API server forbids is also told to the user on ``owner`` (its object)."""
+        A write the API server forbids is also told to the user on ``owner`` (its object), and
+        a failure ``refused`` turns into an event is posted."""
         try:
             await apply_actions(
                 self._client(),
@@ -532,6 +535,12 @@ class ControllerManager:
                 self.metrics.status_write_failures.labels(kind=exc.action.ref.kind).inc()
             if owner is not None and isinstance(exc.__cause__, ApiError):
                 await self._warn_forbidden(key, owner, exc, exc.__cause__)
+            told = refused(exc) if refused is not None else None
+            if told is not None:
+                with contextlib.suppress(ApplyError, NotLeading):
+                    await apply_actions(
+                        self._client(), [told], component="tephra-controllers", fence=_FENCE.get()
+                    )
             await self._failed(key)
             return False
         self._failures.pop(key, None)

@@ -189,7 +189,7 @@ def test_expected_objects_exist(installed: dict[str, Any]) -> None:
     mutating = adm.read_mutating_webhook_configuration(name_of("webhook"))
     validating = adm.read_validating_webhook_configuration(name_of("webhook"))
     assert len(mutating.webhooks) == 4
-    assert len(validating.webhooks) == 5  # jobs, queues, podgroups, commands, pods
+    assert len(validating.webhooks) == 6  # jobs, queues, podgroups, commands, cronjobs, pods
 
 
 def test_certificate_hook_script_against_the_api(
@@ -241,7 +241,7 @@ def test_certificate_hook_script_against_the_api(
     )
     assert rc == 0, log
     assert log.count(f"set caBundle on 4 webhooks of {name_of('webhook')}") == 1  # mutating
-    assert log.count(f"set caBundle on 5 webhooks of {name_of('webhook')}") == 1  # validating
+    assert log.count(f"set caBundle on 6 webhooks of {name_of('webhook')}") == 1  # validating
     ca = secret.data["ca.crt"]
     for cfg in (
         adm.read_mutating_webhook_configuration(name_of("webhook")),
