@@ -60,6 +60,21 @@ def _json_response(body: Any, status: int = 200) -> Response:
     return Response(dumps(body), status=status)
 
 
+def _unscheduled(rt: ResourceType, obj: Obj) -> list[str]:
+    """A warning for a pod nothing in the sandbox will ever bind: it runs no kube-scheduler,
+    and a pod for `default-scheduler` (the default) waited for ever without a hint."""
+    if rt.kind != "Pod" or rt.group != "":
+        return []
+    spec = obj.get("spec") or {}
+    if spec.get("nodeName") or spec.get("schedulerName") != "default-scheduler":
+        return []
+    return [
+        f"pod {obj['metadata'].get('name')} is for default-scheduler, which the tephra sandbox "
+        "does not run: it stays Pending; set spec.schedulerName: volcano to have Tephra "
+        "schedule it"
+    ]
+
+
 def _without_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
@@ -407,6 +422,7 @@ class HttpApi:
             warnings = self._unknown(request, rt, body)
             dry_run = request.query.get("dryRun") == "All"
             obj = self.core.create(rt, ns or "", body, dry_run=dry_run)
+            warnings += _unscheduled(rt, obj)
             return _warn(self._out(request, rt, obj, 201), warnings)
         if method == "DELETE":
             return await self._delete_collection(request, rt, ns)

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from batch.sandbox.testing import SandboxHandle
+
 from .helpers import Server, bind, http
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -302,3 +304,14 @@ def test_events_print_as_kubectl_prints_them(server: Server, tmp_path: Path) -> 
     row = next(r for r in rows if "table-pod" in r)
     assert "Normal" in row and "pod/table-pod" in row and "Successfully assigned" in row
     kubectl(server, "delete", "-f", str(f))
+
+
+def test_a_pod_for_the_default_scheduler_is_told_it_will_wait(sb: SandboxHandle) -> None:
+    """The sandbox runs no kube-scheduler: `kubectl run` says so instead of a silent Pending."""
+    server = Server("sandbox", sb.url, sb.kubeconfig_path)
+    out = kubectl(server, "run", "no-sched", "--image=x")
+    assert "default-scheduler" in out.stderr and "schedulerName: volcano" in out.stderr
+    overrides = '{"spec": {"schedulerName": "volcano"}}'
+    ours = kubectl(server, "run", "ours", "--image=x", f"--overrides={overrides}")
+    assert "default-scheduler" not in ours.stderr
+    kubectl(server, "delete", "pod", "no-sched", "ours", "--wait=false")
