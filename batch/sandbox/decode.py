@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import yaml
 
+from batch.api.nesting import deeper_than
 from batch.sandbox.errors import ApiError
 
 __all__ = [
@@ -76,18 +77,8 @@ def _too_deep() -> ApiError:
 
 def check_depth(value: Any) -> Any:
     """`value` if no path through it crosses more than MAX_DEPTH arrays and objects."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth >= MAX_DEPTH:
-            raise _too_deep()
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    if deeper_than(value, MAX_DEPTH):
+        raise _too_deep()
     return value
 
 

@@ -25,7 +25,7 @@ from batch.api.scheduling import PodGroup, Queue
 from batch.api.topology import HyperNode
 
 from .access import AccessNeed, AccessVerdict, access_needed, access_review, access_verdict
-from .bounds import MAX_DEPTH, refuse_early
+from .bounds import MAX_DEPTH, deeper_than, refuse_deep, refuse_early
 from .command import validate_command
 from .common import Errors, as_dict, json_copy, object_ref, schema_validate
 from .cronjob import validate_cronjob
@@ -124,6 +124,8 @@ def _admit(
     served = _served(kind, operation, given)
     if served and refuse_early(kind, operation, given, old, limits, errors):
         return AdmissionResult(allowed=False, object={}, errors=errors.items, patch=[], early=True)
+    if not served and deeper_than(given, MAX_DEPTH):  # before any recursive copy
+        return _too_deep(kind, operation, old, lookup, errors)
     source: dict[str, Any] = json_copy(dict(given))
     if _answered_unchanged(kind, operation, source, old=old, lookup=lookup, errors=errors):
         return _result(source, source, errors)
@@ -139,6 +141,22 @@ def _admit(
         review = _Review(operation, source, target, old_map, lookup, errors, limits)
         _validate(typed, review)
     return _result(source, target, errors)
+
+
+def _too_deep(
+    kind: str,
+    operation: str,
+    old: Mapping[str, Any] | None,
+    lookup: AdmissionLookup | None,
+    errors: Errors,
+) -> AdmissionResult:
+    """An object nesting past MAX_DEPTH that no rule defaults or validates: a DELETE (of what is
+    stored) is answered on its other rules alone, anything else refused."""
+    if operation != "DELETE":
+        refuse_deep(errors)
+        return AdmissionResult(allowed=False, object={}, errors=errors.items, patch=[], early=True)
+    _answered_unchanged(kind, operation, {}, old=old, lookup=lookup, errors=errors)
+    return AdmissionResult(allowed=not errors.items, object={}, errors=errors.items, patch=[])
 
 
 def _served(kind: str, operation: str, given: Mapping[str, Any]) -> bool:

@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from batch.api.nesting import deeper_than
+
 from .common import Errors, join
 from .limits import AdmissionLimits
 
-__all__ = ["MAX_DEPTH", "deeper_than", "refuse_early"]
+__all__ = ["MAX_DEPTH", "deeper_than", "refuse_deep", "refuse_early"]
 
 #: Deepest nesting admitted (objects and lists). The deepest field of a real VCJob, a pod
 #: anti-affinity term's value, is 15 levels down (17 in a CronJob's template); 64 leaves room
@@ -30,21 +32,9 @@ MAX_DEPTH = 64
 _Check = tuple[str, str, int, str | None]
 
 
-def deeper_than(value: Any, limit: int) -> bool:
-    """Whether `value` nests dicts and lists more than `limit` levels (iterative: any depth)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth >= limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+def refuse_deep(errors: Errors) -> None:
+    """Add the refusal of an object nesting deeper than MAX_DEPTH to `errors`."""
+    errors.add("", "maxDepth", f"the object nests deeper than the limit of {MAX_DEPTH} levels")
 
 
 def refuse_early(
@@ -63,7 +53,7 @@ def refuse_early(
         if message and (grown or count > before.get((path, rule), 0)):
             errors.add(path, rule, message)
     if not errors.items and deeper_than(obj, MAX_DEPTH):
-        errors.add("", "maxDepth", f"the object nests deeper than the limit of {MAX_DEPTH} levels")
+        refuse_deep(errors)
     return bool(errors.items)
 
 
