@@ -238,6 +238,29 @@ def test_a_bound_pod_is_scheduled_with_kube_schedulers_event(sandbox: SandboxHan
     assert (ready.type, ready.message) == ("Normal", "pod group is ready")
 
 
+def test_an_operators_gang_that_runs_is_not_left_unschedulable(sandbox: SandboxHandle) -> None:
+    """Issue 34.4: an operator creates the PodGroup first (Unschedulable True while no pod
+    exists), its pods later; once they are bound the PodGroup says Scheduled True and
+    Unschedulable False, not both True."""
+    api = sandbox.api_client()
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, "v1beta1", "default", "podgroups", podgroup("op-gang", 2)
+    )
+
+    def conditions() -> dict[str, str]:
+        return {c["type"]: c["status"] for c in pg_status(sandbox, "op-gang").get("conditions", [])}
+
+    wait_for(lambda: conditions().get("Unschedulable") == "True", what="op-gang unschedulable")
+    for i in range(2):
+        client.CoreV1Api(api).create_namespaced_pod("default", pod(f"op-gang-{i}", "op-gang", 1))
+    wait_for(
+        lambda: conditions().get("Scheduled") == "True",
+        what="op-gang scheduled",
+        explain=lambda: scheduler_state(sandbox, "op-gang"),
+    )
+    assert conditions() == {"Scheduled": "True", "Unschedulable": "False"}
+
+
 def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:
     # Self-contained: under xdist the module's other tests may run on another worker.
     submit(sandbox, "m-fits", 1, 1)
