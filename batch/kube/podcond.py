@@ -8,11 +8,11 @@ changed (`taskUnschedulable` in its cache); so does this planner, from the sessi
 reasons (one per gang, so every pod of a gang gets the same message), and only on a change of
 (status, reason, message): what it last offered is remembered per pod, and a pod it has never
 written is compared with the condition the watch last showed (a restarted scheduler rewrites
-nothing). A gang whose reason did not change since the last session is not looked at again. The
-event is coalesced per gang: one on the gang's first pod whose condition changed. How many of the
-writes go out per round is bounded by the status queue (`batch.kube.dispatch`), so 20,000 new
-pending pods are written over a few rounds, not at once. Binding turns the condition True (the
-API server does that, as the sandbox does).
+nothing). A gang whose reason and state (JobInfo.version) are as in the last session is not
+looked at again. The event is coalesced per gang: one, on the gang's first pod whose condition
+changed, posted with that pod's condition. The status queue (`batch.kube.dispatch`) sends at
+most 500 conditions a second, so 20,000 new pending pods are written over 40 seconds, not at
+once. Binding turns the condition True (the API server does that, and the sandbox).
 """
 
 from __future__ import annotations
@@ -64,29 +64,36 @@ class PodConditions:
     def __init__(self) -> None:
         #: pod uid -> what its condition was last offered as
         self.sent: dict[str, _Said] = {}
-        #: job id -> (its reason's message, its pending pods' uids) when last looked at
-        self.jobs: dict[str, tuple[str, frozenset[str]]] = {}
+        #: job id -> (its reason's message, JobInfo.version, its pending pods' uids) when last
+        #: looked at
+        self.jobs: dict[str, tuple[str, int, tuple[str, ...]]] = {}
 
     def plan(
         self, cache: ClusterCache, decisions: Decisions, stamp: str
     ) -> tuple[list[PodPatch], list[EventSpec]]:
         patches: list[PodPatch] = []
         events: list[EventSpec] = []
+        looks = self.jobs
         seen: set[str] = set()
         for job_id, reason in decisions.pending_reasons.items():
             job = cache.jobs.get(job_id)
             if job is None:
                 continue
             seen.add(job_id)
+            old = looks.get(job_id)
+            if old is not None and old[0] == reason.message and old[1] == job.version:
+                continue  # coalesced: the gang and its reason are as when last looked at
             tasks = _pending(job)
-            said = (reason.message, frozenset(t.uid for t in tasks))
-            if self.jobs.get(job_id) == said:
-                continue  # coalesced: the gang's pods already have this message
-            self.jobs[job_id] = said
-            changed = self._gang(tasks, ("False", UNSCHEDULABLE, reason.message), stamp, patches)
+            looks[job_id] = (reason.message, job.version, tuple(t.uid for t in tasks))
+            if old is not None:
+                self._forget(old[2], looks[job_id][2])
+            cond = ("False", UNSCHEDULABLE, reason.message)
+            changed = self._gang(tasks, cond, stamp, patches)
             if changed is not None:
                 events.append(_failed_scheduling(changed, reason.message))
-        self._forget(cache, seen)
+        if len(seen) < len(looks):
+            for job_id in [j for j in looks if j not in seen]:
+                self._forget(looks.pop(job_id)[2], ())
         return patches, events
 
     def _gang(
@@ -105,18 +112,13 @@ class PodConditions:
                 first = task
         return first
 
-    def _forget(self, cache: ClusterCache, seen: set[str]) -> None:
-        """Drop what is remembered of jobs no longer pending and of pods no longer pending (a
-        pod bound meanwhile has PodScheduled True from the API server)."""
-        for job_id in [j for j in self.jobs if j not in seen]:
-            del self.jobs[job_id]
-        tasks = cache.tasks
-        for uid in [u for u in self.sent if _gone(tasks.get(u))]:
-            del self.sent[uid]
-
-
-def _gone(task: TaskInfo | None) -> bool:
-    return task is None or task.status is not TaskStatus.PENDING or bool(task.node_name)
+    def _forget(self, before: tuple[str, ...], now: tuple[str, ...]) -> None:
+        """Forget the pods of a gang that are no longer pending (a pod bound meanwhile has
+        PodScheduled True from the API server; a deleted one has nothing)."""
+        keep = set(now)
+        for uid in before:
+            if uid not in keep:
+                self.sent.pop(uid, None)
 
 
 def _pending(job: JobInfo) -> list[TaskInfo]:
