@@ -18,7 +18,10 @@ are sent, so the next session can run while they are in flight:
 * `StatusQueue` keeps the latest desired status per object (PodGroup, Queue, pod status patch,
   a queue's fair-share annotation) and the events to post, and writes them from one background
   task, round by round: a key is never written by two rounds at once, so an older status is
-  never written after a newer one.
+  never written after a newer one. Pending pods' `PodScheduled` conditions
+  (`batch.kube.podcond`) go at most `pod_conditions_per_second` a second (a token bucket
+  as deep as one second's worth), the rest in later rounds, so a burst of new pending pods does
+  not flood the API server.
   A failed write stays pending and is made again in the next round (rounds follow sessions, so
   retries do not spin). `hold_running` keeps a pending PodGroup status computed before a bind
   of its gang failed from reporting the gang Running (Volcano #4383).
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -180,8 +184,17 @@ class StatusQueue:
         *,
         allowed: Callable[[], bool] = _always,
         on_written: Callable[[int], None] | None = None,
+        pod_conditions_per_second: int = 500,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.writer = writer
+        self.pod_conditions_per_second = pod_conditions_per_second
+        self._clock = clock
+        self._tokens = float(pod_conditions_per_second)
+        self._filled = clock()
+        self._pod_conditions: dict[PodGroupKey, dict[str, Any]] = {}
+        #: events posted once the condition of the pod they are about is written
+        self._condition_events: dict[PodGroupKey, EventSpec] = {}
         self._allowed = allowed
         self._on_written = on_written
         self._podgroups: dict[PodGroupKey, Mapping[str, Any]] = {}
@@ -198,7 +211,12 @@ class StatusQueue:
     @property
     def pending(self) -> bool:
         return bool(
-            self._podgroups or self._queues or self._fair_shares or self._pods or self._events
+            self._podgroups
+            or self._queues
+            or self._fair_shares
+            or self._pods
+            or self._events
+            or self._pod_conditions
         )
 
     def offer(
@@ -209,6 +227,8 @@ class StatusQueue:
         pods: Iterable[tuple[str, str, dict[str, Any]]] = (),
         events: Iterable[EventSpec] = (),
         fair_shares: Mapping[str, str | None] | None = None,
+        pod_conditions: Iterable[tuple[str, str, dict[str, Any]]] = (),
+        condition_events: Iterable[EventSpec] = (),
     ) -> None:
         """Statuses of a newer session replace pending ones of the same objects
         (`fair_shares`: queue -> its fair-share annotation, None for none)."""
@@ -220,6 +240,8 @@ class StatusQueue:
         if fair_shares:
             self._fair_shares.update(fair_shares)
         self._pods.update(((ns, name), patch) for ns, name, patch in pods)
+        self._pod_conditions.update(((ns, name), patch) for ns, name, patch in pod_conditions)
+        self._condition_events.update(((ev.namespace, ev.name), ev) for ev in condition_events)
         for ev in events:
             self._events[(ev.kind, ev.namespace, ev.name, ev.reason, ev.message)] = ev
         self.kick()
@@ -272,6 +294,22 @@ class StatusQueue:
         self._hold.clear()
         return podgroups
 
+    def _take_pod_conditions(self) -> dict[PodGroupKey, dict[str, Any]]:
+        """The oldest condition patches the token bucket allows; the rest wait."""
+        pending = self._pod_conditions
+        if not pending:
+            return {}
+        rate = self.pod_conditions_per_second
+        now = self._clock()
+        self._tokens = min(float(rate), self._tokens + rate * max(now - self._filled, 0.0))
+        self._filled = now
+        n = int(self._tokens)
+        self._tokens -= min(n, len(pending))
+        if len(pending) <= n:
+            self._pod_conditions = {}
+            return pending
+        return {k: pending.pop(k) for k in list(pending)[:n]}
+
     async def _round(self) -> None:
         if not self.pending or not self._allowed():
             return
@@ -283,6 +321,12 @@ class StatusQueue:
         events, self._events = self._events, {}
         failed_before = self.writer.failed_writes
         writes = await self.writer.patch_pod_statuses([(*k, p) for k, p in pods.items()])
+        conditions = self._take_pod_conditions()
+        writes += await self.writer.patch_pod_conditions([(*k, p) for k, p in conditions.items()])
+        for key in conditions:
+            ev = self._condition_events.pop(key, None)
+            if ev is not None:
+                events[(ev.kind, ev.namespace, ev.name, ev.reason, ev.message)] = ev
         writes += await self.writer.write_podgroups(podgroups)
         writes += await self.writer.write_queues(queues)
         writes += await self.writer.write_fair_shares(fair_shares)
@@ -301,3 +345,5 @@ class StatusQueue:
                 self._fair_shares.setdefault(name, value)
             for pod_key, patch in pods.items():
                 self._pods.setdefault(pod_key, patch)
+            for pod_key, patch in conditions.items():
+                self._pod_conditions.setdefault(pod_key, patch)

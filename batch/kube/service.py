@@ -36,6 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ from batch.kube.informer import Reflector, ReflectorSet
 from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
+from batch.kube.podcond import PodConditions, scheduled_event
 from batch.kube.status import EventSpec, StatusWriter
 from batch.kube.usage_feed import UsageFeed
 from batch.ledger.health import LedgerCollector
@@ -164,6 +166,8 @@ class SchedulerService:
         self.last_session_at = 0.0
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
+        #: pending pods' PodScheduled conditions offered so far (batch.kube.podcond)
+        self.pod_conditions = PodConditions()
         self._lapsed = False  # the last session found the leadership not current
         #: queues whose fair-share figures the metrics export
         self._shared: set[str] = set()
@@ -258,16 +262,18 @@ class SchedulerService:
         self.last_session_at = time.time()
 
     def _offer_statuses(self, statuses: StatusQueue, decisions: Decisions) -> None:
-        """The session's statuses, nominations, events and fair-share annotations, to be
-        written in the background (by the leader only, when they differ from the objects')."""
+        """The session's statuses, nominations, pending pods' conditions, events and
+        fair-share annotations, to be written in the background (by the leader only, when they
+        differ from the objects')."""
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        conditions, pod_events = self.pod_conditions.plan(self.cache, decisions, stamp)
         statuses.offer(
             podgroups=decisions.podgroup_status,
             queues=decisions.queue_status,
             pods=self._nominations(decisions),
-            events=[
-                *(self._podgroup_event(ev) for ev in decisions.events),
-                *self._pod_events(decisions),
-            ],
+            pod_conditions=conditions,
+            condition_events=pod_events,
+            events=[self._podgroup_event(ev) for ev in decisions.events],
             fair_shares=fair_share_annotations(decisions, self.cache),
         )
 
@@ -341,6 +347,7 @@ class SchedulerService:
         self.metrics.binds.labels(result=outcome.value).inc()
         if outcome is BindOutcome.BOUND:
             self.metrics.schedule_attempts.labels(result="scheduled").inc()
+            out.statuses.offer(events=[scheduled_event(req.namespace, req.pod, req.uid, req.node)])
             task = self.cache.tasks.get(req.uid)
             if task is not None and task.creation:
                 waited_ms = (time.time() - task.creation) * 1000
@@ -389,35 +396,6 @@ class SchedulerService:
             uid=uid,
             resource_version=version,
         )
-
-    def _pod_events(self, decisions: Decisions) -> list[EventSpec]:
-        """One `Unschedulable` event per pending job, on its first pending pod.
-
-        Every pod of a gang fails for the same reason, so one pod carries it (the PodGroup
-        has its own event and condition); repeats are suppressed by the status writer.
-        """
-        out = []
-        for job_id, reason in decisions.pending_reasons.items():
-            job = self.cache.jobs.get(job_id)
-            if job is None or reason.kind in ("Pipelined", "NotConsidered"):
-                continue
-            pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
-            if not pending:
-                continue
-            first = min(pending, key=lambda t: t.sort_key())
-            out.append(
-                EventSpec(
-                    kind="Pod",
-                    namespace=first.namespace,
-                    name=first.name,
-                    uid=first.uid,
-                    resource_version=identity(first.raw)[1],
-                    reason="Unschedulable",
-                    message=reason.message,
-                    type="Warning",
-                )
-            )
-        return out
 
     def _count_evictions(self, decisions: Decisions) -> None:
         """Volcano's preemption metrics: one transaction per (action, beneficiary)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from batch.api.events import event_body, object_reference
+from batch.api.events import event_body, identity, object_reference
 from batch.api.fairshare import FAIR_SHARE_ANNOTATION, same_figures
 from batch.api.mergepatch import apply_merge_patch, merge_patch
 from batch.kube.client import RESOURCES, ApiError, KubeClient
@@ -30,6 +30,8 @@ from batch.kube.statuspath import status_paths
 __all__ = ["EventSpec", "StatusWriter", "status_patch"]
 
 log = logging.getLogger(__name__)
+#: Volcano's message of the event on a PodGroup whose gang is ready (scheduling.PodGroupReady)
+POD_GROUP_READY = "pod group is ready"
 _VOLATILE_CONDITION_KEYS = ("lastTransitionTime", "transitionID", "lastProbeTime")
 
 
@@ -116,6 +118,8 @@ class StatusWriter:
         self.component = component
         self.event_interval = event_interval
         self.podgroups: dict[tuple[str, str], dict[str, Any]] = {}
+        #: PodGroup -> (uid, resourceVersion) as last observed, to name it in events
+        self.podgroup_ids: dict[tuple[str, str], tuple[str, str]] = {}
         self.queues: dict[str, dict[str, Any]] = {}
         #: queue -> the value of its fair-share annotation (None: it has none)
         self.fair_shares: dict[str, str | None] = {}
@@ -134,8 +138,10 @@ class StatusWriter:
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
             if etype == "DELETED":
                 self.podgroups.pop(key, None)
+                self.podgroup_ids.pop(key, None)
             else:
                 self.podgroups[key] = dict(obj.get("status") or {})
+                self.podgroup_ids[key] = identity(obj)
         elif kind == "Queue":
             name = str(meta.get("name", ""))
             if etype == "DELETED":
@@ -224,8 +230,31 @@ class StatusWriter:
                 continue  # deleted meanwhile, or not yet seen
             patch = status_patch(self.podgroups[(ns, name)], status)
             if patch:
-                jobs.append(self._write(self.podgroups, (ns, name), "PodGroup", name, ns, patch))
+                jobs.append(self._write_podgroup(ns, name, patch))
         return await self._run(jobs)
+
+    async def _write_podgroup(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """Patch one PodGroup's status; when its gang became ready (phase Running), post
+        Volcano's Normal event `Scheduled` "pod group is ready" (its RecordJobStatusEvent)."""
+        key = (namespace, name)
+        was = self.podgroups[key].get("phase")
+        ok = await self._write(self.podgroups, key, "PodGroup", name, namespace, patch)
+        if ok and patch.get("phase") == "Running" and was != "Running":
+            uid, version = self.podgroup_ids.get(key, ("", ""))
+            await self.emit_events(
+                [
+                    EventSpec(
+                        kind="PodGroup",
+                        namespace=namespace,
+                        name=name,
+                        reason="Scheduled",
+                        message=POD_GROUP_READY,
+                        uid=uid,
+                        resource_version=version,
+                    )
+                ]
+            )
+        return ok
 
     async def write_queues(self, desired: Mapping[str, Mapping[str, Any]]) -> int:
         """Patch Queue statuses that changed; returns the number of writes made."""
@@ -262,6 +291,31 @@ class StatusWriter:
         return await self._run(
             [self._patch_status("Pod", name, ns, patch) for ns, name, patch in patches]
         )
+
+    async def patch_pod_conditions(self, patches: Sequence[tuple[str, str, dict[str, Any]]]) -> int:
+        """Strategic-merge-patch pods' `status.conditions` (namespace, name, status fields): the
+        conditions merge by type, so the others a pod has are kept."""
+        return await self._run([self._pod_conditions(ns, name, p) for ns, name, p in patches])
+
+    async def _pod_conditions(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        try:
+            await self.client.patch(
+                RESOURCES["Pod"],
+                name,
+                {"status": patch},
+                namespace=namespace,
+                sub="status",
+                patch_type="strategic",
+            )
+        except ApiError as exc:
+            if exc.status != 404:  # a pod deleted meanwhile has nothing to say
+                self._failed("Pod", name, exc)
+            return False
+        except Exception as exc:
+            self._failed("Pod", name, exc)
+            return False
+        self.writes += 1
+        return True
 
     async def emit_events(self, events: Sequence[EventSpec]) -> int:
         """Post events, suppressing an identical one posted within `event_interval`."""

@@ -400,7 +400,7 @@ class _Story:
         )["items"]:
             if pg["metadata"]["name"].startswith(job + "-"):
                 for cond in (pg.get("status") or {}).get("conditions") or []:
-                    if cond.get("type") == "Unschedulable":
+                    if cond.get("type") == "Unschedulable" and cond.get("status") == "True":
                         return str(cond.get("message", ""))
         return ""
 

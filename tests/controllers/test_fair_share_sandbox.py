@@ -284,3 +284,41 @@ def test_a_nested_queue_s_share_is_decided_by_its_parent_s_weight(live: Live) ->
     assert took <= SESSIONS, took
     _no_evictions_for(live, SESSIONS)
     assert live.gpus_by_queue() == want
+
+
+@pytest.fixture
+def live_gangreclaim(tmp_path: Path) -> Iterator[Live]:
+    """Tephra's default configuration, with gangreclaim as Volcano configures it (no
+    keepVictimQueueAtDeserved), reclaim left out (what the gang action alone decides) and no
+    overcommit (a gang within its queue's share is admitted on a full cluster)."""
+    conf = tmp_path / "volcano-scheduler.conf"
+    text = TEPHRA_DEFAULT_CONFIG.replace("MinRuntime: 5m", "MinRuntime: 0s")
+    text = text.replace("preempt, reclaim, gangreclaim", "preempt, gangreclaim")
+    text = text.replace("  - name: overcommit\n", "")  # enqueue admits the gang on its share
+    gang_args = "- name: gangreclaim\n  arguments:\n    keepVictimQueueAtDeserved: true\n"
+    assert gang_args in text
+    conf.write_text(text.replace(gang_args, "- name: gangreclaim\n  arguments:\n"))
+    options = SandboxOptions(schedule_period=0.2, max_grace_seconds=0.3, scheduler_conf=conf)
+    nodes = make_nodes(count=NODES, gpus=8, cpu="64", memory="256Gi")
+    with run_sandbox(
+        nodes=nodes, options=options, components=default_components(options), ready_timeout=120
+    ) as sb:
+        api = sb.api_client()
+        yield Live(sb, client.CustomObjectsApi(api), client.CoreV1Api(api), {})
+
+
+def test_gangreclaim_spares_a_queue_within_its_share(live_gangreclaim: Live) -> None:
+    """Issue 34.8: team-b holds 8 GPUs, its whole deserved share; an unreclaimable queue holds
+    the other 24. team-a's 8-GPU gang may reclaim (8 fits its share) but no queue above its
+    share can give: team-b's gang is never evicted, and team-a waits."""
+    live = live_gangreclaim
+    live.queue("team-a", 1)
+    live.queue("team-b", 1)
+    live.queue("locked", 1, reclaimable=False)
+    live.job("b-gang", "team-b", 1, 8)
+    for i in range(3):
+        live.job(f"l{i}", "locked", 1, 8)
+    wait_for(lambda: sum(live.gpus_by_queue().values()) == 32, what="the cluster full")
+    live.job("a-gang", "team-a", 1, 8)
+    _no_evictions_for(live, SESSIONS)
+    assert live.bound("a-gang") == 0 and live.bound("b-gang") == 1

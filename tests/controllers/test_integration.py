@@ -453,9 +453,37 @@ def test_cli_job_and_queue_commands(env: Env) -> None:
     assert run("queue", "get", "-n", "cliq").splitlines()[1].split()[:3] == ["cliq", "5", "Closed"]
     run("queue", "operate", "-n", "cliq", "-a", "open")
     wait_for(lambda: env.queue_state("cliq") == "Open", what="cliq reopened")
-    run("queue", "operate", "-n", "cliq", "-a", "close")  # only a Closed queue can be deleted
+    run("queue", "operate", "-n", "cliq", "-a", "close")
     wait_for(lambda: env.queue_state("cliq") == "Closed", what="cliq closed again")
     run("queue", "delete", "-n", "cliq")
+
+
+def test_a_just_created_queue_is_deleted_at_once(env: Env) -> None:
+    """Issue 34.8: `kubectl create` then `kubectl delete` of a queue, before the controller has
+    given it a state (or after it opened it): Volcano v1.10 deletes it, so does Tephra."""
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "qa-delete"},
+        "spec": {"weight": 1},
+    }
+    env.co.create_cluster_custom_object(*S, "queues", queue)
+    env.co.delete_cluster_custom_object(*S, "queues", "qa-delete")
+    wait_for(lambda: not _exists(env, "qa-delete"), what="new qa-delete gone")
+    env.co.create_cluster_custom_object(*S, "queues", queue)
+    wait_for(lambda: env.queue_state("qa-delete") == "Open", what="qa-delete open")
+    env.co.delete_cluster_custom_object(*S, "queues", "qa-delete")
+    wait_for(lambda: not _exists(env, "qa-delete"), what="open qa-delete gone")
+
+
+def _exists(env: Env, queue: str) -> bool:
+    try:
+        env.co.get_cluster_custom_object(*S, "queues", queue)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 def test_cli_rejects_bad_job_with_field_path(env: Env, tmp_path: Path) -> None:

@@ -130,9 +130,10 @@ def test_gang_that_cannot_fit_binds_nothing(sandbox: SandboxHandle) -> None:
     assert any(c["type"] == "Unschedulable" for c in conditions), conditions
     events = client.CoreV1Api(sandbox.api_client()).list_namespaced_event("default").items
     assert any(e.involved_object.name == "toobig" and e.reason == "Unschedulable" for e in events)
-    # One event on the gang's first pending pod, with the reason text.
+    # One event on the gang's first pending pod, with the reason text, named as kube-scheduler
+    # names it (FailedScheduling).
     pod_events = [
-        e for e in events if e.involved_object.kind == "Pod" and e.reason == "Unschedulable"
+        e for e in events if e.involved_object.kind == "Pod" and e.reason == "FailedScheduling"
     ]
     assert len(pod_events) == 1, pod_events
     assert pod_events[0].involved_object.name.startswith("toobig-")
@@ -171,17 +172,93 @@ def test_unschedulable_events_name_their_object_as_kubectl_looks_for_it(
     for obj, api_version in ((pg, f"{GROUP}/v1beta1"), (pod, "v1")):
         events = wait_for(
             lambda obj=obj: events_about(sandbox, obj),
-            what=f"the {obj['kind']}'s Unschedulable event",
+            what=f"the {obj['kind']}'s unschedulable event",
             timeout=20,
             explain=lambda: [
                 e.involved_object
                 for e in client.CoreV1Api(api).list_namespaced_event("default").items
             ],
         )
-        assert {e.reason for e in events} == {"Unschedulable"}
+        want = "Unschedulable" if obj["kind"] == "PodGroup" else "FailedScheduling"
+        assert {e.reason for e in events} == {want}
         involved = events[0].involved_object
         assert involved.api_version == api_version
         assert involved.resource_version, involved
+
+
+def pod_scheduled(sb: SandboxHandle, name: str) -> dict[str, Any] | None:
+    core = client.CoreV1Api(sb.api_client())
+    got = sb.api_client().sanitize_for_serialization(core.read_namespaced_pod(name, "default"))
+    for cond in got.get("status", {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled":
+            return dict(cond)
+    return None
+
+
+def test_pending_pods_carry_cluster_autoscalers_condition(sandbox: SandboxHandle) -> None:
+    """Issue 34.2: cluster-autoscaler scales up for a pod whose PodScheduled condition is False
+    with reason Unschedulable (its `IsPodUnschedulable`); every pod of a gang that cannot be
+    placed gets it, with the scheduler's reason as its message."""
+    submit(sandbox, "ca-toobig", 2, 16)
+    for i in range(2):
+        cond = wait_for(
+            lambda i=i: pod_scheduled(sandbox, f"ca-toobig-{i}"),
+            what="a PodScheduled condition",
+            explain=lambda: scheduler_state(sandbox, "ca-toobig"),
+        )
+        assert (cond["status"], cond["reason"]) == ("False", "Unschedulable"), cond
+        assert cond["message"], cond
+
+
+def test_a_bound_pod_is_scheduled_with_kube_schedulers_event(sandbox: SandboxHandle) -> None:
+    """Issue 34.3: a bound pod's PodScheduled turns True (the binding does it), it gets the
+    Normal event `Scheduled` "Successfully assigned ns/pod to node", and its PodGroup, once
+    its gang is ready, Volcano's Normal event `Scheduled` "pod group is ready"."""
+    submit(sandbox, "sch-ok", 1, 1)
+    [node] = wait_for(lambda: [n for n in nodes_of(sandbox, "sch-ok") if n], what="bound")
+    assert (pod_scheduled(sandbox, "sch-ok-0") or {}).get("status") == "True"
+    api = sandbox.api_client()
+    pod_obj = api.sanitize_for_serialization(
+        client.CoreV1Api(api).read_namespaced_pod("sch-ok-0", "default")
+    )
+    [event] = wait_for(
+        lambda: [e for e in events_about(sandbox, pod_obj) if e.reason == "Scheduled"],
+        what="the pod's Scheduled event",
+    )
+    assert event.type == "Normal"
+    assert event.message == f"Successfully assigned default/sch-ok-0 to {node}"
+    pg = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, "v1beta1", "default", "podgroups", "sch-ok"
+    )
+    [ready] = wait_for(
+        lambda: [e for e in events_about(sandbox, pg) if e.reason == "Scheduled"],
+        what="the PodGroup's ready event",
+        explain=lambda: pg_status(sandbox, "sch-ok"),
+    )
+    assert (ready.type, ready.message) == ("Normal", "pod group is ready")
+
+
+def test_an_operators_gang_that_runs_is_not_left_unschedulable(sandbox: SandboxHandle) -> None:
+    """Issue 34.4: an operator creates the PodGroup first (Unschedulable True while no pod
+    exists), its pods later; once they are bound the PodGroup says Scheduled True and
+    Unschedulable False, not both True."""
+    api = sandbox.api_client()
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, "v1beta1", "default", "podgroups", podgroup("op-gang", 2)
+    )
+
+    def conditions() -> dict[str, str]:
+        return {c["type"]: c["status"] for c in pg_status(sandbox, "op-gang").get("conditions", [])}
+
+    wait_for(lambda: conditions().get("Unschedulable") == "True", what="op-gang unschedulable")
+    for i in range(2):
+        client.CoreV1Api(api).create_namespaced_pod("default", pod(f"op-gang-{i}", "op-gang", 1))
+    wait_for(
+        lambda: conditions().get("Scheduled") == "True",
+        what="op-gang scheduled",
+        explain=lambda: scheduler_state(sandbox, "op-gang"),
+    )
+    assert conditions() == {"Scheduled": "True", "Unschedulable": "False"}
 
 
 def test_default_queues_exist_and_metrics(sandbox: SandboxHandle) -> None:

@@ -296,6 +296,45 @@ def test_gang_larger_than_free_capacity_binds_nothing(stack: Stack) -> None:
     stack.delete_job("gang5")
 
 
+def _autoscaler_would_scale_up_for(pod: dict[str, Any]) -> bool:
+    """Cluster-autoscaler's rule for an unschedulable pod (its `IsPodUnschedulable` / the
+    pod lister's filter): unbound, with PodScheduled False reason Unschedulable."""
+    if pod["spec"].get("nodeName"):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled":
+            return bool(cond.get("status") == "False" and cond.get("reason") == "Unschedulable")
+    return False
+
+
+def test_pods_of_a_gang_that_cannot_fit_trigger_cluster_autoscaler(stack: Stack) -> None:
+    """Issue 34.2 on the real apiserver: every pod of a gang that cannot be placed carries the
+    condition cluster-autoscaler scales up for; a job that fits is bound, its pods' condition
+    turned True by the binding, with kube-scheduler's `Scheduled` event."""
+    stack.create(
+        f"{VCJOBS}/namespaces/{NS}/jobs", _job("ca-big", replicas=5, min_available=5, cpu="10")
+    )
+    stack.wait("ca-big's pods created", lambda: len(stack.pods("ca-big")) == 5)
+    stack.wait(
+        "every ca-big pod unschedulable for cluster-autoscaler",
+        lambda: all(_autoscaler_would_scale_up_for(p) for p in stack.pods("ca-big")),
+    )
+    stack.create(
+        f"{VCJOBS}/namespaces/{NS}/jobs", _job("ca-fits", replicas=1, min_available=1, cpu="1")
+    )
+    [(pod, node)] = stack.wait("ca-fits bound", lambda: list(stack.bound("ca-fits").items()))
+
+    def scheduled() -> list[dict[str, Any]]:
+        page = stack.get(f"/api/v1/namespaces/{NS}/events?fieldSelector=reason%3DScheduled") or {}
+        return [e for e in page.get("items") or [] if e["involvedObject"]["name"] == pod]
+
+    [event] = stack.wait("ca-fits' Scheduled event", scheduled)
+    assert event["message"] == f"Successfully assigned {NS}/{pod} to {node}"
+    assert not any(_autoscaler_would_scale_up_for(p) for p in stack.pods("ca-fits"))
+    stack.delete_job("ca-big")
+    stack.delete_job("ca-fits")
+
+
 def test_preempt_evicts_a_low_priority_job_in_the_same_queue(stack: Stack) -> None:
     _queue(stack, "pq")
     # 6-GPU pods on 8-GPU nodes: one per node; the high pod (8 GPUs) fits nowhere until preempt.

@@ -558,8 +558,6 @@ def test_deletion_details(server: Server) -> None:
     }
     code, body = http(server, "POST", queues, q)
     assert code == 201 and body["metadata"]["generation"] == 1
-    closed = {"status": {"state": "Closed"}}  # only a Closed queue may be deleted (Volcano)
-    assert http(server, "PATCH", f"{queues}/gen-q/status", closed, ctype=MERGE)[0] == 200
     code, body = http(server, "DELETE", f"{queues}/gen-q")
     assert code == 200 and body["metadata"]["generation"] == 2
     assert body["metadata"]["deletionTimestamp"]

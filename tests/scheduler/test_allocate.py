@@ -246,3 +246,17 @@ def test_backfill_unpipelines_best_effort_tasks_pipelined_earlier() -> None:
     d = run(c, TEPHRA_DEFAULT_CONFIG)  # preempt runs before backfill in Tephra's default
     assert len(d.binds) == 2 and not d.pipelines
     assert d.pending_reasons["default/be2"].message == "0/1 nodes are available: 1 Too many pods."
+
+
+def test_queue_status_shape_is_tephras_own() -> None:
+    """A listed departure (docs/volcano-semantics.md#compatibility): Tephra's queue status names
+    every PodGroup phase count, zeros included, and `allocated` without `pods`; Volcano v1.10
+    omits zero counts and counts the queue's pods in `allocated.pods`."""
+    c = cluster(1, queues=("default", "idle"))
+    gang(c, "g", 2, cpu="1")
+    d = run(c)
+    assert d.queue_status["idle"] == {
+        "allocated": {"cpu": "0", "memory": "0"},
+        **dict.fromkeys(("pending", "inqueue", "running", "unknown", "completed"), 0),
+    }
+    assert "pods" not in d.queue_status["default"]["allocated"]

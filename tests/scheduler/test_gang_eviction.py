@@ -154,6 +154,24 @@ def test_gangreclaim_takes_from_other_reclaimable_queues_only() -> None:
     assert any(e.reason == "Reclaimed" and a in e.message for e in d.events)
 
 
+@pytest.mark.parametrize("keep", [False, True])
+def test_gangreclaim_never_takes_from_a_queue_within_its_share(keep: bool) -> None:
+    """Issue 34.8: b holds 2 cpus, its whole deserved share (a 2, b 2, locked 4 of 8), the
+    unreclaimable queue holds the rest. a's 2-cpu gang is Preemptive but no queue is above its
+    share that may give: nothing is evicted, as Volcano reclaims only from a queue whose
+    allocated does not fit its deserved (with or without keepVictimQueueAtDeserved)."""
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    c.apply("Queue", "ADDED", f.queue("locked", reclaimable=False))
+    running(c, "b-gang", ["n0"], per_node=2, min_member=2, queue="b")
+    running(c, "locked-0", ["n0"], per_node=2, min_member=2, queue="locked")
+    running(c, "locked-1", ["n1"], per_node=4, min_member=4, queue="locked")
+    pending(c, "a-job", 2, queue="a")
+    arg = "{keepVictimQueueAtDeserved: true}" if keep else "{}"
+    d = run(c, GANG_RECLAIM + f"configurations:\n- name: gangreclaim\n  arguments: {arg}\n")
+    assert evicted_jobs(d) == {}
+    assert d.pipelines == []
+
+
 @pytest.mark.parametrize(
     ("action", "ran_s", "evicted"),
     [

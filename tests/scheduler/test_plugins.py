@@ -332,3 +332,25 @@ def test_overcommit_reason_gives_the_figures() -> None:
     [cond] = d.podgroup_status[("default", "big")]["conditions"]
     # the gang's pods do not exist before admission: the gang counts minMember tasks, not 0
     assert cond["message"].startswith("3/3 tasks in gang unschedulable: resource in cluster")
+
+
+def test_a_gang_that_becomes_ready_turns_its_unschedulable_condition_false() -> None:
+    """Issue 34.4: an operator's PodGroup is admitted before its pods exist (Unschedulable
+    True, "3/3 tasks in gang unschedulable"); once its pods are placed it is Scheduled, and
+    the Unschedulable condition turns False, never True beside Scheduled True."""
+    c = cluster(1)
+    c.apply("PodGroup", "ADDED", f.podgroup("op", min_member=3, phase="Inqueue"))
+    first = run(c)
+    status = first.podgroup_status[("default", "op")]
+    [cond] = status["conditions"]
+    assert (cond["type"], cond["status"]) == ("Unschedulable", "True")
+    stored = f.podgroup("op", min_member=3, phase="Inqueue")
+    stored["status"] = status
+    c.apply("PodGroup", "MODIFIED", stored)
+    for i in range(3):
+        c.apply("Pod", "ADDED", f.pod(f"op-{i}", group="op"))
+    second = run(c)
+    assert len(second.binds) == 3
+    conds = {c["type"]: c for c in second.podgroup_status[("default", "op")]["conditions"]}
+    assert conds["Scheduled"]["status"] == "True"
+    assert conds["Unschedulable"]["status"] == "False"

@@ -6,7 +6,9 @@ per dimension present in both; legacy hierarchy annotations (`volcano.sh/hierarc
 `volcano.sh/hierarchy-weights`) get `root/` and `1/` prefixed, need equal segment counts and
 positive weights, and one queue's path may not be a prefix of another's; `spec.parent` must
 exist and not be the queue itself; `root` and `default` cannot be deleted, nor a queue with
-children; the root queue's resources are immutable.
+children; the root queue's resources are immutable. A queue in any state (Open, Closing, Closed,
+or not yet given one) can be deleted, as Volcano v1.10's webhook allows: its `validateQueueDeleting`
+checks only the name, older releases (<= v1.5) refused any state but `Closed`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from batch.api.constants import (
     ANN_HIERARCHY,
     ANN_HIERARCHY_WEIGHTS,
     DEFAULT_QUEUE,
-    QUEUE_CLOSED,
     ROOT_QUEUE,
 )
 from batch.api.scheduling import Queue, QueueSpec
@@ -254,15 +255,6 @@ def validate_queue_delete(
     name = (as_dict(obj.get("metadata")) or {}).get("name")
     if name in (ROOT_QUEUE, DEFAULT_QUEUE):
         errors.add("metadata.name", "deletionProtected", f"queue {name!r} cannot be deleted")
-        return
-    state = (as_dict(obj.get("status")) or {}).get("state") or ""
-    if state != QUEUE_CLOSED:
-        errors.add(
-            "metadata.name",
-            "closedOnly",
-            f"only queue with state `{QUEUE_CLOSED}` can be deleted, queue `{name}` state is "
-            f"`{state}` (close it first: tephra queue operate NAME -a close)",
-        )
         return
     if lookup is None or not isinstance(name, str):
         return

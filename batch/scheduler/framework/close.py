@@ -71,7 +71,10 @@ def _allocated(job: JobInfo) -> IntVec:
 def _status(ssn: Session, job: JobInfo, new_conds: list[dict[str, Any]]) -> dict[str, Any]:
     """The PodGroup status ``job`` should have after this session (module docstring)."""
     unsched = any(
-        c.get("type") == UNSCHEDULABLE and c.get("transitionID") == ssn.uid for c in new_conds
+        c.get("type") == UNSCHEDULABLE
+        and c.get("status") == "True"
+        and c.get("transitionID") == ssn.uid
+        for c in new_conds
     )
     c = job.counts
     return {

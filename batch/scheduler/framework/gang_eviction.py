@@ -307,15 +307,26 @@ class GangEviction:
         if self.floor is None or self.ledger is None:
             return True
         q = b.job.queue
-        after = left.get(q)
-        if after is None:
-            after = self.ledger.allocated(q)
+        before = left.get(q)
+        if before is None:
+            before = self.ledger.allocated(q)
+        borrowed = b.kind == WHOLE and self._borrowed(b.job)
+        if not borrowed and self._within_share(q, before):
+            return False
+        after = before
         for t in b.tasks:
             after = after - t.req
-        if not self.floor.allows(q, after, borrowed=b.kind == WHOLE and self._borrowed(b.job)):
+        if not self.floor.allows(q, after, borrowed=borrowed):
             return False
         left[q] = after
         return True
+
+    def _within_share(self, queue: str, allocated: npt.NDArray[np.int64]) -> bool:
+        """Does ``queue``'s ``allocated`` (less the bundles already chosen) fit its deserved
+        share? Then it gives nothing more: Volcano's Reclaimable takes a victim only while its
+        queue's allocated does not fit deserved, in every configuration (issue 34.8)."""
+        deserved = self.ssn.dispatch.deserved(queue)
+        return deserved is not None and le_common(allocated, deserved)
 
     def _borrowed(self, job: JobInfo) -> bool:
         """Is ``job`` a gang larger than its queue's whole deserved share (on a resource its

@@ -8,6 +8,8 @@ either keeps its gang minimum or loses every candidate task it has in the domain
 reclaiming gang must fit in one domain; the plan is committed only if the job is then pipelined.
 See framework/gang_eviction.py and docs/volcano-semantics.md#gang-eviction.
 
+A bundle of a queue whose allocated (less the bundles already chosen) fits its deserved share is
+never taken (Volcano's Reclaimable), unless it is the whole of a gang larger than that share.
 Tephra's floors (framework/queue_floor.py, as in reclaim): a bundle is never taken when that
 would bring its queue below its ``guarantee`` on a guaranteed resource; with
 ``keepVictimQueueAtDeserved: true`` (Tephra's default configuration) only while the victim

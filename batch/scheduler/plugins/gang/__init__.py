@@ -96,6 +96,8 @@ class GangPlugin(Plugin):
             "reason": "tasks in gang are ready to be scheduled",
             "message": "",
         }
+        # a ready gang's Unschedulable condition from before turns False (issue 34.4)
+        cleared = {**scheduled, "type": "Unschedulable", "status": "False"}
         unschedulable: dict[tuple[int, int, str], dict[str, Any]] = {}
         conditions, reasons = ssn.podgroup_conditions, ssn.reasons
         visit = close_jobs(ssn)  # the others are ready, and would be given `scheduled` again
@@ -115,9 +117,15 @@ class GangPlugin(Plugin):
                     ssn.event(job, "Warning", "Unschedulable", cond["message"])
             kept = conditions.get(job.uid)
             if kept is None:
-                conditions[job.uid] = [cond]
+                kept = conditions[job.uid] = [cond]
             else:
                 kept.append(cond)
+            if cond is scheduled and _unschedulable_true(job.conditions):
+                kept.append(cleared)
+
+
+def _unschedulable_true(conditions: list[dict[str, Any]]) -> bool:
+    return any(c.get("type") == "Unschedulable" and c.get("status") == "True" for c in conditions)
 
 
 def _unschedulable(
