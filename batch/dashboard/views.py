@@ -241,13 +241,21 @@ def _events(state: LiveState, namespace: str, names: Iterable[str]) -> list[Obj]
     return sorted(found, key=lambda e: str(e["last"]))
 
 
+def _exit(pod: Mapping[str, Any]) -> str:
+    """`137 (OOMKilled)`: how the pod's container ended, if one did."""
+    done = pod.get("terminated") or {}
+    if done.get("exitCode") is None:
+        return ""
+    return f"{done['exitCode']} ({done['reason']})" if done.get("reason") else str(done["exitCode"])
+
+
 def job_detail(state: LiveState, namespace: str, name: str) -> dict[str, Any] | None:
     """One job: phase history, pods and their nodes, the `job why` explanation, events."""
     job = state.named("Job", name, namespace)
     if job is None:
         return None
     pods = [
-        {"name": p["metadata"]["name"], "phase": p["phase"], "node": p["node"]}
+        {"name": p["metadata"]["name"], "phase": p["phase"], "node": p["node"], "exit": _exit(p)}
         for p in state.items("Pod")
         if p["job"] == name and p["metadata"].get("namespace") == namespace
     ]
