@@ -150,5 +150,7 @@ def test_an_operators_gang_is_found_by_the_workloads_name(sb: SandboxHandle) -> 
     kinds = {row.split()[1]: row.split()[-1] for row in everywhere[1:]}
     assert kinds["pt-big"] == "PyTorchJob" and kinds["big"] == "VCJob", everywhere
     assert not any(name.startswith("big-") for name in kinds)  # a VCJob's PodGroup is the VCJob
+    names = tephra(sb, "job", "list", "-A", "-o", "name").split()
+    assert "podgroup.scheduling.volcano.sh/pt-big" in names and "job.batch.volcano.sh/big" in names
     view = tephra(sb, "job", "view", "pt-big", "-n", "kf")
     assert "Kind: PyTorchJob" in view and "PodGroup: pt-big" in view, view
