@@ -584,6 +584,7 @@ class _ApiLookup:
     def events(self, namespace: str, involved: str) -> list[dict[str, Any]]:
         selector = f"involvedObject.name={involved}"
         found = self._all(RESOURCES["Event"], namespace, fieldSelector=selector)
+        found.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
         return [{k: ev.get(k) for k in ("reason", "message", "count")} for ev in found]
 
     def podgroups(self) -> list[dict[str, Any]]:
