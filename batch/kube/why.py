@@ -1,11 +1,14 @@
-"""Why a job is (or was) pending, as lines of text, from the API objects that say so.
+"""Why a job is (or was) pending, as lines of text, from the API objects that say so: first one
+sentence naming the blocker or how the job ended (`batch.kube.headline`), then the details.
 
 Why this exists: `tephra job why` and the dashboard's job page give the same explanation, so it
 lives once, below both. The reasoning is a pure function of the job and the objects a `WhyLookup`
 hands it (the PodGroup, its queue, its events, the waiting PodGroups, PriorityClasses, queues and
 the cluster's capacity); the CLI looks them up with the API client, the dashboard in its
 watch-fed cache. Lookups are made lazily, in the order the explanation needs them, so a job that
-is not pending costs no list of every PodGroup.
+is not pending costs no list of every PodGroup, and only a gang the scheduler found no node for
+costs the nodes' free room. A workload that is not a VCJob (a PyTorchJob, RayCluster...) is
+explained from the PodGroup it owns (`explain_workload`).
 """
 
 from __future__ import annotations
