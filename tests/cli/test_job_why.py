@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from batch.cli.main import main
 from batch.controllers.runner import ControllerComponent
 from batch.kube.config import load_access
-from batch.kube.resource import RESOURCES, Resource
+from batch.kube.resource import RESOURCES, ApiError, Resource
 from batch.kube.rest import RestClient
 from batch.kube.service import SchedulerComponent
+from batch.sandbox.demo import PYTORCHJOB_CRD
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.testing import SandboxHandle, run_sandbox
 from tests.waiting import wait_for
@@ -48,20 +49,36 @@ def _vcjob(name: str, *tasks: dict[str, Any], min_available: int = 1) -> dict[st
     }
 
 
-def _operator_gang(namespace: str, workload: str) -> dict[str, Any]:
-    """The PodGroup the Kubeflow training-operator makes for PyTorchJob `workload`."""
+CRDS = Resource(
+    "apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+PYTORCHJOBS = Resource("kubeflow.org/v1", "pytorchjobs", "PyTorchJob")
+
+
+def _pytorchjob(rest: RestClient, namespace: str, name: str) -> dict[str, Any]:
+    """A PyTorchJob (its CRD installed first); no operator runs, so it makes no pods."""
+    rest.create(CRDS, PYTORCHJOB_CRD)
+    wait_for(lambda: rest.list(PYTORCHJOBS, namespace=namespace), tolerate=(ApiError,))
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}}
+    return rest.create(PYTORCHJOBS, {**body, "spec": {}}, namespace)
+
+
+def _operator_gang(namespace: str, workload: dict[str, Any]) -> dict[str, Any]:
+    """The PodGroup the Kubeflow training-operator makes for PyTorchJob `workload` (named after
+    it, owned by it)."""
+    name = workload["metadata"]["name"]
     owner = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "name": workload,
-        "uid": "0b0b0b0b-0000-4000-8000-000000000001",
+        "name": name,
+        "uid": workload["metadata"]["uid"],
         "controller": True,
         "blockOwnerDeletion": True,
     }
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
-        "metadata": {"name": workload, "namespace": namespace, "ownerReferences": [owner]},
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
         "spec": {"minMember": 4, "queue": "default", "minResources": {GPU: "32"}},
     }
 
@@ -91,7 +108,8 @@ def sb() -> Iterator[SandboxHandle]:
         )
         rest.create(JOBS, _vcjob("crash", crash), "default")
         rest.create(RESOURCES["Namespace"], {"metadata": {"name": "kf"}})
-        rest.create(RESOURCES["PodGroup"], _operator_gang("kf", "pt-big"), "kf")
+        workload = _pytorchjob(rest, "kf", "pt-big")
+        rest.create(RESOURCES["PodGroup"], _operator_gang("kf", workload), "kf")
         yield handle
 
 
@@ -154,3 +172,4 @@ def test_an_operators_gang_is_found_by_the_workloads_name(sb: SandboxHandle) -> 
     assert "podgroup.scheduling.volcano.sh/pt-big" in names and "job.batch.volcano.sh/big" in names
     view = tephra(sb, "job", "view", "pt-big", "-n", "kf")
     assert "Kind: PyTorchJob" in view and "PodGroup: pt-big" in view, view
+    assert "kind: PyTorchJob" in tephra(sb, "job", "view", "pt-big", "-n", "kf", "-o", "yaml")
