@@ -269,7 +269,7 @@ def main() -> None:
         wait_file(kubeconfig, sandbox, 120, "sandbox")
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}
         subprocess.run(
-            ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--validate=false", "-f", "-"],
+            ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "-f", "-"],
             input=json.dumps(ns).encode(),
             check=True,
             capture_output=True,

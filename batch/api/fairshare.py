@@ -9,7 +9,9 @@ module is the annotation's one definition: its key, how its value is written and
 two values say the same.
 
 The value is compact JSON: `{"deserved": {RESOURCE: QUANTITY}, "allocated": {...}, "request":
-{...}, "session": "<session uid>"}`, quantities in Kubernetes form.
+{...}, "session": "<session uid>"}`, quantities in Kubernetes form; with proportion's
+`usageHalfLife` also `"usage": {"effectiveWeight": W, "share": U}` (the weight the share was
+computed with, and the queue's share of all queues' decayed usage).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class FairShare:
     allocated: dict[str, int]
     request: dict[str, int]
     session: str
+    #: usageHalfLife: the weight the share was computed with, and the queue's usage share
+    effective_weight: float | None = None
+    usage_share: float | None = None
 
     @property
     def session_time(self) -> float | None:
@@ -60,14 +65,18 @@ def fair_share_value(
     allocated: Mapping[str, int],
     request: Mapping[str, int],
     session: str,
+    usage: tuple[float, float] | None = None,
 ) -> str:
-    """The annotation's value for these figures (internal amounts), compact JSON."""
-    body = {
+    """The annotation's value for these figures (internal amounts), compact JSON; ``usage``:
+    the effective weight and usage share, when the usage-decayed fair share computed them."""
+    body: dict[str, Any] = {
         "deserved": format_resource_list(deserved),
         "allocated": format_resource_list(allocated),
         "request": format_resource_list(request),
         "session": session,
     }
+    if usage is not None:
+        body["usage"] = {"effectiveWeight": round(usage[0], 4), "share": round(usage[1], 4)}
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -84,7 +93,7 @@ def _body(value: str | None) -> dict[str, Any] | None:
 
 def _figures(value: str | None) -> dict[str, Any] | None:
     body = _body(value)
-    return None if body is None else {k: body.get(k) for k in FIGURES}
+    return None if body is None else {k: body.get(k) for k in (*FIGURES, "usage")}
 
 
 def same_figures(a: str | None, b: str | None) -> bool:
@@ -104,4 +113,19 @@ def read_fair_share(queue: Mapping[str, Any]) -> FairShare | None:
     except (ValueError, TypeError):  # a QuantityError, or a map that is not one
         return None
     session = body.get("session")
-    return FairShare(**amounts, session=session if isinstance(session, str) else "")
+    weight, share = _usage(body.get("usage"))
+    return FairShare(
+        **amounts,
+        session=session if isinstance(session, str) else "",
+        effective_weight=weight,
+        usage_share=share,
+    )
+
+
+def _usage(value: Any) -> tuple[float | None, float | None]:
+    """The usage figures of the value (None each: absent or unreadable)."""
+    if not isinstance(value, dict):
+        return None, None
+    got = [value.get(k) for k in ("effectiveWeight", "share")]
+    ok = [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in got]
+    return ok[0], ok[1]

@@ -44,6 +44,7 @@ __all__ = [
     "CREATED_BY_ANNOTATION",
     "DEFAULT_QUEUE",
     "ENTRY_POINT_GROUP",
+    "FINAL_WORKLOAD_PHASES",
     "GANG_HASH_ANNOTATION",
     "GANG_INJECTION_DISABLED",
     "GANG_INJECTION_ENABLED",
@@ -275,6 +276,10 @@ class WorkloadAdapter(Protocol):
         ...
 
 
+#: the observed phases after which a workload starts no pod again
+FINAL_WORKLOAD_PHASES = frozenset({"Completed", "Failed", "Terminated"})
+
+
 @dataclass(frozen=True)
 class WorkloadObservation:
     """What the ledger records about a workload, as the workload's adapter reads it.
@@ -296,6 +301,14 @@ class WorkloadObservation:
     priority_class: str | None = None
     min_available: int | None = None
     phases: Sequence[tuple[str, dt.datetime]] = ()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the workload's latest phase is a final one (it will start no pod again)."""
+        if not self.phases:
+            return False
+        latest = max(self.phases, key=lambda p: p[1])[0]
+        return latest in FINAL_WORKLOAD_PHASES
 
 
 @runtime_checkable

@@ -161,10 +161,21 @@ def serve_metrics(sources: Sources, address: str, health: Health = lambda: ()) -
     return server
 
 
-def bind_address_option(default: str) -> Callable[[Any], Any]:
+def bind_address_option(default: str, *, free: str | None = None) -> Callable[[Any], Any]:
+    """``--metrics-bind-address``; ``free``: how the help names port 0 when it is the default."""
+    where = "HOST:PORT, :PORT (all interfaces) or 0 (off)"
+    if free is not None:
+        where = f"HOST:PORT (port 0: {free}), :PORT (all interfaces) or 0 (off)"
     return click.option(
         "--metrics-bind-address",
         default=default,
         show_default=True,
-        help="Serve Prometheus /metrics here: HOST:PORT, :PORT (all interfaces) or 0 (off).",
+        help=f"Serve Prometheus /metrics here: {where}.",
     )
+
+
+def metrics_url(server: WSGIServer) -> str:
+    """Where ``server`` (from :func:`serve_metrics`) answers, with the port it really bound."""
+    host, port = (str(part) for part in server.server_address[:2])
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/metrics"

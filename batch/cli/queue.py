@@ -46,7 +46,7 @@ _HEADERS = [
 ]
 
 
-_WIDE = ["Reclaimable", "Allocated", "Capability"]
+_WIDE = ["EffWeight", "UsageShare", "Reclaimable", "Allocated", "Capability"]
 
 _command_namespace = click.option(
     "--command-namespace",
@@ -72,11 +72,19 @@ def _deserved(q: dict[str, Any]) -> str:
     return _resources(format_resource_list(shown))
 
 
+def _usage(q: dict[str, Any]) -> list[str]:
+    """The usage-decayed weight and usage share the scheduler published (usageHalfLife)."""
+    published = read_fair_share(q)
+    got = (published.effective_weight, published.usage_share) if published else (None, None)
+    return ["<none>" if v is None else f"{v:.3g}" for v in got]
+
+
 def _row(q: dict[str, Any], *, wide: bool = False) -> list[Any]:
     spec, st = q.get("spec") or {}, q.get("status") or {}
     name = q["metadata"]["name"]
     parent = spec.get("parent") or ("" if name == "root" else "root")
     extra = [
+        *_usage(q),
         str(spec.get("reclaimable", True)).lower(),
         _resources(st.get("allocated")),
         _resources(spec.get("capability")),

@@ -26,6 +26,7 @@ from batch.cli.metrics import (
     bind_address_option,
     component_health,
     component_registries,
+    metrics_url,
     parse_bind_address,
     serve_metrics,
 )
@@ -126,7 +127,7 @@ def sandbox() -> None:
     help="Seed of fault injection and generated names.",
 )
 @click.option("--no-components", is_flag=True, help="Serve only the API server and node emulator.")
-@bind_address_option("127.0.0.1:8080")
+@bind_address_option("127.0.0.1:0", free="a free port")
 @pod_batch_option
 @limit_options
 @queue_command_namespace_option
@@ -252,6 +253,8 @@ def _serve(
             f"({names}); kubeconfig: {kubeconfig}",
             err=True,
         )
+        if served is not None:
+            click.echo(f"metrics: {metrics_url(served)}", err=True)
         sys.stderr.flush()
         while not stop.wait(0.5):
             pass

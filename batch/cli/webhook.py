@@ -50,6 +50,14 @@ from batch.cli.limits import limit_options
     help="Read queues/namespaces from this cluster for the rules that need them.",
 )
 @click.option("--assume-queues", is_flag=True, help="Do not read the cluster; every queue exists.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Large reviews (over 64 KiB) worked on at once, in threads; four times as many may "
+    "wait, the rest are answered busy. Small ones are answered at once.",
+)
 @limit_options
 def webhook(
     host: str,
@@ -61,6 +69,7 @@ def webhook(
     sans: tuple[str, ...],
     kubeconfig: Path | None,
     assume_queues: bool,
+    concurrency: int,
     limits: AdmissionLimits,
 ) -> None:
     """Serve AdmissionReview v1 endpoints (/jobs/validate, /jobs/mutate, ...) until SIGTERM."""
@@ -95,6 +104,7 @@ def webhook(
             facts=facts,
             stop=stop,
             limits=limits,
+            concurrency=concurrency,
             on_ready=lambda p: click.echo(f"webhook listening on https://{host}:{p}", err=True),
         )
 

@@ -4,6 +4,9 @@ Kept apart from `operator.py` so the controller manager only routes keys: a VCJo
 also wakes the CronJob that controls it (`owner_key`), as Volcano's job informer handlers do, and
 the sync's `requeue_after` (the next start time) becomes an APScheduler timer there. `clock` is
 the sync's notion of now; tests replace it to drive the schedule without waiting for it.
+A Job the API server refuses (its template passes CronJob admission, but e.g. its queue is
+closed) is told on the CronJob as a Warning event, once per distinct refusal, while the sync is
+retried with backoff (issue 30: such refusals were retried silently).
 """
 
 from __future__ import annotations
@@ -13,10 +16,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.actions import ReconcileResult
+from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, ReconcileResult
 from batch.controllers.cronjob import reconcile_cronjob
-from batch.controllers.shell import JOBS, get_or_none, list_items, register_kind, resource_for
-from batch.kube.client import KubeClient
+from batch.controllers.shell import (
+    JOBS,
+    ApplyError,
+    get_or_none,
+    list_items,
+    register_kind,
+    resource_for,
+)
+from batch.kube.client import ApiError, KubeClient
 
 __all__ = ["CRONJOB_KEY", "CronJobSync", "owner_key"]
 
@@ -44,11 +54,42 @@ def owner_key(job: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
+#: API answers that refuse the Job itself (invalid, refused by admission or quota, forbidden):
+#: retrying the same template does not help until the template or what it refers to changes.
+REFUSALS = frozenset({400, 403, 422})
+
+
 class CronJobSync:
     """Reads what one CronJob sync needs, fresh from the API server."""
 
     def __init__(self, clock: Callable[[], datetime] = _now) -> None:
         self.clock = clock
+        self._told: dict[tuple[str, str, str], str] = {}
+
+    def refusal_event(self, exc: ApplyError) -> EmitEvent | None:
+        """The Warning event (`FailedCreate`, as Kubernetes' CronJob controller) telling the
+        owner of a CronJob that the API server refused the Job made from its template; None for
+        any other failure, or when the same refusal was already told (the sync is retried with
+        backoff: one event per distinct refusal, not one per retry)."""
+        cause = exc.__cause__
+        if not isinstance(exc.action, CreateObject) or not isinstance(cause, ApiError):
+            return None
+        job = exc.action.body.get("metadata") or {}
+        owner = owner_key({"metadata": job})
+        if cause.status not in REFUSALS or owner is None:
+            return None
+        why = str(cause.body.get("message") or cause)
+        if self._told.get(owner) == why:
+            return None
+        self._told[owner] = why
+        ref = next(o for o in job.get("ownerReferences") or [] if o.get("controller"))
+        cronjob = {**ref, "metadata": {"namespace": owner[1], **ref}}
+        message = f"Error creating job {job.get('name')}: {why}; retried with backoff until fixed"
+        return EmitEvent(ObjectRef.of(cronjob), "FailedCreate", message, type="Warning")
+
+    def created(self, key: tuple[str, str, str]) -> None:
+        """A sync of the CronJob was applied: a later refusal is told again."""
+        self._told.pop(key, None)
 
     async def reconcile(self, client: KubeClient, ns: str, name: str) -> ReconcileResult | None:
         """The sync's result, or None when the CronJob is gone."""

@@ -60,6 +60,7 @@ from batch.api.quantity import QuantityError
 from batch.api.resources import is_extended_resource, to_internal
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     CreateObject,
     DeleteObject,
     EmitEvent,
@@ -455,8 +456,11 @@ def initialise(
             actions.append(CreateObject(build_pvc(job, claim, claim_spec)))
         cres[f"volume-pvc-{claim}"] = claim
     cres[LAYOUT_KEY] = _layout(tasks)
+    state: JSON = {"phase": c.PENDING, "lastTransitionTime": format_time(now)}
+    if _initialise_refused(job.get("status") or {}):
+        state |= {"reason": None, "message": None}  # merge patch: the refusal is over
     new_status: JSON = {
-        "state": {"phase": c.PENDING, "lastTransitionTime": format_time(now)},
+        "state": state,
         "minAvailable": min_av,
         "version": 0,
         "retryCount": 0,
@@ -734,6 +738,8 @@ def read_job(job: Mapping[str, Any]) -> JobFacts:
     spec = job.get("spec") or {}
     status: Mapping[str, Any] = job.get("status") or {}
     phase = str((status.get("state") or {}).get("phase") or "")
+    if _initialise_refused(status):
+        phase = ""  # Pending only to say why it is not yet initialised: try again
     notes: tuple[str, ...] = ()
     if phase and phase not in c.JOB_PHASES:
         notes = (f"unknown phase {phase!r} taken as {c.PENDING}",)
@@ -749,6 +755,32 @@ def read_job(job: Mapping[str, Any]) -> JobFacts:
         tasks=tasks_of(job),
         notes=notes,
     )
+
+
+def _initialise_refused(status: Mapping[str, Any]) -> bool:
+    state = status.get("state") or {}
+    return (
+        state.get("phase") == c.PENDING
+        and state.get("reason") == c.FORBIDDEN_REASON
+        and not status.get("controlledResources")
+    )
+
+
+def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> list[Any]:
+    """The status of a new job whose first reconcile the API server forbade: Pending, the state
+    naming the refusal (none for a job already initialised). `read_job` still takes it for new,
+    so it is initialised once the write is allowed (issue 30.9: such a job kept an empty phase
+    for 24 minutes)."""
+    facts = read_job(job)
+    if facts.phase != "" or facts.state.get("message") == message:
+        return []
+    state = {
+        "phase": c.PENDING,
+        "reason": c.FORBIDDEN_REASON,
+        "message": message,
+        "lastTransitionTime": format_time(now),
+    }
+    return [PatchStatus(facts.ref, {"state": state})]
 
 
 def refuse_oversized(
@@ -841,20 +873,35 @@ def guard_plugin_objects(
     return foreign, _refuse_job(facts.ref, NOT_OWNED, message, now)
 
 
+#: plugin objects the job's pods mount: a pod made while one is foreign would mount it
+_MOUNTED_KINDS = frozenset({"Secret", "ConfigMap"})
+#: how soon a job that holds back its pods for a foreign plugin object looks again
+FOREIGN_RECHECK_SECONDS = 5.0
+
+
 def spare_foreign(
     job: Mapping[str, Any], result: ReconcileResult, foreign: Sequence[Mapping[str, Any]]
 ) -> None:
     """Drop the writes of a running job to plugin objects it does not control (one replaced
-    under it), with a note naming each."""
+    under it), with a note naming each; while one the pods mount is foreign (an ssh Secret
+    holding another user's key), also the pods it would create, with a Warning event."""
     keys = {(str(o.get("kind")), str(meta(o).get("name"))) for o in foreign}
-    kept = [
-        a
-        for a in result.actions
-        if not (isinstance(a, CreateObject | PatchObject) and (a.ref.kind, a.ref.name) in keys)
-    ]
-    if len(kept) != len(result.actions):
-        result.actions = kept
-        result.notes += [_not_owned(job, o) for o in foreign]
+    mounted = [o for o in foreign if o.get("kind") in _MOUNTED_KINDS]
+
+    def spared(a: Action) -> bool:
+        if not isinstance(a, CreateObject | PatchObject):
+            return False
+        return (a.ref.kind, a.ref.name) in keys or bool(mounted and a.ref.kind == "Pod")
+
+    kept = [a for a in result.actions if not spared(a)]
+    if len(kept) == len(result.actions):
+        return
+    result.actions = kept
+    result.notes += [_not_owned(job, o) for o in foreign]
+    if mounted:
+        message = "; ".join(_not_owned(job, o) for o in mounted) + ": no pod is created"
+        result.actions.append(EmitEvent(ObjectRef.of(job), NOT_OWNED, message, type="Warning"))
+        result.requeue_after = FOREIGN_RECHECK_SECONDS  # not at once: nothing changes by itself
 
 
 def live_pods(views: Sequence[PodView], version: int, killer: Killer) -> list[PodView]:

@@ -59,6 +59,12 @@ class ControllerMetrics:
             registry=self.registry,
         )
 
+        self.dropped_writes = Counter(
+            "tephra_controller_dropped_writes",
+            "Controller writes dropped unsent because leadership was not current",
+            registry=self.registry,
+        )
+
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         from prometheus_client import start_http_server
 

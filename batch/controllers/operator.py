@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import logging
 import threading
@@ -36,7 +37,7 @@ from batch.api.bus import queue_target
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, PatchStatus
 from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync, owner_key
-from batch.controllers.job import plugin_object_keys, reconcile_job
+from batch.controllers.job import pending_forbidden, plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import job_volumes, meta, podgroup_name, tasks_of
 from batch.controllers.kopflogin import connection_info
 from batch.controllers.metrics import ControllerMetrics
@@ -63,6 +64,7 @@ from batch.controllers.shell import (
     PVCS,
     QUEUES,
     ApplyError,
+    NotLeading,
     apply_actions,
     get_or_none,
     list_items,
@@ -70,18 +72,28 @@ from batch.controllers.shell import (
     resource_for,
 )
 from batch.controllers.timeutil import parse_time
-from batch.kube.client import ApiError, KubeClient
+from batch.kube.client import ApiError, KubeClient, Resource
 from batch.kube.config import load_access
+from batch.kube.informer import Reflector, ReflectorSet
 
 if TYPE_CHECKING:
     from batch.kube.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 
+#: how often a write the API server keeps forbidding is told again in an event (seconds)
+FORBIDDEN_EVENT_SECONDS = 600.0
+
 #: first and longest wait before the start's ledger reconcile is tried again (seconds)
 LEDGER_RETRY_SECONDS = (1.0, 30.0)
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
+
+#: the leadership check of the reconcile a worker runs: taken when the reconcile starts, so
+#: what it decided in one term is never written in another (None: no leader election)
+_FENCE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "tephra_controller_fence", default=None
+)
 
 
 def load_workload_adapters() -> list[Any]:
@@ -93,6 +105,14 @@ def load_workload_adapters() -> list[Any]:
     except Exception:  # an adapter that fails to load must not stop the controllers
         log.exception("loading tephra.integrations adapters failed")
         return []
+
+
+def _finished(workload: Mapping[str, Any], adapter: object) -> bool:
+    """Whether ``adapter`` observes ``workload`` as finished (no pod of it starts again)."""
+    from batch.api.integration import observe_workload
+
+    seen = observe_workload(workload, [adapter])
+    return seen is not None and seen.finished
 
 
 class LeadershipLost(RuntimeError):
@@ -172,6 +192,8 @@ class ControllerManager:
         self.queue_command_namespace = queue_command_namespace or None
         self.adapters = list(adapters) if adapters is not None else load_workload_adapters()
         self.recorder = recorder
+        #: makes the leadership check of a reconcile about to start (None: no election)
+        self._fence_of: Callable[[], Callable[[], bool]] | None = None
         self.client: KubeClient | None = None
         self.queue: WorkQueue | None = None
         self.deleted_pods: dict[str, list[dict[str, Any]]] = {}
@@ -191,6 +213,8 @@ class ControllerManager:
         self.errors = 0
         self.max_requeue = 15
         self._failures: dict[Key, int] = {}
+        #: the last Forbidden event posted per key: (message, monotonic time)
+        self._forbidden: dict[Key, tuple[str, float]] = {}
         self._last_seen: dict[str, dict[str, Any]] = {}
         self.metrics = ControllerMetrics()
         self.cronjobs = CronJobSync()
@@ -243,13 +267,47 @@ class ControllerManager:
                 events = events_from_job(old, new, adapters=self.adapters)
             elif kind == "pod":
                 events = events_from_pod(old, new, adapters=self.adapters)
+            elif kind == "podgroup":
+                events = events_from_podgroup(old, new, observed_kinds=self.observed_kinds)
             else:
-                convert = {"podgroup": events_from_podgroup, "queue": events_from_queue}[kind]
-                events = convert(old, new)
+                events = events_from_queue(old, new)
             if events:
                 self.recorder.record(events)
         except Exception:
             log.exception("ledger: recording a %s change failed", kind)
+
+    @property
+    def observed_kinds(self) -> frozenset[tuple[str, str]]:
+        """(apiVersion, kind) of the framework workloads the ledger follows themselves (their
+        adapter observes them): their PodGroups' phases do not stand in for theirs."""
+        return frozenset((r.api_version, r.kind) for r in self._workload_resources())
+
+    def _workload_resources(self) -> list[Resource]:
+        from batch.api.integration import ObservingAdapter, WorkloadKind
+
+        out: dict[tuple[str, str], Resource] = {}
+        for adapter in self.adapters:
+            if not isinstance(adapter, ObservingAdapter):
+                continue
+            kinds: Sequence[WorkloadKind] = getattr(adapter, "kinds", ())
+            for k in kinds:
+                if "/" in k.api_version and k.label_selector is None:
+                    out[(k.api_version, k.kind)] = Resource(k.api_version, k.plural, k.kind)
+        return list(out.values())
+
+    def _workload_reflectors(self) -> ReflectorSet | None:
+        """With a ledger, watch every framework workload kind an adapter observes, so the
+        ledger records their own phases, finish and deletion (a kind not installed is
+        watched once it is)."""
+        if self.recorder is None:
+            return None
+
+        def sink(_: str, etype: str, obj: dict[str, Any]) -> None:
+            self.record("job", etype, obj)
+
+        return ReflectorSet(
+            [Reflector(self._client(), r, sink) for r in self._workload_resources()]
+        )
 
     # -- kopf -----------------------------------------------------------------------------------
     def registry(self) -> kopf.OperatorRegistry:
@@ -399,6 +457,7 @@ class ControllerManager:
         assert self.queue is not None
         while True:
             key = await self.queue.get()
+            _FENCE.set(None if self._fence_of is None else self._fence_of())
             try:
                 await self.process(key)
             except asyncio.CancelledError:
@@ -422,8 +481,9 @@ class ControllerManager:
             await self.process_group(ns, name)
         elif kind == CRONJOB_KEY:
             result = await self.cronjobs.reconcile(self._client(), ns, name)
-            if result is not None:
-                await self._apply(key, result)
+            told = self.cronjobs.refusal_event
+            if result is not None and await self._apply(key, result, refused=told):
+                self.cronjobs.created(key)
 
     def _client(self) -> KubeClient:
         if self.client is None:
@@ -451,22 +511,40 @@ class ControllerManager:
         *,
         applied: Callable[[Any], None] | None = None,
         owner: Mapping[str, Any] | None = None,
+        refused: Callable[[ApplyError], EmitEvent | None] | None = None,
     ) -> bool:
         """Apply the reconcile's actions; False (and a retry with backoff) when one failed.
-        A write the API server forbids is also told to the user on ``owner`` (its object)."""
+        A write the API server forbids is also told to the user on ``owner`` (its object), and
+        a failure ``refused`` turns into an event is posted."""
         try:
             await apply_actions(
-                self._client(), result.actions, component="tephra-controllers", applied=applied
+                self._client(),
+                result.actions,
+                component="tephra-controllers",
+                applied=applied,
+                fence=_FENCE.get(),
             )
+        except NotLeading as exc:
+            log.warning("%s: %s", "/".join(key), exc)
+            self.metrics.dropped_writes.inc(exc.unsent)
+            self.enqueue_later(key, 1.0)  # no failure: the job is not to blame
+            return False
         except ApplyError as exc:
             log.warning("%s: %s", "/".join(key), exc)
             if isinstance(exc.action, PatchStatus):
                 self.metrics.status_write_failures.labels(kind=exc.action.ref.kind).inc()
             if owner is not None and isinstance(exc.__cause__, ApiError):
-                await self._warn_forbidden(owner, exc, exc.__cause__)
+                await self._warn_forbidden(key, owner, exc, exc.__cause__)
+            told = refused(exc) if refused is not None else None
+            if told is not None:
+                with contextlib.suppress(ApplyError, NotLeading):
+                    await apply_actions(
+                        self._client(), [told], component="tephra-controllers", fence=_FENCE.get()
+                    )
             await self._failed(key)
             return False
         self._failures.pop(key, None)
+        self._forbidden.pop(key, None)
         if result.requeue_after is not None:
             if result.requeue_after <= 0:
                 self.enqueue(key)
@@ -475,19 +553,31 @@ class ControllerManager:
         return True
 
     async def _warn_forbidden(
-        self, owner: Mapping[str, Any], exc: ApplyError, cause: ApiError
+        self, key: Key, owner: Mapping[str, Any], exc: ApplyError, cause: ApiError
     ) -> None:
         """A 403 is not transient: without an event the job only waits, and the reason is in
         the controller's log. The chart grants the job plugins' rights (Secrets, Services,
-        ...) only in `controller.jobNamespaces`."""
+        ...) only in `controller.jobNamespaces`. One event per refusal (again after
+        FORBIDDEN_EVENT_SECONDS while it lasts, not once per retry), and a new VCJob is
+        Pending with the refusal in its state rather than phaseless."""
         if cause.status != 403:
             return
         message = (
             f"{exc}; the controller may not do this in namespace "
             f"{meta(owner).get('namespace')!r} (with the Helm chart: controller.jobNamespaces)"
         )
-        event = EmitEvent(ObjectRef.of(owner), "Forbidden", message, type="Warning")
-        await apply_actions(self._client(), [event], component="tephra-controllers")
+        now = time.monotonic()
+        last = self._forbidden.get(key)
+        actions: list[Any] = []
+        if last is None or last[0] != message or now - last[1] >= FORBIDDEN_EVENT_SECONDS:
+            self._forbidden[key] = (message, now)
+            actions.append(EmitEvent(ObjectRef.of(owner), "Forbidden", message, type="Warning"))
+        if key[0] == "job":
+            actions += pending_forbidden(owner, message, datetime.now(UTC))
+        with contextlib.suppress(ApplyError, NotLeading):
+            await apply_actions(
+                self._client(), actions, component="tephra-controllers", fence=_FENCE.get()
+            )
 
     async def _failed(self, key: Key) -> None:
         """Retry with backoff; a job that keeps failing is terminated (Volcano's
@@ -526,6 +616,9 @@ class ControllerManager:
             "reason": "MaxRequeueExceeded",
             "message": f"syncing the job failed more than {self.max_requeue} times",
         }
+        fence = _FENCE.get()
+        if fence is not None and not fence():
+            return
         log.warning("job %s/%s failed too often; terminating it", ns, name)
         await client.create(COMMANDS, body, namespace=ns)
 
@@ -746,6 +839,7 @@ class ControllerManager:
             workload=workload,
             namespace_obj=namespace_obj,
             leader_running=leader_is_running,
+            workload_finished=_finished(workload, adapter),
         )
         await self._apply(("pod", ns, str(pod["metadata"].get("name"))), result)
         return True
@@ -816,6 +910,7 @@ class ControllerManager:
                 await self.client.close()
                 return
             hold = asyncio.create_task(elector.hold())
+            self._fence_of = elector.fence
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._scheduler.start()
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
@@ -831,11 +926,16 @@ class ControllerManager:
                 ready_flag=kopf_ready,
             )
         )
+        workloads = self._workload_reflectors()
+        if workloads is not None:
+            workloads.start()
         lost = False
         try:
             lost = await self._serve(operator, kopf_ready, ready=ready, stop=stop, elector=elector)
         finally:
             kopf_stop.set()
+            if workloads is not None:
+                await workloads.stop()
             await self._shut_down(operator, workers, hold, release=None if lost else elector)
         if lost:
             raise LeadershipLost(f"lost the lease {self.lease_namespace}/{self.lease_name}")

@@ -205,9 +205,17 @@ def reconcile_adapter_pod(
     workload: Mapping[str, Any],
     namespace_obj: Mapping[str, Any] | None = None,
     leader_running: bool = False,
+    workload_finished: bool = False,
 ) -> ReconcileResult:
-    """A pod an adapter claimed: make sure its gang's PodGroup exists and the pod names it."""
+    """A pod an adapter claimed: make sure its gang's PodGroup exists and the pod names it.
+
+    A finished pod, or any pod of a finished workload, brings no PodGroup back: operators
+    delete theirs when the job ends and the pods that stay behind must not re-create one that
+    would then hold the queue's resources."""
     result = ReconcileResult()
+    if podgroup is None and (workload_finished or _pod_done(pod)):
+        result.notes.append("finished: no PodGroup re-created")
+        return result
     created = parse_time(meta(workload).get("creationTimestamp"))
     age = (now - created).total_seconds() if created else 0.0
     current = (meta(pod).get("annotations") or {}).get(c.GROUP_NAME_ANNOTATION)
@@ -238,6 +246,11 @@ def reconcile_adapter_pod(
     ):
         result.actions.append(_annotate_pod(pod, decision.name, role))
     return result
+
+
+def _pod_done(pod: Mapping[str, Any]) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return phase in ("Succeeded", "Failed") or bool(meta(pod).get("deletionTimestamp"))
 
 
 def _owner_finished(owner_obj: Mapping[str, Any]) -> bool:

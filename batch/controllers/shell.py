@@ -88,20 +88,35 @@ class ApplyError(RuntimeError):
         self.action = action
 
 
+class NotLeading(RuntimeError):
+    """The controllers' leadership is not current: the rest of a reconcile's actions were
+    dropped unsent (it is reconciled again once leadership is back, or by the new leader)."""
+
+    def __init__(self, unsent: int) -> None:
+        super().__init__(f"leadership not current: {unsent} writes dropped unsent")
+        self.unsent = unsent
+
+
 async def apply_actions(
     client: KubeClient,
     actions: Iterable[Action],
     *,
     component: str,
     applied: Callable[[Action], None] | None = None,
+    fence: Callable[[], bool] | None = None,
 ) -> int:
     """Apply in order; returns the number of writes. Raises ApplyError on a real failure.
 
     `applied` is called with each action the API server took (not for a tolerated 404/409), as
-    soon as it is taken: what is counted (metrics) is what was really written.
+    soon as it is taken: what is counted (metrics) is what was really written. `fence` is asked
+    before each write: once it says no (a leader whose last renewal is older than the lease,
+    paused or cut off), the remaining actions are dropped and NotLeading is raised.
     """
     writes = 0
-    for action in actions:
+    pending = list(actions)
+    for i, action in enumerate(pending):
+        if fence is not None and not fence():
+            raise NotLeading(len(pending) - i)
         try:
             taken = await _apply_one(client, action, component=component)
         except ApiError as exc:

@@ -2,12 +2,16 @@
 
 Endpoints (Volcano's paths, plus generic ones that read the kind from the request):
 `/jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate`, `/podgroups/mutate`,
-`/podgroups/validate`, `/pods/mutate`, `/pods/validate`, `/mutate`, `/validate`, `/healthz`.
+`/podgroups/validate`, `/pods/mutate`, `/pods/validate`, `/cronjobs/validate`, `/mutate`,
+`/validate`, `/healthz`.
 Mutating endpoints answer a JSONPatch (base64) and always allow; validating endpoints deny with
 HTTP-style code 422, reason `Invalid`, and one line per violated rule naming the field path.
 Queue and namespace facts for the rules that need them come from the cluster (when a kubeconfig
 is given) or are assumed (development). TLS from files, or a self-signed pair for development.
-The size limits (`AdmissionLimits`) are the server's, given once to `make_app`/`serve`.
+The size limits (`AdmissionLimits`) are the server's, given once to `make_app`/`serve`; a body
+over `MAX_BODY_BYTES` is a 413; a small one is answered on the event loop, and at most
+`concurrency` large ones are worked on at once, in threads (`webhook_gate`): a large review that
+finds no slot in time is answered busy at once (`busy_answer`).
 A Command targeting a Queue (`/commands/validate`) is also refused, with code 403, unless a
 SubjectAccessReview says its requester may update that Queue (`batch.api.admission.access`);
 the check fails closed: no cluster, no answer in time, no Command.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import re
@@ -31,6 +36,7 @@ from batch.api.admission import (
     DEFAULT_LIMITS,
     AccessVerdict,
     AdmissionLimits,
+    AdmissionResult,
     AssumeAllQueues,
     StaticLookup,
     access_needed,
@@ -38,10 +44,12 @@ from batch.api.admission import (
     access_verdict,
     admit,
 )
+from batch.controllers.webhook_gate import AdmissionGate, Busy
 from batch.kube.certs import self_signed
 
 __all__ = [
     "ClusterFacts",
+    "busy_answer",
     "make_app",
     "review_response",
     "self_signed",
@@ -57,6 +65,19 @@ LookupFactory = Callable[[Mapping[str, Any]], "asyncio.Future[Lookup] | Any"]
 #: The apiserver's default `timeoutSeconds` of a webhook (admissionregistration.k8s.io/v1).
 DEFAULT_TIMEOUT_SECONDS = 10.0
 
+#: The largest AdmissionReview body read. The apiserver takes request bodies of at most 3 MiB,
+#: and a review of an UPDATE carries the object and the stored one (etcd: at most 1.5 MiB).
+MAX_BODY_BYTES = 6 * 1024 * 1024
+
+#: Bodies up to this size are decoded and answered on the event loop, at once: their work is
+#: bounded by their size (a few milliseconds), and they never queue behind a large review.
+INLINE_BYTES = 64 * 1024
+#: Large reviews worked on at once (`--concurrency`), each in a worker thread: one process, so
+#: more slots only share one core thinner, and the event loop keeps its share for small ones.
+DEFAULT_CONCURRENCY = 2
+#: Large reviews that may wait for a slot, per slot; any more are answered busy at once.
+WAITING_PER_SLOT = 4
+
 #: The one API the webhook writes to (the review is not stored: only its answer comes back).
 _ACCESS_REVIEW_API = "authorization.k8s.io/v1"
 
@@ -66,6 +87,7 @@ _PATH_KINDS = {
     "podgroups": "PodGroup",
     "pods": "Pod",
     "commands": "Command",
+    "cronjobs": "CronJob",
 }
 
 
@@ -85,7 +107,7 @@ def review_response(
     role) when the pod's namespace opted in.
     """
     request = review.get("request") or {}
-    uid = request.get("uid", "")
+    uid = _uid(request)
     req_kind = _request_kind(request, kind)
     operation = str(request.get("operation") or "CREATE")
     obj = request.get("object") or {}
@@ -104,35 +126,47 @@ def review_response(
             status={"code": 500, "reason": "InternalError", "message": f"admission error: {exc}"},
         )
         return _wrap(review, response)
-    if mutate:
+    if not result.allowed and (result.early or not mutate):
+        response.update(allowed=False, status=_denial(result))
+    elif mutate:
         ops = list(result.patch)
         if req_kind == "Pod" and operation == "CREATE" and adapters:
             from batch.api.integration import mutate_pod_for_gang
 
-            ns = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "")
+            meta = result.object.get("metadata")
+            ns = str(request.get("namespace") or (meta or {}).get("namespace") or "")
             ns_obj = lookup.get_namespace(ns) if lookup is not None and ns else None
             ops += mutate_pod_for_gang(result.object, namespace_obj=ns_obj, adapters=adapters)
         if ops:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
-    elif not result.allowed:
-        response["allowed"] = False
-        response["status"] = {
-            "code": 422,
-            "reason": "Invalid",
-            "message": "; ".join(result.messages()),
-            "details": {
-                "causes": [
-                    {"field": e.path, "reason": e.rule, "message": e.message} for e in result.errors
-                ]
-            },
-        }
     return _wrap(review, response)
+
+
+def _denial(result: AdmissionResult) -> dict[str, Any]:
+    """The `status` of a refusal: 422 Invalid, or 400 BadRequest for an object nested too deeply
+    to be one of ours; one line per violated rule, and the rules as causes."""
+    bad = any(e.rule == "maxDepth" for e in result.errors)
+    causes = [{"field": e.path, "reason": e.rule, "message": e.message} for e in result.errors]
+    return {
+        "code": 400 if bad else 422,
+        "reason": "BadRequest" if bad else "Invalid",
+        "message": "; ".join(result.messages()),
+        "details": {"causes": causes},
+    }
+
+
+def _uid(request: Mapping[str, Any]) -> str:
+    """The request's uid, which the answer must repeat (the apiserver always sends a string)."""
+    uid = request.get("uid")
+    return uid if isinstance(uid, str) else ""
 
 
 def _request_kind(request: Mapping[str, Any], kind: str | None) -> str:
     """The kind under review: the request's own, else the endpoint's (`/jobs/...`)."""
-    return str((request.get("kind") or {}).get("kind") or kind or "")
+    gvk = request.get("kind")
+    own = gvk.get("kind") if isinstance(gvk, Mapping) else None
+    return str(own or kind or "")
 
 
 def deny_access(body: dict[str, Any], verdict: AccessVerdict) -> dict[str, Any]:
@@ -259,9 +293,18 @@ async def authorize(
 
 
 async def _read_review(request: web.Request) -> dict[str, Any] | web.Response:
-    """The AdmissionReview of the body, or the 400 answer for a body that is none."""
+    """The AdmissionReview of the body, or the 400 answer for a body that is none (413 for one
+    over `MAX_BODY_BYTES`, refused before it is read when its length is announced)."""
+    too_big = {"message": f"body over the limit of {MAX_BODY_BYTES} bytes of an AdmissionReview"}
+    if (request.content_length or 0) > MAX_BODY_BYTES:
+        return web.json_response(too_big, status=413)
     try:
-        review = await request.json()
+        raw = await request.read()
+        # a large body is decoded off the event loop, which keeps answering small reviews
+        large = len(raw) > INLINE_BYTES
+        review = await asyncio.to_thread(json.loads, raw) if large else json.loads(raw)
+    except web.HTTPRequestEntityTooLarge:
+        return web.json_response(too_big, status=413)
     except RecursionError:
         return web.json_response({"message": "body is nested too deeply"}, status=400)
     except (ValueError, UnicodeDecodeError):
@@ -271,22 +314,48 @@ async def _read_review(request: web.Request) -> dict[str, Any] | web.Response:
     return review
 
 
+def busy_answer(review: Mapping[str, Any], kind: str | None, why: str) -> dict[str, Any]:
+    """The answer when no admission slot is free: what the apiserver would do when the webhook
+    does not answer, only at once and saying why. Tephra's kinds are registered with
+    `failurePolicy: Fail`, so they are refused (429, retry later: nothing is admitted
+    unvalidated); pods with `Ignore`, so a pod is allowed unchanged, with a warning."""
+    request = review.get("request") or {}
+    response: dict[str, Any] = {"uid": _uid(request), "allowed": True}
+    message = f"the Tephra admission webhook is busy ({why}); retry"
+    if _request_kind(request, kind) == "Pod":
+        response["warnings"] = [f"{message}; admitted unchanged (failure policy Ignore)"]
+    else:
+        response.update(
+            allowed=False, status={"code": 429, "reason": "TooManyRequests", "message": message}
+        )
+    return _wrap(review, response)
+
+
+def _load_adapters(adapters: Sequence[Any] | None) -> list[Any]:
+    """`adapters`, or by default those of the `tephra.integrations` entry points."""
+    if adapters is not None:
+        return list(adapters)
+    try:
+        from batch.api.integration import default_adapters
+
+        return list(default_adapters())
+    except Exception:  # an adapter failing to load must not stop admission
+        log.exception("loading tephra.integrations adapters failed")
+        return []
+
+
 def make_app(
     *,
     facts: ClusterFacts | None = None,
     adapters: Sequence[Any] | None = None,
     limits: AdmissionLimits = DEFAULT_LIMITS,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> web.Application:
-    """The aiohttp application serving every endpoint (`adapters` default: the entry points)."""
-    if adapters is None:
-        try:
-            from batch.api.integration import default_adapters
-
-            adapters = list(default_adapters())
-        except Exception:  # an adapter failing to load must not stop admission
-            log.exception("loading tephra.integrations adapters failed")
-            adapters = []
-    gang_adapters = list(adapters)
+    """The aiohttp application serving every endpoint (`adapters` default: the entry points).
+    A review of a body up to `INLINE_BYTES` is answered on the event loop; of the larger ones at
+    most `concurrency` are worked on at once, in threads, and 4 per slot wait (`AdmissionGate`)."""
+    gang_adapters = _load_adapters(adapters)
+    gate = AdmissionGate(slots=concurrency, waiting=concurrency * WAITING_PER_SLOT)
 
     async def handle(request: web.Request) -> web.Response:
         review = await _read_review(request)
@@ -301,18 +370,26 @@ def make_app(
         lookup: Lookup = AssumeAllQueues()
         if facts is not None:
             lookup = await _facts_within(facts, review, budget)
-        body = review_response(
-            review, mutate=mutate, lookup=lookup, kind=kind, adapters=gang_adapters, limits=limits
+        answer = functools.partial(
+            review_response, mutate=mutate, kind=kind, adapters=gang_adapters, limits=limits
         )
+        try:
+            left = max(0.2, deadline - loop.time())
+            work = functools.partial(answer, review, lookup=lookup)
+            small = len(await request.read()) <= INLINE_BYTES  # read once: cached
+            body = work() if small else await gate.run(left, work)
+        except Busy as exc:
+            log.warning("admission refused as busy: %s", exc)
+            return web.json_response(busy_answer(review, kind, str(exc)))
         if not mutate and body["response"]["allowed"]:
-            left = max(0.2, deadline - loop.time())  # one budget for both reads
+            left = max(0.2, deadline - loop.time())  # one budget for all the reads
             deny_access(body, await authorize(facts, review, kind=kind, budget=left))
         return web.json_response(body)
 
     async def healthz(_request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    app = web.Application(client_max_size=8 * 1024 * 1024)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     for path in _PATH_KINDS:
         app.router.add_post(f"/{path}/mutate", handle)
         app.router.add_post(f"/{path}/validate", handle)
@@ -348,9 +425,10 @@ async def serve(
     on_ready: Callable[[int], None] | None = None,
     adapters: Sequence[Any] | None = None,
     limits: AdmissionLimits = DEFAULT_LIMITS,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> None:
     """Serve until `stop` is set; `on_ready(port)` once listening (port 0 picks one)."""
-    app = make_app(facts=facts, adapters=adapters, limits=limits)
+    app = make_app(facts=facts, adapters=adapters, limits=limits, concurrency=concurrency)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)

@@ -59,7 +59,7 @@ SCRIPT = """
     es = new EventSource('/api/stream');
     es.onmessage = function (ev) {
       var v = document.getElementById('version');
-      if (v) { v.textContent = 'live, version ' + ev.data; }
+      if (v) { v.textContent = ev.data; }
       refresh();
     };
   }
@@ -80,15 +80,16 @@ PAGES = (
 )
 
 
-def layout(title: str, path: str, main: str) -> str:
-    """A whole page: navigation, the `<main>` the script refreshes, the script."""
+def layout(title: str, path: str, main: str, connection: str = "live") -> str:
+    """A whole page: navigation, the watches' `connection` (the stream updates it), the
+    `<main>` the script refreshes, the script."""
     links = "".join(
         f'<a href="{href}"{" class=on" if href == path else ""}>{name}</a>' for href, name in PAGES
     )
     return (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)} · "
         f"Tephra</title><style>{STYLE}</style></head><body><nav>{links}"
-        f"<span class=live id=version>live</span></nav><main id=main>{main}</main>"
+        f"<span class=live id=version>{escape(connection)}</span></nav><main id=main>{main}</main>"
         f"<script>{SCRIPT}</script></body></html>"
     )
 
@@ -172,7 +173,7 @@ def _meter(allocated: int, deserved: int, scale: int) -> str:
 def _queue_row(q: Mapping[str, Any], capacity: Mapping[str, Any]) -> list[str]:
     cells = [
         f'<span style="padding-left:{16 * q["depth"]}px">{_e(q["name"])}</span>',
-        _e(q["weight"]),
+        _weight(q),
         _e(q["state"]),
         _e(f"{100 * q['share']:.0f}%"),
     ]
@@ -187,6 +188,15 @@ def _queue_row(q: Mapping[str, Any], capacity: Mapping[str, Any]) -> list[str]:
     cells.append(_e(f"{pg['pending']} / {pg['inqueue']} / {pg['running']}"))
     cells.append(_source(q))
     return cells
+
+
+def _weight(q: Mapping[str, Any]) -> str:
+    """The spec weight, and with the usage-decayed fair share the weight the scheduler used."""
+    eff, usage = q.get("effective_weight"), q.get("usage_share")
+    if eff is None:
+        return _e(q["weight"])
+    said = f"{q['weight']} (effective {eff:.3g}, usage share {100 * (usage or 0):.0f}%)"
+    return _e(said)
 
 
 def _ago(seconds: float) -> str:
@@ -419,10 +429,11 @@ def history_page(model: Mapping[str, Any]) -> str:
     )
 
 
-def whatif_page(runs: Sequence[Mapping[str, Any]]) -> str:
-    """The what-if form (GET /whatif/start?set=...) and the replays started so far."""
+def whatif_page(runs: Sequence[Mapping[str, Any]], csrf: str) -> str:
+    """The what-if form (POST /whatif/start, set=... and the CSRF value) and the replays."""
     field = '<input name=set size=48 placeholder="queue=team-a,weight=3"{0}><br>'
     inputs = "".join(field.format(" required" if i == 0 else "") for i in range(3))
+    inputs += f'<input type=hidden name=csrf value="{_e(csrf)}">'
     rows = [
         [
             f'<a href="/whatif/{r["id"]}">{r["id"]}</a>',
@@ -437,7 +448,7 @@ def whatif_page(runs: Sequence[Mapping[str, Any]]) -> str:
         "with the queues as they are and with these changes (as <code>tephra whatif --set</code>). "
         "Jobs still waiting are replayed too, with an assumed run time (their queue's median); "
         "each replay says what it assumed and what it left out."
-        f'</p><form method=get action="/whatif/start">{inputs}<button>replay</button></form>'
+        f'</p><form method=post action="/whatif/start">{inputs}<button>replay</button></form>'
         f"<h2>Replays</h2>{_table(['run', 'changes', 'state', 'elapsed'], rows, 'runs')}"
     )
 

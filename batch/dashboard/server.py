@@ -3,27 +3,31 @@
 Why aiohttp: it is already Tephra's HTTP stack (the asyncio Kubernetes client, the sandbox), so
 the server, the watches feeding it and the ledger worker share one event loop and one library.
 
-Security: read-only by construction (GET and HEAD only; anything else is 405 before routing),
-bound to 127.0.0.1 unless told otherwise, and, with a token, every request must carry it
-(`Authorization: Bearer T`, or the cookie a first visit with `?token=T` sets, so a browser can
-follow links). A proxy that authenticates people (OIDC) sits in front and passes the token.
+Security (`batch.dashboard.guard`): reads are GET; the one action (a what-if replay) is a POST
+with the form's CSRF value; every other method is 405 before routing. Every request passes a
+Host allow-list (against DNS rebinding), a same-origin check and, with a token, the token.
+Loopback is the default binding; `tephra dashboard` makes a token when bound anywhere else.
+A proxy that authenticates people (OIDC) sits in front and passes the token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
+import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
 from batch.api.errors import UserError, one_line
 from batch.dashboard import pages, views
+from batch.dashboard.guard import COOKIE, CSRF_FIELD, HostGuard, same_token
 from batch.dashboard.history import History
 from batch.dashboard.state import LiveState, reflectors
 from batch.dashboard.whatif import WhatIfRuns
@@ -36,7 +40,6 @@ __all__ = ["Dashboard", "DashboardThread", "make_app"]
 
 log = logging.getLogger(__name__)
 
-COOKIE = "tephra_dashboard_token"
 FRAGMENT = "X-Dashboard-Fragment"
 #: how often a change stream looks at the state's version (an in-memory integer)
 STREAM_TICK = 0.5
@@ -54,6 +57,10 @@ class Dashboard:
     token: str | None = None
     #: what-if replays (`--allow-whatif`); None: off
     whatif: WhatIfRuns | None = None
+    #: Host names answered besides loopback names and IP literals (`--allowed-host`; `*`: any)
+    allowed_hosts: tuple[str, ...] = ()
+    #: the value the what-if form posts back (a cross-site page cannot read it)
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     state: LiveState = field(default_factory=LiveState)
     _client: KubeClient | None = None
     _reflectors: ReflectorSet | None = None
@@ -76,9 +83,20 @@ class Dashboard:
         return self._reflectors is not None and await self._reflectors.wait_synced(SYNC_TIMEOUT)
 
     def is_synced(self) -> bool:
-        """Whether every kind has been listed, now."""
+        """Whether every kind has been listed and every watch is up, now."""
         sets = self._reflectors.reflectors if self._reflectors is not None else []
-        return bool(sets) and all(r.synced.is_set() for r in sets)
+        return bool(sets) and all(r.synced.is_set() for r in sets) and self.down_since() is None
+
+    def down_since(self) -> float | None:
+        """Since when a list or watch of the API server has been failing; None: all work."""
+        return self._reflectors.down_since() if self._reflectors is not None else None
+
+    def connection(self) -> str:
+        """What the pages say about the watches: "live, version N" or when they broke."""
+        down = self.down_since()
+        if down is None:
+            return f"live, version {self.state.version}"
+        return f"disconnected since {time.strftime('%H:%M', time.gmtime(down))} UTC"
 
     def view(self, name: str, fn: Callable[[], Any], *args: Any) -> Any:
         """`fn()`, computed once per state version for (name, args)."""
@@ -94,13 +112,39 @@ class Dashboard:
 
 
 DASH = web.AppKey("dashboard", Dashboard)
+GUARD = web.AppKey("guard", HostGuard)
+
+
+_METHODS = ("GET", "HEAD", "POST")
 
 
 @web.middleware
-async def read_only(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.method not in ("GET", "HEAD"):
-        raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"], text="read-only\n")
+async def methods(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.method not in _METHODS:
+        raise web.HTTPMethodNotAllowed(request.method, list(_METHODS), text="read-only\n")
     return await handler(request)
+
+
+@web.middleware
+async def same_origin(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The Host allow-list and the same-origin check (`batch.dashboard.guard`)."""
+    guard = request.app[GUARD]
+    host = request.headers.get("Host", "")
+    refusal = guard.host_refusal(host) or guard.origin_refusal(request.headers.get("Origin"), host)
+    if refusal is not None:
+        raise web.HTTPForbidden(text=refusal + "\n")
+    response = await handler(request)
+    # no Referer to other sites (`no-referrer` would make Chromium send `Origin: null` on the
+    # dashboard's own form posts); no other site frames the what-if form
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    return response
+
+
+def _bearer_of(request: web.Request) -> str:
+    header = request.headers.get("Authorization", "")
+    return header[7:] if header.startswith("Bearer ") else ""
 
 
 @web.middleware
@@ -108,15 +152,16 @@ async def bearer(request: web.Request, handler: Handler) -> web.StreamResponse:
     token = request.app[DASH].token
     if token is None:
         return await handler(request)
-    header = request.headers.get("Authorization", "")
-    given = header[7:] if header.startswith("Bearer ") else request.cookies.get(COOKIE, "")
-    from_query = request.query.get("token", "")
-    if hmac.compare_digest(given.encode(), token.encode()):
+    given = _bearer_of(request) or request.cookies.get(COOKIE, "")
+    if same_token(given, token):
         return await handler(request)
-    if from_query and hmac.compare_digest(from_query.encode(), token.encode()):
-        response = await handler(request)
+    from_query = request.query.get("token", "")
+    if from_query and request.method == "GET" and same_token(from_query, token):
+        # the cookie carries it from now on; the address bar and history lose it
+        kept = [(k, v) for k, v in request.query.items() if k != "token"]
+        response = web.HTTPSeeOther(request.rel_url.with_query(kept))
         response.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
-        return response
+        raise response
     raise web.HTTPUnauthorized(
         text="a bearer token is required\n", headers={"WWW-Authenticate": "Bearer"}
     )
@@ -176,7 +221,9 @@ def _html_handler(page: str) -> Handler:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         main = render(request, await _model(request, page))
-        body = main if request.headers.get(FRAGMENT) else pages.layout(page, nav, main)
+        if request.headers.get(FRAGMENT):
+            return web.Response(text=main, content_type="text/html")
+        body = pages.layout(page, nav, main, request.app[DASH].connection())
         return web.Response(text=body, content_type="text/html")
 
     return handle
@@ -190,19 +237,19 @@ def _api_handler(page: str) -> Handler:
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
-    """Server-sent events: the state's version, whenever it changed (at most every tick)."""
+    """Server-sent events: `Dashboard.connection()`, whenever it changed (at most every tick)."""
     dash = request.app[DASH]
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
     await response.prepare(request)
-    seen, idle = -1, 0.0
+    seen, idle = "", 0.0
     with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
         while True:
-            version = dash.state.version
-            if version != seen:
-                await response.write(f"data: {version}\n\n".encode())
-                seen, idle = version, 0.0
+            now = dash.connection()
+            if now != seen:
+                await response.write(f"data: {now}\n\n".encode())
+                seen, idle = now, 0.0
             elif idle >= 15:
                 await response.write(b": keep-alive\n\n")
                 idle = 0.0
@@ -211,11 +258,23 @@ async def stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+def _iso(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
+
+
 async def status(request: web.Request) -> web.StreamResponse:
     dash = request.app[DASH]
-    synced = dash.is_synced()
     counts = {kind: len(objs) for kind, objs in dash.state.objects.items()}
-    return _json({"synced": synced, "version": dash.state.version, "objects": counts})
+    down = dash.down_since()
+    return _json(
+        {
+            "synced": dash.is_synced(),
+            "connection": dash.connection(),
+            "disconnected_since": None if down is None else _iso(down),
+            "version": dash.state.version,
+            "objects": counts,
+        }
+    )
 
 
 def _runs(request: web.Request) -> WhatIfRuns:
@@ -226,19 +285,30 @@ def _runs(request: web.Request) -> WhatIfRuns:
 
 
 def _page(request: web.Request, main: str) -> web.Response:
-    body = main if request.headers.get(FRAGMENT) else pages.layout("what-if", "/whatif", main)
+    if request.headers.get(FRAGMENT):
+        return web.Response(text=main, content_type="text/html")
+    body = pages.layout("what-if", "/whatif", main, request.app[DASH].connection())
     return web.Response(text=body, content_type="text/html")
 
 
 async def whatif_form(request: web.Request) -> web.StreamResponse:
-    return _page(request, pages.whatif_page([r.as_dict() for r in _runs(request).runs]))
+    runs = [r.as_dict() for r in _runs(request).runs]
+    return _page(request, pages.whatif_page(runs, request.app[DASH].csrf))
 
 
 async def whatif_start(request: web.Request) -> web.StreamResponse:
-    """Start a replay of the changes in `set` (repeatable); then show its page."""
+    """POST: start a replay of the changes in `set` (repeatable); then show its page.
+
+    The form's CSRF value must come back (field `csrf` or header X-CSRF-Token) unless the
+    request carries the bearer token itself, which no other site's page can send."""
     runs = _runs(request)
-    dash = await _ready(request)
-    changes = [c.strip() for c in request.query.getall("set", []) if c.strip()]
+    form = await request.post()
+    dash = request.app[DASH]
+    given = str(form.get(CSRF_FIELD) or request.headers.get("X-CSRF-Token") or "")
+    if not same_token(given, dash.csrf) and not (dash.token and _bearer_of(request)):
+        raise web.HTTPForbidden(text="the what-if form's csrf value is missing or stale\n")
+    await _ready(request)
+    changes = [str(c).strip() for c in form.getall("set", []) if str(c).strip()]
     try:
         run = runs.start(changes, dash.state.items("Node"))
     except UserError as exc:
@@ -263,8 +333,9 @@ async def whatif_run_api(request: web.Request) -> web.StreamResponse:
 
 def make_app(dash: Dashboard) -> web.Application:
     """The application: HTML pages, `/api/...` JSON of the same models, the change stream."""
-    app = web.Application(middlewares=[read_only, bearer])
+    app = web.Application(middlewares=[methods, same_origin, bearer])
     app[DASH] = dash
+    app[GUARD] = HostGuard(dash.allowed_hosts)
     routes = [
         ("/", "overview"),
         ("/queues", "queues"),
@@ -276,7 +347,7 @@ def make_app(dash: Dashboard) -> web.Application:
         app.router.add_get(path, _html_handler(page))
         app.router.add_get("/api" + ("/overview" if path == "/" else path), _api_handler(page))
     app.router.add_get("/whatif", whatif_form)
-    app.router.add_get("/whatif/start", whatif_start)
+    app.router.add_post("/whatif/start", whatif_start)
     app.router.add_get(r"/whatif/{id:\d+}", whatif_run)
     app.router.add_get(r"/api/whatif/{id:\d+}", whatif_run_api)
     app.router.add_get("/api/stream", stream)

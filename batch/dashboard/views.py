@@ -145,6 +145,8 @@ def _deserved(q: Obj, by_share: dict[str, int]) -> tuple[dict[str, int], dict[st
             "deserved_source": "scheduler",
             "deserved_session": published.session or None,
             "deserved_at": format_time(dt.datetime.fromtimestamp(at, dt.UTC)) if at else None,
+            "effective_weight": published.effective_weight,
+            "usage_share": published.usage_share,
         }
     spec = q.get("spec") or {}
     fallback = "spec.deserved" if spec.get("deserved") else "weight share"
@@ -152,6 +154,8 @@ def _deserved(q: Obj, by_share: dict[str, int]) -> tuple[dict[str, int], dict[st
         "deserved_source": NOT_COMPUTED + fallback,
         "deserved_session": None,
         "deserved_at": None,
+        "effective_weight": None,
+        "usage_share": None,
     }
 
 

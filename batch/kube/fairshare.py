@@ -30,6 +30,10 @@ def _only(amounts: Mapping[str, int], names: Collection[str]) -> dict[str, int]:
     return {k: v for k, v in amounts.items() if k in names}
 
 
+def _usage(weight: float | None, share: float | None) -> tuple[float, float] | None:
+    return None if weight is None or share is None else (weight, share)
+
+
 def fair_share_annotations(decisions: Decisions, cache: ClusterCache) -> dict[str, str | None]:
     """Queue name -> the annotation's value (None: the queue should carry none), for every
     queue of the cache."""
@@ -44,5 +48,6 @@ def fair_share_annotations(decisions: Decisions, cache: ClusterCache) -> dict[st
             allocated=_only(parse_resource_list(allocated or {}), have),
             request=_only(qm.amounts(qm.request), have),
             session=decisions.session_uid,
+            usage=_usage(qm.effective_weight, qm.usage_share),
         )
     return out

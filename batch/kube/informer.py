@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,11 +42,17 @@ class Reflector:
     sink: EventSink
     params: dict[str, str] = field(default_factory=dict)
     watch_timeout: int = 300
+    #: longest wait between tries while the API does not serve the kind (404: a CRD not
+    #: installed); the waits start at 1 s and double
+    absent_retry: float = 30.0
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     relists: int = 0
+    #: when (time.time()) listing or watching last started to fail; None while they work
+    down_since: float | None = None
     # uid -> (resourceVersion, metadata-only stub). Full objects live in the consumer; the stub
     # is what a DELETED event synthesised by a re-list carries.
     _known: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    _absent_wait: float = 0.0
 
     def _remember(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -84,6 +91,7 @@ class Reflector:
                     rv = await self._list()
                     self.relists += 1
                     self.synced.set()
+                    self.down_since = None
                     backoff = 0.2
                 async for etype, obj in self.client.watch(
                     self.resource,
@@ -110,6 +118,9 @@ class Reflector:
                     log.info("%s watch expired (410): re-listing", self.resource.plural)
                     rv = None
                     continue
+                if exc.status == 404 and rv is None:
+                    await self._absent()
+                    continue
                 log.warning("%s watch failed: %s", self.resource.plural, exc)
                 rv = None
             except (TimeoutError, OSError, ValueError) as exc:
@@ -118,8 +129,22 @@ class Reflector:
             except Exception as exc:  # aiohttp raises many ClientError subclasses
                 log.warning("%s watch error: %r; re-listing", self.resource.plural, exc)
                 rv = None
+            if rv is None and self.down_since is None:
+                self.down_since = time.time()
             await asyncio.sleep(backoff * (1 + random.random()))
             backoff = min(backoff * 2, 5.0)
+
+    async def _absent(self) -> None:
+        """The API does not serve the kind (yet): say so once, try again ever less often."""
+        if not self._absent_wait:
+            log.info(
+                "%s/%s is not served; watching it once it is (checked at most every %.0f s)",
+                self.resource.api_version,
+                self.resource.plural,
+                self.absent_retry,
+            )
+        self._absent_wait = min(max(self._absent_wait * 2, 1.0), self.absent_retry)
+        await asyncio.sleep(self._absent_wait)
 
 
 @dataclass
@@ -140,6 +165,11 @@ class ReflectorSet:
         except TimeoutError:
             return False
         return True
+
+    def down_since(self) -> float | None:
+        """Since when (time.time()) the first reflector still failing has been failing."""
+        failing = [r.down_since for r in self.reflectors if r.down_since is not None]
+        return min(failing) if failing else None
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -172,6 +172,25 @@ class SchedulerMetrics:
             ["reason"],
             registry=r,
         )
+        self.usage_available = Gauge(
+            "tephra_queue_usage_available",
+            "With proportion's usageHalfLife: 1 while the queues' decayed usage is read from the "
+            "ledger, 0 while it cannot be (plain weights decide)",
+            registry=r,
+        )
+        self.queue_effective_weight = Gauge(
+            "tephra_queue_effective_weight",
+            "The weight the fair share was computed with (usageHalfLife: weight times the usage "
+            "factor)",
+            ["queue_name"],
+            registry=r,
+        )
+        self.queue_usage_share = Gauge(
+            "tephra_queue_usage_share",
+            "The queue's share of all queues' decayed usage (usageHalfLife)",
+            ["queue_name"],
+            registry=r,
+        )
         self._reasons: set[str] = set()
 
     def set_queue_resources(self, what: str, queue: str, amounts: Mapping[str, int]) -> None:

@@ -56,6 +56,7 @@ from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.status import EventSpec, StatusWriter
+from batch.kube.usage_feed import UsageFeed
 from batch.ledger.health import LedgerCollector
 from batch.model.cache import ClusterCache
 from batch.model.status import TaskStatus
@@ -168,6 +169,7 @@ class SchedulerService:
         self._shared: set[str] = set()
         self.ledger: SchedulerLedger | None = None
         self._ledger_metrics: LedgerCollector | None = None
+        self.usage_feed = UsageFeed(self.cache, on_state=self._usage_state)
 
     # -- cache feed ---------------------------------------------------------------------
     def _sink(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
@@ -235,6 +237,7 @@ class SchedulerService:
         if not self._leading(guard):
             return
         self._reload_config_if_changed()
+        self.usage_feed.tick(self.config, self.ledger.recorder if self.ledger else None)
         started = time.perf_counter()
         decisions = self.scheduler.run_once(time.time())
         self.sessions += 1
@@ -458,13 +461,28 @@ class SchedulerService:
                     m.set_queue_resources(what, name, qm.amounts(vector))
             m.queue_share.labels(queue_name=name).set(qm.share)
             m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
+            self._export_usage(name, qm.effective_weight, qm.usage_share)
         for name in self._shared - set(decisions.queue_metrics):
             for what in SHARE_GAUGES:
                 m.forget_queue_resources(what, name)
+            self._export_usage(name, None, None)
             for gauge in (m.queue_share, m.queue_overused):
                 with contextlib.suppress(KeyError):
                     gauge.remove(name)
         self._shared = set(decisions.queue_metrics)
+
+    def _export_usage(self, queue: str, weight: float | None, share: float | None) -> None:
+        """A queue's usage-decayed weight and usage share; no series without them."""
+        m = self.metrics
+        for gauge, value in ((m.queue_effective_weight, weight), (m.queue_usage_share, share)):
+            if value is not None:
+                gauge.labels(queue_name=queue).set(value)
+            else:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(queue)
+
+    def _usage_state(self, available: bool | None) -> None:
+        self.metrics.usage_available.set(1 if available else 0)
 
     # -- HTTP endpoints -------------------------------------------------------------------
     async def _start_http(self) -> list[web.AppRunner]:

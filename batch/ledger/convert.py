@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,14 +348,20 @@ def podgroup_job_uid(pg: Obj) -> str:
 
 
 def events_from_podgroup(
-    old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+    old: Obj | None,
+    new: Obj | None,
+    *,
+    now: dt.datetime | None = None,
+    observed_kinds: Collection[tuple[str, str]] = (),
 ) -> list[LedgerEvent]:
     """PodGroup phases (Pending/Inqueue/Running/...) as ``source='podgroup'`` transitions.
 
     A PodGroup owned by a VCJob only adds its transitions (the VCJob carries the job facts). Any
     other PodGroup (framework workloads, plain pods) also describes its workload: the job row is
     keyed by the owner's uid (or the PodGroup's own when it has none) and the PodGroup's
-    Running/Completed phases stand in for the workload's own phases.
+    Running/Completed phases stand in for the workload's own phases, unless the owner's
+    (apiVersion, kind) is in ``observed_kinds``: the ledger then follows the workload itself
+    (its adapter's ``observe``), whose conditions say when it ran and ended.
     """
     obj = new if new is not None else old
     if obj is None or new is None:
@@ -405,9 +411,16 @@ def events_from_podgroup(
         )
         if job_phase == "Completed" and _failed_gang(spec, status):
             job_phase = "Failed"
-        if kind != "VCJob" and job_phase is not None:
+        stands_in = kind != "VCJob" and _owner_kind(owner) not in observed_kinds
+        if stands_in and job_phase is not None:
             out.append(JobPhaseChanged(**base, source="job", to_phase=job_phase, at=at))
     return out
+
+
+def _owner_kind(owner: Obj | None) -> tuple[str, str] | None:
+    if owner is None:
+        return None
+    return (str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""))
 
 
 def _podgroup_observation_of(old: Obj, like: JobObserved) -> JobObserved | None:

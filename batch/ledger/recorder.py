@@ -48,6 +48,7 @@ from batch.ledger.writer import Writer
 
 if TYPE_CHECKING:
     from batch.ledger.sampler import UsageSampler
+    from batch.model.usage import QueueUsage
 
 log = logging.getLogger(__name__)
 
@@ -559,6 +560,20 @@ class Recorder:
                 )
         except DB_ERRORS as exc:
             log.warning("ledger: cannot reconcile with the API now: %s", str(exc).splitlines()[0])
+            return None
+
+    def decayed_usage(self, half_life: float) -> QueueUsage | None:
+        """Every queue's decayed usage now (`batch.ledger.usage`); None when the ledger cannot
+        be read now (down, or its schema not checked yet: `health()`)."""
+        from batch.ledger.usage import decayed_usage
+
+        if not self.health().up:
+            return None
+        try:
+            with self._engine.connect() as conn:
+                return decayed_usage(conn, half_life=half_life, now=dt.datetime.now(dt.UTC))
+        except DB_ERRORS as exc:
+            log.warning("ledger: cannot read queue usage now: %s", str(exc).splitlines()[0])
             return None
 
     # ------------------------------------------------------------------ sampling

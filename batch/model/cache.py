@@ -36,6 +36,7 @@ from batch.model.parse import (
 )
 from batch.model.resources import ResourceIndex, pad
 from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
+from batch.model.usage import QueueUsage
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,18 @@ class ClusterCache:
         self.anti_affinity_tasks: set[str] = set()
         #: uids of tasks whose pod carries status.nominatedNodeName
         self.nominated_tasks: set[str] = set()
+        #: each queue's decayed usage, read from the ledger or the simulated run (None: unknown;
+        #: batch.model.usage); only proportion's ``usageHalfLife`` reads it
+        self.queue_usage: QueueUsage | None = None
 
     # -- public API ----------------------------------------------------------------------
+    def set_queue_usage(self, usage: QueueUsage | None) -> None:
+        """Replace the queues' decayed usage (a new generation when it changed: the next
+        session recomputes the shares)."""
+        if usage != self.queue_usage:
+            self.queue_usage = usage
+            self.generation += 1
+
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
         """Apply one watch event (raw JSON object) to the model."""
         if kind not in KINDS:
@@ -325,6 +336,7 @@ class ClusterCache:
         if job_id is not None:
             job = self.jobs.get(job_id) or self._new_job(job_id, f.namespace, f.group)
             job.add_task(task)
+            job.min_resources = job.effective_min_resources()
         self._place(task)
 
     def _remove_task(self, task: TaskInfo) -> None:
@@ -336,6 +348,7 @@ class ClusterCache:
             job = self.jobs.get(task.job_id)
             if job is not None:
                 job.remove_task(task)
+                job.min_resources = job.effective_min_resources()
                 if not job.tasks and job.podgroup is None:
                     self._drop_job(job.uid)
 
@@ -383,12 +396,13 @@ class ClusterCache:
         if min_res is not None:
             vec = self.resources.vector(min_res)
             self._check_dims()
-            job.min_resources = pad(vec, self.resources.capacity)
+            job.spec_min_resources = pad(vec, self.resources.capacity)
         else:
-            job.min_resources = None
+            job.spec_min_resources = None
         job.podgroup = obj
         job.queue = f["queue"] or self.default_queue
         job.min_available = f["min_available"]
+        job.min_resources = job.effective_min_resources()
         job.min_task_member = f["min_task_member"]
         job.phase = f["phase"]
         job.priority_class_name = f["priority_class_name"]

@@ -105,7 +105,10 @@ class JobInfo:
     podgroup: Mapping[str, Any] | None = None
     min_available: int = 1
     min_task_member: dict[str, int] = field(default_factory=dict)
+    #: the gang's minimum: the PodGroup's minResources, raised on the resources it leaves out
+    #: that the pods ask for (``effective_min_resources``); ``spec_min_resources`` as written
     min_resources: IntVec | None = None
+    spec_min_resources: IntVec | None = None
     phase: str = "Pending"
     priority_class_name: str = ""
     priority: int = 0
@@ -226,11 +229,34 @@ class JobInfo:
             new = np.zeros(dims, dtype=np.int64)
             new[: len(old)] = old
             setattr(self, name, new)
-        if self.min_resources is not None:
-            mr = np.zeros(dims, dtype=np.int64)
-            mr[: len(self.min_resources)] = self.min_resources
-            self.min_resources = mr
+        for name in ("min_resources", "spec_min_resources"):
+            old = getattr(self, name)
+            if old is not None:
+                new = np.zeros(dims, dtype=np.int64)
+                new[: len(old)] = old
+                setattr(self, name, new)
         self.dims = dims
+
+    def effective_min_resources(self) -> IntVec | None:
+        """The PodGroup's minResources, with every resource it leaves out (0) that the pods
+        ask for raised to the least that any ``min_available`` of them need together (the
+        sum of the smallest such requests). An operator that computes minResources from the
+        pods' requests while GPUs are written as limits only (the API server then defaults
+        the requests from the limits) makes a group without GPUs: without this, the gang
+        would be admitted and then wait for ever, and never count as demand."""
+        spec = self.spec_min_resources
+        if spec is None or not self.tasks:
+            return spec
+        left_out = (spec == 0) & (self.total_req > 0)
+        left_out[0] = False  # pods
+        if not left_out.any():
+            return spec
+        dims = np.flatnonzero(left_out)
+        reqs = np.array([t.req[dims] for t in self.tasks.values()], dtype=np.int64)
+        least = np.sort(reqs, axis=0)[: max(self.min_available, 1)].sum(axis=0)
+        out = spec.copy()
+        out[dims] = least
+        return out
 
     # -- readiness helpers of volcano-semantics.md#task-status -------------------------------------
     def count(self, *statuses: TaskStatus) -> int:

@@ -6,11 +6,11 @@ used to parse `text/plain`, form-encoded and type-less bodies as JSON (so a cros
 create objects), store objects larger than etcd accepts, and answer a deeply nested body with a
 500 and a RecursionError. Every body the HTTP layer or `Core.patch` decodes goes through here.
 
-* media types: `application/json` and `application/yaml` for objects (protobuf is refused, so
-  clients fall back to JSON), the patch types for PATCH; anything else (`text/plain`, forms) is
-  a 415 worded as kube-apiserver's. A body without a Content-Type is JSON, as kube-apiserver
-  takes it (the official Python client sends none); a browser's type-less cross-site request
-  carries an `Origin`, which the HTTP layer checks;
+* media types: `application/json` and `application/yaml` for objects (the HTTP layer decodes
+  protobuf bodies of built-in kinds with `batch.sandbox.protobuf`), the patch types for PATCH;
+  anything else (`text/plain`, forms) is a 415 worded as kube-apiserver's. A body without a
+  Content-Type is JSON, as kube-apiserver takes it (the official Python client sends none); a
+  browser's type-less cross-site request carries an `Origin`, which the HTTP layer checks;
 * a request body over 3 MiB (kube-apiserver's `MaxRequestBodyBytes`) is a 413, and so is an
   object whose stored form exceeds 1.5 MiB (etcd's default `--max-request-bytes`);
 * a body nesting deeper than `MAX_DEPTH` arrays and objects is a 400.

@@ -23,6 +23,8 @@ from batch.sandbox.errors import ApiError, success_status
 from batch.sandbox.faults import Faults
 from batch.sandbox.kubeconfig import ADMIN_GROUPS, ADMIN_USER
 from batch.sandbox.meta import ResourceType
+from batch.sandbox.openapi import OpenAPI, builtin_structural
+from batch.sandbox.protobuf import MEDIA_TYPE, decode_protobuf
 from batch.sandbox.selectors import parse_field_selector, parse_label_selector
 from batch.sandbox.store import Obj, Watcher, dumps, event_line
 from batch.sandbox.wire import Request, Response, Stream
@@ -42,7 +44,7 @@ SERVER_VERSION = {
 }
 _JSON = "application/json"
 _BATCH = 500  # events per write while a watch catches up
-_PROTOBUF = "application/vnd.kubernetes.protobuf"
+_PROTOBUF = MEDIA_TYPE
 
 
 def _is_admin(spec: Any) -> bool:
@@ -56,6 +58,34 @@ def _is_admin(spec: Any) -> bool:
 
 def _json_response(body: Any, status: int = 200) -> Response:
     return Response(dumps(body), status=status)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _emulated_log(pod: Obj, container: str | None) -> bytes:
+    """What ``kubectl logs`` shows: the sandbox runs no container, so there is no output."""
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    which = container or (names[0] if names else "?")
+    name = pod["metadata"].get("name")
+    return (
+        f"(tephra sandbox) container {which} of pod {name} is emulated: the node emulator runs "
+        "no process, so it writes no logs (its run time and exit code come from the pod's "
+        "sandbox.tephra.io/run-seconds and sandbox.tephra.io/exit-code annotations)\n"
+    ).encode()
+
+
+def _warn(resp: Response, warnings: list[str]) -> Response:
+    """``resp`` with kube-apiserver's ``Warning`` header (code 299) for each warning."""
+    if warnings:
+        values = ", ".join('299 - "{}"'.format(w.replace('"', '\\"')) for w in warnings)
+        resp.headers = {**(resp.headers or {}), "Warning": values}
+    return resp
 
 
 def _error_response(err: ApiError) -> Response:
@@ -139,6 +169,7 @@ class HttpApi:
         self.drop_watch_every = drop_watch_every
         self.watchers: set[Watcher] = set()
         self.requests = 0
+        self.openapi = OpenAPI()
 
     def close_watches(self) -> None:
         for w in list(self.watchers):
@@ -174,7 +205,7 @@ class HttpApi:
         if head == "version":
             return _json_response(SERVER_VERSION)
         if head == "openapi" or head == "swagger.json":
-            raise ApiError(404, "the sandbox serves no OpenAPI document (use --validate=false)")
+            return await self._openapi(parts)
         if head == "api":
             if len(parts) == 1:
                 return _json_response(
@@ -217,6 +248,23 @@ class HttpApi:
         return await self._resource(request, rt, ns, name, sub, watch_path)
 
     # ------------------------------------------------------------------ discovery
+    async def _openapi(self, parts: list[str]) -> Response:
+        """`/openapi/v3`, `/openapi/v3/<group-version>` and `/openapi/v2` (built off the loop:
+        the first built-in document takes a moment)."""
+        doc: Obj | None = None
+        types = dict(self.core.types)  # a snapshot: CRDs change on the loop
+        if parts[:2] == ["openapi", "v3"]:
+            rest = "/".join(parts[2:])
+            if rest:
+                doc = await asyncio.to_thread(self.openapi.v3, rest, types)
+            else:
+                doc = self.openapi.v3_index(types)
+        elif parts == ["openapi", "v2"] or parts == ["swagger.json"]:
+            doc = await asyncio.to_thread(self.openapi.v2, types)
+        if doc is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return _json_response(doc)
+
     def _group_list(self) -> Obj:
         return {
             "kind": "APIGroupList",
@@ -308,7 +356,7 @@ class HttpApi:
     async def _body(self, request: Request) -> Any:
         ctype = request.headers.get("content-type", "")
         if _PROTOBUF in ctype:
-            raise ApiError(415, "the sandbox only accepts JSON bodies (protobuf is not supported)")
+            return decode_protobuf(request.body)
         return decode.decode_object(request.body, ctype)
 
     async def _resource(
@@ -340,9 +388,7 @@ class HttpApi:
         """The review kinds: only created, never stored."""
         if request.method != "POST" or name:
             raise ApiError(405, f"{rt.plural} only supports create")
-        # kubectl sends reviews as protobuf; the answer does not depend on the body.
-        ctype = request.headers.get("content-type", "")
-        body = {} if _PROTOBUF in ctype else await self._body(request)
+        body = await self._body(request)
         return _json_response(self._review(rt, body if isinstance(body, dict) else {}), 201)
 
     async def _collection(
@@ -357,10 +403,11 @@ class HttpApi:
         if method == "POST":
             if rt.namespaced and ns is None:
                 raise ApiError(405, "create requires a namespace in the path")
-            body = self._strict(request, rt, await self._body(request))
+            body = await self._body(request)
+            warnings = self._unknown(request, rt, body)
             dry_run = request.query.get("dryRun") == "All"
             obj = self.core.create(rt, ns or "", body, dry_run=dry_run)
-            return self._out(request, rt, obj, 201)
+            return _warn(self._out(request, rt, obj, 201), warnings)
         if method == "DELETE":
             return await self._delete_collection(request, rt, ns)
         raise ApiError(405, f"method {method} is not allowed on a collection")
@@ -393,8 +440,10 @@ class HttpApi:
             self.core.evict(ns, name, await self._body(request))
             return _json_response(success_status(code=201), 201)
         if sub == "log" and method == "GET":
-            self.core.get(rt, ns, name)
-            return Response(b"", content_type="text/plain")
+            pod = self.core.get(rt, ns, name)
+            return Response(
+                _emulated_log(pod, request.query.get("container")), content_type="text/plain"
+            )
         raise ApiError(404, "the server could not find the requested resource")
 
     @staticmethod
@@ -433,14 +482,16 @@ class HttpApi:
         if method == "GET":
             return self._out(request, rt, core.get(rt, ns, name), 200)
         if method == "PUT":
-            body = self._strict(request, rt, await self._body(request))
+            body = await self._body(request)
+            warnings = self._unknown(request, rt, body)
             obj = core.update(rt, ns, name, body, subresource=sub, dry_run=dry_run)
-            return self._out(request, rt, obj, 200)
+            return _warn(self._out(request, rt, obj, 200), warnings)
         if method == "PATCH":
             ctype = request.headers.get("content-type", "")
             if _PROTOBUF in ctype:
                 raise ApiError(415, "the sandbox only accepts JSON bodies")
             raw = request.body
+            warnings = self._unknown(request, rt, self._patch_body(ctype, raw))
             obj, created = core.patch(
                 rt,
                 ns,
@@ -452,7 +503,7 @@ class HttpApi:
                 field_manager=request.query.get("fieldManager"),
                 force=request.query.get("force") == "true",
             )
-            return self._out(request, rt, obj, 201 if created else 200)
+            return _warn(self._out(request, rt, obj, 201 if created else 200), warnings)
         if method == "DELETE":
             opts = await self._delete_options(request)
             obj = core.delete(
@@ -468,20 +519,35 @@ class HttpApi:
         raise ApiError(405, f"method {method} is not allowed")
 
     @staticmethod
-    def _strict(request: Request, rt: ResourceType, body: Any) -> Any:
-        """`fieldValidation=Strict` on a custom resource: unknown fields are a 400, worded as
-        kube-apiserver's strict decoding error (otherwise they are pruned, as by default)."""
-        if request.query.get("fieldValidation") != "Strict" or not (rt.crd and rt.schema):
-            return body
-        unknown = schema.unknown_fields(body, rt.schema) if isinstance(body, dict) else []
-        if unknown:
-            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+    def _unknown(request: Request, rt: ResourceType, body: Any) -> list[str]:
+        """`fieldValidation`, as kube-apiserver: with Strict, unknown
+        fields are a 400 worded as its strict decoding error; with Warn, they come back as
+        warnings (the object is pruned, as by default)."""
+        mode = request.query.get("fieldValidation")
+        if mode not in ("Strict", "Warn") or not isinstance(body, dict):
+            return []
+        structural = rt.schema if rt.crd else builtin_structural(rt)
+        if not structural:
+            return []
+        unknown = schema.unknown_fields(body, structural)
+        fields = [f'unknown field "{f}"' for f in unknown]
+        if fields and mode == "Strict":
             raise ApiError(
                 400,
                 f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                f"strict decoding error: {fields}",
+                f"strict decoding error: {', '.join(fields)}",
             )
-        return body
+        return fields
+
+    @staticmethod
+    def _patch_body(ctype: str, raw: bytes) -> Any:
+        """A patch's object form, for the unknown-field check (a JSON patch has none)."""
+        kind = decode.media_type(ctype)
+        if kind == "application/apply-patch+yaml":
+            return decode.decode_yaml(raw)
+        if kind in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            return _without_nulls(decode.decode_json(raw))  # null removes a field
+        return None
 
     async def _delete_options(self, request: Request) -> Obj:
         opts: Obj = {}

@@ -110,7 +110,31 @@ def _age(obj: Obj) -> str:
 _NAME: Column = ("Name", "string", "name", 0, _name)
 _AGE: Column = ("Age", "string", "", 0, _age)
 
+
+def _event_seen(obj: Obj) -> str:
+    return age(
+        obj.get("lastTimestamp")
+        or (obj.get("series") or {}).get("lastObservedTime")
+        or obj.get("eventTime")
+        or obj["metadata"].get("creationTimestamp")
+    )
+
+
+def _event_object(obj: Obj) -> str:
+    involved = obj.get("involvedObject") or {}
+    return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+
+
 _BUILTIN: dict[tuple[str, str], list[Column]] = {
+    ("", "Event"): [
+        ("Last Seen", "string", "", 0, _event_seen),
+        ("Type", "string", "", 0, _get("type")),
+        ("Reason", "string", "", 0, _get("reason")),
+        ("Object", "string", "", 0, _event_object),
+        ("Message", "string", "", 0, _get("message")),
+        ("Count", "integer", "", 1, lambda o: o.get("count") or 1),
+        ("Name", "string", "name", 1, _name),
+    ],
     ("", "Pod"): [
         _NAME,
         ("Ready", "string", "", 0, _pod_ready),

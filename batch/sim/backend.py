@@ -31,6 +31,11 @@ class SchedulerBackend(Protocol):
 
     def apply(self, kind: str, event: str, obj: dict[str, Any]) -> None: ...
 
+    def at(self, now: float) -> None:
+        """The virtual time of the events that follow (what held resources until then held
+        them since the previous call: the usage-decayed fair share counts it)."""
+        ...
+
     def cycle(self, now: float) -> CycleOutcome: ...
 
     def next_change(self, since: float) -> float | None:

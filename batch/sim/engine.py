@@ -516,12 +516,14 @@ class Simulation:
                 next_arrival += 1
                 now = run.job.submit
                 metrics.advance(now)
+                self.backend.at(now)
                 metrics.job_arrived(run.queue_idx, run.job.gpu_milli)
                 lifecycle.submitted(run, now)
             elif heap and heap[0][0] <= ts:
                 now, _seq, kind, idx, attempt = heapq.heappop(heap)
                 run = runs[idx]
                 metrics.advance(now)
+                self.backend.at(now)
                 if run.finished or run.attempt != attempt:
                     continue
                 if kind == KIND_COMPLETE:

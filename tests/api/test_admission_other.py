@@ -309,6 +309,43 @@ def test_podgroup_rejections() -> None:
     }
 
 
+def test_a_podgroup_update_may_not_move_it_into_root_or_a_queue_that_takes_no_work() -> None:
+    # issue 30 item 9: PodGroup updates were not validated, and a user moved one into `root`
+    closed = make_queue("c")
+    closed["status"] = {"state": "Closed"}
+    parent = make_queue("parent")
+    child = make_queue("child", parent="parent")
+    lookup = StaticLookup([closed, parent, child, make_queue("team")])
+    old = _pg(minMember=1, queue="team")
+    for queue, rule in [
+        ("root", "queueNotRoot"),
+        ("c", "queueOpen"),
+        ("nope", "queueExists"),
+        ("parent", "queueLeaf"),
+    ]:
+        moved = _pg(minMember=1, queue=queue)
+        result = run("PodGroup", moved, op="UPDATE", old=old, lookup=lookup)
+        assert errors_of(result) == {("spec.queue", rule)}, (queue, result.messages())
+    assert run("PodGroup", _pg(minMember=1, queue="child"), op="UPDATE", old=old, lookup=lookup)
+    # without cluster facts `root` is still refused; other moves need them
+    into_root = run("PodGroup", _pg(minMember=1, queue="root"), op="UPDATE", old=old)
+    assert "PodGroups may not be submitted to the root queue" in into_root.messages()[0]
+    # a PodGroup created in root is refused too, as a job would be
+    assert errors_of(run("PodGroup", _pg(queue="root"))) == {("spec.queue", "queueNotRoot")}
+
+
+def test_a_podgroup_update_that_keeps_its_queue_is_not_frozen_by_a_closed_queue() -> None:
+    closed = make_queue("c")
+    closed["status"] = {"state": "Closed"}
+    old = _pg(minMember=1, queue="c")
+    grown = _pg(minMember=2, queue="c")
+    assert run("PodGroup", grown, op="UPDATE", old=old, lookup=StaticLookup([closed])).allowed
+    # the other rules hold on UPDATE as on CREATE
+    bad = _pg(minMember=-1, queue="c")
+    result = run("PodGroup", bad, op="UPDATE", old=old, lookup=StaticLookup([closed]))
+    assert errors_of(result) == {("spec.minMember", "minimum")}
+
+
 # ------------------------------------------------------------------------------------- Pod
 
 

@@ -61,6 +61,11 @@ COMBOS: dict[str, dict[str, Any]] = {
     },
     "sqlite-existing-claim": {"ledger": {"sqlite": {"persistence": {"existingClaim": "my-pvc"}}}},
     "sqlite-ephemeral": {"ledger": {"sqlite": {"persistence": {"enabled": False}}}},
+    # the dashboard's Deployment, token Secret, Service and NetworkPolicy (docs/security.md)
+    "dashboard": {
+        "dashboard": {"enabled": True, "allowedHosts": ["dash.example.com"]},
+        "ledger": {"url": "postgresql+psycopg://tephra:s3cret@pg.db:5432/tephra"},
+    },
     "service-monitor": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}
     },
@@ -124,6 +129,7 @@ WEBHOOK_PATHS = {
     "/pods/validate",
     "/pods/mutate",
     "/commands/validate",
+    "/cronjobs/validate",
 }
 
 
@@ -646,6 +652,7 @@ def test_webhook_configurations(rendered: dict[str, list[Doc]]) -> None:
             "podgroups": "scheduling.volcano.sh",
             "pods": "",
             "commands": "bus.volcano.sh",
+            "cronjobs": "batch.volcano.sh",
         }[resource]
         assert rule["apiGroups"] == [group]
     mutate_pods = [e for e in entries if e["clientConfig"]["service"]["path"] == "/pods/mutate"]
@@ -653,6 +660,35 @@ def test_webhook_configurations(rendered: dict[str, list[Doc]]) -> None:
     assert {"key": "tephra.io/gang-injection", "operator": "NotIn", "values": ["disabled"]} in (
         gang["namespaceSelector"]["matchExpressions"]
     )
+
+
+def _entry(entries: list[dict[str, Any]], path: str) -> dict[str, Any]:
+    (found,) = [e for e in entries if e["clientConfig"]["service"]["path"] == path]
+    return found
+
+
+def test_webhooks_are_short_and_scoped_by_match_conditions(rendered: dict[str, list[Doc]]) -> None:
+    # issue 30 item 6: a slow webhook held writes for the default 10 s; requests it answers
+    # unchanged (pods of other schedulers, the controller's own PodGroup updates) are not sent
+    docs = rendered["default"]
+    entries = _webhook_entries(docs)
+    assert {e["timeoutSeconds"] for e in entries} == {5}
+    (pods,) = _entry(entries, "/pods/validate")["matchConditions"]
+    assert pods["expression"] == (
+        "has(object.spec.schedulerName) && object.spec.schedulerName == 'volcano'"
+    )
+    (gang,) = _entry(entries, "/pods/mutate")["matchConditions"]
+    assert "object.spec.schedulerName in ['', 'default-scheduler', 'volcano']" in gang["expression"]
+    podgroups = _entry(entries, "/podgroups/validate")
+    assert podgroups["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    (own,) = podgroups["matchConditions"]
+    controller = one(docs, "Deployment", name_of("controller"))
+    account = controller["spec"]["template"]["spec"]["serviceAccountName"]
+    assert f"system:serviceaccount:{NAMESPACE}:{account}'" in own["expression"]
+    cron = _entry(entries, "/cronjobs/validate")
+    assert cron["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    (container,) = _containers(one(docs, "Deployment", name_of("webhook")))
+    assert "--concurrency=2" in container["args"]
 
 
 def test_self_signed_certificate_hooks(rendered: dict[str, list[Doc]]) -> None:

@@ -1,12 +1,10 @@
 """`helm install` of the chart into the sandbox, with Helm's release storage in PostgreSQL.
 
-The sandbox serves no protobuf and no OpenAPI document, so helm runs with `HELM_DRIVER=sql`
-(a fresh database per test run, dropped afterwards) and `--disable-openapi-validation`, as
-`shared/reference/testing-facts.md` describes. The certificate hook Jobs are skipped
-(`--no-hooks`): helm validates hook manifests against the server's OpenAPI document even with
-`--disable-openapi-validation`, and the sandbox serves none (nor does it run images). Their script
-is run here instead, against the same API, exactly as the Jobs run it in a cluster (with a
-kubeconfig instead of the in-cluster service account).
+Helm keeps its releases in PostgreSQL (`HELM_DRIVER=sql`, a fresh database per test run,
+dropped afterwards) and validates the manifests against the sandbox's OpenAPI documents, as on
+a cluster. The certificate hook Jobs are skipped (`--no-hooks`): the sandbox runs no images.
+Their script is run here instead, against the same API, exactly as the Jobs run it in a cluster
+(with a kubeconfig instead of the in-cluster service account).
 """
 
 from __future__ import annotations
@@ -107,10 +105,7 @@ def _certs(
 
 
 def _install(helm: Path, env: dict[str, str], api: Any, release: str, namespace: str) -> str:
-    from kubernetes import client
 
-    # `--create-namespace` would validate against OpenAPI; create it like a user with kubectl.
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     return _helm(
         helm,
         env,
@@ -119,7 +114,7 @@ def _install(helm: Path, env: dict[str, str], api: Any, release: str, namespace:
         str(CHART_DIR),
         "--namespace",
         namespace,
-        "--disable-openapi-validation",
+        "--create-namespace",
         "--no-hooks",
         "--timeout",
         "120s",
@@ -194,7 +189,7 @@ def test_expected_objects_exist(installed: dict[str, Any]) -> None:
     mutating = adm.read_mutating_webhook_configuration(name_of("webhook"))
     validating = adm.read_validating_webhook_configuration(name_of("webhook"))
     assert len(mutating.webhooks) == 4
-    assert len(validating.webhooks) == 5  # jobs, queues, podgroups, commands, pods
+    assert len(validating.webhooks) == 6  # jobs, queues, podgroups, commands, cronjobs, pods
 
 
 def test_certificate_hook_script_against_the_api(
@@ -246,7 +241,7 @@ def test_certificate_hook_script_against_the_api(
     )
     assert rc == 0, log
     assert log.count(f"set caBundle on 4 webhooks of {name_of('webhook')}") == 1  # mutating
-    assert log.count(f"set caBundle on 5 webhooks of {name_of('webhook')}") == 1  # validating
+    assert log.count(f"set caBundle on 6 webhooks of {name_of('webhook')}") == 1  # validating
     ca = secret.data["ca.crt"]
     for cfg in (
         adm.read_mutating_webhook_configuration(name_of("webhook")),
@@ -307,7 +302,6 @@ def test_upgrade_to_a_postgres_ledger_and_uninstall(
         str(CHART_DIR),
         "--namespace",
         namespace,
-        "--disable-openapi-validation",
         "--no-hooks",
         "--set",
         f"ledger.url={url}",

@@ -5,7 +5,6 @@ runs without leader election (it is the only one). Issue 15, item 11."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,12 +21,6 @@ from batch.cli.metrics import parse_bind_address
 TEPHRA = [sys.executable, "-m", "batch.cli.main"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _scrape(url: str, deadline: float) -> str:
     while True:
         try:
@@ -41,8 +34,17 @@ def _scrape(url: str, deadline: float) -> str:
         time.sleep(0.2)
 
 
+def _metrics_line(proc: subprocess.Popen[str]) -> str:
+    """The URL `sandbox up` prints for its metrics (stderr, after "sandbox ready at")."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("metrics: "):
+            return line.removeprefix("metrics: ").strip()
+    raise AssertionError(f"no metrics line; exit {proc.wait()}")
+
+
 def test_sandbox_up_serves_scheduler_and_controller_metrics(tmp_path: Path) -> None:
-    port = _free_port()
+    """By default on a free port (8080 is often taken), which it prints."""
     kubeconfig = tmp_path / "kc"
     proc = subprocess.Popen(
         [
@@ -54,8 +56,6 @@ def test_sandbox_up_serves_scheduler_and_controller_metrics(tmp_path: Path) -> N
             "--no-ledger",
             "--schedule-period",
             "0.2",
-            "--metrics-bind-address",
-            f"127.0.0.1:{port}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -63,11 +63,10 @@ def test_sandbox_up_serves_scheduler_and_controller_metrics(tmp_path: Path) -> N
     )
     try:
         deadline = time.monotonic() + 60
-        while not kubeconfig.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        text = _scrape(f"http://127.0.0.1:{port}/metrics", deadline)
+        url = _metrics_line(proc)
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+        assert not url.startswith("http://127.0.0.1:0/")
+        text = _scrape(url, deadline)
     finally:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)

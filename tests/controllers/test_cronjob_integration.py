@@ -221,3 +221,25 @@ def test_forbid_then_replace_a_running_job(env: Env) -> None:
         what="resumed: the due start runs",
         explain=lambda: sorted(env.jobs("guarded")),
     )
+
+
+def test_a_job_the_api_server_refuses_is_told_once_on_the_cronjob(env: Env) -> None:
+    # issue 30 item 9: the template passes CronJob admission, but the Job made from it names a
+    # queue that does not exist; the refusal was retried with backoff and told nobody
+    created = env.create("refused", job={"queue": "no-such-queue"})
+    first = _boundary_after(datetime.fromisoformat(created["metadata"]["creationTimestamp"]))
+
+    def failed() -> list[str]:
+        return [
+            str(e.message)
+            for e in env.core.list_namespaced_event(NS).items
+            if e.involved_object.name == "refused" and e.reason == "FailedCreate"
+        ]
+
+    env.tick_to(first + timedelta(seconds=1), "refused")
+    (message,) = wait_for(failed, what="a FailedCreate event on the CronJob")
+    assert job_name("refused", first) in message and "no-such-queue" in message
+    # the retries (each nudge is one more) tell nothing new
+    for _ in range(3):
+        env.settle(lambda: env.tick_to(first + timedelta(seconds=2), "refused"))
+    assert len(failed()) == 1 and env.jobs("refused") == {}

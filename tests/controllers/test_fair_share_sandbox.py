@@ -257,3 +257,30 @@ def test_three_queues_converge_to_their_weights(live: Live) -> None:
     wait_for(settled, what="shares within a node of the weights", timeout=120, explain=live.state)
     _no_evictions_for(live, SESSIONS)
     assert settled(), live.gpus_by_queue()
+
+
+def test_a_nested_queue_s_share_is_decided_by_its_parent_s_weight(live: Live) -> None:
+    """team-a (weight 1) splits its share between two child queues a-1 and a-2 (weight 1 each);
+    team-b (weight 1) has none. Each leaf wants more than the cluster in 4-GPU jobs: team-b
+    runs half the GPUs (16), not a third as flat water-filling over the three leaves gave, and
+    a-1 and a-2 a quarter each, within the session budget of the last submission (measured:
+    4 to 6 sessions); then nothing is evicted."""
+    live.queue("team-a", 1)
+    live.queue("a-1", 1, parent="team-a")
+    live.queue("a-2", 1, parent="team-a")
+    live.queue("team-b", 1)
+    for i in range(6):  # interleaved, so submission order favours no queue
+        for q in ("a-1", "a-2", "team-b"):
+            live.job(f"{q}-{i}", q, 1, 4)
+    start = live.sessions  # counted from the last submission
+    want = {"team-b": 16, "a-1": 8, "a-2": 8}
+    wait_for(
+        lambda: live.gpus_by_queue() == want,
+        what="shares down the tree",
+        timeout=120,
+        explain=live.state,
+    )
+    took = live.sessions - start
+    assert took <= SESSIONS, took
+    _no_evictions_for(live, SESSIONS)
+    assert live.gpus_by_queue() == want

@@ -151,10 +151,11 @@ def test_every_surface_shows_the_schedulers_deserved_share(env: Env, name: str) 
     assert row["deserved_session"] and row["deserved_at"]
     # tephra queue get: the Queue object (-o json) and the table's Deserved column
     obj = json.loads(env.tephra("queue", "get", "-n", name, "-o", "json"))
-    assert (
-        obj["metadata"]["annotations"][FAIR_SHARE_ANNOTATION]
-        == (env.queue(name)["metadata"]["annotations"][FAIR_SHARE_ANNOTATION])
-    )
+    # the figure, not the whole annotation: the scheduler rewrites its session and time
+    # between the two reads
+    via_cli = json.loads(obj["metadata"]["annotations"][FAIR_SHARE_ANNOTATION])
+    direct = json.loads(env.queue(name)["metadata"]["annotations"][FAIR_SHARE_ANNOTATION])
+    assert via_cli["deserved"] == direct["deserved"]
     header, line = env.tephra("queue", "get", "-n", name).splitlines()[:2]
     column = dict(zip(header.split(), line.split(), strict=True))["Deserved"]
     listed = dict(kv.split("=") for kv in column.split(","))

@@ -115,3 +115,21 @@ def test_a_kubernetes_job_of_the_same_name_is_not_a_predecessor() -> None:
         "name": "job-svc", "namespace": "ns", "ownerReferences": [other]}))  # fmt: skip
     h.step()
     assert h.phase == c.FAILED and h.status["state"]["reason"] == "PluginObjectNotOwned"
+
+
+def test_no_new_pod_mounts_an_ssh_secret_replaced_by_someone_else() -> None:
+    """A running job whose `<job>-ssh` Secret was replaced by another user's (their key) makes
+    no new pod that would mount it: the job's pods would let that user in. It says why."""
+    h = Harness(make_job(tasks=[task("worker", 2)], plugins={"ssh": []}))
+    h.start()
+    assert len(h.pods()) == 2
+    h.cluster.objects.pop(h.cluster.key("Secret", "ns", "job-ssh"))
+    planted = {"authorized_keys": "c3NoLXJzYSBBQUFBIGF0dGFja2Vy"}
+    h.cluster.add(_foreign("Secret", "job-ssh", data=planted))
+    job = h.cluster.get("Job", "ns", "job")
+    assert job is not None
+    job["spec"]["tasks"][0]["replicas"] = 3
+    h.step(1)
+    assert len(h.pods()) == 2
+    warned = [e for e in h.cluster.events if e.reason == "PluginObjectNotOwned"]
+    assert warned and "Secret ns/job-ssh exists and is not owned by job job" in warned[-1].message

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from batch.api.integration import GangSpec, WorkloadKind, WorkloadRef
+from batch.api.integration import GangSpec, WorkloadKind, WorkloadObservation, WorkloadRef
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, DeleteObject, PatchObject, PatchStatus
 from batch.controllers.podgroup import (
@@ -265,3 +265,46 @@ def test_group_refreshed_from_a_new_pod_after_owner_update() -> None:
         },
     )
     assert [a.ref.kind for a in same.actions] == ["Pod"]
+
+
+def _trainer_gang() -> GangSpec:
+    ref = WorkloadRef(
+        api_version="example.com/v1", kind="Trainer", namespace="ns", name="t", gang_name="t"
+    )
+    return GangSpec(name="t", namespace="ns", min_member=2, workload=ref, adapter="fake")
+
+
+def test_no_podgroup_recreated_for_a_finished_pod_or_workload() -> None:
+    """The operator deletes its PodGroup when its job ends; the finished pods that stay behind
+    (or a pod of a finished workload) must not bring a new PodGroup back that then holds the
+    queue's resources (issue 34, finding 5)."""
+    gang = _trainer_gang()
+    workload = {"metadata": {"name": "t", "creationTimestamp": "2025-12-31T23:00:00Z"}}
+    done = {**pod("t-worker-0"), "status": {"phase": "Succeeded"}}
+    res = reconcile_adapter_pod(
+        done, adapter=FakeAdapter(), gang=gang, podgroup=None, now=NOW, workload=workload
+    )  # type: ignore[arg-type]
+    assert res.actions == []
+    running = {**pod("t-worker-1"), "status": {"phase": "Running"}}
+    res = reconcile_adapter_pod(
+        running,
+        adapter=FakeAdapter(),
+        gang=gang,
+        podgroup=None,
+        now=NOW,
+        workload=workload,
+        workload_finished=True,
+    )  # type: ignore[arg-type]
+    assert res.actions == []
+    res = reconcile_adapter_pod(
+        running, adapter=FakeAdapter(), gang=gang, podgroup=None, now=NOW, workload=workload
+    )  # type: ignore[arg-type]
+    assert res.of_type(CreateObject)
+
+
+def test_workload_observation_finished_follows_the_latest_phase() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    later = t0 + timedelta(seconds=5)
+    assert WorkloadObservation(phases=[("Running", t0), ("Completed", later)]).finished
+    assert not WorkloadObservation(phases=[("Failed", t0), ("Running", later)]).finished
+    assert not WorkloadObservation().finished

@@ -16,7 +16,7 @@ from batch.controllers.actions import (
     PatchObject,
     PatchStatus,
 )
-from batch.controllers.shell import ApplyError, apply_actions
+from batch.controllers.shell import ApplyError, NotLeading, apply_actions
 
 from .fakeapi import FakeApi
 
@@ -94,3 +94,48 @@ def test_a_cluster_scoped_object_is_written_without_a_namespace() -> None:
     api = FakeApi()
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
     assert _apply(api, [CreateObject(body), DeleteObject(TEAM)])[0] == 2
+
+
+def test_a_fence_that_says_no_stops_the_remaining_writes() -> None:
+    """A leader whose leadership lapsed (paused past the lease) sends nothing more (issue 30:
+    controllers' writes check lease currency as the scheduler's binds do)."""
+    api = FakeApi()
+    answers = iter([True, False])
+    taken: list[Action] = []
+    actions: list[Action] = [CreateObject(_pod("a")), CreateObject(_pod("b")), DeleteObject(POD)]
+    with pytest.raises(NotLeading) as err:
+        asyncio.run(
+            apply_actions(
+                api,  # type: ignore[arg-type]
+                actions,
+                component="t",
+                applied=taken.append,
+                fence=lambda: next(answers),
+            )
+        )
+    assert err.value.unsent == 2
+    assert taken == actions[:1] and len(api.calls) == 1
+
+
+def test_a_manager_out_of_its_lease_drops_and_retries_without_blame() -> None:
+    """The reconcile's writes are dropped unsent, counted, and the key comes back later; the
+    job is not charged a failure (which would count towards terminating it)."""
+    from batch.controllers.actions import ReconcileResult
+    from batch.controllers.operator import _FENCE, ControllerManager
+
+    mgr = ControllerManager(None, scheduler_names=("volcano",), adapters=[])
+    mgr.client = FakeApi()  # type: ignore[assignment]
+    later: list[tuple[tuple[str, str, str], float]] = []
+    mgr.enqueue_later = lambda key, seconds: later.append((key, seconds))  # type: ignore[method-assign]
+    result = ReconcileResult()
+    result.actions.append(CreateObject(_pod()))
+    key = ("job", "ns", "j")
+
+    async def run() -> bool:
+        _FENCE.set(lambda: False)
+        return await mgr._apply(key, result)
+
+    assert asyncio.run(run()) is False
+    assert mgr.client.calls == []  # type: ignore[attr-defined]
+    assert later == [(key, 1.0)] and key not in mgr._failures
+    assert mgr.metrics.dropped_writes._value.get() == 1

@@ -63,3 +63,61 @@ def test_a_deeply_nested_body_is_a_400_not_a_traceback() -> None:
     code, body = asyncio.run(_post("/jobs/validate", nested))
     assert code == 400, body
     assert "nested" in body["message"], body
+
+
+def _job_review(spec: Any) -> dict[str, Any]:
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "metadata": {"name": "j"}, "spec": spec}
+    request = {**REVIEW["request"], "kind": {"kind": "Job"}, "object": job}  # type: ignore[dict-item]
+    return {**REVIEW, "request": request}
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_an_object_nested_500_deep_is_a_400_answer_on_both_endpoints() -> None:
+    # 500 levels decode as JSON, but used to raise RecursionError in admission: an internal
+    # error on /validate and an unchanged object on /mutate
+    for path in ("/jobs/validate", "/jobs/mutate"):
+        code, body = asyncio.run(_post(path, _job_review({"x": _nested(500)})))
+        assert code == 200, body
+        answer = body["response"]
+        assert answer["uid"] == "u-1" and answer["allowed"] is False, (path, answer)
+        assert answer["status"]["code"] == 400 and answer["status"]["reason"] == "BadRequest"
+        assert "maxDepth" in answer["status"]["message"], answer
+        assert "Recursion" not in answer["status"]["message"]
+
+
+def test_a_job_over_the_task_limit_is_refused_on_the_mutating_endpoint_too() -> None:
+    tasks = [{"name": f"t{i}", "replicas": 1} for i in range(101)]
+    code, body = asyncio.run(_post("/jobs/mutate", _job_review({"tasks": tasks})))
+    status = body["response"]["status"]
+    assert code == 200 and body["response"]["allowed"] is False
+    assert status["code"] == 422 and "over the limit of 100 tasks per job" in status["message"]
+
+
+def _cron_review(schedule: str) -> dict[str, Any]:
+    pod = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    template = {"spec": {"tasks": [{"name": "t", "replicas": 1, "template": pod}]}}
+    cron = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "default"},
+        "spec": {"schedule": schedule, "jobTemplate": template},
+    }
+    request = {**REVIEW["request"], "kind": {"kind": "CronJob"}, "object": cron}  # type: ignore[dict-item]
+    return {**REVIEW, "request": request}
+
+
+def test_cronjobs_are_validated_by_the_webhook() -> None:
+    # issue 30 item 9: the webhook served no CronJob path; these schedules were accepted
+    for schedule, why in [("61 * * * *", "invalid field 1"), ("TZ=../../etc/passwd 0 1 * * *", "")]:
+        code, body = asyncio.run(_post("/cronjobs/validate", _cron_review(schedule)))
+        answer = body["response"]
+        assert code == 200 and answer["allowed"] is False, (schedule, answer)
+        assert "spec.schedule" in answer["status"]["message"] and why in answer["status"]["message"]
+    code, body = asyncio.run(_post("/cronjobs/validate", _cron_review("0 1 * * *")))
+    assert code == 200 and body["response"]["allowed"] is True, body

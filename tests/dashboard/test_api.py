@@ -113,10 +113,11 @@ def test_a_token_is_checked_on_every_request(live: Live, tmp_path: Path) -> None
         assert other.get("/api/overview", Authorization="Bearer wrong")[0] == 401
         status, body = other.get("/api/overview", Authorization="Bearer s3cret")
         assert status == 200 and json.loads(body)["nodes"] == 2
-        import urllib.request
+        from .test_security import call
 
-        with urllib.request.urlopen(server.url + "/?token=s3cret", timeout=30) as resp:
-            cookie = resp.headers["Set-Cookie"].split(";")[0]
+        link = call(server.url + "/?token=s3cret")  # sets the cookie, redirects to "/"
+        assert link.status == 303 and link.headers["Location"] == "/"
+        cookie = link.headers["Set-Cookie"].split(";")[0]
         assert other.get("/queues", Cookie=cookie)[0] == 200
         assert "No ledger history" in other.get("/history", Cookie=cookie)[1].decode()
     finally:

@@ -60,3 +60,21 @@ def test_the_page_names_where_each_deserved_share_comes_from() -> None:
     assert "not computed by the scheduler yet: weight share" in html
     assert "tephra.io/fair-share" in html  # the explanation names the source
     assert ">scheduler" in html
+
+
+def test_the_page_shows_the_usage_decayed_weight() -> None:
+    """With proportion's usageHalfLife the scheduler publishes the weight it used."""
+    state = _state()
+    decayed = fair_share_value(
+        deserved={GPU: 8000},
+        allocated={GPU: 8000},
+        request={GPU: 32000},
+        session=SESSION,
+        usage=(0.25, 1.0),
+    )
+    state.sink("Queue", "MODIFIED", _queue("team-a", 1, decayed))
+    rows = {q["name"]: q for q in queues(state)["queues"]}
+    assert (rows["team-a"]["effective_weight"], rows["team-a"]["usage_share"]) == (0.25, 1.0)
+    assert rows["team-b"]["effective_weight"] is None
+    html = queues_page(queues(state))
+    assert "1 (effective 0.25, usage share 100%)" in html

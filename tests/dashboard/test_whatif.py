@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,16 +44,31 @@ def _get(url: str) -> tuple[int, str, str]:
         return exc.code, url, exc.read().decode()
 
 
+def _start(url: str, *changes: str) -> tuple[int, str, str]:
+    """Post the what-if form as the browser does (its csrf value, the page's Origin)."""
+    form = _get(url + "/whatif")[2]
+    found = re.search(r'name=csrf value="([^"]+)"', form)
+    fields = [("set", c) for c in changes] + [("csrf", found.group(1) if found else "")]
+    req = urllib.request.Request(
+        url + "/whatif/start", data=urllib.parse.urlencode(fields).encode(), headers={"Origin": url}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.geturl(), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, url, exc.read().decode()
+
+
 def test_whatif_is_off_without_the_flag(live: Live) -> None:
     assert live.get("/whatif")[0] == 404
-    assert b"--allow-whatif" in live.get("/whatif/start?set=queue=team-a,weight=3")[1]
+    assert "--allow-whatif" in _start(live.url, "queue=team-a,weight=3")[2]
 
 
 def test_a_replay_runs_in_the_background_and_returns_a_table(live: Live, with_whatif: str) -> None:
     live.submit(gpu_job("recorded", replicas=1, gpus=1, run=1, queue="team-b"))
     wait_for(lambda: live.job("recorded").get("phase") == "Completed", timeout=90)
     wait_for(lambda: "team-b" in {r["queue"] for r in live.api("/history")["wait_times"]})
-    status, where, body = _get(with_whatif + "/whatif/start?set=queue%3Dteam-b%2Cweight%3D3")
+    status, where, body = _start(with_whatif, "queue=team-b,weight=3")
     assert status == 200 and where.endswith("/whatif/1"), (status, where, body[:300])
 
     def finished() -> dict[str, Any] | None:
@@ -68,9 +85,9 @@ def test_a_replay_runs_in_the_background_and_returns_a_table(live: Live, with_wh
 
 
 def test_a_bad_change_is_refused_at_once(with_whatif: str) -> None:
-    status, _where, body = _get(with_whatif + "/whatif/start?set=queue%3Dteam-b%2Cweight%3Dx")
+    status, _where, body = _start(with_whatif, "queue=team-b,weight=x")
     assert status == 400 and "weight" in body, body
-    assert _get(with_whatif + "/whatif/start")[0] == 400
+    assert _start(with_whatif)[0] == 400
 
 
 def test_the_form_in_a_browser_returns_the_table(

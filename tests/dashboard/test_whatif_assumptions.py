@@ -48,4 +48,4 @@ def test_a_replay_page_states_the_jobs_it_assumed_a_run_time_for(tmp_path: Path)
     assert {r["queue"]: r["jobs"] for r in answer["rows"]}["team-b"] == 1  # replayed, not dropped
     page = whatif_run_page(answer)
     assert line in page[page.index("<pre id=result>") :]  # under the table, as the CLI prints
-    assert "assumed run time" in whatif_page([answer])
+    assert "assumed run time" in whatif_page([answer], csrf="c")

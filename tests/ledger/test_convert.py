@@ -356,6 +356,13 @@ def test_a_framework_gang_that_failed_is_recorded_failed() -> None:
     assert job_phase(pg("Completed", succeeded=2)) == ["Completed"]
     assert job_phase(pg("Completed", succeeded=2, failed=1)) == ["Completed"]  # gang succeeded
     assert all(e.job_uid == "pt-1" for e in events_from_podgroup(running, pg("Completed")))
+    # a workload the ledger follows itself: its PodGroup's phases no longer stand in for its own
+    owned = pg("Completed", succeeded=2)
+    owned["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
+    followed = events_from_podgroup(
+        running, owned, observed_kinds={("kubeflow.org/v1", "PyTorchJob")}
+    )
+    assert [e.source for e in followed if isinstance(e, ev.JobPhaseChanged)] == ["podgroup"]
 
 
 def test_relisting_a_waiting_podgroup_adds_no_transition(

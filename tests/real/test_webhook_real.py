@@ -321,3 +321,33 @@ def test_a_queue_command_needs_the_right_to_update_the_queue(
     for name in ("own-q", "abort", "admin-close-root"):
         api.request("DELETE", f"{COMMANDS}/{name}")
     assert "Traceback" not in webhook.log()
+
+
+def test_podgroup_moves_cronjobs_and_oversized_jobs_are_refused(
+    api: Api, webhook: TephraProcess
+) -> None:
+    """Issue 30 items 6 and 9 through the chart's registrations on a real apiserver."""
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "mover"},
+        "spec": {"minMember": 1, "queue": "default"},
+    }
+    code, stored = api.request("POST", PODGROUPS, group)
+    assert code == 201, stored
+    stored["spec"]["queue"] = "root"
+    code, answer = api.request("PUT", f"{PODGROUPS}/mover", stored)
+    assert code == 422 and "spec.queue: queueNotRoot" in answer["message"], answer
+    cron = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "CronJob",
+        "metadata": {"name": "tz"},
+        "spec": {"schedule": "TZ=../../etc/passwd 0 1 * * *", "jobTemplate": make_job()},
+    }
+    cronjobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/cronjobs"
+    code, answer = api.request("POST", cronjobs, cron)
+    assert code in (400, 422) and "spec.schedule" in answer["message"], answer
+    big = make_job(tasks=[make_task(f"t{i}", replicas=1) for i in range(10_000)])
+    big["metadata"] = {"name": "big"}
+    code, answer = api.request("POST", JOBS, big)
+    assert code == 422 and "over the limit of 100 tasks per job" in answer["message"], answer

@@ -209,3 +209,34 @@ def test_queue_delete_admission(server: Server) -> None:
     code, body = http(server, "DELETE", "/apis/scheduling.volcano.sh/v1beta1/queues/root")
     assert code == 422 and body["details"]["causes"][0]["field"] == "metadata.name"
     assert http(server, "GET", "/apis/scheduling.volcano.sh/v1beta1/queues/root")[0] == 200
+
+
+# Sandbox only: the sandbox embeds Tephra's admission; on a cluster it is the webhook.
+@SANDBOX_ONLY
+def test_podgroup_updates_and_cronjobs_go_through_admission(server: Server) -> None:
+    # issue 30 item 9: a PodGroup could be moved into root; CronJob schedules went unchecked
+    base = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups"
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "moved"},
+        "spec": {"minMember": 1, "queue": "default"},
+    }
+    assert http(server, "POST", base, pg)[0] == 201
+    patch = {"spec": {"queue": "root"}}
+    code, body = http(server, "PATCH", f"{base}/moved", patch, ctype="application/merge-patch+json")
+    assert code == 422 and body["details"]["causes"][0]["field"] == "spec.queue", body
+    assert http(server, "GET", f"{base}/moved")[1]["spec"]["queue"] == "default"
+    cron = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "CronJob",
+        "metadata": {"name": "tz"},
+        "spec": {
+            "schedule": "TZ=../../etc/passwd 0 1 * * *",
+            "jobTemplate": {"spec": {"tasks": []}},
+        },
+    }
+    code, body = http(
+        server, "POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/cronjobs", cron
+    )
+    assert code == 422 and "spec.schedule" in {c["field"] for c in body["details"]["causes"]}

@@ -40,7 +40,6 @@ def test_apply_volcano_examples_and_short_names(server: Server) -> None:
     out = kubectl(
         server,
         "apply",
-        "--validate=false",
         "-f",
         str(FIXTURES / "volcano-queue.yaml"),
         "-f",
@@ -66,7 +65,7 @@ def test_apply_volcano_examples_and_short_names(server: Server) -> None:
     assert "queue.scheduling.volcano.sh/root" in got
     assert "queue.scheduling.volcano.sh/default" in got
     # a second apply is a client-side three-way JSON merge patch (CRDs have no strategic merge)
-    again = kubectl(server, "apply", "--validate=false", "-f", str(FIXTURES / "volcano-queue.yaml"))
+    again = kubectl(server, "apply", "-f", str(FIXTURES / "volcano-queue.yaml"))
     assert "queue.scheduling.volcano.sh/test" in again.stdout
     out = kubectl(server, "get", "vcjob", "test-job", "-o", "jsonpath={.spec.queue}").stdout
     assert out == "default"
@@ -80,12 +79,12 @@ def test_apply_volcano_examples_and_short_names(server: Server) -> None:
 def test_apply_configure_and_server_side(server: Server, tmp_path: Path) -> None:
     f = tmp_path / "cm.yaml"
     f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  a: '1'\n")
-    kubectl(server, "apply", "--validate=false", "-f", str(f))
+    kubectl(server, "apply", "-f", str(f))
     f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc\ndata:\n  b: '2'\n")
-    assert "configured" in kubectl(server, "apply", "--validate=false", "-f", str(f)).stdout
+    assert "configured" in kubectl(server, "apply", "-f", str(f)).stdout
     data = http(server, "GET", "/api/v1/namespaces/default/configmaps/kc")[1]["data"]
     assert data == {"b": "2"}  # three-way merge removed a
-    out = kubectl(server, "apply", "--server-side", "--validate=false", "-f", str(f))
+    out = kubectl(server, "apply", "--server-side", "-f", str(f))
     assert "serverside-applied" in out.stdout
 
 
@@ -206,3 +205,100 @@ def test_taint_and_untaint(server: Server) -> None:
     kubectl(server, "taint", "nodes", "node-1", "b-")
     out = kubectl(server, "get", "node", "node-1", "-o", "jsonpath={.spec.taints}")
     assert out.stdout.strip() in ("", "[]")
+
+
+def _vcjob_yaml(name: str, extra: str) -> str:
+    return (
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata:\n"
+        f"  name: {name}\nspec:\n  {extra}\n  schedulerName: volcano\n  tasks:\n"
+        "  - name: t\n    replicas: 1\n    template:\n      spec:\n        containers:\n"
+        "        - name: c\n          image: busybox\n"
+    )
+
+
+def test_apply_validates_fields_without_being_told_not_to(server: Server, tmp_path: Path) -> None:
+    """kubectl's default validation works: a misspelt field is refused (or, with
+    --validate=warn, warned about and dropped), for a custom resource and a built-in kind."""
+    f = tmp_path / "typo.yaml"
+    f.write_text(_vcjob_yaml("typo-job", "minAvaliable: 1"))
+    refused = kubectl(server, "apply", "-f", str(f), check=False)
+    assert refused.returncode != 0
+    assert 'strict decoding error: unknown field "spec.minAvaliable"' in refused.stderr
+    warned = kubectl(server, "apply", "--validate=warn", "-f", str(f))
+    assert 'unknown field "spec.minAvaliable"' in warned.stderr
+    spec = kubectl(server, "get", "vcjob", "typo-job", "-o", "jsonpath={.spec}").stdout
+    assert "minAvaliable" not in spec
+    f.write_text(_vcjob_yaml("typo-job", "minAvailable: 1"))
+    assert "configured" in kubectl(server, "apply", "-f", str(f)).stdout
+    f.write_text(_vcjob_yaml("typo-job", "minAvailable: 1\n  bogus: 2"))
+    patched = kubectl(server, "apply", "-f", str(f), check=False)
+    assert 'unknown field "spec.bogus"' in patched.stderr
+    kubectl(server, "delete", "vcjob", "typo-job")
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo-pod\nspec:\n"
+        "  restartPolicyy: Never\n  containers:\n  - name: c\n    image: busybox\n"
+    )
+    refused = kubectl(server, "apply", "-f", str(pod), check=False)
+    assert 'unknown field "spec.restartPolicyy"' in refused.stderr
+
+
+def test_explain_reads_the_served_schemas(server: Server) -> None:
+    out = kubectl(server, "explain", "vcjob.spec.minAvailable").stdout
+    assert "minAvailable" in out and "<integer>" in out
+    out = kubectl(server, "explain", "pods.spec.restartPolicy").stdout
+    assert "restartPolicy" in out and "<string>" in out and "Always" in out
+
+
+def test_typed_generators_send_protobuf_that_is_understood(server: Server) -> None:
+    """`kubectl create <kind>` sends protobuf bodies: each object reads back as written."""
+
+    def get(*args: str) -> str:
+        return kubectl(server, "get", *args).stdout
+
+    kubectl(server, "create", "namespace", "proto-ns")
+    assert get("namespace", "proto-ns", "-o", "jsonpath={.status.phase}") == "Active"
+    kubectl(server, "create", "priorityclass", "proto-pc", "--value=100", "--description=hi")
+    pc = get("priorityclass", "proto-pc", "-o", "jsonpath={.value} {.description}")
+    assert pc == "100 hi"
+    kubectl(server, "-n", "proto-ns", "create", "deployment", "d", "--image=x", "--replicas=2")
+    deploy = "{.spec.replicas} {.spec.template.spec.containers[0].image}"
+    assert get("-n", "proto-ns", "deployment", "d", "-o", f"jsonpath={deploy}") == "2 x"
+    kubectl(server, "-n", "proto-ns", "create", "configmap", "cm", "--from-literal=a=1")
+    assert get("-n", "proto-ns", "configmap", "cm", "-o", "jsonpath={.data.a}") == "1"
+    kubectl(server, "-n", "proto-ns", "create", "secret", "generic", "s", "--from-literal=pw=x2")
+    assert get("-n", "proto-ns", "secret", "s", "-o", "jsonpath={.data.pw}") == "eDI="
+    cron = ("create", "cronjob", "cj", "--image=x", "--schedule=*/5 * * * *", "--", "date")
+    kubectl(server, "-n", "proto-ns", *cron)
+    assert (
+        get("-n", "proto-ns", "cronjob", "cj", "-o", "jsonpath={.spec.schedule}") == "*/5 * * * *"
+    )
+    kubectl(server, "-n", "proto-ns", "create", "service", "clusterip", "svc", "--tcp=80:8080")
+    port = get("-n", "proto-ns", "service", "svc", "-o", "jsonpath={.spec.ports[0].targetPort}")
+    assert port == "8080"
+    kubectl(server, "-n", "proto-ns", "create", "quota", "q", "--hard=pods=10,cpu=4")
+    assert get("-n", "proto-ns", "quota", "q", "-o", "jsonpath={.spec.hard.cpu}") == "4"
+    kubectl(server, "-n", "proto-ns", "create", "serviceaccount", "sa")
+    kubectl(server, "-n", "proto-ns", "create", "role", "r", "--verb=get", "--resource=pods")
+    binding = ("create", "rolebinding", "rb", "--role=r", "--serviceaccount=proto-ns:sa")
+    kubectl(server, "-n", "proto-ns", *binding)
+    subject = get("-n", "proto-ns", "rolebinding", "rb", "-o", "jsonpath={.subjects[0].name}")
+    assert subject == "sa"
+    kubectl(server, "delete", "namespace", "proto-ns", "--wait=false")
+    kubectl(server, "delete", "priorityclass", "proto-pc")
+
+
+def test_events_print_as_kubectl_prints_them(server: Server, tmp_path: Path) -> None:
+    f = tmp_path / "event.yaml"
+    f.write_text(
+        "apiVersion: v1\nkind: Event\nmetadata:\n  name: table-pod.1\ninvolvedObject:\n"
+        "  kind: Pod\n  name: table-pod\n  namespace: default\nreason: Scheduled\n"
+        "message: Successfully assigned default/table-pod to node-0\ntype: Normal\ncount: 2\n"
+    )
+    kubectl(server, "apply", "-f", str(f))
+    lines = kubectl(server, "get", "events", "--field-selector", "reason=Scheduled").stdout
+    header, *rows = lines.splitlines()
+    assert header.split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    row = next(r for r in rows if "table-pod" in r)
+    assert "Normal" in row and "pod/table-pod" in row and "Successfully assigned" in row
+    kubectl(server, "delete", "-f", str(f))

@@ -29,6 +29,9 @@ class Recorder:
         status = obj.get("status") or {}
         self.events.append((kind, event, obj["metadata"]["name"], str(status.get("phase"))))
 
+    def at(self, now: float) -> None:
+        pass
+
     def cycle(self, now: float) -> CycleOutcome:  # pragma: no cover - not called
         raise AssertionError
 

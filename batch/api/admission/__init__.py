@@ -25,6 +25,7 @@ from batch.api.scheduling import PodGroup, Queue
 from batch.api.topology import HyperNode
 
 from .access import AccessNeed, AccessVerdict, access_needed, access_review, access_verdict
+from .bounds import MAX_DEPTH, refuse_early
 from .command import validate_command
 from .common import Errors, as_dict, json_copy, object_ref, schema_validate
 from .cronjob import validate_cronjob
@@ -46,6 +47,7 @@ from .types import (
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "MAX_DEPTH",
     "OPERATIONS",
     "SERVED_KINDS",
     "UNBOUNDED",
@@ -118,8 +120,11 @@ def _admit(
             "", "type", f"the object must be a mapping, not {type(given).__name__}", kind
         )
         return AdmissionResult(allowed=False, object={}, errors=[err], patch=[])
+    errors = Errors(object_ref(kind, given, namespaced=_NAMESPACED.get(kind, True)))
+    served = _served(kind, operation, given)
+    if served and refuse_early(kind, operation, given, old, limits, errors):
+        return AdmissionResult(allowed=False, object={}, errors=errors.items, patch=[], early=True)
     source: dict[str, Any] = json_copy(dict(given))
-    errors = Errors(object_ref(kind, source, namespaced=_NAMESPACED.get(kind, True)))
     if _answered_unchanged(kind, operation, source, old=old, lookup=lookup, errors=errors):
         return _result(source, source, errors)
     target: dict[str, Any] = json_copy(source)
@@ -134,6 +139,13 @@ def _admit(
         review = _Review(operation, source, target, old_map, lookup, errors, limits)
         _validate(typed, review)
     return _result(source, target, errors)
+
+
+def _served(kind: str, operation: str, given: Mapping[str, Any]) -> bool:
+    """Whether `given` under `operation` is defaulted and validated (the size refusals apply)."""
+    if kind in ("Job", "CronJob") and not _is_batch_volcano(given):
+        return False
+    return kind in SERVED_KINDS and operation in ("CREATE", "UPDATE")
 
 
 def _object_under_admission(
@@ -198,7 +210,12 @@ def _validate(typed: Job | Queue | PodGroup | Command | HyperNode | CronJob, r: 
         )
     elif isinstance(typed, PodGroup):
         validate_podgroup(
-            typed, operation=r.operation, lookup=r.lookup, errors=r.errors, limits=r.limits
+            typed,
+            operation=r.operation,
+            lookup=r.lookup,
+            errors=r.errors,
+            limits=r.limits,
+            old=r.old,
         )
     elif isinstance(typed, Command):
         validate_command(typed, r.errors)

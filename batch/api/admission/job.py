@@ -56,6 +56,7 @@ from .limits import DEFAULT_LIMITS, AdmissionLimits
 from .types import AdmissionLookup
 
 __all__ = [
+    "check_queue",
     "mutate_job_spec",
     "validate_job_create",
     "validate_job_spec",
@@ -577,9 +578,13 @@ def _check_volumes(spec: JobSpec, path: str, errors: Errors) -> None:
             )
 
 
-def _check_queue(queue: str, path: str, lookup: AdmissionLookup | None, errors: Errors) -> None:
+def check_queue(
+    queue: str, path: str, lookup: AdmissionLookup | None, errors: Errors, *, what: str = "jobs"
+) -> None:
+    """`queue` may take new work (`what`: jobs, PodGroups): not `root`, and (with a `lookup`)
+    an existing, Open leaf queue."""
     if queue == ROOT_QUEUE:
-        errors.add(path, "queueNotRoot", "jobs may not be submitted to the root queue")
+        errors.add(path, "queueNotRoot", f"{what} may not be submitted to the root queue")
         return
     if lookup is None:
         return
@@ -590,7 +595,7 @@ def _check_queue(queue: str, path: str, lookup: AdmissionLookup | None, errors: 
     status = as_dict(found.get("status")) or {}
     state = status.get("state") or QUEUE_OPEN
     if state != QUEUE_OPEN:
-        errors.add(path, "queueOpen", f"queue {queue!r} is {state}, jobs need an Open queue")
+        errors.add(path, "queueOpen", f"queue {queue!r} is {state}, {what} need an Open queue")
     for other in lookup.list_queues():
         ospec = other.get("spec") if isinstance(other, Mapping) else None
         if isinstance(ospec, Mapping) and ospec.get("parent") == queue:
@@ -633,7 +638,7 @@ def validate_job_create(
         errors=errors,
         limits=limits,
     )
-    _check_queue(spec.queue or DEFAULT_QUEUE, "spec.queue", lookup, errors)
+    check_queue(spec.queue or DEFAULT_QUEUE, "spec.queue", lookup, errors)
 
 
 _MUTABLE_JOB = ("minAvailable", "priorityClassName")

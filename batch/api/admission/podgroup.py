@@ -4,20 +4,22 @@ sub-groups.
 Defaulting (CREATE): a PodGroup whose queue is empty or `default` takes the queue named by its
 namespace's annotation `scheduling.volcano.sh/queue-name` (Volcano's PodGroup mutating webhook).
 Validation: minMember >= 0, minTaskMember values >= 0, minResources quantities, networkTopology
-exclusivity, unique subGroupPolicy names; on CREATE the queue must exist and be Open. The
+exclusivity, unique subGroupPolicy names; on CREATE, and on an UPDATE that moves it, the queue
+must be an Open leaf queue other than `root` (issue 30: a user moved one into `root`). The
 scheduler checks every minTaskMember role and subGroupPolicy entry of every gang in every
 session, so there are at most as many of each as a job may have tasks (`limits.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from batch.api.constants import ANN_QUEUE_NAME, DEFAULT_QUEUE, QUEUE_OPEN
+from batch.api.constants import ANN_QUEUE_NAME, DEFAULT_QUEUE
 from batch.api.scheduling import PodGroup
 
 from .common import Errors, as_dict, check_amount, join
-from .job import validate_network_topology
+from .job import check_queue, validate_network_topology
 from .limits import DEFAULT_LIMITS, AdmissionLimits
 from .types import AdmissionLookup
 
@@ -49,7 +51,9 @@ def validate_podgroup(
     lookup: AdmissionLookup | None,
     errors: Errors,
     limits: AdmissionLimits = DEFAULT_LIMITS,
+    old: Mapping[str, Any] | None = None,
 ) -> None:
+    """The rules of a PodGroup on CREATE and UPDATE (`old`: the stored PodGroup)."""
     spec = pg.spec
     if spec is None:
         return
@@ -75,14 +79,23 @@ def validate_podgroup(
                 errors.add(join(spath, "name"), "unique", f"duplicate subGroupPolicy {sg.name!r}")
             names.add(sg.name)
         validate_network_topology(sg.network_topology, join(spath, "networkTopology"), errors)
-    if operation == "CREATE" and lookup is not None:
-        queue = spec.queue or DEFAULT_QUEUE
-        found = lookup.get_queue(queue)
-        if found is None:
-            errors.add("spec.queue", "queueExists", f"queue {queue!r} does not exist")
-        else:
-            state = (as_dict(found.get("status")) or {}).get("state") or QUEUE_OPEN
-            if state != QUEUE_OPEN:
-                errors.add(
-                    "spec.queue", "queueOpen", f"queue {queue!r} is {state}, it must be Open"
-                )
+    _check_queue_move(spec.queue or DEFAULT_QUEUE, operation, old, lookup, errors)
+
+
+def _check_queue_move(
+    queue: str,
+    operation: str,
+    old: Mapping[str, Any] | None,
+    lookup: AdmissionLookup | None,
+    errors: Errors,
+) -> None:
+    """The queue of a new PodGroup, or the new queue of a moved one, is a leaf queue that exists
+    and is Open, never `root` (as a job's: `job.check_queue`). An UPDATE that keeps its queue is
+    not checked, so closing a queue never freezes the PodGroups already in it."""
+    if operation == "UPDATE" and old is not None:
+        before = (as_dict(old.get("spec")) or {}).get("queue") or DEFAULT_QUEUE
+        if before == queue:
+            return
+    elif operation != "CREATE":
+        return
+    check_queue(queue, "spec.queue", lookup, errors, what="PodGroups")

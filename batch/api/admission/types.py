@@ -65,12 +65,16 @@ def _printable(text: str) -> str:
 
 @dataclass
 class AdmissionResult:
-    """Outcome of `admit`: allowed or not, the defaulted object, errors and the JSON patch."""
+    """Outcome of `admit`: allowed or not, the defaulted object, errors and the JSON patch.
+
+    `early` marks a refusal by size (`bounds.py`) made before any defaulting: `object` is then
+    empty, and a mutating webhook refuses too rather than answer an unchanged object."""
 
     allowed: bool
     object: dict[str, Any]
     errors: list[FieldError] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
+    early: bool = False
 
     def messages(self) -> list[str]:
         """One line per error (object, field path, rule, message)."""

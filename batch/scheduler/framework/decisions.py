@@ -95,6 +95,10 @@ class QueueMetrics:
     share_of: Callable[[], float]
     overused_of: Callable[[], bool]
     _answers: tuple[float, bool] | None = None
+    #: proportion's usage-decayed fair share: the weight the water-filling read and the queue's
+    #: share of the queues' decayed usage (None: plain weights)
+    effective_weight: float | None = None
+    usage_share: float | None = None
 
     def _answer(self) -> tuple[float, bool]:
         if self._answers is None:

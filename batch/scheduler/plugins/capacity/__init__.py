@@ -32,6 +32,7 @@ from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.parse import ROOT_QUEUE
 from batch.model.resources import IntVec
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.queue_tree import parent_of
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import INF, TOL, capability_vec, publish_shares, vec_of
@@ -98,10 +99,9 @@ def _new_attrs(ssn: Session, zero: F) -> dict[str, CapAttr]:
 
 def _link_tree(attrs: dict[str, CapAttr]) -> None:
     """Hang every queue under its ``spec.parent`` (root when none)."""
-    for name, a in attrs.items():
-        if name == ROOT_QUEUE:
-            continue
-        parent = attrs.get(a.queue.parent or ROOT_QUEUE)
+    for a in attrs.values():
+        name = parent_of(a.queue)
+        parent = attrs.get(name) if name is not None else None
         if parent is not None and parent is not a:
             a.parent = parent
             parent.children.append(a)

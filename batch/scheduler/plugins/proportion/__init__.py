@@ -10,17 +10,18 @@ Allocatable, Preemptive, Reclaimable and the JobEnqueueable admission gate.
 for every decision. A queue's demand is what it holds plus what its pods ask for plus the part
 of its waiting gangs' minResources no pod asks for yet (a gang whose pods the controller has not
 created asks for nothing in Volcano), leaving out gangs that can never fit
-(framework/feasibility.py). The water-filling of the cluster over that demand is the queue's
-deserved share, and admission, QueueOrder (what a queue holds *or was admitted to* over its
-share), Overused, Allocatable, the victim rules, the overcommit budget
-(``held_beyond_share``) and the published metrics all read it. Work beyond a queue's share
-runs only on room no other queue is owed, the queue left with the lowest share first
-(borrowing.py); a gang that would take its queue past its share otherwise is not admitted
-(``beyond_share``).
+(framework/feasibility.py). The water-filling of the cluster over that demand, down the queue
+tree (``spec.parent``; tree.py), is the queue's deserved share, and admission, QueueOrder
+(what a queue holds *or was admitted to* over its share), Overused, Allocatable, the victim
+rules, the overcommit budget (``held_beyond_share``) and the published metrics all read it.
+Work beyond a queue's share runs only on room no other queue is owed, the queue left with the
+lowest share first (borrowing.py); a gang that would take its queue past its share otherwise
+is not admitted (``beyond_share``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.feasibility import inadmissible_jobs
+from batch.scheduler.framework.queue_tree import resolved_parents
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import (
@@ -50,12 +52,15 @@ from batch.scheduler.framework.shares import (
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 from .borrowing import lend_borrowers, may_borrow
+from .tree import QueueTree
+from .usage import UsageFigure, usage_decay_of, usage_figures
 
 
 @dataclass(slots=True)
 class QueueAttr:
     queue: QueueInfo
-    weight: int
+    #: the queue's weight, or with ``usageHalfLife`` its effective weight (usage.py)
+    weight: float
     guarantee: F
     capability: F
     real_capability: F
@@ -68,6 +73,11 @@ class QueueAttr:
     held: F | None = None
     #: fair share: admitted, unplaced gangs larger than the whole share (borrowing.py)
     lent: F | None = None
+    #: usageHalfLife: what evictions leave the queue, the larger of its deserved share and its
+    #: plain weights' share (None: deserved; ``kept_share``), and what it may evict for, the
+    #: smaller of the two (None: deserved; ``claimed_share``)
+    keep: F | None = None
+    claim: F | None = None
     _share: float | None = None
     _order_share: float | None = None
     _overused: bool | None = None
@@ -87,6 +97,21 @@ class QueueAttr:
 
     def changed(self) -> None:
         self._share = self._order_share = self._overused = None
+
+
+def kept_share(a: QueueAttr) -> F:
+    """What the evicting actions leave ``a`` (reclaim's victims, the victim floor, overcommit's
+    count of what reclaim gives back): its deserved share, or with ``usageHalfLife`` the larger
+    of that and its plain weights' share, so that usage steers where free room goes but never
+    evicts a queue below what its weight alone gives it (usage.py)."""
+    return a.keep if a.keep is not None else a.deserved
+
+
+def claimed_share(a: QueueAttr) -> F:
+    """Up to what ``a`` may have others' pods evicted for it (reclaim, gangreclaim): its
+    deserved share, or with ``usageHalfLife`` the smaller of that and its plain weights' share
+    (victims keep ``kept_share``, so no eviction could serve a claim beyond it)."""
+    return a.claim if a.claim is not None else a.deserved
 
 
 def _ratio(amount: F, deserved: F) -> float:
@@ -114,29 +139,44 @@ def water_fill(
     total: F,
     fills: dict[Any, F] | None = None,
     request: F | None = None,
+    tree: QueueTree | None = None,
 ) -> None:
     """The deserved-share loop of docs/volcano-semantics.md#proportion-water-filling (sets
     ``attr.deserved``); ``fills`` remembers results for ``kept_fill``; ``request``: the
-    queues' requests as rows, when the caller has them (default: stacked from ``attrs``)."""
+    queues' requests as rows, when the caller has them (default: stacked from ``attrs``);
+    ``tree``: fill down the queue tree (fair shares, tree.py) rather than flat."""
     if attrs:
         if request is None:
             request = np.stack([a.request for a in attrs])
-        for a, d in zip(attrs, kept_fill(attrs, request, total, fills), strict=True):
+        for a, d in zip(attrs, kept_fill(attrs, request, total, fills, tree), strict=True):
             a.deserved = d
 
 
-def kept_fill(attrs: Sequence[QueueAttr], request: F, total: F, fills: dict[Any, F] | None) -> F:
-    """``fill_rows``, answered from ``fills`` when the same queues asked for the same requests
-    (``fills`` belongs to one set of queue specs and one cluster total: ``QueueVectors``)."""
+def kept_fill(
+    attrs: Sequence[QueueAttr],
+    request: F,
+    total: F,
+    fills: dict[Any, F] | None,
+    tree: QueueTree | None = None,
+) -> F:
+    """``fill_rows`` (down ``tree`` if given), answered from ``fills`` when the same queues
+    asked for the same requests (``fills`` belongs to one set of queue specs and one cluster
+    total: ``QueueVectors``)."""
     if fills is None:
-        return fill_rows(attrs, request, total)
-    key = (tuple(a.queue.name for a in attrs), request.tobytes())
+        return _fill(attrs, request, total, tree)
+    key = (tree is not None, tuple(a.queue.name for a in attrs), request.tobytes())
     got = fills.get(key)
     if got is None:
         if len(fills) >= FILLS_KEPT:
             fills.clear()
-        got = fills[key] = fill_rows(attrs, request, total)
+        got = fills[key] = _fill(attrs, request, total, tree)
     return got.copy()
+
+
+def _fill(attrs: Sequence[QueueAttr], request: F, total: F, tree: QueueTree | None) -> F:
+    if tree is None:
+        return fill_rows(attrs, request, total)
+    return tree.fill(attrs, request, total, fill_rows)
 
 
 def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
@@ -258,10 +298,12 @@ def over_capability(
 class QueueVectors:
     """Each queue's guarantee, capability and real capability, which depend only on the
     queues' specs, the resource names and the cluster's total: kept across sessions
-    (``ClusterCache.derived``) until one of those changes, read-only; and the water-filling
-    results for the same inputs (``kept_fill``)."""
+    (``ClusterCache.derived``) until one of those changes, read-only; the queue tree unless
+    every queue hangs under root (``tree``, None when flat) with the same vectors for fair
+    shares down it (``tree_vectors``: the real capability at most every ancestor's
+    capability); and the water-filling results for the same inputs (``kept_fill``)."""
 
-    __slots__ = ("fills", "key", "queues", "vectors")
+    __slots__ = ("fills", "key", "queues", "tree", "tree_vectors", "vectors")
 
     KEY = "proportion-queues"
 
@@ -281,6 +323,38 @@ class QueueVectors:
             for v in (guarantee, cap, real):
                 v.flags.writeable = False
             self.vectors[q.name] = (guarantee, cap, real)
+        parents = resolved_parents(ssn.queues)
+        self.tree: QueueTree | None = None
+        self.tree_vectors: dict[str, tuple[F, F, F]] | None = None
+        if not QueueTree.flat(parents):
+            self.tree_vectors = _capped_by_ancestors(self.vectors, parents)
+            self.tree = QueueTree(parents, self._specs(self.tree_vectors))
+
+    def _specs(self, vectors: dict[str, tuple[F, F, F]]) -> dict[str, QueueAttr]:
+        """Every queue's figures from its spec alone (a queue with no jobs in a session takes
+        part in the tree through them)."""
+        out: dict[str, QueueAttr] = {}
+        for q in self.queues:
+            guarantee, cap, real = vectors[q.name]
+            zero = np.zeros_like(guarantee)
+            out[q.name] = QueueAttr(
+                queue=q,
+                weight=q.weight,
+                guarantee=guarantee,
+                capability=cap,
+                real_capability=real,
+                allocated=zero,
+                request=zero,
+                inqueue=zero,
+                elastic=zero,
+            )
+        return out
+
+    def for_mode(self, *, fair: bool) -> dict[str, tuple[F, F, F]]:
+        """The vectors the session's queues take: down the tree with fair shares."""
+        if fair and self.tree_vectors is not None:
+            return self.tree_vectors
+        return self.vectors
 
     @classmethod
     def of(cls, ssn: Session, total: F) -> QueueVectors:
@@ -289,6 +363,23 @@ class QueueVectors:
         if not isinstance(kept, cls) or kept.key != key:
             kept = ssn.cache.derived[cls.KEY] = cls(ssn, total, key)
         return kept
+
+
+def _capped_by_ancestors(
+    vectors: dict[str, tuple[F, F, F]], parents: dict[str, str]
+) -> dict[str, tuple[F, F, F]]:
+    """``vectors`` with each real capability at most every ancestor's capability (so no queue
+    holds, borrowing or not, more than its parent may)."""
+    out: dict[str, tuple[F, F, F]] = {}
+    for name, (guarantee, cap, real) in vectors.items():
+        capped = real
+        parent = parents.get(name)
+        while parent is not None and parent in vectors:
+            capped = np.minimum(capped, vectors[parent][1])
+            parent = parents.get(parent)
+        capped.flags.writeable = False
+        out[name] = (guarantee, cap, capped)
+    return out
 
 
 @dataclass(slots=True)
@@ -327,7 +418,7 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
     demand (waiting gangs' unstarted part included, gangs that can never fit left out). All
     queues are converted at once; each QueueAttr's vectors are rows of this session's matrices
     (the session's handlers update them in place)."""
-    vectors = kept.vectors
+    vectors = kept.for_mode(fair=fair)
     sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
     sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
     names = sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n))
@@ -425,7 +516,8 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         for t in tasks:
             total_req = total_req + t.req
         dims = np.flatnonzero(total_req[1:] > 0) + 1
-        return bool((a.allocated[dims] + total_req[dims] <= a.deserved[dims] + TOL).all())
+        claim = claimed_share(a)
+        return bool((a.allocated[dims] + total_req[dims] <= claim[dims] + TOL).all())
 
     ssn.hooks.add_preemptive_fn(preemptive)
 
@@ -442,7 +534,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
             alloc = copies.get(job.queue)
             if alloc is None:
                 alloc = a.allocated.copy()
-            if not le(alloc, a.deserved):
+            if not le(alloc, kept_share(a)):
                 alloc = alloc - t.req
                 victims.append(t)
             copies[job.queue] = alloc
@@ -453,7 +545,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     def at_deserved(queue: str) -> bool:
         # reclaimable above takes victims only from a queue whose allocated is not <= deserved
         a = attrs.get(queue)
-        return a is None or le(a.allocated, a.deserved)
+        return a is None or le(a.allocated, kept_share(a))
 
     ssn.hooks.add_queue_at_deserved_fn(at_deserved)
     ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
@@ -538,7 +630,7 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
     spare = np.zeros_like(want)
     for b in attrs.values():
         if b is not a and b.held is not None:
-            beyond = np.maximum(b.held - b.deserved, 0.0)
+            beyond = np.maximum(b.held - kept_share(b), 0.0)
             spare += beyond if b.queue.reclaimable else np.minimum(beyond, b.inqueue)
             if b.lent is not None:
                 spare += b.lent
@@ -576,6 +668,45 @@ def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
 
+#: ``ClusterCache.derived`` key: the water-filling results kept for one set of effective weights
+USAGE_FILLS = "proportion-usage-fills"
+
+
+def _effective_weights(
+    ssn: Session, kept: QueueVectors, attrs: dict[str, QueueAttr], usage: dict[str, UsageFigure]
+) -> dict[Any, F]:
+    """Feed the usage-decayed weights to the water-filling (the one place the effective weight
+    enters) and return where to keep its results: ``kept.fills`` for plain weights, else a
+    memo of these weights' own."""
+    if not usage:
+        return kept.fills
+    for name, a in attrs.items():
+        a.weight = usage[name].effective_weight
+    weights = tuple(a.weight for a in attrs.values())
+    held = ssn.cache.derived.get(USAGE_FILLS)
+    if not (isinstance(held, tuple) and held[0] is kept and held[1] == weights):
+        held = ssn.cache.derived[USAGE_FILLS] = (kept, weights, {})
+    fills: dict[Any, F] = held[2]
+    return fills
+
+
+def _keep_plain_shares(
+    attrs: dict[str, QueueAttr],
+    usage: dict[str, UsageFigure],
+    total: F,
+    fills: dict[Any, F],
+    request: F,
+    tree: QueueTree | None = None,
+) -> None:
+    """``keep`` and ``claim`` of every queue: the larger and the smaller of its deserved share
+    and the water-filling with the queues' own weights (kept in ``fills``, the plain weights'
+    memo; down ``tree`` as the deserved share)."""
+    plain = [dataclasses.replace(a, weight=usage[n].weight) for n, a in attrs.items()]
+    for a, d in zip(attrs.values(), kept_fill(plain, request, total, fills, tree), strict=True):
+        a.keep = np.maximum(a.deserved, d)
+        a.claim = np.minimum(a.deserved, d)
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
 
@@ -584,13 +715,23 @@ class ProportionPlugin(Plugin):
         self.fair = arguments.get_bool(
             "fairShare", arguments.get_bool("fairShareAtAdmission", False)
         )
+        self.decay = usage_decay_of(arguments)
+        self.usage: dict[str, UsageFigure] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
         kept = QueueVectors.of(ssn, total)
         figures = queue_attrs(ssn, kept, fair=self.fair)
         attrs, fills = figures.attrs, kept.fills
-        water_fill(list(attrs.values()), total, fills, figures.request)
+        tree = kept.tree if self.fair else None
+        if self.decay is not None:
+            self.usage = usage_figures(
+                {n: a.weight for n, a in attrs.items()}, ssn.cache.queue_usage, self.decay
+            )
+            fills = _effective_weights(ssn, kept, attrs, self.usage)
+        water_fill(list(attrs.values()), total, fills, figures.request, tree)
+        if self.usage and self.decay is not None and not self.decay.evicts:
+            _keep_plain_shares(attrs, self.usage, total, kept.fills, figures.request, tree)
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
@@ -603,8 +744,14 @@ class ProportionPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)
+        for name, fig in self.usage.items():
+            m = ssn.queue_metrics.get(name)
+            if m is not None:
+                m.effective_weight, m.usage_share = fig.effective_weight, fig.usage_share
 
     def deserved(self, queue: str) -> F | None:
-        """The computed deserved vector of ``queue`` (tests, status, CLI)."""
+        """The deserved vector of ``queue`` as the evicting actions read it (the victim floor,
+        gangs larger than the share): ``kept_share``, the computed deserved share unless
+        ``usageHalfLife`` is on."""
         a = self.attrs.get(queue)
-        return a.deserved if a is not None else None
+        return kept_share(a) if a is not None else None
