@@ -36,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from batch.api import pods
 from batch.api.errors import UserError
+from batch.api.owners import WORKLOAD_KIND_LABEL, WORKLOAD_NAME_LABEL
 from batch.api.pods import PodResourceError
 from batch.api.resources import Resource
 
@@ -101,9 +102,6 @@ GANG_INJECTION_DISABLED = "disabled"
 GANG_HASH_ANNOTATION = "tephra.io/gang-spec-hash"
 #: On PodGroups Tephra created: the adapter name that derived the gang.
 CREATED_BY_ANNOTATION = "tephra.io/created-by"
-#: Labels put on PodGroups Tephra creates, naming the workload (for listing and GC).
-WORKLOAD_KIND_LABEL = "tephra.io/workload-kind"
-WORKLOAD_NAME_LABEL = "tephra.io/workload-name"
 #: A job's expected run time on its PodGroup (or pod), a duration: the Job controller copies
 #: ``Job.spec.runningEstimate`` into it; reservation and sjf read it, the ledger records it.
 RUNNING_ESTIMATE_ANNOTATION = "tephra.io/running-estimate"

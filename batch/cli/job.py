@@ -17,6 +17,7 @@ import click
 import yaml
 
 from batch.api.constants import ABORT_JOB, RESUME_JOB
+from batch.api.owners import VCJOB_KIND, controller_ref, workload_of
 from batch.api.yamlio import FileInputError, load_yaml_file
 from batch.cli.kube import (
     COMMAND,
@@ -36,6 +37,7 @@ from batch.cli.output import (
     dump,
     event_age,
     event_source,
+    object_name,
     output_option,
     print_listing,
     print_names,
@@ -44,7 +46,14 @@ from batch.cli.output import (
 )
 from batch.controllers import constants as c
 from batch.kube.resource import RESOURCES, Resource
-from batch.kube.why import cluster_capacity, explain
+from batch.kube.why import (
+    GROUP_ANNOTATION,
+    cluster_capacity,
+    explain,
+    explain_workload,
+    free_by_node,
+    pod_facts,
+)
 
 __all__ = ["Kube", "fail", "job", "kube_options", "namespace_option", "parse_resources", "table"]
 
@@ -209,6 +218,7 @@ _JOB_HEADERS = [
     "Failed",
     "Unknown",
     "RetryCount",
+    "Kind",
 ]
 
 
@@ -227,31 +237,81 @@ def _job_row(j: Mapping[str, Any], *, wide: bool) -> list[Any]:
         st.get("failed", 0),
         st.get("unknown", 0),
         st.get("retryCount", 0),
+        VCJOB_KIND,
     ]
     if wide:
         row += [spec.get("queue") or "default", spec.get("schedulerName") or "volcano"]
     return row
 
 
-#: `kubectl get -o name`'s spelling of a VCJob
+#: `kubectl get -o name`'s spelling of a VCJob, and of a PodGroup
 JOB_RESOURCE = "job.batch.volcano.sh"
+PODGROUP_RESOURCE = "podgroup.scheduling.volcano.sh"
+PODGROUP = RESOURCES["PodGroup"]
 
 
 def _job_filter(queue: str, scheduler: str, selector: str) -> Callable[[Mapping[str, Any]], bool]:
     def keep(j: Mapping[str, Any]) -> bool:
         spec = j.get("spec") or {}
+        gang = _is_gang(j)
         return not (
-            (queue and spec.get("queue") != queue)
-            or (scheduler and spec.get("schedulerName") != scheduler)
-            or (selector and selector not in j["metadata"]["name"])
+            (queue and (spec.get("queue") or ("default" if gang else None)) != queue)
+            or (scheduler and (gang or spec.get("schedulerName") != scheduler))
+            or (selector and selector not in _listed_name(j)[1])
         )
 
     return keep
 
 
+def _gang_row(pg: Mapping[str, Any], *, wide: bool) -> list[Any]:
+    """An operator's gang (a PodGroup a PyTorchJob, RayCluster... owns) in a job's columns:
+    what its PodGroup says (its pods' own counts are the operator's)."""
+    spec, st = pg.get("spec") or {}, pg.get("status") or {}
+    kind, name = workload_of(pg)
+    row = [
+        name,
+        _created(pg),
+        st.get("phase") or "Pending",
+        "-",
+        spec.get("minMember", 0),
+        spec.get("minMember", 0),
+        "-",
+        st.get("running", 0),
+        st.get("succeeded", 0),
+        st.get("failed", 0),
+        "-",
+        "-",
+        kind,
+    ]
+    return [*row, spec.get("queue") or "default", "-"] if wide else row
+
+
 def _job_line(j: Mapping[str, Any], *, wide: bool, all_namespaces: bool) -> list[Any]:
-    row = _job_row(j, wide=wide)
+    row = _gang_row(j, wide=wide) if _is_gang(j) else _job_row(j, wide=wide)
     return [j["metadata"].get("namespace"), *row] if all_namespaces else row
+
+
+def _is_gang(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") == "PodGroup"
+
+
+def _operator_gangs(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
+    """The PodGroups of workloads that are not VCJobs (operators' gangs, Tephra's gangs for
+    their pods): a VCJob's PodGroup is listed as the VCJob itself."""
+    found = kube.items(PODGROUP, namespace, missing_ok=True).get("items") or []
+    out = []
+    for pg in found:
+        if workload_of(pg)[0] != VCJOB_KIND:
+            pg.setdefault("kind", "PodGroup")
+            pg.setdefault("apiVersion", PODGROUP.api_version)
+            out.append(pg)
+    return out
+
+
+def _listed_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) a listing sorts and filters by: an operator gang's workload name."""
+    ns = str((obj.get("metadata") or {}).get("namespace") or "")
+    return (ns, workload_of(obj)[1]) if _is_gang(obj) else by_namespace_name(obj)
 
 
 @job.command("list")
@@ -274,17 +334,27 @@ def job_list(
     watch: bool,
     request_timeout: int | None,
 ) -> None:
-    """List jobs with vcctl's columns (-o wide adds Queue and Scheduler)."""
+    """List jobs with vcctl's columns, then Kind: VCJobs and the gangs of other workloads
+    (PyTorchJob, MPIJob, RayCluster...) by their workload's name (-o wide adds Queue and
+    Scheduler; -w watches VCJobs)."""
     kube = Kube(kubeconfig)
     ns = None if all_namespaces else (namespace or kube.namespace)
     listing = kube.items(VCJOB, ns)
+    for j in listing["items"]:
+        j.setdefault("kind", "Job")
     keep = _job_filter(queue, scheduler, selector)
-    kept = [j for j in sorted(listing["items"], key=by_namespace_name) if keep(j)]
+    found = [*listing["items"], *_operator_gangs(kube, ns)]
+    kept = [j for j in sorted(found, key=_listed_name) if keep(j)]
     wide = output == "wide"
     headers = [*_JOB_HEADERS, *(["Queue", "Scheduler"] if wide else [])]
     headers = ["Namespace", *headers] if all_namespaces else headers
     rows = [_job_line(j, wide=wide, all_namespaces=all_namespaces) for j in kept]
-    columns = print_listing(kept, output, JOB_RESOURCE, Columns(headers, rows))
+    if output == "name":
+        for j in kept:
+            click.echo(object_name(j, PODGROUP_RESOURCE if _is_gang(j) else JOB_RESOURCE))
+        columns = Columns(headers, rows)
+    else:
+        columns = print_listing(kept, output, JOB_RESOURCE, Columns(headers, rows))
     if not watch:
         return
     version = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
@@ -300,9 +370,13 @@ def job_list(
 @namespace_option
 @output_option()
 def job_view(kubeconfig: Path | None, name: str, namespace: str | None, output: str) -> None:
-    """Describe job NAME: spec, status and events (-o json|yaml|name: the Job itself)."""
+    """Describe job NAME: spec, status and events (-o json|yaml|name: the Job itself). NAME
+    may name another workload with a gang (a PyTorchJob, RayCluster...): its PodGroup is shown."""
     kube = Kube(kubeconfig)
-    j = kube.job(name, namespace or kube.namespace)
+    j = _find(kube, name, namespace or kube.namespace)
+    if _is_gang(j):
+        _view_gang(kube, j, output)
+        return
     if output in ("json", "yaml"):
         click.echo(dump(j, output))
         return
@@ -324,6 +398,60 @@ def job_view(kubeconfig: Path | None, name: str, namespace: str | None, output: 
     click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False).rstrip())
     click.echo("Events:")
     click.echo(_events_table(kube, j))
+
+
+def _find(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
+    """The VCJob NAME, else the PodGroup of the workload NAME (a PyTorchJob, MPIJob, RayCluster,
+    SparkApplication... that owns it), else a one-line failure."""
+    found = kube.get(VCJOB, name, namespace)
+    if found is not None:
+        found.setdefault("kind", "Job")
+        return found
+    gangs = [pg for pg in _operator_gangs(kube, namespace) if workload_of(pg)[1] == name]
+    if not gangs:
+        fail(
+            f"job {namespace}/{name} not found: no VCJob, nor a PodGroup of another workload "
+            f"(PyTorchJob, RayCluster...) of that name"
+        )
+    return sorted(gangs, key=lambda pg: workload_of(pg)[0])[0]
+
+
+def _workload_object(kube: Kube, pg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The workload that owns an operator's gang, when the API server serves its kind."""
+    owner = controller_ref(pg)
+    if owner is None or not owner.get("apiVersion") or not owner.get("kind"):
+        return None
+    kind = str(owner["kind"])
+    res = Resource(str(owner["apiVersion"]), f"{kind.lower()}s", kind)
+    return kube.get(res, str(owner.get("name")), pg["metadata"].get("namespace"))
+
+
+def _view_gang(kube: Kube, pg: Mapping[str, Any], output: str) -> None:
+    """`job view` of a workload that is not a VCJob: its PodGroup, named after the workload
+    (-o json|yaml: the workload object itself when the API serves it, else the PodGroup)."""
+    kind, name = workload_of(pg)
+    owner = controller_ref(pg) or {}
+    if output in ("json", "yaml"):
+        click.echo(dump(_workload_object(kube, pg) or dict(pg), output))
+        return
+    if output == "name":
+        group = str(owner.get("apiVersion") or "").split("/")[0]
+        click.echo(f"{kind.lower()}.{group}/{name}" if group else f"{PODGROUP_RESOURCE}/{name}")
+        return
+    meta = pg["metadata"]
+    out = {
+        "Name": name,
+        "Namespace": meta.get("namespace"),
+        "Kind": kind,
+        "API Version": owner.get("apiVersion") or PODGROUP.api_version,
+        "PodGroup": meta.get("name"),
+        "Metadata": {"Creation Timestamp": meta.get("creationTimestamp"), "UID": meta.get("uid")},
+        "Spec": pg.get("spec") or {},
+        "Status": pg.get("status") or {},
+    }
+    click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False).rstrip())
+    click.echo("Events:")
+    click.echo(_events_table(kube, pg))
 
 
 def _event_row(event: Mapping[str, Any]) -> list[str]:
@@ -456,7 +584,8 @@ class _ApiLookup:
     def events(self, namespace: str, involved: str) -> list[dict[str, Any]]:
         selector = f"involvedObject.name={involved}"
         found = self._all(RESOURCES["Event"], namespace, fieldSelector=selector)
-        return [{"reason": ev.get("reason"), "message": ev.get("message")} for ev in found]
+        found.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        return [{k: ev.get(k) for k in ("reason", "message", "count")} for ev in found]
 
     def podgroups(self) -> list[dict[str, Any]]:
         return self._all(RESOURCES["PodGroup"])
@@ -472,6 +601,23 @@ class _ApiLookup:
         nodes = self._all(RESOURCES["Node"])
         return cluster_capacity((n.get("status") or {}).get("allocatable") or {} for n in nodes)
 
+    def pods(self, namespace: str, group: str) -> list[dict[str, Any]]:
+        found = self._all(RESOURCES["Pod"], namespace)
+        return [
+            pod_facts(p)
+            for p in found
+            if ((p.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION) == group
+        ]
+
+    def free_by_node(self) -> dict[str, dict[str, int]]:
+        return free_by_node(self._all(RESOURCES["Node"]), self._all(RESOURCES["Pod"]))
+
+    def evictions(self) -> list[dict[str, Any]]:
+        found = []
+        for reason in ("Preempted", "Reclaimed"):
+            found += self._all(RESOURCES["Event"], fieldSelector=f"reason={reason}")
+        return found
+
     def _all(self, res: Resource, ns: str | None = None, **params: str) -> list[dict[str, Any]]:
         return list(self.kube.items(res, ns, missing_ok=True, **params).get("items") or [])
 
@@ -481,7 +627,12 @@ class _ApiLookup:
 @name_argument(VCJOB)
 @namespace_option
 def job_why(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
-    """Explain why a job is (or was) pending: PodGroup conditions, events, queue position."""
+    """Say in one sentence what blocks job NAME (or how it ended), then the details: PodGroup
+    conditions, events, queue position and share. NAME may name another workload with a gang
+    (a PyTorchJob, RayCluster...)."""
     kube = Kube(kubeconfig)
-    for line in explain(kube.job(name, namespace or kube.namespace), _ApiLookup(kube)):
+    found = _find(kube, name, namespace or kube.namespace)
+    look = _ApiLookup(kube)
+    lines = explain_workload(found, look) if _is_gang(found) else explain(found, look)
+    for line in lines:
         click.echo(line)

@@ -29,6 +29,7 @@ from batch.api.integration import (
     WorkloadAdapter,
 )
 from batch.api.mergepatch import merge_patch
+from batch.api.owners import controller_ref
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     CreateObject,
@@ -56,12 +57,7 @@ _COPIED_POD_KEYS = (
 )
 
 
-def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    owners = meta(obj).get("ownerReferences") or []
-    for o in owners:
-        if o.get("controller"):
-            return dict(o)
-    return dict(owners[0]) if owners else None
+controller_owner = controller_ref
 
 
 def is_vcjob_pod(pod: Mapping[str, Any]) -> bool:

@@ -304,8 +304,11 @@ def job_page(model: Mapping[str, Any]) -> str:
     title = f"{model['namespace']}/{model['name']}"
     history = _table(["phase", "since"], [[_e(h["phase"]), _e(h["at"])] for h in model["history"]])
     pods = _table(
-        ["pod", "phase", "node"],
-        [[_e(p["name"]), _e(p["phase"]), _e(p["node"])] for p in model["pods"]],
+        ["pod", "phase", "node", "exit code"],
+        [
+            [_e(p["name"]), _e(p["phase"]), _e(p["node"]), _e(p.get("exit", ""))]
+            for p in model["pods"]
+        ],
     )
     events = _table(
         ["last seen", "type", "reason", "object", "message"],
@@ -314,11 +317,13 @@ def job_page(model: Mapping[str, Any]) -> str:
             for e in model["events"]
         ],
     )
-    why = escape("\n".join(model["why"]))
+    verdict, *details = model["why"] or [""]
+    why = escape("\n".join(details))
     return (
         f"<h1>Job {_e(title)}</h1><p>phase <b id=phase>{_e(model['phase'])}</b>, queue "
         f"{_e(model['queue'])}, minAvailable {_e(model['min_available'])}</p>"
-        f"<h2>Why (tephra job why)</h2><pre class=why id=why>{why}</pre>"
+        f"<h2>Why (tephra job why)</h2><p class=verdict id=verdict><b>{_e(verdict)}</b></p>"
+        f"<pre class=why id=why>{why}</pre>"
         f"<h2>Phase history</h2>{history}<h2>Pods ({len(model['pods'])})</h2>{pods}"
         f"<h2>Events</h2>{events}"
     )

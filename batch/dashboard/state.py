@@ -17,6 +17,7 @@ from batch.api.pods import pod_requests
 from batch.api.resources import parse_resource_list
 from batch.kube.client import RESOURCES, KubeClient, Resource
 from batch.kube.informer import Reflector, ReflectorSet
+from batch.kube.why import terminated_container
 
 __all__ = ["KINDS", "LiveState", "reflectors"]
 
@@ -62,6 +63,8 @@ def slim_pod(pod: Mapping[str, Any]) -> Obj:
         "node": str(spec.get("nodeName") or ""),
         "phase": str(status.get("phase") or "Pending"),
         "requests": dict(pod_requests(spec, _tolerant)) if spec else {},
+        "terminated": terminated_container(status),
+        "message": str(status.get("reason") or status.get("message") or ""),
     }
 
 
@@ -200,6 +203,30 @@ class StateLookup:
 
     def capacity(self) -> dict[str, int]:
         return self.state.capacity()
+
+    def pods(self, namespace: str, group: str) -> list[Obj]:
+        return [
+            {**p, "name": p["metadata"].get("name"), "namespace": namespace}
+            for p in self.state.items("Pod")
+            if p["group"] == group and p["metadata"].get("namespace") == namespace
+        ]
+
+    def free_by_node(self) -> dict[str, dict[str, int]]:
+        free = {}
+        for node in self.state.items("Node"):
+            if node["ready"] and not node["unschedulable"]:
+                name = str(node["metadata"].get("name"))
+                used = self.state.used.get(name, {})
+                free[name] = {r: a - used.get(r, 0) for r, a in node["alloc"].items()}
+        return free
+
+    def evictions(self) -> list[Obj]:
+        return [
+            ev
+            for bucket in self.state.events_by_object.values()
+            for ev in bucket.values()
+            if ev["reason"] in ("Preempted", "Reclaimed")
+        ]
 
 
 def reflectors(client: KubeClient, state: LiveState) -> ReflectorSet:

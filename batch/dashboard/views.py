@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch.api.fairshare import read_fair_share
+from batch.api.owners import VCJOB_KIND, workload_of
 from batch.api.resources import describe_amount, parse_resource_list
 from batch.api.timestamps import format_time
 from batch.dashboard.state import LiveState, Obj, StateLookup
-from batch.kube.why import explain, queue_parent, queue_weight
+from batch.kube.why import explain, explain_workload, queue_parent, queue_weight
 
 __all__ = ["JobFilter", "job_detail", "jobs", "overview", "queues"]
 
@@ -245,13 +246,21 @@ def _events(state: LiveState, namespace: str, names: Iterable[str]) -> list[Obj]
     return sorted(found, key=lambda e: str(e["last"]))
 
 
+def _exit(pod: Mapping[str, Any]) -> str:
+    """`137 (OOMKilled)`: how the pod's container ended, if one did."""
+    done = pod.get("terminated") or {}
+    if done.get("exitCode") is None:
+        return ""
+    return f"{done['exitCode']} ({done['reason']})" if done.get("reason") else str(done["exitCode"])
+
+
 def job_detail(state: LiveState, namespace: str, name: str) -> dict[str, Any] | None:
     """One job: phase history, pods and their nodes, the `job why` explanation, events."""
     job = state.named("Job", name, namespace)
     if job is None:
-        return None
+        return _gang_detail(state, namespace, name)
     pods = [
-        {"name": p["metadata"]["name"], "phase": p["phase"], "node": p["node"]}
+        {"name": p["metadata"]["name"], "phase": p["phase"], "node": p["node"], "exit": _exit(p)}
         for p in state.items("Pod")
         if p["job"] == name and p["metadata"].get("namespace") == namespace
     ]
@@ -267,4 +276,39 @@ def job_detail(state: LiveState, namespace: str, name: str) -> dict[str, Any] | 
         "pods": pods,
         "why": explain(job, StateLookup(state)),
         "events": _events(state, namespace, [name, pg_name, *(p["name"] for p in pods)]),
+    }
+
+
+def _gang_detail(state: LiveState, namespace: str, name: str) -> dict[str, Any] | None:
+    """The job page of a workload that is not a VCJob (a PyTorchJob, RayCluster...): its
+    PodGroup, found by the workload's name, and its pods, explained as `tephra job why` does."""
+    gangs = [
+        pg
+        for pg in state.items("PodGroup")
+        if (pg.get("metadata") or {}).get("namespace") == namespace
+        and workload_of(pg)[1] == name
+        and workload_of(pg)[0] != VCJOB_KIND
+    ]
+    if not gangs:
+        return None
+    pg = gangs[0]
+    group, spec, status = pg["metadata"].get("name"), pg.get("spec") or {}, pg.get("status") or {}
+    pods = [
+        {"name": p["metadata"]["name"], "phase": p["phase"], "node": p["node"], "exit": _exit(p)}
+        for p in state.items("Pod")
+        if p["group"] == group and p["metadata"].get("namespace") == namespace
+    ]
+    pods.sort(key=lambda p: str(p["name"]))
+    return {
+        "name": name,
+        "namespace": namespace,
+        "kind": workload_of(pg)[0],
+        "queue": spec.get("queue") or "default",
+        "phase": status.get("phase") or "Pending",
+        "min_available": spec.get("minMember"),
+        "created": pg["metadata"].get("creationTimestamp") or "",
+        "history": [],
+        "pods": pods,
+        "why": explain_workload(pg, StateLookup(state)),
+        "events": _events(state, namespace, [str(group), *(p["name"] for p in pods)]),
     }

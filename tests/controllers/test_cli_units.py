@@ -124,6 +124,15 @@ class _Look:
     def capacity(self) -> dict[str, int]:
         return {"nvidia.com/gpu": 32_000}
 
+    def pods(self, namespace: str, group: str) -> list[dict[str, Any]]:
+        return []
+
+    def free_by_node(self) -> dict[str, dict[str, int]]:
+        return {}
+
+    def evictions(self) -> list[dict[str, Any]]:
+        return []
+
 
 JOB = {"metadata": {"name": "j", "namespace": "default", "uid": "u"}, "spec": {"queue": "team"}}
 

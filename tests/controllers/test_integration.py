@@ -409,6 +409,7 @@ def test_cli_job_and_queue_commands(env: Env) -> None:
         "Failed",
         "Unknown",
         "RetryCount",
+        "Kind",
     ]
     row = next(line.split() for line in out.splitlines() if line.startswith("clijob"))
     assert row[2] == "Running" and row[3] == "Batch" and row[4] == "2" and row[5] == "2"

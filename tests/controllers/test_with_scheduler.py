@@ -97,7 +97,12 @@ def test_job_why_names_a_missing_priority_class(sb: Any) -> None:
     )
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[1].startswith('  PriorityClassNotFound: PriorityClass "no-such-class"'), out.output
+    # one sentence first (issue 31.3), then the controller's reason ahead of the details
+    assert lines[0].startswith(
+        "Job default/classless is held by the job controller: PriorityClassNotFound: "
+        'PriorityClass "no-such-class"'
+    ), out.output
+    assert lines[2].startswith('  PriorityClassNotFound: PriorityClass "no-such-class"'), out.output
     pods = client.CoreV1Api(api).list_namespaced_pod(
         "default", label_selector="volcano.sh/job-name=classless"
     )

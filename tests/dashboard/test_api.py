@@ -65,7 +65,8 @@ def test_a_running_job_holds_gpus_and_a_waiting_one_says_why(live: Live) -> None
         return list(live.job("waits").get("why") or [])
 
     lines = wait_for(lambda: any("queue position" in w for w in why()) and why(), what="why")
-    assert lines[0] == "Job default/waits: phase Pending, queue team-b"
+    assert lines[0].startswith("Job default/waits waits"), lines  # the blocker, in a sentence
+    assert lines[1] == "Job default/waits: phase Pending, queue team-b"
     assert "  queue position: 1 of 1 waiting in queue team-b" in lines, lines
     assert _queue(live, "team-b")["pending"][GPU]["text"] == "4"
     jobs = live.api("/jobs?queue=team-b")

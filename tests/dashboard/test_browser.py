@@ -123,6 +123,7 @@ def test_the_job_page_shows_why_a_job_waits(live: Live, browser: Browser, tmp_pa
         )
         why = browser.text("#why")
         assert why.startswith("Job default/toobig: phase Pending, queue team-b")
+        assert browser.text("#verdict").startswith("Job default/toobig "), browser.text("#verdict")
         assert "Unschedulable" in why or "event " in why, why
         assert "  queue position: 1 of 1 waiting in queue team-b" in why
         assert browser.text("#phase") == "Pending"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from batch.dashboard.state import LiveState
-from batch.dashboard.views import overview
+from batch.dashboard.views import job_detail, overview
 from batch.sandbox.nodes import make_nodes
 
 
@@ -36,3 +36,40 @@ def test_node_use_follows_pod_events() -> None:
     model = overview(state)
     assert model["gpus"] == {"total": 16, "allocated": 4, "idle": 12, "fragmented": 4}
     assert model["capacity"]["nvidia.com/gpu"]["text"] == "16"
+
+
+def test_the_job_page_finds_an_operators_gang_by_the_workloads_name() -> None:
+    """Issue 34.5: the dashboard knew only VCJobs; a PyTorchJob's page explains its PodGroup."""
+    state = LiveState()
+    for node in make_nodes(count=2, gpus=8):
+        state.sink("Node", "ADDED", node)
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "pt-big", "uid": "p"}
+    pg = {
+        "metadata": {
+            "name": "pt-big-pg",
+            "namespace": "kf",
+            "uid": "pg",
+            "ownerReferences": [{**owner, "controller": True}],
+        },
+        "spec": {"minMember": 4, "queue": "default", "minResources": {"nvidia.com/gpu": "32"}},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "message": "4/4 tasks in gang unschedulable: can never fit: the gang asks "
+                    "for 32 nvidia.com/gpu, the cluster has 16",
+                }
+            ],
+        },
+    }
+    state.sink("PodGroup", "ADDED", pg)
+    state.sink("Queue", "ADDED", {"metadata": {"name": "default", "uid": "q"}, "spec": {}})
+    model = job_detail(state, "kf", "pt-big")
+    assert model is not None and model["kind"] == "PyTorchJob"
+    assert model["why"][0] == (
+        "PyTorchJob kf/pt-big can never run on this cluster as it stands: the gang asks for 32 "
+        "nvidia.com/gpu, the cluster has 16."
+    )
+    assert job_detail(state, "kf", "pt-big-pg") is None  # by the workload's name, not the group's

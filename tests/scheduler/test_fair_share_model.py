@@ -236,3 +236,31 @@ def test_a_lone_gang_larger_than_its_share_takes_no_room_others_are_owed() -> No
     for i in range(3):
         c.apply("PodGroup", "DELETED", f.podgroup(f"w3-{i}", queue="w3"))
     assert _phase(_run(c), "w1-big") == "Inqueue"
+
+
+def test_a_one_task_gang_without_pods_yet_is_judged_by_packing() -> None:
+    """Issue 31.3: a VCJob's gang of five 6-GPU pods on 8-GPU nodes waited for ever as
+    "resource in cluster is overused" (its pods are made only after admission); its PodGroup
+    says all five come from one task, so each asks for a fifth of minResources."""
+    c = _cluster({"default": 1})
+    pg = f.podgroup(
+        "wide", min_member=5, min_task_member={"w": 5}, min_resources={"nvidia.com/gpu": "30"}
+    )
+    c.apply("PodGroup", "ADDED", pg)
+    mixed = f.podgroup(
+        "mixed",
+        min_member=5,
+        min_task_member={"a": 1, "b": 4},
+        min_resources={"nvidia.com/gpu": "30"},
+    )
+    c.apply("PodGroup", "ADDED", mixed)
+    d = _run(c)
+    wide = d.pending_reasons["default/wide"]
+    assert wide.details["rule"] == "packing", wide
+    assert wide.message == (
+        "can never fit: 5 pods of 6 nvidia.com/gpu each are needed at once, the nodes hold at "
+        "most 4 of them"
+    )
+    assert d.pending_reasons.get("default/mixed") is None or (
+        d.pending_reasons["default/mixed"].kind != "NeverFits"
+    )

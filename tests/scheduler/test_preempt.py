@@ -333,3 +333,29 @@ def test_time_budget_counts_tasks_without_any_candidate_node(monkeypatch: Any) -
     monkeypatch.setattr(eviction, "time", slow)  # every look at the clock: a second later
     assert not run(c, conf).evictions
     assert tried == []
+
+
+def _owned_by(c: ClusterCache, job_id: str, api_version: str, kind: str, name: str) -> None:
+    """Give the PodGroup of ``job_id`` a controller owner, as the job controller or an
+    operator does."""
+    pg = dict(c.jobs[job_id].podgroup or {})
+    ref = {"apiVersion": api_version, "kind": kind, "name": name, "uid": name, "controller": True}
+    pg["metadata"] = {**pg["metadata"], "ownerReferences": [ref]}
+    c.apply("PodGroup", "MODIFIED", pg)
+
+
+def test_preemption_events_name_the_jobs_not_their_podgroups() -> None:
+    """Issue 31.3: "evicted (preempt) for job default/high-3f2a..." named a PodGroup, which
+    nobody submitted; the event names the victim's and the preemptor's workloads."""
+    c = cluster(2, cpu="4")
+    priorities(c)
+    low = running(c, "low", ["n0", "n1"], per_node=4, priority_class="low")
+    high = pending(c, "high", 2, cpu="2", priority_class="high")
+    _owned_by(c, low, "kubeflow.org/v1", "PyTorchJob", "pt-low")
+    _owned_by(c, high, "batch.volcano.sh/v1alpha1", "Job", "urgent")
+    d = run(c, PREEMPT_ONLY)
+    said = [e.message for e in d.events if e.reason == "Preempted"]
+    assert said, [e.message for e in d.events]
+    assert all(
+        " of PyTorchJob default/pt-low evicted (preempt) for job default/urgent" in m for m in said
+    ), said

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from batch.api.owners import workload_label
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS
 from batch.scheduler.framework.arguments import Arguments, ConfigError
@@ -446,5 +447,16 @@ def emit_causes(ssn: Session, committed: Iterable[str], causes: dict[str, tuple[
             job,
             "Normal",
             "Reclaimed" if reason.endswith("reclaim") else "Preempted",
-            f"pod {task.namespace}/{task.name} evicted ({reason}) for job {cause}",
+            f"pod {task.namespace}/{task.name} of {_named(job)} evicted ({reason}) for "
+            f"{_named(ssn.jobs.get(cause), cause)}",
         )
+
+
+def _named(job: JobInfo | None, job_id: str = "") -> str:
+    """The workload a job's PodGroup belongs to, as its users name it (`job NS/NAME`,
+    `PyTorchJob NS/NAME`; `PodGroup NS/NAME` when nothing owns it)."""
+    if job is None:
+        return f"PodGroup {job_id}"
+    if job.podgroup is None:
+        return f"PodGroup {job.namespace}/{job.name}"
+    return workload_label(job.podgroup)

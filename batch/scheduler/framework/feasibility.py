@@ -11,8 +11,9 @@ kept per job for an unchanged job and cluster).
 
 A gang can never fit when:
 - a pod of it asks, on some resource, for more than the largest schedulable node's allocatable
-  (the pods judged are its unbound pending ones, one per pod template; for a one-pod gang whose
-  pod does not exist yet, its minResources);
+  (the pods judged are its unbound pending ones, one per pod template; for a gang whose pods do
+  not exist yet, its minResources shared among its minMember pods when minTaskMember says they
+  all come from one task, as for a one-task VCJob before admission);
 - its minResources ask for more than the whole cluster's allocatable on some resource;
 - its minResources ask for more than its queue's capability on some resource;
 - its pods are all of one shape and the nodes cannot hold minAvailable of them even empty
@@ -57,15 +58,32 @@ def _shown(ssn: Session, index: int, amount: int) -> str:
 
 
 def _pod_shapes(job: JobInfo) -> dict[object, IntVec]:
-    """One fit request per pod template of the job's unbound pods; for a one-pod gang without
-    its pod yet, its minResources."""
+    """One fit request per pod template of the job's unbound pods; for a gang without its pods
+    yet, its minResources divided among its minMember pods when they are all of one task."""
     shapes: dict[object, IntVec] = {}
     for task in job.tasks.values():
         if not task.node_name:
             shapes.setdefault(task.template.tid, task.init_req)
-    if not shapes and job.min_available <= 1 and job.min_resources is not None:
-        return {None: job.min_resources}
+    if not shapes and job.min_resources is not None:
+        if job.min_available <= 1:
+            return {None: job.min_resources}
+        one = _one_task_shape(job, job.min_resources)
+        if one is not None:
+            return {None: one}
     return shapes
+
+
+def _one_task_shape(job: JobInfo, mr: IntVec) -> IntVec | None:
+    """Each pod's request of a gang whose minMember pods all come from one task (its
+    minTaskMember names one task, for all of minMember): minResources is then minMember times
+    one pod's request (a VCJob's PodGroup before the job controller creates its pods)."""
+    counts = [n for n in job.min_task_member.values() if n > 0]
+    n = job.min_available
+    if len(counts) != 1 or counts[0] != n or bool((mr[1:] % n).any()):
+        return None
+    shape: IntVec = mr // n
+    shape[0] = 1  # one pod
+    return shape
 
 
 def _over(ssn: Session, need: IntVec, limit: npt.NDArray[Any]) -> list[int]:
