@@ -68,6 +68,9 @@ TERMINATING: Final = "Terminating"
 TERMINATED: Final = "Terminated"
 FAILED: Final = "Failed"
 FINISHED_PHASES: Final = frozenset({COMPLETED, TERMINATED, FAILED})
+#: state.reason of a new job Pending because the API server forbade a write of its first
+#: reconcile (its plugin objects, say): it is still initialised once the write is allowed
+FORBIDDEN_REASON: Final = "Forbidden"
 
 # Events (policy event/events).
 UNKNOWN_EVENT: Final = "Unknown"

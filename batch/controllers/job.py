@@ -456,8 +456,11 @@ def initialise(
             actions.append(CreateObject(build_pvc(job, claim, claim_spec)))
         cres[f"volume-pvc-{claim}"] = claim
     cres[LAYOUT_KEY] = _layout(tasks)
+    state: JSON = {"phase": c.PENDING, "lastTransitionTime": format_time(now)}
+    if _initialise_refused(job.get("status") or {}):
+        state |= {"reason": None, "message": None}  # merge patch: the refusal is over
     new_status: JSON = {
-        "state": {"phase": c.PENDING, "lastTransitionTime": format_time(now)},
+        "state": state,
         "minAvailable": min_av,
         "version": 0,
         "retryCount": 0,
@@ -735,6 +738,8 @@ def read_job(job: Mapping[str, Any]) -> JobFacts:
     spec = job.get("spec") or {}
     status: Mapping[str, Any] = job.get("status") or {}
     phase = str((status.get("state") or {}).get("phase") or "")
+    if _initialise_refused(status):
+        phase = ""  # Pending only to say why it is not yet initialised: try again
     notes: tuple[str, ...] = ()
     if phase and phase not in c.JOB_PHASES:
         notes = (f"unknown phase {phase!r} taken as {c.PENDING}",)
@@ -750,6 +755,32 @@ def read_job(job: Mapping[str, Any]) -> JobFacts:
         tasks=tasks_of(job),
         notes=notes,
     )
+
+
+def _initialise_refused(status: Mapping[str, Any]) -> bool:
+    state = status.get("state") or {}
+    return (
+        state.get("phase") == c.PENDING
+        and state.get("reason") == c.FORBIDDEN_REASON
+        and not status.get("controlledResources")
+    )
+
+
+def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> list[Any]:
+    """The status of a new job whose first reconcile the API server forbade: Pending, the state
+    naming the refusal (none for a job already initialised). `read_job` still takes it for new,
+    so it is initialised once the write is allowed (issue 30.9: such a job kept an empty phase
+    for 24 minutes)."""
+    facts = read_job(job)
+    if facts.phase != "" or facts.state.get("message") == message:
+        return []
+    state = {
+        "phase": c.PENDING,
+        "reason": c.FORBIDDEN_REASON,
+        "message": message,
+        "lastTransitionTime": format_time(now),
+    }
+    return [PatchStatus(facts.ref, {"state": state})]
 
 
 def refuse_oversized(

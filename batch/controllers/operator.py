@@ -37,7 +37,7 @@ from batch.api.bus import queue_target
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, PatchStatus
 from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync, owner_key
-from batch.controllers.job import plugin_object_keys, reconcile_job
+from batch.controllers.job import pending_forbidden, plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import job_volumes, meta, podgroup_name, tasks_of
 from batch.controllers.kopflogin import connection_info
 from batch.controllers.metrics import ControllerMetrics
@@ -80,6 +80,9 @@ if TYPE_CHECKING:
     from batch.kube.leader import LeaderElector
 
 log = logging.getLogger(__name__)
+
+#: how often a write the API server keeps forbidding is told again in an event (seconds)
+FORBIDDEN_EVENT_SECONDS = 600.0
 
 #: first and longest wait before the start's ledger reconcile is tried again (seconds)
 LEDGER_RETRY_SECONDS = (1.0, 30.0)
@@ -210,6 +213,8 @@ class ControllerManager:
         self.errors = 0
         self.max_requeue = 15
         self._failures: dict[Key, int] = {}
+        #: the last Forbidden event posted per key: (message, monotonic time)
+        self._forbidden: dict[Key, tuple[str, float]] = {}
         self._last_seen: dict[str, dict[str, Any]] = {}
         self.metrics = ControllerMetrics()
         self.cronjobs = CronJobSync()
@@ -526,10 +531,11 @@ class ControllerManager:
             if isinstance(exc.action, PatchStatus):
                 self.metrics.status_write_failures.labels(kind=exc.action.ref.kind).inc()
             if owner is not None and isinstance(exc.__cause__, ApiError):
-                await self._warn_forbidden(owner, exc, exc.__cause__)
+                await self._warn_forbidden(key, owner, exc, exc.__cause__)
             await self._failed(key)
             return False
         self._failures.pop(key, None)
+        self._forbidden.pop(key, None)
         if result.requeue_after is not None:
             if result.requeue_after <= 0:
                 self.enqueue(key)
@@ -538,21 +544,30 @@ class ControllerManager:
         return True
 
     async def _warn_forbidden(
-        self, owner: Mapping[str, Any], exc: ApplyError, cause: ApiError
+        self, key: Key, owner: Mapping[str, Any], exc: ApplyError, cause: ApiError
     ) -> None:
         """A 403 is not transient: without an event the job only waits, and the reason is in
         the controller's log. The chart grants the job plugins' rights (Secrets, Services,
-        ...) only in `controller.jobNamespaces`."""
+        ...) only in `controller.jobNamespaces`. One event per refusal (again after
+        FORBIDDEN_EVENT_SECONDS while it lasts, not once per retry), and a new VCJob is
+        Pending with the refusal in its state rather than phaseless."""
         if cause.status != 403:
             return
         message = (
             f"{exc}; the controller may not do this in namespace "
             f"{meta(owner).get('namespace')!r} (with the Helm chart: controller.jobNamespaces)"
         )
-        event = EmitEvent(ObjectRef.of(owner), "Forbidden", message, type="Warning")
-        with contextlib.suppress(NotLeading):
+        now = time.monotonic()
+        last = self._forbidden.get(key)
+        actions: list[Any] = []
+        if last is None or last[0] != message or now - last[1] >= FORBIDDEN_EVENT_SECONDS:
+            self._forbidden[key] = (message, now)
+            actions.append(EmitEvent(ObjectRef.of(owner), "Forbidden", message, type="Warning"))
+        if key[0] == "job":
+            actions += pending_forbidden(owner, message, datetime.now(UTC))
+        with contextlib.suppress(ApplyError, NotLeading):
             await apply_actions(
-                self._client(), [event], component="tephra-controllers", fence=_FENCE.get()
+                self._client(), actions, component="tephra-controllers", fence=_FENCE.get()
             )
 
     async def _failed(self, key: Key) -> None:

@@ -14,7 +14,8 @@ import json
 import re
 from typing import Any
 
-from batch.sandbox.errors import Cause
+from batch.api.quantity import Quantity, QuantityError
+from batch.sandbox.errors import ApiError, Cause
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -60,6 +61,28 @@ def _image_policy(image: str) -> str:
     return "IfNotPresent"
 
 
+_QUANTITY_RE = r"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
+def canonical_quantities(values: Any, kind: str) -> Any:
+    """A resource list with every quantity in canonical string form, as kube-apiserver decodes
+    and re-encodes a Quantity: a JSON number is a valid quantity (`gpu: 1` is "1", `cpu: 0.5`
+    is "500m") and "1024Mi" is "1Gi"; anything else is its decoding error (400)."""
+    if not isinstance(values, dict):
+        return values
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        try:
+            out[name] = str(Quantity.parse(value))
+        except QuantityError:
+            raise ApiError(
+                400,
+                f'{kind} in version "v1" cannot be handled as a {kind}: quantities must match '
+                f"the regular expression {_QUANTITY_RE}",
+            ) from None
+    return out
+
+
 def _default_container(c: dict[str, Any]) -> None:
     c.setdefault("terminationMessagePath", "/dev/termination-log")
     c.setdefault("terminationMessagePolicy", "File")
@@ -71,6 +94,10 @@ def _default_container(c: dict[str, Any]) -> None:
         for k, v in limits.items():
             req.setdefault(k, v)
         res["requests"] = req
+    if isinstance(res, dict):
+        for key in ("requests", "limits"):
+            if key in res:
+                res[key] = canonical_quantities(res[key], "Pod")
     for p in c.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")
@@ -419,6 +446,9 @@ def validate_pod(pod: dict[str, Any]) -> list[Cause]:
 
 def node_defaults(node: dict[str, Any]) -> None:
     status = node.setdefault("status", {})
+    for key in ("capacity", "allocatable"):
+        if key in status:
+            status[key] = canonical_quantities(status[key], "Node")
     cap = status.get("capacity") or {}
     if cap and not status.get("allocatable"):
         status["allocatable"] = dict(cap)

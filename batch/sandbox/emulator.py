@@ -8,6 +8,12 @@ runs: Running with containerStatuses, Ready condition, podIP and startTime; it t
 (restart counts under OnFailure/Always, restarted at once rather than with CrashLoopBackOff
 delays). A deleted pod terminates after its grace period capped by `max_grace_seconds`.
 
+A pod status write or final deletion that fails (the API server unreachable longer than the
+transport's retries) is not lost: as a kubelet's status manager keeps each pod's status until
+the server has it, the kubelet keeps the pod's unwritten patches (in order, later writes queue
+behind them) and its deletion, and tries them again every RESYNC_SECONDS (doubling up to the
+heartbeat) until they are taken or the pod is gone.
+
 One kubelet logic (`Kubelets`) sees Node and Pod events and writes through a `Transport`:
 `CoreTransport` calls the sandbox's store in process (`NodeEmulator`, what the sandbox runs),
 `batch.sandbox.emulator_http` speaks HTTP to any API server, the sandbox's or kube-apiserver.
@@ -51,6 +57,7 @@ KUBELET_VERSION = "v1.32.0-tephra-sandbox"
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 40
 _TERMINAL = ("Succeeded", "Failed")
+RESYNC_SECONDS = 0.5
 _OWN_POD_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
 
 
@@ -153,6 +160,10 @@ class Kubelets:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
+        #: uid -> (pod, status patches the API server has not taken yet, in order)
+        self.unsynced: dict[str, tuple[_Pod, list[Obj]]] = {}
+        self.undeleted: dict[str, _Pod] = {}  # uid -> pod whose final deletion failed
+        self._resync_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -164,13 +175,15 @@ class Kubelets:
             for handle in (rec.timer, rec.kill):
                 if handle is not None:
                     handle.cancel()
-        for task in (*self._tasks, self._heartbeat_task):
+        for task in (*self._tasks, self._heartbeat_task, self._resync_task):
             if task is not None:
                 task.cancel()
 
     async def shutdown(self) -> None:
         """`stop`, then wait for the cancelled writes to end."""
-        pending = [t for t in (*self._tasks, self._heartbeat_task) if t is not None]
+        pending = [
+            t for t in (*self._tasks, self._heartbeat_task, self._resync_task) if t is not None
+        ]
         self.stop()
         await asyncio.gather(*pending, return_exceptions=True)
 
@@ -252,6 +265,8 @@ class Kubelets:
         if rec.kill is not None:
             rec.kill.cancel()
         self.waiting.get(rec.node, set()).discard(uid)
+        self.unsynced.pop(uid, None)
+        self.undeleted.pop(uid, None)
 
     # ------------------------------------------------------------------ nodes
     async def _post_node(self, name: str) -> None:
@@ -434,11 +449,63 @@ class Kubelets:
         return cached[1]
 
     async def _write_pod(self, rec: _Pod, patch: Obj) -> Obj | None:
+        """Write a status patch; None when the pod is gone. One the server cannot take now is
+        kept for the resync and the pod's status as the kubelet means it is answered."""
         ns, name, uid = rec.key
-        stored = await self.transport.pod_status(ns, name, uid, patch)
-        if stored is not None and self.pods.get(uid) is rec:
-            rec.obj = _newer(rec.obj, stored)
-        return stored
+        queued = self.unsynced.get(uid)
+        if queued is None:
+            try:
+                stored = await self.transport.pod_status(ns, name, uid, patch)
+            except Exception as exc:
+                log.warning("node emulator: pod %s/%s status kept to retry: %s", ns, name, exc)
+            else:
+                if stored is not None and self.pods.get(uid) is rec:
+                    rec.obj = _newer(rec.obj, stored)
+                return stored
+            queued = self.unsynced[uid] = (rec, [])
+        queued[1].append(patch)
+        self._resync_soon()
+        status = apply_status_patch(rec.obj.get("status") or {}, patch)
+        rec.obj = {**rec.obj, "status": status}
+        return rec.obj
+
+    async def _delete_pod(self, rec: _Pod) -> None:
+        try:
+            await self.transport.delete_pod(*rec.key)
+        except Exception as exc:
+            log.warning("node emulator: pod %s deletion kept to retry: %s", rec.key[1], exc)
+            self.undeleted[rec.key[2]] = rec
+            self._resync_soon()
+
+    def _resync_soon(self) -> None:
+        if self._loop is not None and (self._resync_task is None or self._resync_task.done()):
+            self._resync_task = self._loop.create_task(self._resync_loop())
+
+    async def _resync_loop(self) -> None:
+        delay = RESYNC_SECONDS
+        while self.unsynced or self.undeleted:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max(self.heartbeat, RESYNC_SECONDS))
+            try:
+                await self._resync_once()
+            except Exception as exc:  # still unreachable: keep everything for the next round
+                log.debug("node emulator: resync deferred: %s", exc)
+            else:
+                delay = RESYNC_SECONDS
+
+    async def _resync_once(self) -> None:
+        """Write every kept patch and deletion in order; raises at the first failure."""
+        for uid, (rec, patches) in list(self.unsynced.items()):
+            while patches and self.pods.get(uid) is rec:
+                stored = await self.transport.pod_status(*rec.key, patches[0])
+                patches.pop(0)
+                if stored is None:
+                    break  # gone, or another pod now
+                rec.obj = _newer(rec.obj, stored)
+            del self.unsynced[uid]
+        for uid, rec in list(self.undeleted.items()):
+            await self.transport.delete_pod(*rec.key)
+            self.undeleted.pop(uid, None)
 
     async def _fail(self, rec: _Pod, reason: str, message: str) -> None:
         status = rec.obj.get("status") or {}
@@ -571,7 +638,7 @@ class Kubelets:
                 for cs in status.get("containerStatuses") or []
             ]
             await self._write_pod(rec, {"phase": "Failed", "containerStatuses": statuses})
-        await self.transport.delete_pod(*rec.key)
+        await self._delete_pod(rec)
 
 
 def _terminated(cs: Obj, code: int, now: str, *, reason: str | None = None) -> Obj:

@@ -5,6 +5,12 @@ Background deletion: when an owner is removed, dependents whose owners are all g
 an owner carrying the `foregroundDeletion` finalizer stays (with its deletionTimestamp) until its
 dependents are gone. Orphan deletion: dependents lose the reference, the owner goes. A namespace
 being deleted has its content deleted and is removed once empty.
+
+An owner reference whose uid names no stored object (the owner was deleted before the dependent
+was created, as a controller acting on a stale cache does) is dangling: a dependent whose owners
+are all dangling is deleted, one with a live owner left loses the dangling references. This is
+kube-controller-manager's rule for an owner it cannot find; without it, objects created for a
+job in the instant it was deleted would live for ever.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ class GarbageCollector:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        for deps in list(self.dependents.values()):
+            for ref in list(deps):
+                self._soon(self._check_dangling, ref)
 
     def _soon(self, fn: Callable[..., None], *args: Any) -> None:
         if self._loop is not None:
@@ -74,6 +83,8 @@ class GarbageCollector:
                         del self.dependents[o]
             for o in new_owners:
                 self.dependents.setdefault(o, set()).add(ref)
+            if new_owners - self.by_uid.keys():
+                self._soon(self._check_dangling, ref)
         if etype == "DELETED":
             self.by_uid.pop(uid, None)
             if uid in self.dependents:
@@ -108,6 +119,22 @@ class GarbageCollector:
                 self._drop_refs(ref, {uid})
             elif not obj["metadata"].get("deletionTimestamp"):
                 self.core.delete(rt, ref[1], ref[2], propagation="Background")
+
+    def _check_dangling(self, ref: Ref) -> None:
+        """Collect a dependent whose owners are all gone; drop the dangling references of one
+        that still has a live owner."""
+        obj = self._obj(ref)
+        rt = self.core.rt_for_key(ref[0])
+        if obj is None or rt is None:
+            return
+        owners = _owner_uids(obj)
+        dangling = owners - self.by_uid.keys()
+        if not dangling:
+            return
+        if dangling != owners:
+            self._drop_refs(ref, dangling)
+        elif not obj["metadata"].get("deletionTimestamp"):
+            self.core.delete(rt, ref[1], ref[2], propagation="Background")
 
     def _drop_refs(self, ref: Ref, uids: set[str]) -> None:
         obj = self._obj(ref)

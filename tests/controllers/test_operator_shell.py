@@ -452,3 +452,33 @@ def test_a_forbidden_write_is_a_warning_event_on_the_job() -> None:
         assert len([e for e in api.of_kind("Event") if e["reason"] == "Forbidden"]) == 1
 
     asyncio.run(scenario())
+
+
+def test_a_job_refused_its_plugin_objects_is_pending_and_warned_once() -> None:
+    """Issue 30.9: a job whose svc Service the API server forbade kept an empty phase for 24
+    minutes with 37 Forbidden events. It is Pending, its state naming the refusal, one event is
+    posted per refusal, and it initialises as usual once the write is allowed."""
+
+    async def scenario() -> None:
+        api = FakeApi()
+        api.put("Job", make_job(plugins={"svc": []}))
+        mgr, _later = _manager(api)
+        api.fail = lambda method, kind, _n, _s: (
+            403 if (method, kind) == ("CREATE", "Service") else None
+        )
+        for _ in range(10):
+            await mgr.process_job("ns", "job")
+        assert len([e for e in api.of_kind("Event") if e["reason"] == "Forbidden"]) == 1
+        state = api.get_obj("Job", "ns", "job")["status"]["state"]  # type: ignore[index]
+        assert (state["phase"], state["reason"]) == (c.PENDING, "Forbidden")
+        assert "Service" in state["message"] and "controller.jobNamespaces" in state["message"]
+        api.fail = lambda *_a: None
+        await mgr.process_job("ns", "job")
+        job = api.get_obj("Job", "ns", "job")
+        assert job is not None
+        assert job["status"]["state"]["phase"] == c.PENDING
+        assert "reason" not in job["status"]["state"], job["status"]["state"]
+        assert job["status"]["controlledResources"]["plugin-svc"] == "svc"
+        assert api.of_kind("Service") and api.of_kind("PodGroup")
+
+    asyncio.run(scenario())

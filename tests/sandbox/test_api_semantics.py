@@ -588,6 +588,51 @@ def test_garbage_collection(server: Server) -> None:
     assert "ownerReferences" not in dep["metadata"]
 
 
+def test_dependent_of_an_owner_already_gone_is_collected(server: Server) -> None:
+    """A dependent created after its owner was deleted (a controller acting on a stale cache)
+    is collected, as kube-controller-manager's GC does for an owner uid it cannot find; one that
+    still has a live owner only loses the dangling reference (issue 30, item 7)."""
+    path = "/api/v1/namespaces/default/configmaps"
+    _, gone = http(server, "POST", path, {"metadata": {"name": "late-owner"}})
+    _, live = http(server, "POST", path, {"metadata": {"name": "late-live"}})
+    assert http(server, "DELETE", path + "/late-owner")[0] == 200
+    assert http(server, "POST", path, _cm_owned("late-dep", gone))[0] == 201
+    both = _cm_owned("late-both", gone)
+    both["metadata"]["ownerReferences"] += _cm_owned("x", live)["metadata"]["ownerReferences"]
+    assert http(server, "POST", path, both)[0] == 201
+    wait_for(lambda: http(server, "GET", path + "/late-dep")[0] == 404, "late-dep collected")
+
+    def only_live_owner() -> bool:
+        refs = http(server, "GET", path + "/late-both")[1]["metadata"].get("ownerReferences")
+        return [r["uid"] for r in refs or []] == [live["metadata"]["uid"]]
+
+    wait_for(only_live_owner, "dangling reference dropped")
+    http(server, "DELETE", path + "/late-live")
+
+
+def test_pod_quantities_are_stored_as_canonical_strings(server: Server, kube_api: Any) -> None:
+    """A JSON number is a valid Quantity; kube-apiserver answers it (and every quantity) in its
+    canonical string form, which the typed client's pod list needs (issue 30, item 9)."""
+    body = pod("numeric-gpu", extra={"nodeName": "nowhere"})
+    body["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": 0.5, "memory": "1024Mi", "nvidia.com/gpu": 1},
+        "limits": {"nvidia.com/gpu": 1},
+    }
+    code, created = http(server, "POST", "/api/v1/namespaces/default/pods", body)
+    assert code == 201, created
+    res = created["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    assert res["limits"] == {"nvidia.com/gpu": "1"}
+    listed = client.CoreV1Api(kube_api).list_namespaced_pod("default").items
+    mine = next(p for p in listed if p.metadata.name == "numeric-gpu")
+    assert mine.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1"
+    bad = pod("bad-quantity")
+    bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    code, status = http(server, "POST", "/api/v1/namespaces/default/pods", bad)
+    assert code == 400 and "quantities must match the regular expression" in status["message"]
+    http(server, "DELETE", "/api/v1/namespaces/default/pods/numeric-gpu?gracePeriodSeconds=0")
+
+
 def test_namespace_deletion_cascades(server: Server) -> None:
     http(server, "POST", "/api/v1/namespaces", {"metadata": {"name": "doomed"}})
     http(server, "POST", "/api/v1/namespaces/doomed/configmaps", {"metadata": {"name": "a"}})

@@ -269,3 +269,51 @@ def test_http_emulator_with_a_node_selector_leaves_other_nodes_alone() -> None:
             assert not theirs.status.conditions
         finally:
             emulator.stop()
+
+
+class _Outage:
+    """A kubelet transport whose API server is unreachable while `down` (writes raise, as
+    `HttpTransport` does once its retries are spent)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.down = False
+        self.refused = 0
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self.inner, name)
+
+        async def wrapped(*args: Any) -> Any:
+            if self.down:
+                self.refused += 1
+                raise ConnectionRefusedError("API server unreachable")
+            return await call(*args)
+
+        return wrapped
+
+
+def test_completions_and_deletions_are_synced_after_an_outage() -> None:
+    """Issue 30.9: a pod that finished (or was deleted) while the API server was unreachable
+    longer than the write retries stayed Running for ever; the kubelet keeps what it has to
+    say and writes it once the server answers again, as a kubelet's status manager does."""
+    opts = SandboxOptions(max_grace_seconds=0.1)
+    with run_sandbox(nodes=make_nodes(count=1, cpu="8"), options=opts) as handle:
+        kubelets = handle.sandbox.emulator.kubelets
+        outage = _Outage(kubelets.transport)
+        kubelets.transport = outage
+        v1 = client.CoreV1Api(handle.api_client())
+        handle.apply(pod("finishes", annotations={RUN: "0.3"}), pod("deleted"))
+        bind(handle.url, "default", "finishes", "node-0")
+        bind(handle.url, "default", "deleted", "node-0")
+        wait_for(lambda: {_phase(v1, "finishes"), _phase(v1, "deleted")} == {"Running"})
+        outage.down = True
+        v1.delete_namespaced_pod("deleted", "default")
+        wait_for(lambda: outage.refused >= 2, "the completion and the deletion refused")
+        assert _phase(v1, "finishes") == "Running"
+        outage.down = False
+        wait_for(lambda: _phase(v1, "finishes") == "Succeeded", "completion synced", timeout=30)
+        wait_for(
+            lambda: http(handle.url, "GET", "/api/v1/namespaces/default/pods/deleted")[0] == 404,
+            "deletion synced",
+            timeout=30,
+        )
