@@ -169,6 +169,7 @@ class HttpApi:
         self.drop_watch_every = drop_watch_every
         self.watchers: set[Watcher] = set()
         self.requests = 0
+        self.dropped_watches = 0  # watch streams cut by `drop_watch_every`
         self.openapi = OpenAPI()
 
     def close_watches(self) -> None:
@@ -186,6 +187,7 @@ class HttpApi:
                 delay = self.faults.delay()
                 if delay:
                     await asyncio.sleep(delay)
+                    self.faults.delayed += delay
                 self.faults.check(request.method)
             return await self._route(request)
         except ApiError as err:
@@ -812,6 +814,7 @@ class HttpApi:
             if now >= deadline:
                 return
             if drop_at is not None and now >= drop_at:
+                self.dropped_watches += 1
                 stream.abort()
                 return
             if next_bookmark is not None and now >= next_bookmark:
