@@ -6,7 +6,8 @@ allocatable like a kubelet would (OutOfcpu / OutOfmemory / OutOf<resource> on ov
 runs: Running with containerStatuses, Ready condition, podIP and startTime; it terminates after
 `sandbox.tephra.io/run-seconds` with `sandbox.tephra.io/exit-code`, honouring restartPolicy
 (restart counts under OnFailure/Always, restarted at once rather than with CrashLoopBackOff
-delays). A deleted pod terminates after its grace period capped by `max_grace_seconds`.
+delays). A deleted pod terminates after its grace period capped by `max_grace_seconds`; its
+Killing event names the grace applied.
 
 A pod status write or final deletion that fails (the API server unreachable longer than the
 transport's retries) is not lost: as a kubelet's status manager keeps each pod's status until
@@ -116,6 +117,13 @@ class _Pod:
     def key(self) -> tuple[str, str, str]:
         meta = self.obj["metadata"]
         return meta.get("namespace", ""), meta["name"], meta["uid"]
+
+
+def _stopping(pod: Obj, grace: float, asked: float) -> str:
+    """The Killing event's message: the containers stopped and the grace they get."""
+    containers = ", ".join(c["name"] for c in pod["spec"].get("containers") or [])
+    capped = f" ({asked:g} s asked, capped at {grace:g} s)" if grace < asked else ""
+    return f"Stopping container {containers} with a grace of {grace:g} s{capped}"
 
 
 def _newer(old: Obj, new: Obj) -> Obj:
@@ -254,8 +262,11 @@ class Kubelets:
             return
         if not self.every_node and rec.node not in self.nodes:
             return  # another kubelet's pod
-        grace = float(rec.obj["metadata"].get("deletionGracePeriodSeconds") or 0)
-        rec.kill = self._later(min(grace, self.max_grace), self._kill, rec)
+        asked = float(rec.obj["metadata"].get("deletionGracePeriodSeconds") or 0)
+        grace = min(asked, self.max_grace)
+        rec.kill = self._later(grace, self._kill, rec)
+        if (rec.obj.get("status") or {}).get("phase") not in _TERMINAL:
+            self._spawn(self._event(rec.obj, "Killing", _stopping(rec.obj, grace, asked), "Normal"))
 
     def _forget(self, uid: str) -> None:
         rec = self.pods.pop(uid, None)
@@ -518,15 +529,15 @@ class Kubelets:
         if await self._write_pod(rec, patch) is not None:
             await self._event(rec.obj, reason, message)
 
-    async def _event(self, pod: Obj, reason: str, message: str) -> None:
-        """A Warning event about the pod from its node's kubelet (kubectl describe shows it)."""
+    async def _event(self, pod: Obj, reason: str, message: str, kind: str = "Warning") -> None:
+        """An event about the pod from its node's kubelet (kubectl describe shows it)."""
         node = str((pod.get("spec") or {}).get("nodeName", ""))
         involved = reference_of(pod, kind="Pod", api_version="v1")
         body = event_body(
             involved,
             reason=reason,
             message=message,
-            type="Warning",
+            type=kind,
             component="kubelet",
             stamp=self.stamp(),
             host=node,

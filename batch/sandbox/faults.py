@@ -19,6 +19,7 @@ class Faults:
         self.options = options
         self.rand = random.Random(options.seed)
         self.injected = 0
+        self.delayed = 0.0  # seconds of latency requests waited so far (the server adds them)
 
     def delay(self) -> float:
         o = self.options

@@ -184,6 +184,7 @@ class HttpApi:
         self.drop_watch_every = drop_watch_every
         self.watchers: set[Watcher] = set()
         self.requests = 0
+        self.dropped_watches = 0  # watch streams cut by `drop_watch_every`
         self.openapi = OpenAPI()
 
     def close_watches(self) -> None:
@@ -201,6 +202,7 @@ class HttpApi:
                 delay = self.faults.delay()
                 if delay:
                     await asyncio.sleep(delay)
+                    self.faults.delayed += delay
                 self.faults.check(request.method)
             return await self._route(request)
         except ApiError as err:
@@ -828,6 +830,7 @@ class HttpApi:
             if now >= deadline:
                 return
             if drop_at is not None and now >= drop_at:
+                self.dropped_watches += 1
                 stream.abort()
                 return
             if next_bookmark is not None and now >= next_bookmark:

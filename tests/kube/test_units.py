@@ -154,32 +154,48 @@ def test_a_failed_status_write_is_retried_with_the_next_identical_decision() -> 
 class _DownClient:
     """Every request fails, as during a network partition."""
 
+    gets = 0
+
     async def get(self, *_: object, **__: object) -> dict:
+        self.gets += 1
         raise OSError("connection refused")
 
 
-def test_a_leader_that_cannot_renew_stops_before_its_lease_expires() -> None:
+def test_a_leader_that_cannot_renew_stops_before_its_lease_expires(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On virtual time: the elector's clock moves only when it sleeps, so the moment it gives
+    up is measured in the lease's seconds, whatever the machine's load."""
     import asyncio
-    import time
 
+    import batch.kube.leader as leader_module
     from batch.kube.leader import LeaderElector
+    from tests.kube.test_leadership import _Clock
 
+    clock, real_sleep, down = _Clock(), asyncio.sleep, _DownClient()
+
+    async def virtual_sleep(seconds: float) -> None:
+        clock.now += seconds
+        await real_sleep(0)
+
+    monkeypatch.setattr(leader_module.asyncio, "sleep", virtual_sleep)
     elector = LeaderElector(
-        _DownClient(),  # type: ignore[arg-type]
+        down,  # type: ignore[arg-type]
         name="l",
         namespace="ns",
         identity="me",
         lease_seconds=1,
         renew_seconds=0.1,
+        clock=clock,
     )
     elector.is_leader = True
-    elector._renewed_at = t0 = time.monotonic()
+    elector._renewed_at = 0.0
     asyncio.run(asyncio.wait_for(elector.hold(), 5))
-    took = time.monotonic() - t0
     assert elector.lost.is_set() and not elector.is_leader
-    # a standby may take the Lease 1 s after the last renewal; the leader gave up before that
-    # (its renew deadline is earlier still, but how much earlier a loaded machine decides)
-    assert elector.renew_deadline < 1.0 and took < 1.0, took
+    # a standby may take the Lease 1 s after the last renewal; the leader gave up before that,
+    # by its renew deadline, after retrying the failed renewals until then
+    assert clock.now <= elector.renew_deadline < elector.lease_seconds, clock.now
+    assert down.gets >= 2, down.gets
 
 
 def test_status_patch_removes_keys_that_left_a_map() -> None:

@@ -36,38 +36,35 @@ def test_nodes_command() -> None:
     assert "Traceback" not in bad.output
 
 
-def _up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path, float]:
+def _up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     nodes = tmp_path / "nodes.yaml"
     nodes.write_text(
         CliRunner().invoke(main, ["sandbox", "nodes", "--gpus", "8", "--count", "2"]).output
     )
     kubeconfig = tmp_path / "kubeconfig"
-    began = time.monotonic()
     proc = subprocess.Popen(
         [*TEPHRA, "sandbox", "up", "--kubeconfig", str(kubeconfig), "--nodes", str(nodes), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = began + 30
+    deadline = time.monotonic() + 30  # liveness only: a start-up that hangs
     while not kubeconfig.exists():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "kubeconfig never appeared"
         time.sleep(0.05)
-    return proc, kubeconfig, time.monotonic() - began
+    return proc, kubeconfig
 
 
 def test_up_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
-    proc, kubeconfig, elapsed = _up(tmp_path)
+    proc, kubeconfig = _up(tmp_path)
     try:
         server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
         code, body = http(server, "GET", "/api/v1/nodes")
         assert code == 200 and len(body["items"]) == 2
         code, queues = http(server, "GET", "/apis/scheduling.volcano.sh/v1beta1/queues")
         assert {q["metadata"]["name"] for q in queues["items"]} >= {"root", "default"}
-        # ~1 s on an idle machine (interpreter and imports included); a loaded 2-core CI box
-        # has shown 11 s, so this only catches a start-up that hangs.
-        assert elapsed < 30
+        # how fast it starts is a figure, not a test: benchmarks/sandbox_startup.py
     finally:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=20)
@@ -77,14 +74,13 @@ def test_up_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_up_stops_on_sigint(tmp_path: Path) -> None:
-    proc, _kubeconfig, _elapsed = _up(tmp_path, "--port", "0")
+    proc, _kubeconfig = _up(tmp_path, "--port", "0")
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=20)
     assert proc.returncode == 0
 
 
-def _refused(tmp_path: Path, *args: str) -> tuple[int, str, float]:
-    began = time.monotonic()
+def _refused(tmp_path: Path, *args: str) -> tuple[int, str]:
     proc = subprocess.run(
         [*TEPHRA, "sandbox", "up", "--kubeconfig", str(tmp_path / "kc"), *args],
         capture_output=True,
@@ -93,7 +89,7 @@ def _refused(tmp_path: Path, *args: str) -> tuple[int, str, float]:
         check=False,
     )
     assert not (tmp_path / "kc").exists()
-    return proc.returncode, proc.stderr, time.monotonic() - began
+    return proc.returncode, proc.stderr
 
 
 def test_up_refuses_bad_options_before_anything_starts(tmp_path: Path) -> None:
@@ -111,15 +107,15 @@ def test_up_refuses_bad_options_before_anything_starts(tmp_path: Path) -> None:
         (["--db", "bogus://x"], "bogus"),
     ]
     for args, needle in cases:
-        code, err, elapsed = _refused(tmp_path, *args)
+        code, err = _refused(tmp_path, *args)
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2, (args, err)
         assert len(lines) == 1 and needle in lines[0], (args, err)
-        assert "Traceback" not in err and elapsed < 20, (args, elapsed)
+        assert "Traceback" not in err, (args, err)
 
 
 def test_up_anywhere_needs_the_flag_and_warns(tmp_path: Path) -> None:
-    proc, kubeconfig, _ = _up(
+    proc, kubeconfig = _up(
         tmp_path, "--host", "0.0.0.0", "--insecure-listen-anywhere", "--no-components"
     )
     try:
@@ -136,7 +132,7 @@ def test_up_reports_a_port_in_use_and_writes_no_kubeconfig(tmp_path: Path) -> No
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
-        code, err, _elapsed = _refused(tmp_path, "--port", port, "--no-components")
+        code, err = _refused(tmp_path, "--port", port, "--no-components")
     assert code == 1, err
     [line] = err.splitlines()  # one line: nothing the half-started sandbox left behind
     assert line.startswith("Error: sandbox: ") and "address already in use" in line, err

@@ -140,9 +140,7 @@ def test_wait_for_jsonpath_and_delete(server: Server) -> None:
     kubectl(server, "wait", "--for=condition=Ready", "pod/kwait", "--timeout=20s")
     out = kubectl(server, "get", "pods", "kwait").stdout
     assert "Running" in out and "1/1" in out
-    began = time.monotonic()
-    kubectl(server, "delete", "pod", "kwait", "--timeout=20s")
-    assert time.monotonic() - began < 15
+    kubectl(server, "delete", "pod", "kwait", "--timeout=20s")  # fails if not gone by then
     assert http(server, "GET", "/api/v1/namespaces/default/pods/kwait")[0] == 404
 
 
