@@ -48,6 +48,7 @@ pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 SIDES = ("volcano", "tephra")
 Observation = dict[str, Any]
 # scenario -> {what: (under Volcano, under Tephra)}; each is in README.md's compatibility table.
+COUNTS = ("completed", "inqueue", "pending", "running", "unknown")
 REPEATS = {"job.conditions repeat a phase": (True, False)}
 KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
     "gang_too_big": {
@@ -60,6 +61,19 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
         ),
     },
     "gang_fits": {**REPEATS},
+    "fresh_queues": {
+        # Tephra adds a `root` queue, the parent of every other (Volcano v1.10 has no hierarchy
+        # unless configured), and counts PodGroups by phase where Volcano shows `allocated`.
+        "queues": (["default"], ["default", "root"]),
+        "default.spec": (
+            {"guarantee": {}, "reclaimable": True, "weight": 1},
+            {"parent": "root", "reclaimable": True, "weight": 1},
+        ),
+        "default.status": (
+            {"allocated": {"cpu": "0", "memory": "0"}, "reservation": {}, "state": "Open"},
+            {"state": "Open", **dict.fromkeys(COUNTS, 0)},
+        ),
+    },
 }
 
 
@@ -201,16 +215,36 @@ def run_scenario(
             by_side[side] = settled(stack, name, ready)
         finally:
             stack.delete_job(name)
+    compare(scenario, by_side)
+    return by_side
+
+
+def compare(scenario: str, by_side: dict[str, Observation]) -> None:
     found = differences(by_side)
     assert found == KNOWN_DIFFERENCES[scenario], (
         "the differences between Volcano and Tephra changed: fix the new ones, or list them in "
         "KNOWN_DIFFERENCES and README.md's compatibility table; remove the ones gone.\n"
         + yaml.safe_dump({"found": found, "observed": by_side}, width=100)
     )
-    return by_side
+
+
+def observe_queues(stack: Stack) -> Observation:
+    """The queues and the `default` queue as the API serves them."""
+    items = (stack.get(f"{SCHED}/queues") or {}).get("items") or []
+    out: Observation = {"queues": sorted(q["metadata"]["name"] for q in items)}
+    for queue in items:
+        if queue["metadata"]["name"] == "default":
+            out["default.spec"] = queue.get("spec")
+            out["default.status"] = queue.get("status")
+    return out
 
 
 # ---------------------------------------------------------------------------------- tests
+def test_a_fresh_install_has_the_same_queues(sides: dict[str, Stack]) -> None:
+    # First in the module: the queues before any job ran in them.
+    compare("fresh_queues", {side: observe_queues(stack) for side, stack in sides.items()})
+
+
 def test_gang_too_big_for_the_cluster(sides: dict[str, Stack]) -> None:
     # 10-cpu pods on 16-cpu nodes: one per node, 4 fit; the gang needs 5.
     job = _job("gang5", replicas=5, min_available=5, cpu="10")
