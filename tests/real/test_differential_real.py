@@ -8,12 +8,13 @@ install runs. Volcano comes from scripts/build-oracle.sh (`TEPHRA_VOLCANO_BIN`);
 toolchain to build it these tests skip, saying so.
 
 What is compared, once the scenario has settled: the VCJob's phase, counts and condition
-statuses; its PodGroup's phase and conditions (type, status, reason; messages are free text);
-its pods' phases, how many are bound and their conditions (type, status, reason), as sorted
-lists over the pods (which pod of a gang gets which is each scheduler's own order). Every
-difference must be one
-of KNOWN_DIFFERENCES, each listed in README.md's compatibility table with this test's name: a
-new difference fails the test, and so does a known one that went away (remove it from both).
+statuses; the kinds of event (object kind, type, reason) about the job, its PodGroup and pods;
+its PodGroup's phase and conditions (type, status, reason; messages are free text); its pods'
+phases, how many are bound and their conditions (type, status, reason), as sorted lists over
+the pods (which pod of a gang gets which is each scheduler's own order). Every difference must
+be one of KNOWN_DIFFERENCES, each listed in README.md's compatibility table with the test that
+shows it: a new difference fails the test, and so does a known one that went away (remove it
+from both).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,7 @@ SIDES = ("volcano", "tephra")
 Observation = dict[str, Any]
 # scenario -> {what: (under Volcano, under Tephra)}; each is in README.md's compatibility table.
 COUNTS = ("completed", "inqueue", "pending", "running", "unknown")
+PG_UNSCHEDULABLE = "PodGroup Warning Unschedulable"
 REPEATS = {"job.conditions repeat a phase": (True, False)}
 KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
     "gang_too_big": {
@@ -59,11 +62,21 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
             ["False/Schedulable"] * 4 + ["False/Unschedulable"],
             None,
         ),
+        # Volcano: FailedScheduling (kube-scheduler's reason) on each pod, and its job
+        # controller's PodGroupPending on the job.
+        "events": (
+            ["Job Warning PodGroupPending", "Pod Warning FailedScheduling", PG_UNSCHEDULABLE],
+            ["Pod Warning Unschedulable", PG_UNSCHEDULABLE],
+        ),
     },
-    "gang_fits": {**REPEATS},
+    "gang_fits": {
+        **REPEATS,
+        # Volcano: PodGroupPending while the gang has no pods yet, Scheduled on each bound pod.
+        "events": (["Job Warning PodGroupPending", "Pod Normal Scheduled"], []),
+    },
     "fresh_queues": {
         # Tephra adds a `root` queue, the parent of every other (Volcano v1.10 has no hierarchy
-        # unless configured), and counts PodGroups by phase where Volcano shows `allocated`.
+        # unless configured), and counts PodGroups by phase (zeros too) where Volcano omits them.
         "queues": (["default"], ["default", "root"]),
         "default.spec": (
             {"guarantee": {}, "reclaimable": True, "weight": 1},
@@ -71,7 +84,7 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
         ),
         "default.status": (
             {"allocated": {"cpu": "0", "memory": "0"}, "reservation": {}, "state": "Open"},
-            {"state": "Open", **dict.fromkeys(COUNTS, 0)},
+            {"allocated": {"cpu": "0", "memory": "0"}, "state": "Open", **dict.fromkeys(COUNTS, 0)},
         ),
     },
 }
@@ -178,27 +191,57 @@ def observe(stack: Stack, name: str) -> Observation:
         for key, value in _conditions("pods", (pod.get("status") or {}).get("conditions")).items():
             by_type.setdefault(key, []).append(value)
     out.update({key: sorted(values) for key, values in by_type.items()})
+    uids = {o["metadata"]["uid"] for o in [job, *pgs, *pods] if o["metadata"].get("uid")}
+    out["events"] = _events(stack, uids)
     return out
 
 
-def settled(stack: Stack, name: str, ready: Callable[[Observation], bool]) -> Observation:
-    """The observation once `ready` holds and two looks two scheduling periods apart agree."""
+def _events(stack: Stack, uids: set[str]) -> list[str]:
+    """The kinds of event about these objects: "<object kind> <type> <reason>", each once."""
+    items = (stack.get(f"/api/v1/namespaces/{NS}/events") or {}).get("items") or []
+    return sorted(
+        {
+            f"{e['involvedObject'].get('kind')} {e.get('type')} {e.get('reason')}"
+            for e in items
+            if e["involvedObject"].get("uid") in uids
+        }
+    )
+
+
+def settled(
+    stack: Stack, look: Callable[[], Observation], ready: Callable[[Observation], bool]
+) -> Observation:
+    """What `look` sees once `ready` holds and two looks two scheduling periods apart agree."""
     last: Observation | None = None
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        now = observe(stack, name)
+        now = look()
         if ready(now) and now == last:
             return now
         last = now if ready(now) else None
         time.sleep(2.0)
-    now = observe(stack, name)
-    pytest.fail(f"{name} did not settle within 90 s: {now}\n{stack.logs()}")
+    pytest.fail(f"not settled within 90 s: {look()}\n{stack.logs()}")
 
 
 def differences(by_side: dict[str, Observation]) -> dict[str, tuple[Any, Any]]:
     volcano, tephra = by_side["volcano"], by_side["tephra"]
     keys = sorted(set(volcano) | set(tephra))
     return {k: (volcano.get(k), tephra.get(k)) for k in keys if volcano.get(k) != tephra.get(k)}
+
+
+def _delete(stack: Stack, name: str) -> None:
+    """The job, its pods and its PodGroup gone: the PodGroup explicitly too, as a PodGroup left
+    to the garbage collector (which learns of new kinds up to 30 s late) still holds its queue's
+    share when the next scenario starts."""
+    job = stack.job(name) or {"metadata": {}}
+    pgs = [pg["metadata"]["name"] for pg in _podgroups(stack, job["metadata"].get("uid", ""))]
+    stack.delete_job(name)
+    for pg in pgs:
+        stack.api.request("DELETE", f"{SCHED}/namespaces/{NS}/podgroups/{pg}")
+    stack.wait(
+        f"{name}'s PodGroups gone",
+        lambda: not any(stack.get(f"{SCHED}/namespaces/{NS}/podgroups/{pg}") for pg in pgs),
+    )
 
 
 def run_scenario(
@@ -212,9 +255,9 @@ def run_scenario(
     for side, stack in sides.items():
         stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", job)
         try:
-            by_side[side] = settled(stack, name, ready)
+            by_side[side] = settled(stack, partial(observe, stack, name), ready)
         finally:
-            stack.delete_job(name)
+            _delete(stack, name)
     compare(scenario, by_side)
     return by_side
 
@@ -242,7 +285,11 @@ def observe_queues(stack: Stack) -> Observation:
 # ---------------------------------------------------------------------------------- tests
 def test_a_fresh_install_has_the_same_queues(sides: dict[str, Stack]) -> None:
     # First in the module: the queues before any job ran in them.
-    compare("fresh_queues", {side: observe_queues(stack) for side, stack in sides.items()})
+    by_side = {
+        side: settled(stack, partial(observe_queues, stack), lambda _: True)
+        for side, stack in sides.items()
+    }
+    compare("fresh_queues", by_side)
 
 
 def test_gang_too_big_for_the_cluster(sides: dict[str, Stack]) -> None:
