@@ -74,6 +74,14 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
         # Volcano: PodGroupPending while the gang has no pods yet, Scheduled on each bound pod.
         "events": (["Job Warning PodGroupPending", "Pod Normal Scheduled"], []),
     },
+    "over_capability": {
+        # Volcano: a Normal Unschedulable ("queue resource quota insufficient") from enqueue
+        # besides the Warning, and PodGroupPending on the job.
+        "events": (
+            ["Job Warning PodGroupPending", "PodGroup Normal Unschedulable", PG_UNSCHEDULABLE],
+            [PG_UNSCHEDULABLE],
+        ),
+    },
     "fresh_queues": {
         # Tephra adds a `root` queue, the parent of every other (Volcano v1.10 has no hierarchy
         # unless configured), and counts PodGroups by phase (zeros too) where Volcano omits them.
@@ -309,3 +317,24 @@ def test_gang_that_fits_runs_to_completion(sides: dict[str, Stack]) -> None:
     by_side = run_scenario(sides, "gang_fits", job, lambda obs: obs["job.phase"] == "Completed")
     for obs in by_side.values():
         assert obs["job.succeeded"] == 2, obs
+
+
+def test_a_gang_over_its_queue_capability_waits(sides: dict[str, Stack]) -> None:
+    # The queue may hold 20 cpu; the gang needs 30 at once: never admitted, no pod created.
+    for stack in sides.values():
+        body = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "capped"},
+            "spec": {"weight": 1, "reclaimable": True, "capability": {"cpu": "20"}},
+        }
+        stack.create(f"{SCHED}/queues", body)
+        _wait_open(stack, "capped")
+    job = _job("capped3", replicas=3, min_available=3, cpu="10", queue="capped")
+
+    def waiting(obs: Observation) -> bool:
+        return obs["podgroups"] == 1 and obs.get("podgroup.phase") == "Pending"
+
+    by_side = run_scenario(sides, "over_capability", job, waiting)
+    for obs in by_side.values():
+        assert obs["pods.phase"] == [], obs
