@@ -39,6 +39,7 @@ from tests.real.test_e2e_real import (
     VCJOBS,
     Stack,
     _controller_args,
+    _corpus_job,
     _job,
     _namespace,
     _wait_open,
@@ -53,6 +54,17 @@ Observation = dict[str, Any]
 COUNTS = ("completed", "inqueue", "pending", "running", "unknown")
 PG_UNSCHEDULABLE = "PodGroup Warning Unschedulable"
 REPEATS = {"job.conditions repeat a phase": (True, False)}
+# Volcano: PodGroupPending while the gang has no pods yet, Scheduled on each bound pod.
+RAN = {**REPEATS, "events": (["Job Warning PodGroupPending", "Pod Normal Scheduled"], [])}
+
+
+def plugin_objects(job: str) -> dict[str, tuple[Any, Any]]:
+    """Volcano deletes the svc and ssh plugins' objects when the job completes; Tephra keeps
+    them until the job is deleted."""
+    kept = [f"ConfigMap {job}-svc", f"NetworkPolicy {job}", f"Secret {job}-ssh", f"Service {job}"]
+    return {"owned": ([], kept)}
+
+
 KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
     "gang_too_big": {
         **REPEATS,
@@ -69,11 +81,7 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
             ["Pod Warning Unschedulable", PG_UNSCHEDULABLE],
         ),
     },
-    "gang_fits": {
-        **REPEATS,
-        # Volcano: PodGroupPending while the gang has no pods yet, Scheduled on each bound pod.
-        "events": (["Job Warning PodGroupPending", "Pod Normal Scheduled"], []),
-    },
+    "gang_fits": {**RAN},
     "over_capability": {
         # Volcano: a Normal Unschedulable ("queue resource quota insufficient") from enqueue
         # besides the Warning, and PodGroupPending on the job.
@@ -82,6 +90,9 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
             [PG_UNSCHEDULABLE],
         ),
     },
+    "corpus job.yaml": {**RAN, **plugin_objects("cx-test-job")},
+    "corpus job-plugin.yaml": {**RAN, **plugin_objects("cx-test-job-plugin")},
+    "corpus task-start-dependency/job.yaml": {**RAN},
     "fresh_queues": {
         # Tephra adds a `root` queue, the parent of every other (Volcano v1.10 has no hierarchy
         # unless configured), and counts PodGroups by phase (zeros too) where Volcano omits them.
@@ -199,9 +210,28 @@ def observe(stack: Stack, name: str) -> Observation:
         for key, value in _conditions("pods", (pod.get("status") or {}).get("conditions")).items():
             by_type.setdefault(key, []).append(value)
     out.update({key: sorted(values) for key, values in by_type.items()})
+    out["owned"] = _owned(stack, job["metadata"].get("uid", ""))
     uids = {o["metadata"]["uid"] for o in [job, *pgs, *pods] if o["metadata"].get("uid")}
     out["events"] = _events(stack, uids)
     return out
+
+
+OWNED = {
+    "Service": "/api/v1/namespaces/e2e/services",
+    "ConfigMap": "/api/v1/namespaces/e2e/configmaps",
+    "Secret": "/api/v1/namespaces/e2e/secrets",
+    "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/e2e/networkpolicies",
+}
+
+
+def _owned(stack: Stack, uid: str) -> list[str]:
+    """The job plugins' objects the job owns: "<kind> <name>"."""
+    return sorted(
+        f"{kind} {item['metadata']['name']}"
+        for kind, path in OWNED.items()
+        for item in (stack.get(path) or {}).get("items") or []
+        if any(o.get("uid") == uid for o in item["metadata"].get("ownerReferences") or [])
+    )
 
 
 def _events(stack: Stack, uids: set[str]) -> list[str]:
@@ -338,3 +368,12 @@ def test_a_gang_over_its_queue_capability_waits(sides: dict[str, Stack]) -> None
     by_side = run_scenario(sides, "over_capability", job, waiting)
     for obs in by_side.values():
         assert obs["pods.phase"] == [], obs
+
+
+@pytest.mark.parametrize("rel", ["job.yaml", "job-plugin.yaml", "task-start-dependency/job.yaml"])
+def test_corpus_vcjob_runs_as_under_volcano(sides: dict[str, Stack], rel: str) -> None:
+    job = _corpus_job(rel)
+    by_side = run_scenario(sides, f"corpus {rel}", job, lambda obs: obs["job.phase"] == "Completed")
+    total = sum(t["replicas"] for t in job["spec"]["tasks"])
+    for obs in by_side.values():
+        assert obs["job.succeeded"] == total, obs
