@@ -54,6 +54,8 @@ flock 9
 if built; then echo "$DEST"; exit 0; fi
 
 export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
+PINNED="$(cd "$PIN" && go list -m -f '{{.Version}}' "$MODULE")"
+[[ "$PINNED" == "$VERSION" ]] || die "tools/$NAME pins $MODULE $PINNED, not $VERSION"
 started=$SECONDS
 echo "build-oracle: building $NAME $VERSION (first build only; several minutes)" >&2
 rm -rf "$DEST/tmp"
