@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck layers pytest services kube cluster demo crds bench clean-venv
+.PHONY: test lint typecheck layers pytest services kube oracles cluster demo crds bench clean-venv
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,11 +36,22 @@ services:
 kube:
 	scripts/build-kube.sh >/dev/null
 
+# The oracles of the differential and operator tiers (Volcano v1.10.0, Kubeflow training-operator
+# v1.8.1, KubeRay ray-operator v1.5.0) with their CRDs, from the Go modules in tools/, cached the
+# same way; one at a time, so the machine holds one Go build at once.
+ORACLES := volcano training-operator kuberay
+oracles:
+	for o in $(ORACLES); do scripts/build-oracle.sh $$o >/dev/null || exit 1; done
+
 cluster: $(STAMP) kube
 	$(BIN)/tephra cluster up --kubeconfig $(or $(KUBECONFIG_OUT),real.kubeconfig) --bin-dir "$$(scripts/build-kube.sh)"
 
-pytest: $(STAMP) services kube
-	TEPHRA_KUBE_BIN="$$(scripts/build-kube.sh)" $(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+pytest: $(STAMP) services kube oracles
+	TEPHRA_KUBE_BIN="$$(scripts/build-kube.sh)" \
+	TEPHRA_VOLCANO_BIN="$$(scripts/build-oracle.sh volcano)" \
+	TEPHRA_TRAINING_OPERATOR_BIN="$$(scripts/build-oracle.sh training-operator)" \
+	TEPHRA_KUBERAY_BIN="$$(scripts/build-oracle.sh kuberay)" \
+	$(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: lint typecheck layers pytest
 

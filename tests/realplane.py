@@ -8,6 +8,7 @@ a worker's whole session (the tests that use them share the xdist group "real").
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,26 @@ def kube_bin() -> Path:
     )
     if built.returncode != 0:
         pytest.fail(f"scripts/build-kube.sh failed: {built.stderr[-2000:]}")
+    return Path(built.stdout.strip())
+
+
+def oracle_bin(name: str) -> Path:
+    """An oracle's directory (its binaries and crds/): `TEPHRA_<NAME>_BIN` (`make test` sets it
+    from `scripts/build-oracle.sh NAME`), else that script's, which builds it on first use. The
+    tests that need it skip, saying so, only where no Go toolchain could build it."""
+    env = os.environ.get(f"TEPHRA_{name.upper().replace('-', '_')}_BIN")
+    if env:
+        return Path(env)
+    if shutil.which("go") is None:
+        pytest.skip(f"no Go toolchain to build the {name} oracle (scripts/build-oracle.sh {name})")
+    built = subprocess.run(
+        [str(REPO / "scripts" / "build-oracle.sh"), name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode != 0:
+        pytest.fail(f"scripts/build-oracle.sh {name} failed: {built.stderr[-2000:]}")
     return Path(built.stdout.strip())
 
 

@@ -26,9 +26,10 @@ import pytest
 
 from batch.api.yamlio import iter_documents
 from batch.sandbox.control_plane import ControlPlane
-from tests.realplane import REPO, kube_bin
+from tests.realplane import REPO, kube_bin, oracle_bin
 
-__all__ = ["REPO", "kube_bin"]  # the session fixtures `real`, `kubelets`: tests/realplane.py
+# The session fixtures `real`, `kubelets`: tests/realplane.py
+__all__ = ["REPO", "kube_bin", "oracle_bin"]
 
 CRD_DIR = REPO / "crds"
 
@@ -82,9 +83,9 @@ def api(real: ControlPlane) -> Api:
     return Api(real)
 
 
-def crd_names() -> list[str]:
+def crd_names(directory: Path = CRD_DIR) -> list[str]:
     names = []
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted(directory.glob("*.yaml")):
         for doc in iter_documents(path.read_text()):
             names.append(doc["metadata"]["name"])
     return names
@@ -103,10 +104,11 @@ def crds(api: Api) -> list[str]:
     return install_crds(api)
 
 
-def install_crds(api: Api) -> list[str]:
-    """Apply crds/ server-side and wait until every CRD is Established: their names."""
-    api.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
-    names = crd_names()
+def install_crds(api: Api, directory: Path = CRD_DIR) -> list[str]:
+    """Apply crds/ (or the CRDs in `directory`) server-side and wait until every CRD is
+    Established: their names."""
+    api.kubectl("apply", "--server-side", "-f", str(directory))
+    names = crd_names(directory)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if all(conditions(api, n).get("Established", {}).get("status") == "True" for n in names):
@@ -120,14 +122,16 @@ TEPHRA = Path(sys.executable).with_name("tephra")
 
 
 class TephraProcess:
-    """`tephra <args>` as its own process, stdout and stderr in `log_path` (read while it runs)."""
+    """`tephra <args>` (or `program <args>`: an oracle's binary) as its own process, stdout and
+    stderr in `log_path` (read while it runs)."""
 
-    def __init__(self, log_path: Path, *args: str) -> None:
+    def __init__(self, log_path: Path, *args: str, program: Path = TEPHRA) -> None:
         self.log_path = log_path
         self.args = args
+        self.label = f"tephra {args[0]}" if program == TEPHRA else program.name
         with log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [str(TEPHRA), *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+                [str(program), *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
             )
 
     def log(self) -> str:
@@ -141,9 +145,9 @@ class TephraProcess:
             if found:
                 return found
             if self.proc.poll() is not None:
-                pytest.fail(f"tephra {self.args[0]} exited {self.proc.returncode}:\n{self.log()}")
+                pytest.fail(f"{self.label} exited {self.proc.returncode}:\n{self.log()}")
             time.sleep(0.2)
-        pytest.fail(f"tephra {self.args[0]}: no {pattern!r} within {timeout:.0f} s:\n{self.log()}")
+        pytest.fail(f"{self.label}: no {pattern!r} within {timeout:.0f} s:\n{self.log()}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -156,8 +160,8 @@ class TephraProcess:
 
 
 @contextmanager
-def tephra_process(log_path: Path, *args: str) -> Iterator[TephraProcess]:
-    process = TephraProcess(log_path, *args)
+def tephra_process(log_path: Path, *args: str, program: Path = TEPHRA) -> Iterator[TephraProcess]:
+    process = TephraProcess(log_path, *args, program=program)
     try:
         yield process
     finally:

@@ -48,7 +48,7 @@ class Stack:
 
     def logs(self) -> str:
         procs = [self.controller, *self.schedulers]
-        return "\n".join(f"--- tephra {p.args[0]} {p.proc.pid}:\n{p.log()[-2500:]}" for p in procs)
+        return "\n".join(f"--- {p.label} {p.proc.pid}:\n{p.log()[-2500:]}" for p in procs)
 
     def wait(self, what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
         deadline = time.monotonic() + timeout
