@@ -6,12 +6,15 @@ selected by exact name, regular expression, or node labels.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
 from batch.api.base import DNS1123_SUBDOMAIN, KubeModel
 from batch.api.meta import Condition, LabelSelectorRequirement, ObjectMeta
+from batch.api.selectors import label_selector_matches
 
 __all__ = [
     "ExactMatch",
@@ -22,6 +25,7 @@ __all__ = [
     "MemberSelector",
     "MemberSpec",
     "RegexMatch",
+    "member_matches",
 ]
 
 
@@ -83,3 +87,24 @@ class HyperNode(KubeModel):
     metadata: ObjectMeta | None = None
     spec: HyperNodeSpec | None = None
     status: HyperNodeStatus | None = None
+
+
+def member_matches(
+    selector: Mapping[str, Any], name: str, labels: Mapping[str, str] | None
+) -> bool:
+    """Whether a HyperNode member selector (exactMatch, regexMatch or labelMatch) picks the
+    node or HyperNode `name` (with `labels`; None for a HyperNode, which labelMatch never
+    picks)."""
+    exact = selector.get("exactMatch")
+    if isinstance(exact, Mapping):
+        return str(exact.get("name", "")) == name
+    rx = selector.get("regexMatch")
+    if isinstance(rx, Mapping):
+        try:
+            return re.fullmatch(str(rx.get("pattern", "")), name) is not None
+        except re.error:
+            return False
+    lm = selector.get("labelMatch")
+    if isinstance(lm, Mapping):
+        return labels is not None and label_selector_matches(lm, labels)
+    return False

@@ -25,7 +25,10 @@ Obj = dict[str, Any]
 JOB = Resource("batch.volcano.sh/v1alpha1", "jobs", "Job")
 #: what the dashboard watches, by kind
 KINDS: dict[str, Resource] = {
-    **{k: RESOURCES[k] for k in ("Node", "Pod", "PodGroup", "Queue", "Event", "PriorityClass")},
+    **{
+        k: RESOURCES[k]
+        for k in ("Node", "Pod", "PodGroup", "Queue", "Event", "PriorityClass", "HyperNode")
+    },
     "Job": JOB,
 }
 _GROUP = "scheduling.k8s.io/group-name"
@@ -106,7 +109,8 @@ class LiveState:
     objects: dict[str, dict[str, Obj]] = field(default_factory=lambda: {k: {} for k in KINDS})
     #: (namespace, involved name) -> event uid -> slim event
     events_by_object: dict[tuple[str, str], dict[str, Obj]] = field(default_factory=dict)
-    #: node name -> what the pods bound to it and not finished request (kept as pods change)
+    #: node name -> what the pods bound to it and not finished request, and how many they are
+    #: (`pods`), kept as pods change
     used: dict[str, dict[str, int]] = field(default_factory=dict)
     version: int = 0
 
@@ -131,6 +135,7 @@ class LiveState:
         node = self.used.setdefault(pod["node"], {})
         for res, amount in pod["requests"].items():
             node[res] = node.get(res, 0) + sign * amount
+        node["pods"] = node.get("pods", 0) + sign
 
     def _index_event(self, etype: str, event: Mapping[str, Any]) -> None:
         involved = event.get("involvedObject") or {}
