@@ -156,10 +156,24 @@ def _submitter(*objs: Obj | None) -> str:
     return ""
 
 
-def _times(created: str, pg: Obj, phase: str) -> dict[str, Any]:
-    """When the gang was made and, once placed, when (its `Scheduled` condition)."""
+def _job_started(job: Obj | None) -> float:
+    """When a VCJob first ran (its first `Running` condition), 0.0 if it has not."""
+    conds = ((job or {}).get("status") or {}).get("conditions") or []
+    times = [
+        epoch_seconds(c.get("lastTransitionTime"))
+        for c in conds
+        if isinstance(c, Mapping) and c.get("status") == "Running"
+    ]
+    return min((t for t in times if t), default=0.0)
+
+
+def _times(created: str, pg: Obj, phase: str, job: Obj | None = None) -> dict[str, Any]:
+    """When the gang was made and, once placed, when: the VCJob's first `Running` condition,
+    else the PodGroup's `Scheduled` condition."""
     scheduled = _condition(pg, "Scheduled") if phase not in WAITING else None
-    started = epoch_seconds(scheduled.get("lastTransitionTime")) if scheduled else 0.0
+    started = _job_started(job) or (
+        epoch_seconds(scheduled.get("lastTransitionTime")) if scheduled else 0.0
+    )
     return {"created": created, "created_s": epoch_seconds(created), "started_s": started or None}
 
 
@@ -187,7 +201,7 @@ def _pg_row(pg: Obj, job: Obj | None, pods: _Pods, priorities: Mapping[str, int]
         "priority": priority,
         "priority_value": priorities.get(priority, 0),
         "submitter": _submitter(job, pg),
-        **_times(created, pg, pg_phase),
+        **_times(created, pg, pg_phase, job),
         "reason": pending_reason(pg, pg_phase),
     }
 
@@ -219,7 +233,7 @@ def _job_row(job: Obj) -> dict[str, Any]:
         "priority": str(spec.get("priorityClassName") or ""),
         "priority_value": 0,
         "submitter": _submitter(job),
-        **_times(created, {}, "Pending"),
+        **_times(created, {}, "Pending", job),
         "reason": "",
     }
 

@@ -47,7 +47,8 @@ svg.chart .tick{text-anchor:end}svg.chart .cat{text-anchor:middle}
 svg.chart .unit{text-anchor:middle;font-size:11px}
 .state.cordoned{color:#e65100}.state.not-ready{color:#c62828}
 h2.rack small{font-weight:normal;color:#666;margin-left:8px}
-table.jobs th a{color:inherit}
+table.jobs th a{color:inherit}table.jobs td,table.jobs th{white-space:nowrap}
+table.jobs td:last-child{white-space:normal;min-width:240px}
 .meter{display:inline-block;width:120px;height:10px;background:#eee;position:relative}
 .meter i{position:absolute;left:0;top:0;bottom:0;background:#4e79a7}
 .meter s{position:absolute;top:-2px;bottom:-2px;width:2px;background:#e15759}
@@ -375,7 +376,7 @@ def nodes_page(model: Mapping[str, Any]) -> str:
     parts = [f"<h1>Nodes ({model['nodes']})</h1><p>{len(model['racks'])} racks</p>"]
     for r in model["racks"]:
         summary = (
-            f"{r['nodes']} nodes, GPUs {r['gpus_used']} / {r['gpus']} used, {r['pods']} pods"
+            f"{r['nodes']} node{'' if r['nodes'] == 1 else 's'}, GPUs {r['gpus_used']} / {r['gpus']} used, {r['pods']} pods"
             + (f", {r['cordoned']} cordoned" if r["cordoned"] else "")
         )
         parts.append(

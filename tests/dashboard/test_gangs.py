@@ -123,6 +123,14 @@ def _state() -> LiveState:
             "spec": {"queue": "team-b", "minAvailable": 1, "tasks": []},
             "status": {"state": {"phase": "Pending"}},
         }
+        if name == "train":
+            job["status"] = {
+                "state": {"phase": "Running"},
+                "conditions": [
+                    {"status": "Pending", "lastTransitionTime": T1},
+                    {"status": "Running", "lastTransitionTime": _iso(NOW - 600)},
+                ],
+            }
         state.sink("Job", "ADDED", job)
     state.sink(
         "PodGroup",
@@ -169,6 +177,7 @@ def test_a_row_says_gpus_priority_submitter_wait_and_the_schedulers_reason() -> 
     assert (mpi["gpus"], mpi["gpus_held"], mpi["running"]) == (4, 4, 2)
     assert mpi["wait_s"] == 1800.0  # waited until its Scheduled condition
     assert mpi["reason"] == ""
+    assert rows["train"]["wait_s"] == 1200.0  # a VCJob: until its first Running condition
 
 
 def test_filters_are_exact_and_ignore_case() -> None:
@@ -177,7 +186,7 @@ def test_filters_are_exact_and_ignore_case() -> None:
     assert _rows(state, queue="team") == []  # not a substring
     assert [r["name"] for r in _rows(state, kind="pytorchjob")] == ["torch"]
     assert [r["name"] for r in _rows(state, submitter="Alice")] == ["torch"]
-    assert [r["name"] for r in _rows(state, phase="running")] == ["mpi"]
+    assert {r["name"] for r in _rows(state, phase="running")} == {"mpi", "train"}
     assert {r["name"] for r in _rows(state, name="R")} == {"torch", "raycl", "train", "fresh"}
     assert len(_rows(state, token="secret")) == 8  # the token check's, not a filter
 

@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("batch.sandbox.testing")
 
+from batch.dashboard.gangs import JOB_ROWS
 from batch.dashboard.history import History
 from batch.dashboard.server import Dashboard, DashboardThread
-from batch.dashboard.gangs import JOB_ROWS
 from batch.kube.config import load_access
 from batch.sandbox.testing import run_sandbox
 from tests.waiting import wait_for
@@ -41,7 +41,7 @@ def _check_pages(url: str) -> None:
     assert overview["nodes"] == NODES
     assert overview["gpus"]["total"] == NODES * GPUS_PER_NODE
     assert sum(overview["pods"].values()) == JOBS * PODS_PER_JOB
-    assert _get(url + "/").count("<a href=\"/nodes#rack-") == 1  # one rack: "(no rack)"
+    assert _get(url + "/").count('<a href="/nodes#rack-') == 1  # one rack: "(no rack)"
     assert _get(url + "/nodes").count('<span class="state ready">') == NODES
     queues = _get(url + "/queues")
     assert "<h1>Queues</h1>" in queues and ">default<" in queues
