@@ -376,7 +376,8 @@ def nodes_page(model: Mapping[str, Any]) -> str:
     parts = [f"<h1>Nodes ({model['nodes']})</h1><p>{len(model['racks'])} racks</p>"]
     for r in model["racks"]:
         summary = (
-            f"{r['nodes']} node{'' if r['nodes'] == 1 else 's'}, GPUs {r['gpus_used']} / {r['gpus']} used, {r['pods']} pods"
+            f"{r['nodes']} node{'' if r['nodes'] == 1 else 's'}, "
+            f"GPUs {r['gpus_used']} / {r['gpus']} used, {r['pods']} pods"
             + (f", {r['cordoned']} cordoned" if r["cordoned"] else "")
         )
         parts.append(

@@ -262,6 +262,13 @@ def test_nodes_are_grouped_by_hypernode() -> None:
     page = overview_page(overview(state))
     assert '<a href="/nodes#rack-rack-b">rack-b</a>' in page
     assert "<rect" not in page  # no more squares with hover text
+    # the racks are computed again when a HyperNode changes (and kept while none does)
+    moved = _hypernode(
+        "rack-a", 1, exact, {"type": "Node", "selector": {"exactMatch": {"name": "node-1"}}}
+    )
+    moved["metadata"]["resourceVersion"] = "2"
+    state.sink("HyperNode", "MODIFIED", moved)
+    assert [n["name"] for n in racks.nodes(state)["racks"][0]["node_rows"]] == ["node-0", "node-1"]
 
 
 def test_without_hypernodes_the_rack_label_places_nodes() -> None:
