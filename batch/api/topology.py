@@ -17,6 +17,8 @@ from batch.api.meta import Condition, LabelSelectorRequirement, ObjectMeta
 from batch.api.selectors import label_selector_matches
 
 __all__ = [
+    "RACK_LABEL",
+    "SPINE_LABEL",
     "ExactMatch",
     "HyperNode",
     "HyperNodeSpec",
@@ -27,6 +29,11 @@ __all__ = [
     "RegexMatch",
     "member_matches",
 ]
+
+#: the node labels of racks and spines (`tephra sandbox --topology`), the network-topology
+#: plugin's default tiers 1 and 2 when there are no HyperNode objects
+RACK_LABEL = "topology.tephra.io/rack"
+SPINE_LABEL = "topology.tephra.io/spine"
 
 
 class ExactMatch(KubeModel):

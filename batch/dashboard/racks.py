@@ -16,14 +16,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batch.api.resources import describe_amount
-from batch.api.topology import member_matches
+from batch.api.topology import RACK_LABEL, member_matches
 from batch.dashboard.state import LiveState, Obj
-from batch.scheduler.plugins.network_topology import DEFAULT_AUTO_LABELS
 
 __all__ = ["NO_RACK", "RACK_LABEL", "nodes", "rack_of"]
 
 GPU = "nvidia.com/gpu"
-RACK_LABEL = DEFAULT_AUTO_LABELS.split(",")[0]
 #: the group of nodes that no HyperNode and no rack label places
 NO_RACK = "(no rack)"
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from batch.api.topology import member_matches as _matches
+from batch.api.topology import RACK_LABEL, SPINE_LABEL, member_matches as _matches
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
@@ -46,7 +46,7 @@ from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 
-DEFAULT_AUTO_LABELS = "topology.tephra.io/rack,topology.tephra.io/spine"
+DEFAULT_AUTO_LABELS = f"{RACK_LABEL},{SPINE_LABEL}"
 HOLDING = ALLOCATED_STATUS | {TaskStatus.PIPELINED}
 
 
