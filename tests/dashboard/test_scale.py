@@ -58,7 +58,7 @@ def _check_in_browser(url: str, tmp_path: Path) -> None:
     try:
         browser.goto(url + "/nodes")
         assert browser.eval("document.querySelectorAll('table.nodes tr').length") == NODES + 1
-        browser.screenshot(tmp_path / "dashboard-5000-nodes.png")
+        browser.screenshot(tmp_path / "dashboard-5000-nodes.png", whole_page=False)
     finally:
         browser.close()
 
