@@ -331,7 +331,7 @@ class SchedulerService:
             self.cache.assume_bind(req.uid, req.node)
 
             async def send(req: BindRequest = req) -> None:
-                self._bound(out, *await out.binder.bind_one(req))
+                self._bound(out, *await out.binder.bind_one(req, guard=guard))
 
             drop = functools.partial(self.cache.bind_failed, req.uid)
             out.requests.submit(send, drop, guard=guard, kind="bind")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -38,7 +38,9 @@ class FakeBinder(Binder):
     done: list[str]
     lock = threading.Lock()
 
-    async def bind_one(self, req: BindRequest) -> tuple[BindRequest, BindOutcome, str]:
+    async def bind_one(
+        self, req: BindRequest, *, guard: Callable[[], bool] | None = None
+    ) -> tuple[BindRequest, BindOutcome, str]:
         with self.lock:
             type(self).started.append(req.pod)
         try:
@@ -48,7 +50,7 @@ class FakeBinder(Binder):
                 return req, BindOutcome.FAILED, "injected failure"
             if req.pod.startswith(self.slow_prefix):
                 await asyncio.sleep(self.delay)
-            return await super().bind_one(req)
+            return await super().bind_one(req, guard=guard)
         finally:
             with self.lock:
                 type(self).done.append(req.pod)
