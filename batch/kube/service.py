@@ -165,6 +165,9 @@ class SchedulerService:
         self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._last_decisions: Decisions | None = None
         self._lapsed = False  # the last session found the leadership not current
+        #: the loop ended because the Lease was lost: the process should exit non-zero so
+        #: that it is restarted with fresh state (kube-scheduler exits 1 too)
+        self.lost_leadership = False
         #: queues whose fair-share figures the metrics export
         self._shared: set[str] = set()
         self.ledger: SchedulerLedger | None = None
@@ -631,6 +634,7 @@ class SchedulerService:
         while not stop.is_set():
             if elector is not None and elector.lost.is_set():
                 log.error("leadership lost: stopping the scheduling loop")
+                self.lost_leadership = True
                 break
             await out.requests.room(stop)  # backpressure: too many requests outstanding
             cycle_start = time.monotonic()
@@ -663,7 +667,7 @@ def run_scheduler(options: SchedulerOptions) -> int:
         await service.run(stop)
 
     asyncio.run(main())
-    return 0
+    return 1 if service.lost_leadership else 0
 
 
 class SchedulerComponent:

@@ -267,6 +267,7 @@ def test_scheduler_leader_paused_past_its_lease(stack: Stack) -> None:
     survivor = next(p for p in replicas if p is not stale)
     assert survivor.proc.poll() is None, s.logs()
     code = _stale_exit(s, stale)
+    assert code == 1, "a replica that lost its lease must exit 1, to be restarted"
     refused = stale.log().count("leadership not current")
     injected = (
         f"leader {stale.proc.pid} stopped {paused:.1f}s, {binds_at_resume} binds at SIGCONT, "
@@ -289,6 +290,7 @@ def test_controller_leader_paused_past_its_lease(stack: Stack, ledger: str) -> N
     survivor = next(p for p in replicas if p is not stale)
     assert survivor.proc.poll() is None, s.logs()
     code = _stale_exit(s, stale)
+    assert code == 1, "a replica that lost its lease must exit 1, to be restarted"
     jobs, doubled, pods, finished = _ledger_settled(s, ledger, JOBS + LATE)
     injected = (
         f"leader {stale.proc.pid} stopped {paused:.1f}s, stale controller's dropped writes "
