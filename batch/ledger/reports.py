@@ -39,7 +39,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql import ColumnElement, Select
 
 from batch.api.resources import is_byte_resource
-from batch.ledger.models import UTCDateTime
+from batch.ledger.models import UsageDay, UTCDateTime
+from batch.ledger.rollups import NONE
 
 GPU = "nvidia.com/gpu"
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -260,10 +261,80 @@ USAGE_GROUPS = ("day", "queue", "namespace", "submitter")
 
 
 def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> Report:
-    """GPU-hours and CPU-core-hours per UTC day (and queue/namespace/submitter)."""
+    """GPU-hours and CPU-core-hours per UTC day (and queue/namespace/submitter).
+
+    Finished pods' whole days come from the rollup (``usage_days``, batch.ledger.rollups); the
+    pods still running and the last day, when the window ends within it, from
+    ``report_pod_usage``. The two parts hold different (pod, day) rows, so they add up; without
+    the day among the groups, distinct pods are those that started in the window plus those
+    already running on its first day (``pods_started`` and ``pod_days`` of that day)."""
     _prepare(conn)
-    u = _pod_usage.c
     groups = [g for g in USAGE_GROUPS if g in by] or ["queue"]
+    cut = f.until.astimezone(dt.UTC).date() if f.until is not None else None
+    totals: dict[tuple[Any, ...], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for parts in (_usage_rolled(conn, f, groups, cut), _usage_raw(conn, f, groups, cut)):
+        for key, pods, gpu_h, cpu_h in parts:
+            acc = totals[key]
+            acc[0] += pods
+            acc[1] += gpu_h
+            acc[2] += cpu_h
+    rows = [
+        (*key, int(pods), _r(gpu_h, 4), _r(cpu_h, 4))
+        for key, (pods, gpu_h, cpu_h) in totals.items()
+        if pods
+    ]
+    rows.sort(key=lambda r: _null_order(conn, r[: len(groups)]))
+    return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
+
+
+_Part = list[tuple[tuple[Any, ...], int, float, float]]
+_MILLI_MS_PER_HOUR = 3_600_000_000.0
+
+
+def _null_order(conn: Connection, values: Sequence[Any]) -> tuple[Any, ...]:
+    """The order SQL gives rows: NULL last on PostgreSQL, first on SQLite."""
+    last = _pg(conn)
+    return tuple(((v is None) == last, "" if v is None else v) for v in values)
+
+
+def _usage_rolled(
+    conn: Connection, f: Filters, groups: Sequence[str], cut: dt.date | None
+) -> _Part:
+    """Finished pods' days before ``cut`` (the last, partial day), from the rollup."""
+    u: Any = UsageDay.__table__
+    keys = [u.c[g] for g in groups]
+    since = f.since.astimezone(dt.UTC).date() if f.since is not None else None
+    filters = [_in(u.c.queue, f.queues), _in(u.c.namespace, f.namespaces)]
+    days = [u.c.day >= since if since else None, u.c.day < cut if cut else None]
+    pods: Any = func.sum(u.c.pod_days if "day" in groups else u.c.pods_started)
+    sums = [pods, func.sum(u.c.gpu_milli_ms), func.sum(u.c.cpu_milli_ms)]
+    stmt = _where(select(*keys, *sums), *filters, *days).group_by(*keys)
+    out: _Part = [
+        (_rolled_key(groups, row), int(row[-3]), *_hours(row[-2], row[-1]))
+        for row in conn.execute(stmt)
+    ]
+    if since is not None and "day" not in groups:
+        # Pods already running when the window opens (started on an earlier day).
+        carry = select(*keys, func.sum(u.c.pod_days - u.c.pods_started))
+        carry = _where(carry, *filters, u.c.day == since).group_by(*keys)
+        out += [(_rolled_key(groups, row), int(row[-1]), 0.0, 0.0) for row in conn.execute(carry)]
+    return out
+
+
+def _rolled_key(groups: Sequence[str], row: Any) -> tuple[Any, ...]:
+    return tuple(
+        _day(v) if g == "day" else (v if v != NONE or g == "namespace" else None)
+        for g, v in zip(groups, row[: len(groups)], strict=True)
+    )
+
+
+def _hours(gpu: Any, cpu: Any) -> tuple[float, float]:
+    return int(gpu or 0) / _MILLI_MS_PER_HOUR, int(cpu or 0) / _MILLI_MS_PER_HOUR
+
+
+def _usage_raw(conn: Connection, f: Filters, groups: Sequence[str], cut: dt.date | None) -> _Part:
+    """Pods still running, and finished pods' days from ``cut`` on, from the view."""
+    u = _pod_usage.c
     keys = [u[g] for g in groups]
     conds: list[ColumnElement[bool] | None] = [
         _in(u.queue, f.queues),
@@ -272,28 +343,29 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
     if f.since is not None:
         day0 = f.since.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         conds += [or_(u.run_end.is_(None), u.run_end >= day0), u.day >= _day_param(conn, f.since)]
-    if f.until is not None:
+    if f.until is not None and cut is not None:
         last = f.until - dt.timedelta(microseconds=1)
+        cut_at = dt.datetime(cut.year, cut.month, cut.day, tzinfo=dt.UTC)
         conds += [u.run_start < f.until, u.day <= _day_param(conn, last)]
-    stmt = _where(
-        select(
-            *keys,
-            # One row per pod and day: with the day among the keys, rows are distinct pods.
-            func.count() if "day" in groups else func.count(distinct(u.pod_uid)),
-            func.sum(u.gpu_hours),
-            func.sum(u.cpu_core_hours),
-        ),
-        *conds,
+        conds.append(or_(u.run_end.is_(None), u.day >= _day_param(conn, cut_at)))
+        # Without the day: a finished pod counts here only if it started on the last day.
+        counted = or_(u.run_end.is_(None), u.run_start >= cut_at)
+    else:
+        conds.append(u.run_end.is_(None))
+        counted = u.run_end.is_(None)
+    pods = (
+        func.count()
+        if "day" in groups
+        else func.count(distinct(case((counted, u.pod_uid), else_=None)))
     )
-    stmt = stmt.group_by(*keys).order_by(*keys)
-    rows = []
-    for row in conn.execute(stmt):
-        head = [
+    stmt = _where(select(*keys, pods, func.sum(u.gpu_hours), func.sum(u.cpu_core_hours)), *conds)
+    out: _Part = []
+    for row in conn.execute(stmt.group_by(*keys)):
+        key = tuple(
             _day(v) if g == "day" else v for g, v in zip(groups, row[: len(groups)], strict=True)
-        ]
-        pods, gpu_h, cpu_h = row[len(groups) :]
-        rows.append((*head, pods, _r(gpu_h, 4), _r(cpu_h, 4)))
-    return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
+        )
+        out.append((key, int(row[-3]), float(row[-2] or 0.0), float(row[-1] or 0.0)))
+    return out
 
 
 # ------------------------------------------------------------------------------ preemptions

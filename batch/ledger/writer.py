@@ -50,6 +50,7 @@ from batch.ledger.models import (
     QueueUsageSample,
     SchedulingEvent,
 )
+from batch.ledger.rollups import UsageDelta
 
 Policy = Literal["first", "latest", "min", "max", "phase", "derived", "now"]
 Row = dict[str, Any]
@@ -407,10 +408,13 @@ class Writer:
             batch.add(event, stamp)
             count += 1
         insert = _insert_fn(conn)
+        # The usage rollup follows the pod and job rows, in this transaction.
+        usage = UsageDelta(conn, batch.pods, batch.jobs)
         self._upsert(conn, insert, Job.__table__, "uid", JOB_POLICY, list(batch.jobs.values()))
         self._upsert(
             conn, insert, PodAttempt.__table__, "pod_uid", POD_POLICY, list(batch.pods.values())
         )
+        usage.apply(conn)
         self._insert_new(conn, insert, JobTransition.__table__, list(batch.transitions.values()))
         self._collapse_repeats(conn, {row["job_uid"] for row in batch.transitions.values()})
         self._insert_new(conn, insert, SchedulingEvent.__table__, list(batch.scheduling.values()))
