@@ -283,18 +283,15 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
         for key, (pods, gpu_h, cpu_h) in totals.items()
         if pods
     ]
-    rows.sort(key=lambda r: _null_order(conn, r[: len(groups)]))
+    # The order SQL gives rows: NULL last on PostgreSQL, first on SQLite (no key is "").
+    null = "\U0010ffff" if _pg(conn) else ""
+    n = len(groups)
+    rows.sort(key=lambda r: tuple([null if v is None else v for v in r[:n]]))
     return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
 
 
 _Part = list[tuple[tuple[Any, ...], int, float, float]]
 _MILLI_MS_PER_HOUR = 3_600_000_000.0
-
-
-def _null_order(conn: Connection, values: Sequence[Any]) -> tuple[Any, ...]:
-    """The order SQL gives rows: NULL last on PostgreSQL, first on SQLite."""
-    last = _pg(conn)
-    return tuple(((v is None) == last, "" if v is None else v) for v in values)
 
 
 def _usage_rolled(
@@ -322,9 +319,12 @@ def _usage_rolled(
 
 
 def _rolled_key(groups: Sequence[str], row: Any) -> tuple[Any, ...]:
+    """The report's key of a rollup row: ISO days, NULL for an unknown queue or submitter."""
     return tuple(
-        _day(v) if g == "day" else (v if v != NONE or g == "namespace" else None)
-        for g, v in zip(groups, row[: len(groups)], strict=True)
+        [
+            v.isoformat() if g == "day" else (None if v == NONE and g != "namespace" else v)
+            for g, v in zip(groups, row, strict=False)
+        ]
     )
 
 
