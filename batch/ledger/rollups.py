@@ -156,7 +156,12 @@ class UsageDelta:
     def apply(self, conn: Connection) -> None:
         """Read the state after the upserts and add the difference to the rollup."""
         jobs_after = read_jobs(conn, self.job_uids)
-        changed = {u for u in self.job_uids if jobs_after.get(u) != self.jobs_before.get(u)}
+        unknown = (None, None)  # a job not recorded yet gives its pods no queue or submitter
+        changed = {
+            u
+            for u in self.job_uids
+            if jobs_after.get(u, unknown) != self.jobs_before.get(u, unknown)
+        }
         pods_after = read_pods(conn, _by_uid, self.pod_uids)
         others = read_pods(conn, _finished_of, changed)
         delta: dict[Key, Amounts] = defaultdict(lambda: [0, 0, 0, 0])

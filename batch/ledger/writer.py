@@ -409,7 +409,9 @@ class Writer:
             count += 1
         insert = _insert_fn(conn)
         # The usage rollup follows the pod and job rows, in this transaction.
-        usage = UsageDelta(conn, batch.pods, batch.jobs)
+        # Only a job row that names a queue or submitter can move its pods to other keys.
+        keyed = [u for u, r in batch.jobs.items() if r["queue"] is not None or r["submitter"]]
+        usage = UsageDelta(conn, batch.pods, keyed)
         self._upsert(conn, insert, Job.__table__, "uid", JOB_POLICY, list(batch.jobs.values()))
         self._upsert(
             conn, insert, PodAttempt.__table__, "pod_uid", POD_POLICY, list(batch.pods.values())
