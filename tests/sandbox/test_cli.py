@@ -153,7 +153,7 @@ def test_up_serves_the_dashboard_and_prints_its_url(tmp_path: Path) -> None:
     import json
     import urllib.request
 
-    proc, _kubeconfig, _ = _up(tmp_path, "--no-ledger")
+    proc, _kubeconfig = _up(tmp_path, "--no-ledger")
     try:
         url = _dashboard_line(proc)
         assert url.startswith("http://127.0.0.1:") and url.endswith("/")
@@ -168,7 +168,7 @@ def test_up_serves_the_dashboard_and_prints_its_url(tmp_path: Path) -> None:
 
 
 def test_up_without_the_dashboard(tmp_path: Path) -> None:
-    proc, _kubeconfig, _ = _up(tmp_path, "--no-ledger", "--no-dashboard")
+    proc, _kubeconfig = _up(tmp_path, "--no-ledger", "--no-dashboard")
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
