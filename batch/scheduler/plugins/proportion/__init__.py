@@ -493,7 +493,8 @@ def borrow_fits(
     """Fair share: the borrowing admission allows (``beyond_share``) holds when placing too: in
     allocate and backfill, an admitted job's task beyond its queue's share (within its
     capability) may be placed when the rest of the job's minimum (the task alone, above it) may
-    borrow the room (``may_borrow``). Evicting actions never borrow."""
+    borrow the room (``may_borrow``, against work that can be placed now). Evicting actions
+    never borrow."""
     if ssn.action not in ("allocate", "backfill") or job.phase not in ("Inqueue", "Running"):
         return False
     dims = np.flatnonzero(task.req[1:] > 0) + 1
@@ -502,7 +503,7 @@ def borrow_fits(
     mr = job.min_resources
     rest = np.maximum(mr - job.allocated, 0) if mr is not None else np.zeros_like(task.req)
     need = np.maximum(rest, task.req).astype(np.float64)
-    return may_borrow(ssn, a, need, attrs)
+    return may_borrow(ssn, a, need, attrs, placing=True)
 
 
 def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
