@@ -718,6 +718,9 @@ class ProportionPlugin(Plugin):
         )
         self.decay = usage_decay_of(arguments)
         self.usage: dict[str, UsageFigure] = {}
+        #: fair shares down a tree (None: flat); its inner queues without jobs publish their
+        #: subtree's sums (``QueueTree.inner_figures``)
+        self.tree: QueueTree | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
@@ -736,6 +739,7 @@ class ProportionPlugin(Plugin):
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
+        self.tree = tree
         self.total = total
         _register_queue_points(ssn, attrs)
         _register_victim_points(ssn, attrs)
@@ -745,6 +749,8 @@ class ProportionPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)
+        if self.tree is not None:  # after the session's placements, as the queues' own
+            publish_shares(ssn, self.tree.inner_figures(self.attrs))
         for name, fig in self.usage.items():
             m = ssn.queue_metrics.get(name)
             if m is not None:
