@@ -103,8 +103,12 @@ def test_a_subtree_s_unused_share_goes_to_the_other_subtree() -> None:
 
 
 def test_an_inner_queue_s_capability_caps_its_subtree() -> None:
+    """Each leaf asks for 32 GPUs in four 8-GPU gangs (one 32-GPU gang could never run under
+    teamA's 8: ``test_a_gang_larger_than_an_ancestor_s_capability_can_never_fit``)."""
     c = _cluster(capability={"teamA": {"nvidia.com/gpu": "8"}})
-    _every_leaf_asks(c)
+    for q in ("a1", "a2", "teamB"):
+        for _ in range(4):
+            _asks(c, q, 1)
     assert _deserved(c) == {"a1": 2.0, "a2": 6.0, "teamB": 24.0, "teamA": 8.0}
 
 
@@ -170,3 +174,22 @@ def test_a_queue_holds_no_more_than_its_ancestors_capability() -> None:
     phases = [d.podgroup_status[("default", f"g{i}")]["phase"] for i in range(2)]
     assert phases == ["Inqueue", "Pending"]
     assert d.pending_reasons["default/g1"].kind == "OverCapability"
+
+
+def test_a_gang_larger_than_an_ancestor_s_capability_can_never_fit() -> None:
+    """teamA may hold 8 GPUs; a1 (no capability of its own) asks for 16: it can never run
+    under teamA, so it is "can never fit" (counted in no demand), not a gang waiting for room.
+    Before, only a1's own capability was judged."""
+    c = _cluster(capability={"teamA": {"nvidia.com/gpu": "8"}})
+    mr = {"cpu": "2", "nvidia.com/gpu": "16"}
+    c.apply("PodGroup", "ADDED", f.podgroup("wide", queue="a1", min_member=2, min_resources=mr))
+    why = run_session(c, load_config(TEPHRA_DEFAULT_CONFIG), now=NOW).pending_reasons
+    assert why["default/wide"].kind == "NeverFits", why["default/wide"]
+    assert why["default/wide"].message == (
+        "can never fit: the gang asks for 16 nvidia.com/gpu, queue 'teamA' may hold 8"
+    )
+    c.apply(
+        "Queue", "MODIFIED", f.queue("teamA", parent="root", capability={"nvidia.com/gpu": "16"})
+    )
+    why = run_session(c, load_config(TEPHRA_DEFAULT_CONFIG), now=NOW).pending_reasons
+    assert why["default/wide"].kind != "NeverFits"  # judged again when the parent changes
