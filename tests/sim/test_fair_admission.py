@@ -127,3 +127,23 @@ def test_a_fractional_share_leaves_no_gpu_idle_while_work_waits() -> None:
     done = run_policy(w, policy("tephra"))
     # binding takes a session or two after a completion (the fast lifecycle); never a wave
     assert _longest_gpu_idle(done.result.jobs, alone) <= 3.0
+
+
+def test_the_fairness_metrics_read_the_scheduler_s_deserved_share() -> None:
+    """q1 may hold 4 of 16 GPUs (capability), so the scheduler deserves it 4 and q2 12; the
+    simulator's own flat water-filling by weight said 8 and 8, and its fairness figures showed
+    a share the scheduler never decided. The kube-default baseline (one queue) keeps that
+    yardstick: it publishes no share per trace queue."""
+    jobs = [
+        job(f"{q}-{i:03d}", submit=5.0 * i, run=RUN, queue=q)
+        for q in ("q1", "q2")
+        for i in range(200)
+    ]
+    capped = QueueSpec("q1", 1, capability={"nvidia.com/gpu": "4"})
+    w = workload(jobs, cluster(GPUS // 8, queues=[capped, QueueSpec("q2", 1)]))
+    shares = run_policy(w, policy("tephra")).summary["queues"]
+    assert shares["q1"]["deserved_share"] == pytest.approx(0.25, abs=0.02)
+    assert shares["q2"]["deserved_share"] == pytest.approx(0.75, abs=0.02)
+    assert shares["q1"]["ratio"] == pytest.approx(1.0, abs=0.1)
+    flat = run_policy(w, policy("kube-default")).summary["queues"]
+    assert flat["q1"]["deserved_share"] == pytest.approx(0.5, abs=0.02)
