@@ -111,22 +111,39 @@ def _longest_gpu_idle(jobs: Sequence[JobRecord], since: float) -> float:
     return max(t - f for f, t in zip(freed, taken, strict=False))
 
 
-def test_a_fractional_share_leaves_no_gpu_idle_while_work_waits() -> None:
-    """docs/sim.md's reproduction of the idle-GPU flaw: weights 1:4 on 16 GPUs (shares 3.2 and
-    12.8, no whole number of one-GPU jobs); q1 ran the cluster alone, then both queues submit.
-    Before, q2's admitted jobs beyond its share were refused the 16th GPU for q1, whose jobs
-    the budget q2's admissions held kept out: one GPU idle for each 100 s wave."""
-    alone = 2000.0
-    jobs = [job(f"early-{i:02d}", submit=0, run=alone, queue="q1") for i in range(GPUS)]
+ALONE = 2000.0
+
+
+def _fractional_shares_after_a_lone_queue() -> list[JobRecord]:
+    """docs/sim.md's reproduction: weights 1:4 on 16 GPUs (shares 3.2 and 12.8, no whole
+    number of one-GPU jobs); q1 runs the cluster alone, then both queues submit 64 jobs."""
+    jobs = [job(f"early-{i:02d}", submit=0, run=ALONE, queue="q1") for i in range(GPUS)]
     jobs += [
-        job(f"{q}-{i:03d}", submit=alone - 1, run=RUN, queue=q)
+        job(f"{q}-{i:03d}", submit=ALONE - 1, run=RUN, queue=q)
         for q in ("q1", "q2")
         for i in range(4 * GPUS)
     ]
     w = workload(jobs, cluster(GPUS // 8, queues=[QueueSpec("q1", 1), QueueSpec("q2", 4)]))
-    done = run_policy(w, policy("tephra"))
+    return list(run_policy(w, policy("tephra")).result.jobs)
+
+
+def test_a_fractional_share_leaves_no_gpu_idle_while_work_waits() -> None:
+    """Before, q2's admitted jobs beyond its share were refused the 16th GPU for q1, whose jobs
+    the budget q2's admissions held kept out: one GPU idle for each 100 s wave."""
     # binding takes a session or two after a completion (the fast lifecycle); never a wave
-    assert _longest_gpu_idle(done.result.jobs, alone) <= 3.0
+    assert _longest_gpu_idle(_fractional_shares_after_a_lone_queue(), ALONE) <= 3.0
+
+
+def test_a_fractional_share_admits_no_more_than_the_idle_room() -> None:
+    """Every wave runs q1's 3 (its 3.2 rounded down) and q2's 13 (its 12.8 and the GPU left):
+    borrowing admits only on idle room no admitted gang will take. Before, q2 was admitted to
+    4 jobs beyond its share on GPUs q1's admitted jobs were about to take (19 admitted for 16
+    GPUs), and q1's admitted jobs waited a wave for them."""
+    counts = {"q1": 0, "q2": 0}
+    for r in _fractional_shares_after_a_lone_queue():
+        if r.start is not None and ALONE <= r.start < ALONE + 3 * RUN:
+            counts[r.queue] += 1
+    assert counts == {"q1": 9, "q2": 39}, counts
 
 
 def test_the_fairness_metrics_read_the_scheduler_s_deserved_share() -> None:

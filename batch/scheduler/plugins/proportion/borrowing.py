@@ -93,15 +93,20 @@ def owed(ssn: Session, b: QueueAttr) -> F:
     return np.zeros_like(gap)
 
 
-def unowed_idle(ssn: Session, a: QueueAttr, attrs: Iterable[QueueAttr]) -> F:
-    """What is idle now less what the queues other than ``a`` are still owed."""
+def unowed_idle(
+    ssn: Session, a: QueueAttr, attrs: Iterable[QueueAttr], *, placing: bool = False
+) -> F:
+    """What is idle now less what the queues other than ``a`` are still owed; when admitting
+    (not ``placing``), less what every queue was admitted to and has not placed yet too (that
+    room is taken already: admitting on it made gangs wait admitted, holding the budget)."""
     nd = ssn.nodes
     room: F = nd.idle[:, nd.valid].sum(axis=1).astype(np.float64)
     for b in attrs:
-        if b is not a:
-            o = owed(ssn, b)
-            n = min(len(room), len(o))
-            room[:n] -= o[:n]
+        o = owed(ssn, b) if b is not a else np.zeros_like(b.deserved)
+        if not placing:
+            o = o + b.inqueue
+        n = min(len(room), len(o))
+        room[:n] -= o[:n]
     return room
 
 
@@ -147,7 +152,7 @@ def may_borrow(
     """May queue ``a`` take ``need`` beyond its share? Only on idle room no other queue is
     owed, and only if no other queue's next work that also fits that room (when ``placing``,
     work that can be placed now) would leave it with a lower share than ``a`` will have."""
-    room = unowed_idle(ssn, a, attrs.values())
+    room = unowed_idle(ssn, a, attrs.values(), placing=placing)
     if not le_common(need, room):
         return False
     mine = _share_after(a, need)
