@@ -214,7 +214,8 @@ def sync_children(
     older version goes first: look again in 0.5 s) and the plugin objects on a new layout."""
     if plan.full_kill is not None or plan.phase not in _ACTIVE_PHASES:
         return [], []
-    group = sync_podgroup(job, podgroup, plan.version, priority_values=priority_values)
+    pv = priority_values
+    group = sync_podgroup(job, podgroup, plan.version, priority_values=pv, tasks=tasks)
     if podgroup is not None and _pg_version(podgroup) < plan.version:
         result.requeue(0.5)
     return group, relayout(job, tasks, plugins, cres)
@@ -474,7 +475,7 @@ def reconcile_job(
     refused = refuse_oversized(facts, limits, now) or refused
     if refused is not None:
         return refused
-    min_av = job_min_available(job)
+    min_av = job_min_available(job, facts.tasks)
     result = ReconcileResult(notes=list(facts.notes))
     plugins, refused = job_plugins(job, facts, result.notes, now)
     if refused is not None:

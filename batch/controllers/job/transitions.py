@@ -85,7 +85,8 @@ def initialise(
         "conditions": [{"status": c.PENDING, "lastTransitionTime": format_time(now)}],
     }
     actions.append(PatchStatus(ref, new_status))
-    actions.append(CreateObject(build_podgroup(job, version=0, priority_values=priority_values)))
+    pg = build_podgroup(job, version=0, priority_values=priority_values, tasks=tasks)
+    actions.append(CreateObject(pg))
     return actions
 
 
@@ -117,15 +118,18 @@ def sync_podgroup(
     version: int,
     *,
     priority_values: Mapping[str, int] | None,
+    tasks: Sequence[TaskView] | None = None,
 ) -> list[Any]:
     """Keep the job's PodGroup in line: create it, delete one of an older job version, or patch
-    the fields Volcano updates (minMember, minTaskMember, minResources, priorityClassName)."""
+    the fields Volcano updates (minMember, minTaskMember, minResources, priorityClassName).
+    `tasks`: the job's parsed tasks (parsed again when not given)."""
     if podgroup is None:
-        return [CreateObject(build_podgroup(job, version=version, priority_values=priority_values))]
+        pv = priority_values
+        return [CreateObject(build_podgroup(job, version=version, priority_values=pv, tasks=tasks))]
     pg_ref = ObjectRef.of(_with_kind(podgroup, "PodGroup"))
     if _pg_version(podgroup) < version:
         return [] if meta(podgroup).get("deletionTimestamp") else [DeleteObject(pg_ref)]
-    want = podgroup_spec(job, priority_values=priority_values)
+    want = podgroup_spec(job, priority_values=priority_values, tasks=tasks)
     have = podgroup.get("spec") or {}
     keys = ["minMember", "minTaskMember", "minResources"]
     if want.get("priorityClassName"):
