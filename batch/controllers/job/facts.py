@@ -19,11 +19,7 @@ from batch.controllers.actions import (
 )
 from batch.controllers.job.helpers import _count
 from batch.controllers.job.pods import _refuse_job
-from batch.controllers.jobspec import (
-    TaskView,
-    meta,
-    tasks_of,
-)
+from batch.controllers.jobspec import TaskView, job_min_available, meta, tasks_of
 from batch.controllers.timeutil import format_time
 
 
@@ -41,6 +37,8 @@ class JobFacts:
     retry: int
     max_retry: int
     tasks: Sequence[TaskView]
+    #: spec.minAvailable, else the webhook default from the tasks (`job_min_available`)
+    min_available: int
     notes: tuple[str, ...] = ()
 
     @property
@@ -75,6 +73,7 @@ def read_job(job: Mapping[str, Any]) -> JobFacts:
     if phase and phase not in c.JOB_PHASES:
         notes = (f"unknown phase {phase!r} taken as {c.PENDING}",)
         phase = c.PENDING
+    tasks = tasks_of(job)
     return JobFacts(
         ref=ref,
         spec=spec,
@@ -83,7 +82,8 @@ def read_job(job: Mapping[str, Any]) -> JobFacts:
         version=_count(status.get("version")),
         retry=_count(status.get("retryCount")),
         max_retry=int(default_max_retry(spec.get("maxRetry"))),
-        tasks=tasks_of(job),
+        tasks=tasks,
+        min_available=job_min_available(job, tasks),
         notes=notes,
     )
 

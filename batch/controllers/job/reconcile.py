@@ -60,7 +60,6 @@ from batch.controllers.job.transitions import (
 )
 from batch.controllers.jobspec import (
     TaskView,
-    job_min_available,
     job_volumes,
     meta,
 )
@@ -475,7 +474,7 @@ def reconcile_job(
     refused = refuse_oversized(facts, limits, now) or refused
     if refused is not None:
         return refused
-    min_av = job_min_available(job, facts.tasks)
+    min_av = facts.min_available
     result = ReconcileResult(notes=list(facts.notes))
     plugins, refused = job_plugins(job, facts, result.notes, now)
     if refused is not None:
