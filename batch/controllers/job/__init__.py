@@ -48,10 +48,6 @@ A reconcile reads as its steps, each a pure function tested on its own
 from __future__ import annotations
 
 from batch.controllers.job.base import (
-    _ACTIVE_PHASES as _ACTIVE_PHASES,
-    _FULL_KILL_PHASES as _FULL_KILL_PHASES,
-    _SOFT_KILL_PHASES as _SOFT_KILL_PHASES,
-    _TARGETED as _TARGETED,
     JSON as JSON,
     LAYOUT_KEY as LAYOUT_KEY,
     RETAIN_FINISHED as RETAIN_FINISHED,
@@ -62,11 +58,8 @@ from batch.controllers.job.base import (
     TOKEN_TARGET as TOKEN_TARGET,
     PodView as PodView,
     Request as Request,
-    _Plan as _Plan,
 )
 from batch.controllers.job.events import (
-    _remembered_evictions as _remembered_evictions,
-    _requests as _requests,
     evictions_seen as evictions_seen,
     evictions_under_way as evictions_under_way,
     pod_events as pod_events,
@@ -76,33 +69,13 @@ from batch.controllers.job.events import (
 )
 from batch.controllers.job.facts import (
     JobFacts as JobFacts,
-    _initialise_refused as _initialise_refused,
     pending_forbidden as pending_forbidden,
     read_job as read_job,
     refuse_oversized as refuse_oversized,
 )
-from batch.controllers.job.helpers import (
-    _count as _count,
-    _dependencies_ready as _dependencies_ready,
-    _empty_like as _empty_like,
-    _finished_phase as _finished_phase,
-    _layout as _layout,
-    _load_counts as _load_counts,
-    _load_timers as _load_timers,
-    _pg_version as _pg_version,
-    _pod_stub as _pod_stub,
-    _running_check as _running_check,
-    _store_json as _store_json,
-    _timer_entry as _timer_entry,
-    _timer_key as _timer_key,
-    _with_kind as _with_kind,
-)
 from batch.controllers.job.plugin_objects import (
-    _MOUNTED_KINDS as _MOUNTED_KINDS,
     FOREIGN_RECHECK_SECONDS as FOREIGN_RECHECK_SECONDS,
     NOT_OWNED as NOT_OWNED,
-    _not_owned as _not_owned,
-    _stale as _stale,
     guard_plugin_objects as guard_plugin_objects,
     job_plugins as job_plugins,
     plugin_object_keys as plugin_object_keys,
@@ -110,18 +83,10 @@ from batch.controllers.job.plugin_objects import (
 )
 from batch.controllers.job.pods import (
     NO_PRIORITY_CLASS as NO_PRIORITY_CLASS,
-    _missing_pods as _missing_pods,
-    _missing_priority_classes as _missing_priority_classes,
-    _refuse_job as _refuse_job,
-    _report_missing_classes as _report_missing_classes,
-    _resource_problem as _resource_problem,
 )
 from batch.controllers.job.policies import (
     Fired as Fired,
     Killer as Killer,
-    _counts as _counts,
-    _target_of as _target_of,
-    _token_matches as _token_matches,
     condemned as condemned,
     fire_policies as fire_policies,
     policy_action as policy_action,
@@ -148,7 +113,6 @@ from batch.controllers.job.reconcile import (
     write_status as write_status,
 )
 from batch.controllers.job.transitions import (
-    _record_retained as _record_retained,
     initialise as initialise,
     level_phase as level_phase,
     next_state as next_state,
