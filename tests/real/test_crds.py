@@ -70,7 +70,9 @@ def test_volcano_examples_pass_the_real_schema_validation(api: Api, crds: list[s
     refused = {}
     for where, doc in objects:
         code, answer = api.request("POST", collection_path(api, doc) + "?dryRun=All", doc)
-        if code != 201:
+        # AlreadyExists comes from storage, after validation passed (a `default` queue made
+        # by a scheduler an earlier test of the shared control plane ran)
+        if code != 201 and not (code == 409 and answer.get("reason") == "AlreadyExists"):
             refused[where] = answer.get("message")
     assert not refused, refused
 
