@@ -275,3 +275,125 @@ def test_pytorchjob_that_fits_runs_as_one_gang_and_completes(ops: Operators) -> 
     assert row["kind"] == "PyTorchJob" and row["queue"] == "default", row
     assert row["final_phase"] == "Completed", row
     assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
+
+
+def _deleted(stack: Operators, path: str) -> None:
+    stack.api.request("DELETE", path)
+    stack.wait(f"{path} gone", lambda: stack.get(path) is None)
+
+
+def test_pytorchjob_restart_of_tephra_controller_recreates_no_podgroup(ops: Operators) -> None:
+    """The finished pt-fit's PodGroup was deleted by the operator; Tephra's controller, started
+    again, must not make one for the finished pods (issue 34.5)."""
+    job = ops.get(f"{KF}/namespaces/{NS}/pytorchjobs/pt-fit")
+    if job is None or _job_phase(ops, f"{KF}/namespaces/{NS}/pytorchjobs/pt-fit") != "Succeeded":
+        pytest.skip("needs test_pytorchjob_that_fits_runs_as_one_gang_and_completes first")
+    uid = job["metadata"]["uid"]
+    ops.wait("the operator deletes the finished job's PodGroup", lambda: not _podgroup_of(ops, uid))
+    ops.restart_controller()
+    ops.controller.wait_for(r"_reconcile_ledger_again .* executed successfully")
+    # A second pass over the pods: a PodGroup made by the restart would be here by now.
+    ops.controller.wait_for(r"(?s)_reconcile_ledger_again.*_reconcile_ledger_again|Handler", 30)
+    assert _podgroup_of(ops, uid) is None, ops.logs()
+    row = ops.ledger("pt-fit")
+    assert row and row["final_phase"] == "Completed", row
+
+
+def test_pytorchjob_too_big_binds_nothing_queue_priority_and_deletion(ops: Operators) -> None:
+    """Five 10-cpu pods on four 16-cpu Nodes: no pod is bound; the PodGroup carries the queue
+    and priority of runPolicy.schedulingPolicy; deleting the waiting job ends it in the ledger
+    as Deleted, never started."""
+    _queue(ops, "ops-q")
+    body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+    body.update(metadata={"name": "ops-high"}, value=1000)
+    ops.api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
+    path = f"{KF}/namespaces/{NS}/pytorchjobs"
+    doc = pytorchjob("pt-big", workers=4, cpu="10", queue="ops-q", priority="ops-high")
+    uid = ops.create(path, doc)["metadata"]["uid"]
+    pg = ops.wait("the operator's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["queue"] == "ops-q" and pg["spec"]["minMember"] == 5, pg
+    assert pg["spec"].get("priorityClassName") == "ops-high", pg
+    ops.wait("the ledger row", lambda: ops.ledger("pt-big"))
+
+    def unschedulable() -> bool:
+        found = _podgroup_of(ops, uid) or {}
+        conds = (found.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Unschedulable" and c.get("status") == "True" for c in conds)
+
+    ops.wait("PodGroup Unschedulable", unschedulable)
+    assert not [
+        p for p in ops.pods_of("training.kubeflow.org/job-name=pt-big") if p["spec"].get("nodeName")
+    ]
+    row = ops.ledger("pt-big")
+    assert row and row["kind"] == "PyTorchJob" and row["queue"] == "ops-q", row
+    assert row["first_started_at"] is None and row["final_phase"] is None, row
+    why = ops.tephra("job", "why", "pt-big", "-n", NS)
+    assert "pt-big" in why, why
+    listed = ops.tephra("job", "list", "-A")
+    assert any("pt-big" in line and "PyTorchJob" in line for line in listed.splitlines()), listed
+    _deleted(ops, f"{path}/pt-big")
+    row = ops.wait("ledger Deleted", lambda: (r := ops.ledger("pt-big")) and r["final_phase"] and r)
+    assert row["final_phase"] == "Deleted" and row["first_started_at"] is None, row
+
+
+def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
+    def template(container: str) -> dict[str, Any]:
+        res = {"cpu": "200m", "memory": "256Mi"}
+        return {
+            "spec": {
+                "nodeSelector": dict(NODE_LABEL),
+                "containers": [
+                    {
+                        "name": container,
+                        "image": "rayproject/ray:2.9.0",
+                        "resources": {"requests": res, "limits": res},
+                    }
+                ],
+            }
+        }
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
+        },
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": workers,
+                    "minReplicas": workers,
+                    "maxReplicas": workers,
+                    "rayStartParams": {},
+                    "template": template("ray-worker"),
+                }
+            ],
+        },
+    }
+
+
+def test_raycluster_runs_as_the_operators_gang_in_its_queue(ops: Operators) -> None:
+    _queue(ops, "ray-q")
+    path = f"{RAY}/namespaces/{NS}/rayclusters"
+    uid = ops.create(path, raycluster("rc", workers=2, queue="ray-q"))["metadata"]["uid"]
+    pg = ops.wait("KubeRay's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["queue"] == "ray-q" and pg["spec"]["minMember"] == 3, pg
+
+    def all_bound() -> bool:
+        found = ops.pods_of("ray.io/cluster=rc")
+        return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("3 Ray pods bound", all_bound)
+    row = ops.wait(
+        "ledger Running", lambda: (r := ops.ledger("rc")) and r["first_started_at"] and r
+    )
+    assert row["kind"] == "RayCluster" and row["queue"] == "ray-q", row
+    listed = ops.tephra("job", "list", "-A")
+    assert any(" rc " in f" {line} " and "RayCluster" in line for line in listed.splitlines())
+    _deleted(ops, f"{path}/rc")
+    row = ops.wait("ledger end", lambda: (r := ops.ledger("rc")) and r["final_phase"] and r)
+    assert row["final_phase"] == "Deleted" and row["finished_at"], row
