@@ -33,6 +33,7 @@ tests and for explaining a RayJob/RayService before it runs.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,6 +131,31 @@ def _with_autoscaler(head_pod_spec: Mapping[str, Any], options: Any) -> dict[str
     return {**head_pod_spec, "containers": containers}
 
 
+# RayCluster.status.state (KubeRay v1.5: ready, failed, suspended; "unhealthy" is deprecated)
+_CLUSTER_PHASES = {"ready": "Running", "failed": "Failed", "suspended": "Terminated"}
+
+
+def _cluster_phase(status: Mapping[str, Any]) -> tuple[str | None, dt.datetime | None]:
+    """A RayCluster's phase and since when: the time KubeRay recorded for its state, else the
+    status's last update."""
+    state = str(status.get("state") or "")
+    times = status.get("stateTransitionTimes")
+    at = times.get(state) if isinstance(times, Mapping) else None
+    return _CLUSTER_PHASES.get(state), parse_time(at) or parse_time(status.get("lastUpdateTime"))
+
+
+def _job_phase(workload: Mapping[str, Any]) -> tuple[str | None, dt.datetime | None]:
+    status = workload.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    phase = _JOB_PHASES.get(str(status.get("jobDeploymentStatus") or ""))
+    at = (
+        parse_time(status.get("endTime"))
+        if phase in ("Completed", "Failed", "Terminated")
+        else None
+    )
+    return phase, at or parse_time(status.get("startTime"))
+
+
 class RayAdapter:
     """The KubeRay :class:`~batch.api.integration.WorkloadAdapter`."""
 
@@ -210,24 +236,21 @@ class RayAdapter:
         return None
 
     def observe(self, workload: Mapping[str, Any]) -> WorkloadObservation | None:
-        """A RayJob for the ledger: the pods of the cluster it creates, counted as its gang
-        counts them, and its ``jobDeploymentStatus`` as the current phase."""
-        if not is_kind(workload, [WorkloadKind(API_VERSION, "RayJob", "rayjobs")], "RayJob"):
+        """A RayJob or RayCluster for the ledger: the pods of its gang, counted as the gang
+        counts them, and its current phase: a RayJob's ``jobDeploymentStatus``, a RayCluster's
+        ``state`` (the controller watches RayClusters, so without it their rows never start)."""
+        if is_kind(workload, self._kinds, "RayCluster"):
+            status = workload.get("status")
+            phase, at = _cluster_phase(status if isinstance(status, Mapping) else {})
+        elif is_kind(workload, [WorkloadKind(API_VERSION, "RayJob", "rayjobs")], "RayJob"):
+            phase, at = _job_phase(workload)
+        else:
             return None
         versioned = {**workload, "apiVersion": API_VERSION}
         try:
             gang = self.gang_for_workload(versioned)
         except GangError:
             gang = None
-        status = workload.get("status")
-        status = status if isinstance(status, Mapping) else {}
-        phase = _JOB_PHASES.get(str(status.get("jobDeploymentStatus") or ""))
-        at = (
-            parse_time(status.get("endTime"))
-            if phase in ("Completed", "Failed", "Terminated")
-            else None
-        )
-        at = at or parse_time(status.get("startTime"))
         if gang is None:
             return WorkloadObservation(phases=[(phase, at)] if phase and at else [])
         return WorkloadObservation(

@@ -1,0 +1,459 @@
+"""The real operators end to end (issue 34, item 5): Kubeflow's training-operator v1.8.1 and
+KubeRay's ray-operator v1.5.0, built by scripts/build-oracle.sh, run beside `tephra controller`
+(with a SQLite ledger) and `tephra scheduler` on the session's real control plane and emulated
+kubelets. The operators make the Volcano PodGroups themselves; Tephra must schedule them as
+gangs, keep out of their way once they finish, and its ledger and CLI must follow the framework
+objects by their own names.
+
+Without a Go toolchain to build the operators these tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batch.sandbox.control_plane import ControlPlane
+from tests.real.conftest import Api, TephraProcess, install_crds, oracle_bin, tephra_process
+from tests.real.kubelets import NODE_LABEL, Cluster
+from tests.real.test_e2e_real import (
+    RUN,
+    SCHED,
+    Stack,
+    _controller_args,
+    _free_port,
+    _namespace,
+    _queue,
+    _scheduler_args,
+    _scheduler_conf,
+    _wait_open,
+)
+
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
+
+NS = "ops"
+KF = "/apis/kubeflow.org/v1"
+RAY = "/apis/ray.io/v1"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+
+
+class Operators(Stack):
+    """Tephra's processes, the two operators and the ledger file."""
+
+    def __init__(
+        self,
+        api: Api,
+        controller: TephraProcess,
+        schedulers: list[TephraProcess],
+        operators: list[TephraProcess],
+        db: Path,
+        tmp: Path,
+    ) -> None:
+        super().__init__(api, controller, schedulers)
+        self.operators = operators
+        self.db = db
+        self.tmp = tmp
+
+    def logs(self) -> str:
+        own = super().logs()
+        return own + "\n".join(f"--- {p.label}:\n{p.log()[-2500:]}" for p in self.operators)
+
+    def podgroups(self) -> list[dict[str, Any]]:
+        return list((self.get(f"{SCHED}/namespaces/{NS}/podgroups") or {}).get("items") or [])
+
+    def pods_of(self, selector: str) -> list[dict[str, Any]]:
+        return list((self.get(f"{PODS}?labelSelector={selector}") or {}).get("items") or [])
+
+    def ledger(self, name: str) -> dict[str, Any] | None:
+        with sqlite3.connect(self.db) as conn:
+            conn.row_factory = sqlite3.Row
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE namespace = ? AND name = ? AND kind != 'PodGroup'",
+                (NS, name),
+            ).fetchone()
+        return dict(row) if row else None
+
+    def tephra(self, *args: str) -> str:
+        cmd = [
+            sys.executable,
+            "-m",
+            "batch.cli.main",
+            *args,
+            "--kubeconfig",
+            str(self.api.plane.kubeconfig),
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr + done.stdout
+        return done.stdout
+
+    def restart_controller(self) -> None:
+        self.controller.stop()
+        kubeconfig = str(self.api.plane.kubeconfig)
+        log = self.tmp / "controller-2.log"
+        self.controller = TephraProcess(log, *_controller_args(kubeconfig), "--db", self._url())
+
+    def _url(self) -> str:
+        return f"sqlite:///{self.db}"
+
+
+@pytest.fixture(scope="module")
+def ops(
+    real: ControlPlane,
+    api: Api,
+    crds: list[str],
+    kubelets: Cluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Operators]:
+    training, kuberay = oracle_bin("training-operator"), oracle_bin("kuberay")
+    tmp = tmp_path_factory.mktemp("operators-real")
+    install_crds(api, training / "crds")
+    install_crds(api, kuberay / "crds")
+    _namespace(api, NS)
+    kubeconfig = str(real.kubeconfig)
+    conf = str(_scheduler_conf(tmp / "scheduler.conf"))
+    db = tmp / "ledger.db"
+    probe = lambda: f"127.0.0.1:{_free_port()}"  # noqa: E731
+    kf_args = [
+        f"--kubeconfig={kubeconfig}",
+        "--gang-scheduler-name=volcano",
+        f"--metrics-bind-address={probe()}",
+        f"--health-probe-bind-address={probe()}",
+        f"--webhook-server-port={_free_port()}",
+    ]
+    ray_args = [
+        f"--kubeconfig={kubeconfig}",
+        "--batch-scheduler=volcano",
+        "--enable-leader-election=false",
+        f"--metrics-addr={probe()}",
+        f"--health-probe-bind-address={probe()}",
+    ]
+    _webhook_secret(api)
+    with (
+        tephra_process(
+            tmp / "controller.log", *_controller_args(kubeconfig), "--db", f"sqlite:///{db}"
+        ) as controller,
+        tephra_process(
+            tmp / "scheduler.log", *_scheduler_args(kubeconfig, conf, (_free_port(), _free_port()))
+        ) as scheduler,
+        tephra_process(
+            tmp / "training-operator.log", *kf_args, program=training / "training-operator"
+        ) as kf,
+        tephra_process(
+            tmp / "ray-operator.log", *ray_args, program=kuberay / "ray-operator"
+        ) as ray,
+    ):
+        _webhook_cert_files(api)
+        stack = Operators(api, controller, [scheduler], [kf, ray], db, tmp)
+        try:
+            _wait_open(stack, "default")
+            yield stack
+        finally:
+            stack.controller.stop()
+
+
+KF_NS = "kubeflow"  # where training-operator looks for its webhook Secret out of a cluster
+KF_SECRET = "training-operator-webhook-cert"
+# controller-runtime's default webhook cert dir; v1.8.1 has no flag to move it.
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+def _webhook_secret(api: Api) -> None:
+    """training-operator v1.8.1 exits at start without its webhook Secret (there is no flag to
+    turn the webhook off); given an empty one, its cert rotator fills it."""
+    _namespace(api, KF_NS)
+    body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": KF_SECRET}}
+    api.request("POST", f"/api/v1/namespaces/{KF_NS}/secrets", body)
+
+
+def _webhook_cert_files(api: Api) -> None:
+    """Its controllers start only once the certs are on disk where a Pod would mount the
+    Secret: copy them there."""
+    deadline = time.monotonic() + 60
+    while True:
+        code, secret = api.request("GET", f"/api/v1/namespaces/{KF_NS}/secrets/{KF_SECRET}")
+        data = (secret or {}).get("data") or {} if code == 200 else {}
+        if data.get("tls.crt"):
+            break
+        assert time.monotonic() < deadline, f"training-operator never filled {KF_SECRET}"
+        time.sleep(0.25)
+    CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for key, value in data.items():
+        (CERT_DIR / key).write_bytes(base64.b64decode(value))
+
+
+# ------------------------------------------------------------------------------ manifests
+def _pod_template(cpu: str, run_seconds: float) -> dict[str, Any]:
+    return {
+        "metadata": {"annotations": {RUN: str(run_seconds)}},
+        "spec": {
+            "nodeSelector": dict(NODE_LABEL),
+            "containers": [
+                {
+                    "name": "pytorch",
+                    "image": "busybox:1.36",
+                    "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}},
+                }
+            ],
+        },
+    }
+
+
+def pytorchjob(
+    name: str,
+    *,
+    workers: int,
+    cpu: str = "100m",
+    run_seconds: float = 2,
+    queue: str = "default",
+    priority: str | None = None,
+) -> dict[str, Any]:
+    policy: dict[str, Any] = {"queue": queue, "minAvailable": workers + 1}
+    if priority:
+        policy["priorityClass"] = priority
+    replica = lambda n: {  # noqa: E731
+        "replicas": n,
+        "restartPolicy": "Never",
+        "template": _pod_template(cpu, run_seconds),
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": policy},
+            "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)},
+        },
+    }
+
+
+def _job_phase(stack: Operators, path: str) -> str:
+    """The last True condition's type of a training-operator job (Created/Running/Succeeded)."""
+    job = stack.get(path) or {}
+    true = [
+        c["type"]
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    ]
+    return true[-1] if true else ""
+
+
+def _podgroup_of(stack: Operators, uid: str) -> dict[str, Any] | None:
+    for pg in stack.podgroups():
+        if any(o.get("uid") == uid for o in pg["metadata"].get("ownerReferences") or []):
+            return pg
+    return None
+
+
+# ---------------------------------------------------------------------------------- tests
+def test_pytorchjob_that_fits_runs_as_one_gang_and_completes(ops: Operators) -> None:
+    path = f"{KF}/namespaces/{NS}/pytorchjobs"
+    job = ops.create(path, pytorchjob("pt-fit", workers=2, run_seconds=3))
+    uid = job["metadata"]["uid"]
+    pods = "training.kubeflow.org/job-name=pt-fit"
+    pg = ops.wait("the operator's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["minMember"] == 3 and pg["spec"]["queue"] == "default"
+
+    def all_bound() -> bool:
+        found = ops.pods_of(pods)
+        return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("3 pods bound", all_bound)
+    ops.wait(
+        "PyTorchJob Succeeded", lambda: _job_phase(ops, f"{path}/pt-fit") == "Succeeded", timeout=90
+    )
+    row = ops.wait(
+        "ledger finished", lambda: (r := ops.ledger("pt-fit")) and r["finished_at"] and r
+    )
+    assert row["kind"] == "PyTorchJob" and row["queue"] == "default", row
+    assert row["final_phase"] == "Completed", row
+    assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
+
+
+def _deleted(stack: Operators, path: str) -> None:
+    stack.api.request("DELETE", path)
+    stack.wait(f"{path} gone", lambda: stack.get(path) is None)
+
+
+def _barrier(stack: Operators) -> None:
+    """Wait until the controller has handled a pod created now: its pod watch lists the pods
+    that were there first, so it has passed over every one of them."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "barrier-", "annotations": {RUN: "1"}},
+        "spec": {
+            "schedulerName": "volcano",
+            "restartPolicy": "Never",
+            "nodeSelector": dict(NODE_LABEL),
+            "containers": [{"name": "c", "image": "busybox:1.36"}],
+        },
+    }
+    uid = stack.create(PODS, pod)["metadata"]["uid"]
+    group = f"{SCHED}/namespaces/{NS}/podgroups/podgroup-{uid}"
+    stack.wait("the barrier pod's PodGroup", lambda: stack.get(group))
+
+
+def test_pytorchjob_restart_of_tephra_controller_recreates_no_podgroup(ops: Operators) -> None:
+    """The finished pt-fit's PodGroup was deleted by the operator; Tephra's controller, started
+    again, must not make one for the finished pods (issue 34.5)."""
+    job = ops.get(f"{KF}/namespaces/{NS}/pytorchjobs/pt-fit")
+    if job is None or _job_phase(ops, f"{KF}/namespaces/{NS}/pytorchjobs/pt-fit") != "Succeeded":
+        pytest.skip("needs test_pytorchjob_that_fits_runs_as_one_gang_and_completes first")
+    uid = job["metadata"]["uid"]
+    ops.wait("the operator deletes the finished job's PodGroup", lambda: not _podgroup_of(ops, uid))
+    ops.restart_controller()
+    _barrier(ops)
+    assert _podgroup_of(ops, uid) is None, ops.logs()
+    row = ops.ledger("pt-fit")
+    assert row and row["final_phase"] == "Completed", row
+
+
+def test_pytorchjob_too_big_binds_nothing_queue_priority_and_deletion(ops: Operators) -> None:
+    """Five 10-cpu pods on four 16-cpu Nodes: no pod is bound; the PodGroup carries the queue
+    and priority of runPolicy.schedulingPolicy; deleting the waiting job ends it in the ledger
+    as Deleted, never started."""
+    _queue(ops, "ops-q")
+    body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+    body.update(metadata={"name": "ops-high"}, value=1000)
+    ops.api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
+    path = f"{KF}/namespaces/{NS}/pytorchjobs"
+    doc = pytorchjob("pt-big", workers=4, cpu="10", queue="ops-q", priority="ops-high")
+    uid = ops.create(path, doc)["metadata"]["uid"]
+    pg = ops.wait("the operator's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["queue"] == "ops-q" and pg["spec"]["minMember"] == 5, pg
+    assert pg["spec"].get("priorityClassName") == "ops-high", pg
+    ops.wait("the ledger row", lambda: ops.ledger("pt-big"))
+
+    def unschedulable() -> bool:
+        found = _podgroup_of(ops, uid) or {}
+        conds = (found.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Unschedulable" and c.get("status") == "True" for c in conds)
+
+    ops.wait("PodGroup Unschedulable", unschedulable)
+    assert not [
+        p for p in ops.pods_of("training.kubeflow.org/job-name=pt-big") if p["spec"].get("nodeName")
+    ]
+    row = ops.ledger("pt-big")
+    assert row and row["kind"] == "PyTorchJob" and row["queue"] == "ops-q", row
+    assert row["first_started_at"] is None and row["final_phase"] is None, row
+    why = ops.tephra("job", "why", "pt-big", "-n", NS)
+    assert "pt-big" in why, why
+    listed = ops.tephra("job", "list", "-A")
+    assert any("pt-big" in line and "PyTorchJob" in line for line in listed.splitlines()), listed
+    _deleted(ops, f"{path}/pt-big")
+    row = ops.wait("ledger Deleted", lambda: (r := ops.ledger("pt-big")) and r["final_phase"] and r)
+    assert row["final_phase"] == "Deleted" and row["first_started_at"] is None, row
+
+
+def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
+    def template(container: str) -> dict[str, Any]:
+        res = {"cpu": "200m", "memory": "256Mi"}
+        return {
+            "spec": {
+                "nodeSelector": dict(NODE_LABEL),
+                "containers": [
+                    {
+                        "name": container,
+                        "image": "rayproject/ray:2.9.0",
+                        "resources": {"requests": res, "limits": res},
+                    }
+                ],
+            }
+        }
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
+        },
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": workers,
+                    "minReplicas": workers,
+                    "maxReplicas": workers,
+                    "rayStartParams": {},
+                    "template": template("ray-worker"),
+                }
+            ],
+        },
+    }
+
+
+def test_raycluster_runs_as_the_operators_gang_in_its_queue(ops: Operators) -> None:
+    _queue(ops, "ray-q")
+    path = f"{RAY}/namespaces/{NS}/rayclusters"
+    uid = ops.create(path, raycluster("rc", workers=2, queue="ray-q"))["metadata"]["uid"]
+    pg = ops.wait("KubeRay's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["queue"] == "ray-q" and pg["spec"]["minMember"] == 3, pg
+
+    def all_bound() -> bool:
+        found = ops.pods_of("ray.io/cluster=rc")
+        return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("3 Ray pods bound", all_bound)
+    row = ops.wait(
+        "ledger Running", lambda: (r := ops.ledger("rc")) and r["first_started_at"] and r
+    )
+    assert row["kind"] == "RayCluster" and row["queue"] == "ray-q", row
+    listed = ops.tephra("job", "list", "-A")
+    assert any(" rc " in f" {line} " and "RayCluster" in line for line in listed.splitlines())
+    _deleted(ops, f"{path}/rc")
+    row = ops.wait("ledger end", lambda: (r := ops.ledger("rc")) and r["final_phase"] and r)
+    assert row["final_phase"] == "Deleted" and row["finished_at"], row
+
+
+def tfjob(name: str, *, workers: int, run_seconds: float) -> dict[str, Any]:
+    template = _pod_template("100m", run_seconds)
+    template["spec"]["containers"][0]["name"] = "tensorflow"
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": {"queue": "default", "minAvailable": workers}},
+            "tfReplicaSpecs": {
+                "Worker": {"replicas": workers, "restartPolicy": "Never", "template": template}
+            },
+        },
+    }
+
+
+def test_tfjob_survives_a_controller_restart_mid_run_with_its_times(ops: Operators) -> None:
+    """A TFJob whose pods run 6 s, Tephra's controller restarted while they run: it completes,
+    and the ledger keeps its own start (a restart once rewrote a run's start, issue 34.5)."""
+    path = f"{KF}/namespaces/{NS}/tfjobs"
+    uid = ops.create(path, tfjob("tf-run", workers=2, run_seconds=6))["metadata"]["uid"]
+    pg = ops.wait("the operator's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["minMember"] == 2, pg
+
+    def all_bound() -> bool:
+        found = ops.pods_of("training.kubeflow.org/job-name=tf-run")
+        return len(found) == 2 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("2 pods bound", all_bound)
+    started = ops.wait(
+        "ledger start", lambda: (r := ops.ledger("tf-run")) and r["first_started_at"]
+    )
+    ops.restart_controller()
+    ops.wait("TFJob Succeeded", lambda: _job_phase(ops, f"{path}/tf-run") == "Succeeded", 90)
+    row = ops.wait("ledger end", lambda: (r := ops.ledger("tf-run")) and r["finished_at"] and r)
+    assert row["kind"] == "TFJob" and row["final_phase"] == "Completed", row
+    assert row["first_started_at"] == started, row
+    ran = dt.datetime.fromisoformat(row["finished_at"]) - dt.datetime.fromisoformat(started)
+    assert dt.timedelta(seconds=5) <= ran <= dt.timedelta(seconds=60), row
+    ops.wait("the finished TFJob's PodGroup gone", lambda: not _podgroup_of(ops, uid))
