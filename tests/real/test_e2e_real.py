@@ -23,7 +23,7 @@ import yaml
 
 from batch.sandbox.control_plane import ControlPlane
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
-from tests.real.conftest import Api, TephraProcess, tephra_process
+from tests.real.conftest import Api, TephraProcess, tephra_process, volcano_crds
 from tests.real.kubelets import NODE_LABEL, Cluster
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
@@ -131,15 +131,26 @@ def _namespace(api: Api, name: str) -> None:
         time.sleep(0.2)
 
 
+@pytest.fixture(scope="module", params=["tephra-crds", "volcano-crds"])
+def crd_set(request: pytest.FixtureRequest, api: Api, crds: list[str]) -> Iterator[str]:
+    """Every test runs on Tephra's CRDs, then on Volcano v1.10's own (issue 34.3: a cluster
+    migrating from Volcano keeps its CRDs)."""
+    if request.param == "volcano-crds":
+        with volcano_crds(api):
+            yield request.param
+    else:
+        yield request.param
+
+
 @pytest.fixture(scope="module")
 def stack(
     real: ControlPlane,
     api: Api,
-    crds: list[str],
+    crd_set: str,
     kubelets: Cluster,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("e2e-real")
+    tmp = tmp_path_factory.mktemp(f"e2e-real-{crd_set}")
     _namespace(api, NS)
     for name, value in (("e2e-high", 1000), ("e2e-low", 10)):
         body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
