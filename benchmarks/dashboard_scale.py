@@ -48,7 +48,7 @@ def in_browser(url: str, workdir: Path) -> dict[str, float]:
     browser = Browser(workdir / "chromium")
     try:
         browser.goto(url + "/api/status")  # the browser itself warm
-        return {path: browser.goto(url + path) for path in ("/", "/queues", "/jobs")}
+        return {path: browser.goto(url + path) for path in ("/", "/queues", "/jobs", "/nodes")}
     finally:
         browser.close()
 

@@ -6,14 +6,19 @@ selected by exact name, regular expression, or node labels.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
 from batch.api.base import DNS1123_SUBDOMAIN, KubeModel
 from batch.api.meta import Condition, LabelSelectorRequirement, ObjectMeta
+from batch.api.selectors import label_selector_matches
 
 __all__ = [
+    "RACK_LABEL",
+    "SPINE_LABEL",
     "ExactMatch",
     "HyperNode",
     "HyperNodeSpec",
@@ -22,7 +27,13 @@ __all__ = [
     "MemberSelector",
     "MemberSpec",
     "RegexMatch",
+    "member_matches",
 ]
+
+#: the node labels of racks and spines (`tephra sandbox --topology`), the network-topology
+#: plugin's default tiers 1 and 2 when there are no HyperNode objects
+RACK_LABEL = "topology.tephra.io/rack"
+SPINE_LABEL = "topology.tephra.io/spine"
 
 
 class ExactMatch(KubeModel):
@@ -83,3 +94,24 @@ class HyperNode(KubeModel):
     metadata: ObjectMeta | None = None
     spec: HyperNodeSpec | None = None
     status: HyperNodeStatus | None = None
+
+
+def member_matches(
+    selector: Mapping[str, Any], name: str, labels: Mapping[str, str] | None
+) -> bool:
+    """Whether a HyperNode member selector (exactMatch, regexMatch or labelMatch) picks the
+    node or HyperNode `name` (with `labels`; None for a HyperNode, which labelMatch never
+    picks)."""
+    exact = selector.get("exactMatch")
+    if isinstance(exact, Mapping):
+        return str(exact.get("name", "")) == name
+    rx = selector.get("regexMatch")
+    if isinstance(rx, Mapping):
+        try:
+            return re.fullmatch(str(rx.get("pattern", "")), name) is not None
+        except re.error:
+            return False
+    lm = selector.get("labelMatch")
+    if isinstance(lm, Mapping):
+        return labels is not None and label_selector_matches(lm, labels)
+    return False

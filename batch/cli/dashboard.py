@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from batch.api.errors import UserError
 from batch.cli.db import db_option
+
+
+@contextlib.contextmanager
+def serve_beside(kubeconfig: Path, db_url: str | None, port: int = 0) -> Iterator[str]:
+    """The dashboard on 127.0.0.1:`port` (0: a free one) in a thread of this process, reading
+    the cluster of `kubeconfig` and the ledger at `db_url` (None: no history), while the block
+    runs; yields its URL. For `tephra demo` and `tephra sandbox up`."""
+    from batch.dashboard.history import History
+    from batch.dashboard.server import Dashboard, DashboardThread
+    from batch.kube.config import load_access
+    from batch.ledger.db import make_engine
+
+    engine = make_engine(db_url) if db_url else None
+    server = DashboardThread(Dashboard(load_access(kubeconfig), History(engine)), port=port)
+    server.start()
+    try:
+        yield server.url + "/"
+    finally:
+        server.stop()
+        if engine is not None:
+            engine.dispose()
 
 
 def _token(path: Path | None, host: str) -> tuple[str | None, bool]:

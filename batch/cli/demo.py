@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -12,22 +11,11 @@ import click
 __all__ = ["demo"]
 
 
-@contextlib.contextmanager
-def _dashboard(kubeconfig: Path, db_url: str, port: int) -> Iterator[str]:
+def _dashboard(kubeconfig: Path, db_url: str, port: int) -> contextlib.AbstractContextManager[str]:
     """The web dashboard (batch.dashboard) on the demo's sandbox and ledger."""
-    from batch.dashboard.history import History
-    from batch.dashboard.server import Dashboard, DashboardThread
-    from batch.kube.config import load_access
-    from batch.ledger.db import make_engine
+    from batch.cli.dashboard import serve_beside
 
-    engine = make_engine(db_url)
-    server = DashboardThread(Dashboard(load_access(kubeconfig), History(engine)), port=port)
-    server.start()
-    try:
-        yield server.url + "/"
-    finally:
-        server.stop()
-        engine.dispose()
+    return serve_beside(kubeconfig, db_url, port)
 
 
 @click.command("demo")

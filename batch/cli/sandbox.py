@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import math
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -127,6 +129,14 @@ def sandbox() -> None:
     help="Seed of fault injection and generated names.",
 )
 @click.option("--no-components", is_flag=True, help="Serve only the API server and node emulator.")
+@click.option("--no-dashboard", is_flag=True, help="Do not serve the web dashboard.")
+@click.option(
+    "--dashboard-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port of the web dashboard on 127.0.0.1 (0: a free port).",
+)
 @bind_address_option("127.0.0.1:0", free="a free port")
 @pod_batch_option
 @limit_options
@@ -152,6 +162,8 @@ def up(
     drop_watch_every: float,
     seed: int,
     no_components: bool,
+    no_dashboard: bool,
+    dashboard_port: int,
     metrics_bind_address: str,
     pod_batch: int,
     limits: AdmissionLimits,
@@ -200,7 +212,12 @@ def up(
     except UserError as exc:
         raise StartupError(one_line(exc)) from None
     _serve(
-        options, kubeconfig, components=not no_components, metrics=metrics_bind_address, began=began
+        options,
+        kubeconfig,
+        components=not no_components,
+        metrics=metrics_bind_address,
+        dashboard=None if no_dashboard else dashboard_port,
+        began=began,
     )
 
 
@@ -232,9 +249,16 @@ def _ledger_url(db_url: str | None) -> str:
 
 
 def _serve(
-    options: SandboxOptions, kubeconfig: Path, *, components: bool, metrics: str, began: float
+    options: SandboxOptions,
+    kubeconfig: Path,
+    *,
+    components: bool,
+    metrics: str,
+    dashboard: int | None,
+    began: float,
 ) -> None:
-    """Start the sandbox and its components, write KUBECONFIG, and serve until a signal."""
+    """Start the sandbox, its components and the dashboard (on port `dashboard`; None: not),
+    write KUBECONFIG, and serve until a signal."""
     from batch.sandbox.components import default_components, stop_all
     from batch.sandbox.kubeconfig import write_kubeconfig
 
@@ -242,28 +266,51 @@ def _serve(
     thread = _start_sandbox(options)
     running = default_components(options) if components else []
     with tempfile.TemporaryDirectory(prefix="tephra-sandbox-") as tmp:
-        _start_components(running, thread, Path(tmp) / "kubeconfig", options)
+        internal = Path(tmp) / "kubeconfig"
+        _start_components(running, thread, internal, options)
         served = serve_metrics(
             lambda: component_registries(running), metrics, lambda: component_health(running)
         )
-        write_kubeconfig(kubeconfig, thread.url)
-        names = ", ".join(c.name for c in running) or "no components"
-        click.echo(
-            f"sandbox ready at {thread.url} in {time.monotonic() - began:.2f}s "
-            f"({names}); kubeconfig: {kubeconfig}",
-            err=True,
-        )
-        if served is not None:
-            click.echo(f"metrics: {metrics_url(served)}", err=True)
-        sys.stderr.flush()
-        while not stop.wait(0.5):
-            pass
-        click.echo("sandbox stopping", err=True)
+        with _dashboard(write_kubeconfig(internal, thread.url), options, dashboard) as url:
+            write_kubeconfig(kubeconfig, thread.url)
+            names = ", ".join(c.name for c in running) or "no components"
+            click.echo(
+                f"sandbox ready at {thread.url} in {time.monotonic() - began:.2f}s "
+                f"({names}); kubeconfig: {kubeconfig}",
+                err=True,
+            )
+            if served is not None:
+                click.echo(f"metrics: {metrics_url(served)}", err=True)
+            if url is not None:
+                click.echo(f"dashboard: {url}", err=True)
+            sys.stderr.flush()
+            while not stop.wait(0.5):
+                pass
+            click.echo("sandbox stopping", err=True)
         if served is not None:
             served.shutdown()
         stop_all(running)
         thread.stop()
     kubeconfig.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _dashboard(kubeconfig: Path, options: SandboxOptions, port: int | None) -> Iterator[str | None]:
+    """The web dashboard beside the sandbox on 127.0.0.1 (with the ledger's history when the
+    components record one); nothing when `port` is None (`--no-dashboard`). One that cannot
+    start (its port taken) is said and done without: the sandbox serves on."""
+    if port is None:
+        yield None
+        return
+    from batch.cli.dashboard import serve_beside
+
+    with contextlib.ExitStack() as stack:
+        try:
+            url: str | None = stack.enter_context(serve_beside(kubeconfig, options.db_url, port))
+        except (RuntimeError, OSError) as exc:
+            click.echo(f"dashboard: not started: {one_line(exc)}", err=True)
+            url = None
+        yield url
 
 
 def _stop_on_signals() -> threading.Event:

@@ -138,3 +138,5 @@ def _run(options: SchedulerOptions, metrics_address: str) -> None:
         await service.run(stop)
 
     asyncio.run(main())
+    if service.lost_leadership:  # exit 1, as kube-scheduler does: restarted, it starts fresh
+        raise click.ClickException("lost the leader lease: exiting to be restarted")

@@ -56,17 +56,19 @@ DEFAULT_SCHEDULER_NAMES: Final = ("volcano", "tephra")
 #: own reconcile, so the work queue, deletion and shutdown are served between batches.
 POD_BATCH: Final = 500
 
-# Job phases (status.state.phase).
-PENDING: Final = "Pending"
-ABORTING: Final = "Aborting"
-ABORTED: Final = "Aborted"
-RUNNING: Final = "Running"
-RESTARTING: Final = "Restarting"
-COMPLETING: Final = "Completing"
-COMPLETED: Final = "Completed"
-TERMINATING: Final = "Terminating"
-TERMINATED: Final = "Terminated"
-FAILED: Final = "Failed"
+# Job phases (status.state.phase): named here, defined once (`batch.api.constants.JOB_PHASES`).
+(
+    PENDING,
+    ABORTING,
+    ABORTED,
+    RUNNING,
+    RESTARTING,
+    COMPLETING,
+    COMPLETED,
+    TERMINATING,
+    TERMINATED,
+    FAILED,
+) = JOB_PHASES
 FINISHED_PHASES: Final = frozenset({COMPLETED, TERMINATED, FAILED})
 #: state.reason of a new job Pending because the API server forbade a write of its first
 #: reconcile (its plugin objects, say): it is still initialised once the write is allowed

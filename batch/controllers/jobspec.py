@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,11 +78,14 @@ def tasks_of(job: Mapping[str, Any]) -> list[TaskView]:
     return out
 
 
-def job_min_available(job: Mapping[str, Any]) -> int:
+def job_min_available(job: Mapping[str, Any], tasks: Sequence[TaskView] | None = None) -> int:
+    """spec.minAvailable, else the webhook default from the tasks (`tasks`: `tasks_of(job)`
+    when the caller has parsed them already)."""
     spec = job.get("spec") or {}
     if not unset_or_zero(spec.get("minAvailable")):
         return int(spec["minAvailable"])
-    return default_job_min_available(t.min_available for t in tasks_of(job))
+    views = tasks_of(job) if tasks is None else tasks
+    return default_job_min_available(t.min_available for t in views)
 
 
 def podgroup_name(job: Mapping[str, Any]) -> str:
@@ -122,12 +125,16 @@ def _task_priority(task: TaskView, priority_values: Mapping[str, int]) -> int:
 
 
 def min_resources(
-    job: Mapping[str, Any], *, priority_values: Mapping[str, int] | None = None
+    job: Mapping[str, Any],
+    *,
+    priority_values: Mapping[str, int] | None = None,
+    tasks: Sequence[TaskView] | None = None,
 ) -> dict[str, str]:
     """Volcano's calcPGMinResources: the requests of the first minAvailable pods, by priority."""
     pv = priority_values or {}
-    tasks = sorted(tasks_of(job), key=lambda t: -_task_priority(t, pv))
-    job_min = job_min_available(job)
+    views = tasks_of(job) if tasks is None else tasks
+    job_min = job_min_available(job, views)
+    tasks = sorted(views, key=lambda t: -_task_priority(t, pv))
     counts: dict[str, int] = {}
     if job_min < sum(t.min_available for t in tasks):
         remaining = job_min
@@ -160,15 +167,18 @@ def min_resources(
 
 
 def podgroup_spec(
-    job: Mapping[str, Any], *, priority_values: Mapping[str, int] | None = None
+    job: Mapping[str, Any],
+    *,
+    priority_values: Mapping[str, int] | None = None,
+    tasks: Sequence[TaskView] | None = None,
 ) -> JSON:
     spec = job.get("spec") or {}
-    tasks = tasks_of(job)
+    tasks = tasks_of(job) if tasks is None else tasks
     out: JSON = {
-        "minMember": job_min_available(job),
+        "minMember": job_min_available(job, tasks),
         "minTaskMember": {t.name: t.min_available for t in tasks},
         "queue": spec.get("queue") or c.DEFAULT_QUEUE,
-        "minResources": min_resources(job, priority_values=priority_values),
+        "minResources": min_resources(job, priority_values=priority_values, tasks=tasks),
     }
     if spec.get("priorityClassName"):
         out["priorityClassName"] = spec["priorityClassName"]
@@ -194,7 +204,11 @@ def podgroup_spec(
 
 
 def build_podgroup(
-    job: Mapping[str, Any], *, version: int, priority_values: Mapping[str, int] | None = None
+    job: Mapping[str, Any],
+    *,
+    version: int,
+    priority_values: Mapping[str, int] | None = None,
+    tasks: Sequence[TaskView] | None = None,
 ) -> JSON:
     m = meta(job)
     annotations = {**dict(m.get("annotations") or {}), c.PODGROUP_JOB_VERSION: str(version)}
@@ -211,7 +225,7 @@ def build_podgroup(
             "annotations": annotations,
             "ownerReferences": [owner_ref(job)],
         },
-        "spec": podgroup_spec(job, priority_values=priority_values),
+        "spec": podgroup_spec(job, priority_values=priority_values, tasks=tasks),
         "status": {"phase": c.PG_PENDING},
     }
 

@@ -7,40 +7,86 @@ page needs no script to show them, and a test can count the bars in the DOM.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from html import escape
 
-__all__ = ["PALETTE", "bars"]
+__all__ = ["PALETTE", "bars", "nice_ticks", "tick_label", "time_unit"]
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1")
-_W, _H, _LEFT, _BOTTOM, _TOP = 640, 240, 48, 40, 16
+_W, _H, _LEFT, _BOTTOM, _TOP = 640, 240, 62, 40, 16
+#: the steps between ticks, times a power of ten
+_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
 
 
-def _ticks(top: float) -> list[float]:
-    return [top * i / 4 for i in range(5)]
+def nice_ticks(top: float, count: int = 4) -> list[float]:
+    """From 0 up to the first tick at or above `top`, about `count` steps of 1, 2, 2.5 or 5
+    times a power of ten (so 2.5 gives 0, 0.5 ... 2.5, never 0.629 or 1.26)."""
+    top = top if top > 0 else 1.0
+    raw = top / count
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in _STEPS if m * magnitude >= raw * (1 - 1e-9))
+    n = math.ceil(top / step - 1e-9)
+    return [round(step * i, 10) for i in range(n + 1)]
+
+
+def _decimals(step: float) -> int:
+    text = f"{step:.10f}".rstrip("0")
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+def tick_label(value: float, step: float) -> str:
+    """`value` with as many decimals as the tick step needs, thousands grouped."""
+    return f"{value:,.{_decimals(step)}f}"
+
+
+def time_unit(longest_seconds: float) -> tuple[float, str]:
+    """(seconds per unit, unit) for an axis of durations up to `longest_seconds`."""
+    if longest_seconds >= 2 * 3600:
+        return 3600.0, "hours"
+    if longest_seconds >= 2 * 60:
+        return 60.0, "minutes"
+    return 1.0, "seconds"
 
 
 def _label(value: float) -> str:
     return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
 
 
+def _axis(ticks: list[float], plot_h: float, unit: str) -> list[str]:
+    top, step = ticks[-1], ticks[1] - ticks[0]
+    out = []
+    for tick in ticks:
+        y = _TOP + plot_h * (1 - tick / top)
+        out.append(f'<line class="grid" x1="{_LEFT}" x2="{_W - 8}" y1="{y:.1f}" y2="{y:.1f}"/>')
+        out.append(
+            f'<text class="tick" x="{_LEFT - 4}" y="{y + 4:.1f}">{tick_label(tick, step)}</text>'
+        )
+    if unit:
+        y = _TOP + plot_h / 2
+        out.append(
+            f'<text class="unit" x="12" y="{y:.1f}" transform="rotate(-90 12 {y:.1f})">'
+            f"{escape(unit)}</text>"
+        )
+    return out
+
+
 def bars(
-    title: str, categories: Sequence[str], series: Mapping[str, Sequence[float]], unit: str = ""
+    title: str, categories: Sequence[str], series: Mapping[str, Sequence[float]], unit: str
 ) -> str:
-    """A grouped bar chart: for each category, one bar per series (same order as `series`)."""
+    """A grouped bar chart: for each category, one bar per series (same order as `series`);
+    the value axis has round ticks and says its `unit`."""
     names = list(series)
-    top = max([v for vals in series.values() for v in vals] + [0.0]) or 1.0
+    ticks = nice_ticks(max([v for vals in series.values() for v in vals] + [0.0]))
+    top = ticks[-1]
     plot_w, plot_h = _W - _LEFT - 8, _H - _BOTTOM - _TOP
     group_w = plot_w / max(1, len(categories))
     bar_w = max(1.0, group_w * 0.8 / max(1, len(names)))
     out = [
         f'<svg class="chart" viewBox="0 0 {_W} {_H}" role="img" aria-label="{escape(title)}">',
         f"<title>{escape(title)}</title>",
+        *_axis(ticks, plot_h, unit),
     ]
-    for tick in _ticks(top):
-        y = _TOP + plot_h * (1 - tick / top)
-        out.append(f'<line class="grid" x1="{_LEFT}" x2="{_W - 8}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text class="tick" x="{_LEFT - 4}" y="{y + 4:.1f}">{_label(tick)}</text>')
     for i, cat in enumerate(categories):
         x0 = _LEFT + i * group_w + group_w * 0.1
         for j, name in enumerate(names):

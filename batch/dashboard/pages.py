@@ -16,10 +16,21 @@ from urllib.parse import quote
 
 from batch.api.durations import format_duration
 from batch.api.timestamps import parse_time
-from batch.dashboard.charts import bars
-from batch.dashboard.views import GPU, SHOWN, JobFilter
+from batch.dashboard.charts import bars, time_unit
+from batch.dashboard.gangs import COLUMNS, JobQuery
+from batch.dashboard.views import GPU, SHOWN
 
-__all__ = ["history_page", "job_page", "jobs_page", "layout", "overview_page", "queues_page"]
+__all__ = [
+    "ago",
+    "history_page",
+    "job_page",
+    "jobs_page",
+    "layout",
+    "nodes_page",
+    "overview_page",
+    "podgroup_page",
+    "queues_page",
+]
 
 STYLE = """
 body{font:14px system-ui,sans-serif;margin:0;color:#222}
@@ -33,7 +44,11 @@ padding:8px 12px;min-width:130px}.card b{display:block;font-size:20px}
 svg.chart{width:640px;max-width:100%;height:auto;border:1px solid #eee}
 svg.chart .grid{stroke:#eee}svg.chart text{font-size:10px;fill:#555}
 svg.chart .tick{text-anchor:end}svg.chart .cat{text-anchor:middle}
-svg.nodes rect.node{stroke:#fff;stroke-width:1}
+svg.chart .unit{text-anchor:middle;font-size:11px}
+.state.cordoned{color:#e65100}.state.not-ready{color:#c62828}
+h2.rack small{font-weight:normal;color:#666;margin-left:8px}
+table.jobs th a{color:inherit}table.jobs td,table.jobs th{white-space:nowrap}
+table.jobs td:last-child{white-space:normal;min-width:240px}
 .meter{display:inline-block;width:120px;height:10px;background:#eee;position:relative}
 .meter i{position:absolute;left:0;top:0;bottom:0;background:#4e79a7}
 .meter s{position:absolute;top:-2px;bottom:-2px;width:2px;background:#e15759}
@@ -75,6 +90,7 @@ PAGES = (
     ("/", "Overview"),
     ("/queues", "Queues"),
     ("/jobs", "Jobs"),
+    ("/nodes", "Nodes"),
     ("/history", "History"),
     ("/whatif", "What-if"),
 )
@@ -108,24 +124,28 @@ def _card(label: str, value: Any, cls: str = "") -> str:
     return f'<div class="card {cls}"><b>{_e(value)}</b>{escape(label)}</div>'
 
 
-def _node_map(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One square per node, darker the more of its GPUs (else cpu) are allocated."""
-    per_row, size = 50, 12
-    out = [
-        f'<svg class="nodes" width="{per_row * size}" '
-        f'height="{max(1, -(-len(rows) // per_row)) * size}">'
+def _rack_anchor(name: str) -> str:
+    return "rack-" + quote(name, safe="")
+
+
+def _gpu_cell(used: int, total: int) -> str:
+    return f"{used} / {total} {_meter(used, None, total)}" if total else "-"
+
+
+def _racks_table(racks: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            f'<a href="/nodes#{_rack_anchor(r["name"])}">{_e(r["name"])}</a>',
+            _e(r["nodes"]),
+            _e(r["ready"]),
+            _e(r["cordoned"]),
+            _gpu_cell(r["gpus_used"], r["gpus"]),
+            _e(r["pods"]),
+        ]
+        for r in racks
     ]
-    for i, r in enumerate(rows):
-        frac = r["gpus_used"] / r["gpus"] if r["gpus"] else r["cpu_fraction"]
-        color = "#bdbdbd" if not r["ready"] else f"hsl(210,60%,{92 - 62 * min(1.0, frac):.0f}%)"
-        x, y = (i % per_row) * size, (i // per_row) * size
-        tip = f"{r['name']}: {r['gpus_used']}/{r['gpus']} GPUs, {r['cpu_used']}/{r['cpu']} cpu"
-        out.append(
-            f'<rect class="node" x="{x}" y="{y}" width="{size}" height="{size}" fill="{color}">'
-            f"<title>{escape(tip)}</title></rect>"
-        )
-    out.append("</svg>")
-    return "".join(out)
+    head = ["rack", "nodes", "ready", "cordoned", "GPUs used / total", "pods"]
+    return _table(head, rows, "racks")
 
 
 def overview_page(model: Mapping[str, Any]) -> str:
@@ -155,19 +175,22 @@ def overview_page(model: Mapping[str, Any]) -> str:
     pods = _table(["phase", "pods"], [[_e(k), _e(v)] for k, v in model["pods"].items()])
     return (
         f"<h1>Cluster</h1><div class=cards>{cards}</div><h2>Resources</h2>{resources}"
-        f"<h2>Pods</h2>{pods}<h2>Nodes ({model['nodes']})</h2>{_node_map(model['node_rows'])}"
+        f"<h2>Pods</h2>{pods}<h2>Nodes by rack ({model['nodes']} nodes, "
+        f'<a href="/nodes">every node</a>)</h2>{_racks_table(model["racks"])}'
     )
 
 
-def _meter(allocated: int, deserved: int, scale: int) -> str:
+def _meter(allocated: int, deserved: int | None, scale: int) -> str:
+    """A bar `allocated` of `scale` long, with a mark at `deserved` (None: no mark)."""
     if scale <= 0:
         return ""
     width = min(100.0, 100 * allocated / scale)
-    mark = min(100.0, 100 * deserved / scale)
-    return (
-        f'<span class=meter><i style="width:{width:.1f}%"></i>'
-        f'<s style="left:{mark:.1f}%"></s></span>'
+    mark = (
+        ""
+        if deserved is None
+        else f'<s style="left:{min(100.0, 100 * deserved / scale):.1f}%"></s>'
     )
+    return f'<span class=meter><i style="width:{width:.1f}%"></i>{mark}</span>'
 
 
 def _queue_row(q: Mapping[str, Any], capacity: Mapping[str, Any]) -> list[str]:
@@ -199,12 +222,13 @@ def _weight(q: Mapping[str, Any]) -> str:
     return _e(said)
 
 
-def _ago(seconds: float) -> str:
-    if seconds < 120:
-        return f"{max(0, round(seconds))} s ago"
-    if seconds < 7200:
-        return f"{round(seconds / 60)} min ago"
-    return f"{round(seconds / 3600)} h ago"
+def ago(iso: Any, now: float | None = None) -> str:
+    """A timestamp as its age ("3m ago"), the ISO form kept in the title; "-" if none."""
+    at = parse_time(iso)
+    if at is None:
+        return "-"
+    age = format_duration(max(0.0, (time.time() if now is None else now) - at.timestamp()))
+    return f'<time datetime="{_e(iso)}" title="{_e(iso)}">{age} ago</time>'
 
 
 def _source(q: Mapping[str, Any]) -> str:
@@ -212,8 +236,8 @@ def _source(q: Mapping[str, Any]) -> str:
     session that last changed it ran (when its uid says)."""
     at = parse_time(q.get("deserved_at"))
     title = f' title="session {_e(q["deserved_session"])}"' if q.get("deserved_session") else ""
-    age = f", {_ago(time.time() - at.timestamp())}" if at is not None else ""
-    return f"<span{title}>{_e(q['deserved_source'])}{_e(age)}</span>"
+    age = f", {ago(q.get('deserved_at'))}" if at is not None else ""
+    return f"<span{title}>{_e(q['deserved_source'])}{age}</span>"
 
 
 def queues_page(model: Mapping[str, Any]) -> str:
@@ -255,48 +279,153 @@ def queues_page(model: Mapping[str, Any]) -> str:
     )
 
 
-def _filter_form(flt: JobFilter) -> str:
-    field = '<label>{0} <input name="{1}" value="{2}" size=12></label> '
-    inputs = "".join(
-        field.format(label, key, _e(getattr(flt, key)))
-        for label, key in (
-            ("name", "text"),
-            ("namespace", "namespace"),
-            ("queue", "queue"),
-            ("phase", "phase"),
-        )
+_FILTERS = (
+    ("name", "name contains"),
+    ("namespace", "namespace"),
+    ("queue", "queue"),
+    ("phase", "phase"),
+    ("kind", "kind"),
+    ("submitter", "submitter"),
+)
+
+
+def _filter_form(query: JobQuery) -> str:
+    field = '<label>{0} <input name="{1}" value="{2}" size=10></label> '
+    inputs = "".join(field.format(label, key, _e(getattr(query, key))) for key, label in _FILTERS)
+    keep_sort = (
+        f'<input type=hidden name=sort value="{_e(query.sort)}">' if query.sort != "age" else ""
     )
-    return f'<form method=get action="/jobs">{inputs}<button>filter</button></form>'
+    return (
+        f'<form method=get action="/jobs" class=filters>{inputs}{keep_sort}<button>filter</button>'
+        ' <a href="/jobs">clear</a></form>'
+    )
 
 
-def _job_link(row: Mapping[str, Any]) -> str:
-    href = f"/jobs/{quote(str(row['namespace']))}/{quote(str(row['name']))}"
-    return f'<a href="{href}">{_e(row["name"])}</a>'
+def _sort_header(query: JobQuery, key: str, label: str) -> str:
+    """A column heading that sorts by it, the other way round when it already does."""
+    current = query.sort.removeprefix("-")
+    descending = query.sort.startswith("-")
+    arrow = (" ▼" if descending else " ▲") if current == key else ""
+    target = f"-{key}" if current == key and not descending else key
+    return f'<a href="{_e(query.link(sort=target))}" data-sort="{key}">{escape(label)}{arrow}</a>'
 
 
-def jobs_page(model: Mapping[str, Any], flt: JobFilter) -> str:
-    headers = [
-        "job",
-        "namespace",
-        "queue",
-        "phase",
-        "replicas",
-        "pending",
-        "running",
-        "succeeded",
-        "failed",
-        "created",
+def _wait_cell(row: Mapping[str, Any]) -> str:
+    wait = row.get("wait_s")
+    if wait is None:
+        return "-"
+    text = format_duration(wait)
+    return f"{text} so far" if not row.get("started_s") else text
+
+
+def _reason_cell(reason: str) -> str:
+    if len(reason) <= 90:
+        return _e(reason)
+    return f'<span title="{_e(reason)}">{_e(reason[:88])}…</span>'
+
+
+def _gang_cells(r: Mapping[str, Any], now: float) -> list[str]:
+    priority = f"{r['priority']} ({r['priority_value']})" if r["priority"] else "-"
+    return [
+        f'<a href="{_e(r["link"])}">{_e(r["name"])}</a>',
+        _e(r["kind"]),
+        _e(r["namespace"]),
+        _e(r["queue"]),
+        _e(r["phase"]),
+        _e(r["gpus"]),
+        _e(r["gpus_held"]),
+        _e(f"{r['running']} / {r['min_member']}"),
+        _e(priority),
+        _e(r["submitter"] or "-"),
+        ago(r["created"], now),
+        _wait_cell(r),
+        _reason_cell(str(r["reason"])),
     ]
-    rows = [[_job_link(r), *(_e(r[k]) for k in headers[1:])] for r in model["jobs"]]
+
+
+def jobs_page(model: Mapping[str, Any], query: JobQuery) -> str:
+    """Every gang: VCJobs and the PodGroups of operators, Deployments and bare pods."""
+    headers = "".join(f"<th>{_sort_header(query, k, label)}</th>" for k, label in COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c}</td>" for c in _gang_cells(r, model["now"])) + "</tr>"
+        for r in model["jobs"]
+    )
     more = (
         f"<p>showing {len(model['jobs'])} of {model['total']}: narrow the filter</p>"
         if model["total"] > len(model["jobs"])
         else ""
     )
     phases = ", ".join(f"{k} {v}" for k, v in model["phases"].items())
+    kinds = ", ".join(f"{k} {v}" for k, v in model["kinds"].items())
     return (
-        f"<h1>Jobs ({model['total']})</h1>{_filter_form(flt)}<p>{_e(phases)}</p>"
-        f"{_table(headers, rows, 'jobs')}{more}"
+        f"<h1>Jobs ({model['total']})</h1>{_filter_form(query)}"
+        f"<p class=counts>{_e(phases)}<br>{_e(kinds)}</p>"
+        f'<table class="jobs"><tr>{headers}</tr>{body}</table>{more}'
+        "<p>Every PodGroup, whatever made it (a VCJob, a PyTorchJob, an MPIJob, a RayCluster, "
+        "a Spark application, a Deployment's or a bare pod's gang), and VCJobs that have no "
+        "PodGroup yet. Filters are exact and ignore case, except <i>name contains</i>; "
+        "click a heading to sort.</p>"
+    )
+
+
+def _node_cells(n: Mapping[str, Any]) -> list[str]:
+    state = "cordoned" if n["cordoned"] else ("ready" if n["ready"] else "not ready")
+    return [
+        _e(n["name"]),
+        f'<span class="state {state.replace(" ", "-")}">{state}</span>',
+        _gpu_cell(n["gpus_used"], n["gpus"]),
+        _e(f"{n['cpu_used']} / {n['cpu']}"),
+        _e(n["pods"]),
+    ]
+
+
+def nodes_page(model: Mapping[str, Any]) -> str:
+    """The nodes, one table per rack (HyperNode or rack label)."""
+    head = ["node", "state", "GPUs used / total", "cpu used / total", "pods"]
+    parts = [f"<h1>Nodes ({model['nodes']})</h1><p>{len(model['racks'])} racks</p>"]
+    for r in model["racks"]:
+        summary = (
+            f"{r['nodes']} node{'' if r['nodes'] == 1 else 's'}, "
+            f"GPUs {r['gpus_used']} / {r['gpus']} used, {r['pods']} pods"
+            + (f", {r['cordoned']} cordoned" if r["cordoned"] else "")
+        )
+        parts.append(
+            f'<h2 id="{_rack_anchor(r["name"])}" class=rack>{_e(r["name"])} '
+            f"<small>{_e(summary)}</small></h2>"
+            + _table(head, (_node_cells(n) for n in r["node_rows"]), "nodes")
+        )
+    return "".join(parts)
+
+
+def podgroup_page(model: Mapping[str, Any]) -> str:
+    """A gang that is not a VCJob's: its owner, its PodGroup's state, its pods and events."""
+    row = model["row"]
+    conditions = _table(
+        ["condition", "reason", "message", "since"],
+        [
+            [_e(c.get("type")), _e(c.get("reason")), _e(c.get("message")), ago(c.get("at"))]
+            for c in model["conditions"]
+        ],
+    )
+    pods = _table(
+        ["pod", "phase", "node"],
+        [[_e(p["name"]), _e(p["phase"]), _e(p["node"] or "-")] for p in model["pods"]],
+    )
+    events = _table(
+        ["last seen", "type", "reason", "object", "message"],
+        [
+            [ago(e["last"]), _e(e["type"]), _e(e["reason"]), _e(e["involved"]), _e(e["message"])]
+            for e in model["events"]
+        ],
+    )
+    return (
+        f"<h1>{_e(row['kind'])} {_e(row['namespace'])}/{_e(row['name'])}</h1>"
+        f"<p>PodGroup <b>{_e(row['podgroup'])}</b>, phase <b id=phase>{_e(row['phase'])}</b>, "
+        f"queue {_e(row['queue'])}, minMember {_e(row['min_member'])}, "
+        f"GPUs asked {_e(row['gpus'])}, held {_e(row['gpus_held'])}</p>"
+        f"<p id=reason>{_e(row['reason'] or 'no pending reason')}</p>"
+        f"<h2>Conditions</h2>{conditions}<h2>Pods ({len(model['pods'])})</h2>{pods}"
+        f"<h2>Events</h2>{events}"
     )
 
 
@@ -339,8 +468,11 @@ def _usage_chart(usage: Sequence[Mapping[str, Any]]) -> str:
 
 def _wait_chart(waits: Sequence[Mapping[str, Any]]) -> str:
     names = [str(r["queue"]) for r in waits]
-    series = {p: [float(r.get(f"{p}_wait_s") or 0) for r in waits] for p in ("p50", "p90", "p99")}
-    return bars("Wait before start per queue (seconds)", names, series, "s")
+    keys = ("p50", "p90", "p99")
+    longest = max([float(r.get(f"{p}_wait_s") or 0) for r in waits for p in keys] + [0.0])
+    per, unit = time_unit(longest)
+    series = {p: [float(r.get(f"{p}_wait_s") or 0) / per for r in waits] for p in keys}
+    return bars(f"Wait before start per queue ({unit})", names, series, unit)
 
 
 def _wait(row: Mapping[str, Any], key: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from batch.api.errors import UserError, one_line
-from batch.dashboard import pages, views
+from batch.dashboard import gangs, pages, racks, views
 from batch.dashboard.guard import COOKIE, CSRF_FIELD, HostGuard, same_token
 from batch.dashboard.history import History
 from batch.dashboard.state import LiveState, reflectors
@@ -178,14 +178,25 @@ async def _ready(request: web.Request) -> Dashboard:
     return dash
 
 
-def _filter(request: web.Request) -> views.JobFilter:
-    q = request.query
-    return views.JobFilter(
-        text=q.get("text", ""),
-        namespace=q.get("namespace", ""),
-        queue=q.get("queue", ""),
-        phase=q.get("phase", ""),
-    )
+def _query(request: web.Request) -> gangs.JobQuery:
+    try:
+        return gangs.JobQuery.parse(request.query)
+    except gangs.QueryError as exc:
+        raise web.HTTPBadRequest(text=f"{one_line(exc)}\n") from None
+
+
+def _detail(dash: Dashboard, page: str, request: web.Request) -> Any:
+    ns, name = request.match_info["namespace"], request.match_info["name"]
+    state = dash.state
+    if page == "podgroup":
+        model = dash.view(page, lambda: gangs.podgroup_detail(state, ns, name), ns, name)
+        what = "PodGroup"
+    else:
+        model = dash.view(page, lambda: views.job_detail(state, ns, name), ns, name)
+        what = "job"
+    if model is None:
+        raise web.HTTPNotFound(text=f"no {what} {ns}/{name}\n")
+    return model
 
 
 async def _model(request: web.Request, page: str) -> Any:
@@ -196,21 +207,22 @@ async def _model(request: web.Request, page: str) -> Any:
     if page == "queues":
         return dash.view(page, lambda: views.queues(state))
     if page == "jobs":
-        flt = _filter(request)
-        return dash.view(page, lambda: views.jobs(state, flt), flt)
+        query = _query(request)
+        rows = dash.view("gang-rows", lambda: gangs.gang_rows(state))
+        return gangs.jobs(rows, query, time.time())
+    if page == "nodes":
+        return dash.view(page, lambda: racks.nodes(state))
     if page == "history":
         return await asyncio.to_thread(dash.history.read)
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    model = dash.view(page, lambda: views.job_detail(state, ns, name), ns, name)
-    if model is None:
-        raise web.HTTPNotFound(text=f"no job {ns}/{name}\n")
-    return model
+    return _detail(dash, page, request)
 
 
 _PAGES: dict[str, tuple[str, Callable[[web.Request, Any], str]]] = {
     "overview": ("/", lambda _r, m: pages.overview_page(m)),
     "queues": ("/queues", lambda _r, m: pages.queues_page(m)),
-    "jobs": ("/jobs", lambda r, m: pages.jobs_page(m, _filter(r))),
+    "jobs": ("/jobs", lambda r, m: pages.jobs_page(m, _query(r))),
+    "nodes": ("/nodes", lambda _r, m: pages.nodes_page(m)),
+    "podgroup": ("/jobs", lambda _r, m: pages.podgroup_page(m)),
     "history": ("/history", lambda _r, m: pages.history_page(m)),
     "job": ("/jobs", lambda _r, m: pages.job_page(m)),
 }
@@ -340,8 +352,10 @@ def make_app(dash: Dashboard) -> web.Application:
         ("/", "overview"),
         ("/queues", "queues"),
         ("/jobs", "jobs"),
+        ("/nodes", "nodes"),
         ("/history", "history"),
         ("/jobs/{namespace}/{name}", "job"),
+        ("/podgroups/{namespace}/{name}", "podgroup"),
     ]
     for path, page in routes:
         app.router.add_get(path, _html_handler(page))

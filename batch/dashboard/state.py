@@ -26,9 +26,14 @@ Obj = dict[str, Any]
 JOB = Resource("batch.volcano.sh/v1alpha1", "jobs", "Job")
 #: what the dashboard watches, by kind
 KINDS: dict[str, Resource] = {
-    **{k: RESOURCES[k] for k in ("Node", "Pod", "PodGroup", "Queue", "Event", "PriorityClass")},
+    **{
+        k: RESOURCES[k]
+        for k in ("Node", "Pod", "PodGroup", "Queue", "Event", "PriorityClass", "HyperNode")
+    },
     "Job": JOB,
 }
+#: kinds a cluster may not serve (Volcano before HyperNodes): the pages do without them
+OPTIONAL = ("HyperNode",)
 _GROUP = "scheduling.k8s.io/group-name"
 _JOB_LABEL = "volcano.sh/job-name"
 _DONE = ("Succeeded", "Failed")
@@ -109,7 +114,8 @@ class LiveState:
     objects: dict[str, dict[str, Obj]] = field(default_factory=lambda: {k: {} for k in KINDS})
     #: (namespace, involved name) -> event uid -> slim event
     events_by_object: dict[tuple[str, str], dict[str, Obj]] = field(default_factory=dict)
-    #: node name -> what the pods bound to it and not finished request (kept as pods change)
+    #: node name -> what the pods bound to it and not finished request, and how many they are
+    #: (`pods`), kept as pods change
     used: dict[str, dict[str, int]] = field(default_factory=dict)
     version: int = 0
 
@@ -134,6 +140,7 @@ class LiveState:
         node = self.used.setdefault(pod["node"], {})
         for res, amount in pod["requests"].items():
             node[res] = node.get(res, 0) + sign * amount
+        node["pods"] = node.get("pods", 0) + sign
 
     def _index_event(self, etype: str, event: Mapping[str, Any]) -> None:
         involved = event.get("involvedObject") or {}
@@ -231,4 +238,9 @@ class StateLookup:
 
 def reflectors(client: KubeClient, state: LiveState) -> ReflectorSet:
     """One reflector per watched kind, all feeding `state`."""
-    return ReflectorSet([Reflector(client, res, state.sink) for res in KINDS.values()])
+    return ReflectorSet(
+        [
+            Reflector(client, res, state.sink, optional=kind in OPTIONAL)
+            for kind, res in KINDS.items()
+        ]
+    )

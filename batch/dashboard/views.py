@@ -1,4 +1,5 @@
-"""Page models of the live views: overview, queues, jobs, one job. Plain JSON-ready dicts.
+"""Page models of the live views: overview, queues, one job (the job list: `gangs`; nodes:
+`racks`). Plain JSON-ready dicts.
 
 Why this exists: the HTML pages and the JSON API show the same figures, so both are rendered
 from these models. Amounts are reported as people read them (`describe_amount`: 1.5 cpu,
@@ -10,22 +11,20 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from batch.api.fairshare import read_fair_share
 from batch.api.owners import VCJOB_KIND, workload_of
 from batch.api.resources import describe_amount, parse_resource_list
 from batch.api.timestamps import format_time
+from batch.dashboard import racks
 from batch.dashboard.state import LiveState, Obj, StateLookup
 from batch.kube.why import explain, explain_workload, queue_parent, queue_weight
 
-__all__ = ["JobFilter", "job_detail", "jobs", "overview", "queues"]
+__all__ = ["job_detail", "overview", "queues"]
 
 GPU = "nvidia.com/gpu"
 SHOWN = ("cpu", "memory", GPU)
-#: rows of the job list beyond which the page says "narrow the filter"
-JOB_ROWS = 500
 
 
 def _amounts(values: Mapping[str, int]) -> dict[str, dict[str, Any]]:
@@ -46,24 +45,13 @@ def _add(acc: dict[str, int], more: Mapping[str, int]) -> None:
         acc[res] = acc.get(res, 0) + amount
 
 
-def _node_row(node: Obj, used: Mapping[str, int]) -> dict[str, Any]:
-    alloc: Mapping[str, int] = node["alloc"]
-    return {
-        "name": node["metadata"]["name"],
-        "ready": node["ready"] and not node["unschedulable"],
-        "gpus": alloc.get(GPU, 0) // 1000,
-        "gpus_used": used.get(GPU, 0) // 1000,
-        "cpu": describe_amount("cpu", alloc.get("cpu", 0)),
-        "cpu_used": describe_amount("cpu", used.get("cpu", 0)),
-        "cpu_fraction": used.get("cpu", 0) / alloc["cpu"] if alloc.get("cpu") else 0.0,
-    }
-
-
 def overview(state: LiveState) -> dict[str, Any]:
-    """Nodes x GPUs: allocated, idle, and idle on partly used nodes (fragmented)."""
+    """Nodes x GPUs: allocated, idle, and idle on partly used nodes (fragmented); the racks."""
     used = state.used
-    rows = [_node_row(n, used.get(n["metadata"]["name"], {})) for n in state.items("Node")]
-    rows.sort(key=lambda r: str(r["name"]))
+    by_rack = racks.nodes(state)
+    rows = sorted(
+        (r for rack in by_rack["racks"] for r in rack["node_rows"]), key=lambda r: str(r["name"])
+    )
     capacity, allocated = state.capacity(), dict[str, int]()
     for node_used in used.values():
         _add(allocated, node_used)
@@ -74,7 +62,7 @@ def overview(state: LiveState) -> dict[str, Any]:
     phases = Counter(p["phase"] for p in state.items("Pod"))
     return {
         "nodes": len(rows),
-        "ready": sum(1 for r in rows if r["ready"]),
+        "ready": sum(1 for r in rows if r["ready"] and not r["cordoned"]),
         "gpus": {
             "total": gpus,
             "allocated": gpus_used,
@@ -86,6 +74,7 @@ def overview(state: LiveState) -> dict[str, Any]:
         "idle": _amounts(idle),
         "pods": dict(sorted(phases.items())),
         "node_rows": rows,
+        "racks": [{k: v for k, v in r.items() if k != "node_rows"} for r in by_rack["racks"]],
     }
 
 
@@ -194,24 +183,6 @@ def queues(state: LiveState) -> dict[str, Any]:
     return {"capacity": _amounts(capacity), "queues": rows}
 
 
-@dataclass(frozen=True, slots=True)
-class JobFilter:
-    """The job list's filter: a name substring, a namespace, a queue, a phase ('' = any)."""
-
-    text: str = ""
-    namespace: str = ""
-    queue: str = ""
-    phase: str = ""
-
-    def keeps(self, row: Mapping[str, Any]) -> bool:
-        return (
-            (not self.text or self.text in row["name"])
-            and (not self.namespace or row["namespace"] == self.namespace)
-            and (not self.queue or row["queue"] == self.queue)
-            and (not self.phase or row["phase"] == self.phase)
-        )
-
-
 def _job_phase(job: Obj) -> str:
     return str(((job.get("status") or {}).get("state") or {}).get("phase") or "Pending")
 
@@ -231,14 +202,6 @@ def _job_row(job: Obj) -> dict[str, Any]:
         "failed": int(status.get("failed") or 0),
         "created": meta.get("creationTimestamp") or "",
     }
-
-
-def jobs(state: LiveState, flt: JobFilter) -> dict[str, Any]:
-    """Jobs matching `flt`, newest first, at most JOB_ROWS of them."""
-    rows = [r for r in map(_job_row, state.items("Job")) if flt.keeps(r)]
-    rows.sort(key=lambda r: (str(r["created"]), str(r["name"])), reverse=True)
-    phases = Counter(r["phase"] for r in rows)
-    return {"total": len(rows), "phases": dict(sorted(phases.items())), "jobs": rows[:JOB_ROWS]}
 
 
 def _events(state: LiveState, namespace: str, names: Iterable[str]) -> list[Obj]:

@@ -3,9 +3,12 @@
 Why this exists: a session's decisions are worth nothing until the API server has them, and
 the two ways of getting them there fail differently. Binds go out concurrently through a
 bounded pool (`pods/<name>/binding`); a bind that fails is reported back so the cache returns
-the task to Pending and the next session retries it. A 409 means the pod is bound already (a
-restarted scheduler re-sending its own bind, or another scheduler winning a race): it is
-reported as a conflict, never retried blindly. Evictions use the Eviction API, which honours
+the task to Pending and the next session retries it. A transient failure (5xx, 429, a dropped
+connection) is first re-sent a few times at once, while the cache still holds the pod's room: a
+gang whose other members were bound would otherwise stay partly bound until a later session
+finds room again, which another job may have taken meanwhile. A 409 means the pod is bound
+already (a restarted scheduler re-sending its own bind, or another scheduler winning a race):
+it is reported as a conflict, never retried blindly. Evictions use the Eviction API, which honours
 PodDisruptionBudgets, and fall back to a graceful delete where that API is missing. An eviction
 is two writes (the DisruptionTarget condition, then the eviction); its `guard` is checked again
 between them, so a replica whose leadership lapsed meanwhile does not send the second.
@@ -71,11 +74,29 @@ async def _bounded(items: Sequence[T], limit: int, fn: Callable[[T], Awaitable[R
 class Binder:
     """Posts Binding objects with bounded concurrency."""
 
+    #: pauses before re-sending a bind that failed transiently (one re-send per pause)
+    retry_delays: tuple[float, ...] = (0.05, 0.2, 0.5)
+
     def __init__(self, client: KubeClient, *, concurrency: int = 64) -> None:
         self.client = client
         self.concurrency = concurrency
 
-    async def bind_one(self, req: BindRequest) -> tuple[BindRequest, BindOutcome, str]:
+    async def bind_one(
+        self, req: BindRequest, *, guard: Callable[[], bool] | None = None
+    ) -> tuple[BindRequest, BindOutcome, str]:
+        """Bind, re-sending after a transient failure while `guard` holds; raises `Dropped`
+        when the guard fails before a re-send."""
+        for delay in self.retry_delays:
+            answer, transient = await self._post(req)
+            if not transient:
+                return answer
+            await asyncio.sleep(delay)
+            if guard is not None and not guard():
+                raise Dropped(f"bind of {req.namespace}/{req.pod}")
+        return (await self._post(req))[0]
+
+    async def _post(self, req: BindRequest) -> tuple[tuple[BindRequest, BindOutcome, str], bool]:
+        """One Binding POST: its answer, and whether a failure is transient (worth a re-send)."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -88,13 +109,14 @@ class Binder:
             )
         except ApiError as exc:
             if exc.status == 409:
-                return req, BindOutcome.CONFLICT, str(exc)
+                return (req, BindOutcome.CONFLICT, str(exc)), False
             if exc.status == 404:
-                return req, BindOutcome.GONE, str(exc)
-            return req, BindOutcome.FAILED, str(exc)
+                return (req, BindOutcome.GONE, str(exc)), False
+            transient = exc.status >= 500 or exc.status == 429
+            return (req, BindOutcome.FAILED, str(exc)), transient
         except Exception as exc:  # connection errors, timeouts
-            return req, BindOutcome.FAILED, repr(exc)
-        return req, BindOutcome.BOUND, ""
+            return (req, BindOutcome.FAILED, repr(exc)), True
+        return (req, BindOutcome.BOUND, ""), False
 
     async def bind_all(
         self, reqs: Sequence[BindRequest]

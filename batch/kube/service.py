@@ -169,6 +169,9 @@ class SchedulerService:
         #: pending pods' PodScheduled conditions offered so far (batch.kube.podcond)
         self.pod_conditions = PodConditions()
         self._lapsed = False  # the last session found the leadership not current
+        #: the loop ended because the Lease was lost: the process should exit non-zero so
+        #: that it is restarted with fresh state (kube-scheduler exits 1 too)
+        self.lost_leadership = False
         #: queues whose fair-share figures the metrics export
         self._shared: set[str] = set()
         self.ledger: SchedulerLedger | None = None
@@ -337,7 +340,7 @@ class SchedulerService:
             self.cache.assume_bind(req.uid, req.node)
 
             async def send(req: BindRequest = req) -> None:
-                self._bound(out, *await out.binder.bind_one(req))
+                self._bound(out, *await out.binder.bind_one(req, guard=guard))
 
             drop = functools.partial(self.cache.bind_failed, req.uid)
             out.requests.submit(send, drop, guard=guard, kind="bind")
@@ -609,6 +612,7 @@ class SchedulerService:
         while not stop.is_set():
             if elector is not None and elector.lost.is_set():
                 log.error("leadership lost: stopping the scheduling loop")
+                self.lost_leadership = True
                 break
             await out.requests.room(stop)  # backpressure: too many requests outstanding
             cycle_start = time.monotonic()
@@ -641,7 +645,7 @@ def run_scheduler(options: SchedulerOptions) -> int:
         await service.run(stop)
 
     asyncio.run(main())
-    return 0
+    return 1 if service.lost_leadership else 0
 
 
 class SchedulerComponent:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Date,
     DateTime,
     Dialect,
     Float,
@@ -273,6 +274,29 @@ class QueueUsageSample(Base):
         UniqueConstraint("queue", "resource", "at"),
         Index(None, "at"),
     )
+
+
+class UsageDay(Base):
+    """Finished pods' use per UTC day, queue, namespace and submitter (a rollup of
+    ``report_pod_usage``, maintained by the writer in the transaction of the raw rows).
+
+    Keys are never NULL (``''`` stands for an unknown queue or submitter) so that adding a delta
+    is one upsert. Amounts are exact integers: milliseconds times milli-units, so the sum does not
+    depend on the order events arrived in. ``pod_days`` counts (pod, day) pairs; ``pods_started``
+    the pods whose first day is this one, so distinct pods over several days add up
+    (``batch.ledger.rollups``). Pods still running are not here: reports read them raw.
+    """
+
+    __tablename__ = "usage_days"
+
+    day: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    queue: Mapped[str] = mapped_column(String(253), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253), primary_key=True)
+    submitter: Mapped[str] = mapped_column(String(253), primary_key=True)
+    pod_days: Mapped[int] = mapped_column(BigInteger)
+    pods_started: Mapped[int] = mapped_column(BigInteger)
+    gpu_milli_ms: Mapped[int] = mapped_column(BigInteger)
+    cpu_milli_ms: Mapped[int] = mapped_column(BigInteger)
 
 
 TABLES = tuple(Base.metadata.sorted_tables)

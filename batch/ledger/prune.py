@@ -23,6 +23,7 @@ from batch.ledger.models import (
     QueueUsageSample,
     SchedulingEvent,
 )
+from batch.ledger.rollups import forget
 
 
 @dataclass(slots=True)
@@ -75,6 +76,8 @@ def prune(conn: Connection, *, before: dt.datetime, dry_run: bool = False) -> Pr
         if dry_run:
             count = conn.execute(select(func.count()).select_from(model).where(cond)).scalar_one()
         else:
+            if model is PodAttempt:
+                forget(conn, cond)  # the usage rollup stays the sum of the pods kept
             count = conn.execute(delete(model).where(cond)).rowcount
         setattr(result, name, int(count or 0))
     return result

@@ -34,12 +34,14 @@ from sqlalchemy import (
     or_,
     select,
     table,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql import ColumnElement, Select
 
 from batch.api.resources import is_byte_resource
-from batch.ledger.models import UTCDateTime
+from batch.ledger.models import UsageDay, UTCDateTime
+from batch.ledger.rollups import NONE
 
 GPU = "nvidia.com/gpu"
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -260,11 +262,85 @@ USAGE_GROUPS = ("day", "queue", "namespace", "submitter")
 
 
 def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> Report:
-    """GPU-hours and CPU-core-hours per UTC day (and queue/namespace/submitter)."""
+    """GPU-hours and CPU-core-hours per UTC day (and queue/namespace/submitter).
+
+    Finished pods' whole days come from the rollup (``usage_days``, batch.ledger.rollups); the
+    pods still running and the last day, when the window ends within it, from
+    ``report_pod_usage``. The parts hold different (pod, day) rows, so they add up; without
+    the day among the groups, distinct pods are those that started in the window plus those
+    already running on its first day (``pods_started`` and ``pod_days`` of that day). One
+    statement adds and orders them."""
     _prepare(conn)
-    u = _pod_usage.c
     groups = [g for g in USAGE_GROUPS if g in by] or ["queue"]
-    keys = [u[g] for g in groups]
+    cut = f.until.astimezone(dt.UTC).date() if f.until is not None else None
+    parts = union_all(*_usage_rolled(f, groups, cut), *_usage_raw(conn, f, groups, cut))
+    both = parts.subquery()
+    keys = [both.c[g] for g in groups]
+    pods = func.sum(both.c.pods)
+    stmt = select(*keys, pods, func.sum(both.c.gpu_h), func.sum(both.c.cpu_h))
+    stmt = stmt.group_by(*keys).having(pods > 0).order_by(*_byte_order(conn, both, groups))
+    n = len(groups)
+    found = conn.execute(stmt).all()
+    # The day, when grouped by, is the first key.
+    rows = [
+        (
+            *((_day(r[0]), *r[1:n]) if groups[0] == "day" else r[:n]),
+            int(r[n]),
+            round(float(r[n + 1]), 4),
+            round(float(r[n + 2]), 4),
+        )
+        for r in found
+    ]
+    return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
+
+
+_MILLI_MS_PER_HOUR = 3_600_000_000.0
+
+
+def _byte_order(conn: Connection, rows: Any, groups: Sequence[str]) -> list[Any]:
+    """Sort keys; on PostgreSQL by bytes, as ``wait_times`` groups (a locale-aware sort of
+    100,000 rows costs more than the rest of the report)."""
+    if not _pg(conn):
+        return [rows.c[g] for g in groups]
+    return [rows.c[g] if g == "day" else rows.c[g].collate("C") for g in groups]
+
+
+def _usage_rolled(f: Filters, groups: Sequence[str], cut: dt.date | None) -> list[Select[Any]]:
+    """Finished pods' days before ``cut`` (the last, partial day), from the rollup."""
+    u: Any = UsageDay.__table__
+    keys = [
+        func.nullif(u.c[g], NONE).label(g) if g in ("queue", "submitter") else u.c[g].label(g)
+        for g in groups
+    ]
+    since = f.since.astimezone(dt.UTC).date() if f.since is not None else None
+    filters = [_in(u.c.queue, f.queues), _in(u.c.namespace, f.namespaces)]
+    days = [u.c.day >= since if since else None, u.c.day < cut if cut else None]
+    pods: Any = func.sum(u.c.pod_days if "day" in groups else u.c.pods_started)
+    sums = [
+        pods.label("pods"),
+        cast(func.sum(u.c.gpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("gpu_h"),
+        cast(func.sum(u.c.cpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("cpu_h"),
+    ]
+    out = [_where(select(*keys, *sums), *filters, *days).group_by(*keys)]
+    if since is not None and "day" not in groups:
+        # Pods already running when the window opens (started on an earlier day).
+        carry = [
+            func.sum(u.c.pod_days - u.c.pods_started).label("pods"),
+            cast(literal(0.0), Float).label("gpu_h"),
+            cast(literal(0.0), Float).label("cpu_h"),
+        ]
+        out.append(_where(select(*keys, *carry), *filters, u.c.day == since).group_by(*keys))
+    return out
+
+
+def _usage_raw(
+    conn: Connection, f: Filters, groups: Sequence[str], cut: dt.date | None
+) -> list[Select[Any]]:
+    """Pods still running, and finished pods' days from ``cut`` on, from the view.
+
+    Two statements, not one with an OR: each condition then reaches ``pod_attempts`` (an
+    indexed ``finished_at``) before the view splits runs into days."""
+    u = _pod_usage.c
     conds: list[ColumnElement[bool] | None] = [
         _in(u.queue, f.queues),
         _in(u.namespace, f.namespaces),
@@ -275,25 +351,34 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
     if f.until is not None:
         last = f.until - dt.timedelta(microseconds=1)
         conds += [u.run_start < f.until, u.day <= _day_param(conn, last)]
-    stmt = _where(
-        select(
-            *keys,
-            # One row per pod and day: with the day among the keys, rows are distinct pods.
-            func.count() if "day" in groups else func.count(distinct(u.pod_uid)),
-            func.sum(u.gpu_hours),
-            func.sum(u.cpu_core_hours),
-        ),
-        *conds,
-    )
-    stmt = stmt.group_by(*keys).order_by(*keys)
-    rows = []
-    for row in conn.execute(stmt):
-        head = [
-            _day(v) if g == "day" else v for g, v in zip(groups, row[: len(groups)], strict=True)
-        ]
-        pods, gpu_h, cpu_h = row[len(groups) :]
-        rows.append((*head, pods, _r(gpu_h, 4), _r(cpu_h, 4)))
-    return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
+    out = [_usage_view(groups, [*conds, u.run_end.is_(None)], None)]
+    if cut is not None:
+        cut_at = dt.datetime(cut.year, cut.month, cut.day, tzinfo=dt.UTC)
+        conds += [u.run_end >= cut_at, u.day >= _day_param(conn, cut_at)]
+        # Without the day: a finished pod counts here only if it started on the last day.
+        out.append(_usage_view(groups, conds, u.run_start >= cut_at))
+    return out
+
+
+def _usage_view(
+    groups: Sequence[str],
+    conds: Sequence[ColumnElement[bool] | None],
+    counted: ColumnElement[bool] | None,
+) -> Select[Any]:
+    u = _pod_usage.c
+    keys = [u[g].label(g) for g in groups]
+    if "day" in groups:
+        pods: Any = func.count()
+    elif counted is None:
+        pods = func.count(distinct(u.pod_uid))
+    else:
+        pods = func.count(distinct(case((counted, u.pod_uid), else_=None)))
+    sums = [
+        pods.label("pods"),
+        cast(func.sum(u.gpu_hours), Float).label("gpu_h"),
+        cast(func.sum(u.cpu_core_hours), Float).label("cpu_h"),
+    ]
+    return _where(select(*keys, *sums), *conds).group_by(*keys)
 
 
 # ------------------------------------------------------------------------------ preemptions

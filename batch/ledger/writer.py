@@ -50,6 +50,7 @@ from batch.ledger.models import (
     QueueUsageSample,
     SchedulingEvent,
 )
+from batch.ledger.rollups import UsageDelta
 
 Policy = Literal["first", "latest", "min", "max", "phase", "derived", "now"]
 Row = dict[str, Any]
@@ -407,10 +408,15 @@ class Writer:
             batch.add(event, stamp)
             count += 1
         insert = _insert_fn(conn)
+        # The usage rollup follows the pod and job rows, in this transaction.
+        # Only a job row that names a queue or submitter can move its pods to other keys.
+        keyed = [u for u, r in batch.jobs.items() if r["queue"] is not None or r["submitter"]]
+        usage = UsageDelta(conn, batch.pods, keyed)
         self._upsert(conn, insert, Job.__table__, "uid", JOB_POLICY, list(batch.jobs.values()))
         self._upsert(
             conn, insert, PodAttempt.__table__, "pod_uid", POD_POLICY, list(batch.pods.values())
         )
+        usage.apply(conn)
         self._insert_new(conn, insert, JobTransition.__table__, list(batch.transitions.values()))
         self._collapse_repeats(conn, {row["job_uid"] for row in batch.transitions.values()})
         self._insert_new(conn, insert, SchedulingEvent.__table__, list(batch.scheduling.values()))

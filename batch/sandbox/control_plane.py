@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import yaml
 
@@ -45,12 +44,29 @@ class ControlPlane:
     kubeconfig: Path
     pki: dict[str, Path]
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    #: how each component was started (binary, arguments): what `restart` runs again
+    commands: dict[str, list[str]] = field(default_factory=dict)
 
     def ssl_context(self) -> ssl.SSLContext:
         """A client context that trusts the apiserver and presents the admin certificate."""
         ctx = ssl.create_default_context(cafile=str(self.pki["ca"]))
         ctx.load_cert_chain(str(self.pki["admin"]), str(self.pki["admin-key"]))
         return ctx
+
+    def kill(self, name: str) -> None:
+        """SIGKILL component `name` and reap it: a crash, no clean shutdown."""
+        proc = self.processes[name]
+        proc.kill()
+        proc.wait()
+
+    def restart(self, name: str, timeout: float = 120.0) -> None:
+        """Start component `name` again as it was started (same ports, same etcd data), after
+        `kill`; for the apiserver, wait until it is ready."""
+        if self.processes[name].poll() is None:
+            self.kill(name)
+        _spawn(self, name, self.commands[name], mode="ab")
+        if name == "kube-apiserver":
+            _wait_ready(self, name, f"{self.server}/readyz", timeout)
 
     def stop(self) -> None:
         """Stop the components in reverse start order (clients before the apiserver)."""
@@ -160,10 +176,15 @@ def _start(plane: ControlPlane, name: str, bin_dir: Path, args: list[str]) -> No
     binary = bin_dir / name
     if not binary.is_file():
         raise ControlPlaneError(f"{binary} is missing: build it with scripts/build-kube.sh")
-    log: IO[bytes] = (plane.workdir / f"{name}.log").open("wb")
-    plane.processes[name] = subprocess.Popen(
-        [str(binary), *args], stdout=log, stderr=subprocess.STDOUT, cwd=plane.workdir
-    )
+    _spawn(plane, name, [str(binary), *args], mode="wb")
+
+
+def _spawn(plane: ControlPlane, name: str, command: list[str], *, mode: str) -> None:
+    plane.commands[name] = command
+    with (plane.workdir / f"{name}.log").open(mode) as log:
+        plane.processes[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=plane.workdir
+        )
 
 
 def _wait_ready(plane: ControlPlane, name: str, url: str, timeout: float) -> None:

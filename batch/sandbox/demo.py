@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from batch.api.topology import RACK_LABEL
 from batch.sandbox.components import default_components
-from batch.sandbox.nodes import RACK_LABEL, make_nodes
+from batch.sandbox.nodes import make_nodes
 from batch.sandbox.options import SandboxOptions
 from batch.sandbox.testing import run_sandbox
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-RACK_LABEL = "topology.tephra.io/rack"
-SPINE_LABEL = "topology.tephra.io/spine"
+from batch.api.topology import RACK_LABEL, SPINE_LABEL
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
 

@@ -23,6 +23,9 @@ class CycleOutcome:
     binds: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, node)
     evictions: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, reason)
     podgroup_phases: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, name) -> phase
+    #: each queue's deserved GPUs (milli) as the scheduler's fair-share plugin published them
+    #: this cycle (queues it published nothing for are left out; None: it publishes none)
+    deserved: dict[str, int] | None = None
     seconds: float = 0.0  # wall time spent in the cycle
 
 

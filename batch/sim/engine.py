@@ -404,7 +404,17 @@ class Simulation:
             # a new phase is a change (admission reads it: overcommit counts an Inqueue gang's
             # minResources until its PodGroup says Running), so a waiting job is looked at again
             changed = True
+        self._record_deserved(outcome, now)
         return changed
+
+    def _record_deserved(self, outcome: CycleOutcome, now: float) -> None:
+        """The fairness metrics' yardstick is what the scheduler decided: each trace queue's
+        published deserved GPUs (0 for a queue it published nothing for this cycle). One queue
+        for everything (the baselines) publishes nothing per trace queue."""
+        if outcome.deserved is None or self.options.single_queue:
+            return
+        for name, i in self._queue_idx.items():
+            self.metrics.deserved_now(now, i, outcome.deserved.get(name, 0))
 
     # -- main loop ------------------------------------------------------------------------------
 

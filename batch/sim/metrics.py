@@ -10,12 +10,15 @@ Why this exists: to turn a replay into the numbers admins and papers compare.
   the last submission (drain excluded). A workload whose jobs all arrive at once uses
   [first submit, end].
 * **Queue fairness**: each queue's time-averaged allocated GPU share against its time-averaged
-  deserved share — proportion's water-filling of total GPUs by weight, capped by the queue's
-  demand (GPUs of its jobs that arrived and have not finished), `volcano-semantics.md#proportion`
-  on one
-  dimension. Ratios x_q = allocated / deserved; Jain's index J = (Σx)² / (n·Σx²); and the max
-  deviation |allocated - deserved|. The trace's queues are the yardstick for every policy,
-  including baselines that schedule everything in one queue.
+  deserved share — the deserved GPUs the scheduler's fair-share plugin published after each
+  cycle (proportion's one figure: down the queue tree, capability and usage decay included),
+  so the simulator shows what the scheduler decided; for a policy that publishes none per
+  trace queue (the baselines schedule everything in one queue), proportion's water-filling of
+  total GPUs by weight, capped by the queue's demand (GPUs of its jobs that arrived and have
+  not finished), `volcano-semantics.md#proportion` on one dimension. Ratios
+  x_q = allocated / deserved; Jain's index J = (Σx)² / (n·Σx²); and the max deviation
+  |allocated - deserved|. The trace's queues are the yardstick for every policy, including
+  baselines that schedule everything in one queue.
 * **Partial-allocation waste**: GPU·s held by bound pods of jobs that had not started (their gang
   was not complete), summed per job.
 * **Preemptions** = victim jobs evicted by the scheduler; **restarts** per job.
@@ -126,6 +129,11 @@ class MetricsRecorder:
     demand_t: list[float] = field(default_factory=list)
     demand_q: list[int] = field(default_factory=list)
     demand_d: list[int] = field(default_factory=list)
+    #: the scheduler's published deserved GPUs per queue, as changes (``deserved_now``)
+    deserved_t: list[float] = field(default_factory=list)
+    deserved_q: list[int] = field(default_factory=list)
+    deserved_d: list[int] = field(default_factory=list)
+    _deserved: dict[int, int] = field(default_factory=dict)
     end: float = 0.0
     _now: float = 0.0
 
@@ -147,6 +155,15 @@ class MetricsRecorder:
         self.demand_t.append(self._now)
         self.demand_q.append(queue_idx)
         self.demand_d.append(-gpu_milli)
+
+    def deserved_now(self, now: float, queue_idx: int, milli: int) -> None:
+        """The scheduler's deserved GPUs (milli) for a queue from ``now`` on."""
+        delta = milli - self._deserved.get(queue_idx, 0)
+        if delta:
+            self._deserved[queue_idx] = milli
+            self.deserved_t.append(now)
+            self.deserved_q.append(queue_idx)
+            self.deserved_d.append(delta)
 
     def close(self, end: float) -> None:
         self.end = end
@@ -214,9 +231,12 @@ class MetricsRecorder:
         declared = {q.name: q.weight for q in self.workload.cluster.queues}
         for i, name in enumerate(self.queue_names):
             weights[i] = float(declared.get(name, 1))
-        deserved = np.zeros_like(demand)
-        for k in range(grid.size):
-            deserved[:, k] = water_fill(total, weights, list(demand[:, k]))
+        if self.deserved_t:
+            deserved = self._step_values(self.deserved_t, self.deserved_q, self.deserved_d, grid)
+        else:
+            deserved = np.zeros_like(demand)
+            for k in range(grid.size):
+                deserved[:, k] = water_fill(total, weights, list(demand[:, k]))
         return {
             "t": grid,
             "total_gpus": total,

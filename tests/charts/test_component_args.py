@@ -179,6 +179,15 @@ def test_webhook_serves_every_registered_path_with_the_hook_certificate(
                     "target": {"kind": "Queue", "name": "default"},
                 },
             ),
+            "cronjobs": (
+                {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "CronJob"},
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "CronJob",
+                    "metadata": {"name": "cj", "namespace": "default"},
+                    "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"tasks": []}}},
+                },
+            ),
             "pods": (
                 {"group": "", "version": "v1", "kind": "Pod"},
                 {
@@ -193,7 +202,7 @@ def test_webhook_serves_every_registered_path_with_the_hook_certificate(
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for hook in one(docs, kind, service)["webhooks"]:
                 paths.add(hook["clientConfig"]["service"]["path"])
-        assert len(paths) == 9
+        assert len(paths) == 10
         for path in sorted(paths):
             gvk, obj = objects[path.split("/")[1]]
             uid = str(uuid.uuid4())

@@ -67,6 +67,8 @@ from batch.controllers.job import (
 from batch.controllers.jobspec import TaskView, tasks_of
 from batch.controllers.plugins import build_plugins
 
+from .conftest import make_job, task
+
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
 
@@ -311,6 +313,13 @@ def test_read_job_takes_a_foreign_phase_for_pending_and_bad_counters_for_zero() 
     assert [t.name for t in facts.tasks] == ["w"] and facts.state == {"phase": "Weird"}
     unnamed = read_job({"metadata": {"name": "x"}})
     assert unnamed.phase == "" and unnamed.namespace == "default" and unnamed.notes == ()
+
+
+def test_read_job_reads_min_available_once_with_the_webhook_default() -> None:
+    job = make_job(tasks=[task("a", 2), task("b", 3, minAvailable=1)])
+    assert read_job(job).min_available == 3  # the tasks' minAvailable summed
+    job["spec"]["minAvailable"] = 4
+    assert read_job(job).min_available == 4
 
 
 def test_refuse_oversized_fails_a_new_job_and_leaves_a_scaled_one_alone() -> None:

@@ -102,8 +102,10 @@ class Browser:
         found = self.eval(f"(e => e ? e.innerText : '')(document.querySelector({selector!r}))")
         return str(found)
 
-    def screenshot(self, path: Path) -> Path:
-        shot = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    def screenshot(self, path: Path, *, whole_page: bool = True) -> Path:
+        """A PNG of the page (`whole_page`: beyond the window too; a page 5,000 rows long
+        takes Chromium minutes to draw whole)."""
+        shot = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=whole_page)
         path.write_bytes(base64.b64decode(shot["data"]))
         return path
 

@@ -1,7 +1,8 @@
 """A live sandbox (controllers, scheduler, SQLite ledger) with the dashboard served beside it.
 
-Two nodes of 4 GPUs and 16 cpu; queues team-a (weight 2) and team-b (weight 1) under root. The
-dashboard reads the sandbox over HTTP (watches) and the ledger the components write.
+Two nodes of 4 GPUs and 16 cpu, one per rack (rack-0, rack-1); queues team-a (weight 2) and
+team-b (weight 1) under root. The dashboard reads the sandbox over HTTP (watches) and the
+ledger the components write.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         ControllerComponent(db_url=db_url),
         SchedulerComponent(SchedulerOptions(schedule_period=0.2, db_url=db_url)),
     ]
-    nodes = make_nodes(count=2, gpus=4, cpu="16", memory="64Gi")
+    nodes = make_nodes(count=2, gpus=4, cpu="16", memory="64Gi", racks=2)
     with run_sandbox(
         nodes=nodes, components=components, max_grace_seconds=0.3, ready_timeout=120
     ) as sb:

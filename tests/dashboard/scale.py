@@ -14,7 +14,7 @@ from batch.sandbox.nodes import make_nodes
 
 NODES, JOBS, PODS_PER_JOB = 5_000, 2_000, 25
 GPUS_PER_NODE = 16
-PAGES = ("/", "/queues", "/jobs", "/jobs/default/job-7", "/api/overview")
+PAGES = ("/", "/queues", "/jobs", "/nodes", "/jobs/default/job-7", "/api/overview")
 
 
 def nodes(count: int = NODES) -> list[dict[str, Any]]:

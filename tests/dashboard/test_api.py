@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from batch.api.owners import WORKLOAD_KIND_LABEL, WORKLOAD_NAME_LABEL
 from batch.dashboard.history import History
 from batch.dashboard.server import Dashboard, DashboardThread
 from batch.kube.config import load_access
 from tests.waiting import wait_for
 
-from .conftest import Live, gpu_job
+from .conftest import SCHED, Live, gpu_job
 
 pytestmark = pytest.mark.xdist_group("dashboard")
 
@@ -36,6 +37,22 @@ def test_overview_counts_the_nodes_and_their_gpus(live: Live) -> None:
     assert {r["name"] for r in model["node_rows"]} == {"node-0", "node-1"}
     status = live.api("/status")
     assert status["synced"] is True and status["objects"]["Node"] == 2, status
+
+
+def _operator_gang(name: str) -> dict[str, Any]:
+    """A PyTorchJob's gang as Tephra's PodGroup controller makes it (labelled with its workload;
+    an owner reference to a PyTorchJob this sandbox lacks would be garbage-collected at once,
+    as on a real cluster)."""
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {WORKLOAD_KIND_LABEL: "PyTorchJob", WORKLOAD_NAME_LABEL: name},
+        },
+        "spec": {"minMember": 2, "queue": "default", "minResources": {"nvidia.com/gpu": "64"}},
+    }
 
 
 def test_queues_form_a_tree_with_weight_shares(live: Live) -> None:
@@ -155,3 +172,31 @@ def test_the_demo_serves_the_dashboard_beside_its_sandbox(live: Live) -> None:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/")
         with urllib.request.urlopen(url + "api/overview", timeout=30) as resp:
             assert json.loads(resp.read())["nodes"] == 2
+
+
+def test_operator_gangs_are_listed_and_filters_are_checked(live: Live) -> None:
+    live.sb.apply(_operator_gang("bert"))
+    try:
+        _check_operator_gang(live)
+    finally:
+        live.co.delete_namespaced_custom_object(*SCHED, "default", "podgroups", "bert")
+
+
+def _check_operator_gang(live: Live) -> None:
+    rows = wait_for(
+        lambda: (m := live.api("/jobs?kind=pytorchjob"))["jobs"] and m["jobs"],
+        what="the PyTorchJob's gang in the jobs list",
+    )
+    assert [(r["name"], r["kind"], r["gpus"]) for r in rows] == [("bert", "PyTorchJob", 64)]
+    assert rows[0]["link"] == "/podgroups/default/bert"
+    page = live.api("/podgroups/default/bert")
+    assert page["row"]["queue"] == "default"
+    status, body = live.get("/jobs?text=bert")
+    assert status == 400
+    assert body.decode().startswith("unknown query parameter text: the job list takes name,")
+    assert live.get("/api/jobs?sort=bogus")[0] == 400
+    nodes = live.api("/nodes")
+    assert [(r["name"], r["nodes"], r["gpus"]) for r in nodes["racks"]] == [
+        ("rack-0", 1, 4),
+        ("rack-1", 1, 4),
+    ]

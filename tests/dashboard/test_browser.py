@@ -17,7 +17,7 @@ import pytest
 from tests.waiting import wait_for
 
 from .browser import Browser
-from .conftest import Live, gpu_job
+from .conftest import SCHED, Live, gpu_job
 
 pytestmark = pytest.mark.xdist_group("dashboard")
 
@@ -49,17 +49,23 @@ def test_the_pages_render_the_live_cluster(live: Live, browser: Browser, tmp_pat
     browser.goto(live.url + "/")
     assert browser.text("h1") == "Cluster"
     wait_for(lambda: "8\nGPUs" in browser.text(".cards"), what="8 GPUs card")
-    assert _count(browser, "svg.nodes rect.node") == 2
+    assert browser.text("table.racks tr:nth-child(2)").split("\t")[:2] == ["rack-0", "1"]
     _shot(browser, tmp_path, "overview")
+    browser.goto(live.url + "/nodes")
+    nodes = browser.eval("[...document.querySelectorAll('table.nodes tr')]"
+                         ".filter(tr => tr.cells[0].tagName == 'TD')"
+                         ".map(tr => [...tr.cells].map(td => td.innerText))")  # fmt: skip
+    assert [n[:2] for n in nodes] == [["node-0", "ready"], ["node-1", "ready"]]
+    assert all(n[2].strip().endswith(" / 4") for n in nodes), nodes  # GPUs used / total
+    _shot(browser, tmp_path, "nodes")
     browser.goto(live.url + "/queues")
     names = browser.eval("[...document.querySelectorAll('table.queues tr td:first-child')]"
                          ".map(td => td.innerText)")  # fmt: skip
     assert names[:2] == ["root", "default"] and {"team-a", "team-b"} <= set(names)
     assert _count(browser, "svg.chart rect.bar") >= 3 * 3
+    assert browser.eval("document.querySelector('svg.chart text.unit').textContent") == "GPUs"
     _shot(browser, tmp_path, "queues")
-    browser.goto(live.url + "/jobs")
-    assert browser.text("h1").startswith("Jobs (")
-    _shot(browser, tmp_path, "jobs")
+    _check_jobs_page(live, browser, tmp_path)
     # 2 GPUs for 3 s: 0.0017 GPU-hours, above the report's rounding (3 decimals)
     live.submit(gpu_job("seen", replicas=1, gpus=2, run=3, queue="team-a"))
 
@@ -77,6 +83,32 @@ def test_the_pages_render_the_live_cluster(live: Live, browser: Browser, tmp_pat
     )
     assert drawn[1] > 0, drawn  # GPU-hours per queue per day
     _shot(browser, tmp_path, "history")
+
+
+def _check_jobs_page(live: Live, browser: Browser, tmp_path: Path) -> None:
+    """A VCJob and an operator's gang side by side, sortable by GPUs."""
+    from .test_api import _operator_gang
+
+    live.sb.apply(_operator_gang("bert"))
+    live.submit(gpu_job("listed", replicas=1, gpus=1, run=1, queue="team-a"))
+    try:
+        browser.goto(live.url + "/jobs?sort=-gpus")
+        wait_for(
+            lambda: {"bert", "listed"} <= set(browser.text("table.jobs").split()),
+            what="bert and listed in the jobs table",
+            explain=lambda: browser.text("table.jobs"),
+        )
+        heads = browser.eval(
+            "[...document.querySelectorAll('table.jobs th')].map(th => th.innerText)"
+        )
+        assert heads[:6] == ["job", "kind", "namespace", "queue", "phase", "GPUs asked ▼"], heads
+        first = browser.eval("[...document.querySelector('table.jobs tr:nth-child(2)').cells]"
+                             ".map(td => td.innerText)")  # fmt: skip
+        assert first[:2] == ["bert", "PyTorchJob"] and first[5] == "64", first
+        assert first[10].endswith(" ago"), first  # age, relative
+        _shot(browser, tmp_path, "jobs")
+    finally:
+        live.co.delete_namespaced_custom_object(*SCHED, "default", "podgroups", "bert")
 
 
 def _team_a_gpus(browser: Browser) -> str:

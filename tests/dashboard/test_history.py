@@ -36,7 +36,7 @@ def test_history_shows_waits_gpu_hours_and_preemptions(
     fair = {r["queue"]: r for r in model["fairness"]}
     assert (fair["q1"]["avg_allocated_units"], fair["q1"]["avg_deserved_units"]) == (3.0, 4.0)
     assert "q2 allocated: 5 GPUs" in page
-    assert "q1 p50: 18,900 s" in page  # a bar's tooltip
+    assert "q1 p50: 5.25 hours" in page  # a bar's tooltip: 18,900 s, in the axis's unit
     actions = {
         (r["action"], r["victim_queue"], r["beneficiary_queue"]) for r in model["preemptions"]
     }

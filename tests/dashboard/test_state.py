@@ -73,3 +73,31 @@ def test_the_job_page_finds_an_operators_gang_by_the_workloads_name() -> None:
         "nvidia.com/gpu, the cluster has 16."
     )
     assert job_detail(state, "kf", "pt-big-pg") is None  # by the workload's name, not the group's
+
+
+def test_a_kind_the_api_does_not_serve_does_not_hold_the_pages_back() -> None:
+    """A cluster without the HyperNode CRD: that reflector counts as synced, with no objects."""
+    import asyncio
+
+    from batch.dashboard.state import reflectors
+    from batch.kube.resource import ApiError
+
+    class Client:
+        async def list(self, resource: Any, **_params: str) -> dict[str, Any]:
+            if resource.kind == "HyperNode":
+                raise ApiError(404, {"reason": "NotFound"}, "list hypernodes")
+            return {"items": [], "metadata": {"resourceVersion": "1"}}
+
+        async def watch(self, resource: Any, **_params: Any) -> Any:
+            await asyncio.sleep(3600)
+            yield  # pragma: no cover
+
+    async def run() -> bool:
+        found = reflectors(Client(), LiveState())  # type: ignore[arg-type]
+        found.start()
+        try:
+            return await found.wait_synced(timeout=30)
+        finally:
+            await found.stop()
+
+    assert asyncio.run(run()) is True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -40,7 +40,9 @@ class FakeBinder(Binder):
     sent: list[str]  # binds passed on to the real binder (sent to the API server)
     lock = threading.Lock()
 
-    async def bind_one(self, req: BindRequest) -> tuple[BindRequest, BindOutcome, str]:
+    async def bind_one(
+        self, req: BindRequest, *, guard: Callable[[], bool] | None = None
+    ) -> tuple[BindRequest, BindOutcome, str]:
         with self.lock:
             type(self).started.append(req.pod)
         try:
@@ -57,7 +59,7 @@ class FakeBinder(Binder):
         else:
             with self.lock:
                 type(self).sent.append(req.pod)
-            return await super().bind_one(req)
+            return await super().bind_one(req, guard=guard)
         finally:
             with self.lock:
                 type(self).done.append(req.pod)

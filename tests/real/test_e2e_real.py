@@ -286,11 +286,22 @@ def test_corpus_vcjobs_complete(stack: Stack, rel: str) -> None:
     stack.delete_job(name)
 
 
+def _occupy_one_node(stack: Stack, name: str) -> None:
+    """A running 10-cpu pod: one of the four 16-cpu nodes can take no other 10-cpu pod."""
+    stack.create(
+        f"{VCJOBS}/namespaces/{NS}/jobs", _job(name, replicas=1, min_available=1, cpu="10")
+    )
+    stack.wait(f"{name} bound", lambda: stack.bound(name))
+
+
 def test_gang_larger_than_free_capacity_binds_nothing(stack: Stack) -> None:
-    # 10 cpu pods on 16-cpu nodes: one per node, 4 fit; the gang needs 5 (enqueue admits it).
-    gang = _job("gang5", replicas=5, min_available=5, cpu="10")
+    # 10 cpu pods on 16-cpu nodes: one per node; one node is busy, so 3 fit and the gang needs
+    # 4 (it fits the cluster, so enqueue admits it; one that could never fit, 5 of them, is
+    # never admitted: test_differential_real.py).
+    _occupy_one_node(stack, "busy5")
+    gang = _job("gang5", replicas=4, min_available=4, cpu="10")
     stack.create(f"{VCJOBS}/namespaces/{NS}/jobs", gang)
-    stack.wait("gang5's pods created", lambda: len(stack.pods("gang5")) == 5)
+    stack.wait("gang5's pods created", lambda: len(stack.pods("gang5")) == 4)
 
     def unschedulable() -> bool:
         for pg in (stack.get(f"{SCHED}/namespaces/{NS}/podgroups") or {}).get("items") or []:
@@ -305,6 +316,7 @@ def test_gang_larger_than_free_capacity_binds_nothing(stack: Stack) -> None:
     time.sleep(1.5)  # several more sessions
     assert stack.bound("gang5") == {}, stack.pods("gang5")
     stack.delete_job("gang5")
+    stack.delete_job("busy5")
 
 
 def _autoscaler_would_scale_up_for(pod: dict[str, Any]) -> bool:
@@ -322,10 +334,11 @@ def test_pods_of_a_gang_that_cannot_fit_trigger_cluster_autoscaler(stack: Stack)
     """Issue 34.2 on the real apiserver: every pod of a gang that cannot be placed carries the
     condition cluster-autoscaler scales up for; a job that fits is bound, its pods' condition
     turned True by the binding, with kube-scheduler's `Scheduled` event."""
+    _occupy_one_node(stack, "ca-busy")
     stack.create(
-        f"{VCJOBS}/namespaces/{NS}/jobs", _job("ca-big", replicas=5, min_available=5, cpu="10")
+        f"{VCJOBS}/namespaces/{NS}/jobs", _job("ca-big", replicas=4, min_available=4, cpu="10")
     )
-    stack.wait("ca-big's pods created", lambda: len(stack.pods("ca-big")) == 5)
+    stack.wait("ca-big's pods created", lambda: len(stack.pods("ca-big")) == 4)
     stack.wait(
         "every ca-big pod unschedulable for cluster-autoscaler",
         lambda: all(_autoscaler_would_scale_up_for(p) for p in stack.pods("ca-big")),
@@ -344,6 +357,7 @@ def test_pods_of_a_gang_that_cannot_fit_trigger_cluster_autoscaler(stack: Stack)
     assert not any(_autoscaler_would_scale_up_for(p) for p in stack.pods("ca-fits"))
     stack.delete_job("ca-big")
     stack.delete_job("ca-fits")
+    stack.delete_job("ca-busy")
 
 
 def test_preempt_evicts_a_low_priority_job_in_the_same_queue(stack: Stack) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from batch.sandbox.nodes import RACK_LABEL
+from batch.api.topology import RACK_LABEL
 
 from .helpers import Server, http
 

@@ -136,3 +136,40 @@ def test_up_reports_a_port_in_use_and_writes_no_kubeconfig(tmp_path: Path) -> No
     assert code == 1, err
     [line] = err.splitlines()  # one line: nothing the half-started sandbox left behind
     assert line.startswith("Error: sandbox: ") and "address already in use" in line, err
+
+
+def _dashboard_line(proc: subprocess.Popen[str]) -> str:
+    """The URL `sandbox up` prints for its dashboard (stderr, after the sandbox's and metrics')."""
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("dashboard: "):
+            return line.removeprefix("dashboard: ").strip()
+    raise AssertionError(f"no dashboard line in {seen}; exit {proc.wait()}")
+
+
+def test_up_serves_the_dashboard_and_prints_its_url(tmp_path: Path) -> None:
+    import json
+    import urllib.request
+
+    proc, _kubeconfig = _up(tmp_path, "--no-ledger")
+    try:
+        url = _dashboard_line(proc)
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        assert not url.startswith("http://127.0.0.1:0/")  # a free port, said as such
+        # the page waits (up to 30 s) for the dashboard's first lists of the sandbox
+        with urllib.request.urlopen(url + "api/overview", timeout=60) as resp:
+            assert json.loads(resp.read())["nodes"] == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+
+
+def test_up_without_the_dashboard(tmp_path: Path) -> None:
+    proc, _kubeconfig = _up(tmp_path, "--no-ledger", "--no-dashboard")
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "sandbox ready at" in err and "dashboard:" not in err, err

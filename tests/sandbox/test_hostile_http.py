@@ -255,19 +255,22 @@ def _queue(name: str, **spec: Any) -> dict[str, Any]:
 # Sandbox only: the sandbox embeds Tephra's admission; on a cluster it is the webhook.
 @SANDBOX_ONLY
 def test_updates_and_status_are_validated(server: Server) -> None:
-    """Issue 19.2: a parent cycle by PATCH, a status PATCH with phase Bogus or running -7, and
-    deleting an Open queue were all accepted."""
+    """Issue 19.2: a parent cycle by PATCH and a status PATCH with phase Bogus or running -7
+    were accepted; deleting a queue with children must not be (issue 34.8: as Volcano v1.10,
+    the queue's state does not matter)."""
     assert http(server, "POST", QUEUES, _queue("cyc-a"))[0] == 201
     assert http(server, "POST", QUEUES, _queue("cyc-b", parent="cyc-a"))[0] == 201
     code, body = http(
         server, "PATCH", f"{QUEUES}/cyc-a", {"spec": {"parent": "cyc-b"}}, ctype=MERGE
     )
     assert code == 422 and "cycle" in body["message"], body
-    code, body = http(server, "DELETE", f"{QUEUES}/cyc-b")
-    assert code == 422 and "only queue with state `Closed`" in body["message"], body
+    # Volcano v1.10: a queue in any state may be deleted, but not one with a child queue
+    code, body = http(server, "DELETE", f"{QUEUES}/cyc-a")
+    assert code == 422 and "has child queue 'cyc-b'" in body["message"], body
     closed = {"status": {"state": "Closed"}}
     assert http(server, "PATCH", f"{QUEUES}/cyc-b/status", closed, ctype=MERGE)[0] == 200
     assert http(server, "DELETE", f"{QUEUES}/cyc-b")[0] == 200
+    assert http(server, "DELETE", f"{QUEUES}/cyc-a")[0] == 200
     code, body = http(server, "POST", QUEUES, _queue("g", guarantee={"resource": {"cpu": "2"}}))
     assert code == 422 and "deserved[cpu] must be >= guarantee[cpu]=2" in body["message"], body
 

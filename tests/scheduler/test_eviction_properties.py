@@ -70,12 +70,9 @@ def build(running_jobs: list[Any], pending_jobs: list[Any], guarantee: int) -> C
 
 
 def causes(d: Decisions) -> set[tuple[str, str]]:
-    out = set()
-    for e in d.events:
-        if e.reason in ("Preempted", "Reclaimed"):
-            cause = e.message.rsplit(" for job ", 1)[1]
-            out.add((f"{e.namespace}/{e.name}", cause))
-    return out
+    """(victim job, beneficiary job) of each eviction, as the decisions record them (the
+    events' wording names workloads as users know them, not PodGroup ids)."""
+    return {(e.job_id, e.beneficiary) for e in d.evictions if e.beneficiary}
 
 
 def recreate(c: ClusterCache, d: Decisions, cycle: int) -> None:

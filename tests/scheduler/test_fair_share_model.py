@@ -264,3 +264,38 @@ def test_a_one_task_gang_without_pods_yet_is_judged_by_packing() -> None:
     assert d.pending_reasons.get("default/mixed") is None or (
         d.pending_reasons["default/mixed"].kind != "NeverFits"
     )
+
+
+def _fractional_shares_with_a_lone_borrower() -> ClusterCache:
+    """Weights 1:4 on 16 GPUs: q1 deserves 3.2, q2 12.8, and every gang is one 8-GPU pod, so
+    neither share is a whole number of gangs. q2 runs one gang; q1 was admitted one while it
+    was alone (its pod exists, unplaced); q2's second gang waits unadmitted."""
+    c = _cluster({"q1": 1, "q2": 4}, nodes=2)
+    _running(c, "q2-a", "q2", [("n0", 8)], 1)
+    pg = f.podgroup("q1-a", queue="q1", min_member=1, phase="Inqueue")
+    pg["spec"]["minResources"] = {"cpu": "1", "nvidia.com/gpu": "8"}
+    c.apply("PodGroup", "ADDED", pg)
+    c.apply("Pod", "ADDED", f.pod("q1-a-0", group="q1-a", cpu="1", gpu=8))
+    _waiting(c, "q2-b", "q2", 1, 8)
+    return c
+
+
+def test_a_fractional_share_leaves_no_gpu_idle_while_work_that_fits_waits() -> None:
+    """The idle-GPU flaw of docs/sim.md: q1's admitted gang was refused the idle node because
+    q2's next gang would have a lower share there, but q2's gang could not be admitted (q1's
+    admission held overcommit's budget: 19.2 - 8 in use - 8 admitted < 8), so the node stayed
+    idle until a completion. Placing now considers only work that can be placed now."""
+    from .evict_util import settle
+
+    c = _fractional_shares_with_a_lone_borrower()
+    d = _run(c)
+    assert [b.name for b in d.binds] == ["q1-a-0"], (d.binds, d.pending_reasons)
+    settle(c, d)
+    pg = f.podgroup("q1-a", queue="q1", min_member=1, phase="Running")
+    pg["spec"]["minResources"] = {"cpu": "1", "nvidia.com/gpu": "8"}
+    c.apply("PodGroup", "MODIFIED", pg)
+    conf = TEPHRA_DEFAULT_CONFIG.replace("MinRuntime: 5m", "MinRuntime: 0s")
+    for _ in range(3):  # settled: no eviction either way (neither share holds one more gang)
+        d = _run(c, conf)
+        assert not d.evictions and not d.binds, (d.evictions, d.binds)
+        assert _phase(d, "q2-b") == "Pending"

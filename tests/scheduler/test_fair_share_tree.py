@@ -73,7 +73,7 @@ def _every_leaf_asks(c: ClusterCache, queues: tuple[str, ...] = ("a1", "a2", "te
 def test_the_parent_s_weight_decides_the_subtree_s_share() -> None:
     c = _cluster()
     _every_leaf_asks(c)
-    assert _deserved(c) == {"a1": 4.0, "a2": 12.0, "teamB": 16.0}
+    assert _deserved(c) == {"a1": 4.0, "a2": 12.0, "teamB": 16.0, "teamA": 16.0}
 
 
 def test_volcano_mode_stays_flat() -> None:
@@ -90,7 +90,7 @@ def test_a_sibling_s_unused_share_stays_in_the_subtree() -> None:
     _asks(c, "a1", 4)
     _asks(c, "a2", 1)
     _asks(c, "teamB", 4)
-    assert _deserved(c) == {"a1": 8.0, "a2": 8.0, "teamB": 16.0}
+    assert _deserved(c) == {"a1": 8.0, "a2": 8.0, "teamB": 16.0, "teamA": 16.0}
 
 
 def test_a_subtree_s_unused_share_goes_to_the_other_subtree() -> None:
@@ -99,13 +99,17 @@ def test_a_subtree_s_unused_share_goes_to_the_other_subtree() -> None:
     _asks(c, "a1", 4)
     _asks(c, "a2", 4)
     _asks(c, "teamB", 1, gpu=4)
-    assert _deserved(c) == {"a1": 7.0, "a2": 21.0, "teamB": 4.0}
+    assert _deserved(c) == {"a1": 7.0, "a2": 21.0, "teamB": 4.0, "teamA": 28.0}
 
 
 def test_an_inner_queue_s_capability_caps_its_subtree() -> None:
+    """Each leaf asks for 32 GPUs in four 8-GPU gangs (one 32-GPU gang could never run under
+    teamA's 8: ``test_a_gang_larger_than_an_ancestor_s_capability_can_never_fit``)."""
     c = _cluster(capability={"teamA": {"nvidia.com/gpu": "8"}})
-    _every_leaf_asks(c)
-    assert _deserved(c) == {"a1": 2.0, "a2": 6.0, "teamB": 24.0}
+    for q in ("a1", "a2", "teamB"):
+        for _ in range(4):
+            _asks(c, q, 1)
+    assert _deserved(c) == {"a1": 2.0, "a2": 6.0, "teamB": 24.0, "teamA": 8.0}
 
 
 def test_an_inner_queue_s_own_jobs_are_a_leaf_of_its_weight() -> None:
@@ -115,6 +119,19 @@ def test_an_inner_queue_s_own_jobs_are_a_leaf_of_its_weight() -> None:
     _every_leaf_asks(c)
     _asks(c, "teamA", 4)
     assert _deserved(c) == {"teamA": 3.2, "a1": 3.2, "a2": 9.6, "teamB": 16.0}
+
+
+def test_an_inner_queue_without_jobs_publishes_its_subtree_s_share() -> None:
+    """teamA holds no job of its own: it had no published deserved (no metric, no annotation;
+    the dashboard fell back to a weight share). It now publishes what its subtree deserves,
+    and what its subtree asks for."""
+    c = _cluster()
+    _every_leaf_asks(c)
+    d = run_session(c, load_config(TEPHRA_DEFAULT_CONFIG), now=NOW)
+    m = d.queue_metrics["teamA"]
+    assert m.amounts(m.deserved)["nvidia.com/gpu"] == 16 * GPU
+    assert m.amounts(m.request)["nvidia.com/gpu"] == 64 * GPU
+    assert "root" not in d.queue_metrics
 
 
 def test_a_queue_whose_parent_is_missing_hangs_under_root() -> None:
@@ -157,3 +174,22 @@ def test_a_queue_holds_no_more_than_its_ancestors_capability() -> None:
     phases = [d.podgroup_status[("default", f"g{i}")]["phase"] for i in range(2)]
     assert phases == ["Inqueue", "Pending"]
     assert d.pending_reasons["default/g1"].kind == "OverCapability"
+
+
+def test_a_gang_larger_than_an_ancestor_s_capability_can_never_fit() -> None:
+    """teamA may hold 8 GPUs; a1 (no capability of its own) asks for 16: it can never run
+    under teamA, so it is "can never fit" (counted in no demand), not a gang waiting for room.
+    Before, only a1's own capability was judged."""
+    c = _cluster(capability={"teamA": {"nvidia.com/gpu": "8"}})
+    mr = {"cpu": "2", "nvidia.com/gpu": "16"}
+    c.apply("PodGroup", "ADDED", f.podgroup("wide", queue="a1", min_member=2, min_resources=mr))
+    why = run_session(c, load_config(TEPHRA_DEFAULT_CONFIG), now=NOW).pending_reasons
+    assert why["default/wide"].kind == "NeverFits", why["default/wide"]
+    assert why["default/wide"].message == (
+        "can never fit: the gang asks for 16 nvidia.com/gpu, queue 'teamA' may hold 8"
+    )
+    c.apply(
+        "Queue", "MODIFIED", f.queue("teamA", parent="root", capability={"nvidia.com/gpu": "16"})
+    )
+    why = run_session(c, load_config(TEPHRA_DEFAULT_CONFIG), now=NOW).pending_reasons
+    assert why["default/wide"].kind != "NeverFits"  # judged again when the parent changes

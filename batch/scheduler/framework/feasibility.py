@@ -15,7 +15,8 @@ A gang can never fit when:
   not exist yet, its minResources shared among its minMember pods when minTaskMember says they
   all come from one task, as for a one-task VCJob before admission);
 - its minResources ask for more than the whole cluster's allocatable on some resource;
-- its minResources ask for more than its queue's capability on some resource;
+- its minResources ask for more than its queue's capability, or an ancestor queue's, on some
+  resource;
 - its pods are all of one shape and the nodes cannot hold minAvailable of them even empty
   (per node, as many pods as the node's allocatable holds on every resource).
 While no schedulable node exists, nothing is judged (a cluster whose nodes have not registered
@@ -30,9 +31,11 @@ import numpy as np
 import numpy.typing as npt
 
 from batch.api.resources import describe_amount
-from batch.model.info import JobInfo
+from batch.model.info import JobInfo, QueueInfo
+from batch.model.parse import ROOT_QUEUE
 from batch.model.resources import IntVec
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.queue_tree import resolved_parents
 from batch.scheduler.framework.session import Session
 
 __all__ = ["KIND", "inadmissible_jobs", "never_fits", "waits_unstarted"]
@@ -42,6 +45,7 @@ KIND = "NeverFits"
 _LARGEST = "feasibility.largest_node"
 _SESSION = "feasibility.verdicts"
 _KEPT = "feasibility"
+_PARENTS = "feasibility.parents"
 
 
 def _largest(ssn: Session) -> IntVec | None:
@@ -128,19 +132,35 @@ def _by_totals(ssn: Session, job: JobInfo) -> PendingReason | None:
     if dims:
         said = _say(ssn, "the cluster has", mr, total, dims)
         return _reason(job, "cluster", f"the gang asks for {said}", dims, ssn)
-    q = ssn.queues.get(job.queue)
-    if q is None or not q.capability:
-        return None
-    cap = np.full(len(mr), np.iinfo(np.int64).max, dtype=np.int64)
-    for name, amount in q.capability.items():
-        i = ssn.resources.get(name)
-        if i is not None and i < len(cap) and (amount > 0 or i > 2):
-            cap[i] = amount
-    dims = _over(ssn, mr, cap)
-    if dims:
-        said = _say(ssn, f"queue {q.name!r} may hold", mr, cap, dims)
-        return _reason(job, "capability", f"the gang asks for {said}", dims, ssn)
+    for q in _capped_line(ssn, job.queue):
+        cap = np.full(len(mr), np.iinfo(np.int64).max, dtype=np.int64)
+        for name, amount in q.capability.items():
+            i = ssn.resources.get(name)
+            if i is not None and i < len(cap) and (amount > 0 or i > 2):
+                cap[i] = amount
+        dims = _over(ssn, mr, cap)
+        if dims:
+            said = _say(ssn, f"queue {q.name!r} may hold", mr, cap, dims)
+            return _reason(job, "capability", f"the gang asks for {said}", dims, ssn)
     return None
+
+
+def _capped_line(ssn: Session, queue: str) -> list[QueueInfo]:
+    """``queue`` and its ancestors (root left out) that have a capability, nearest first: a
+    gang its queue could hold but a parent could not can never run either."""
+    parents: dict[str, str] | None = ssn.scratch.get(_PARENTS)
+    if parents is None:
+        parents = ssn.scratch[_PARENTS] = resolved_parents(ssn.queues)
+    out: list[QueueInfo] = []
+    node: str | None = queue
+    while node is not None and node != ROOT_QUEUE:
+        q = ssn.queues.get(node)
+        if q is None:
+            break
+        if q.capability:
+            out.append(q)
+        node = parents.get(node)
+    return out
 
 
 def _by_packing(ssn: Session, job: JobInfo) -> PendingReason | None:
@@ -182,12 +202,11 @@ def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
     got: dict[str, PendingReason | None] = ssn.scratch.setdefault(_SESSION, {})
     if job.uid in got:
         return got[job.uid]
-    q = ssn.queues.get(job.queue)
     world = (
         ssn.nodes.arrays.meta_gen,
         ssn.total_resource.tobytes(),
         largest.tobytes(),
-        tuple(sorted(q.capability.items())) if q is not None else (),
+        tuple((q.name, tuple(sorted(q.capability.items()))) for q in _capped_line(ssn, job.queue)),
     )
     kept: dict[str, tuple[int, object, PendingReason | None]] = ssn.cache.derived.setdefault(
         _KEPT, {}

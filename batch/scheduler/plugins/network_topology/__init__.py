@@ -31,7 +31,6 @@ domain per attempt (``preemption_domains`` / ``pin`` / ``unpin``). Volcano's rem
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from batch.api.selectors import label_selector_matches
+from batch.api.topology import RACK_LABEL, SPINE_LABEL, member_matches as _matches
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arguments, ConfigError
@@ -47,7 +46,7 @@ from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 
-DEFAULT_AUTO_LABELS = "topology.tephra.io/rack,topology.tephra.io/spine"
+DEFAULT_AUTO_LABELS = f"{RACK_LABEL},{SPINE_LABEL}"
 HOLDING = ALLOCATED_STATUS | {TaskStatus.PIPELINED}
 
 
@@ -57,22 +56,6 @@ class Domain:
     tier: int
     tier_name: str
     mask: BoolVec
-
-
-def _matches(selector: Mapping[str, Any], name: str, labels: Mapping[str, str] | None) -> bool:
-    exact = selector.get("exactMatch")
-    if isinstance(exact, Mapping):
-        return str(exact.get("name", "")) == name
-    rx = selector.get("regexMatch")
-    if isinstance(rx, Mapping):
-        try:
-            return re.fullmatch(str(rx.get("pattern", "")), name) is not None
-        except re.error:
-            return False
-    lm = selector.get("labelMatch")
-    if isinstance(lm, Mapping):
-        return labels is not None and label_selector_matches(lm, labels)
-    return False
 
 
 def build_domains(hypernodes: Mapping[str, Mapping[str, Any]], nodes: SessionNodes) -> list[Domain]:

@@ -493,7 +493,8 @@ def borrow_fits(
     """Fair share: the borrowing admission allows (``beyond_share``) holds when placing too: in
     allocate and backfill, an admitted job's task beyond its queue's share (within its
     capability) may be placed when the rest of the job's minimum (the task alone, above it) may
-    borrow the room (``may_borrow``). Evicting actions never borrow."""
+    borrow the room (``may_borrow``, against work that can be placed now). Evicting actions
+    never borrow."""
     if ssn.action not in ("allocate", "backfill") or job.phase not in ("Inqueue", "Running"):
         return False
     dims = np.flatnonzero(task.req[1:] > 0) + 1
@@ -502,7 +503,7 @@ def borrow_fits(
     mr = job.min_resources
     rest = np.maximum(mr - job.allocated, 0) if mr is not None else np.zeros_like(task.req)
     need = np.maximum(rest, task.req).astype(np.float64)
-    return may_borrow(ssn, a, need, attrs)
+    return may_borrow(ssn, a, need, attrs, placing=True)
 
 
 def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
@@ -717,6 +718,9 @@ class ProportionPlugin(Plugin):
         )
         self.decay = usage_decay_of(arguments)
         self.usage: dict[str, UsageFigure] = {}
+        #: fair shares down a tree (None: flat); its inner queues without jobs publish their
+        #: subtree's sums (``QueueTree.inner_figures``)
+        self.tree: QueueTree | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
@@ -735,6 +739,7 @@ class ProportionPlugin(Plugin):
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
+        self.tree = tree
         self.total = total
         _register_queue_points(ssn, attrs)
         _register_victim_points(ssn, attrs)
@@ -744,6 +749,8 @@ class ProportionPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)
+        if self.tree is not None:  # after the session's placements, as the queues' own
+            publish_shares(ssn, self.tree.inner_figures(self.attrs))
         for name, fig in self.usage.items():
             m = ssn.queue_metrics.get(name)
             if m is not None:

@@ -10,6 +10,13 @@ higher weight never makes a queue wait longer. Once admitted, a borrowing gang
 that cannot be placed holds nothing of its queue's share (``lend_borrowers``): otherwise its
 admission kept its queue's smaller jobs out for as long as other queues used their shares (seen
 on the sandbox: three queues 1:2:3, one of them holding no GPU at all).
+
+When placing (allocate, backfill: ``placing=True``) the better claim counts only other queues'
+work that can be placed now, admitted jobs with pods: enqueue ran first in the session, so
+work it left unadmitted cannot use the room before the next session. Counting it left a GPU
+idle while an admitted gang that fits waited: with shares that are not a whole number of gangs
+(weights 1:4 on 16 GPUs, 8-GPU gangs: 3.2 and 12.8) the borrower's own admission held
+overcommit's budget, so the other queue's gang was never admitted to use the room either.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from batch.scheduler.plugins.proportion import QueueAttr
 
 _NEEDS = "proportion.waiting_needs"
+_ADMITTED = "proportion.admitted_with_pods"
 
 
 def _need(job: JobInfo) -> F | None:
@@ -59,6 +67,21 @@ def waiting_needs(ssn: Session) -> dict[str, list[F]]:
     return got
 
 
+def placeable_needs(ssn: Session, queue: str) -> list[F]:
+    """What each admitted job of ``queue`` with pods waiting needs next, smallest first:
+    the work that could be placed in this session (read live: placements change it)."""
+    got: dict[str, list[JobInfo]] | None = ssn.scratch.get(_ADMITTED)
+    if got is None:
+        got = {}
+        for job in ssn.active_jobs():
+            if job.phase in ("Inqueue", "Running") and job.counts[TaskStatus.PENDING]:
+                got.setdefault(job.queue, []).append(job)
+        ssn.scratch[_ADMITTED] = got
+    needs = [n for n in map(_need, got.get(queue, ())) if n is not None]
+    needs.sort(key=lambda v: float(v[1:].sum()))
+    return needs
+
+
 def owed(ssn: Session, b: QueueAttr) -> F:
     """What queue ``b`` is still owed: deserved less held, while some work of it fits there."""
     if b.held is None:
@@ -70,15 +93,20 @@ def owed(ssn: Session, b: QueueAttr) -> F:
     return np.zeros_like(gap)
 
 
-def unowed_idle(ssn: Session, a: QueueAttr, attrs: Iterable[QueueAttr]) -> F:
-    """What is idle now less what the queues other than ``a`` are still owed."""
+def unowed_idle(
+    ssn: Session, a: QueueAttr, attrs: Iterable[QueueAttr], *, placing: bool = False
+) -> F:
+    """What is idle now less what the queues other than ``a`` are still owed; when admitting
+    (not ``placing``), less what every queue was admitted to and has not placed yet too (that
+    room is taken already: admitting on it made gangs wait admitted, holding the budget)."""
     nd = ssn.nodes
     room: F = nd.idle[:, nd.valid].sum(axis=1).astype(np.float64)
     for b in attrs:
-        if b is not a:
-            o = owed(ssn, b)
-            n = min(len(room), len(o))
-            room[:n] -= o[:n]
+        o = owed(ssn, b) if b is not a else np.zeros_like(b.deserved)
+        if not placing:
+            o = o + b.inqueue
+        n = min(len(room), len(o))
+        room[:n] -= o[:n]
     return room
 
 
@@ -118,11 +146,13 @@ def _share_after(b: QueueAttr, need: F) -> float:
     return float((after[mask] / des[mask]).max())
 
 
-def may_borrow(ssn: Session, a: QueueAttr, need: F, attrs: Mapping[str, QueueAttr]) -> bool:
+def may_borrow(
+    ssn: Session, a: QueueAttr, need: F, attrs: Mapping[str, QueueAttr], *, placing: bool = False
+) -> bool:
     """May queue ``a`` take ``need`` beyond its share? Only on idle room no other queue is
-    owed, and only if no other queue's next work that also fits that room would leave it with
-    a lower share than ``a`` will have."""
-    room = unowed_idle(ssn, a, attrs.values())
+    owed, and only if no other queue's next work that also fits that room (when ``placing``,
+    work that can be placed now) would leave it with a lower share than ``a`` will have."""
+    room = unowed_idle(ssn, a, attrs.values(), placing=placing)
     if not le_common(need, room):
         return False
     mine = _share_after(a, need)
@@ -130,7 +160,7 @@ def may_borrow(ssn: Session, a: QueueAttr, need: F, attrs: Mapping[str, QueueAtt
     for name, b in attrs.items():
         if b is a:
             continue
-        for other in needs.get(name, ()):
+        for other in placeable_needs(ssn, name) if placing else needs.get(name, ()):
             if le_common(other, room):
                 if _share_after(b, other) < mine - 1e-9:
                     return False

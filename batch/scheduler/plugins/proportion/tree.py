@@ -18,6 +18,7 @@ the flat water-filling exactly; ``QueueVectors`` then keeps no tree and the flat
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -56,6 +57,28 @@ class QueueTree:
     @staticmethod
     def flat(parent: Mapping[str, str]) -> bool:
         return all(p == ROOT_QUEUE for p in parent.values())
+
+    def inner_figures(self, attrs: Mapping[str, QueueAttr]) -> dict[str, QueueAttr]:
+        """The ancestors of the queues with jobs that hold no job themselves, root left out,
+        each with the sums of its subtree's figures (deserved, allocated, inqueue, request,
+        held) and its own real capability: what such a queue publishes (its metric and
+        annotation), since its subtree's queues share what it deserves."""
+        out: dict[str, QueueAttr] = {}
+        for name, a in attrs.items():
+            node = self.parent.get(name, ROOT_QUEUE)
+            while node != ROOT_QUEUE and node not in attrs and node in self.inner:
+                got = out.get(node)
+                if got is None:
+                    got = out[node] = dataclasses.replace(
+                        self.inner[node], held=np.zeros_like(a.allocated)
+                    )
+                    got.deserved = np.zeros_like(a.allocated)
+                for f in ("deserved", "allocated", "inqueue", "request", "held"):
+                    mine = getattr(a, f)
+                    if mine is not None:
+                        setattr(got, f, getattr(got, f) + mine)
+                node = self.parent.get(node, ROOT_QUEUE)
+        return out
 
     def fill(self, attrs: Sequence[QueueAttr], request: F, total: F, level: Level) -> F:
         return self.fill_nodes(attrs, request, total, level).rows
