@@ -348,9 +348,12 @@ def test_pods_of_a_gang_that_cannot_fit_trigger_cluster_autoscaler(stack: Stack)
     )
     [(pod, node)] = stack.wait("ca-fits bound", lambda: list(stack.bound("ca-fits").items()))
 
+    # By uid: the module runs once per CRD set, and a pod of the same name had its own event.
+    uid = next(p["metadata"]["uid"] for p in stack.pods("ca-fits") if p["metadata"]["name"] == pod)
+
     def scheduled() -> list[dict[str, Any]]:
         page = stack.get(f"/api/v1/namespaces/{NS}/events?fieldSelector=reason%3DScheduled") or {}
-        return [e for e in page.get("items") or [] if e["involvedObject"]["name"] == pod]
+        return [e for e in page.get("items") or [] if e["involvedObject"].get("uid") == uid]
 
     [event] = stack.wait("ca-fits' Scheduled event", scheduled)
     assert event["message"] == f"Successfully assigned {NS}/{pod} to {node}"
