@@ -6,7 +6,8 @@ OpenQueue/CloseQueue Commands
 until the queue holds no PodGroup, closing propagated to children (marked
 `volcano.sh/closed-by-parent=true`) and reopened with the parent, a child never opened under a
 closed parent, `spec.parent` defaulted to `root`, and `status.{pending,inqueue,running,unknown,
-completed}` counted from the queue's PodGroups. Pure: the caller passes the queue, every queue
+completed}` counted from the queue's PodGroups (a queue's first status carries an empty
+`allocated`, which Volcano's Queue CRD requires). Pure: the caller passes the queue, every queue
 (for parent/children), the queue's PodGroups and its Commands.
 
 Who may send a queue Command is the webhook's check (`batch.api.admission.access`); an admin can
@@ -137,6 +138,8 @@ def reconcile_queue(
     _patch_mark(view, move.mark, result)
     status = queue.get("status") or {}
     desired: JSON = {"state": move.state, **podgroup_counts(podgroups)}
+    if not status:
+        desired["allocated"] = {}  # Volcano's Queue CRD requires it in any status written
     patch = {k: v for k, v in desired.items() if status.get(k) != v}
     if patch:
         result.actions.append(PatchStatus(view.ref, patch))

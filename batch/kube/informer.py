@@ -140,7 +140,10 @@ class Reflector:
             backoff = min(backoff * 2, 5.0)
 
     async def _absent(self) -> None:
-        """The API does not serve the kind (yet): say so once, try again ever less often."""
+        """The API does not serve the kind (yet): say so once, try again ever less often.
+        A kind not served has no objects: that is listed, so the reflector counts as synced
+        (Volcano v1.10's CRDs have no HyperNode; the scheduler must not wait for one)."""
+        self.synced.set()
         if not self._absent_wait:
             log.info(
                 "%s/%s is not served; watching it once it is (checked at most every %.0f s)",

@@ -89,6 +89,15 @@ def test_new_queue_opens_and_gets_root_parent() -> None:
     assert st["pending"] == 0
 
 
+def test_a_first_status_carries_allocated_as_volcanos_queue_crd_requires() -> None:
+    # Volcano v1.10's Queue CRD: `status.required: [allocated]`; without it the API refuses
+    # the write (422) and the queue (Tephra's `root`) never opens.
+    first = reconcile_queue(q("root", state=None), queues=[], podgroups=[])
+    assert first.of_type(PatchStatus)[0].status["allocated"] == {}
+    later = reconcile_queue(q("root", state="Closed"), queues=[], podgroups=[])
+    assert "allocated" not in later.of_type(PatchStatus)[0].status
+
+
 def test_counts_per_phase() -> None:
     groups = [
         pg("a", "q", "Pending"),

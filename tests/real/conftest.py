@@ -104,10 +104,13 @@ def crds(api: Api) -> list[str]:
     return install_crds(api)
 
 
-def install_crds(api: Api, directory: Path = CRD_DIR) -> list[str]:
+def install_crds(api: Api, directory: Path = CRD_DIR, *, force: bool = False) -> list[str]:
     """Apply crds/ (or the CRDs in `directory`) server-side and wait until every CRD is
-    Established: their names."""
-    api.kubectl("apply", "--server-side", "-f", str(directory))
+    Established: their names. `force`: take the fields over from any other manager (a Helm
+    install earlier in the same control plane owns them)."""
+    api.kubectl(
+        "apply", "--server-side", *(["--force-conflicts"] if force else []), "-f", str(directory)
+    )
     names = crd_names(directory)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -115,6 +118,26 @@ def install_crds(api: Api, directory: Path = CRD_DIR) -> list[str]:
             return names
         time.sleep(0.5)
     pytest.fail(f"CRDs not Established within 60 s: {[conditions(api, n) for n in names]}")
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@contextmanager
+def volcano_crds(api: Api) -> Iterator[list[str]]:
+    """Volcano v1.10's own CRDs in place of Tephra's: the common ones replaced, Tephra's others
+    (CronJob, HyperNode) deleted; crds/ as shipped put back afterwards."""
+    oracle = oracle_bin("volcano") / "crds"
+    for name in sorted(set(crd_names()) - set(crd_names(oracle))):
+        api.request("DELETE", f"{CRD_PATH}/{name}")
+        deadline = time.monotonic() + 60
+        while api.request("GET", f"{CRD_PATH}/{name}")[0] != 404:
+            assert time.monotonic() < deadline, f"CRD {name} not deleted within 60 s"
+            time.sleep(0.2)
+    try:
+        yield install_crds(api, oracle, force=True)
+    finally:
+        install_crds(api, force=True)
 
 
 # ------------------------------------------------------------- Tephra components as processes

@@ -23,7 +23,7 @@ import yaml
 
 from batch.sandbox.control_plane import ControlPlane
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
-from tests.real.conftest import Api, TephraProcess, tephra_process
+from tests.real.conftest import Api, TephraProcess, tephra_process, volcano_crds
 from tests.real.kubelets import NODE_LABEL, Cluster
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
@@ -131,15 +131,26 @@ def _namespace(api: Api, name: str) -> None:
         time.sleep(0.2)
 
 
+@pytest.fixture(scope="module", params=["tephra-crds", "volcano-crds"])
+def crd_set(request: pytest.FixtureRequest, api: Api, crds: list[str]) -> Iterator[str]:
+    """Every test runs on Tephra's CRDs, then on Volcano v1.10's own (issue 34.3: a cluster
+    migrating from Volcano keeps its CRDs)."""
+    if request.param == "volcano-crds":
+        with volcano_crds(api):
+            yield request.param
+    else:
+        yield request.param
+
+
 @pytest.fixture(scope="module")
 def stack(
     real: ControlPlane,
     api: Api,
-    crds: list[str],
+    crd_set: str,
     kubelets: Cluster,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("e2e-real")
+    tmp = tmp_path_factory.mktemp(f"e2e-real-{crd_set}")
     _namespace(api, NS)
     for name, value in (("e2e-high", 1000), ("e2e-low", 10)):
         body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
@@ -337,9 +348,12 @@ def test_pods_of_a_gang_that_cannot_fit_trigger_cluster_autoscaler(stack: Stack)
     )
     [(pod, node)] = stack.wait("ca-fits bound", lambda: list(stack.bound("ca-fits").items()))
 
+    # By uid: the module runs once per CRD set, and a pod of the same name had its own event.
+    uid = next(p["metadata"]["uid"] for p in stack.pods("ca-fits") if p["metadata"]["name"] == pod)
+
     def scheduled() -> list[dict[str, Any]]:
         page = stack.get(f"/api/v1/namespaces/{NS}/events?fieldSelector=reason%3DScheduled") or {}
-        return [e for e in page.get("items") or [] if e["involvedObject"]["name"] == pod]
+        return [e for e in page.get("items") or [] if e["involvedObject"].get("uid") == uid]
 
     [event] = stack.wait("ca-fits' Scheduled event", scheduled)
     assert event["message"] == f"Successfully assigned {NS}/{pod} to {node}"

@@ -5,13 +5,15 @@ Volcano's PodGroup CRD has no status subresource; kube-apiserver then answers a 
 `podgroups/NAME/status` with a 404 whose body is that of an object gone. `tephra controller`
 and `tephra scheduler` run as processes on each shape of the PodGroup CRD (Volcano's, which
 Tephra ships too, and the one with a status subresource that Tephra shipped before) and a VCJob
-must run to completion on both. The CRD is put back as crds/ has it afterwards.
+must run to completion on both, and on Volcano v1.10's own CRDs, all of them (issue 34.3). The
+CRDs are put back as crds/ has them afterwards.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ import yaml
 from batch.sandbox.control_plane import ControlPlane
 from batch.sandbox.crds import load_crds
 from tests.controllers.test_volcano_crds_sandbox import PODGROUP_CRD, SHAPES, podgroup_crd
-from tests.real.conftest import Api, conditions, install_crds, tephra_process
+from tests.real.conftest import Api, conditions, install_crds, tephra_process, volcano_crds
 from tests.real.kubelets import Cluster
 from tests.real.test_e2e_real import (
     NS,
@@ -76,7 +78,11 @@ def _scheduler_args(kubeconfig: str, conf: str) -> list[str]:
     ]
 
 
-@pytest.fixture(params=sorted(SHAPES), scope="module")
+# Tephra's CRDs with each shape of the PodGroup CRD, and Volcano v1.10's own CRDs, all of them.
+VOLCANO = "volcano-v1.10"
+
+
+@pytest.fixture(params=[*sorted(SHAPES), VOLCANO], scope="module")
 def stack(
     request: pytest.FixtureRequest,
     real: ControlPlane,
@@ -88,14 +94,20 @@ def stack(
     shape = request.param
     tmp = tmp_path_factory.mktemp(f"volcano-crds-{shape}")
     _namespace(api, NS)
-    _shape(api, SHAPES[shape], tmp)
     kubeconfig = str(real.kubeconfig)
     conf = str(_scheduler_conf(tmp / "scheduler.conf"))
     try:
-        with (
-            tephra_process(tmp / "controller.log", *_controller_args(kubeconfig)) as controller,
-            tephra_process(tmp / "scheduler.log", *_scheduler_args(kubeconfig, conf)) as sched,
-        ):
+        with ExitStack() as processes:
+            if shape == VOLCANO:
+                processes.enter_context(volcano_crds(api))
+            else:
+                _shape(api, SHAPES[shape], tmp)
+            controller = processes.enter_context(
+                tephra_process(tmp / "controller.log", *_controller_args(kubeconfig))
+            )
+            sched = processes.enter_context(
+                tephra_process(tmp / "scheduler.log", *_scheduler_args(kubeconfig, conf))
+            )
             stack = Stack(api, controller, [sched])
             _wait_open(stack, "default")
             yield stack
