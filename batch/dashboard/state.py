@@ -32,8 +32,6 @@ KINDS: dict[str, Resource] = {
     },
     "Job": JOB,
 }
-#: kinds a cluster may not serve (Volcano before HyperNodes): the pages do without them
-OPTIONAL = ("HyperNode",)
 _GROUP = "scheduling.k8s.io/group-name"
 _JOB_LABEL = "volcano.sh/job-name"
 _DONE = ("Succeeded", "Failed")
@@ -238,9 +236,4 @@ class StateLookup:
 
 def reflectors(client: KubeClient, state: LiveState) -> ReflectorSet:
     """One reflector per watched kind, all feeding `state`."""
-    return ReflectorSet(
-        [
-            Reflector(client, res, state.sink, optional=kind in OPTIONAL)
-            for kind, res in KINDS.items()
-        ]
-    )
+    return ReflectorSet([Reflector(client, res, state.sink) for res in KINDS.values()])

@@ -45,9 +45,6 @@ class Reflector:
     #: longest wait between tries while the API does not serve the kind (404: a CRD not
     #: installed); the waits start at 1 s and double
     absent_retry: float = 30.0
-    #: a kind the API may not serve (a CRD not everywhere installed): while it is not served,
-    #: the reflector counts as synced with no objects, so readers need not wait for it
-    optional: bool = False
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     relists: int = 0
     #: when (time.time()) listing or watching last started to fail; None while they work
@@ -122,8 +119,6 @@ class Reflector:
                     rv = None
                     continue
                 if exc.status == 404 and rv is None:
-                    if self.optional:
-                        self.synced.set()
                     await self._absent()
                     continue
                 log.warning("%s watch failed: %s", self.resource.plural, exc)
