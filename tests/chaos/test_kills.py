@@ -85,8 +85,12 @@ def test_controller_and_scheduler_killed_mid_gang(sb: SandboxHandle, tmp_path: P
     ctl.start()
     sched.start()
     try:
-        for i in range(JOBS):  # 3 x 1 cpu each on 2 x 4 cpu: two gangs at a time
-            co.create_namespaced_custom_object(*B, "default", "jobs", vcjob(f"g{i}", cpu="1"))
+        # 3 x 1 cpu each on 2 x 4 cpu: two gangs at a time, each running 3 s, so gangs are
+        # still open when both rounds of kills land (0.3 s runs finished before the second)
+        for i in range(JOBS):
+            co.create_namespaced_custom_object(
+                *B, "default", "jobs", vcjob(f"g{i}", cpu="1", run=3.0)
+            )
         for _ in range(ROUNDS):
             ctl.wait_ready(timeout=60)
             time.sleep(rng.uniform(0.3, 1.5))

@@ -23,7 +23,14 @@ from typing import Any
 import pytest
 
 from batch.sandbox.control_plane import ControlPlane
-from tests.real.conftest import Api, TephraProcess, install_crds, oracle_bin, tephra_process
+from tests.real.conftest import (
+    CRD_PATH,
+    Api,
+    TephraProcess,
+    install_crds,
+    oracle_bin,
+    tephra_process,
+)
 from tests.real.kubelets import NODE_LABEL, Cluster
 from tests.real.test_e2e_real import (
     RUN,
@@ -105,6 +112,18 @@ class Operators(Stack):
         return f"sqlite:///{self.db}"
 
 
+def _drop_foreign_mpijob_crd(api: Api) -> None:
+    """mpi-operator's MPIJob CRD (kubeflow.org/v2beta1, stored), which an earlier test of the
+    shared control plane installs, cannot be replaced by training-operator's v1 one: the API
+    server refuses to drop a stored version. Delete it first (no MPIJob is left by then)."""
+    name = f"{CRD_PATH}/mpijobs.kubeflow.org"
+    api.request("DELETE", name)
+    deadline = time.monotonic() + 60
+    while api.request("GET", name)[0] != 404:
+        assert time.monotonic() < deadline, "the MPIJob CRD was not deleted"
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def ops(
     real: ControlPlane,
@@ -115,6 +134,7 @@ def ops(
 ) -> Iterator[Operators]:
     training, kuberay = oracle_bin("training-operator"), oracle_bin("kuberay")
     tmp = tmp_path_factory.mktemp("operators-real")
+    _drop_foreign_mpijob_crd(api)
     install_crds(api, training / "crds")
     install_crds(api, kuberay / "crds")
     _namespace(api, NS)
