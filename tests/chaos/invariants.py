@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -69,6 +70,21 @@ class Counts:
         )
 
 
+def count_over_commits(
+    counts: Counts, node: str, alloc: dict[str, Any], pods: Iterable[dict[str, Any]]
+) -> None:
+    """Count on `counts` every resource of `node` whose holding pods ask for more than its
+    allocatable `alloc` (the over-commit invariant, for either watcher)."""
+    used: dict[str, Fraction] = defaultdict(Fraction)
+    for pod in pods:
+        if pod.get("spec", {}).get("nodeName") == node and _holds(pod):
+            _requests(pod, used)
+    for name, amount in used.items():
+        if name in alloc and amount > parse_quantity(str(alloc[name])):
+            counts.over_commits += 1
+            counts.details.append(f"node {node} over on {name}")
+
+
 class Watchdog:
     """Install on a `SandboxHandle` (`Watchdog(sb)`); read `counts` and call `snapshot()`."""
 
@@ -105,14 +121,7 @@ class Watchdog:
         if n is None:
             return
         alloc = (n.get("status") or {}).get("allocatable") or {}
-        used: dict[str, Fraction] = defaultdict(Fraction)
-        for pod in store.buckets[PODS].iter(None):
-            if pod.get("spec", {}).get("nodeName") == node and _holds(pod):
-                _requests(pod, used)
-        for name, amount in used.items():
-            if name in alloc and amount > parse_quantity(str(alloc[name])):
-                self.counts.over_commits += 1
-                self.counts.details.append(f"node {node} over on {name}")
+        count_over_commits(self.counts, node, alloc, store.buckets[PODS].iter(None))
 
     def _check_gang(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]

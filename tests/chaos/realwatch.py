@@ -20,13 +20,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections import defaultdict
-from fractions import Fraction
 from typing import Any
 
-from batch.api.quantity import parse_quantity
-
-from .invariants import FINAL, GROUP, Counts, _holds, _requests
+from .invariants import FINAL, GROUP, Counts, count_over_commits
 
 SCHED = "/apis/scheduling.volcano.sh/v1beta1"
 VCJOBS = "/apis/batch.volcano.sh/v1alpha1"
@@ -138,14 +134,7 @@ class RealWatchdog:
             alloc = self._allocatable(node)
         except (OSError, ValueError):
             return
-        used: dict[str, Fraction] = defaultdict(Fraction)
-        for pod in self._pods.values():
-            if pod.get("spec", {}).get("nodeName") == node and _holds(pod):
-                _requests(pod, used)
-        for name, amount in used.items():
-            if name in alloc and amount > parse_quantity(str(alloc[name])):
-                self.counts.over_commits += 1
-                self.counts.details.append(f"node {node} over on {name}")
+        count_over_commits(self.counts, node, alloc, self._pods.values())
 
     def _check_gang(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
