@@ -48,6 +48,16 @@ def le_on(a: F, b: F, dims: npt.NDArray[np.intp]) -> bool:
     return bool((a[dims] <= b[dims] + TOL).all())
 
 
+def nearer_on(held: F, need: F, deserved: F, dims: npt.NDArray[np.intp]) -> bool:
+    """Would a queue holding ``held`` be nearer its ``deserved`` share with ``need`` more, on
+    every resource of ``dims``? Within its share, or past it by less than it now falls short:
+    shares are rounded to the nearest gang, not down (a queue owed 6.7 GPUs whose gangs take 8
+    is owed its gang; one owed 4 is not, 8 would leave it as far past its share)."""
+    h, n, d = held[dims], need[dims], deserved[dims]
+    after = h + n
+    return bool(((after <= d + TOL) | (after - d < d - h - TOL)).all())
+
+
 def vec_of(ssn: Session, amounts: dict[str, int], *, missing: float = 0.0) -> F:
     v = np.full(ssn.resources.capacity, missing, dtype=np.float64)
     v[0] = 0.0 if missing == 0.0 else INF

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
-from batch.model.status import ALLOCATED_STATUS
+from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import PendingReason
@@ -46,6 +46,7 @@ from batch.scheduler.framework.shares import (
     describe_shares,
     le,
     le_on,
+    nearer_on,
     publish_shares,
     vec_of,
 )
@@ -264,7 +265,7 @@ def beyond_share(
     """Fair share: would admitting minResources ``mr`` take the queue past its deserved share
     while another queue waits below its own or has a better claim on the room (``may_borrow``)?
     That queue (the first one, oldest first), or None."""
-    if a.held is None or le_on(a.held + mr, a.deserved, dims):
+    if a.held is None or nearer_on(a.held, mr, a.deserved, dims):
         return None
     waiting = next((b for b in attrs.values() if b is not a and _below_share(b)), None)
     if waiting is None or may_borrow(ssn, a, mr, attrs):
@@ -482,9 +483,29 @@ def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         if all(alloc[d] + rl[d] <= des[d] + TOL for d in dims):
             return True
         job = ssn.jobs.get(t.job_id or "")
-        return a.held is not None and job is not None and borrow_fits(ssn, a, job, t, attrs)
+        if a.held is None or job is None:
+            return False
+        return nearer_with(a, job, t) or borrow_fits(ssn, a, job, t, attrs)
 
     ssn.hooks.add_allocatable_fn(allocatable)
+
+
+def nearer_with(a: QueueAttr, job: JobInfo, task: TaskInfo) -> bool:
+    """Fair share: does ``job``, with ``task`` placed, take its queue nearer its deserved share
+    than the queue is without it (``nearer_on``: the job's minimum, or all it then holds),
+    within the queue's capability?"""
+    dims = np.flatnonzero(task.req[1:] > 0) + 1
+    if not le_on(a.allocated + task.req, a.real_capability, dims):
+        return False
+    mine = job.allocated.astype(np.float64)
+    if job.counts[TaskStatus.PIPELINED]:  # the evicting actions' dry runs pipeline
+        for t in job.tasks.values():
+            if t.status is TaskStatus.PIPELINED:
+                mine += t.req
+    need = mine + task.req
+    if job.min_resources is not None:
+        need = np.maximum(need, job.min_resources)
+    return nearer_on(a.allocated - mine, need, a.deserved, dims)
 
 
 def borrow_fits(
@@ -518,7 +539,12 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
             total_req = total_req + t.req
         dims = np.flatnonzero(total_req[1:] > 0) + 1
         claim = claimed_share(a)
-        return bool((a.allocated[dims] + total_req[dims] <= claim[dims] + TOL).all())
+        if bool((a.allocated[dims] + total_req[dims] <= claim[dims] + TOL).all()):
+            return True
+        # a whole gang may take its queue nearer its share past it (framework/gang_eviction.py
+        # then asks the plan to bring the queues it touches nearer their shares, too)
+        fair = a.held is not None and ssn.action == "gangreclaim"
+        return fair and nearer_on(a.allocated, total_req.astype(np.float64), claim, dims)
 
     ssn.hooks.add_preemptive_fn(preemptive)
 
@@ -567,6 +593,8 @@ def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool
         mr = job.min_resources.astype(np.float64)
         dims = np.flatnonzero(mr[1:] > 0) + 1
         want = mr + a.allocated + a.inqueue - a.elastic
+        if a.lent is not None:  # gangs it is not owed wait for room nobody is: none of its own
+            want -= a.lent
         if not le_on(want, a.real_capability, dims):
             return over_capability(ssn, job, q, want - a.real_capability, dims)
         waiting = beyond_share(ssn, a, mr, dims, attrs) if fair else None
@@ -615,26 +643,27 @@ def at_share(
 
 
 def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | None:
-    """Fair share: what the other queues hold beyond their deserved share and can give back,
-    when ``job``'s minResources fit its own queue's share; None otherwise. Overcommit's budget
-    lets such a job use it: neither gangs admitted before a queue below its share arrived nor
-    pods a reclaimable queue runs above its share may keep that queue out, since reclaim takes
-    the latter back. (Of a queue that is not reclaimable, only admissions not yet started count;
-    borrowing gangs admitted but not placed count whole.)"""
+    """Fair share: what of overcommit's budget ``job`` may count as free (None: nothing).
+    Admitted gangs larger than their queue's share that wait unplaced (``lent``, any queue's)
+    hold none of it: they wait for room nobody is owed. And when ``job``'s minResources fit
+    its own queue's share, what the other queues hold beyond their deserved share and can give
+    back: neither gangs admitted before a queue below its share arrived nor pods a reclaimable
+    queue runs above its share may keep that queue out, since reclaim takes the latter back.
+    (Of a queue that is not reclaimable, only admissions not yet started count.)"""
     a = attrs.get(job.queue)
     mr = job.min_resources
     if a is None or mr is None or a.held is None:
         return None
     want = mr.astype(np.float64)
-    if not le_on(a.held + want, a.deserved, np.flatnonzero(want[1:] > 0) + 1):
-        return None
     spare = np.zeros_like(want)
     for b in attrs.values():
-        if b is not a and b.held is not None:
-            beyond = np.maximum(b.held - kept_share(b), 0.0)
-            spare += beyond if b.queue.reclaimable else np.minimum(beyond, b.inqueue)
-            if b.lent is not None:
-                spare += b.lent
+        if b.lent is not None:
+            spare += b.lent
+    if nearer_on(a.held, want, a.deserved, np.flatnonzero(want[1:] > 0) + 1):
+        for b in attrs.values():
+            if b is not a and b.held is not None:
+                beyond = np.maximum(b.held - kept_share(b), 0.0)
+                spare += beyond if b.queue.reclaimable else np.minimum(beyond, b.inqueue)
     spare[0] = 0.0
     return np.floor(spare).astype(np.int64) if spare.any() else None
 

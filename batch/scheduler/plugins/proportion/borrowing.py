@@ -30,7 +30,7 @@ from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.feasibility import waits_unstarted
 from batch.scheduler.framework.session import Session
-from batch.scheduler.framework.shares import TOL, F, le_common
+from batch.scheduler.framework.shares import TOL, F, le_common, nearer_on
 
 if TYPE_CHECKING:
     from batch.scheduler.plugins.proportion import QueueAttr
@@ -83,12 +83,14 @@ def placeable_needs(ssn: Session, queue: str) -> list[F]:
 
 
 def owed(ssn: Session, b: QueueAttr) -> F:
-    """What queue ``b`` is still owed: deserved less held, while some work of it fits there."""
+    """What queue ``b`` is still owed: deserved less held, while some work of it would take it
+    nearer its share (``nearer_on``: a gang past the share by less than the gap counts)."""
     if b.held is None:
         return np.zeros_like(b.deserved)
     gap = np.maximum(b.deserved - b.held, 0.0)
     for need in waiting_needs(ssn).get(b.queue.name, ()):
-        if le_common(need, gap):
+        n = min(len(need), len(gap))
+        if nearer_on(b.held[:n], need[:n], b.deserved[:n], np.flatnonzero(need[1:n] > 0) + 1):
             return gap
     return np.zeros_like(gap)
 
@@ -103,8 +105,8 @@ def unowed_idle(
     room: F = nd.idle[:, nd.valid].sum(axis=1).astype(np.float64)
     for b in attrs:
         o = owed(ssn, b) if b is not a else np.zeros_like(b.deserved)
-        if not placing:
-            o = o + b.inqueue
+        if not placing:  # lent gangs hold no room: they wait for room nobody is owed
+            o = o + (b.inqueue if b.lent is None else np.maximum(b.inqueue - b.lent, 0.0))
         n = min(len(room), len(o))
         room[:n] -= o[:n]
     return room
