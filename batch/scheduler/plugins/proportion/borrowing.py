@@ -52,8 +52,8 @@ def _need(job: JobInfo) -> F | None:
 
 
 def waiting_needs(ssn: Session) -> dict[str, list[F]]:
-    """Per queue, what each of its jobs with work left needs next, smallest first (once per
-    session)."""
+    """Per queue, what its jobs with work left need next, each distinct need once, smallest
+    first (once per session)."""
     got: dict[str, list[F]] | None = ssn.scratch.get(_NEEDS)
     if got is None:
         got = {}
@@ -61,8 +61,9 @@ def waiting_needs(ssn: Session) -> dict[str, list[F]]:
             need = _need(job)
             if need is not None:
                 got.setdefault(job.queue, []).append(need)
-        for needs in got.values():
-            needs.sort(key=lambda v: float(v[1:].sum()))
+        for name, needs in got.items():  # each shape once: a backlog is many of a few
+            unique = {v.tobytes(): v for v in needs}
+            got[name] = sorted(unique.values(), key=lambda v: float(v[1:].sum()))
         ssn.scratch[_NEEDS] = got
     return got
 
