@@ -83,7 +83,8 @@ class GarbageCollector:
                         del self.dependents[o]
             for o in new_owners:
                 self.dependents.setdefault(o, set()).add(ref)
-            if new_owners - self.by_uid.keys():
+            # one lookup an owner: `set - dict.keys()` would copy every stored uid per change
+            if any(o not in self.by_uid for o in new_owners):
                 self._soon(self._check_dangling, ref)
         if etype == "DELETED":
             self.by_uid.pop(uid, None)
@@ -128,7 +129,7 @@ class GarbageCollector:
         if obj is None or rt is None:
             return
         owners = _owner_uids(obj)
-        dangling = owners - self.by_uid.keys()
+        dangling = {o for o in owners if o not in self.by_uid}
         if not dangling:
             return
         if dangling != owners:
