@@ -108,6 +108,32 @@ def test_everyday_commands_import_no_heavy_module(
     assert heavy == [], f"tephra {' '.join(argv)} imported {heavy[:8]}"
 
 
+#: help needs no cluster and no ledger: nothing heavy, not even SQLAlchemy for `report`
+HELP_PAGES = [
+    ["report", "--help"],
+    ["report", "wait-times", "--help"],
+    ["report", "usage", "--help"],
+    ["db", "--help"],
+]
+
+
+@pytest.mark.parametrize("argv", HELP_PAGES, ids=" ".join)
+def test_help_pages_import_no_heavy_module(tmp_path: Path, argv: list[str]) -> None:
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(out), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage:" in done.stdout
+    loaded: list[str] = json.loads(out.read_text())
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
+    assert heavy == [], f"tephra {' '.join(argv)} imported {heavy[:8]}"
+
+
 #: a ledger report needs SQLAlchemy, and nothing else heavy: no recorder, no PostgreSQL driver
 #: for a SQLite ledger, no Kubernetes client
 REPORT_HEAVY = ("kubernetes", "kopf", "aiohttp", "numpy", "pydantic", "psycopg", "alembic")
