@@ -1,11 +1,13 @@
 """CPU each everyday `tephra` command costs, start-up included (docs/cli.md: ≤ 0.3 s).
 
 Runs every command below `--repeat` times as its own process (`python -m batch.cli.main ...`)
-against a sandbox and prints, per command, the median user+system CPU seconds of that process
-(`getrusage(RUSAGE_CHILDREN)`, what `/usr/bin/time -f %U+%S` prints) and the wall time. With
-`--kubeconfig` it uses that cluster; otherwise it starts a sandbox in this process (its CPU is
-not counted: only the children's is). Nothing is asserted; tests/cli/test_startup.py checks
-the import graph of these commands instead, which does not depend on the machine's load.
+against a sandbox, the `report` ones against an empty SQLite ledger (their cost is start-up and
+SQLAlchemy's Core, not the data), and prints, per command, the median user+system CPU seconds
+of that process (`getrusage(RUSAGE_CHILDREN)`, what `/usr/bin/time -f %U+%S` prints) and the
+wall time. With `--kubeconfig` it uses that cluster; otherwise it starts a sandbox in this
+process (its CPU is not counted: only the children's is). Nothing is asserted;
+tests/cli/test_startup.py checks the import graph of these commands instead, which does not
+depend on the machine's load.
 
     PYTHONPATH=. .venv/bin/python benchmarks/cli_startup.py [--repeat 5] [--kubeconfig KC]
 
@@ -41,6 +43,14 @@ COMMANDS: list[list[str]] = [
     ["pod", "list"],
 ]
 
+#: commands that read the job ledger, run with `--db` on a small SQLite ledger made for the run
+LEDGER_COMMANDS: list[list[str]] = [
+    ["report", "--help"],
+    ["report", "wait-times"],
+    ["report", "usage"],
+    ["report", "fairness"],
+]
+
 _JOB = """\
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -52,12 +62,12 @@ spec:
 """
 
 
-def run_once(argv: list[str], kubeconfig: Path, env: dict[str, str]) -> tuple[float, float, int]:
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """(CPU seconds, wall seconds, exit status) of one `tephra` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "batch.cli.main", *argv, "--kubeconfig", str(kubeconfig)],
+        [sys.executable, "-m", "batch.cli.main", *argv],
         capture_output=True,
         check=False,
         env=env,
@@ -79,6 +89,15 @@ def cluster(kubeconfig: Path | None) -> Iterator[Path]:
         yield sb.kubeconfig_path
 
 
+def measure(argv: list[str], env: dict[str, str], repeat: int) -> dict[str, float]:
+    """Median CPU and wall seconds of `repeat` runs (after one to warm the byte-code cache)."""
+    run_once(argv, env)
+    runs = [run_once(argv, env) for _ in range(repeat)]
+    cpu = statistics.median(r[0] for r in runs)
+    wall = statistics.median(r[1] for r in runs)
+    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "exit": max(r[2] for r in runs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -94,16 +113,17 @@ def main() -> None:
         env["PYTHONPATH"] = os.pathsep.join(sys.path)
         job_file = Path(cache) / "bench-job.yaml"
         job_file.write_text(_JOB)
-        run_once(["job", "run", "-f", str(job_file)], kc, env)  # may already exist: fine
-        for argv in COMMANDS:
-            run_once(argv, kc, env)  # warm the byte-code cache
-            runs = [run_once(argv, kc, env) for _ in range(args.repeat)]
-            cpu = statistics.median(r[0] for r in runs)
-            wall = statistics.median(r[1] for r in runs)
-            status = max(r[2] for r in runs)
+        kube = ["--kubeconfig", str(kc)]
+        run_once(["job", "run", "-f", str(job_file), *kube], env)  # may already exist: fine
+        ledger = ["--db", f"sqlite:///{Path(cache) / 'ledger.db'}"]
+        run_once(["db", "upgrade", *ledger], env)
+        runs = [(argv, kube) for argv in COMMANDS]
+        runs += [(argv, [] if "--help" in argv else ledger) for argv in LEDGER_COMMANDS]
+        for argv, extra in runs:
             name = "tephra " + " ".join(argv)
-            figures[name] = {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "exit": status}
-            print(f"{name:<40} cpu {cpu:6.3f} s   wall {wall:6.3f} s   exit {status}")
+            figures[name] = measure([*argv, *extra], env, args.repeat)
+            cpu, wall, status = figures[name].values()
+            print(f"{name:<40} cpu {cpu:6.3f} s   wall {wall:6.3f} s   exit {status:.0f}")
     print(f"load average (1 min): {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

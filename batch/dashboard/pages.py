@@ -429,9 +429,13 @@ def podgroup_page(model: Mapping[str, Any]) -> str:
     )
 
 
-def job_page(model: Mapping[str, Any]) -> str:
+def job_page(model: Mapping[str, Any], now: float | None = None) -> str:
+    """One job: why it waits, its phase history, pods and events; times as ages at `now`
+    (default: the current time), the exact time in each one's title."""
     title = f"{model['namespace']}/{model['name']}"
-    history = _table(["phase", "since"], [[_e(h["phase"]), _e(h["at"])] for h in model["history"]])
+    history = _table(
+        ["phase", "since"], [[_e(h["phase"]), ago(h["at"], now)] for h in model["history"]]
+    )
     pods = _table(
         ["pod", "phase", "node", "exit code"],
         [
@@ -442,7 +446,13 @@ def job_page(model: Mapping[str, Any]) -> str:
     events = _table(
         ["last seen", "type", "reason", "object", "message"],
         [
-            [_e(e["last"]), _e(e["type"]), _e(e["reason"]), _e(e["involved"]), _e(e["message"])]
+            [
+                ago(e["last"], now),
+                _e(e["type"]),
+                _e(e["reason"]),
+                _e(e["involved"]),
+                _e(e["message"]),
+            ]
             for e in model["events"]
         ],
     )

@@ -23,8 +23,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Date,
-    DateTime,
-    Dialect,
     Float,
     Index,
     Integer,
@@ -34,7 +32,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
+
+from batch.ledger.columns import UTCDateTime
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -45,40 +44,6 @@ NAMING_CONVENTION: dict[str, str] = {
 }
 
 TERMINAL_JOB_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted", "Deleted"})
-
-
-class UTCDateTime(TypeDecorator[dt.datetime]):
-    """A timezone-aware UTC timestamp on every backend.
-
-    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are stored as naive UTC
-    text (which sorts and compares correctly) and come back tagged as UTC.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Dialect) -> dt.datetime | None:
-        if value is None:
-            return None
-        if not isinstance(value, dt.datetime):
-            raise TypeError(f"expected a datetime, got {type(value).__name__}")
-        stamp: dt.datetime = value
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=dt.UTC)
-        stamp = stamp.astimezone(dt.UTC)
-        if dialect.name == "sqlite":
-            return stamp.replace(tzinfo=None)
-        return stamp
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
-        if value is None:
-            return None
-        parsed = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
-        if not isinstance(parsed, dt.datetime):  # pragma: no cover - driver contract
-            raise TypeError(f"expected a datetime from the database, got {type(parsed).__name__}")
-        if parsed.tzinfo is None:
-            return parsed.replace(tzinfo=dt.UTC)
-        return parsed.astimezone(dt.UTC)
 
 
 def _id_type() -> BigInteger:

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Connection,
+    Date,
     Float,
     Integer,
     String,
@@ -36,12 +38,10 @@ from sqlalchemy import (
     table,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql import ColumnElement, Select
 
 from batch.api.resources import is_byte_resource
-from batch.ledger.models import UsageDay, UTCDateTime
-from batch.ledger.rollups import NONE
+from batch.ledger.columns import NONE, UTCDateTime
 
 GPU = "nvidia.com/gpu"
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -203,6 +203,8 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         # One ordered-set aggregate (one sort per queue) for all percentiles; byte-order
         # grouping avoids locale-aware string comparisons in the sort by queue.
         key = w.queue.collate("C").label("queue")
+        from sqlalchemy.dialects.postgresql import ARRAY  # not imported for a SQLite ledger
+
         pct = func.percentile_cont(literal(list(PERCENTILES), ARRAY(Float))).within_group(waited)
         stmt = _where(select(key, *base[1:], pct), *conds)
         rows = []
@@ -305,9 +307,24 @@ def _byte_order(conn: Connection, rows: Any, groups: Sequence[str]) -> list[Any]
     return [rows.c[g] if g == "day" else rows.c[g].collate("C") for g in groups]
 
 
+#: the rollup's table (``batch.ledger.models.UsageDay``) as the usage report reads it: a table
+#: clause, as for the views, so that a report does not import the ORM models
+_usage_days = table(
+    "usage_days",
+    column("day", Date),
+    column("queue", String),
+    column("namespace", String),
+    column("submitter", String),
+    column("pod_days", BigInteger),
+    column("pods_started", BigInteger),
+    column("gpu_milli_ms", BigInteger),
+    column("cpu_milli_ms", BigInteger),
+)
+
+
 def _usage_rolled(f: Filters, groups: Sequence[str], cut: dt.date | None) -> list[Select[Any]]:
     """Finished pods' days before ``cut`` (the last, partial day), from the rollup."""
-    u: Any = UsageDay.__table__
+    u: Any = _usage_days
     keys = [
         func.nullif(u.c[g], NONE).label(g) if g in ("queue", "submitter") else u.c[g].label(g)
         for g in groups

@@ -25,13 +25,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from batch.ledger.columns import NONE
 from batch.ledger.models import Job, PodAttempt, UsageDay
 
 __all__ = ["UsageDelta", "backfill", "contributions", "forget"]
 
 DAY = dt.timedelta(days=1)
-#: an unknown queue or submitter in the rollup's keys
-NONE = ""
 _IN_CHUNK = 500
 
 Key = tuple[dt.date, str, str, str]

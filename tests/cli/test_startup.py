@@ -108,21 +108,82 @@ def test_everyday_commands_import_no_heavy_module(
     assert heavy == [], f"tephra {' '.join(argv)} imported {heavy[:8]}"
 
 
-#: a ledger report needs SQLAlchemy, and nothing else heavy: no recorder, no PostgreSQL driver
-#: for a SQLite ledger, no Kubernetes client
-REPORT_HEAVY = ("kubernetes", "kopf", "aiohttp", "numpy", "pydantic", "psycopg", "alembic")
+#: help needs no cluster and no ledger: nothing heavy, not even SQLAlchemy for `report`
+HELP_PAGES = [
+    ["report", "--help"],
+    ["report", "wait-times", "--help"],
+    ["report", "usage", "--help"],
+    ["db", "--help"],
+]
 
 
-def test_a_report_imports_only_what_its_queries_need(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    upgraded = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
-    assert upgraded.exit_code == 0, upgraded.output
-    argv = ["report", "wait-times", "--db", url]
+@pytest.mark.parametrize("argv", HELP_PAGES, ids=" ".join)
+def test_help_pages_import_no_heavy_module(tmp_path: Path, argv: list[str]) -> None:
     out = tmp_path / "modules.json"
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(out), *argv], capture_output=True, text=True, check=False
+        [sys.executable, "-c", _PROBE, str(out), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert "Usage:" in done.stdout
+    loaded: list[str] = json.loads(out.read_text())
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
+    assert heavy == [], f"tephra {' '.join(argv)} imported {heavy[:8]}"
+
+
+#: a ledger report needs SQLAlchemy's Core, and nothing else heavy: not its ORM (the ledger's
+#: models, which the recorder writes through), no recorder, no PostgreSQL dialect or driver for
+#: a SQLite ledger, no Kubernetes client
+REPORT_HEAVY = ("kubernetes", "kopf", "aiohttp", "numpy", "pydantic", "psycopg", "alembic")
+REPORT_HEAVY_MODULES = (
+    "sqlalchemy.orm",
+    "sqlalchemy.dialects.postgresql",
+    "batch.ledger.models",
+    "batch.ledger.rollups",
+    "batch.ledger.recorder",
+)
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.db'}"
+    upgraded = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+    assert upgraded.exit_code == 0, upgraded.output
+    return url
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["wait-times"],
+        ["usage"],
+        ["preemptions"],
+        ["outcomes"],
+        ["fairness"],
+        ["usage", "-o", "csv"],
+    ],
+    ids=" ".join,
+)
+def test_a_report_imports_only_what_its_queries_need(
+    ledger: str, tmp_path: Path, argv: list[str]
+) -> None:
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(out), "report", *argv, "--db", ledger],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
     loaded = json.loads(out.read_text())
-    heavy = sorted(m for m in loaded if m.split(".")[0] in REPORT_HEAVY)
-    assert heavy == [] and "batch.ledger.recorder" not in loaded, heavy[:8]
+    heavy = sorted(
+        m
+        for m in loaded
+        if m.split(".")[0] in REPORT_HEAVY
+        or any(m == h or m.startswith(h + ".") for h in REPORT_HEAVY_MODULES)
+    )
+    assert heavy == [], heavy[:8]

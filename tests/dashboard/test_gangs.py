@@ -12,9 +12,9 @@ import pytest
 from batch.dashboard import racks
 from batch.dashboard.charts import bars, nice_ticks
 from batch.dashboard.gangs import JobQuery, QueryError, gang_rows, jobs, podgroup_detail
-from batch.dashboard.pages import jobs_page, nodes_page, overview_page
+from batch.dashboard.pages import job_page, jobs_page, nodes_page, overview_page
 from batch.dashboard.state import LiveState
-from batch.dashboard.views import overview
+from batch.dashboard.views import job_detail, overview
 from batch.sandbox.nodes import make_nodes
 
 NOW = 1_800_000_000.0
@@ -217,6 +217,29 @@ def test_the_jobs_page_links_sorts_and_shows_ages() -> None:
     assert '<a href="/jobs?queue=team-a&amp;sort=name" data-sort="name">' in html
     assert f'<time datetime="{T0}" title="{T0}">1h ago</time>' in html
     assert "1h so far" in html  # torch still waits
+    assert not re.search(r">\d{4}-\d\d-\d\dT", html)  # no raw ISO timestamp shown
+
+
+def test_the_job_page_shows_ages_with_the_exact_time_in_the_title() -> None:
+    """Phase history and events say how long ago (as the jobs list does), not raw ISO times."""
+    state = _state()
+    event = {
+        "metadata": {"name": "train.1", "namespace": "ml", "uid": "ev-1"},
+        "involvedObject": {"kind": "Job", "name": "train", "namespace": "ml"},
+        "type": "Normal",
+        "reason": "Started",
+        "message": "all pods running",
+        "lastTimestamp": _iso(NOW - 120),
+    }
+    state.sink("Event", "ADDED", event)
+    model = job_detail(state, "ml", "train")
+    assert model is not None
+    html = job_page(model, now=NOW)
+    assert f'<td>Pending</td><td><time datetime="{T1}" title="{T1}">30m ago</time></td>' in html
+    ten = _iso(NOW - 600)
+    assert f'<td>Running</td><td><time datetime="{ten}" title="{ten}">10m ago</time></td>' in html
+    two = _iso(NOW - 120)
+    assert f'<td><time datetime="{two}" title="{two}">2m ago</time></td><td>Normal</td>' in html
     assert not re.search(r">\d{4}-\d\d-\d\dT", html)  # no raw ISO timestamp shown
 
 

@@ -204,3 +204,14 @@ def test_percentile_matches_percentile_cont() -> None:
     assert percentile([10.0], 0.9) == 10.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     assert percentile([0.0, 100.0], 0.99) == pytest.approx(99.0)
+
+
+def test_the_usage_report_reads_the_rollups_columns_as_the_models_declare_them() -> None:
+    """The usage report reads ``usage_days`` through a table clause (no ORM for `tephra
+    report`, issue 31): its columns are the model's, with the same types."""
+    from batch.ledger.models import UsageDay
+    from batch.ledger.reports import _usage_days
+
+    declared = {c.name: type(c.type) for c in UsageDay.__table__.columns}
+    read = {c.name: type(c.type) for c in _usage_days.columns}
+    assert read == declared
