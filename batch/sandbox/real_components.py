@@ -7,8 +7,8 @@ starts Volcano's with the same code.
 - Tephra (`tephra_components`): Tephra's CRDs, the controllers and the scheduler (the sandbox's
   own `Component`s, in this process) and the admission webhook on 127.0.0.1 with a self-signed
   certificate, registered with the apiserver by URL (`webhook_configurations`: the chart's job,
-  queue, PodGroup, Command and CronJob webhooks; the opt-in pod webhooks are left out, as the
-  chart leaves them by default).
+  queue, PodGroup, Command and CronJob webhooks, the same rules as the chart's, which
+  tests/charts checks; the chart's pod webhooks are left out, so pods are stored as written).
 - Volcano (`volcano_components`): Volcano's own CRDs (from the directory `scripts/build-oracle.sh
   volcano` fills), `vc-controller-manager` and `vc-scheduler` as processes logging into a
   directory. Volcano's webhook manager is not run: jobs are stored as written.
