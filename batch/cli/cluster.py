@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -350,8 +351,7 @@ def _serve(
             if emulation is not None:
                 stack.callback(_emulate(plane, emulation).stop)
             names = stack.enter_context(_components(plane, components, options, volcano, work))
-            shutil.copyfile(plane.kubeconfig, kubeconfig)
-            kubeconfig.chmod(0o600)
+            _publish(plane.kubeconfig, kubeconfig)
             stack.callback(kubeconfig.unlink, missing_ok=True)
             what = f"{emulation.count} emulated nodes" if emulation else "no node emulator"
             click.echo(
@@ -363,6 +363,15 @@ def _serve(
             click.echo("control plane stopping")
     except (RuntimeError, OSError, TimeoutError) as exc:
         raise click.ClickException(one_line(exc)) from None
+
+
+def _publish(source: Path, kubeconfig: Path) -> None:
+    """Copy the admin kubeconfig to KUBECONFIG at once (a caller waiting for the file never
+    reads half of it), readable by its owner only."""
+    tmp = kubeconfig.with_name(f".{kubeconfig.name}.{os.getpid()}.tmp")
+    shutil.copyfile(source, tmp)
+    tmp.chmod(0o600)
+    os.replace(tmp, kubeconfig)
 
 
 @contextlib.contextmanager
