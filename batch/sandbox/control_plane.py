@@ -82,11 +82,18 @@ class ControlPlane:
 
 @contextmanager
 def control_plane(
-    bin_dir: Path, workdir: Path, *, controller_manager: bool = True, timeout: float = 120.0
+    bin_dir: Path,
+    workdir: Path,
+    *,
+    controller_manager: bool = True,
+    timeout: float = 120.0,
+    port: int = 0,
 ) -> Iterator[ControlPlane]:
-    """Start a control plane in `workdir` (its etcd data, PKI and logs) and stop it on exit."""
+    """Start a control plane in `workdir` (its etcd data, PKI and logs) and stop it on exit;
+    the apiserver listens on 127.0.0.1:`port` (0: a free port)."""
     pki = _write_pki(workdir / "pki")
-    etcd_port, peer_port, api_port = _free_ports(3)
+    etcd_port, peer_port, free = _free_ports(3)
+    api_port = port or free
     server = f"https://127.0.0.1:{api_port}"
     plane = ControlPlane(workdir, server, workdir / "admin.kubeconfig", pki)
     _write_kubeconfig(plane.kubeconfig, server, pki)

@@ -194,6 +194,12 @@ class ApiEmulator:
         """Register `count` Nodes shaped as `make_nodes(**shape)` (gpus, cpu, memory, pods,
         racks, labels, taints); one that exists already is kept. Returns their names."""
         nodes = make_nodes(count=count, prefix=prefix, **shape)
+        return await self.register_nodes(nodes, concurrency=concurrency)
+
+    async def register_nodes(self, nodes: Iterable[Obj], *, concurrency: int = 32) -> list[str]:
+        """Register these Node objects (with their `status.capacity`, as a kubelet does); one
+        that exists already is kept. Returns their names."""
+        nodes = list(nodes)
         gate = asyncio.Semaphore(concurrency)
 
         async def create(node: Obj) -> None:
@@ -258,6 +264,18 @@ class EmulatorThread(LoopThread):
             return names
 
         return self.run(create, timeout + 5)
+
+    def register_nodes(self, nodes: Iterable[Obj], *, timeout: float = 120.0) -> list[str]:
+        """`ApiEmulator.register_nodes`, then wait until they are schedulable."""
+        emulator = self._emulator()
+        nodes = list(nodes)
+
+        async def register() -> list[str]:
+            names = await emulator.register_nodes(nodes)
+            await emulator.wait_schedulable(names, timeout)
+            return names
+
+        return self.run(register, timeout + 5)
 
     def wait_schedulable(self, names: Iterable[str], timeout: float = 60.0) -> None:
         """`ApiEmulator.wait_schedulable` from this thread."""

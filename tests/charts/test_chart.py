@@ -996,3 +996,27 @@ def test_rbac_covers_what_the_code_watches(rendered: dict[str, list[Doc]]) -> No
             continue
         for verb in ("get", "list", "watch"):
             assert rule_allows(ctrl, _group(api_version), res.plural, verb), (kind, verb)
+
+
+def test_cluster_up_registers_the_charts_webhooks(rendered: dict[str, list[Doc]]) -> None:
+    """`tephra cluster up` registers the chart's webhooks (pod ones aside) with the same names,
+    paths, rules and policies, only by URL: one set of rules, checked here against the chart."""
+    from batch.sandbox.real_components import webhook_configurations
+
+    def shape(kind: str, hook: dict[str, Any], path: str) -> tuple[Any, ...]:
+        policies = (hook["failurePolicy"], hook["matchPolicy"], hook["sideEffects"])
+        return (kind, hook["name"], path, yaml.safe_dump(hook["rules"]), policies)
+
+    chart = {
+        shape(kind, hook, hook["clientConfig"]["service"]["path"])
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for hook in one(rendered["default"], kind, name_of("webhook"))["webhooks"]
+        if not hook["clientConfig"]["service"]["path"].startswith("/pods/")
+    }
+    base = "https://127.0.0.1:1"
+    ours = {
+        shape(config["kind"], hook, hook["clientConfig"]["url"].removeprefix(base))
+        for config in webhook_configurations(base, b"ca")
+        for hook in config["webhooks"]
+    }
+    assert ours == chart

@@ -26,6 +26,7 @@ import pytest
 
 from batch.api.yamlio import iter_documents
 from batch.sandbox.control_plane import ControlPlane
+from batch.sandbox.real_components import ComponentError, ComponentProcess
 from tests.realplane import REPO, kube_bin, oracle_bin
 
 # The session fixtures `real`, `kubelets`: tests/realplane.py
@@ -144,42 +145,21 @@ def volcano_crds(api: Api) -> Iterator[list[str]]:
 TEPHRA = Path(sys.executable).with_name("tephra")
 
 
-class TephraProcess:
+class TephraProcess(ComponentProcess):
     """`tephra <args>` (or `program <args>`: an oracle's binary) as its own process, stdout and
-    stderr in `log_path` (read while it runs)."""
+    stderr in `log_path` (read while it runs); `wait_for` fails the test, showing the log."""
 
     def __init__(self, log_path: Path, *args: str, program: Path = TEPHRA) -> None:
-        self.log_path = log_path
-        self.args = args
-        self.label = f"tephra {args[0]}" if program == TEPHRA else program.name
-        with log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [str(program), *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
-            )
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        super().__init__(log_path, program, *args, cwd=REPO)
+        if program == TEPHRA:
+            self.label = f"tephra {args[0]}"
 
     def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
         """The first match of `pattern` in the log; fails when the process exits or time is up."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.log())
-            if found:
-                return found
-            if self.proc.poll() is not None:
-                pytest.fail(f"{self.label} exited {self.proc.returncode}:\n{self.log()}")
-            time.sleep(0.2)
-        pytest.fail(f"{self.label}: no {pattern!r} within {timeout:.0f} s:\n{self.log()}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        try:
+            return super().wait_for(pattern, timeout)
+        except ComponentError as exc:
+            pytest.fail(f"{exc}:\n{self.log()}")
 
 
 @contextmanager

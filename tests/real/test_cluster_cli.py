@@ -1,19 +1,25 @@
 """`tephra cluster up` writes an admin kubeconfig once the control plane serves and its emulated
-Nodes are Ready and untainted, and stops every component on SIGINT."""
+Nodes are Ready and untainted, and stops every component on SIGINT; with `sandbox up`'s flags
+(`--nodes FILE --port 0 ...`) and Tephra's or Volcano's components beside it, a VCJob submitted
+through that kubeconfig runs, and SIGTERM stops everything cleanly."""
 
 from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from batch.sandbox.emulator_http import schedulable
-from tests.real.conftest import kube_bin
+from batch.sandbox.nodes import make_nodes
+from tests.real.conftest import kube_bin, oracle_bin
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 
@@ -22,7 +28,7 @@ def test_cluster_up_serves_until_sigint(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "admin.kubeconfig"
     cmd = [sys.executable, "-m", "batch.cli.main", "cluster", "up", f"--kubeconfig={kubeconfig}"]
     cmd += [f"--bin-dir={kube_bin()}", f"--workdir={tmp_path / 'work'}"]
-    cmd += ["--nodes=2", "--node-gpus=8", "--node-prefix=gpu"]
+    cmd += ["--nodes=2", "--node-gpus=8", "--node-prefix=gpu", "--components=none"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -75,3 +81,104 @@ def test_nodes_without_the_controller_manager_is_a_usage_error(tmp_path: Path) -
     assert res.exit_code == 2, res.output
     assert "--nodes needs the controller manager" in res.output
     assert not (tmp_path / "k").exists()
+
+
+def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> Any:
+    done = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if "json" in args else done.stdout
+
+
+CPU = {"requests": {"cpu": "1"}}
+TWO_POD_JOB = {
+    "apiVersion": "batch.volcano.sh/v1alpha1",
+    "kind": "Job",
+    "metadata": {"name": "two", "namespace": "default"},
+    "spec": {
+        "minAvailable": 2,
+        "schedulerName": "volcano",
+        "queue": "default",
+        "tasks": [
+            {
+                "name": "w",
+                "replicas": 2,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "busybox",
+                                "resources": {"requests": {"cpu": "1"}},
+                            }
+                        ],
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize("components", ["tephra", "volcano"])
+def test_cluster_up_takes_the_sandbox_flags_and_runs_a_vcjob(
+    tmp_path: Path, components: str
+) -> None:
+    """A harness written for `sandbox up` runs on the real plane: the same flags, the
+    kubeconfig once ready, a job run by the components beside it, a clean SIGTERM."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump_all(make_nodes(count=2, cpu="8", memory="32Gi")))
+    kubeconfig = tmp_path / "kubeconfig"
+    work = tmp_path / "work"
+    cmd = [sys.executable, "-m", "batch.cli.main", "cluster", "up", f"--kubeconfig={kubeconfig}"]
+    cmd += ["--nodes", str(nodes), "--port", "0", "--schedule-period", "0.5", "--no-ledger"]
+    cmd += [f"--bin-dir={kube_bin()}", f"--workdir={work}", f"--components={components}"]
+    if components == "volcano":
+        cmd += [f"--volcano-bin-dir={oracle_bin('volcano')}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not kubeconfig.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert kubeconfig.exists(), proc.stdout.read() if proc.poll() is not None else "timeout"
+        server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        port = int(server.rsplit(":", 1)[1])
+        names = [
+            n["metadata"]["name"]
+            for n in _kubectl(kubeconfig, "get", "nodes", "-o", "json")["items"]
+        ]
+        assert sorted(names) == ["node-0", "node-1"]
+        _kubectl(kubeconfig, "create", "-f", "-", stdin=json.dumps(TWO_POD_JOB))
+
+        def running() -> bool:
+            job = _kubectl(kubeconfig, "get", "vcjob", "two", "-o", "json")
+            selector = "volcano.sh/job-name=two"
+            pods = _kubectl(kubeconfig, "get", "pods", "-l", selector, "-o", "json")["items"]
+            phase = (job.get("status") or {}).get("state", {}).get("phase")
+            return (
+                phase == "Running" and [p["status"].get("phase") for p in pods] == ["Running"] * 2
+            )
+
+        deadline = time.monotonic() + 60
+        while not running():
+            if time.monotonic() > deadline:
+                seen = _kubectl(kubeconfig, "get", "vcjob,pods", "-o", "yaml")
+                pytest.fail(f"the job is not Running within 60 s:\n{seen}")
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "control plane stopping" in out, out
+    assert not kubeconfig.exists(), "the kubeconfig outlived the cluster"
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 5):
+        pass
+    left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, check=False)
+    assert left.returncode == 1, f"components outlived SIGTERM: {left.stdout!r}"

@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from batch.sandbox.control_plane import control_plane
+from batch.sandbox.real_components import volcano_components
 from batch.scheduler.config import HELM_DEFAULT_CONFIG
 from tests.real.conftest import Api, install_crds, kube_bin, oracle_bin, tephra_process
 from tests.real.kubelets import emulated
@@ -119,24 +120,14 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
 
 # ------------------------------------------------------------------------------- the sides
 def _volcano(stack: ExitStack, api: Api, tmp: Path, conf: Path) -> Stack:
-    """vc-controller-manager and vc-scheduler on a control plane with Volcano's own CRDs."""
+    """vc-controller-manager and vc-scheduler on a control plane with Volcano's own CRDs, started
+    as `tephra cluster up --components volcano` starts them."""
     oracle = oracle_bin("volcano")
     install_crds(api, oracle / "crds")
     _namespace(api, NS)
-    args = [
-        *("--kubeconfig", str(api.plane.kubeconfig), "--leader-elect=false"),
-        *("--kube-api-qps", "5000", "--kube-api-burst", "10000", "--scheduler-name", "volcano"),
-        *("--log-flush-frequency=1s", "-v=2"),
-    ]
-    manager = oracle / "vc-controller-manager"
-    controller = stack.enter_context(
-        tephra_process(tmp / "vc-controller-manager.log", *args, program=manager)
+    controller, scheduler = stack.enter_context(
+        volcano_components(oracle, api.plane.kubeconfig, tmp, conf, schedule_period=1.0)
     )
-    args += ["--scheduler-conf", str(conf), "--schedule-period", "1s"]
-    scheduler = stack.enter_context(
-        tephra_process(tmp / "vc-scheduler.log", *args, program=oracle / "vc-scheduler")
-    )
-    scheduler.wait_for("Scheduler completes Initialization")
     return Stack(api, controller, [scheduler])
 
 

@@ -14,7 +14,7 @@ import signal
 import socket
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,9 @@ import pytest
 import yaml
 
 from batch.sandbox.control_plane import ControlPlane
+from batch.sandbox.real_components import ComponentProcess
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
-from tests.real.conftest import Api, TephraProcess, tephra_process, volcano_crds
+from tests.real.conftest import Api, tephra_process, volcano_crds
 from tests.real.kubelets import NODE_LABEL, Cluster
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
@@ -40,10 +41,12 @@ RUN = "sandbox.tephra.io/run-seconds"
 class Stack:
     """The processes and the API: what every test of this module drives."""
 
-    def __init__(self, api: Api, controller: TephraProcess, schedulers: list[TephraProcess]):
+    def __init__(
+        self, api: Api, controller: ComponentProcess, schedulers: Sequence[ComponentProcess]
+    ):
         self.api = api
         self.controller = controller
-        self.schedulers = schedulers
+        self.schedulers = list(schedulers)
         self.metrics: dict[int, int] = {}  # scheduler pid -> metrics port
 
     def logs(self) -> str:
