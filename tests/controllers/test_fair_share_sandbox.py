@@ -259,6 +259,31 @@ def test_three_queues_converge_to_their_weights(live: Live) -> None:
     assert settled(), live.gpus_by_queue()
 
 
+def test_a_queue_that_ran_a_big_gang_alone_gives_it_back(live: Live) -> None:
+    """CI's failure, made deterministic. Weights 1:2:3 on 32 GPUs deserve 5.3, 10.7 and 16.
+    w1 runs a 2 x 8-GPU gang while alone; w2 then runs four 1-GPU jobs and w3 a 2 x 4-GPU gang
+    and four 1-GPU jobs on the rest, and waits with a 2 x 8-GPU gang: the cluster is full. w2's
+    2 x 4-GPU gang takes it to 12 of its 10.7: nearer its share than 4, so it is w2's due, and
+    w1's gang, larger than w1's whole share, is reclaimed for it. Before, no gang of w2 fitted
+    10.7 exactly: w1 kept 16 GPUs and w2 stayed at 4 for ever."""
+    for q, w in {"w1": 1, "w2": 2, "w3": 3}.items():
+        live.queue(q, w)
+    live.job("w1-big0", "w1", 2, 8)
+    wait_for(lambda: live.gpus_by_queue() == {"w1": 16}, what="w1's gang runs alone")
+    for i in range(4):
+        live.job(f"w2-one{i}", "w2", 1, 1)
+        live.job(f"w3-one{i}", "w3", 1, 1)
+    live.job("w3-mid0", "w3", 2, 4)
+    full = {"w1": 16, "w2": 4, "w3": 12}
+    wait_for(lambda: live.gpus_by_queue() == full, what="the cluster full", explain=live.state)
+    live.job("w3-big0", "w3", 2, 8)
+    live.job("w2-mid0", "w2", 2, 4)
+    took = _sessions_until(live, "w2's gang bound", lambda: live.bound("w2-mid0") == 2)
+    assert took <= SESSIONS, took
+    assert live.gpus_by_queue() == {"w2": 12, "w3": 12}
+    _no_evictions_for(live, SESSIONS)
+
+
 def test_a_nested_queue_s_share_is_decided_by_its_parent_s_weight(live: Live) -> None:
     """team-a (weight 1) splits its share between two child queues a-1 and a-2 (weight 1 each);
     team-b (weight 1) has none. Each leaf wants more than the cluster in 4-GPU jobs: team-b
