@@ -9,6 +9,7 @@ answer over millions of rows without scanning them all. Percentiles come from
 
 from __future__ import annotations
 
+import bisect
 import csv
 import datetime as dt
 import io
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Connection,
     Float,
     Integer,
+    Interval,
     String,
     and_,
     case,
@@ -206,7 +208,7 @@ def wait_times(conn: Connection, f: Filters) -> Report:
             *names,
             w.still_waiting == 0,
         )
-        for queue, wait in conn.execute(stmt):
+        for queue, wait in conn.execute(stmt).all():
             q = settled[queue]
             q.jobs += 1
             if wait is not None:
@@ -221,7 +223,7 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         w.first_started_at.is_(None),
         _waits.c.final_phase.is_(None),
     )
-    for queue, wait in conn.execute(waiting):
+    for queue, wait in conn.execute(waiting).all():
         q = settled[queue]
         q.jobs += 1
         q.waiting += 1
@@ -235,7 +237,7 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         _in(r.c.queue, f.queues),
         _in(r.c.namespace, f.namespaces),
     ).group_by(r.c.queue, r.c.bucket)
-    for queue, bucket, jobs, wait_us in conn.execute(rolled):
+    for queue, bucket, jobs, wait_us in conn.execute(rolled).all():
         q = settled[None if queue == NONE else queue]
         q.jobs += int(jobs)
         if bucket != ENDED:
@@ -304,6 +306,7 @@ class _QueueWaits:
     rolled: dict[int, int] = field(default_factory=dict)
     rolled_us: int = 0
     raw: list[float] = field(default_factory=list)
+    laid_out: tuple[list[tuple[int, int]], dict[int, list[float]]] | None = None
 
     def size(self) -> int:
         return sum(self.rolled.values()) + len(self.raw)
@@ -321,6 +324,11 @@ class _QueueWaits:
 
     def layout(self) -> tuple[list[tuple[int, int]], dict[int, list[float]]]:
         """Per bucket in wait order, (bucket, count before it); the raw waits per bucket."""
+        if self.laid_out is None:
+            self.laid_out = self._layout()
+        return self.laid_out
+
+    def _layout(self) -> tuple[list[tuple[int, int]], dict[int, list[float]]]:
         raw: dict[int, list[float]] = defaultdict(list)
         for value in self.raw:
             raw[bucket_of(value)].append(value)
@@ -381,11 +389,7 @@ def _exact_waits(
         ranges = []
         for b in sorted(need):
             lo, hi = bucket_bounds(b)
-            ranges.append(
-                and_(w.wait_seconds < hi, w.wait_seconds >= lo)
-                if lo is not None
-                else w.wait_seconds < hi
-            )
+            ranges.append(_wait_between(conn, lo, hi))
         branches.append(
             _where(
                 select(w.queue, w.wait_seconds),
@@ -397,16 +401,39 @@ def _exact_waits(
                 or_(*ranges),
             )
         )
-    found: dict[Any, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    values: dict[Any, list[float]] = defaultdict(list)
     if branches:
         stmt = branches[0] if len(branches) == 1 else union_all(*branches)
-        for queue, wait in conn.execute(stmt):
-            found[queue][bucket_of(float(wait))].append(float(wait))
+        for queue, wait in conn.execute(stmt).all():
+            values[queue].append(float(wait))
+    found: dict[Any, dict[int, list[float]]] = {}
     for queue, need in wanted.items():
+        ordered = sorted(values[queue])
+        found[queue] = {}
         for b in need:
-            if len(found[queue][b]) != queues[queue].rolled[b]:
+            lo, hi = bucket_bounds(b)
+            start = 0 if lo is None else bisect.bisect_left(ordered, lo)
+            in_bucket = ordered[start : bisect.bisect_left(ordered, hi)]
+            if len(in_bucket) != queues[queue].rolled[b]:
                 return None
+            found[queue][b] = in_bucket
     return found
+
+
+def _wait_between(conn: Connection, lo: int | None, hi: int) -> ColumnElement[bool]:
+    """``lo <= wait_seconds < hi`` (whole seconds). On PostgreSQL as intervals, the same test
+    (``wait_seconds`` is the interval's exact microseconds as a double, and whole seconds
+    compare alike either way) at a fraction of the cost of extracting every row's epoch."""
+    w = _waits.c
+    if _pg(conn):
+        waited: Any = w.first_started_at - w.submitted_at
+        below: ColumnElement[bool] = waited < literal(dt.timedelta(seconds=hi), Interval())
+        if lo is None:
+            return below
+        return and_(waited >= literal(dt.timedelta(seconds=lo), Interval()), below)
+    if lo is None:
+        return w.wait_seconds < hi
+    return and_(w.wait_seconds >= lo, w.wait_seconds < hi)
 
 
 def wait_times_raw(conn: Connection, f: Filters) -> Report:
