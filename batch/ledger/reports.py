@@ -24,7 +24,6 @@ from sqlalchemy import (
     Connection,
     Float,
     Integer,
-    Interval,
     String,
     and_,
     case,
@@ -33,6 +32,7 @@ from sqlalchemy import (
     distinct,
     func,
     literal,
+    literal_column,
     or_,
     select,
     table,
@@ -426,11 +426,13 @@ def _wait_between(conn: Connection, lo: int | None, hi: int) -> ColumnElement[bo
     compare alike either way) at a fraction of the cost of extracting every row's epoch."""
     w = _waits.c
     if _pg(conn):
+        # Literal intervals (bounds are integers): a bound interval parameter costs more to
+        # build into the cached statement than the query takes.
         waited: Any = w.first_started_at - w.submitted_at
-        below: ColumnElement[bool] = waited < literal(dt.timedelta(seconds=hi), Interval())
+        below: ColumnElement[bool] = waited < literal_column(f"interval '{int(hi)} seconds'")
         if lo is None:
             return below
-        return and_(waited >= literal(dt.timedelta(seconds=lo), Interval()), below)
+        return and_(waited >= literal_column(f"interval '{int(lo)} seconds'"), below)
     if lo is None:
         return w.wait_seconds < hi
     return and_(w.wait_seconds >= lo, w.wait_seconds < hi)
