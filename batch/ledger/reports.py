@@ -267,12 +267,12 @@ def _whole_days(f: Filters) -> tuple[dt.date | None, dt.date | None] | None:
     """The UTC days wholly in the window, ``[first, end)`` (None: unbounded), or None if none."""
     first = end = None
     if f.since is not None:
-        since = f.since.astimezone(dt.UTC)
+        since = _utc(f.since)
         first = since.date()
         if since != _midnight(first):
             first += dt.timedelta(days=1)
     if f.until is not None:
-        end = f.until.astimezone(dt.UTC).date()
+        end = _utc(f.until).date()
     if first is not None and end is not None and first >= end:
         return None
     return first, end
@@ -288,11 +288,16 @@ def _partial_ranges(
     """The parts of the window outside its whole days (at most two)."""
     out = []
     first, end = days
-    if f.since is not None and first is not None and f.since < _midnight(first):
+    if f.since is not None and first is not None and _utc(f.since) < _midnight(first):
         out.append((f.since, _midnight(first)))
-    if f.until is not None and end is not None and _midnight(end) < f.until:
+    if f.until is not None and end is not None and _midnight(end) < _utc(f.until):
         out.append((_midnight(end), f.until))
     return out
+
+
+def _utc(stamp: dt.datetime) -> dt.datetime:
+    """As the ledger binds it: a naive time is UTC."""
+    return stamp.replace(tzinfo=dt.UTC) if stamp.tzinfo is None else stamp.astimezone(dt.UTC)
 
 
 @dataclass(slots=True)

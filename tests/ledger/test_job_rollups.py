@@ -164,3 +164,26 @@ def test_a_bucket_holds_exactly_the_waits_within_its_bounds(value: float) -> Non
     assert (lo is None or lo <= value) and value < hi
     assert b == 0 or bucket_of(float(lo or 0)) == b
     assert bucket_of(float(hi)) == b + 1
+
+
+def test_a_window_in_naive_times_is_utc(engine: Engine) -> None:
+    events: list[ev.LedgerEvent] = []
+    for j in range(4):
+        base = {"job_uid": f"j{j}", "namespace": "ns", "name": f"j{j}"}
+        submitted = T0 + dt.timedelta(hours=20 * j)
+        events += [
+            ev.JobObserved(
+                uid=f"j{j}", namespace="ns", name=f"j{j}", queue="qa", submitted_at=submitted
+            ),
+            ev.JobPhaseChanged(**base, to_phase="Running", at=submitted + dt.timedelta(minutes=j)),
+            ev.JobPhaseChanged(**base, to_phase="Completed", at=submitted + dt.timedelta(hours=j)),
+        ]
+    _write(engine, events, 0)
+    naive = Filters(
+        since=(T0 + dt.timedelta(hours=10)).replace(tzinfo=None),
+        until=(T0 + dt.timedelta(days=3, hours=5)).replace(tzinfo=None),
+        now=T0 + dt.timedelta(days=9),
+    )
+    with engine.begin() as conn:
+        _same_reports(conn, naive)
+        assert [r[:2] for r in wait_times(conn, naive).rows] == [("qa", 3)]
