@@ -548,10 +548,18 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
     stmt = stmt.group_by(*keys).having(pods > 0).order_by(*_byte_order(conn, both, groups))
     n = len(groups)
     found = conn.execute(stmt).all()
-    # The day, when grouped by, is the first key.
+    # The day, when grouped by, is the first key; a month has ~30 of them over ~100,000 rows.
+    days: dict[Any, str | None] = {}
+
+    def day(value: Any) -> str | None:
+        text = days.get(value)
+        if text is None:
+            text = days[value] = _day(value)
+        return text
+
     rows = [
         (
-            *((_day(r[0]), *r[1:n]) if groups[0] == "day" else r[:n]),
+            *((day(r[0]), *r[1:n]) if groups[0] == "day" else r[:n]),
             int(r[n]),
             round(float(r[n + 1]), 4),
             round(float(r[n + 2]), 4),
