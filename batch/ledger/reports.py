@@ -542,10 +542,12 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
     cut = f.until.astimezone(dt.UTC).date() if f.until is not None else None
     parts = union_all(*_usage_rolled(f, groups, cut), *_usage_raw(conn, f, groups, cut))
     both = parts.subquery()
-    keys = [both.c[g] for g in groups]
+    # Grouped by the keys it is ordered by: one sort, by bytes (grouping by the plain keys
+    # sorted the 100,000 rows of a month by the locale first, then again by bytes).
+    keys = _byte_order(conn, both, groups)
     pods = func.sum(both.c.pods)
     stmt = select(*keys, pods, func.sum(both.c.gpu_h), func.sum(both.c.cpu_h))
-    stmt = stmt.group_by(*keys).having(pods > 0).order_by(*_byte_order(conn, both, groups))
+    stmt = stmt.group_by(*keys).having(pods > 0).order_by(*keys)
     n = len(groups)
     found = conn.execute(stmt).all()
     # The day, when grouped by, is the first key; a month has ~30 of them over ~100,000 rows.
@@ -590,13 +592,17 @@ def _usage_rolled(f: Filters, groups: Sequence[str], cut: dt.date | None) -> lis
     since = f.since.astimezone(dt.UTC).date() if f.since is not None else None
     filters = [_in(u.c.queue, f.queues), _in(u.c.namespace, f.namespaces)]
     days = [u.c.day >= since if since else None, u.c.day < cut if cut else None]
-    pods: Any = func.sum(u.c.pod_days if "day" in groups else u.c.pods_started)
+    # By every key the rollup's rows are the groups already: no sum (hashing 100,000 rows of a
+    # month into as many groups cost 0.1 s).
+    whole = set(groups) == set(USAGE_GROUPS)
+    sum_: Callable[[Any], Any] = (lambda c: c) if whole else func.sum
     sums = [
-        pods.label("pods"),
-        cast(func.sum(u.c.gpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("gpu_h"),
-        cast(func.sum(u.c.cpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("cpu_h"),
+        sum_(u.c.pod_days if "day" in groups else u.c.pods_started).label("pods"),
+        cast(sum_(u.c.gpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("gpu_h"),
+        cast(sum_(u.c.cpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("cpu_h"),
     ]
-    out = [_where(select(*keys, *sums), *filters, *days).group_by(*keys)]
+    rolled = _where(select(*keys, *sums), *filters, *days)
+    out = [rolled if whole else rolled.group_by(*keys)]
     if since is not None and "day" not in groups:
         # Pods already running when the window opens (started on an earlier day).
         carry = [
