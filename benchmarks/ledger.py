@@ -34,10 +34,19 @@ import psycopg
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from batch.ledger import events as ev, migrate
+from batch.ledger import events as ev, jobrollups, migrate
 from batch.ledger.db import make_engine
 from batch.ledger.recorder import Recorder
-from batch.ledger.reports import Filters, fairness, outcomes, preemptions, usage, wait_times
+from batch.ledger.reports import (
+    Filters,
+    fairness,
+    outcomes,
+    outcomes_raw,
+    preemptions,
+    usage,
+    wait_times,
+    wait_times_raw,
+)
 from batch.ledger.rollups import backfill
 
 DAYS = 30
@@ -311,21 +320,29 @@ def load_synthetic(pg_url: str, n_jobs: int, per_job: int) -> None:
 
 
 def build_rollups(url: str) -> None:
-    """COPY bypassed the writer: rebuild the usage rollup as migration 0010 does."""
+    """COPY bypassed the writer: rebuild the rollups as migrations 0010 and 0011 do."""
     tick = time.perf_counter()
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
             rows = backfill(conn, progress=lambda n: progress(f"  rollup: {n:,} pods"))
+        progress(f"usage rollup: {rows:,} rows in {time.perf_counter() - tick:.1f} s")
+        tick = time.perf_counter()
+        with engine.begin() as conn:
+            rows = jobrollups.backfill(
+                conn, progress=lambda what, n: progress(f"  {what} rollup: {n:,} jobs")
+            )
+        progress(f"wait and outcome rollups: {rows:,} rows in {time.perf_counter() - tick:.1f} s")
     finally:
         engine.dispose()
-    progress(f"usage rollup: {rows:,} rows in {time.perf_counter() - tick:.1f} s")
 
 
 # -------------------------------------------------------------------------------- reports
 
 
-def bench_reports(url: str, repeats: int) -> list[tuple[str, str, float, float, int]]:
+def bench_reports(
+    url: str, repeats: int, *, raw: bool = False
+) -> list[tuple[str, str, float, float, int]]:
     engine = make_engine(url)
     end = START + dt.timedelta(days=DAYS)
     windows = {
@@ -340,6 +357,9 @@ def bench_reports(url: str, repeats: int) -> list[tuple[str, str, float, float, 
         "outcomes": outcomes,
         "fairness": fairness,
     }
+    if raw:  # the reports from before the wait and outcome rollups, on the same database
+        reports = {"wait-times": wait_times, "wait-raw": wait_times_raw}
+        reports |= {"outcomes": outcomes, "outcomes-raw": outcomes_raw}
     results = []
     try:
         with engine.connect() as conn:
@@ -387,12 +407,17 @@ def main() -> None:
     ap.add_argument(
         "--reuse", metavar="DB", help="time the reports on an already loaded database (from --keep)"
     )
+    ap.add_argument(
+        "--raw",
+        action="store_true",
+        help="time wait-times and outcomes from the rollups and from the raw views (no rollup)",
+    )
     args = ap.parse_args()
 
     if args.reuse:
         url = make_url(args.pg_url).set(database=args.reuse).render_as_string(hide_password=False)
         migrate.upgrade(url)
-        results = bench_reports(url, args.repeats)
+        results = bench_reports(url, args.repeats, raw=args.raw)
         print_results(results, args)
         return
 
@@ -413,6 +438,8 @@ def main() -> None:
                     "pod_attempts",
                     "queue_usage_samples",
                     "usage_days",
+                    "wait_days",
+                    "outcome_days",
                 ):
                     conn.execute(text(f"TRUNCATE {table}"))
         if not args.skip_reports:
@@ -420,7 +447,7 @@ def main() -> None:
             load_synthetic(url, args.jobs, args.transitions_per_job)
             progress(f"loaded in {time.perf_counter() - tick:.1f} s")
             build_rollups(url)
-            results = bench_reports(url, args.repeats)
+            results = bench_reports(url, args.repeats, raw=args.raw)
             print_results(results, args)
     finally:
         if not args.keep:

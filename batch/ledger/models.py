@@ -30,6 +30,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -56,6 +57,9 @@ class Base(DeclarativeBase):
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {dt.datetime: UTCDateTime(), dict[str, Any]: JSON(none_as_null=True)}
+
+
+_STILL_WAITING = text("first_started_at IS NULL AND final_phase IS NULL")
 
 
 class Job(Base):
@@ -100,6 +104,15 @@ class Job(Base):
         # Covering on PostgreSQL so wait-time reports are index-only scans (migration 0004).
         Index(None, "queue", "submitted_at", postgresql_include=["first_started_at", "namespace"]),
         Index(None, "namespace", "name"),
+        # Jobs still waiting (neither started nor finished): the wait rollup leaves them out, so
+        # reports read them here (migration 0011).
+        Index(
+            "ix_jobs_still_waiting",
+            "queue",
+            "submitted_at",
+            postgresql_where=_STILL_WAITING,
+            sqlite_where=_STILL_WAITING,
+        ),
     )
 
 
@@ -262,6 +275,49 @@ class UsageDay(Base):
     pods_started: Mapped[int] = mapped_column(BigInteger)
     gpu_milli_ms: Mapped[int] = mapped_column(BigInteger)
     cpu_milli_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class WaitDay(Base):
+    """Settled jobs' waits per UTC day of submission, queue, namespace and wait bucket (a rollup
+    of ``report_wait_times``, maintained by the writer in the transaction of the job rows).
+
+    Settled: started (``bucket`` >= 0, by the wait's whole seconds, ``batch.ledger.jobrollups``)
+    or ended without starting (``bucket`` = -1, counted as a job only). Jobs still waiting are
+    not here: their wait grows with the report's "now", so reports read them raw. ``wait_us``
+    sums the view's ``wait_seconds`` in microseconds (exact integers). ``''`` stands for an
+    unknown queue.
+    """
+
+    __tablename__ = "wait_days"
+
+    day: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    queue: Mapped[str] = mapped_column(String(253), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253), primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    jobs: Mapped[int] = mapped_column(BigInteger)
+    wait_us: Mapped[int] = mapped_column(BigInteger)
+
+
+class OutcomeDay(Base):
+    """Finished jobs per UTC day of finish, queue and namespace (a rollup of
+    ``report_outcomes``, maintained by the writer in the transaction of the job rows): how many,
+    by outcome, their retries, and how many have a run time with its sum in microseconds.
+    ``''`` stands for an unknown queue."""
+
+    __tablename__ = "outcome_days"
+
+    day: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    queue: Mapped[str] = mapped_column(String(253), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253), primary_key=True)
+    finished: Mapped[int] = mapped_column(BigInteger)
+    completed: Mapped[int] = mapped_column(BigInteger)
+    failed: Mapped[int] = mapped_column(BigInteger)
+    aborted: Mapped[int] = mapped_column(BigInteger)
+    terminated: Mapped[int] = mapped_column(BigInteger)
+    deleted: Mapped[int] = mapped_column(BigInteger)
+    retries: Mapped[int] = mapped_column(BigInteger)
+    runs: Mapped[int] = mapped_column(BigInteger)
+    run_us: Mapped[int] = mapped_column(BigInteger)
 
 
 TABLES = tuple(Base.metadata.sorted_tables)

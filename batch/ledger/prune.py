@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, and_, delete, exists, func, select
 from sqlalchemy.orm import aliased
 
+from batch.ledger import jobrollups
 from batch.ledger.models import (
     Job,
     JobTransition,
@@ -72,6 +73,9 @@ def prune(conn: Connection, *, before: dt.datetime, dry_run: bool = False) -> Pr
         ("jobs", Job, and_(Job.finished_at < before, Job.final_phase.is_not(None))),
     ]
     result = PruneResult()
+    if not dry_run:
+        # The job rollups stay the sums of the jobs kept; read before the transitions go.
+        jobrollups.forget(conn, old_jobs)
     for name, model, cond in targets:
         if dry_run:
             count = conn.execute(select(func.count()).select_from(model).where(cond)).scalar_one()

@@ -9,6 +9,7 @@ answer over millions of rows without scanning them all. Percentiles come from
 
 from __future__ import annotations
 
+import bisect
 import csv
 import datetime as dt
 import io
@@ -33,6 +34,7 @@ from sqlalchemy import (
     distinct,
     func,
     literal,
+    literal_column,
     or_,
     select,
     table,
@@ -41,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.sql import ColumnElement, Select
 
 from batch.api.resources import is_byte_resource
+from batch.ledger.buckets import ENDED, bucket_bounds, bucket_of
 from batch.ledger.columns import NONE, UTCDateTime
 
 GPU = "nvidia.com/gpu"
@@ -93,14 +96,6 @@ def _r(value: Any, digits: int = 3) -> Any:
     return value
 
 
-def _day(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()[:10]
-    return str(value)[:10]
-
-
 def _pg(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
@@ -147,6 +142,7 @@ _waits = table(
     column("submitted_at", UTCDateTime()),
     column("first_started_at", UTCDateTime()),
     column("wait_seconds", Float),
+    column("final_phase", String),
     column("still_waiting", Integer),
 )
 
@@ -177,6 +173,269 @@ def _lower_bounds(rows: Sequence[tuple[Any, ...]], waiting_at: int) -> list[froz
 
 
 def wait_times(conn: Connection, f: Filters) -> Report:
+    """Per queue: jobs submitted in the window, how many started, how many still wait (neither
+    started nor finished: a job deleted before it started waits no more), and the waits. A job
+    still waiting counts with its wait so far (as of ``f.now``), so a queue whose jobs do not
+    start shows long waits, not none; its figures are then lower bounds (``at_least``).
+
+    The same figures as ``wait_times_raw``, from the rollup (``wait_days``) for the window's
+    whole days and the raw rows for the rest: its partial first and last day, the jobs still
+    waiting, and the exact waits of the buckets that hold a percentile (or the longest wait)."""
+    _prepare(conn)
+    days = _whole_days(f)
+    if days is None:
+        return wait_times_raw(conn, f)
+    now = f.at()
+    w = _waits.c
+    names = [_in(w.namespace, f.namespaces)]
+    queues = [_in(w.queue, f.queues)]
+    d0, d1 = days
+    # Settled jobs (started, or ended without starting) of the partial days.
+    settled: dict[Any, _QueueWaits] = defaultdict(_QueueWaits)
+    for lo, hi in _partial_ranges(f, days):
+        stmt = _where(
+            select(w.queue, w.wait_seconds),
+            *_range(w.submitted_at, lo, hi),
+            *queues,
+            *names,
+            w.still_waiting == 0,
+        )
+        for queue, wait in conn.execute(stmt).all():
+            q = settled[queue]
+            q.jobs += 1
+            if wait is not None:
+                q.raw.append(float(wait))
+                q.started += 1
+    # Jobs still waiting, whenever in the window (the partial index ix_jobs_still_waiting).
+    waiting = _where(
+        select(w.queue, _seconds_since(conn, w.submitted_at, now)),
+        *_range(w.submitted_at, f.since, f.until),
+        *queues,
+        *names,
+        w.first_started_at.is_(None),
+        _waits.c.final_phase.is_(None),
+    )
+    for queue, wait in conn.execute(waiting).all():
+        q = settled[queue]
+        q.jobs += 1
+        q.waiting += 1
+        q.raw.append(float(wait))
+    # The whole days, from the rollup.
+    r: Any = _wait_days
+    rolled = _where(
+        select(r.c.queue, r.c.bucket, func.sum(r.c.jobs), func.sum(r.c.wait_us)),
+        r.c.day >= d0 if d0 is not None else None,
+        r.c.day < d1 if d1 is not None else None,
+        _in(r.c.queue, f.queues),
+        _in(r.c.namespace, f.namespaces),
+    ).group_by(r.c.queue, r.c.bucket)
+    for queue, bucket, jobs, wait_us in conn.execute(rolled).all():
+        q = settled[None if queue == NONE else queue]
+        q.jobs += int(jobs)
+        if bucket != ENDED:
+            q.started += int(jobs)
+            q.rolled[int(bucket)] = q.rolled.get(int(bucket), 0) + int(jobs)
+            q.rolled_us += int(wait_us)
+    exact = _exact_waits(conn, f, days, settled)
+    if exact is None:  # the rollup does not match the jobs (rows written around the writer)
+        return wait_times_raw(conn, f)
+    pg = _pg(conn)
+    order = sorted(settled, key=lambda q: (q is None, q or "") if pg else (q is not None, q or ""))
+    rows = []
+    for queue in order:
+        q = settled[queue]
+        if q.jobs == 0:
+            continue
+        stats = q.stats(exact.get(queue, {}))
+        rows.append((queue, q.jobs, q.started, q.waiting, *(_r(v) for v in stats)))
+    columns = ["queue", "jobs", "started", "still_waiting", *WAIT_STATS]
+    title = (
+        f"wait times (seconds, by queue; still waiting as of {now.isoformat(timespec='seconds')})"
+    )
+    return Report(title, columns, rows, _lower_bounds(rows, 3))
+
+
+def _whole_days(f: Filters) -> tuple[dt.date | None, dt.date | None] | None:
+    """The UTC days wholly in the window, ``[first, end)`` (None: unbounded), or None if none."""
+    first = end = None
+    if f.since is not None:
+        since = _utc(f.since)
+        first = since.date()
+        if since != _midnight(first):
+            first += dt.timedelta(days=1)
+    if f.until is not None:
+        end = _utc(f.until).date()
+    if first is not None and end is not None and first >= end:
+        return None
+    return first, end
+
+
+def _midnight(day: dt.date) -> dt.datetime:
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+
+
+def _partial_ranges(
+    f: Filters, days: tuple[dt.date | None, dt.date | None]
+) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The parts of the window outside its whole days (at most two)."""
+    out = []
+    first, end = days
+    if f.since is not None and first is not None and _utc(f.since) < _midnight(first):
+        out.append((f.since, _midnight(first)))
+    if f.until is not None and end is not None and _midnight(end) < _utc(f.until):
+        out.append((_midnight(end), f.until))
+    return out
+
+
+def _utc(stamp: dt.datetime) -> dt.datetime:
+    """As the ledger binds it: a naive time is UTC."""
+    return stamp.replace(tzinfo=dt.UTC) if stamp.tzinfo is None else stamp.astimezone(dt.UTC)
+
+
+@dataclass(slots=True)
+class _QueueWaits:
+    """One queue's waits: counts, the rollup's buckets, and the raw waits (partial days and
+    jobs still waiting)."""
+
+    jobs: int = 0
+    started: int = 0
+    waiting: int = 0
+    rolled: dict[int, int] = field(default_factory=dict)
+    rolled_us: int = 0
+    raw: list[float] = field(default_factory=list)
+    laid_out: tuple[list[tuple[int, int]], dict[int, list[float]]] | None = None
+
+    def size(self) -> int:
+        return sum(self.rolled.values()) + len(self.raw)
+
+    def ranks(self) -> list[int]:
+        """The ranks (0-based, in wait order) the percentiles and the longest wait read."""
+        n = self.size()
+        if n == 0:
+            return []
+        out = {n - 1}
+        for p in PERCENTILES:
+            pos = p * (n - 1)
+            out.update((math.floor(pos), math.ceil(pos)))
+        return sorted(out)
+
+    def layout(self) -> tuple[list[tuple[int, int]], dict[int, list[float]]]:
+        """Per bucket in wait order, (bucket, count before it); the raw waits per bucket."""
+        if self.laid_out is None:
+            self.laid_out = self._layout()
+        return self.laid_out
+
+    def _layout(self) -> tuple[list[tuple[int, int]], dict[int, list[float]]]:
+        raw: dict[int, list[float]] = defaultdict(list)
+        for value in self.raw:
+            raw[bucket_of(value)].append(value)
+        before, out = 0, []
+        for b in sorted(self.rolled.keys() | raw.keys()):
+            out.append((b, before))
+            before += self.rolled.get(b, 0) + len(raw[b])
+        return out, raw
+
+    def needed(self) -> set[int]:
+        """The rolled buckets holding a rank that is read: their exact waits are needed."""
+        starts, _ = self.layout()
+        out = set()
+        for rank in self.ranks():
+            b = max((s for s in starts if s[1] <= rank), key=lambda s: s[1])[0]
+            if self.rolled.get(b):
+                out.add(b)
+        return out
+
+    def stats(self, exact: dict[int, list[float]]) -> list[float | None]:
+        """mean, percentiles and the longest wait, as ``wait_times_raw`` computes them."""
+        n = self.size()
+        if n == 0:
+            return [None] * len(WAIT_STATS)
+        starts, raw = self.layout()
+        values: dict[int, float] = {}
+        for rank in self.ranks():
+            b, before = max((s for s in starts if s[1] <= rank), key=lambda s: s[1])
+            in_bucket = sorted([*exact.get(b, []), *raw.get(b, [])])
+            values[rank] = in_bucket[rank - before]
+        mean = (self.rolled_us / 1_000_000 + math.fsum(self.raw)) / n
+        out: list[float | None] = [mean]
+        for p in PERCENTILES:
+            pos = p * (n - 1)
+            lo, hi = math.floor(pos), math.ceil(pos)
+            out.append(values[lo] + (values[hi] - values[lo]) * (pos - lo))
+        out.append(values[n - 1])
+        return out
+
+
+def _exact_waits(
+    conn: Connection,
+    f: Filters,
+    days: tuple[dt.date | None, dt.date | None],
+    queues: dict[Any, _QueueWaits],
+) -> dict[Any, dict[int, list[float]]] | None:
+    """The exact waits of the whole days' started jobs in the buckets that hold a needed rank,
+    per queue and bucket; None when a bucket's count differs from the rollup's."""
+    w = _waits.c
+    first, end = days
+    branches = []
+    wanted: dict[Any, set[int]] = {}
+    for queue, q in queues.items():
+        need = q.needed()
+        if not need:
+            continue
+        wanted[queue] = need
+        ranges = []
+        for b in sorted(need):
+            lo, hi = bucket_bounds(b)
+            ranges.append(_wait_between(conn, lo, hi))
+        branches.append(
+            _where(
+                select(w.queue, w.wait_seconds),
+                w.queue.is_(None) if queue is None else w.queue == queue,
+                w.submitted_at >= _midnight(first) if first is not None else None,
+                w.submitted_at < _midnight(end) if end is not None else None,
+                _in(w.namespace, f.namespaces),
+                w.first_started_at.is_not(None),
+                or_(*ranges),
+            )
+        )
+    values: dict[Any, list[float]] = defaultdict(list)
+    if branches:
+        stmt = branches[0] if len(branches) == 1 else union_all(*branches)
+        for queue, wait in conn.execute(stmt).all():
+            values[queue].append(float(wait))
+    found: dict[Any, dict[int, list[float]]] = {}
+    for queue, need in wanted.items():
+        ordered = sorted(values[queue])
+        found[queue] = {}
+        for b in need:
+            lo, hi = bucket_bounds(b)
+            start = 0 if lo is None else bisect.bisect_left(ordered, lo)
+            in_bucket = ordered[start : bisect.bisect_left(ordered, hi)]
+            if len(in_bucket) != queues[queue].rolled[b]:
+                return None
+            found[queue][b] = in_bucket
+    return found
+
+
+def _wait_between(conn: Connection, lo: int | None, hi: int) -> ColumnElement[bool]:
+    """``lo <= wait_seconds < hi`` (whole seconds). On PostgreSQL as intervals, the same test
+    (``wait_seconds`` is the interval's exact microseconds as a double, and whole seconds
+    compare alike either way) at a fraction of the cost of extracting every row's epoch."""
+    w = _waits.c
+    if _pg(conn):
+        # Literal intervals (bounds are integers): a bound interval parameter costs more to
+        # build into the cached statement than the query takes.
+        waited: Any = w.first_started_at - w.submitted_at
+        below: ColumnElement[bool] = waited < literal_column(f"interval '{int(hi)} seconds'")
+        if lo is None:
+            return below
+        return and_(waited >= literal_column(f"interval '{int(lo)} seconds'"), below)
+    if lo is None:
+        return w.wait_seconds < hi
+    return and_(w.wait_seconds >= lo, w.wait_seconds < hi)
+
+
+def wait_times_raw(conn: Connection, f: Filters) -> Report:
     """Per queue: jobs submitted in the window, how many started, how many still wait (neither
     started nor finished: a job deleted before it started waits no more), and the waits. A job
     still waiting counts with its wait so far (as of ``f.now``), so a queue whose jobs do not
@@ -277,26 +536,31 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
     cut = f.until.astimezone(dt.UTC).date() if f.until is not None else None
     parts = union_all(*_usage_rolled(f, groups, cut), *_usage_raw(conn, f, groups, cut))
     both = parts.subquery()
-    keys = [both.c[g] for g in groups]
+    # Grouped by the keys it is ordered by: one sort, by bytes (grouping by the plain keys
+    # sorted the 100,000 rows of a month by the locale first, then again by bytes).
+    keys = _byte_order(conn, both, groups)
     pods = func.sum(both.c.pods)
-    stmt = select(*keys, pods, func.sum(both.c.gpu_h), func.sum(both.c.cpu_h))
-    stmt = stmt.group_by(*keys).having(pods > 0).order_by(*_byte_order(conn, both, groups))
+    # The day comes back as its ISO text: turning ~100,000 dates into text in Python cost more.
+    shown = [_day_text(conn, k) if g == "day" else k for g, k in zip(groups, keys, strict=True)]
+    counted = cast(pods, BigInteger)
+    stmt = select(*shown, counted, func.sum(both.c.gpu_h), func.sum(both.c.cpu_h))
+    stmt = stmt.group_by(*keys).having(pods > 0).order_by(*keys)
     n = len(groups)
-    found = conn.execute(stmt).all()
-    # The day, when grouped by, is the first key.
     rows = [
-        (
-            *((_day(r[0]), *r[1:n]) if groups[0] == "day" else r[:n]),
-            int(r[n]),
-            round(float(r[n + 1]), 4),
-            round(float(r[n + 2]), 4),
-        )
-        for r in found
+        (*r[:n], int(r[n]), round(float(r[n + 1]), 4), round(float(r[n + 2]), 4))
+        for r in conn.execute(stmt).all()
     ]
     return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
 
 
 _MILLI_MS_PER_HOUR = 3_600_000_000.0
+
+
+def _day_text(conn: Connection, day: Any) -> Any:
+    """A day as ``YYYY-MM-DD`` in SQL, whatever the server's ``DateStyle``."""
+    if _pg(conn):
+        return func.to_char(day, "YYYY-MM-DD")
+    return cast(day, String)
 
 
 def _byte_order(conn: Connection, rows: Any, groups: Sequence[str]) -> list[Any]:
@@ -322,6 +586,38 @@ _usage_days = table(
 )
 
 
+#: the other rollups (``WaitDay``, ``OutcomeDay`` in batch.ledger.models) as table clauses too
+_wait_days = table(
+    "wait_days",
+    column("day", Date),
+    column("queue", String),
+    column("namespace", String),
+    column("bucket", Integer),
+    column("jobs", BigInteger),
+    column("wait_us", BigInteger),
+)
+_outcome_days = table(
+    "outcome_days",
+    column("day", Date),
+    column("queue", String),
+    column("namespace", String),
+    *(
+        column(name, BigInteger)
+        for name in (
+            "finished",
+            "completed",
+            "failed",
+            "aborted",
+            "terminated",
+            "deleted",
+            "retries",
+            "runs",
+            "run_us",
+        )
+    ),
+)
+
+
 def _usage_rolled(f: Filters, groups: Sequence[str], cut: dt.date | None) -> list[Select[Any]]:
     """Finished pods' days before ``cut`` (the last, partial day), from the rollup."""
     u: Any = _usage_days
@@ -332,13 +628,17 @@ def _usage_rolled(f: Filters, groups: Sequence[str], cut: dt.date | None) -> lis
     since = f.since.astimezone(dt.UTC).date() if f.since is not None else None
     filters = [_in(u.c.queue, f.queues), _in(u.c.namespace, f.namespaces)]
     days = [u.c.day >= since if since else None, u.c.day < cut if cut else None]
-    pods: Any = func.sum(u.c.pod_days if "day" in groups else u.c.pods_started)
+    # By every key the rollup's rows are the groups already: no sum (hashing 100,000 rows of a
+    # month into as many groups cost 0.1 s).
+    whole = set(groups) == set(USAGE_GROUPS)
+    sum_: Callable[[Any], Any] = (lambda c: c) if whole else func.sum
     sums = [
-        pods.label("pods"),
-        cast(func.sum(u.c.gpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("gpu_h"),
-        cast(func.sum(u.c.cpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("cpu_h"),
+        sum_(u.c.pod_days if "day" in groups else u.c.pods_started).label("pods"),
+        cast(sum_(u.c.gpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("gpu_h"),
+        cast(sum_(u.c.cpu_milli_ms) / _MILLI_MS_PER_HOUR, Float).label("cpu_h"),
     ]
-    out = [_where(select(*keys, *sums), *filters, *days).group_by(*keys)]
+    rolled = _where(select(*keys, *sums), *filters, *days)
+    out = [rolled if whole else rolled.group_by(*keys)]
     if since is not None and "day" not in groups:
         # Pods already running when the window opens (started on an earlier day).
         carry = [
@@ -455,7 +755,74 @@ def outcomes(conn: Connection, f: Filters) -> Report:
     """Per queue: jobs that finished in the window, by final phase; retries; mean run time.
 
     A job deleted before it finished is ``deleted`` (the view takes the deletion over any later
-    phase), not a failure; the success rate is completed over the jobs that ended otherwise."""
+    phase), not a failure; the success rate is completed over the jobs that ended otherwise.
+
+    The same figures as ``outcomes_raw``: the window's whole days from the rollup
+    (``outcome_days``), its partial first and last day from the view, in one statement."""
+    _prepare(conn)
+    days = _whole_days(f)
+    if days is None:
+        return outcomes_raw(conn, f)
+    o = _outcomes.c
+    first, end = days
+    r: Any = _outcome_days
+    rolled = _where(
+        select(
+            func.nullif(r.c.queue, NONE).label("queue"),
+            *(func.sum(r.c[c]).label(c) for c in _OUTCOME_SUMS),
+            cast(func.sum(r.c.run_us) / 1_000_000.0, Float).label("run_s"),
+        ),
+        r.c.day >= first if first is not None else None,
+        r.c.day < end if end is not None else None,
+        _in(r.c.queue, f.queues),
+        _in(r.c.namespace, f.namespaces),
+    ).group_by(r.c.queue)
+    parts: list[Select[Any]] = [rolled]
+    raw_sums = [
+        func.count().label("finished"),
+        *(func.sum(case((o.outcome == name, 1), else_=0)).label(name.lower()) for name in OUTCOMES),
+        func.coalesce(func.sum(o.retries), 0).label("retries"),
+        func.count(o.run_seconds).label("runs"),
+        cast(func.sum(o.run_seconds), Float).label("run_s"),
+    ]
+    filters = [_in(o.queue, f.queues), _in(o.namespace, f.namespaces)]
+    for lo, hi in _partial_ranges(f, days):
+        stmt = _where(select(o.queue, *raw_sums), *_range(o.finished_at, lo, hi), *filters)
+        parts.append(stmt.group_by(o.queue))
+    if f.since is None and f.until is None:  # finished jobs with no finish time have no day
+        stmt = _where(select(o.queue, *raw_sums), o.finished_at.is_(None), *filters)
+        parts.append(stmt.group_by(o.queue))
+    both = union_all(*parts).subquery()
+    total = select(
+        both.c.queue,
+        *(func.sum(both.c[c]) for c in _OUTCOME_SUMS),
+        func.sum(both.c.run_s),
+    )
+    total = total.group_by(both.c.queue).having(func.sum(both.c.finished) > 0)
+    rows = []
+    for queue, finished, *rest in conn.execute(total.order_by(both.c.queue)):
+        by_phase = [int(x or 0) for x in rest[: len(OUTCOMES)]]
+        retries, runs, run_s = rest[len(OUTCOMES) :]
+        mean_run = float(run_s) / int(runs) if runs else None
+        ended = int(finished) - by_phase[OUTCOMES.index("Deleted")]
+        rate = by_phase[0] / ended if ended else None
+        rows.append((queue, int(finished), *by_phase, int(retries), _r(mean_run), _r(rate, 4)))
+    return Report("job outcomes (by queue)", _OUTCOME_COLUMNS, rows)
+
+
+_OUTCOME_SUMS = ("finished", *(name.lower() for name in OUTCOMES), "retries", "runs")
+_OUTCOME_COLUMNS = [
+    "queue",
+    "finished",
+    *(name.lower() for name in OUTCOMES),
+    "retries",
+    "mean_run_s",
+    "success_rate",
+]
+
+
+def outcomes_raw(conn: Connection, f: Filters) -> Report:
+    """``outcomes`` straight from the view ``report_outcomes``."""
     _prepare(conn)
     o = _outcomes.c
     conds = [*_range(o.finished_at, f.since, f.until), _in(o.queue, f.queues)]

@@ -41,6 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from batch.ledger import events as ev
+from batch.ledger.jobrollups import JobDelta
 from batch.ledger.models import (
     TERMINAL_JOB_PHASES,
     Job,
@@ -412,6 +413,9 @@ class Writer:
         # Only a job row that names a queue or submitter can move its pods to other keys.
         keyed = [u for u, r in batch.jobs.items() if r["queue"] is not None or r["submitter"]]
         usage = UsageDelta(conn, batch.pods, keyed)
+        # The wait and outcome rollups follow the jobs' rows in the report views, which also
+        # read the transitions (a Failed job deleted first is Deleted): after both are written.
+        waits_and_outcomes = JobDelta(conn, batch.jobs)
         self._upsert(conn, insert, Job.__table__, "uid", JOB_POLICY, list(batch.jobs.values()))
         self._upsert(
             conn, insert, PodAttempt.__table__, "pod_uid", POD_POLICY, list(batch.pods.values())
@@ -419,6 +423,7 @@ class Writer:
         usage.apply(conn)
         self._insert_new(conn, insert, JobTransition.__table__, list(batch.transitions.values()))
         self._collapse_repeats(conn, {row["job_uid"] for row in batch.transitions.values()})
+        waits_and_outcomes.apply(conn)
         self._insert_new(conn, insert, SchedulingEvent.__table__, list(batch.scheduling.values()))
         self._insert_new(conn, insert, QueueUsageSample.__table__, list(batch.samples.values()))
         for change in sorted(batch.queue_configs, key=lambda c: ev.utc(c.at)):
