@@ -23,6 +23,7 @@ from batch.scheduler.framework.statement import Statement
 
 class Backfill(Action):
     name = "backfill"
+    ARGUMENTS = ()
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()

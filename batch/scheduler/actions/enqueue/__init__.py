@@ -24,6 +24,7 @@ from batch.scheduler.framework.session import Session
 
 class Enqueue(Action):
     name = "enqueue"
+    ARGUMENTS = ()
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
