@@ -4,12 +4,15 @@ closest declared key, and a value of the wrong kind or out of range."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
 
-from batch.scheduler import ConfigError, load_config
+from batch.scheduler import ConfigError, argdocs, load_config
 from batch.scheduler.framework.arguments import Arg, Arguments, check_arguments
 from batch.scheduler.framework.registry import ACTIONS, PLUGINS
 
@@ -256,3 +259,71 @@ def test_check_arguments_ranges() -> None:
         check_arguments("t", specs, {"b": 1})
     with pytest.raises(ConfigError, match=r"unknown argument 'c\.'"):
         check_arguments("t", specs, {"c.": 1})
+
+
+def test_the_docs_argument_tables_are_generated_from_the_declarations() -> None:
+    """docs/scheduler.md carries exactly the generated tables (regenerate with
+    ``python -m batch.scheduler.argdocs``)."""
+    text = argdocs.DOC.read_text()
+    assert argdocs.updated_doc(text) == text
+    block = argdocs.arguments_markdown()
+    for cls in (*PLUGINS.values(), *ACTIONS.values()):
+        for arg in cls.ARGUMENTS or ():
+            assert f"| {cls.name} | `{arg.name}` |" in block
+
+
+def test_the_chart_schema_is_generated_from_the_declarations() -> None:
+    text = argdocs.SCHEMA.read_text()
+    assert argdocs.chart_schema(json.loads(text)) == json.loads(text)
+
+
+def chart_values(tiers: list[Any], configurations: list[Any] | None = None) -> dict[str, Any]:
+    values = yaml.safe_load((argdocs.ROOT / "charts/tephra/values.yaml").read_text())
+    values["scheduler"]["config"]["tiers"] = tiers
+    if configurations is not None:
+        values["scheduler"]["config"]["configurations"] = configurations
+    return values
+
+
+def test_the_chart_schema_refuses_what_load_config_refuses() -> None:
+    validator = jsonschema.Draft7Validator(json.loads(argdocs.SCHEMA.read_text()))
+    defaults = yaml.safe_load((argdocs.ROOT / "charts/tephra/values.yaml").read_text())
+    assert not list(validator.iter_errors(defaults))
+    good = chart_values(
+        [
+            {
+                "plugins": [
+                    {
+                        "name": "binpack",
+                        "arguments": {
+                            "binpack.weight": "10",
+                            "binpack.resources": "nvidia.com/gpu",
+                            "binpack.resources.nvidia.com/gpu": 8,
+                        },
+                    },
+                    {"name": "predicates", "arguments": {"predicate.CacheEnable": "true"}},
+                    {"name": "gang"},
+                ]
+            }
+        ],
+        [{"name": "preempt", "arguments": {"victimSelection": "strict"}}],
+    )
+    assert not list(validator.iter_errors(good))
+    bad = [
+        chart_values([{"plugins": [{"name": "binpack", "arguments": {"binpack.weigth": 1}}]}]),
+        chart_values([{"plugins": [{"name": "binpack", "arguments": {"binpack.cpu": -1}}]}]),
+        chart_values([{"plugins": [{"name": "gang", "arguments": {"x": 1}}]}]),
+        chart_values(
+            [{"plugins": [{"name": "predicates", "arguments": {"predicate.CacheEnable": "no"}}]}]
+        ),
+        chart_values(
+            [{"plugins": [{"name": "gang"}]}],
+            [{"name": "preempt", "arguments": {"victimSelection": "lenient"}}],
+        ),
+        chart_values(
+            [{"plugins": [{"name": "gang"}]}],
+            [{"name": "reclaim", "arguments": {"reclaimHysteresis": 1}}],
+        ),
+    ]
+    for values in bad:
+        assert list(validator.iter_errors(values)), values["scheduler"]["config"]

@@ -140,17 +140,16 @@ class Arg:
     def range_text(self) -> str:
         """The allowed values in words: ``>= 0``, ``0..100``, ``(0, 1]``, ``volcano | strict``."""
         if self.choices:
-            return " \\| ".join(self.choices)
+            return " | ".join(self.choices)
         lo, hi = self.min, self.max
-        if lo is None and hi is None:
-            return ""
-        if lo is not None and hi is not None:
+        if lo is None:
+            return "" if hi is None else f"{'<' if self.max_open else '<='} {_num(hi)}"
+        if hi is not None:
             if not self.min_open and not self.max_open:
-                return f"{lo:g}..{hi:g}"
-            return f"{'(' if self.min_open else '['}{lo:g}, {hi:g}{')' if self.max_open else ']'}"
-        if lo is not None:
-            return f"{'>' if self.min_open else '>='} {lo:g}"
-        return f"{'<' if self.max_open else '<='} {hi:g}"
+                return f"{_num(lo)}..{_num(hi)}"
+            left, right = "(" if self.min_open else "[", ")" if self.max_open else "]"
+            return f"{left}{_num(lo)}, {_num(hi)}{right}"
+        return f"{'>' if self.min_open else '>='} {_num(lo)}"
 
     def in_range(self, number: float) -> bool:
         if self.min is not None and (number <= self.min if self.min_open else number < self.min):
@@ -182,8 +181,12 @@ class Arg:
         number: float = args.get_int(key, 0) if self.kind == "int" else args.get_float(key, 0.0)
         if not self.in_range(number):
             raise ConfigError(
-                f"{args.owner}: argument {key!r} must be {self.range_text()}, got {number:g}"
+                f"{args.owner}: argument {key!r} must be {self.range_text()}, got {_num(number)}"
             )
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def find_arg(specs: Sequence[Arg], key: str) -> Arg | None:

@@ -60,12 +60,14 @@ class PredicatesPlugin(Plugin):
         Arg("predicate.NodePortsEnable", "bool", True, "host ports"),
         Arg("predicate.TaintTolerationEnable", "bool", True, "taints and tolerations"),
         Arg("predicate.PodAffinityEnable", "bool", True, "inter-pod affinity"),
-        *(Arg(key, "bool", False, "accepted (Volcano); no effect") for key in _IGNORED),
-        Arg("predicate.ProportionalEnable", "bool", False, "accepted (Volcano); no effect"),
-        Arg("predicate.NodeLockEnable", "bool", False, "accepted (Volcano); no effect"),
-        Arg("predicate.resources", "list", "", "accepted (Volcano's proportional resources)"),
-        Arg("predicate.resources.<resource>.cpu", "float", 0, "accepted (Volcano); no effect"),
-        Arg("predicate.resources.<resource>.memory", "float", 0, "accepted (Volcano); no effect"),
+        *(Arg(key, "bool", None, "accepted (Volcano); no effect") for key in _IGNORED),
+        Arg("predicate.ProportionalEnable", "bool", None, "accepted (Volcano); no effect"),
+        Arg("predicate.NodeLockEnable", "bool", None, "accepted (Volcano); no effect"),
+        Arg("predicate.resources", "list", None, "accepted (Volcano); no effect"),
+        Arg("predicate.resources.<resource>.cpu", "float", None, "accepted (Volcano); no effect"),
+        Arg(
+            "predicate.resources.<resource>.memory", "float", None, "accepted (Volcano); no effect"
+        ),
     )
 
     def __init__(self, arguments: Arguments) -> None:
