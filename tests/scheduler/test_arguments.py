@@ -61,7 +61,7 @@ def action_conf(name: str, arguments: str) -> str:
             plugin_conf("gang", "{minAvailable: 2}"),
             "plugin gang: unknown argument 'minAvailable'; ",
         ),
-        (action_conf("backfill", "{x: 1}"), "configurations[backfill]: unknown argument 'x'; it "),
+        (action_conf("backfill", "{x: 1}"), "configurations[backfill]: unknown argument 'x'; "),
     ],
 )
 def test_a_typo_key_is_refused_naming_the_owner_and_the_closest_key(

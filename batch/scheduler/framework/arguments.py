@@ -1,7 +1,13 @@
-"""Typed access to a plugin's or action's ``arguments:`` map, with clear errors.
+"""Typed access to a plugin's or action's ``arguments:`` map, with clear errors, and the
+declarations of the arguments each accepts.
 
 Volcano reads arguments with ``GetInt``/``GetFloat64``/``GetBool`` and logs bad values; Tephra
-raises ``ConfigError`` naming the plugin and key instead, so a typo is never silently ignored.
+raises ``ConfigError`` naming the plugin and key instead. Each plugin and action declares its
+arguments once (``ARGUMENTS``, a tuple of ``Arg``); ``load_config`` runs ``check_arguments`` so an
+unknown key (a typo, which Volcano silently ignores) or a value of the wrong kind is refused,
+naming the closest declared key. The owners keep reading with the ``get_*`` methods below, with
+their own defaults; ``batch.scheduler.argdocs`` renders the declarations as the docs' tables and
+the chart's schemas.
 """
 
 from __future__ import annotations
@@ -225,5 +231,5 @@ def _suggestion(specs: Sequence[Arg], key: str) -> str:
         ratio = difflib.SequenceMatcher(None, text, like).ratio()
         if ratio > score:
             best, score = spec.name, ratio
-    hint = f"; did you mean {best!r}?" if best else ""
+    hint = f"; did you mean {best!r}?" if best else ";"
     return f"{hint} known: {', '.join(names)}"

@@ -148,6 +148,7 @@ class Allocate(Action):
     name = "allocate"
     ARGUMENTS = (
         Arg("predicateErrorCacheEnable", "bool", True, "accepted (the engine always reuses masks)"),
+        Arg("gateRemovalWorkerNum", "int", 5, "accepted (Volcano)"),
         Arg(
             "minNodesToFind",
             "int",
