@@ -18,7 +18,7 @@ import yaml
 
 import batch.scheduler.builtins  # noqa: F401 (fills PLUGINS and ACTIONS, read below)
 from batch.api.yamlio import yaml_error_summary
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import MAX_WEIGHT, Arguments, ConfigError, check_arguments
 from batch.scheduler.framework.conf import (
     GATES,
     SWITCHES,
@@ -29,8 +29,6 @@ from batch.scheduler.framework.conf import (
 from batch.scheduler.framework.registry import ACTIONS, PLUGINS
 
 _TOP_KEYS = {"actions", "tiers", "configurations", "metrics"}
-#: The largest weight an argument may give: scores of 0..100 times it stay exact in a float.
-MAX_WEIGHT = 1_000_000
 
 
 def _as_number(value: object) -> float | None:
@@ -89,6 +87,9 @@ def _parse_plugin(i: int, j: int, raw: object) -> PluginOption:
             raise ConfigError(f"{where}: unknown key {key!r} for plugin {name!r}")
     _check_numbers(f"{where}.arguments ({name})", arguments)
     option = PluginOption(name=name, switches=switches, arguments=arguments)
+    declared = PLUGINS[name].ARGUMENTS
+    if declared is not None:
+        check_arguments(f"plugin {name}", declared, arguments)
     PLUGINS[name](Arguments(f"plugin {name}", arguments))  # validates the arguments
     return option
 
@@ -170,6 +171,9 @@ def _parse_configuration(k: int, raw: object) -> tuple[str, Mapping[str, Any]]:
         raise ConfigError(f"configurations[{k}].arguments: must be a mapping, got {args!r}")
     arguments = {str(a): v for a, v in args.items()}
     _check_numbers(f"configurations[{k}].arguments ({name})", arguments)
+    declared = ACTIONS[name].ARGUMENTS
+    if declared is not None:
+        check_arguments(f"configurations[{name}]", declared, arguments)
     ACTIONS[name](Arguments(f"configurations[{name}]", arguments))  # validates
     return name, arguments
 

@@ -247,6 +247,19 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
         },
         "enablePreemtable",
     ),
+    (
+        "unknown-plugin-argument",
+        {
+            "scheduler": {
+                "config": {
+                    "tiers": [
+                        {"plugins": [{"name": "binpack", "arguments": {"binpack.weigth": 1}}]}
+                    ]
+                }
+            }
+        },
+        "binpack.weigth",
+    ),
     ("empty-tiers", {"scheduler": {"config": {"tiers": []}}}, "/scheduler/config/tiers"),
     ("bad-pull-policy", {"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
     ("bad-failure-policy", {"webhook": {"failurePolicy": "Maybe"}}, "/webhook/failurePolicy"),

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from batch.api.owners import workload_label
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.hooks import VictimGuard
 from batch.scheduler.framework.session import Session
@@ -65,6 +65,28 @@ def select_victims(
             return []
         victims = g(point, preemptor, victims)
     return victims
+
+
+#: the arguments preempt and reclaim share (read by ``parse_common``)
+COMMON_ARGS: tuple[Arg, ...] = (
+    Arg(
+        "victimSelection",
+        "str",
+        "volcano",
+        "`strict`: a victim must satisfy every plugin (victims.py)",
+        choices=("volcano", "strict"),
+    ),
+    Arg(
+        "timeBudgetSeconds",
+        "float",
+        0.0,
+        "no new preemptor job once the action ran this long (0: no bound)",
+        min=0,
+    ),
+    Arg("maxCandidateEvaluations", "int", 0, "victim evaluations per cycle (0: no bound)", min=0),
+    Arg("maxCandidateNodesAbsolute", "int", 100, "nodes visited per preemptor task", min=1),
+    Arg("predicateErrorCacheEnable", "bool", True, "accepted (Volcano)"),
+)
 
 
 def parse_common(args: Arguments, owner: str) -> dict[str, Any]:

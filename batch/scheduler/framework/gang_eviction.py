@@ -28,7 +28,7 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.bundles import (
     WHOLE,
     Bundle,
@@ -61,6 +61,20 @@ class GangEvictionArgs:
     max_domains: int
     allow_whole: bool
     time_budget: float = 0.0
+
+
+#: the arguments gangpreempt and gangreclaim share (read by ``parse_gang_arguments``)
+GANG_ARGS: tuple[Arg, ...] = (
+    Arg("maxDomains", "int", 8, "domains tried per job (<= 0: 8, as in Volcano)"),
+    Arg("allowWholeBundle", "bool", True, "a plan may evict whole victim gangs"),
+    Arg(
+        "timeBudgetSeconds",
+        "float",
+        0.0,
+        "no new preemptor job once the action ran this long (0: no bound)",
+        min=0,
+    ),
+)
 
 
 def parse_gang_arguments(args: Arguments, owner: str) -> GangEvictionArgs:

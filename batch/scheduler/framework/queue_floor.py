@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from batch.model.info import TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.session import Session
 
 Vec = npt.NDArray[np.int64]
@@ -72,6 +72,26 @@ class QueueLedger:
 class FloorArgs:
     keep_deserved: bool
     factor: float  # 1 - reclaimHysteresis
+
+
+#: the victim-queue floor arguments of reclaim and gangreclaim (read by ``parse_floor_arguments``)
+FLOOR_ARGS: tuple[Arg, ...] = (
+    Arg(
+        "keepVictimQueueAtDeserved",
+        "bool",
+        False,
+        "never leave a victim queue below its deserved share",
+    ),
+    Arg(
+        "reclaimHysteresis",
+        "float",
+        0.0,
+        "a victim queue may be left at (1 - this) of its deserved share",
+        min=0,
+        max=1,
+        max_open=True,
+    ),
+)
 
 
 def parse_floor_arguments(arguments: Arguments, owner: str) -> FloorArgs:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import Arg, Arguments
 
 if TYPE_CHECKING:
     from batch.model.cache import ClusterCache
@@ -23,6 +23,9 @@ class Plugin:
     """Base class of a scheduler plugin: registers callbacks on session open."""
 
     name: ClassVar[str] = ""
+    #: the ``arguments:`` keys this plugin accepts (``load_config`` refuses any other key and a
+    #: value of the wrong kind); None: not declared, nothing is checked (extensions)
+    ARGUMENTS: ClassVar[tuple[Arg, ...] | None] = None
     #: decisions may change with time alone (deadlines, minimum runtimes): set True, and
     #: override ``next_change`` to say precisely when, so ``Scheduler`` can keep its memo and
     #: the simulator can sleep until then
@@ -53,6 +56,8 @@ class Action:
     """Base class of a scheduler action (``Execute(ssn)`` in Volcano)."""
 
     name: ClassVar[str] = ""
+    #: the ``configurations[].arguments`` keys this action accepts (as ``Plugin.ARGUMENTS``)
+    ARGUMENTS: ClassVar[tuple[Arg, ...] | None] = None
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

@@ -27,7 +27,7 @@ import numpy as np
 from batch.api.resources import format_resource_list
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import TaskStatus
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
@@ -146,6 +146,34 @@ class _Pass:
 
 class Allocate(Action):
     name = "allocate"
+    ARGUMENTS = (
+        Arg("predicateErrorCacheEnable", "bool", True, "accepted (the engine always reuses masks)"),
+        Arg("gateRemovalWorkerNum", "int", 5, "accepted (Volcano)"),
+        Arg(
+            "minNodesToFind",
+            "int",
+            100,
+            "node sampling: at least this many feasible nodes (sampling is on when any sampling "
+            "key is given)",
+            min=1,
+        ),
+        Arg(
+            "minPercentageOfNodesToFind",
+            "int",
+            5,
+            "node sampling: at least this percentage of nodes",
+            min=0,
+            max=100,
+        ),
+        Arg(
+            "percentageOfNodesToFind",
+            "int",
+            0,
+            "node sampling: this percentage of nodes (0: adaptive)",
+            min=0,
+            max=100,
+        ),
+    )
     #: reuse the outcome of an identical failed attempt (exact; tests switch it off to compare)
     use_memo: ClassVar[bool] = True
     #: after a replayed failure, go on with the same queue's next jobs while it would pop again

@@ -14,6 +14,7 @@ import time
 
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
+from batch.scheduler.framework.arguments import Arg
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.selection import pending_tasks
@@ -23,6 +24,7 @@ from batch.scheduler.framework.statement import Statement
 
 class Backfill(Action):
     name = "backfill"
+    ARGUMENTS = (Arg("predicateErrorCacheEnable", "bool", True, "accepted (Volcano)"),)
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()

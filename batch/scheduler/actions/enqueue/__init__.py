@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from batch.model.info import JobInfo, QueueInfo
+from batch.scheduler.framework.arguments import Arg
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.feasibility import never_fits
 from batch.scheduler.framework.pq import PriorityQueue
@@ -24,6 +25,14 @@ from batch.scheduler.framework.session import Session
 
 class Enqueue(Action):
     name = "enqueue"
+    ARGUMENTS = (
+        Arg(
+            "overcommit-factor",
+            "float",
+            None,
+            "accepted (Volcano 1.0-1.2 read it here); no effect: the overcommit plugin's counts",
+        ),
+    )
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()

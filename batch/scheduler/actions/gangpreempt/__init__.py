@@ -16,13 +16,18 @@ Evictions carry reason ``gangpreempt``.
 from __future__ import annotations
 
 from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.gang_eviction import GangEviction, parse_gang_arguments
+from batch.scheduler.framework.gang_eviction import (
+    GANG_ARGS,
+    GangEviction,
+    parse_gang_arguments,
+)
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 
 
 class GangPreempt(Action):
     name = "gangpreempt"
+    ARGUMENTS = GANG_ARGS
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -25,14 +25,19 @@ within 0..1). Evictions carry reason ``gangreclaim``.
 from __future__ import annotations
 
 from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.gang_eviction import GangEviction, parse_gang_arguments
-from batch.scheduler.framework.queue_floor import parse_floor_arguments
+from batch.scheduler.framework.gang_eviction import (
+    GANG_ARGS,
+    GangEviction,
+    parse_gang_arguments,
+)
+from batch.scheduler.framework.queue_floor import FLOOR_ARGS, parse_floor_arguments
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 
 
 class GangReclaim(Action):
     name = "gangreclaim"
+    ARGUMENTS = (*GANG_ARGS, *FLOOR_ARGS)
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

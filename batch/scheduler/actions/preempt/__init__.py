@@ -37,8 +37,9 @@ import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.eviction import (
+    COMMON_ARGS,
     Budget,
     NodeTasks,
     budgeted_nodes,
@@ -60,6 +61,19 @@ from batch.scheduler.framework.statement import Statement
 
 class Preempt(Action):
     name = "preempt"
+    ARGUMENTS = (
+        *COMMON_ARGS,
+        Arg(
+            "enableTopologyAwarePreemption",
+            "bool",
+            False,
+            "jobs with a networkTopology preempt inside one HyperNode domain (false: skipped)",
+        ),
+        Arg("maxTopologyDomains", "int", 8, "HyperNode domains tried per job"),
+        Arg("topologyAwarePreemptWorkerNum", "int", 16, "accepted (Volcano)"),
+        Arg("minCandidateNodesPercentage", "int", 10, "accepted (Volcano)"),
+        Arg("minCandidateNodesAbsolute", "int", 1, "accepted (Volcano)"),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -34,6 +34,7 @@ from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.eviction import (
+    COMMON_ARGS,
     Budget,
     NodeTasks,
     budgeted_nodes,
@@ -48,7 +49,12 @@ from batch.scheduler.framework.eviction import (
 )
 from batch.scheduler.framework.hooks import VictimGuard
 from batch.scheduler.framework.pq import PriorityQueue
-from batch.scheduler.framework.queue_floor import QueueFloor, QueueLedger, parse_floor_arguments
+from batch.scheduler.framework.queue_floor import (
+    FLOOR_ARGS,
+    QueueFloor,
+    QueueLedger,
+    parse_floor_arguments,
+)
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
 from batch.scheduler.framework.session import Session
@@ -59,6 +65,7 @@ RUNNING = frozenset({TaskStatus.RUNNING})
 
 class Reclaim(Action):
     name = "reclaim"
+    ARGUMENTS = (*COMMON_ARGS, *FLOOR_ARGS)
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from batch.model.info import TaskTemplate
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -25,6 +25,19 @@ MAX_SCORE = 100
 
 class BinpackPlugin(Plugin):
     name = "binpack"
+    ARGUMENTS = (
+        Arg("binpack.weight", "float", 1, "weight of the binpack score", min=0),
+        Arg("binpack.cpu", "float", 1, "weight of cpu in the score", min=0),
+        Arg("binpack.memory", "float", 1, "weight of memory in the score", min=0),
+        Arg("binpack.resources", "list", "", "further resources to score (names)"),
+        Arg(
+            "binpack.resources.<resource>",
+            "float",
+            1,
+            "weight of a resource named in `binpack.resources`",
+            min=0,
+        ),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -342,6 +342,7 @@ class _Hooks:
 
 class CapacityPlugin(Plugin):
     name = "capacity"
+    ARGUMENTS = ()
 
     def on_session_open(self, ssn: Session) -> None:
         option = self.option

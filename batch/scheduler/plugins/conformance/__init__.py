@@ -20,6 +20,7 @@ def evictable(task: TaskInfo) -> bool:
 
 class ConformancePlugin(Plugin):
     name = "conformance"
+    ARGUMENTS = ()
 
     def on_session_open(self, ssn: Session) -> None:
         def victims(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:

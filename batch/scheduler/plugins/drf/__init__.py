@@ -29,6 +29,7 @@ def dominant_share(allocated: IntVec, total: IntVec, dims: IntVec) -> float:
 
 class DrfPlugin(Plugin):
     name = "drf"
+    ARGUMENTS = ()
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource

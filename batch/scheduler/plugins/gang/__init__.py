@@ -30,6 +30,7 @@ def iso(ts: float) -> str:
 
 class GangPlugin(Plugin):
     name = "gang"
+    ARGUMENTS = ()
 
     def on_session_open(self, ssn: Session) -> None:
         def valid(job: JobInfo) -> ValidateResult | None:

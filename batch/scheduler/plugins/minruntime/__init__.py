@@ -33,7 +33,7 @@ from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo, TaskInfo
 from batch.model.parse import ROOT_QUEUE
 from batch.model.status import TaskStatus
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError, check_arguments
 from batch.scheduler.framework.durations import parse_duration, task_start
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -48,17 +48,37 @@ __all__ = [
 
 ANN_PREEMPT = "tephra.io/preempt-min-runtime"
 ANN_RECLAIM = "tephra.io/reclaim-min-runtime"
-_ARGS = ("preemptMinRuntime", "reclaimMinRuntime", "preemptLostWorkRatio", "reclaimLostWorkRatio")
 #: the statuses a victim of preempt (Bound, Running) or reclaim (Running) is in
 _VICTIM_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 
 
 class MinRuntimePlugin(Plugin):
     name = "minruntime"
+    ARGUMENTS = (
+        Arg("preemptMinRuntime", "duration", 0, "a pod runs this long before preempt may evict it"),
+        Arg("reclaimMinRuntime", "duration", 0, "a pod runs this long before reclaim may evict it"),
+        Arg(
+            "preemptLostWorkRatio",
+            "float",
+            0,
+            "a victim's run may be at most this times the preemptor's wait (0: no bound)",
+            min=0,
+        ),
+        Arg(
+            "reclaimLostWorkRatio",
+            "float",
+            0,
+            "a victim's run may be at most this times the reclaimer's wait (0: no bound)",
+            min=0,
+        ),
+        Arg("queues.<queue>.preemptMinRuntime", "duration", None, "`preemptMinRuntime` of a queue"),
+        Arg("queues.<queue>.reclaimMinRuntime", "duration", None, "`reclaimMinRuntime` of a queue"),
+    )
     time_dependent = True  # pods pass their minimum runtime; lost-work bounds loosen
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
+        check_arguments("plugin minruntime", self.ARGUMENTS, arguments.raw)
         self.defaults = {
             "preempt": self._dur(arguments, "preemptMinRuntime"),
             "reclaim": self._dur(arguments, "reclaimMinRuntime"),
@@ -80,9 +100,6 @@ class MinRuntimePlugin(Plugin):
             "preempt": self._ratio(arguments, "preemptLostWorkRatio"),
             "reclaim": self._ratio(arguments, "reclaimLostWorkRatio"),
         }
-        for key in arguments.raw:
-            if key not in _ARGS and not key.startswith("queues."):
-                raise ConfigError(f"plugin minruntime: unknown argument {key!r}")
 
     @classmethod
     def next_change(cls, cache: ClusterCache, arguments: Arguments, since: float) -> float | None:

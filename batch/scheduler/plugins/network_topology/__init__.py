@@ -41,7 +41,7 @@ import numpy.typing as npt
 from batch.api.topology import RACK_LABEL, SPINE_LABEL, member_matches as _matches
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -116,6 +116,29 @@ def auto_domains(keys: list[str], nodes: SessionNodes) -> list[Domain]:
 
 class NetworkTopologyPlugin(Plugin):
     name = "network-topology-aware"
+    ARGUMENTS = (
+        Arg(
+            "autoTierLabels",
+            "list",
+            DEFAULT_AUTO_LABELS,
+            "node label keys, one per tier from tier 1, that derive HyperNodes when none exist "
+            '(`""`: off)',
+        ),
+        Arg("weight", "int", 1, "accepted (Volcano's score weight)"),
+        Arg("hypernode.binpack.cpu", "float", 1, "weight of cpu packing HyperNodes", min=0),
+        Arg("hypernode.binpack.memory", "float", 1, "weight of memory packing HyperNodes", min=0),
+        Arg("hypernode.binpack.resources", "list", "", "further resources to pack (names)"),
+        Arg(
+            "hypernode.binpack.resources.<resource>",
+            "float",
+            1,
+            "weight of a resource named in `hypernode.binpack.resources`",
+            min=0,
+        ),
+        Arg("hypernode.binpack.normal-pod.enable", "bool", True, "accepted (Volcano)"),
+        Arg("hypernode.binpack.normal-pod.fading", "float", 0.8, "accepted (Volcano)"),
+        Arg("hypernode.gradient.evict.max-hypernodes", "int", 8, "accepted (Volcano)"),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -20,7 +20,7 @@ import numpy as np
 
 from batch.model.info import TaskTemplate
 from batch.model.nodes import BoolVec
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import MAX_WEIGHT, Arg, Arguments
 from batch.scheduler.framework.matching import term_mask, tolerates
 from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
@@ -107,6 +107,24 @@ def normalize(raw: FloatVec, ok: BoolVec, *, reverse: bool) -> FloatVec:
 
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
+    ARGUMENTS = (
+        Arg(
+            "leastrequested.weight", "float", 1, "least requested resources", min=0, max=MAX_WEIGHT
+        ),
+        Arg("mostrequested.weight", "float", 0, "most requested resources", min=0, max=MAX_WEIGHT),
+        Arg("nodeaffinity.weight", "float", 2, "preferred node affinity", min=0, max=MAX_WEIGHT),
+        Arg(
+            "podaffinity.weight", "float", 2, "preferred inter-pod affinity", min=0, max=MAX_WEIGHT
+        ),
+        Arg("balancedresource.weight", "float", 1, "balanced allocation", min=0, max=MAX_WEIGHT),
+        Arg("tainttoleration.weight", "float", 3, "tolerated soft taints", min=0, max=MAX_WEIGHT),
+        Arg(
+            "imagelocality.weight", "float", 1, "images already on the node", min=0, max=MAX_WEIGHT
+        ),
+        Arg("podtopologyspread.weight", "float", 2, "topology spread", min=0, max=MAX_WEIGHT),
+        Arg("selectorspread.weight", "float", 0, "accepted (Volcano)", min=0, max=MAX_WEIGHT),
+        Arg("volumebinding.weight", "float", 1, "accepted (Volcano)", min=0, max=MAX_WEIGHT),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

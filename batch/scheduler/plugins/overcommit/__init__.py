@@ -26,7 +26,7 @@ from batch.model.info import JobInfo
 from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS
 from batch.scheduler.framework.aggregate import JobSums
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -54,6 +54,14 @@ def inqueue_contribution(job: JobInfo) -> IntVec | None:
 
 class OvercommitPlugin(Plugin):
     name = "overcommit"
+    ARGUMENTS = (
+        Arg(
+            "overcommit-factor",
+            "float",
+            DEFAULT_FACTOR,
+            f"admission multiplies the cluster's capacity by this (below 1: {DEFAULT_FACTOR})",
+        ),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -21,7 +21,7 @@ import numpy as np
 
 from batch.model.info import TaskInfo, TaskTemplate
 from batch.model.nodes import BoolVec
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.matching import (
     selector_mask,
     terms_mask,
@@ -55,6 +55,20 @@ def taint_reason(key: str, value: str) -> str:
 
 class PredicatesPlugin(Plugin):
     name = "predicates"
+    ARGUMENTS = (
+        Arg("predicate.NodeAffinityEnable", "bool", True, "node affinity and node selectors"),
+        Arg("predicate.NodePortsEnable", "bool", True, "host ports"),
+        Arg("predicate.TaintTolerationEnable", "bool", True, "taints and tolerations"),
+        Arg("predicate.PodAffinityEnable", "bool", True, "inter-pod affinity"),
+        *(Arg(key, "bool", None, "accepted (Volcano); no effect") for key in _IGNORED),
+        Arg("predicate.ProportionalEnable", "bool", None, "accepted (Volcano); no effect"),
+        Arg("predicate.NodeLockEnable", "bool", None, "accepted (Volcano); no effect"),
+        Arg("predicate.resources", "list", None, "accepted (Volcano); no effect"),
+        Arg("predicate.resources.<resource>.cpu", "float", None, "accepted (Volcano); no effect"),
+        Arg(
+            "predicate.resources.<resource>.memory", "float", None, "accepted (Volcano); no effect"
+        ),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

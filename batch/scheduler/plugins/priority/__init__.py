@@ -15,6 +15,7 @@ from batch.scheduler.framework.votes import PERMIT
 
 class PriorityPlugin(Plugin):
     name = "priority"
+    ARGUMENTS = ()
 
     def on_session_open(self, ssn: Session) -> None:
         ssn.hooks.add_task_order_key(lambda t: -t.priority)

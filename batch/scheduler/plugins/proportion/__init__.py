@@ -33,7 +33,7 @@ from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.aggregate import JobSums
-from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.feasibility import inadmissible_jobs
 from batch.scheduler.framework.queue_tree import resolved_parents
@@ -739,6 +739,27 @@ def _keep_plain_shares(
 
 class ProportionPlugin(Plugin):
     name = "proportion"
+    ARGUMENTS = (
+        Arg(
+            "fairShare",
+            "bool",
+            False,
+            "one fair share per queue decides admission, order and reclaim (scheduler.md)",
+        ),
+        Arg("fairShareAtAdmission", "bool", False, "the former name of `fairShare`"),
+        Arg("usageHalfLife", "duration", None, "decay past usage with this half-life (off: none)"),
+        Arg("usageWeight", "float", 1, "how strongly usage lowers a queue's weight", min=0),
+        Arg(
+            "usageMinFactor",
+            "float",
+            0.1,
+            "the least a queue's weight is multiplied by",
+            min=0,
+            max=1,
+            min_open=True,
+        ),
+        Arg("usageEvicts", "bool", False, "reclaim may evict down to the usage-decayed share"),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.durations import job_estimate, parse_duration, task_start
 from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
@@ -56,6 +56,16 @@ class Reservation:
 
 class ReservationPlugin(Plugin):
     name = "reservation"
+    ARGUMENTS = (
+        Arg("minGangSize", "int", 8, "gangs of at least this many tasks get a reservation", min=1),
+        Arg("maxReservations", "int", 1, "reservations held at once", min=0),
+        Arg(
+            "defaultRunningEstimate",
+            "duration",
+            None,
+            "running time assumed for a pod without an estimate (none: unknown)",
+        ),
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -241,6 +251,7 @@ class NominatedPlugin(Plugin):
     """
 
     name = "nominated"
+    ARGUMENTS = ()
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn

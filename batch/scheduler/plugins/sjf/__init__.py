@@ -15,23 +15,26 @@ from __future__ import annotations
 
 from batch.api.resources import GPU
 from batch.model.info import JobInfo
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError, check_arguments
 from batch.scheduler.framework.durations import job_estimate, parse_duration
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 
-_ARGS = ("sjf.agingFactor", "sjf.defaultRunningEstimate", "sjf.gpuWeighted")
-
 
 class SjfPlugin(Plugin):
     name = "sjf"
+    ARGUMENTS = (
+        Arg(
+            "sjf.agingFactor", "float", 1.0, "seconds of estimate forgiven per second waited", min=0
+        ),
+        Arg("sjf.defaultRunningEstimate", "duration", "24h", "estimate of a job without one"),
+        Arg("sjf.gpuWeighted", "bool", True, "multiply the estimate by the job's GPUs"),
+    )
     time_dependent = True  # aging moves the order with time alone
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        for key in arguments.raw:
-            if key not in _ARGS:
-                raise ConfigError(f"plugin sjf: unknown argument {key!r}")
+        check_arguments("plugin sjf", self.ARGUMENTS, arguments.raw)
         try:
             self.default = parse_duration(arguments.raw.get("sjf.defaultRunningEstimate", "24h"))
         except ValueError as exc:

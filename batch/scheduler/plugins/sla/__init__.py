@@ -13,7 +13,7 @@ from __future__ import annotations
 from batch.api.durations import duration_or_none as parse_duration
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT
@@ -23,6 +23,14 @@ ANNOTATIONS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
 
 class SlaPlugin(Plugin):
     name = "sla"
+    ARGUMENTS = (
+        Arg(
+            "sla-waiting-time",
+            "duration",
+            None,
+            "waiting-time deadline of a job without the annotation (none: no deadline)",
+        ),
+    )
     time_dependent = True
 
     @classmethod

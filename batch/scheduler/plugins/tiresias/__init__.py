@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from batch.api.resources import GPU
 from batch.model.info import JobInfo, TaskInfo
-from batch.scheduler.framework.arguments import Arguments, ConfigError
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError, check_arguments
 from batch.scheduler.framework.durations import parse_duration
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -58,17 +58,6 @@ from batch.scheduler.framework.votes import ABSTAIN, PERMIT
 _KEY = "tiresias"
 #: forget a job not seen for this long (it finished and was deleted)
 FORGET_AFTER_S = 3600.0
-_ARGS = (
-    "tiresias.quantum",
-    "tiresias.factor",
-    "tiresias.levels",
-    "tiresias.preempt",
-    "tiresias.maxEvictions",
-    "tiresias.starveLimit",
-    "tiresias.resetOnEviction",
-    "tiresias.preemptorLevels",
-    "tiresias.lostWorkRatio",
-)
 
 
 @dataclass(slots=True)
@@ -140,13 +129,48 @@ def _ratio(arguments: Arguments, key: str, default: float) -> float:
 
 class TiresiasPlugin(Plugin):
     name = "tiresias"
+    ARGUMENTS = (
+        Arg("tiresias.quantum", "duration", "1h", "attained service of the first level (> 0)"),
+        Arg(
+            "tiresias.factor",
+            "float",
+            10.0,
+            "each level's threshold is this times the previous",
+            min=1,
+            min_open=True,
+        ),
+        Arg("tiresias.levels", "int", 3, "number of priority levels", min=1),
+        Arg("tiresias.preempt", "bool", True, "higher levels preempt lower ones"),
+        Arg(
+            "tiresias.preemptorLevels",
+            "int",
+            1,
+            "the levels that may preempt (at most `tiresias.levels` - 1)",
+            min=1,
+        ),
+        Arg("tiresias.maxEvictions", "int", 2, "a job is evicted at most this often", min=0),
+        Arg(
+            "tiresias.starveLimit",
+            "float",
+            0.0,
+            "a job waiting this times its last run goes back to the top level (0: never)",
+            min=0,
+        ),
+        Arg("tiresias.resetOnEviction", "bool", False, "an evicted job's service restarts at 0"),
+        Arg(
+            "tiresias.lostWorkRatio",
+            "float",
+            100.0,
+            "a victim's run may be at most this times the preemptor's wait",
+            min=0,
+        ),
+        Arg("tiresias.resource", "str", GPU, "the resource whose use is attained service"),
+    )
     time_dependent = True  # levels rise while jobs run
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        for key in arguments.raw:
-            if key not in (*_ARGS, "tiresias.resource"):
-                raise ConfigError(f"plugin tiresias: unknown argument {key!r}")
+        check_arguments("plugin tiresias", self.ARGUMENTS, arguments.raw)
         try:
             quantum = parse_duration(arguments.raw.get("tiresias.quantum", "1h"))
         except ValueError as exc:
