@@ -477,3 +477,62 @@ def test_tfjob_survives_a_controller_restart_mid_run_with_its_times(ops: Operato
     ran = dt.datetime.fromisoformat(row["finished_at"]) - dt.datetime.fromisoformat(started)
     assert dt.timedelta(seconds=5) <= ran <= dt.timedelta(seconds=60), row
     ops.wait("the finished TFJob's PodGroup gone", lambda: not _podgroup_of(ops, uid))
+
+
+def mpijob(name: str, *, workers: int, queue: str, run_seconds: float) -> dict[str, Any]:
+    """training-operator's MPIJob kubeflow.org/v1: one launcher and `workers` workers; the
+    workers outlive the launcher by a second (mpirun needs its hosts until it ends)."""
+
+    def replica(n: int, container: str, seconds: float) -> dict[str, Any]:
+        template = _pod_template("100m", seconds)
+        template["spec"]["containers"][0]["name"] = container
+        return {"replicas": n, "restartPolicy": "Never", "template": template}
+
+    policy = {"queue": queue, "minAvailable": workers + 1}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": policy},
+            "mpiReplicaSpecs": {
+                "Launcher": replica(1, "mpi-launcher", run_seconds),
+                "Worker": replica(workers, "mpi-worker", run_seconds + 1),
+            },
+        },
+    }
+
+
+def test_mpijob_v1_launcher_and_workers_run_as_one_gang_and_complete(ops: Operators) -> None:
+    """training-operator's MPIJob v1 (launcher + 2 workers, all created at once): one gang of
+    3 in the queue of runPolicy.schedulingPolicy, bound together; it completes and the ledger
+    row is the MPIJob's own, found by its name."""
+    _queue(ops, "mpi-q")
+    path = f"{KF}/namespaces/{NS}/mpijobs"
+    doc = mpijob("mpi-fit", workers=2, queue="mpi-q", run_seconds=5)
+    uid = ops.create(path, doc)["metadata"]["uid"]
+    pg = ops.wait("the operator's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["minMember"] == 3 and pg["spec"]["queue"] == "mpi-q", pg
+    pods = "training.kubeflow.org/job-name=mpi-fit"
+
+    def all_bound() -> bool:
+        found = ops.pods_of(pods)
+        return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("launcher and 2 workers bound", all_bound)
+    roles = sorted(
+        p["metadata"]["labels"].get("training.kubeflow.org/replica-type") for p in ops.pods_of(pods)
+    )
+    assert roles == ["launcher", "worker", "worker"], roles
+    # While it runs (the operator deletes the finished job's PodGroup, which the CLI reads).
+    why = ops.tephra("job", "why", "mpi-fit", "-n", NS)
+    assert "mpi-fit" in why, why
+    listed = ops.tephra("job", "list", "-A")
+    assert any("mpi-fit" in line and "MPIJob" in line for line in listed.splitlines()), listed
+    ops.wait("MPIJob Succeeded", lambda: _job_phase(ops, f"{path}/mpi-fit") == "Succeeded", 90)
+    row = ops.wait(
+        "ledger finished", lambda: (r := ops.ledger("mpi-fit")) and r["finished_at"] and r
+    )
+    assert row["kind"] == "MPIJob" and row["queue"] == "mpi-q", row
+    assert row["final_phase"] == "Completed", row
+    assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
