@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from batch.sandbox.control_plane import ControlPlane
+from batch.sandbox.emulator import EXIT_CODE
 from tests.real.conftest import (
     CRD_PATH,
     Api,
@@ -374,22 +375,39 @@ def test_pytorchjob_too_big_binds_nothing_queue_priority_and_deletion(ops: Opera
     assert row["final_phase"] == "Deleted" and row["first_started_at"] is None, row
 
 
-def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
-    def template(container: str) -> dict[str, Any]:
-        res = {"cpu": "200m", "memory": "256Mi"}
-        return {
-            "spec": {
-                "nodeSelector": dict(NODE_LABEL),
-                "containers": [
-                    {
-                        "name": container,
-                        "image": "rayproject/ray:2.9.0",
-                        "resources": {"requests": res, "limits": res},
-                    }
-                ],
-            }
+def _ray_template(container: str) -> dict[str, Any]:
+    res = {"cpu": "200m", "memory": "256Mi"}
+    return {
+        "spec": {
+            "nodeSelector": dict(NODE_LABEL),
+            "containers": [
+                {
+                    "name": container,
+                    "image": "rayproject/ray:2.9.0",
+                    "resources": {"requests": res, "limits": res},
+                }
+            ],
         }
+    }
 
+
+def _ray_cluster_spec(workers: int) -> dict[str, Any]:
+    return {
+        "headGroupSpec": {"rayStartParams": {}, "template": _ray_template("ray-head")},
+        "workerGroupSpecs": [
+            {
+                "groupName": "workers",
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": {},
+                "template": _ray_template("ray-worker"),
+            }
+        ],
+    }
+
+
+def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
@@ -398,19 +416,7 @@ def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
             "namespace": NS,
             "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
         },
-        "spec": {
-            "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
-            "workerGroupSpecs": [
-                {
-                    "groupName": "workers",
-                    "replicas": workers,
-                    "minReplicas": workers,
-                    "maxReplicas": workers,
-                    "rayStartParams": {},
-                    "template": template("ray-worker"),
-                }
-            ],
-        },
+        "spec": _ray_cluster_spec(workers),
     }
 
 
@@ -536,3 +542,95 @@ def test_mpijob_v1_launcher_and_workers_run_as_one_gang_and_complete(ops: Operat
     assert row["kind"] == "MPIJob" and row["queue"] == "mpi-q", row
     assert row["final_phase"] == "Completed", row
     assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
+
+
+def rayjob(name: str, *, workers: int, queue: str, submitter_exit: int) -> dict[str, Any]:
+    """A RayJob in K8sJobMode whose RayCluster KubeRay deletes once it finishes. The emulated
+    kubelets run no Ray, so the dashboard KubeRay asks for the job's status never answers: the
+    only end the operator reaches is through its submitter Job, whose one pod (no retry) exits
+    with `submitter_exit` after a second."""
+    submitter = _ray_template("ray-job-submitter")
+    submitter["metadata"] = {"annotations": {RUN: "1", EXIT_CODE: str(submitter_exit)}}
+    submitter["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
+        },
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": 0,
+            "submitterPodTemplate": submitter,
+            "submitterConfig": {"backoffLimit": 0},
+            "rayClusterSpec": _ray_cluster_spec(workers),
+        },
+    }
+
+
+def _owned_podgroups(stack: Operators, *uids: str) -> list[str]:
+    return sorted(
+        pg["metadata"]["name"]
+        for pg in stack.podgroups()
+        if any(o.get("uid") in uids for o in pg["metadata"].get("ownerReferences") or [])
+    )
+
+
+def test_rayjob_gang_runs_in_its_queue_and_the_ledger_follows_the_rayjob(ops: Operators) -> None:
+    """A RayJob's cluster (head + 2 workers) runs as KubeRay's gang `ray-<job>-pg` in the
+    queue of the RayJob's label; the RayJob ends (Failed: its submitter exits 1, see rayjob())
+    and KubeRay deletes the cluster. The ledger row is the RayJob's own, ended with it:
+    KubeRay v1.5.0 leaves the finished RayJob's PodGroup behind, never completed (KubeRay
+    #4473), so its phases cannot stand in for the RayJob's. Tephra's controller, restarted,
+    makes no PodGroup of its own for the job or its cluster."""
+    _queue(ops, "rayjob-q")
+    path = f"{RAY}/namespaces/{NS}/rayjobs"
+    doc = rayjob("rj", workers=2, queue="rayjob-q", submitter_exit=1)
+    uid = ops.create(path, doc)["metadata"]["uid"]
+    pg = ops.wait("KubeRay's PodGroup of the RayJob", lambda: _podgroup_of(ops, uid))
+    assert pg["metadata"]["name"] == "ray-rj-pg", pg
+    assert pg["spec"]["minMember"] == 3 and pg["spec"]["queue"] == "rayjob-q", pg
+    cluster = ops.wait(
+        "the RayJob's cluster",
+        lambda: ((ops.get(f"{path}/rj") or {}).get("status") or {}).get("rayClusterName"),
+    )
+    cluster_uid = ops.wait(
+        "the cluster object",
+        lambda: (
+            (ops.get(f"{RAY}/namespaces/{NS}/rayclusters/{cluster}") or {}).get("metadata") or {}
+        ).get("uid"),
+    )
+
+    def all_bound() -> bool:
+        found = ops.pods_of(f"ray.io/cluster={cluster}")
+        return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("3 Ray pods bound", all_bound)
+    why = ops.tephra("job", "why", "rj", "-n", NS)
+    assert "rj" in why, why
+    listed = ops.tephra("job", "list", "-A")
+    assert any(" rj " in f" {line} " and "RayJob" in line for line in listed.splitlines())
+
+    def deployment() -> str:
+        return str(((ops.get(f"{path}/rj") or {}).get("status") or {}).get("jobDeploymentStatus"))
+
+    ops.wait("RayJob Failed", lambda: deployment() == "Failed")
+    row = ops.wait("ledger end", lambda: (r := ops.ledger("rj")) and r["finished_at"] and r)
+    assert row["kind"] == "RayJob" and row["queue"] == "rayjob-q", row
+    assert row["final_phase"] == "Failed", row
+    assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
+    ran = ops.ledger(cluster)
+    assert ran and ran["kind"] == "RayCluster" and ran["first_started_at"], ran
+    assert ran["first_started_at"] <= row["first_started_at"], (ran, row)
+    clusters = f"{RAY}/namespaces/{NS}/rayclusters/{cluster}"
+    ops.wait("KubeRay deletes the finished job's cluster", lambda: ops.get(clusters) is None)
+    assert _owned_podgroups(ops, uid, cluster_uid) == ["ray-rj-pg"]  # KubeRay #4473
+    ops.restart_controller()
+    _barrier(ops)
+    assert _owned_podgroups(ops, uid, cluster_uid) == ["ray-rj-pg"], ops.logs()
+    row = ops.ledger("rj")
+    assert row and row["final_phase"] == "Failed" and row["finished_at"], row
