@@ -24,8 +24,10 @@ Gang (as KubeRay's volcano plugin computes it, ``batchscheduler/volcano``):
   group (the submitter pod is not a member). RayService clusters are ordinary clusters (each one
   of an upgrade gets its own gang).
 
-Only RayCluster is watched: RayJob and RayService reach Tephra through the RayClusters KubeRay
-creates from ``spec.rayClusterSpec`` / ``spec.rayClusterConfig`` (copying the owner's labels).
+RayJob and RayService reach the scheduler through the RayClusters KubeRay creates from
+``spec.rayClusterSpec`` / ``spec.rayClusterConfig`` (copying the owner's labels). RayJob is
+listed in ``kinds`` all the same, so the controller watches it for the ledger (:meth:`observe`):
+KubeRay leaves a finished RayJob's PodGroup behind, never completed (KubeRay #4473).
 :meth:`RayAdapter.gang_for_workload` also accepts a RayJob (its gang does not depend on the
 generated cluster name), and :func:`cluster_for` builds the RayCluster KubeRay would create, for
 tests and for explaining a RayJob/RayService before it runs.
