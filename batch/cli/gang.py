@@ -26,7 +26,6 @@ from batch.api.integration import (
 from batch.api.yamlio import FileInputError, dump_yaml, load_yaml_file, manifest_paths
 from batch.controllers.gang import podgroup_manifest
 
-_RAY_JOB = ("ray.io/v1", "RayJob")
 # Kinds whose gangs belong to the objects their operator creates from them.
 _INDIRECT = {
     "RayService": "its gangs are those of the RayClusters KubeRay creates from rayClusterConfig",
@@ -76,8 +75,6 @@ def gang(files: tuple[Path, ...], leader_running: bool) -> None:
             where = f"{path}:{index}"
             kind = f"{doc.get('apiVersion', '?')} {doc.get('kind', '?')}"
             adapter = adapter_for_workload(doc, adapters)
-            if adapter is None and (doc.get("apiVersion"), doc.get("kind")) == _RAY_JOB:
-                adapter = next((a for a in adapters if a.name == "ray"), None)
             if adapter is None:
                 note = _INDIRECT.get(str(doc.get("kind")), "no adapter handles it")
                 click.echo(f"{where}: skipped {kind} ({note})", err=True)

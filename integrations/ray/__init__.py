@@ -24,8 +24,10 @@ Gang (as KubeRay's volcano plugin computes it, ``batchscheduler/volcano``):
   group (the submitter pod is not a member). RayService clusters are ordinary clusters (each one
   of an upgrade gets its own gang).
 
-Only RayCluster is watched: RayJob and RayService reach Tephra through the RayClusters KubeRay
-creates from ``spec.rayClusterSpec`` / ``spec.rayClusterConfig`` (copying the owner's labels).
+RayJob and RayService reach the scheduler through the RayClusters KubeRay creates from
+``spec.rayClusterSpec`` / ``spec.rayClusterConfig`` (copying the owner's labels). RayJob is
+listed in ``kinds`` all the same, so the controller watches it for the ledger (:meth:`observe`):
+KubeRay leaves a finished RayJob's PodGroup behind, never completed (KubeRay #4473).
 :meth:`RayAdapter.gang_for_workload` also accepts a RayJob (its gang does not depend on the
 generated cluster name), and :func:`cluster_for` builds the RayCluster KubeRay would create, for
 tests and for explaining a RayJob/RayService before it runs.
@@ -145,21 +147,50 @@ def _cluster_phase(status: Mapping[str, Any]) -> tuple[str | None, dt.datetime |
 
 
 def _job_phase(workload: Mapping[str, Any]) -> tuple[str | None, dt.datetime | None]:
+    """A RayJob's phase and since when. KubeRay v1.5 keeps no time per deployment status:
+    ``status.startTime`` is when it initialised the RayJob (before its cluster was scheduled),
+    ``endTime`` when it finished. A started RayJob runs since Ray's own job start when KubeRay
+    copied it (``rayJobInfo.startTime``), else since KubeRay's last status write — the one that
+    set the phase, when the ledger sees the change as it happens (a later write in the same
+    phase only moves the phase's time; the ledger keeps the earliest start)."""
     status = workload.get("status")
     status = status if isinstance(status, Mapping) else {}
     phase = _JOB_PHASES.get(str(status.get("jobDeploymentStatus") or ""))
-    at = (
-        parse_time(status.get("endTime"))
-        if phase in ("Completed", "Failed", "Terminated")
-        else None
-    )
+    at: dt.datetime | None = None
+    if phase in ("Completed", "Failed", "Terminated"):
+        at = parse_time(status.get("endTime"))
+    elif phase in ("Running", "Restarting", "Terminating"):
+        info = status.get("rayJobInfo")
+        ray_start = info.get("startTime") if isinstance(info, Mapping) else None
+        if phase == "Running":
+            at = parse_time(ray_start)
+        at = at or _status_written(workload)
     return phase, at or parse_time(status.get("startTime"))
+
+
+def _status_written(workload: Mapping[str, Any]) -> dt.datetime | None:
+    """When the object's status was last written (its ``status`` managedFields entries)."""
+    entries = (workload.get("metadata") or {}).get("managedFields")
+    if not isinstance(entries, list):
+        return None
+    times = [
+        parse_time(e.get("time"))
+        for e in entries
+        if isinstance(e, Mapping) and e.get("subresource") == "status"
+    ]
+    found = [t for t in times if t is not None]
+    return max(found) if found else None
 
 
 class RayAdapter:
     """The KubeRay :class:`~batch.api.integration.WorkloadAdapter`."""
 
-    _kinds = (WorkloadKind(API_VERSION, "RayCluster", "rayclusters"),)
+    # RayJob is listed so the controller watches it for the ledger; its gang is still made
+    # from the pods of the RayCluster KubeRay creates (they map to that cluster).
+    _kinds = (
+        WorkloadKind(API_VERSION, "RayCluster", "rayclusters"),
+        WorkloadKind(API_VERSION, "RayJob", "rayjobs"),
+    )
 
     @property
     def name(self) -> str:
@@ -242,7 +273,7 @@ class RayAdapter:
         if is_kind(workload, self._kinds, "RayCluster"):
             status = workload.get("status")
             phase, at = _cluster_phase(status if isinstance(status, Mapping) else {})
-        elif is_kind(workload, [WorkloadKind(API_VERSION, "RayJob", "rayjobs")], "RayJob"):
+        elif is_kind(workload, self._kinds, "RayJob"):
             phase, at = _job_phase(workload)
         else:
             return None

@@ -373,6 +373,7 @@ def test_entry_points_are_installed_and_load() -> None:
         ("kubeflow.org/v2beta1", "MPIJob"),
         ("kubeflow.org/v1", "MPIJob"),
         ("ray.io/v1", "RayCluster"),
+        ("ray.io/v1", "RayJob"),
         ("sparkoperator.k8s.io/v1beta2", "SparkApplication"),
         ("v1", "Pod"),
     }

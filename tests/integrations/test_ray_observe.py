@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from batch.ledger import events as ev
+from batch.ledger.convert import events_from_job
 from integrations.ray import RayAdapter
 
 UTC = dt.UTC
@@ -62,3 +64,100 @@ def test_a_failed_raycluster_failed() -> None:
     status = {"state": "failed", "stateTransitionTimes": {"failed": "2026-01-01T00:01:00Z"}}
     seen = RayAdapter().observe(cluster(status))
     assert seen is not None and [p for p, _ in seen.phases] == ["Failed"]
+
+
+# ------------------------------------------------------------------------------------ RayJob
+# The controller watches RayJobs too (issue 34.5): KubeRay's PodGroup of a finished RayJob is
+# never completed (it stays behind, KubeRay #4473), so its phases cannot stand in for the
+# RayJob's; the ledger follows the RayJob's own jobDeploymentStatus.
+T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:30Z"
+
+
+def at(stamp: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def rayjob(status: dict[str, Any], status_written: str | None = None) -> dict[str, Any]:
+    spec_cluster = cluster()["spec"]
+    managed: list[dict[str, Any]] = [
+        {"manager": "kubectl", "operation": "Update", "time": T0},
+    ]
+    if status_written:
+        managed.append(
+            {
+                "manager": "kuberay-operator",
+                "operation": "Update",
+                "subresource": "status",
+                "time": status_written,
+            }
+        )
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {
+            "name": "rj",
+            "namespace": "ns",
+            "uid": "rj-uid",
+            "creationTimestamp": T0,
+            "labels": {"volcano.sh/queue-name": "ray-q"},
+            "managedFields": managed,
+        },
+        "spec": {"entrypoint": "python x.py", "rayClusterSpec": spec_cluster},
+        "status": status,
+    }
+
+
+def test_the_ray_adapter_lists_rayjob_so_the_controller_watches_it() -> None:
+    kinds = {(k.api_version, k.kind, k.plural) for k in RayAdapter().kinds}
+    assert ("ray.io/v1", "RayJob", "rayjobs") in kinds
+    assert ("ray.io/v1", "RayCluster", "rayclusters") in kinds
+
+
+def test_a_running_rayjob_runs_since_kuberay_wrote_running_not_since_it_initialised() -> None:
+    """status.startTime is when KubeRay initialised the RayJob, before its cluster was even
+    scheduled; the status write that set Running is when the wait ended."""
+    seen = RayAdapter().observe(
+        rayjob({"jobDeploymentStatus": "Running", "startTime": T0}, status_written=T1)
+    )
+    assert seen is not None and seen.queue == "ray-q"
+    assert seen.replicas == {"headgroup": 1, "w": 2}
+    assert list(seen.phases) == [("Running", at(T1))]
+
+
+def test_rays_own_job_start_wins_when_kuberay_copied_it() -> None:
+    status = {
+        "jobDeploymentStatus": "Running",
+        "startTime": T0,
+        "rayJobInfo": {"startTime": "2026-01-01T00:00:30Z"},
+    }
+    seen = RayAdapter().observe(rayjob(status, status_written=T1))
+    assert seen is not None and list(seen.phases) == [("Running", at("2026-01-01T00:00:30Z"))]
+
+
+def test_a_waiting_rayjob_is_pending_since_it_initialised() -> None:
+    status = {"jobDeploymentStatus": "Initializing", "startTime": T0}
+    seen = RayAdapter().observe(rayjob(status, status_written=T1))
+    assert seen is not None and list(seen.phases) == [("Pending", at(T0))]
+
+
+def test_a_failed_rayjob_failed_at_its_end_time() -> None:
+    status = {"jobDeploymentStatus": "Failed", "startTime": T0, "endTime": T2}
+    seen = RayAdapter().observe(rayjob(status, status_written=T2))
+    assert seen is not None and seen.finished
+    assert list(seen.phases) == [("Failed", at(T2))]
+
+
+def test_the_ledger_records_a_rayjob_start_and_end_from_the_rayjob_itself() -> None:
+    initialising = rayjob({"jobDeploymentStatus": "Initializing", "startTime": T0}, T0)
+    running = rayjob({"jobDeploymentStatus": "Running", "startTime": T0}, T1)
+    failed = rayjob({"jobDeploymentStatus": "Failed", "startTime": T0, "endTime": T2}, T2)
+    adapters = [RayAdapter()]
+    changes = [
+        *events_from_job(None, initialising, adapters=adapters),
+        *events_from_job(initialising, running, adapters=adapters),
+        *events_from_job(running, failed, adapters=adapters),
+    ]
+    phases = [(e.to_phase, e.at) for e in changes if isinstance(e, ev.JobPhaseChanged)]
+    assert phases == [("Pending", at(T0)), ("Running", at(T1)), ("Failed", at(T2))]
+    observed = [e for e in changes if isinstance(e, ev.JobObserved)]
+    assert {(e.kind, e.name, e.queue) for e in observed} == {("RayJob", "rj", "ray-q")}

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from batch.sandbox.control_plane import ControlPlane
+from batch.sandbox.emulator import EXIT_CODE
 from tests.real.conftest import (
     CRD_PATH,
     Api,
@@ -374,22 +375,39 @@ def test_pytorchjob_too_big_binds_nothing_queue_priority_and_deletion(ops: Opera
     assert row["final_phase"] == "Deleted" and row["first_started_at"] is None, row
 
 
-def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
-    def template(container: str) -> dict[str, Any]:
-        res = {"cpu": "200m", "memory": "256Mi"}
-        return {
-            "spec": {
-                "nodeSelector": dict(NODE_LABEL),
-                "containers": [
-                    {
-                        "name": container,
-                        "image": "rayproject/ray:2.9.0",
-                        "resources": {"requests": res, "limits": res},
-                    }
-                ],
-            }
+def _ray_template(container: str) -> dict[str, Any]:
+    res = {"cpu": "200m", "memory": "256Mi"}
+    return {
+        "spec": {
+            "nodeSelector": dict(NODE_LABEL),
+            "containers": [
+                {
+                    "name": container,
+                    "image": "rayproject/ray:2.9.0",
+                    "resources": {"requests": res, "limits": res},
+                }
+            ],
         }
+    }
 
+
+def _ray_cluster_spec(workers: int) -> dict[str, Any]:
+    return {
+        "headGroupSpec": {"rayStartParams": {}, "template": _ray_template("ray-head")},
+        "workerGroupSpecs": [
+            {
+                "groupName": "workers",
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": {},
+                "template": _ray_template("ray-worker"),
+            }
+        ],
+    }
+
+
+def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
@@ -398,19 +416,7 @@ def raycluster(name: str, *, workers: int, queue: str) -> dict[str, Any]:
             "namespace": NS,
             "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
         },
-        "spec": {
-            "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
-            "workerGroupSpecs": [
-                {
-                    "groupName": "workers",
-                    "replicas": workers,
-                    "minReplicas": workers,
-                    "maxReplicas": workers,
-                    "rayStartParams": {},
-                    "template": template("ray-worker"),
-                }
-            ],
-        },
+        "spec": _ray_cluster_spec(workers),
     }
 
 
@@ -477,3 +483,154 @@ def test_tfjob_survives_a_controller_restart_mid_run_with_its_times(ops: Operato
     ran = dt.datetime.fromisoformat(row["finished_at"]) - dt.datetime.fromisoformat(started)
     assert dt.timedelta(seconds=5) <= ran <= dt.timedelta(seconds=60), row
     ops.wait("the finished TFJob's PodGroup gone", lambda: not _podgroup_of(ops, uid))
+
+
+def mpijob(name: str, *, workers: int, queue: str, run_seconds: float) -> dict[str, Any]:
+    """training-operator's MPIJob kubeflow.org/v1: one launcher and `workers` workers; the
+    workers outlive the launcher by a second (mpirun needs its hosts until it ends)."""
+
+    def replica(n: int, container: str, seconds: float) -> dict[str, Any]:
+        template = _pod_template("100m", seconds)
+        template["spec"]["containers"][0]["name"] = container
+        return {"replicas": n, "restartPolicy": "Never", "template": template}
+
+    policy = {"queue": queue, "minAvailable": workers + 1}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": policy},
+            "mpiReplicaSpecs": {
+                "Launcher": replica(1, "mpi-launcher", run_seconds),
+                "Worker": replica(workers, "mpi-worker", run_seconds + 1),
+            },
+        },
+    }
+
+
+def test_mpijob_v1_launcher_and_workers_run_as_one_gang_and_complete(ops: Operators) -> None:
+    """training-operator's MPIJob v1 (launcher + 2 workers, all created at once): one gang of
+    3 in the queue of runPolicy.schedulingPolicy, bound together; it completes and the ledger
+    row is the MPIJob's own, found by its name."""
+    _queue(ops, "mpi-q")
+    path = f"{KF}/namespaces/{NS}/mpijobs"
+    doc = mpijob("mpi-fit", workers=2, queue="mpi-q", run_seconds=5)
+    uid = ops.create(path, doc)["metadata"]["uid"]
+    pg = ops.wait("the operator's PodGroup", lambda: _podgroup_of(ops, uid))
+    assert pg["spec"]["minMember"] == 3 and pg["spec"]["queue"] == "mpi-q", pg
+    pods = "training.kubeflow.org/job-name=mpi-fit"
+
+    def all_bound() -> bool:
+        found = ops.pods_of(pods)
+        return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("launcher and 2 workers bound", all_bound)
+    roles = sorted(
+        p["metadata"]["labels"].get("training.kubeflow.org/replica-type") for p in ops.pods_of(pods)
+    )
+    assert roles == ["launcher", "worker", "worker"], roles
+    # While it runs (the operator deletes the finished job's PodGroup, which the CLI reads).
+    why = ops.tephra("job", "why", "mpi-fit", "-n", NS)
+    assert "mpi-fit" in why, why
+    listed = ops.tephra("job", "list", "-A")
+    assert any("mpi-fit" in line and "MPIJob" in line for line in listed.splitlines()), listed
+    ops.wait("MPIJob Succeeded", lambda: _job_phase(ops, f"{path}/mpi-fit") == "Succeeded", 90)
+    row = ops.wait(
+        "ledger finished", lambda: (r := ops.ledger("mpi-fit")) and r["finished_at"] and r
+    )
+    assert row["kind"] == "MPIJob" and row["queue"] == "mpi-q", row
+    assert row["final_phase"] == "Completed", row
+    assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
+
+
+def rayjob(name: str, *, workers: int, queue: str, submitter_exit: int) -> dict[str, Any]:
+    """A RayJob in K8sJobMode whose RayCluster KubeRay deletes once it finishes. The emulated
+    kubelets run no Ray, so the dashboard KubeRay asks for the job's status never answers: the
+    only end the operator reaches is through its submitter Job, whose one pod (no retry) exits
+    with `submitter_exit` after a second."""
+    submitter = _ray_template("ray-job-submitter")
+    submitter["metadata"] = {"annotations": {RUN: "1", EXIT_CODE: str(submitter_exit)}}
+    submitter["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
+        },
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": 0,
+            "submitterPodTemplate": submitter,
+            "submitterConfig": {"backoffLimit": 0},
+            "rayClusterSpec": _ray_cluster_spec(workers),
+        },
+    }
+
+
+def _owned_podgroups(stack: Operators, *uids: str) -> list[str]:
+    return sorted(
+        pg["metadata"]["name"]
+        for pg in stack.podgroups()
+        if any(o.get("uid") in uids for o in pg["metadata"].get("ownerReferences") or [])
+    )
+
+
+def test_rayjob_gang_runs_in_its_queue_and_the_ledger_follows_the_rayjob(ops: Operators) -> None:
+    """A RayJob's cluster (head + 2 workers) runs as KubeRay's gang `ray-<job>-pg` in the
+    queue of the RayJob's label; the RayJob ends (Failed: its submitter exits 1, see rayjob())
+    and KubeRay deletes the cluster. The ledger row is the RayJob's own, ended with it:
+    KubeRay v1.5.0 leaves the finished RayJob's PodGroup behind, never completed (KubeRay
+    #4473), so its phases cannot stand in for the RayJob's. Tephra's controller, restarted,
+    makes no PodGroup of its own for the job or its cluster."""
+    _queue(ops, "rayjob-q")
+    path = f"{RAY}/namespaces/{NS}/rayjobs"
+    doc = rayjob("rj", workers=2, queue="rayjob-q", submitter_exit=1)
+    uid = ops.create(path, doc)["metadata"]["uid"]
+    pg = ops.wait("KubeRay's PodGroup of the RayJob", lambda: _podgroup_of(ops, uid))
+    assert pg["metadata"]["name"] == "ray-rj-pg", pg
+    assert pg["spec"]["minMember"] == 3 and pg["spec"]["queue"] == "rayjob-q", pg
+    cluster = ops.wait(
+        "the RayJob's cluster",
+        lambda: ((ops.get(f"{path}/rj") or {}).get("status") or {}).get("rayClusterName"),
+    )
+    cluster_uid = ops.wait(
+        "the cluster object",
+        lambda: (
+            (ops.get(f"{RAY}/namespaces/{NS}/rayclusters/{cluster}") or {}).get("metadata") or {}
+        ).get("uid"),
+    )
+
+    def all_bound() -> bool:
+        found = ops.pods_of(f"ray.io/cluster={cluster}")
+        return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("3 Ray pods bound", all_bound)
+    why = ops.tephra("job", "why", "rj", "-n", NS)
+    assert "rj" in why, why
+    listed = ops.tephra("job", "list", "-A")
+    assert any(" rj " in f" {line} " and "RayJob" in line for line in listed.splitlines())
+
+    def deployment() -> str:
+        return str(((ops.get(f"{path}/rj") or {}).get("status") or {}).get("jobDeploymentStatus"))
+
+    ops.wait("RayJob Failed", lambda: deployment() == "Failed")
+    row = ops.wait("ledger end", lambda: (r := ops.ledger("rj")) and r["finished_at"] and r)
+    assert row["kind"] == "RayJob" and row["queue"] == "rayjob-q", row
+    assert row["final_phase"] == "Failed", row
+    assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
+    ran = ops.ledger(cluster)
+    assert ran and ran["kind"] == "RayCluster" and ran["first_started_at"], ran
+    assert ran["first_started_at"] <= row["first_started_at"], (ran, row)
+    clusters = f"{RAY}/namespaces/{NS}/rayclusters/{cluster}"
+    ops.wait("KubeRay deletes the finished job's cluster", lambda: ops.get(clusters) is None)
+    assert _owned_podgroups(ops, uid, cluster_uid) == ["ray-rj-pg"]  # KubeRay #4473
+    ops.restart_controller()
+    _barrier(ops)
+    assert _owned_podgroups(ops, uid, cluster_uid) == ["ray-rj-pg"], ops.logs()
+    row = ops.ledger("rj")
+    assert row and row["final_phase"] == "Failed" and row["finished_at"], row
