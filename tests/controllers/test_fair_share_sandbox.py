@@ -208,13 +208,19 @@ def test_an_elastic_job_keeps_its_min_available_under_reclaim(live: Live) -> Non
     _no_evictions_for(live, SESSIONS)
 
 
-def _no_evictions_for(live: Live, sessions: int) -> None:
-    """No pod is deleted while ``sessions`` more sessions run (shares have settled)."""
-    before = {p.metadata.uid for p in live.pods() if _holds(p)}
+def _evicted_within(live: Live, sessions: int) -> list[str]:
+    """The pods holding GPUs now that are gone after ``sessions`` more sessions."""
+    held = {p.metadata.uid: p.metadata.name for p in live.pods() if _holds(p)}
     end = live.sessions + sessions
     wait_for(lambda: live.sessions >= end, what=f"{sessions} more sessions")
     after = {p.metadata.uid for p in live.pods() if _holds(p)}
-    assert before <= after, f"evicted after the shares settled: {len(before - after)} pods"
+    return sorted(name for uid, name in held.items() if uid not in after)
+
+
+def _no_evictions_for(live: Live, sessions: int) -> None:
+    """No pod is deleted while ``sessions`` more sessions run (shares have settled)."""
+    gone = _evicted_within(live, sessions)
+    assert not gone, f"evicted after the shares settled: {gone}; now {live.state()}"
 
 
 def test_a_queue_keeps_its_guarantee_under_reclaim(live: Live) -> None:
@@ -254,8 +260,17 @@ def test_three_queues_converge_to_their_weights(live: Live) -> None:
         held = live.gpus_by_queue()
         return all(abs(held.get(q, 0) - 32 * w / 6) <= 8 for q, w in weights.items())
 
-    wait_for(settled, what="shares within a node of the weights", timeout=120, explain=live.state)
-    _no_evictions_for(live, SESSIONS)
+    # Shares may come within a node of the weights before the last move that brings them
+    # nearer (a reclaim that lowers the queues' summed distance from their shares): evictions
+    # must stop within three windows of SESSIONS sessions, each starting within the tolerance.
+    for _ in range(3):
+        wait_for(
+            settled, what="shares within a node of the weights", timeout=120, explain=live.state
+        )
+        if not _evicted_within(live, SESSIONS):
+            break
+    else:
+        raise AssertionError(f"still evicting after three windows: {live.state()}")
     assert settled(), live.gpus_by_queue()
 
 
