@@ -48,6 +48,7 @@ from batch.controllers.webhook_gate import AdmissionGate, Busy
 from batch.kube.certs import self_signed
 
 __all__ = [
+    "ADMISSION_GATE",
     "ClusterFacts",
     "busy_answer",
     "make_app",
@@ -77,6 +78,9 @@ INLINE_BYTES = 64 * 1024
 DEFAULT_CONCURRENCY = 2
 #: Large reviews that may wait for a slot, per slot; any more are answered busy at once.
 WAITING_PER_SLOT = 4
+
+#: The app's gate of large reviews (`AdmissionGate`): how many run and wait, for a probe or test.
+ADMISSION_GATE = web.AppKey("admission_gate", AdmissionGate)
 
 #: The one API the webhook writes to (the review is not stored: only its answer comes back).
 _ACCESS_REVIEW_API = "authorization.k8s.io/v1"
@@ -390,6 +394,7 @@ def make_app(
         return web.Response(text="ok")
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[ADMISSION_GATE] = gate
     for path in _PATH_KINDS:
         app.router.add_post(f"/{path}/mutate", handle)
         app.router.add_post(f"/{path}/validate", handle)
