@@ -13,8 +13,12 @@ import pytest
 import yaml
 
 from batch.scheduler import ConfigError, argdocs, load_config
+from batch.scheduler.builtins import BUILTIN_ACTIONS, BUILTIN_PLUGINS
 from batch.scheduler.framework.arguments import Arg, Arguments, check_arguments
-from batch.scheduler.framework.registry import ACTIONS, PLUGINS
+
+# the built-ins only: other tests register plugins of their own in the same process
+PLUGINS = {c.name: c for c in BUILTIN_PLUGINS}
+ACTIONS = {c.name: c for c in BUILTIN_ACTIONS}
 
 
 def plugin_conf(name: str, arguments: str) -> str:
