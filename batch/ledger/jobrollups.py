@@ -30,20 +30,15 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Float,
-    Integer,
-    String,
     and_,
     bindparam,
-    column,
     delete,
     select,
-    table,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
 from batch.ledger.buckets import ENDED, bucket_bounds, bucket_of
-from batch.ledger.columns import NONE, UTCDateTime
+from batch.ledger.columns import NONE, OUTCOMES_VIEW, WAITS_VIEW
 from batch.ledger.models import OutcomeDay, WaitDay
 
 __all__ = [
@@ -61,27 +56,6 @@ _IN_CHUNK = 500
 OUTCOME_COLUMNS = ("completed", "failed", "aborted", "terminated", "deleted")
 _PHASES = {name.capitalize(): i for i, name in enumerate(OUTCOME_COLUMNS)}
 
-waits_view = table(
-    "report_wait_times",
-    column("job_uid", String),
-    column("namespace", String),
-    column("queue", String),
-    column("submitted_at", UTCDateTime()),
-    column("first_started_at", UTCDateTime()),
-    column("wait_seconds", Float),
-    column("still_waiting", Integer),
-)
-
-outcomes_view = table(
-    "report_outcomes",
-    column("job_uid", String),
-    column("namespace", String),
-    column("queue", String),
-    column("outcome", String),
-    column("retries", Integer),
-    column("finished_at", UTCDateTime()),
-    column("run_seconds", Float),
-)
 
 WaitKey = tuple[dt.date, str, str, int]
 OutcomeKey = tuple[dt.date, str, str]
@@ -100,21 +74,21 @@ def _day(stamp: dt.datetime) -> dt.date:
 # ------------------------------------------------------------------------------ contributions
 
 _WAIT_COLS = (
-    waits_view.c.job_uid,
-    waits_view.c.queue,
-    waits_view.c.namespace,
-    waits_view.c.submitted_at,
-    waits_view.c.wait_seconds,
-    waits_view.c.still_waiting,
+    WAITS_VIEW.c.job_uid,
+    WAITS_VIEW.c.queue,
+    WAITS_VIEW.c.namespace,
+    WAITS_VIEW.c.submitted_at,
+    WAITS_VIEW.c.wait_seconds,
+    WAITS_VIEW.c.still_waiting,
 )
 _OUTCOME_COLS = (
-    outcomes_view.c.job_uid,
-    outcomes_view.c.queue,
-    outcomes_view.c.namespace,
-    outcomes_view.c.outcome,
-    outcomes_view.c.retries,
-    outcomes_view.c.finished_at,
-    outcomes_view.c.run_seconds,
+    OUTCOMES_VIEW.c.job_uid,
+    OUTCOMES_VIEW.c.queue,
+    OUTCOMES_VIEW.c.namespace,
+    OUTCOMES_VIEW.c.outcome,
+    OUTCOMES_VIEW.c.retries,
+    OUTCOMES_VIEW.c.finished_at,
+    OUTCOMES_VIEW.c.run_seconds,
 )
 
 
@@ -292,8 +266,8 @@ def forget(conn: Connection, jobs: Any) -> None:
     """Subtract the jobs whose uid is in ``jobs`` (a subquery), before they are deleted (and
     before their transitions are: a Failed job's outcome looks for its deletion there)."""
     waits, outcomes = _waits(), _outcomes()
-    _stream(conn, _WAIT_COLS, waits_view.c.job_uid.in_(jobs), _add_wait, waits, -1, None)
+    _stream(conn, _WAIT_COLS, WAITS_VIEW.c.job_uid.in_(jobs), _add_wait, waits, -1, None)
     _stream(
-        conn, _OUTCOME_COLS, outcomes_view.c.job_uid.in_(jobs), _add_outcome, outcomes, -1, None
+        conn, _OUTCOME_COLS, OUTCOMES_VIEW.c.job_uid.in_(jobs), _add_outcome, outcomes, -1, None
     )
     add(conn, waits, outcomes)

@@ -23,7 +23,6 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Connection,
-    Date,
     Float,
     Integer,
     String,
@@ -44,7 +43,15 @@ from sqlalchemy.sql import ColumnElement, Select
 
 from batch.api.resources import is_byte_resource
 from batch.ledger.buckets import ENDED, bucket_bounds, bucket_of
-from batch.ledger.columns import NONE, UTCDateTime
+from batch.ledger.columns import (
+    NONE,
+    OUTCOME_DAYS,
+    OUTCOMES_VIEW,
+    USAGE_DAYS,
+    WAIT_DAYS,
+    WAITS_VIEW,
+    UTCDateTime,
+)
 
 GPU = "nvidia.com/gpu"
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -134,17 +141,6 @@ def _range(
 
 # ------------------------------------------------------------------------------- wait times
 
-_waits = table(
-    "report_wait_times",
-    column("job_uid", String),
-    column("namespace", String),
-    column("queue", String),
-    column("submitted_at", UTCDateTime()),
-    column("first_started_at", UTCDateTime()),
-    column("wait_seconds", Float),
-    column("final_phase", String),
-    column("still_waiting", Integer),
-)
 
 WAIT_STATS = ("mean_wait_s", *(f"p{round(p * 100)}_wait_s" for p in PERCENTILES), "max_wait_s")
 
@@ -162,7 +158,7 @@ def _seconds_since(conn: Connection, start: ColumnElement[Any], now: dt.datetime
 def _waited(conn: Connection, now: dt.datetime) -> Any:
     """A job's wait: until it started, or for a job still waiting its age at `now` (a lower
     bound); NULL for a job that ended without starting."""
-    w = _waits.c
+    w = WAITS_VIEW.c
     return case(
         (w.still_waiting == 1, _seconds_since(conn, w.submitted_at, now)), else_=w.wait_seconds
     )
@@ -186,10 +182,9 @@ def wait_times(conn: Connection, f: Filters) -> Report:
     if days is None:
         return wait_times_raw(conn, f)
     now = f.at()
-    w = _waits.c
+    w = WAITS_VIEW.c
     names = [_in(w.namespace, f.namespaces)]
     queues = [_in(w.queue, f.queues)]
-    d0, d1 = days
     # Settled jobs (started, or ended without starting) of the partial days.
     settled: dict[Any, _QueueWaits] = defaultdict(_QueueWaits)
     for lo, hi in _partial_ranges(f, days):
@@ -213,29 +208,14 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         *queues,
         *names,
         w.first_started_at.is_(None),
-        _waits.c.final_phase.is_(None),
+        WAITS_VIEW.c.final_phase.is_(None),
     )
     for queue, wait in conn.execute(waiting).all():
         q = settled[queue]
         q.jobs += 1
         q.waiting += 1
         q.raw.append(float(wait))
-    # The whole days, from the rollup.
-    r: Any = _wait_days
-    rolled = _where(
-        select(r.c.queue, r.c.bucket, func.sum(r.c.jobs), func.sum(r.c.wait_us)),
-        r.c.day >= d0 if d0 is not None else None,
-        r.c.day < d1 if d1 is not None else None,
-        _in(r.c.queue, f.queues),
-        _in(r.c.namespace, f.namespaces),
-    ).group_by(r.c.queue, r.c.bucket)
-    for queue, bucket, jobs, wait_us in conn.execute(rolled).all():
-        q = settled[None if queue == NONE else queue]
-        q.jobs += int(jobs)
-        if bucket != ENDED:
-            q.started += int(jobs)
-            q.rolled[int(bucket)] = q.rolled.get(int(bucket), 0) + int(jobs)
-            q.rolled_us += int(wait_us)
+    _add_rolled_waits(conn, f, days, settled)
     exact = _exact_waits(conn, f, days, settled)
     if exact is None:  # the rollup does not match the jobs (rows written around the writer)
         return wait_times_raw(conn, f)
@@ -253,6 +233,31 @@ def wait_times(conn: Connection, f: Filters) -> Report:
         f"wait times (seconds, by queue; still waiting as of {now.isoformat(timespec='seconds')})"
     )
     return Report(title, columns, rows, _lower_bounds(rows, 3))
+
+
+def _add_rolled_waits(
+    conn: Connection,
+    f: Filters,
+    days: tuple[dt.date | None, dt.date | None],
+    settled: dict[Any, _QueueWaits],
+) -> None:
+    """Add the window's whole ``days`` from the rollup (``wait_days``) to ``settled``."""
+    d0, d1 = days
+    r: Any = WAIT_DAYS
+    rolled = _where(
+        select(r.c.queue, r.c.bucket, func.sum(r.c.jobs), func.sum(r.c.wait_us)),
+        r.c.day >= d0 if d0 is not None else None,
+        r.c.day < d1 if d1 is not None else None,
+        _in(r.c.queue, f.queues),
+        _in(r.c.namespace, f.namespaces),
+    ).group_by(r.c.queue, r.c.bucket)
+    for queue, bucket, jobs, wait_us in conn.execute(rolled).all():
+        q = settled[None if queue == NONE else queue]
+        q.jobs += int(jobs)
+        if bucket != ENDED:
+            q.started += int(jobs)
+            q.rolled[int(bucket)] = q.rolled.get(int(bucket), 0) + int(jobs)
+            q.rolled_us += int(wait_us)
 
 
 def _whole_days(f: Filters) -> tuple[dt.date | None, dt.date | None] | None:
@@ -374,7 +379,7 @@ def _exact_waits(
 ) -> dict[Any, dict[int, list[float]]] | None:
     """The exact waits of the whole days' started jobs in the buckets that hold a needed rank,
     per queue and bucket; None when a bucket's count differs from the rollup's."""
-    w = _waits.c
+    w = WAITS_VIEW.c
     first, end = days
     branches = []
     wanted: dict[Any, set[int]] = {}
@@ -421,7 +426,7 @@ def _wait_between(conn: Connection, lo: int | None, hi: int) -> ColumnElement[bo
     """``lo <= wait_seconds < hi`` (whole seconds). On PostgreSQL as intervals, the same test
     (``wait_seconds`` is the interval's exact microseconds as a double, and whole seconds
     compare alike either way) at a fraction of the cost of extracting every row's epoch."""
-    w = _waits.c
+    w = WAITS_VIEW.c
     if _pg(conn):
         # Literal intervals (bounds are integers): a bound interval parameter costs more to
         # build into the cached statement than the query takes.
@@ -442,7 +447,7 @@ def wait_times_raw(conn: Connection, f: Filters) -> Report:
     start shows long waits, not none; its figures are then lower bounds (``at_least``)."""
     _prepare(conn)
     now = f.at()
-    w = _waits.c
+    w = WAITS_VIEW.c
     waited = _waited(conn, now)
     conds = [*_range(w.submitted_at, f.since, f.until), _in(w.queue, f.queues)]
     conds.append(_in(w.namespace, f.namespaces))
@@ -493,7 +498,7 @@ def wait_times_raw(conn: Connection, f: Filters) -> Report:
 def still_waiting(conn: Connection, f: Filters) -> dict[str, tuple[int, float | None]]:
     """Per queue: the jobs submitted before ``f.until`` that are still waiting at ``f.now``
     (whenever they were submitted), and the longest wait among them so far."""
-    w = _waits.c
+    w = WAITS_VIEW.c
     now = f.at()
     conds = [w.still_waiting == 1, _in(w.queue, f.queues)]
     if f.until is not None:
@@ -571,56 +576,9 @@ def _byte_order(conn: Connection, rows: Any, groups: Sequence[str]) -> list[Any]
     return [rows.c[g] if g == "day" else rows.c[g].collate("C") for g in groups]
 
 
-#: the rollup's table (``batch.ledger.models.UsageDay``) as the usage report reads it: a table
-#: clause, as for the views, so that a report does not import the ORM models
-_usage_days = table(
-    "usage_days",
-    column("day", Date),
-    column("queue", String),
-    column("namespace", String),
-    column("submitter", String),
-    column("pod_days", BigInteger),
-    column("pods_started", BigInteger),
-    column("gpu_milli_ms", BigInteger),
-    column("cpu_milli_ms", BigInteger),
-)
-
-
-#: the other rollups (``WaitDay``, ``OutcomeDay`` in batch.ledger.models) as table clauses too
-_wait_days = table(
-    "wait_days",
-    column("day", Date),
-    column("queue", String),
-    column("namespace", String),
-    column("bucket", Integer),
-    column("jobs", BigInteger),
-    column("wait_us", BigInteger),
-)
-_outcome_days = table(
-    "outcome_days",
-    column("day", Date),
-    column("queue", String),
-    column("namespace", String),
-    *(
-        column(name, BigInteger)
-        for name in (
-            "finished",
-            "completed",
-            "failed",
-            "aborted",
-            "terminated",
-            "deleted",
-            "retries",
-            "runs",
-            "run_us",
-        )
-    ),
-)
-
-
 def _usage_rolled(f: Filters, groups: Sequence[str], cut: dt.date | None) -> list[Select[Any]]:
     """Finished pods' days before ``cut`` (the last, partial day), from the rollup."""
-    u: Any = _usage_days
+    u: Any = USAGE_DAYS
     keys = [
         func.nullif(u.c[g], NONE).label(g) if g in ("queue", "submitter") else u.c[g].label(g)
         for g in groups
@@ -738,15 +696,6 @@ def preemptions(conn: Connection, f: Filters) -> Report:
 
 # --------------------------------------------------------------------------------- outcomes
 
-_outcomes = table(
-    "report_outcomes",
-    column("namespace", String),
-    column("queue", String),
-    column("outcome", String),
-    column("retries", Integer),
-    column("finished_at", UTCDateTime()),
-    column("run_seconds", Float),
-)
 
 OUTCOMES = ("Completed", "Failed", "Aborted", "Terminated", "Deleted")
 
@@ -763,9 +712,9 @@ def outcomes(conn: Connection, f: Filters) -> Report:
     days = _whole_days(f)
     if days is None:
         return outcomes_raw(conn, f)
-    o = _outcomes.c
+    o = OUTCOMES_VIEW.c
     first, end = days
-    r: Any = _outcome_days
+    r: Any = OUTCOME_DAYS
     rolled = _where(
         select(
             func.nullif(r.c.queue, NONE).label("queue"),
@@ -824,7 +773,7 @@ _OUTCOME_COLUMNS = [
 def outcomes_raw(conn: Connection, f: Filters) -> Report:
     """``outcomes`` straight from the view ``report_outcomes``."""
     _prepare(conn)
-    o = _outcomes.c
+    o = OUTCOMES_VIEW.c
     conds = [*_range(o.finished_at, f.since, f.until), _in(o.queue, f.queues)]
     conds.append(_in(o.namespace, f.namespaces))
     counts = [func.sum(case((o.outcome == name, 1), else_=0)) for name in OUTCOMES]

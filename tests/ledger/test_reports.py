@@ -206,12 +206,17 @@ def test_percentile_matches_percentile_cont() -> None:
     assert percentile([0.0, 100.0], 0.99) == pytest.approx(99.0)
 
 
-def test_the_usage_report_reads_the_rollups_columns_as_the_models_declare_them() -> None:
-    """The usage report reads ``usage_days`` through a table clause (no ORM for `tephra
-    report`, issue 31): its columns are the model's, with the same types."""
-    from batch.ledger.models import UsageDay
-    from batch.ledger.reports import _usage_days
+def test_the_reports_read_the_rollups_columns_as_the_models_declare_them() -> None:
+    """The reports read the rollups through table clauses (no ORM for `tephra report`, issue
+    31): their columns are the models', with the same types."""
+    from batch.ledger import columns
+    from batch.ledger.models import OutcomeDay, UsageDay, WaitDay
 
-    declared = {c.name: type(c.type) for c in UsageDay.__table__.columns}
-    read = {c.name: type(c.type) for c in _usage_days.columns}
-    assert read == declared
+    for model, clause in (
+        (UsageDay, columns.USAGE_DAYS),
+        (WaitDay, columns.WAIT_DAYS),
+        (OutcomeDay, columns.OUTCOME_DAYS),
+    ):
+        declared = {c.name: type(c.type) for c in model.__table__.columns}
+        read = {c.name: type(c.type) for c in clause.columns}
+        assert read == declared, model.__tablename__
