@@ -67,6 +67,14 @@ def select_victims(
     return victims
 
 
+#: shared by preempt, reclaim and the gang actions (Budget)
+TIME_BUDGET = Arg(
+    "timeBudgetSeconds",
+    "float",
+    0.0,
+    "no new preemptor job once the action ran this long (0: no bound)",
+    min=0,
+)
 #: the arguments preempt and reclaim share (read by ``parse_common``)
 COMMON_ARGS: tuple[Arg, ...] = (
     Arg(
@@ -76,13 +84,7 @@ COMMON_ARGS: tuple[Arg, ...] = (
         "`strict`: a victim must satisfy every plugin (victims.py)",
         choices=("volcano", "strict"),
     ),
-    Arg(
-        "timeBudgetSeconds",
-        "float",
-        0.0,
-        "no new preemptor job once the action ran this long (0: no bound)",
-        min=0,
-    ),
+    TIME_BUDGET,
     Arg("maxCandidateEvaluations", "int", 0, "victim evaluations per cycle (0: no bound)", min=0),
     Arg("maxCandidateNodesAbsolute", "int", 100, "nodes visited per preemptor task", min=1),
     Arg("predicateErrorCacheEnable", "bool", True, "accepted (Volcano)"),

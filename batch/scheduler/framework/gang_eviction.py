@@ -39,6 +39,7 @@ from batch.scheduler.framework.bundles import (
     sort_bundles,
 )
 from batch.scheduler.framework.eviction import (
+    TIME_BUDGET,
     Budget,
     Rev,
     candidate_nodes,
@@ -67,13 +68,7 @@ class GangEvictionArgs:
 GANG_ARGS: tuple[Arg, ...] = (
     Arg("maxDomains", "int", 8, "domains tried per job (<= 0: 8, as in Volcano)"),
     Arg("allowWholeBundle", "bool", True, "a plan may evict whole victim gangs"),
-    Arg(
-        "timeBudgetSeconds",
-        "float",
-        0.0,
-        "no new preemptor job once the action ran this long (0: no bound)",
-        min=0,
-    ),
+    TIME_BUDGET,
 )
 
 
