@@ -41,6 +41,7 @@ from batch.cli.sandbox import (
     _ledger_url,
     _stop_on_signals,
 )
+from batch.cli.serving import component_options
 from batch.kube.config import ClusterAccess
 from batch.sandbox.control_plane import ControlPlane, control_plane
 from batch.sandbox.emulator_http import EmulatorThread
@@ -174,26 +175,10 @@ def load_nodes(path: Path) -> list[dict[str, Any]]:
     help="The built Volcano (vc-scheduler, vc-controller-manager, crds/) for --components "
     "volcano (default: $TEPHRA_VOLCANO_BIN, else `make oracles`' cache).",
 )
-@click.option(
-    "--scheduler-conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="volcano-scheduler.conf for the scheduler (default: Tephra's; Volcano's Helm one "
-    "for --components volcano).",
+@component_options(
+    "volcano-scheduler.conf for the scheduler (default: Tephra's; Volcano's Helm one for "
+    "--components volcano)."
 )
-@click.option(
-    "--schedule-period",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="Seconds between scheduling sessions.",
-)
-@click.option(
-    "--db",
-    "db_url",
-    help="Ledger database URL of Tephra's components (default: $TEPHRA_DB_URL, else a SQLite "
-    "file in the user's data directory; see `tephra db url`).",
-)
-@click.option("--no-ledger", is_flag=True, help="Record no job history.")
 @click.option("--controller-manager/--no-controller-manager", default=True, show_default=True)
 @click.option("--emulator/--no-emulator", default=True, show_default=True)
 @click.option(

@@ -32,6 +32,7 @@ from batch.cli.metrics import (
     parse_bind_address,
     serve_metrics,
 )
+from batch.cli.serving import component_options
 
 if TYPE_CHECKING:
     from batch.sandbox.components import Component
@@ -73,25 +74,7 @@ def sandbox() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="YAML file of v1 Node objects (see `tephra sandbox nodes`).",
 )
-@click.option(
-    "--scheduler-conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="volcano-scheduler.conf for the scheduler component.",
-)
-@click.option(
-    "--schedule-period",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="Seconds between scheduling sessions.",
-)
-@click.option(
-    "--db",
-    "db_url",
-    help="Ledger database URL (default: $TEPHRA_DB_URL, else a SQLite file in the user's "
-    "data directory; see `tephra db url`).",
-)
-@click.option("--no-ledger", is_flag=True, help="Record no job history.")
+@component_options("volcano-scheduler.conf for the scheduler component.")
 @click.option(
     "--max-grace-seconds",
     type=float,
