@@ -17,6 +17,7 @@ import click
 import yaml
 
 from batch.api.constants import ABORT_JOB, RESUME_JOB
+from batch.api.errors import UserError
 from batch.api.owners import VCJOB_KIND, controller_ref, workload_of
 from batch.api.yamlio import FileInputError, load_yaml_file
 from batch.cli.kube import (
@@ -45,7 +46,7 @@ from batch.cli.output import (
     watch_options,
 )
 from batch.controllers import constants as c
-from batch.kube.resource import RESOURCES, Resource
+from batch.kube.resource import RESOURCES, ApiError, Resource
 from batch.kube.why import (
     GROUP_ANNOTATION,
     cluster_capacity,
@@ -408,12 +409,50 @@ def _find(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
         found.setdefault("kind", "Job")
         return found
     gangs = [pg for pg in _operator_gangs(kube, namespace) if workload_of(pg)[1] == name]
-    if not gangs:
+    if gangs:
+        return sorted(gangs, key=lambda pg: workload_of(pg)[0])[0]
+    workload = _gangless_workload(kube, name, namespace)
+    if workload is None:
         fail(
             f"job {namespace}/{name} not found: no VCJob, nor a PodGroup of another workload "
             f"(PyTorchJob, RayCluster...) of that name"
         )
-    return sorted(gangs, key=lambda pg: workload_of(pg)[0])[0]
+    return workload
+
+
+def _gangless_workload(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
+    """A workload of a kind an installed integration handles (a PyTorchJob, MPIJob, RayJob...)
+    named NAME that has no PodGroup: once it finished, its operator deleted the gang. Kinds the
+    API server does not serve are skipped."""
+    from batch.api.integration import load_adapters
+
+    for adapter in load_adapters():
+        for kind in adapter.kinds:
+            if not kind.namespaced or kind.label_selector or kind.api_version == "v1":
+                continue
+            res = Resource(kind.api_version, kind.plural, kind.kind)
+            try:
+                found = kube.rest.get(res, name, namespace)
+            except (ApiError, OSError, UserError):
+                continue
+            found.setdefault("kind", kind.kind)
+            return found
+    return None
+
+
+def _workload_lines(obj: Mapping[str, Any]) -> list[str]:
+    """`job why` of a workload with no gang (left): its own latest condition says how it is."""
+    meta = obj["metadata"]
+    where = f"{obj.get('kind')} {meta.get('namespace')}/{meta['name']}"
+    conds = [
+        c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"
+    ]
+    if not conds:
+        return [f"{where} has no PodGroup and no condition yet: its operator has not made its gang"]
+    last = max(conds, key=lambda c: str(c.get("lastTransitionTime") or ""))
+    said = f"{where} is {last.get('type')} since {last.get('lastTransitionTime') or '?'}"
+    why = " ".join(str(last.get("message") or last.get("reason") or "").split())
+    return [f"{said}: {why}" if why else said, "Its operator removed its PodGroup: no gang waits."]
 
 
 def _workload_object(kube: Kube, pg: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -633,6 +672,9 @@ def job_why(kubeconfig: Path | None, name: str, namespace: str | None) -> None:
     kube = Kube(kubeconfig)
     found = _find(kube, name, namespace or kube.namespace)
     look = _ApiLookup(kube)
-    lines = explain_workload(found, look) if _is_gang(found) else explain(found, look)
+    if found.get("kind") not in (VCJOB_KIND, "Job", PODGROUP.kind):
+        lines = _workload_lines(found)
+    else:
+        lines = explain_workload(found, look) if _is_gang(found) else explain(found, look)
     for line in lines:
         click.echo(line)

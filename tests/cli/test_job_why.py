@@ -53,6 +53,7 @@ CRDS = Resource(
     "apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
 PYTORCHJOBS = Resource("kubeflow.org/v1", "pytorchjobs", "PyTorchJob")
+MERGE = "application/merge-patch+json"
 
 
 def _pytorchjob(rest: RestClient, namespace: str, name: str) -> dict[str, Any]:
@@ -173,3 +174,30 @@ def test_an_operators_gang_is_found_by_the_workloads_name(sb: SandboxHandle) -> 
     view = tephra(sb, "job", "view", "pt-big", "-n", "kf")
     assert "Kind: PyTorchJob" in view and "PodGroup: pt-big" in view, view
     assert "kind: PyTorchJob" in tephra(sb, "job", "view", "pt-big", "-n", "kf", "-o", "yaml")
+
+
+def test_a_finished_operator_job_without_its_gang_says_how_it_ended(sb: SandboxHandle) -> None:
+    """Issue 34.5: the training-operator deletes a finished job's PodGroup, and `job why` said
+    "not found"; the workload itself says how it ended."""
+    rest = RestClient(load_access(sb.kubeconfig_path))
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pt-done"}}
+    done = rest.create(PYTORCHJOBS, {**body, "spec": {}}, "kf")  # its CRD: the fixture's
+    cond = {
+        "type": "Succeeded",
+        "status": "True",
+        "lastTransitionTime": "2026-12-06T08:00:00Z",
+        "reason": "PyTorchJobSucceeded",
+        "message": "PyTorchJob kf/pt-done successfully completed.",
+    }
+    status = {"conditions": [{**cond, "type": "Running", "status": "False"}, cond]}
+    path = PYTORCHJOBS.path(namespace="kf", name=done["metadata"]["name"]) + "/status"
+    rest.request("PATCH", path, body={"status": status}, content_type=MERGE)
+    lines = tephra(sb, "job", "why", "pt-done", "-n", "kf").splitlines()
+    assert lines[0] == (
+        "PyTorchJob kf/pt-done is Succeeded since 2026-12-06T08:00:00Z: PyTorchJob kf/pt-done "
+        "successfully completed."
+    ), lines
+    res = CliRunner().invoke(
+        main, ["job", "why", "nothing", "-n", "kf", "--kubeconfig", str(sb.kubeconfig_path)]
+    )
+    assert res.exit_code != 0 and "not found" in res.output
