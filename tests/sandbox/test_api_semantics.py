@@ -215,25 +215,156 @@ def test_patch_flavours(server: Server) -> None:
     assert "finalizers" not in body["metadata"]
 
 
-@diverges("apply is create-or-merge: no managedFields, a field no longer applied stays")
+APPLY = "application/apply-patch+yaml"
+CMS = "/api/v1/namespaces/default/configmaps"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _apply(server: Server, name: str, manager: str, body: str, force: bool = False) -> Any:
+    doc = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{body}"
+    query = f"?fieldManager={manager}" + ("&force=true" if force else "")
+    return http(server, "PATCH", f"{CMS}/{name}{query}", raw=doc.encode(), ctype=APPLY)
+
+
+def _owners(obj: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    return [(e["manager"], e["operation"], e["fieldsV1"]) for e in obj["metadata"]["managedFields"]]
+
+
 def test_server_side_apply_create_then_merge(server: Server) -> None:
-    path = "/api/v1/namespaces/default/configmaps/ssa?fieldManager=test"
-    doc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: '1'\n"
-    code, body = http(server, "PATCH", path, raw=doc.encode(), ctype="application/apply-patch+yaml")
+    code, body = _apply(server, "ssa", "test", "data:\n  a: '1'\n")
     assert code == 201 and body["data"] == {"a": "1"}
-    doc2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  b: '2'\n"
-    code, body = http(
-        server, "PATCH", path, raw=doc2.encode(), ctype="application/apply-patch+yaml"
-    )
+    code, body = _apply(server, "ssa", "test", "data:\n  a: '1'\n  b: '2'\n")
     assert code == 200 and body["data"] == {"a": "1", "b": "2"}
-    code, _ = http(
+    code, body = _apply(server, "ssa", "test", "data:\n  b: '2'\n")
+    assert code == 200 and body["data"] == {"b": "2"}  # a, no longer applied, is removed
+    doc = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n"
+    code, body = http(server, "PATCH", f"{CMS}/ssa", raw=doc, ctype=APPLY)
+    assert code == 422 and body["details"]["causes"] == [
+        {
+            "reason": "FieldValueRequired",
+            "message": "Required value: is required for apply patch",
+            "field": "fieldManager",
+        }
+    ]  # fieldManager is required
+    http(server, "DELETE", f"{CMS}/ssa")
+
+
+def test_server_side_apply_managed_fields_shape(server: Server) -> None:
+    code, body = _apply(server, "ssa-m", "mgr", "  labels: {l: x}\ndata:\n  a: '1'\n")
+    assert code == 201
+    (entry,) = body["metadata"]["managedFields"]
+    assert set(entry) == {"manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1"}
+    assert entry["manager"] == "mgr" and entry["operation"] == "Apply"
+    assert entry["apiVersion"] == "v1" and entry["fieldsType"] == "FieldsV1"
+    assert entry["fieldsV1"] == {"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:l": {}}}}
+    # an ordinary patch records its fields under its manager, operation Update
+    code, body = http(
         server,
         "PATCH",
-        "/api/v1/namespaces/default/configmaps/ssa",
-        raw=doc2.encode(),
-        ctype="application/apply-patch+yaml",
+        f"{CMS}/ssa-m?fieldManager=patcher",
+        {"data": {"c": "3"}},
+        ctype="application/merge-patch+json",
     )
-    assert code == 400  # fieldManager is required
+    assert code == 200
+    assert _owners(body) == [
+        ("mgr", "Apply", {"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:l": {}}}}),
+        ("patcher", "Update", {"f:data": {"f:c": {}}}),
+    ]
+    # without fieldManager the manager is the user agent's product name
+    code, body = http(
+        server, "PATCH", f"{CMS}/ssa-m", {"data": {"d": "4"}}, ctype="application/merge-patch+json"
+    )
+    assert ("Python-urllib", "Update", {"f:data": {"f:d": {}}}) in _owners(body)
+    # dropping everything it applied removes the fields and the now empty labels
+    code, body = _apply(server, "ssa-m", "mgr", "data: {}\n")
+    assert code == 200 and body["data"] == {"c": "3", "d": "4"}
+    assert "labels" not in body["metadata"]
+    assert ("mgr", "Apply", {"f:data": {}}) in _owners(body)
+    http(server, "DELETE", f"{CMS}/ssa-m")
+
+
+def test_server_side_apply_shared_field_stays(server: Server) -> None:
+    assert _apply(server, "ssa-s", "one", "data:\n  a: '1'\n  b: '2'\n")[0] == 201
+    code, body = _apply(server, "ssa-s", "two", "data:\n  a: '1'\n")  # same value: shared
+    assert code == 200
+    code, body = _apply(server, "ssa-s", "one", "data: {}\n")
+    assert code == 200 and body["data"] == {"a": "1"}  # two still owns a; b had one owner
+    code, body = _apply(server, "ssa-s", "two", "")
+    assert code == 200 and "a" not in (body.get("data") or {})
+    assert [e["manager"] for e in body["metadata"]["managedFields"]] == ["one"]
+    http(server, "DELETE", f"{CMS}/ssa-s")
+
+
+def test_server_side_apply_conflicts_and_force(server: Server) -> None:
+    assert _apply(server, "ssa-c", "one", "data:\n  a: '1'\n  b: '2'\n")[0] == 201
+    code, body = _apply(server, "ssa-c", "two", "data:\n  a: '9'\n  b: '8'\n")
+    assert code == 409 and body["reason"] == "Conflict"
+    assert body["message"] == (
+        'Apply failed with 2 conflicts: conflicts with "one":\n- .data.a\n- .data.b'
+    )
+    assert body["details"]["causes"] == [
+        {"reason": "FieldManagerConflict", "message": 'conflict with "one"', "field": ".data.a"},
+        {"reason": "FieldManagerConflict", "message": 'conflict with "one"', "field": ".data.b"},
+    ]
+    # a field an ordinary update changed belongs to its manager: applying it conflicts too
+    http(
+        server,
+        "PATCH",
+        f"{CMS}/ssa-c?fieldManager=editor",
+        {"data": {"a": "7"}},
+        ctype="application/merge-patch+json",
+    )
+    code, body = _apply(server, "ssa-c", "one", "data:\n  a: '1'\n  b: '2'\n")
+    assert code == 409
+    assert body["message"] == (
+        'Apply failed with 1 conflict: conflict with "editor" using v1: .data.a'
+    )
+    # force takes the field over
+    code, body = _apply(server, "ssa-c", "one", "data:\n  a: '1'\n  b: '2'\n", force=True)
+    assert code == 200 and body["data"] == {"a": "1", "b": "2"}
+    assert [m for m, _op, _f in _owners(body)] == ["one"]
+    http(server, "DELETE", f"{CMS}/ssa-c")
+
+
+def test_server_side_apply_to_an_object_without_managed_fields(server: Server) -> None:
+    body = {"metadata": {"name": "ssa-b", "labels": {"x": "1"}}, "data": {"a": "1", "b": "2"}}
+    assert http(server, "POST", CMS, body)[0] == 201
+    reset = {"metadata": {"managedFields": [{}]}}  # [{}] clears them
+    code, body = http(server, "PATCH", f"{CMS}/ssa-b", reset, ctype=MERGE_PATCH)
+    assert code == 200 and "managedFields" not in body["metadata"]
+    # what the object holds belongs to "before-first-apply"
+    code, body = _apply(server, "ssa-b", "one", "data:\n  a: '9'\n  c: '3'\n")
+    assert code == 409 and body["message"] == (
+        'Apply failed with 1 conflict: conflict with "before-first-apply" using v1: .data.a'
+    )
+    code, body = _apply(server, "ssa-b", "one", "data:\n  a: '1'\n  c: '3'\n")
+    assert code == 200 and body["data"] == {"a": "1", "b": "2", "c": "3"}
+    assert _owners(body) == [
+        ("one", "Apply", {"f:data": {"f:a": {}, "f:c": {}}}),
+        (
+            "before-first-apply",
+            "Update",
+            {
+                "f:data": {".": {}, "f:a": {}, "f:b": {}},
+                "f:metadata": {"f:labels": {".": {}, "f:x": {}}},
+            },
+        ),
+    ]
+    http(server, "DELETE", f"{CMS}/ssa-b")
+
+
+def test_server_side_apply_keyed_list(server: Server) -> None:
+    path = "/api/v1/namespaces/default/pods/ssa-pod?fieldManager=one"
+    doc = pod("ssa-pod")
+    doc["spec"]["containers"][0]["env"] = [{"name": "E", "value": "1"}]
+    code, body = http(server, "PATCH", path, raw=json.dumps(doc).encode(), ctype=APPLY)
+    assert code == 201, body
+    (entry,) = body["metadata"]["managedFields"]
+    main = entry["fieldsV1"]["f:spec"]["f:containers"]['k:{"name":"main"}']
+    assert main["."] == {} and main["f:image"] == {} and main["f:name"] == {}
+    assert main["f:env"] == {'k:{"name":"E"}': {".": {}, "f:name": {}, "f:value": {}}}
+    assert main["f:resources"] == {"f:requests": {"f:cpu": {}}}
+    http(server, "DELETE", "/api/v1/namespaces/default/pods/ssa-pod?gracePeriodSeconds=0")
 
 
 def test_status_subresource_separation(server: Server) -> None:
