@@ -269,10 +269,18 @@ def conflict_error(conflicts: list[tuple[Obj, Path]]) -> ApiError:
     return ApiError(409, message, reason="Conflict", details={"causes": causes})
 
 
+def _changed(before: tuple[bool, Any], after: tuple[bool, Any]) -> bool:
+    """Whether a field's value changed; a map or list element present before and after has not
+    (its own fields decide), as structured-merge-diff compares."""
+    if before[0] and after[0] and isinstance(before[1], dict) and isinstance(after[1], dict):
+        return False
+    return before != after
+
+
 def _prune(obj: Obj, dropped: set[Path], owned: set[Path]) -> None:
     """Remove from obj the fields of dropped that no path of owned is or lies under; a map or
     list the removal empties goes too unless owned."""
-    for p in sorted(dropped, key=len, reverse=True):
+    for p in sorted(dropped, key=len):  # an element goes whole before its fields are looked up
         if _under(p, owned):
             continue
         _remove(obj, p)
@@ -323,7 +331,7 @@ def apply(
     conflicts: list[tuple[Obj, Path]] = []
     for e, paths in others:
         for p in sorted(mine & paths):
-            if _lookup(old, p) != _lookup(merged, p):
+            if _changed(_lookup(old, p), _lookup(merged, p)):
                 conflicts.append((e, p))
     if conflicts and not force:
         raise conflict_error(conflicts)

@@ -123,6 +123,26 @@ def test_generation_bumps_on_spec_change_only(kube_api: Any) -> None:
     assert dep.metadata.resource_version == before  # a no-op write stores nothing
 
 
+def test_server_side_apply_then_put(server: Server) -> None:
+    assert _apply(server, "ssa-u", "one", "data:\n  a: '1'\n")[0] == 201
+    _code, cur = http(server, "GET", f"{CMS}/ssa-u")
+    cur["data"]["a"] = "2"
+    code, body = http(server, "PUT", f"{CMS}/ssa-u?fieldManager=putter", cur)
+    assert code == 200 and _owners(body) == [("putter", "Update", {"f:data": {"f:a": {}}})]
+    # a PUT without managedFields keeps them; [{}] clears them
+    del body["metadata"]["managedFields"]
+    body["data"]["b"] = "3"
+    code, body = http(server, "PUT", f"{CMS}/ssa-u", body)
+    assert code == 200 and sorted(_owners(body)) == [
+        ("Python-urllib", "Update", {"f:data": {"f:b": {}}}),
+        ("putter", "Update", {"f:data": {"f:a": {}}}),
+    ]
+    body["metadata"]["managedFields"] = [{}]
+    code, body = http(server, "PUT", f"{CMS}/ssa-u", body)
+    assert code == 200 and "managedFields" not in body["metadata"]
+    http(server, "DELETE", f"{CMS}/ssa-u")
+
+
 def _deployment(name: str, replicas: int) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -365,6 +385,45 @@ def test_server_side_apply_keyed_list(server: Server) -> None:
     assert main["f:env"] == {'k:{"name":"E"}': {".": {}, "f:name": {}, "f:value": {}}}
     assert main["f:resources"] == {"f:requests": {"f:cpu": {}}}
     http(server, "DELETE", "/api/v1/namespaces/default/pods/ssa-pod?gracePeriodSeconds=0")
+
+
+def _applied_deployment(image: str, env: list[str]) -> bytes:
+    container = {"name": "main", "image": image, "env": [{"name": e, "value": "1"} for e in env]}
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ssa-d"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "ssa-d"}},
+            "template": {
+                "metadata": {"labels": {"app": "ssa-d"}},
+                "spec": {"containers": [container]},
+            },
+        },
+    }
+    return json.dumps(doc).encode()
+
+
+def test_server_side_apply_keyed_list_elements(server: Server) -> None:
+    path = "/apis/apps/v1/namespaces/default/deployments/ssa-d?fieldManager="
+    raw = _applied_deployment("busybox:1.36", ["E1", "E2"])
+    code, body = http(server, "PATCH", path + "one", raw=raw, ctype=APPLY)
+    assert code == 201, body
+    # an element no longer applied is removed from the list
+    raw = _applied_deployment("busybox:1.36", ["E1"])
+    code, body = http(server, "PATCH", path + "one", raw=raw, ctype=APPLY)
+    (main,) = body["spec"]["template"]["spec"]["containers"]
+    assert code == 200 and main["env"] == [{"name": "E1", "value": "1"}]
+    # a field inside an element owned by another manager conflicts, named by its key
+    code, body = http(
+        server, "PATCH", path + "two", raw=_applied_deployment("nginx", []), ctype=APPLY
+    )
+    assert code == 409 and body["message"] == (
+        'Apply failed with 1 conflict: conflict with "one": '
+        '.spec.template.spec.containers[name="main"].image'
+    )
+    http(server, "DELETE", "/apis/apps/v1/namespaces/default/deployments/ssa-d")
 
 
 def test_status_subresource_separation(server: Server) -> None:
