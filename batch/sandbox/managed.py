@@ -35,6 +35,7 @@ Path = tuple[str, ...]
 BEFORE_FIRST_APPLY = "before-first-apply"
 
 _STRUCTS = frozenset({("f:metadata",), ("f:spec",), ("f:status",)})
+_CR_STRUCTS = frozenset({("f:metadata",)})
 
 # Metadata that is identity or server-owned: never part of a field set.
 _STRIPPED_META = frozenset(
@@ -127,18 +128,21 @@ def members(fs: Obj, prefix: Path = ()) -> set[Path]:
     return out
 
 
-def from_members(paths: set[Path]) -> Obj:
+def from_members(paths: set[Path], *, keyed: bool = True) -> Obj:
     """The FieldsV1 set owning exactly paths, keys sorted as kube-apiserver writes them. A field
     owned itself and with children gets "." if it is a map (labels, data) or list, not if it is
-    a struct; without schemas the sandbox takes metadata, spec and status for the structs and
-    every other such field for a map (a struct set whole, e.g. an affinity, gets a "." here)."""
+    a struct; without schemas the sandbox takes metadata, spec and status of a built-in kind
+    (keyed) and metadata of a custom resource for the structs (kube-apiserver marks a custom
+    resource's spec and status) and every other such field for a map (a struct set whole, e.g.
+    an affinity, gets a "." here)."""
+    structs = _STRUCTS if keyed else _CR_STRUCTS
     tree: Obj = {}
     for path in paths:
         node = tree
         for seg in path:
             node = node.setdefault(seg, {})
     for path in paths:
-        if path in _STRUCTS:
+        if path in structs:
             continue
         node = tree
         for seg in path:
@@ -318,7 +322,7 @@ def apply(
         live = stripped(old, subresource=subresource, status_subresource=status_subresource)
         _diff({}, live, (), "", keyed, before)
         if before:
-            fs_before = from_members(before)
+            fs_before = from_members(before, keyed=keyed)
             entries = [entry(BEFORE_FIRST_APPLY, "Update", api_version, stamp, fs_before, "")]
     own_prev: set[Path] = set()
     others: list[tuple[Obj, set[Path]]] = []
@@ -344,7 +348,7 @@ def apply(
         if left == paths:
             kept.append(e)
         elif left:
-            kept.append({**e, "fieldsV1": from_members(left)})
+            kept.append({**e, "fieldsV1": from_members(left, keyed=keyed)})
     _prune(merged, own_prev - mine, owned_by_others | mine)
     if mine:
         kept.append(entry(manager, "Apply", api_version, stamp, fs, subresource))
@@ -447,8 +451,12 @@ def track_update(
         elif left == paths:
             kept.append(e)
         elif left:
-            kept.append({**e, "fieldsV1": from_members(left)})
+            kept.append({**e, "fieldsV1": from_members(left, keyed=keyed)})
     mine |= changed
     if mine:
-        kept.append(entry(manager, "Update", api_version, stamp, from_members(mine), subresource))
+        kept.append(
+            entry(
+                manager, "Update", api_version, stamp, from_members(mine, keyed=keyed), subresource
+            )
+        )
     new["metadata"]["managedFields"] = _sorted(kept)

@@ -387,6 +387,32 @@ def test_server_side_apply_keyed_list(server: Server) -> None:
     http(server, "DELETE", "/api/v1/namespaces/default/pods/ssa-pod?gracePeriodSeconds=0")
 
 
+def test_server_side_apply_custom_resource_and_status(server: Server) -> None:
+    path = "/apis/scheduling.volcano.sh/v1beta1/queues/ssa-q"
+    doc = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "ssa-q"},
+        "spec": {"weight": 2},
+    }
+    raw = json.dumps(doc).encode()
+    code, body = http(server, "PATCH", path + "?fieldManager=one", raw=raw, ctype=APPLY)
+    assert code == 201 and _owners(body) == [("one", "Apply", {"f:spec": {"f:weight": {}}})]
+    code, body = http(
+        server, "PATCH", path + "/status", {"status": {"state": "Open"}}, ctype=MERGE_PATCH
+    )
+    assert code == 200
+    (status_entry,) = [e for e in body["metadata"]["managedFields"] if e.get("subresource")]
+    assert status_entry["subresource"] == "status"
+    assert status_entry["manager"] == "Python-urllib"
+    assert status_entry["fieldsV1"] == {"f:status": {".": {}, "f:state": {}}}
+    patch = {"spec": {"capability": {"cpu": "2"}}}
+    code, body = http(server, "PATCH", path + "?fieldManager=two", patch, ctype=MERGE_PATCH)
+    assert code == 200
+    assert ("two", "Update", {"f:spec": {"f:capability": {".": {}, "f:cpu": {}}}}) in _owners(body)
+    http(server, "DELETE", path)
+
+
 def _applied_deployment(image: str, env: list[str]) -> bytes:
     container = {"name": "main", "image": image, "env": [{"name": e, "value": "1"} for e in env]}
     doc = {
