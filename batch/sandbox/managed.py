@@ -77,11 +77,13 @@ def _key_of(field: str, item: Any, keyed: bool) -> str | None:
     if not keyed or not isinstance(item, dict):
         return None
     key = MERGE_KEYS.get(field)
+    if field == "ports" and "containerPort" not in item:
+        key = "port"  # a Service's ports
     if key is None or key not in item:
         return None
     fields = {key: item[key]}
-    if field == "ports" and "protocol" in item:
-        fields["protocol"] = item["protocol"]
+    if field == "ports":  # ports are keyed with their protocol, TCP by default
+        fields["protocol"] = item.get("protocol", "TCP")
     return "k:" + json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
 

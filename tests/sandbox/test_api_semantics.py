@@ -413,6 +413,26 @@ def test_server_side_apply_custom_resource_and_status(server: Server) -> None:
     http(server, "DELETE", path)
 
 
+def test_server_side_apply_service_ports(server: Server) -> None:
+    path = "/api/v1/namespaces/default/services/ssa-svc?fieldManager=one"
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "ssa-svc"},
+        "spec": {"selector": {"app": "x"}, "ports": [{"name": "a", "port": 80}]},
+    }
+    code, body = http(server, "PATCH", path, raw=json.dumps(doc).encode(), ctype=APPLY)
+    assert code == 201, body
+    (entry,) = body["metadata"]["managedFields"]
+    assert entry["fieldsV1"]["f:spec"]["f:ports"] == {
+        'k:{"port":80,"protocol":"TCP"}': {".": {}, "f:name": {}, "f:port": {}}
+    }
+    doc["spec"]["ports"] = [{"name": "b", "port": 81}]
+    code, body = http(server, "PATCH", path, raw=json.dumps(doc).encode(), ctype=APPLY)
+    assert code == 200 and [p["port"] for p in body["spec"]["ports"]] == [81]
+    http(server, "DELETE", "/api/v1/namespaces/default/services/ssa-svc")
+
+
 def _applied_deployment(image: str, env: list[str]) -> bytes:
     container = {"name": "main", "image": image, "env": [{"name": e, "value": "1"} for e in env]}
     doc = {
