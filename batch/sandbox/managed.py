@@ -209,6 +209,8 @@ def entry(manager: str, operation: str, api_version: str, stamp: str, fs: Obj, s
         "fieldsType": "FieldsV1",
         "fieldsV1": fs,
     }
+    if not stamp:
+        del out["time"]
     if sub:
         out["subresource"] = sub
     return out
@@ -283,6 +285,16 @@ def _changed(before: tuple[bool, Any], after: tuple[bool, Any]) -> bool:
     return before != after
 
 
+def _unchanged(old: Obj, new: Obj) -> bool:
+    """Whether new is old but for managedFields."""
+    if {k: v for k, v in old.items() if k != "metadata"} != {
+        k: v for k, v in new.items() if k != "metadata"
+    }:
+        return False
+    meta = {k: v for k, v in new["metadata"].items() if k != "managedFields"}
+    return meta == {k: v for k, v in old["metadata"].items() if k != "managedFields"}
+
+
 def _prune(obj: Obj, dropped: set[Path], owned: set[Path]) -> None:
     """Remove from obj the fields of dropped that no path of owned is or lies under; a map or
     list the removal empties goes too unless owned."""
@@ -327,11 +339,13 @@ def apply(
             fs_before = from_members(before, keyed=keyed)
             entries = [entry(BEFORE_FIRST_APPLY, "Update", api_version, stamp, fs_before, "")]
     own_prev: set[Path] = set()
+    own_time: str | None = None
     others: list[tuple[Obj, set[Path]]] = []
     for e in entries:
         paths = members(e.get("fieldsV1") or {})
         if _same(e, manager, "Apply", subresource):
             own_prev = paths
+            own_time = e.get("time")
         else:
             others.append((e, paths))
     conflicts: list[tuple[Obj, Path]] = []
@@ -353,6 +367,8 @@ def apply(
             kept.append({**e, "fieldsV1": from_members(left, keyed=keyed)})
     _prune(merged, own_prev - mine, owned_by_others | mine)
     if mine:
+        if _unchanged(old, merged):  # a no-op apply leaves the time as it was, or unset
+            stamp = own_time or ""
         kept.append(entry(manager, "Apply", api_version, stamp, fs, subresource))
     merged["metadata"] = {**merged["metadata"], "managedFields": _sorted(kept)}
     return merged

@@ -307,6 +307,9 @@ def test_server_side_apply_shared_field_stays(server: Server) -> None:
     assert _apply(server, "ssa-s", "one", "data:\n  a: '1'\n  b: '2'\n")[0] == 201
     code, body = _apply(server, "ssa-s", "two", "data:\n  a: '1'\n")  # same value: shared
     assert code == 200
+    # an apply that changes nothing sets no time
+    (two,) = [e for e in body["metadata"]["managedFields"] if e["manager"] == "two"]
+    assert "time" not in two
     code, body = _apply(server, "ssa-s", "one", "data: {}\n")
     assert code == 200 and body["data"] == {"a": "1"}  # two still owns a; b had one owner
     code, body = _apply(server, "ssa-s", "two", "")
