@@ -14,7 +14,7 @@ from kubernetes.client.rest import ApiException
 from batch.sandbox.testing import SandboxHandle
 from tests.waiting import wait_for
 
-from .helpers import Server, bind, diverges, http, pod, watch_lines
+from .helpers import SANDBOX_ONLY, Server, bind, diverges, http, pod, watch_lines
 
 
 def test_discovery(server: Server) -> None:
@@ -434,6 +434,20 @@ def test_server_side_apply_service_ports(server: Server) -> None:
     code, body = http(server, "PATCH", path, raw=json.dumps(doc).encode(), ctype=APPLY)
     assert code == 200 and [p["port"] for p in body["spec"]["ports"]] == [81]
     http(server, "DELETE", "/api/v1/namespaces/default/services/ssa-svc")
+
+
+# Sandbox only: kube-apiserver records an Update entry for every write (docs/sandbox.md); the
+# sandbox keeps plain writes free of field bookkeeping until an object is first applied.
+@SANDBOX_ONLY
+def test_plain_writes_keep_no_managed_fields_until_applied(server: Server) -> None:
+    assert http(server, "POST", CMS, {"metadata": {"name": "ssa-p"}, "data": {"a": "1"}})[0] == 201
+    code, body = http(server, "PATCH", f"{CMS}/ssa-p", {"data": {"b": "2"}}, ctype=MERGE_PATCH)
+    assert code == 200 and "managedFields" not in body["metadata"]
+    code, body = _apply(server, "ssa-p", "one", "data:\n  c: '3'\n")
+    assert code == 200 and [m for m, _op, _f in _owners(body)] == ["one", "before-first-apply"]
+    code, body = http(server, "PATCH", f"{CMS}/ssa-p", {"data": {"d": "4"}}, ctype=MERGE_PATCH)
+    assert ("Python-urllib", "Update", {"f:data": {"f:d": {}}}) in _owners(body)
+    http(server, "DELETE", f"{CMS}/ssa-p")
 
 
 def _applied_deployment(image: str, env: list[str]) -> bytes:
