@@ -486,6 +486,18 @@ def test_server_side_apply_keyed_list_elements(server: Server) -> None:
         'Apply failed with 1 conflict: conflict with "one": '
         '.spec.template.spec.containers[name="main"].image'
     )
+
+    # the controller's status writes are its own Update entry, on the status subresource
+    def status_entry() -> Any:
+        dep = http(server, "GET", "/apis/apps/v1/namespaces/default/deployments/ssa-d")[1]
+        return next(
+            (e for e in dep["metadata"]["managedFields"] if e.get("subresource") == "status"),
+            None,
+        )
+
+    wait_for(lambda: status_entry() is not None, timeout=30)
+    entry = status_entry()
+    assert entry["manager"] == "kube-controller-manager" and entry["operation"] == "Update"
     http(server, "DELETE", "/apis/apps/v1/namespaces/default/deployments/ssa-d")
 
 
