@@ -6,8 +6,9 @@ minus the HTTP hop). It owns the resource-type registry (built-in kinds plus CRD
 moment their CustomResourceDefinition is stored) and enforces server-side metadata, object
 metadata validation (`validation`), status subresources, generation, finalizers, graceful pod
 deletion, pod spec immutability, eviction budgets, each kind's default deletion propagation,
-admission and CRD schemas. A paged list serves every page at the first page's resourceVersion,
-reconstructed from the watch history (410 Expired once that is gone), as etcd does.
+admission and CRD schemas; server-side apply keeps managedFields through `managed`. A paged
+list serves every page at the first page's resourceVersion, reconstructed from the watch
+history (410 Expired once that is gone), as etcd does.
 """
 
 from __future__ import annotations
