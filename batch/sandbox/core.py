@@ -6,8 +6,9 @@ minus the HTTP hop). It owns the resource-type registry (built-in kinds plus CRD
 moment their CustomResourceDefinition is stored) and enforces server-side metadata, object
 metadata validation (`validation`), status subresources, generation, finalizers, graceful pod
 deletion, pod spec immutability, eviction budgets, each kind's default deletion propagation,
-admission and CRD schemas. A paged list serves every page at the first page's resourceVersion,
-reconstructed from the watch history (410 Expired once that is gone), as etcd does.
+admission and CRD schemas; server-side apply keeps managedFields through `managed`. A paged
+list serves every page at the first page's resourceVersion, reconstructed from the watch
+history (410 Expired once that is gone), as etcd does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.api.mergepatch import apply_merge_patch
-from batch.sandbox import admission, decode, defaults, schema, validation
+from batch.sandbox import admission, decode, defaults, managed, schema, validation
 from batch.sandbox.errors import (
     ApiError,
     Cause,
@@ -42,6 +43,8 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 # application/json first: taken as a merge patch, but not named among the accepted types
+# The manager of an ordinary write with neither fieldManager nor user agent (in-process callers).
+DEFAULT_MANAGER = "sandbox"
 _PATCH_TYPES = ("application/json", JSON_PATCH, MERGE_PATCH, APPLY_PATCH, STRATEGIC_PATCH)
 
 # Kinds whose DELETE without a propagationPolicy orphans dependents (for back compatibility).
@@ -615,6 +618,7 @@ class Core:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         self._check_kind(rt, body)
         old = self.find(rt, ns, name)
@@ -661,7 +665,9 @@ class Core:
                     )
                 ],
             )
-        return self.write(rt, old, dict(body), subresource=subresource, dry_run=dry_run)
+        return self.write(
+            rt, old, dict(body), subresource=subresource, dry_run=dry_run, manager=manager
+        )
 
     def write(
         self,
@@ -671,6 +677,8 @@ class Core:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
+        track: bool = True,
     ) -> Obj:
         """Store obj as the new version of old (server fields are taken from old)."""
         old_meta = old["metadata"]
@@ -683,6 +691,11 @@ class Core:
         else:
             obj = self._checked_update(rt, obj, old)
         obj["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
+        sent = obj["metadata"].get("managedFields", [])
+        if sent in ([], [{}]):
+            obj["metadata"].pop("managedFields", None)  # [{}] clears them
+        if track and sent != [{}] and old_meta.get("managedFields"):
+            self._track_update(rt, old, obj, manager, subresource)
         if obj == old:
             return old
         if dry_run:
@@ -694,6 +707,25 @@ class Core:
         if rt.kind == "CustomResourceDefinition":
             self._crd_changed(stored)
         return stored
+
+    def _track_update(
+        self, rt: ResourceType, old: Obj, obj: Obj, manager: str, subresource: str
+    ) -> None:
+        """managedFields of an ordinary write to an object that has them (see `managed`): a
+        body without them keeps old's, a body with other ones stores those."""
+        sent = obj["metadata"].get("managedFields")
+        if sent and sent != old["metadata"]["managedFields"]:
+            return
+        managed.track_update(
+            old,
+            obj,
+            manager=manager or DEFAULT_MANAGER,
+            api_version=rt.api_version,
+            stamp=self.clock.stamp(),
+            subresource=subresource,
+            status_subresource=rt.status_subresource,
+            keyed=not rt.crd,
+        )
 
     def _checked_update(self, rt: ResourceType, obj: Obj, old: Obj) -> Obj:
         """Admission and metadata validation of a write of the object itself; a changed spec
@@ -761,34 +793,71 @@ class Core:
         dry_run: bool = False,
         field_manager: str | None = None,
         force: bool = False,
+        agent_manager: str = "",
     ) -> tuple[Obj, bool]:
-        """Apply a patch; returns (object, created)."""
+        """Apply a patch; returns (object, created). agent_manager names the writer of an
+        ordinary patch sent without fieldManager (kube-apiserver: the user agent's prefix)."""
         ctype = decode.media_type(content_type)
         if ctype not in _PATCH_TYPES:
             raise decode.unsupported_media_type(_PATCH_TYPES[1:])
         if ctype == APPLY_PATCH:
             if not field_manager:
                 raise ApiError(
-                    400,
-                    "PATCH requests with apply content type require the "
-                    "fieldManager query parameter",
+                    422,
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                    "is required for apply patch",
+                    details={
+                        "group": "meta.k8s.io",
+                        "kind": "PatchOptions",
+                        "causes": [
+                            {
+                                "reason": "FieldValueRequired",
+                                "message": "Required value: is required for apply patch",
+                                "field": "fieldManager",
+                            }
+                        ],
+                    },
                 )
             applied = decode.decode_yaml(raw or b"{}")
             if not isinstance(applied, dict):
                 raise ApiError(400, "apply body must be an object")
             old = self.find(rt, ns, name)
+            stamp = self.clock.stamp()
             if old is None:
                 if subresource:
                     raise not_found(rt.group, rt.plural, name)
                 meta = {**(applied.get("metadata") or {}), "name": name}
                 meta.pop("resourceVersion", None)
                 applied["metadata"] = meta
-                return self.create(rt, ns, applied, dry_run=dry_run), True
+                config = managed.stripped(
+                    applied, subresource="", status_subresource=rt.status_subresource
+                )
+                fs = managed.field_set(config, keyed=not rt.crd)
+                body = {**applied, "metadata": dict(meta)}
+                if fs:
+                    entry = managed.entry(field_manager, "Apply", rt.api_version, stamp, fs, "")
+                    body["metadata"]["managedFields"] = [entry]
+                return self.create(rt, ns, body, dry_run=dry_run), True
             self._check_kind(rt, applied)
             merged = (apply_merge_patch if rt.crd else strategic_merge_patch)(
                 copy.deepcopy(old), applied
             )
-            return self.write(rt, old, merged, subresource=subresource, dry_run=dry_run), False
+            merged = managed.apply(
+                old,
+                merged,
+                applied,
+                manager=field_manager,
+                api_version=rt.api_version,
+                stamp=stamp,
+                subresource=subresource,
+                status_subresource=rt.status_subresource,
+                keyed=not rt.crd,
+                force=force,
+            )
+            written = self.write(
+                rt, old, merged, subresource=subresource, dry_run=dry_run, track=False
+            )
+            return written, False
         patch_body = decode.decode_json(raw or b"null", "the patch")
         old = self.get(rt, ns, name)
         if ctype == MERGE_PATCH or ctype == "application/json":
@@ -812,7 +881,11 @@ class Core:
         want_rv = (new.get("metadata") or {}).get("resourceVersion")
         if want_rv and want_rv != old["metadata"]["resourceVersion"]:
             raise conflict(rt.group, rt.plural, name)
-        return self.write(rt, old, new, subresource=subresource, dry_run=dry_run), False
+        manager = field_manager or agent_manager
+        written = self.write(
+            rt, old, new, subresource=subresource, dry_run=dry_run, manager=manager
+        )
+        return written, False
 
     # ----------------------------------------------------------------- delete
     def delete(

@@ -744,7 +744,7 @@ class CoreTransport:
             return None
         status = apply_status_patch(node.get("status") or {}, patch)
         new = {**node, "status": status}
-        return self.core.write(self.nodes_rt, node, new, subresource="status")
+        return self.core.write(self.nodes_rt, node, new, subresource="status", manager="kubelet")
 
     @_quiet
     async def pod_status(self, ns: str, name: str, uid: str, patch: Obj) -> Obj | None:
@@ -752,14 +752,16 @@ class CoreTransport:
         if pod is None:
             return None
         status = apply_status_patch(pod.get("status") or {}, patch)
-        return self.core.write(self.pods_rt, pod, {**pod, "status": status}, subresource="status")
+        return self.core.write(
+            self.pods_rt, pod, {**pod, "status": status}, subresource="status", manager="kubelet"
+        )
 
     @_quiet
     async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None:
         lease = self.core.find(self.leases_rt, LEASE_NAMESPACE, name)
         if lease is not None:
             new = {**lease, "spec": {**lease["spec"], **spec}}
-            self.core.write(self.leases_rt, lease, new)
+            self.core.write(self.leases_rt, lease, new, manager="kubelet")
             return
         self.core.create(self.leases_rt, LEASE_NAMESPACE, lease_body(name, node_uid, spec))
 

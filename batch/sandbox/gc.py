@@ -148,7 +148,7 @@ class GarbageCollector:
             meta["ownerReferences"] = refs
         else:
             meta.pop("ownerReferences", None)
-        self.core.write(rt, obj, {**obj, "metadata": meta})
+        self.core.write(rt, obj, {**obj, "metadata": meta}, manager="kube-controller-manager")
 
     def _check_owner(self, uid: str) -> None:
         ref = self.by_uid.get(uid)
@@ -185,7 +185,7 @@ class GarbageCollector:
         meta = {**owner["metadata"], "finalizers": fins}
         if not fins:
             meta.pop("finalizers")
-        self.core.write(rt, owner, {**owner, "metadata": meta})
+        self.core.write(rt, owner, {**owner, "metadata": meta}, manager="kube-controller-manager")
 
     def _drain_namespace(self, ns: str) -> None:
         core = self.core

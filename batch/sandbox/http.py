@@ -502,7 +502,9 @@ class HttpApi:
         if method == "PUT":
             body = await self._body(request)
             warnings = self._unknown(request, rt, body)
-            obj = core.update(rt, ns, name, body, subresource=sub, dry_run=dry_run)
+            obj = core.update(
+                rt, ns, name, body, subresource=sub, dry_run=dry_run, manager=_manager(request)
+            )
             return _warn(self._out(request, rt, obj, 200), warnings)
         if method == "PATCH":
             ctype = request.headers.get("content-type", "")
@@ -520,6 +522,7 @@ class HttpApi:
                 dry_run=dry_run,
                 field_manager=request.query.get("fieldManager"),
                 force=request.query.get("force") == "true",
+                agent_manager=_agent_manager(request),
             )
             return _warn(self._out(request, rt, obj, 201 if created else 200), warnings)
         if method == "DELETE":
@@ -894,3 +897,13 @@ async def _write_snapshot(stream: Stream, w: Watcher, snapshot: list[Obj]) -> bo
         if stream.closed:
             return False
     return True
+
+
+def _agent_manager(request: Request) -> str:
+    """The field manager kube-apiserver names for a write without fieldManager: the user
+    agent up to its first "/", at most 128 characters."""
+    return request.headers.get("user-agent", "").split("/", 1)[0][:128]
+
+
+def _manager(request: Request) -> str:
+    return request.query.get("fieldManager") or _agent_manager(request)

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]  # storage key, namespace, name
 _TERMINAL = ("Succeeded", "Failed")
+# The field manager of these controllers' writes (managedFields of applied objects).
+KCM = "kube-controller-manager"
 _OWNER_KEYS = {
     "ReplicaSet": "replicasets.apps",
     "StatefulSet": "statefulsets.apps",
@@ -198,7 +200,7 @@ class WorkloadControllers:
         current = obj.get("status") or {}
         merged = {**current, **status}
         if merged != current:
-            self.core.write(rt, obj, {**obj, "status": merged}, subresource="status")
+            self.core.write(rt, obj, {**obj, "status": merged}, subresource="status", manager=KCM)
 
     # ------------------------------------------------------------------ ReplicaSet / RC
     def _replicas(self, rt: ResourceType, rs: Obj) -> None:
@@ -247,7 +249,7 @@ class WorkloadControllers:
                 and r["metadata"]["uid"] != current["metadata"]["uid"]
                 and int((r.get("spec") or {}).get("replicas", 1)) != 0
             ):
-                self.core.write(rs_rt, r, {**r, "spec": {**r["spec"], "replicas": 0}})
+                self.core.write(rs_rt, r, {**r, "spec": {**r["spec"], "replicas": 0}}, manager=KCM)
         owned = self._owned(dep, "replicasets.apps")
         self._set_status(rt, dep, _deployment_status(dep, want, owned, current["metadata"]["uid"]))
 
@@ -270,7 +272,10 @@ class WorkloadControllers:
             return self.core.create(rs_rt, body["metadata"]["namespace"], body)
         if int((current.get("spec") or {}).get("replicas", 1)) != want:
             self.core.write(
-                rs_rt, current, {**current, "spec": {**current["spec"], "replicas": want}}
+                rs_rt,
+                current,
+                {**current, "spec": {**current["spec"], "replicas": want}},
+                manager=KCM,
             )
         return current
 
@@ -382,7 +387,7 @@ class WorkloadControllers:
             "batch.kubernetes.io/job-name": name,
             "job-name": name,
         }
-        return self.core.write(rt, job, {**job, "spec": new_spec})
+        return self.core.write(rt, job, {**job, "spec": new_spec}, manager=KCM)
 
     def _job_pods(self, job: Obj, spec: Obj) -> list[Obj]:
         """The pods the Job owns that its selector matches."""

@@ -14,7 +14,7 @@ from kubernetes.client.rest import ApiException
 from batch.sandbox.testing import SandboxHandle
 from tests.waiting import wait_for
 
-from .helpers import Server, bind, diverges, http, pod, watch_lines
+from .helpers import SANDBOX_ONLY, Server, bind, diverges, http, pod, watch_lines
 
 
 def test_discovery(server: Server) -> None:
@@ -123,6 +123,26 @@ def test_generation_bumps_on_spec_change_only(kube_api: Any) -> None:
     assert dep.metadata.resource_version == before  # a no-op write stores nothing
 
 
+def test_server_side_apply_then_put(server: Server) -> None:
+    assert _apply(server, "ssa-u", "one", "data:\n  a: '1'\n")[0] == 201
+    _code, cur = http(server, "GET", f"{CMS}/ssa-u")
+    cur["data"]["a"] = "2"
+    code, body = http(server, "PUT", f"{CMS}/ssa-u?fieldManager=putter", cur)
+    assert code == 200 and _owners(body) == [("putter", "Update", {"f:data": {"f:a": {}}})]
+    # a PUT without managedFields keeps them; [{}] clears them
+    del body["metadata"]["managedFields"]
+    body["data"]["b"] = "3"
+    code, body = http(server, "PUT", f"{CMS}/ssa-u", body)
+    assert code == 200 and sorted(_owners(body)) == [
+        ("Python-urllib", "Update", {"f:data": {"f:b": {}}}),
+        ("putter", "Update", {"f:data": {"f:a": {}}}),
+    ]
+    body["metadata"]["managedFields"] = [{}]
+    code, body = http(server, "PUT", f"{CMS}/ssa-u", body)
+    assert code == 200 and "managedFields" not in body["metadata"]
+    http(server, "DELETE", f"{CMS}/ssa-u")
+
+
 def _deployment(name: str, replicas: int) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -215,25 +235,270 @@ def test_patch_flavours(server: Server) -> None:
     assert "finalizers" not in body["metadata"]
 
 
-@diverges("apply is create-or-merge: no managedFields, a field no longer applied stays")
+APPLY = "application/apply-patch+yaml"
+CMS = "/api/v1/namespaces/default/configmaps"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _apply(server: Server, name: str, manager: str, body: str, force: bool = False) -> Any:
+    doc = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{body}"
+    query = f"?fieldManager={manager}" + ("&force=true" if force else "")
+    return http(server, "PATCH", f"{CMS}/{name}{query}", raw=doc.encode(), ctype=APPLY)
+
+
+def _owners(obj: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    return [(e["manager"], e["operation"], e["fieldsV1"]) for e in obj["metadata"]["managedFields"]]
+
+
 def test_server_side_apply_create_then_merge(server: Server) -> None:
-    path = "/api/v1/namespaces/default/configmaps/ssa?fieldManager=test"
-    doc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: '1'\n"
-    code, body = http(server, "PATCH", path, raw=doc.encode(), ctype="application/apply-patch+yaml")
+    code, body = _apply(server, "ssa", "test", "data:\n  a: '1'\n")
     assert code == 201 and body["data"] == {"a": "1"}
-    doc2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  b: '2'\n"
-    code, body = http(
-        server, "PATCH", path, raw=doc2.encode(), ctype="application/apply-patch+yaml"
-    )
+    code, body = _apply(server, "ssa", "test", "data:\n  a: '1'\n  b: '2'\n")
     assert code == 200 and body["data"] == {"a": "1", "b": "2"}
-    code, _ = http(
+    code, body = _apply(server, "ssa", "test", "data:\n  b: '2'\n")
+    assert code == 200 and body["data"] == {"b": "2"}  # a, no longer applied, is removed
+    doc = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n"
+    code, body = http(server, "PATCH", f"{CMS}/ssa", raw=doc, ctype=APPLY)
+    assert code == 422 and body["details"]["causes"] == [
+        {
+            "reason": "FieldValueRequired",
+            "message": "Required value: is required for apply patch",
+            "field": "fieldManager",
+        }
+    ]  # fieldManager is required
+    http(server, "DELETE", f"{CMS}/ssa")
+
+
+def test_server_side_apply_managed_fields_shape(server: Server) -> None:
+    code, body = _apply(server, "ssa-m", "mgr", "  labels: {l: x}\ndata:\n  a: '1'\n")
+    assert code == 201
+    (entry,) = body["metadata"]["managedFields"]
+    assert set(entry) == {"manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1"}
+    assert entry["manager"] == "mgr" and entry["operation"] == "Apply"
+    assert entry["apiVersion"] == "v1" and entry["fieldsType"] == "FieldsV1"
+    assert entry["fieldsV1"] == {"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:l": {}}}}
+    # an ordinary patch records its fields under its manager, operation Update
+    code, body = http(
         server,
         "PATCH",
-        "/api/v1/namespaces/default/configmaps/ssa",
-        raw=doc2.encode(),
-        ctype="application/apply-patch+yaml",
+        f"{CMS}/ssa-m?fieldManager=patcher",
+        {"data": {"c": "3"}},
+        ctype="application/merge-patch+json",
     )
-    assert code == 400  # fieldManager is required
+    assert code == 200
+    assert _owners(body) == [
+        ("mgr", "Apply", {"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:l": {}}}}),
+        ("patcher", "Update", {"f:data": {"f:c": {}}}),
+    ]
+    # without fieldManager the manager is the user agent's product name
+    code, body = http(
+        server, "PATCH", f"{CMS}/ssa-m", {"data": {"d": "4"}}, ctype="application/merge-patch+json"
+    )
+    assert ("Python-urllib", "Update", {"f:data": {"f:d": {}}}) in _owners(body)
+    # dropping everything it applied removes the fields and the now empty labels
+    code, body = _apply(server, "ssa-m", "mgr", "data: {}\n")
+    assert code == 200 and body["data"] == {"c": "3", "d": "4"}
+    assert "labels" not in body["metadata"]
+    assert ("mgr", "Apply", {"f:data": {}}) in _owners(body)
+    http(server, "DELETE", f"{CMS}/ssa-m")
+
+
+def test_server_side_apply_shared_field_stays(server: Server) -> None:
+    assert _apply(server, "ssa-s", "one", "data:\n  a: '1'\n  b: '2'\n")[0] == 201
+    code, body = _apply(server, "ssa-s", "two", "data:\n  a: '1'\n")  # same value: shared
+    assert code == 200
+    # an apply that changes nothing sets no time
+    (two,) = [e for e in body["metadata"]["managedFields"] if e["manager"] == "two"]
+    assert "time" not in two
+    code, body = _apply(server, "ssa-s", "one", "data: {}\n")
+    assert code == 200 and body["data"] == {"a": "1"}  # two still owns a; b had one owner
+    code, body = _apply(server, "ssa-s", "two", "")
+    assert code == 200 and "a" not in (body.get("data") or {})
+    assert [e["manager"] for e in body["metadata"]["managedFields"]] == ["one"]
+    http(server, "DELETE", f"{CMS}/ssa-s")
+
+
+def test_server_side_apply_conflicts_and_force(server: Server) -> None:
+    assert _apply(server, "ssa-c", "one", "data:\n  a: '1'\n  b: '2'\n")[0] == 201
+    code, body = _apply(server, "ssa-c", "two", "data:\n  a: '9'\n  b: '8'\n")
+    assert code == 409 and body["reason"] == "Conflict"
+    assert body["message"] == (
+        'Apply failed with 2 conflicts: conflicts with "one":\n- .data.a\n- .data.b'
+    )
+    assert body["details"]["causes"] == [
+        {"reason": "FieldManagerConflict", "message": 'conflict with "one"', "field": ".data.a"},
+        {"reason": "FieldManagerConflict", "message": 'conflict with "one"', "field": ".data.b"},
+    ]
+    # a field an ordinary update changed belongs to its manager: applying it conflicts too
+    http(
+        server,
+        "PATCH",
+        f"{CMS}/ssa-c?fieldManager=editor",
+        {"data": {"a": "7"}},
+        ctype="application/merge-patch+json",
+    )
+    code, body = _apply(server, "ssa-c", "one", "data:\n  a: '1'\n  b: '2'\n")
+    assert code == 409
+    assert body["message"] == (
+        'Apply failed with 1 conflict: conflict with "editor" using v1: .data.a'
+    )
+    # force takes the field over
+    code, body = _apply(server, "ssa-c", "one", "data:\n  a: '1'\n  b: '2'\n", force=True)
+    assert code == 200 and body["data"] == {"a": "1", "b": "2"}
+    assert [m for m, _op, _f in _owners(body)] == ["one"]
+    http(server, "DELETE", f"{CMS}/ssa-c")
+
+
+def test_server_side_apply_to_an_object_without_managed_fields(server: Server) -> None:
+    body = {"metadata": {"name": "ssa-b", "labels": {"x": "1"}}, "data": {"a": "1", "b": "2"}}
+    assert http(server, "POST", CMS, body)[0] == 201
+    reset = {"metadata": {"managedFields": [{}]}}  # [{}] clears them
+    code, body = http(server, "PATCH", f"{CMS}/ssa-b", reset, ctype=MERGE_PATCH)
+    assert code == 200 and "managedFields" not in body["metadata"]
+    # what the object holds belongs to "before-first-apply"
+    code, body = _apply(server, "ssa-b", "one", "data:\n  a: '9'\n  c: '3'\n")
+    assert code == 409 and body["message"] == (
+        'Apply failed with 1 conflict: conflict with "before-first-apply" using v1: .data.a'
+    )
+    code, body = _apply(server, "ssa-b", "one", "data:\n  a: '1'\n  c: '3'\n")
+    assert code == 200 and body["data"] == {"a": "1", "b": "2", "c": "3"}
+    assert _owners(body) == [
+        ("one", "Apply", {"f:data": {"f:a": {}, "f:c": {}}}),
+        (
+            "before-first-apply",
+            "Update",
+            {
+                "f:data": {".": {}, "f:a": {}, "f:b": {}},
+                "f:metadata": {"f:labels": {".": {}, "f:x": {}}},
+            },
+        ),
+    ]
+    http(server, "DELETE", f"{CMS}/ssa-b")
+
+
+def test_server_side_apply_keyed_list(server: Server) -> None:
+    path = "/api/v1/namespaces/default/pods/ssa-pod?fieldManager=one"
+    doc = pod("ssa-pod")
+    doc["spec"]["containers"][0]["env"] = [{"name": "E", "value": "1"}]
+    code, body = http(server, "PATCH", path, raw=json.dumps(doc).encode(), ctype=APPLY)
+    assert code == 201, body
+    (entry,) = body["metadata"]["managedFields"]
+    main = entry["fieldsV1"]["f:spec"]["f:containers"]['k:{"name":"main"}']
+    assert main["."] == {} and main["f:image"] == {} and main["f:name"] == {}
+    assert main["f:env"] == {'k:{"name":"E"}': {".": {}, "f:name": {}, "f:value": {}}}
+    assert main["f:resources"] == {"f:requests": {"f:cpu": {}}}
+    http(server, "DELETE", "/api/v1/namespaces/default/pods/ssa-pod?gracePeriodSeconds=0")
+
+
+def test_server_side_apply_custom_resource_and_status(server: Server) -> None:
+    path = "/apis/scheduling.volcano.sh/v1beta1/queues/ssa-q"
+    doc = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "ssa-q"},
+        "spec": {"weight": 2},
+    }
+    raw = json.dumps(doc).encode()
+    code, body = http(server, "PATCH", path + "?fieldManager=one", raw=raw, ctype=APPLY)
+    assert code == 201 and _owners(body) == [("one", "Apply", {"f:spec": {"f:weight": {}}})]
+    code, body = http(
+        server, "PATCH", path + "/status", {"status": {"state": "Open"}}, ctype=MERGE_PATCH
+    )
+    assert code == 200
+    (status_entry,) = [e for e in body["metadata"]["managedFields"] if e.get("subresource")]
+    assert status_entry["subresource"] == "status"
+    assert status_entry["manager"] == "Python-urllib"
+    assert status_entry["fieldsV1"] == {"f:status": {".": {}, "f:state": {}}}
+    patch = {"spec": {"capability": {"cpu": "2"}}}
+    code, body = http(server, "PATCH", path + "?fieldManager=two", patch, ctype=MERGE_PATCH)
+    assert code == 200
+    assert ("two", "Update", {"f:spec": {"f:capability": {".": {}, "f:cpu": {}}}}) in _owners(body)
+    http(server, "DELETE", path)
+
+
+def test_server_side_apply_service_ports(server: Server) -> None:
+    path = "/api/v1/namespaces/default/services/ssa-svc?fieldManager=one"
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "ssa-svc"},
+        "spec": {"selector": {"app": "x"}, "ports": [{"name": "a", "port": 80}]},
+    }
+    code, body = http(server, "PATCH", path, raw=json.dumps(doc).encode(), ctype=APPLY)
+    assert code == 201, body
+    (entry,) = body["metadata"]["managedFields"]
+    assert entry["fieldsV1"]["f:spec"]["f:ports"] == {
+        'k:{"port":80,"protocol":"TCP"}': {".": {}, "f:name": {}, "f:port": {}}
+    }
+    doc["spec"]["ports"] = [{"name": "b", "port": 81}]
+    code, body = http(server, "PATCH", path, raw=json.dumps(doc).encode(), ctype=APPLY)
+    assert code == 200 and [p["port"] for p in body["spec"]["ports"]] == [81]
+    http(server, "DELETE", "/api/v1/namespaces/default/services/ssa-svc")
+
+
+# Sandbox only: kube-apiserver records an Update entry for every write (docs/sandbox.md); the
+# sandbox keeps plain writes free of field bookkeeping until an object is first applied.
+@SANDBOX_ONLY
+def test_plain_writes_keep_no_managed_fields_until_applied(server: Server) -> None:
+    assert http(server, "POST", CMS, {"metadata": {"name": "ssa-p"}, "data": {"a": "1"}})[0] == 201
+    code, body = http(server, "PATCH", f"{CMS}/ssa-p", {"data": {"b": "2"}}, ctype=MERGE_PATCH)
+    assert code == 200 and "managedFields" not in body["metadata"]
+    code, body = _apply(server, "ssa-p", "one", "data:\n  c: '3'\n")
+    assert code == 200 and [m for m, _op, _f in _owners(body)] == ["one", "before-first-apply"]
+    code, body = http(server, "PATCH", f"{CMS}/ssa-p", {"data": {"d": "4"}}, ctype=MERGE_PATCH)
+    assert ("Python-urllib", "Update", {"f:data": {"f:d": {}}}) in _owners(body)
+    http(server, "DELETE", f"{CMS}/ssa-p")
+
+
+def _applied_deployment(image: str, env: list[str]) -> bytes:
+    container = {"name": "main", "image": image, "env": [{"name": e, "value": "1"} for e in env]}
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ssa-d"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "ssa-d"}},
+            "template": {
+                "metadata": {"labels": {"app": "ssa-d"}},
+                "spec": {"containers": [container]},
+            },
+        },
+    }
+    return json.dumps(doc).encode()
+
+
+def test_server_side_apply_keyed_list_elements(server: Server) -> None:
+    path = "/apis/apps/v1/namespaces/default/deployments/ssa-d?fieldManager="
+    raw = _applied_deployment("busybox:1.36", ["E1", "E2"])
+    code, body = http(server, "PATCH", path + "one", raw=raw, ctype=APPLY)
+    assert code == 201, body
+    # an element no longer applied is removed from the list
+    raw = _applied_deployment("busybox:1.36", ["E1"])
+    code, body = http(server, "PATCH", path + "one", raw=raw, ctype=APPLY)
+    (main,) = body["spec"]["template"]["spec"]["containers"]
+    assert code == 200 and main["env"] == [{"name": "E1", "value": "1"}]
+    # a field inside an element owned by another manager conflicts, named by its key
+    code, body = http(
+        server, "PATCH", path + "two", raw=_applied_deployment("nginx", []), ctype=APPLY
+    )
+    assert code == 409 and body["message"] == (
+        'Apply failed with 1 conflict: conflict with "one": '
+        '.spec.template.spec.containers[name="main"].image'
+    )
+
+    # the controller's status writes are its own Update entry, on the status subresource
+    def status_entry() -> Any:
+        dep = http(server, "GET", "/apis/apps/v1/namespaces/default/deployments/ssa-d")[1]
+        return next(
+            (e for e in dep["metadata"]["managedFields"] if e.get("subresource") == "status"),
+            None,
+        )
+
+    wait_for(lambda: status_entry() is not None, timeout=30)
+    entry = status_entry()
+    assert entry["manager"] == "kube-controller-manager" and entry["operation"] == "Update"
+    http(server, "DELETE", "/apis/apps/v1/namespaces/default/deployments/ssa-d")
 
 
 def test_status_subresource_separation(server: Server) -> None:

@@ -90,6 +90,24 @@ def test_apply_configure_and_server_side(server: Server, tmp_path: Path) -> None
     assert "serverside-applied" in out.stdout
 
 
+def test_server_side_apply_conflicts_and_force_conflicts(server: Server, tmp_path: Path) -> None:
+    f = tmp_path / "cm.yaml"
+    f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kssa\ndata:\n  a: '1'\n")
+    kubectl(server, "apply", "--server-side", "-f", str(f))
+    f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kssa\ndata:\n  a: '2'\n")
+    out = kubectl(
+        server, "apply", "--server-side", "--field-manager=other", "-f", str(f), check=False
+    )
+    assert out.returncode != 0 and 'conflict with "kubectl"' in out.stderr
+    assert ".data.a" in out.stderr
+    args = ("apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", str(f))
+    assert "serverside-applied" in kubectl(server, *args).stdout
+    cm = http(server, "GET", "/api/v1/namespaces/default/configmaps/kssa")[1]
+    assert cm["data"] == {"a": "2"}
+    assert [e["manager"] for e in cm["metadata"]["managedFields"]] == ["other"]
+    kubectl(server, "delete", "configmap", "kssa")
+
+
 def test_get_watch_sees_changes(server: Server) -> None:
     assert KUBECTL is not None
     proc = subprocess.Popen(
