@@ -645,9 +645,9 @@ def at_share(
 def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | None:
     """Fair share: what of overcommit's budget ``job`` may count as free (None: nothing).
     Admitted gangs larger than their queue's share that wait unplaced (``lent``, any queue's)
-    hold none of it: they wait for room nobody is owed. And when ``job``'s minResources fit
-    its own queue's share, what the other queues hold beyond their deserved share and can give
-    back: neither gangs admitted before a queue below its share arrived nor pods a reclaimable
+    hold none of it: they wait for room nobody is owed. And when ``job``'s minResources take
+    its own queue nearer its share (``nearer_on``), what the other queues hold beyond their
+    deserved share and can give back: neither gangs admitted before a queue below its share arrived nor pods a reclaimable
     queue runs above its share may keep that queue out, since reclaim takes the latter back.
     (Of a queue that is not reclaimable, only admissions not yet started count.)"""
     a = attrs.get(job.queue)
