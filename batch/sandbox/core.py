@@ -136,6 +136,26 @@ class ListResult:
         self.remaining = remaining
 
 
+def _field_manager_required() -> ApiError:
+    """An apply patch without ?fieldManager= (kube-apiserver's answer, word for word)."""
+    return ApiError(
+        422,
+        'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+        "is required for apply patch",
+        details={
+            "group": "meta.k8s.io",
+            "kind": "PatchOptions",
+            "causes": [
+                {
+                    "reason": "FieldValueRequired",
+                    "message": "Required value: is required for apply patch",
+                    "field": "fieldManager",
+                }
+            ],
+        },
+    )
+
+
 class Core:
     """Registry + store + semantics. All methods run on the server's event loop thread."""
 
@@ -802,64 +822,22 @@ class Core:
             raise decode.unsupported_media_type(_PATCH_TYPES[1:])
         if ctype == APPLY_PATCH:
             if not field_manager:
-                raise ApiError(
-                    422,
-                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-                    "is required for apply patch",
-                    details={
-                        "group": "meta.k8s.io",
-                        "kind": "PatchOptions",
-                        "causes": [
-                            {
-                                "reason": "FieldValueRequired",
-                                "message": "Required value: is required for apply patch",
-                                "field": "fieldManager",
-                            }
-                        ],
-                    },
-                )
-            applied = decode.decode_yaml(raw or b"{}")
-            if not isinstance(applied, dict):
-                raise ApiError(400, "apply body must be an object")
-            old = self.find(rt, ns, name)
-            stamp = self.clock.stamp()
-            if old is None:
-                if subresource:
-                    raise not_found(rt.group, rt.plural, name)
-                meta = {**(applied.get("metadata") or {}), "name": name}
-                meta.pop("resourceVersion", None)
-                applied["metadata"] = meta
-                config = managed.stripped(
-                    applied, subresource="", status_subresource=rt.status_subresource
-                )
-                fs = managed.field_set(config, keyed=not rt.crd)
-                body = {**applied, "metadata": dict(meta)}
-                if fs:
-                    entry = managed.entry(field_manager, "Apply", rt.api_version, stamp, fs, "")
-                    body["metadata"]["managedFields"] = [entry]
-                return self.create(rt, ns, body, dry_run=dry_run), True
-            self._check_kind(rt, applied)
-            merged = (apply_merge_patch if rt.crd else strategic_merge_patch)(
-                copy.deepcopy(old), applied
-            )
-            merged = managed.apply(
-                old,
-                merged,
-                applied,
-                manager=field_manager,
-                api_version=rt.api_version,
-                stamp=stamp,
-                subresource=subresource,
-                status_subresource=rt.status_subresource,
-                keyed=not rt.crd,
-                force=force,
-            )
-            written = self.write(
-                rt, old, merged, subresource=subresource, dry_run=dry_run, track=False
-            )
-            return written, False
-        patch_body = decode.decode_json(raw or b"null", "the patch")
+                raise _field_manager_required()
+            return self._apply(rt, ns, name, raw, subresource, dry_run, field_manager, force)
         old = self.get(rt, ns, name)
+        new = self._patched(rt, old, ctype, decode.decode_json(raw or b"null", "the patch"))
+        want_rv = (new.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise conflict(rt.group, rt.plural, name)
+        manager = field_manager or agent_manager
+        written = self.write(
+            rt, old, new, subresource=subresource, dry_run=dry_run, manager=manager
+        )
+        return written, False
+
+    @staticmethod
+    def _patched(rt: ResourceType, old: Obj, ctype: str, patch_body: Any) -> Obj:
+        """``old`` with an ordinary patch (merge, JSON or strategic merge) applied."""
         if ctype == MERGE_PATCH or ctype == "application/json":
             if not isinstance(patch_body, dict):
                 raise ApiError(400, "merge patch must be a JSON object")
@@ -878,13 +856,57 @@ class Core:
             new = strategic_merge_patch(copy.deepcopy(old), patch_body)
         if not isinstance(new, dict):
             raise ApiError(422, "the patch did not produce an object")
-        want_rv = (new.get("metadata") or {}).get("resourceVersion")
-        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
-            raise conflict(rt.group, rt.plural, name)
-        manager = field_manager or agent_manager
-        written = self.write(
-            rt, old, new, subresource=subresource, dry_run=dry_run, manager=manager
+        return new
+
+    def _apply(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        raw: bytes,
+        subresource: str,
+        dry_run: bool,
+        manager: str,
+        force: bool,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply by ``manager`` (managed.py keeps managedFields)."""
+        applied = decode.decode_yaml(raw or b"{}")
+        if not isinstance(applied, dict):
+            raise ApiError(400, "apply body must be an object")
+        old = self.find(rt, ns, name)
+        stamp = self.clock.stamp()
+        if old is None:
+            if subresource:
+                raise not_found(rt.group, rt.plural, name)
+            meta = {**(applied.get("metadata") or {}), "name": name}
+            meta.pop("resourceVersion", None)
+            applied["metadata"] = meta
+            config = managed.stripped(
+                applied, subresource="", status_subresource=rt.status_subresource
+            )
+            fs = managed.field_set(config, keyed=not rt.crd)
+            body = {**applied, "metadata": dict(meta)}
+            if fs:
+                entry = managed.entry(manager, "Apply", rt.api_version, stamp, fs, "")
+                body["metadata"]["managedFields"] = [entry]
+            return self.create(rt, ns, body, dry_run=dry_run), True
+        self._check_kind(rt, applied)
+        merged = (apply_merge_patch if rt.crd else strategic_merge_patch)(
+            copy.deepcopy(old), applied
         )
+        merged = managed.apply(
+            old,
+            merged,
+            applied,
+            manager=manager,
+            api_version=rt.api_version,
+            stamp=stamp,
+            subresource=subresource,
+            status_subresource=rt.status_subresource,
+            keyed=not rt.crd,
+            force=force,
+        )
+        written = self.write(rt, old, merged, subresource=subresource, dry_run=dry_run, track=False)
         return written, False
 
     # ----------------------------------------------------------------- delete

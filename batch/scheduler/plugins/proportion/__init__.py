@@ -647,9 +647,10 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
     Admitted gangs larger than their queue's share that wait unplaced (``lent``, any queue's)
     hold none of it: they wait for room nobody is owed. And when ``job``'s minResources take
     its own queue nearer its share (``nearer_on``), what the other queues hold beyond their
-    deserved share and can give back: neither gangs admitted before a queue below its share arrived nor pods a reclaimable
-    queue runs above its share may keep that queue out, since reclaim takes the latter back.
-    (Of a queue that is not reclaimable, only admissions not yet started count.)"""
+    deserved share and can give back: neither gangs admitted before a queue below its share
+    arrived nor pods a reclaimable queue runs above its share may keep that queue out, since
+    reclaim takes the latter back. (Of a queue that is not reclaimable, only admissions not yet
+    started count.)"""
     a = attrs.get(job.queue)
     mr = job.min_resources
     if a is None or mr is None or a.held is None:
