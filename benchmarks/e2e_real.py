@@ -308,8 +308,10 @@ def kube_command(plane: ControlPlane, port: int, args: argparse.Namespace) -> li
 
 def start_volcano(plane: ControlPlane, args: argparse.Namespace, tag: str) -> ComponentProcess:
     """vc-scheduler with Volcano's Helm default configuration and Tephra's period, once it logs
-    that it has initialized (its caches synced)."""
-    conf = plane.workdir / "volcano-scheduler.conf"
+    that it has initialized (its caches synced). The configuration file has a directory of its
+    own: vc-scheduler reloads it on every change in its directory, the logs' writes included."""
+    conf = plane.workdir / "volcano-conf" / "scheduler.conf"
+    conf.parent.mkdir(exist_ok=True)
     conf.write_text(HELM_DEFAULT_CONFIG)
     argv = volcano_scheduler_args(plane.kubeconfig, conf, args.schedule_period)
     log_path = plane.workdir / f"volcano-{tag}.log"
