@@ -308,8 +308,17 @@ def volcano_components(
 ) -> Iterator[tuple[ComponentProcess, ComponentProcess]]:
     """vc-controller-manager and vc-scheduler against the cluster of `kubeconfig` (Volcano's
     CRDs installed there already), logging into `logs`; (controller-manager, scheduler), both
-    stopped on exit. Returns once the scheduler has initialized."""
+    stopped on exit. Returns once the scheduler has initialized.
+
+    vc-scheduler reloads its configuration on every write in the file's directory: a
+    `scheduler_conf` in `logs` is copied into a directory of its own, else each log line would
+    reload it and log a line again, without end."""
     logs.mkdir(parents=True, exist_ok=True)
+    if scheduler_conf.resolve().parent == logs.resolve():
+        own = logs / "vc-scheduler-conf" / scheduler_conf.name
+        own.parent.mkdir(exist_ok=True)
+        own.write_bytes(scheduler_conf.read_bytes())
+        scheduler_conf = own
     args = volcano_args(kubeconfig)
     with ExitStack() as stack:
         manager = ComponentProcess(
