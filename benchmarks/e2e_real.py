@@ -1,13 +1,21 @@
-"""Tephra vs kube-scheduler on a real kube-apiserver: pods bound per second, create-to-bound.
+"""Tephra vs kube-scheduler vs Volcano on a real kube-apiserver: pods bound per second,
+create-to-bound.
 
 One run, per cluster size: a real control plane (etcd, kube-apiserver, kube-controller-manager
 built by `scripts/build-kube.sh`), Tephra's HTTP node emulator in its own process as the
-kubelets of `--nodes` Nodes, and this driver, which creates the same pods twice, once for
-`tephra scheduler` and once for the built `kube-scheduler`, each scheduler a process of its own
-started just before its pods and stopped after them. Workloads: `--gangs` gangs of
-`--gang-size` pods (a PodGroup each for Tephra, created before the clock starts as Volcano's
+kubelets of `--nodes` Nodes, and this driver, which creates the same pods once per scheduler of
+`--schedulers`: `tephra scheduler`, the built `kube-scheduler` and, when asked for, Volcano
+v1.10's `vc-scheduler` (built by `scripts/build-oracle.sh volcano`), each a process of its own
+started just before its pods and stopped after them. Workloads: `--gangs` gangs of `--gang-size`
+pods (a PodGroup each for Tephra and Volcano, created before the clock starts as Volcano's
 controller would; plain pods for kube-scheduler: no gang, its best case) and `--pods` single pods
-(a one-member PodGroup each for Tephra, as Volcano's controller makes for bare pods).
+(a one-member PodGroup each, as Volcano's controller makes for bare pods).
+
+Each of Tephra and Volcano runs on its own CRDs: Tephra's (crds/) at first; before Volcano's
+runs, which come last, Tephra's CRDs are deleted, Volcano's installed and its `default` Queue
+created Open (vc-controller-manager is not run: the scheduler alone, as Tephra's is). vc-scheduler
+runs Volcano's Helm default configuration with Tephra's `--schedule-period`, and is ready when it
+logs "Scheduler completes Initialization"; Tephra and kube-scheduler when /readyz answers.
 
 Two modes. `--mode backlog` (the default) creates every pod first, then starts the scheduler:
 pods/s is bound pods over the time from the scheduler's readiness (its caches synced) to the
@@ -26,6 +34,7 @@ each scheduler starts on an empty cluster.
     .venv/bin/python benchmarks/e2e_real.py                     # 1,000 and 5,000 nodes
     .venv/bin/python benchmarks/e2e_real.py --nodes 1000 --pods 5000 --gangs 100
     .venv/bin/python benchmarks/e2e_real.py --quick             # 20 nodes, 100 pods: a smoke run
+    .venv/bin/python benchmarks/e2e_real.py --schedulers tephra kube-scheduler volcano
 
 `TEPHRA_BENCH_PROFILE=DIR` runs `tephra scheduler` under cProfile, one `.prof` per run in DIR.
 """
@@ -52,10 +61,23 @@ from typing import Any
 import aiohttp
 import yaml
 
+from batch.api.yamlio import load_yaml_file
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import load_access
 from batch.sandbox.control_plane import ControlPlane, control_plane
 from batch.sandbox.emulator_http import ApiEmulator, schedulable
+from batch.sandbox.real_components import (
+    VOLCANO_READY,
+    ComponentError,
+    ComponentProcess,
+    create_open_queue,
+    delete_crds,
+    find_volcano,
+    install_crds,
+    volcano_crds,
+    volcano_scheduler_args,
+)
+from batch.scheduler import HELM_DEFAULT_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 TEPHRA = str(Path(sys.executable).with_name("tephra"))
@@ -65,7 +87,9 @@ PODGROUP = RESOURCES["PodGroup"]
 NODE = RESOURCES["Node"]
 NODE_SHAPE: dict[str, Any] = {"cpu": "32", "memory": "256Gi", "pods": 110}
 REQUESTS = {"cpu": "100m", "memory": "128Mi"}
-SCHEDULERS = ("tephra", "kube")
+SCHEDULERS = ("tephra", "kube", "volcano")
+#: how the report names each (and `--schedulers` takes either)
+NAMES = {"tephra": "tephra", "kube": "kube-scheduler", "volcano": "volcano"}
 
 
 @dataclass(frozen=True)
@@ -133,7 +157,8 @@ def kube_bin() -> Path:
 
 # ---------------------------------------------------------------------------- objects
 def pod_body(name: str, scheduler: str, group: str | None) -> dict[str, Any]:
-    """The benchmark's pod: identical for both schedulers but for schedulerName and the group."""
+    """The benchmark's pod: identical for every scheduler but for schedulerName and the group
+    (Tephra and Volcano both answer to "volcano")."""
     meta: dict[str, Any] = {"name": name, "labels": {"app": "bench"}}
     if group is not None:
         meta["annotations"] = {"scheduling.k8s.io/group-name": group}
@@ -142,7 +167,7 @@ def pod_body(name: str, scheduler: str, group: str | None) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": meta,
         "spec": {
-            "schedulerName": "volcano" if scheduler == "tephra" else "default-scheduler",
+            "schedulerName": "default-scheduler" if scheduler == "kube" else "volcano",
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "containers": [
@@ -167,7 +192,7 @@ def pods_of(workload: Workload, scheduler: str) -> list[dict[str, Any]]:
         group = f"{workload.name}-{g:05d}"
         for i in range(workload.size):
             name = f"{group}-{i}" if workload.size > 1 else group
-            out.append(pod_body(name, scheduler, group if scheduler == "tephra" else None))
+            out.append(pod_body(name, scheduler, None if scheduler == "kube" else group))
     return out
 
 
@@ -281,11 +306,31 @@ def kube_command(plane: ControlPlane, port: int, args: argparse.Namespace) -> li
     ]
 
 
+def start_volcano(plane: ControlPlane, args: argparse.Namespace, tag: str) -> ComponentProcess:
+    """vc-scheduler with Volcano's Helm default configuration and Tephra's period, once it logs
+    that it has initialized (its caches synced). The configuration file has a directory of its
+    own: vc-scheduler reloads it on every change in its directory, the logs' writes included."""
+    conf = plane.workdir / "volcano-conf" / "scheduler.conf"
+    conf.parent.mkdir(exist_ok=True)
+    conf.write_text(HELM_DEFAULT_CONFIG)
+    argv = volcano_scheduler_args(plane.kubeconfig, conf, args.schedule_period)
+    log_path = plane.workdir / f"volcano-{tag}.log"
+    proc = ComponentProcess(log_path, args.volcano_bin_dir / "vc-scheduler", *argv, cwd=ROOT)
+    try:
+        proc.wait_for(VOLCANO_READY, timeout=120)
+    except ComponentError as exc:
+        proc.stop()
+        raise SystemExit(f"volcano not ready: {exc}; see {log_path}") from exc
+    return proc
+
+
 def start_scheduler(
     plane: ControlPlane, scheduler: str, args: argparse.Namespace, tag: str
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Start one scheduler and return once it answers ready (its caches synced), with the
-    port it serves /readyz (and Tephra's /metrics) on."""
+    """Start one scheduler and return once it is ready (its caches synced), with the port it
+    serves /readyz (and Tephra's /metrics) on (0 for Volcano, whose log says it is ready)."""
+    if scheduler == "volcano":
+        return start_volcano(plane, args, tag).proc, 0
     port = free_port()
     if scheduler == "tephra":
         cmd = tephra_command(plane, port, args, tag)
@@ -471,7 +516,7 @@ async def clean(client: KubeClient, ns: str, concurrency: int) -> None:
 
 
 async def podgroups(client: KubeClient, ns: str, workload: Workload, concurrency: int) -> None:
-    """Tephra's PodGroups, one per group, made before the clock starts (Volcano's controller)."""
+    """The PodGroups, one per group, made before the clock starts (Volcano's controller)."""
     groups = [
         podgroup_body(f"{workload.name}-{g:05d}", workload.size) for g in range(workload.groups)
     ]
@@ -533,7 +578,7 @@ async def run_one(
     clock = Clock(len(bodies))
     async with KubeClient(load_access(plane.kubeconfig), max_connections=args.concurrency + 8) as c:
         await namespace(c, ns)
-        if scheduler == "tephra":
+        if scheduler != "kube":
             await podgroups(c, ns, workload, args.concurrency)
         async with watching(c, ns, clock):
             started, created = await measure(plane, c, ns, clock, bodies, result, args)
@@ -548,16 +593,38 @@ async def run_one(
 
 
 # ---------------------------------------------------------------------------- one size
-def apply_crds(plane: ControlPlane) -> None:
-    kubectl = ["kubectl", f"--kubeconfig={plane.kubeconfig}"]
-    subprocess.run(
-        [*kubectl, "apply", "--server-side", "-f", str(CRDS)], check=True, capture_output=True
-    )
-    subprocess.run(
-        [*kubectl, "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"],
-        check=True,
-        capture_output=True,
-    )
+def side_of(scheduler: str) -> str | None:
+    """Whose CRDs a scheduler runs on: "volcano", "tephra", or None (kube-scheduler: any)."""
+    return {"tephra": "tephra", "volcano": "volcano"}.get(scheduler)
+
+
+def tephra_crds() -> list[dict[str, Any]]:
+    return [
+        doc
+        for path in sorted(CRDS.glob("*.yaml"))
+        for doc in load_yaml_file(path)
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    ]
+
+
+def use_crds(plane: ControlPlane, side: str, args: argparse.Namespace) -> None:
+    """Make the plane's Volcano API `side`'s: the other side's CRDs deleted (their objects with
+    them), this side's installed and served; on Volcano's, its `default` Queue, Open."""
+    t = time.perf_counter()
+    volcano = [] if args.volcano_bin_dir is None else volcano_crds(args.volcano_bin_dir)
+    own, other = (volcano, tephra_crds()) if side == "volcano" else (tephra_crds(), volcano)
+    delete_crds(plane, [crd["metadata"]["name"] for crd in other])
+    install_crds(plane, own, timeout=120)
+    if side == "volcano":
+        create_open_queue(plane)
+    log(f"  {side}'s CRDs in place in {time.perf_counter() - t:.1f} s")
+
+
+def ordered_runs(workloads: list[Workload], schedulers: list[str]) -> list[tuple[Workload, str]]:
+    """Every (workload, scheduler), workload by workload as given, but Volcano's after the
+    others': the plane switches to Volcano's CRDs once."""
+    runs = [(w, s) for w in workloads for s in schedulers]
+    return sorted(runs, key=lambda run: run[1] == "volcano")
 
 
 def run_size(
@@ -566,12 +633,17 @@ def run_size(
     results: list[Result] = []
     workdir = Path(tempfile.mkdtemp(prefix=f"tephra-bench-real-{nodes}-"))
     log(f"control plane for {nodes} nodes in {workdir} ...")
+    runs = ordered_runs(workloads, args.schedulers)
     with control_plane(args.bin_dir, workdir) as plane:
-        apply_crds(plane)
+        crds = next((side for _, s in runs if (side := side_of(s))), "tephra")
+        use_crds(plane, crds, args)
         with emulator_process(plane, nodes, args):
             asyncio.run(_wait_nodes(plane, nodes))
-            runs = [(w, s) for w in workloads for s in args.schedulers]
             for i, (workload, scheduler) in enumerate(runs):
+                side = side_of(scheduler)
+                if side is not None and side != crds:
+                    use_crds(plane, side, args)
+                    crds = side
                 log(f"{nodes} nodes, {workload.name} ({workload.pods} pods): {scheduler}")
                 last = i == len(runs) - 1  # the control plane goes: nothing to clean
                 result = asyncio.run(
@@ -598,7 +670,7 @@ HEADER = (
 
 
 def format_row(r: Result) -> str:
-    name = "tephra" if r.scheduler == "tephra" else "kube-scheduler"
+    name = NAMES.get(r.scheduler, r.scheduler)
     shape = {"gangs": "gangs", "pods": "single pods"}.get(r.workload, r.workload)
     load = "-".join(f"{x:.1f}" for x in r.load)
     return (
@@ -620,10 +692,15 @@ def print_report(results: list[Result]) -> None:
     print()
     by_key = {(r.nodes, r.workload, r.scheduler): r for r in results}
     for (nodes, workload, scheduler), r in by_key.items():
-        kube = by_key.get((nodes, workload, "kube"))
-        if scheduler == "tephra" and kube is not None and kube.pods_per_s:
-            ratio = r.pods_per_s / kube.pods_per_s
-            print(f"{nodes:>6} nodes, {workload:<6}: Tephra/kube-scheduler pods/s = {ratio:.2f}")
+        if scheduler != "tephra":
+            continue
+        ratios = []
+        for other, label in (("kube", "Tephra/kube-scheduler"), ("volcano", "Tephra/Volcano")):
+            them = by_key.get((nodes, workload, other))
+            if them is not None and them.pods_per_s:
+                ratios.append(f"{label} pods/s = {r.pods_per_s / them.pods_per_s:.2f}")
+        if ratios:
+            print(f"{nodes:>6} nodes, {workload:<6}: {', '.join(ratios)}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -633,7 +710,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gangs", type=int, default=500, help="gangs (0: skip)")
     p.add_argument("--gang-size", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="20 nodes, 100 pods, 10 gangs of 10")
-    p.add_argument("--schedulers", nargs="+", choices=SCHEDULERS, default=list(SCHEDULERS))
+    p.add_argument(
+        "--schedulers",
+        nargs="+",
+        choices=[*SCHEDULERS, "kube-scheduler"],
+        default=["tephra", "kube"],
+        help="volcano needs scripts/build-oracle.sh volcano (default: tephra kube)",
+    )
     p.add_argument(
         "--mode",
         choices=("backlog", "stream"),
@@ -648,14 +731,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heartbeat-seconds", type=float, default=15.0)
     p.add_argument("--timeout", type=float, default=900.0, help="per run, after the creates")
     p.add_argument("--bin-dir", type=Path, default=None, help="default: scripts/build-kube.sh")
+    p.add_argument(
+        "--volcano-bin-dir",
+        type=Path,
+        default=None,
+        help="the built Volcano (default: $TEPHRA_VOLCANO_BIN, else the newest built)",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--serve-emulator", default=None, help=argparse.SUPPRESS)
     p.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.schedulers = list(dict.fromkeys(_short(s) for s in args.schedulers))
     if args.quick:
         args.nodes, args.pods, args.gangs, args.gang_size = [20], 100, 10, 10
         args.timeout = min(args.timeout, 60.0)
     return args
+
+
+def _short(name: str) -> str:
+    """A `--schedulers` name as the results name it ("kube-scheduler" is "kube")."""
+    return {v: k for k, v in NAMES.items()}.get(name, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -664,6 +759,11 @@ def main(argv: list[str] | None = None) -> int:
         serve_emulator(args)
         return 0
     args.bin_dir = args.bin_dir or kube_bin()
+    if "volcano" in args.schedulers:
+        try:
+            args.volcano_bin_dir = find_volcano(args.volcano_bin_dir)
+        except ComponentError as exc:
+            raise SystemExit(str(exc)) from exc
     workloads = [
         w
         for w in (Workload("gangs", args.gangs, args.gang_size), Workload("pods", args.pods, 1))

@@ -34,15 +34,19 @@ from batch.sandbox.options import SandboxOptions
 
 __all__ = [
     "VOLCANO_BINARIES",
+    "VOLCANO_READY",
     "ComponentError",
     "ComponentProcess",
     "WebhookThread",
+    "create_open_queue",
+    "delete_crds",
     "find_volcano",
     "install_crds",
     "tephra_components",
     "volcano_args",
     "volcano_components",
     "volcano_crds",
+    "volcano_scheduler_args",
     "wait_queue_open",
     "webhook_configurations",
 ]
@@ -51,6 +55,8 @@ Obj = dict[str, Any]
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 VOLCANO_BINARIES = ("vc-controller-manager", "vc-scheduler")
+#: What vc-scheduler logs once its caches have synced: its readiness (it serves no /readyz).
+VOLCANO_READY = "Scheduler completes Initialization"
 #: The name of the webhook configurations `tephra cluster up` registers.
 WEBHOOK_NAME = "tephra-cluster-up"
 
@@ -123,6 +129,42 @@ def install_crds(plane: ControlPlane, crds: Iterable[Obj], timeout: float = 60.0
         if left:
             time.sleep(0.2)
     return list(lists)
+
+
+def delete_crds(plane: ControlPlane, names: Iterable[str], timeout: float = 60.0) -> None:
+    """Delete these CRDs (and so every object of theirs) and wait until each is gone; a name
+    that does not exist is skipped."""
+    left = set(names)
+    for name in sorted(left):
+        _request(plane, "DELETE", f"{CRDS}/{name}")
+    deadline = time.monotonic() + timeout
+    while left:
+        left = {n for n in left if _request(plane, "GET", f"{CRDS}/{n}")[0] != 404}
+        if left and time.monotonic() > deadline:
+            raise ComponentError(f"CRDs not deleted within {timeout:.0f} s: {sorted(left)}")
+        if left:
+            time.sleep(0.2)
+
+
+def create_open_queue(plane: ControlPlane, name: str = "default", timeout: float = 60.0) -> None:
+    """Queue `name`, Open, as vc-controller-manager's queue controller leaves the queue
+    vc-scheduler creates: for vc-scheduler run alone (Volcano's CRDs installed)."""
+    path = "/apis/scheduling.volcano.sh/v1beta1/queues"
+    body: Obj = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}
+    body.update(metadata={"name": name}, spec={"weight": 1, "reclaimable": True})
+    code, queue = _request(plane, "POST", path, body)
+    if code == 409:
+        code, queue = _request(plane, "GET", f"{path}/{name}")
+    if code not in (200, 201):
+        raise ComponentError(f"cannot create queue {name}: {code} {(queue or {}).get('message')}")
+    if (queue.get("status") or {}).get("state") != "Open":
+        # what Volcano's queue controller writes (its CRD requires `allocated`)
+        status = {"state": "Open", "allocated": {"cpu": "0", "memory": "0"}}
+        code, answer = _request(plane, "PUT", f"{path}/{name}/status", {**queue, "status": status})
+        if code != 200:
+            message = (answer or {}).get("message")
+            raise ComponentError(f"cannot open queue {name}: {code} {message}")
+    wait_queue_open(plane, name, timeout)
 
 
 def wait_queue_open(plane: ControlPlane, name: str = "default", timeout: float = 60.0) -> None:
@@ -244,6 +286,16 @@ def _go_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+def volcano_scheduler_args(
+    kubeconfig: Path, scheduler_conf: Path, schedule_period: float | str = 1.0
+) -> list[str]:
+    """vc-scheduler's: `volcano_args`, its configuration file and its period (seconds, or a Go
+    duration such as "0.2s")."""
+    period = schedule_period if isinstance(schedule_period, str) else _go_duration(schedule_period)
+    conf = ["--scheduler-conf", str(scheduler_conf), "--schedule-period", period]
+    return [*volcano_args(kubeconfig), *conf]
+
+
 @contextmanager
 def volcano_components(
     bin_dir: Path,
@@ -256,19 +308,27 @@ def volcano_components(
 ) -> Iterator[tuple[ComponentProcess, ComponentProcess]]:
     """vc-controller-manager and vc-scheduler against the cluster of `kubeconfig` (Volcano's
     CRDs installed there already), logging into `logs`; (controller-manager, scheduler), both
-    stopped on exit. Returns once the scheduler has initialized."""
+    stopped on exit. Returns once the scheduler has initialized.
+
+    vc-scheduler reloads its configuration on every write in the file's directory: a
+    `scheduler_conf` in `logs` is copied into a directory of its own, else each log line would
+    reload it and log a line again, without end."""
     logs.mkdir(parents=True, exist_ok=True)
+    if scheduler_conf.resolve().parent == logs.resolve():
+        own = logs / "vc-scheduler-conf" / scheduler_conf.name
+        own.parent.mkdir(exist_ok=True)
+        own.write_bytes(scheduler_conf.read_bytes())
+        scheduler_conf = own
     args = volcano_args(kubeconfig)
     with ExitStack() as stack:
         manager = ComponentProcess(
             logs / "vc-controller-manager.log", bin_dir / "vc-controller-manager", *args
         )
         stack.callback(manager.stop)
-        args += ["--scheduler-conf", str(scheduler_conf)]
-        args += ["--schedule-period", _go_duration(schedule_period)]
+        args = volcano_scheduler_args(kubeconfig, scheduler_conf, schedule_period)
         scheduler = ComponentProcess(logs / "vc-scheduler.log", bin_dir / "vc-scheduler", *args)
         stack.callback(scheduler.stop)
-        scheduler.wait_for("Scheduler completes Initialization", timeout)
+        scheduler.wait_for(VOLCANO_READY, timeout)
         if manager.proc.poll() is not None:
             raise ComponentError(f"{manager.label} exited {manager.proc.returncode}")
         yield manager, scheduler
