@@ -380,7 +380,7 @@ def test_three_queues_settle_near_their_weights_whatever_the_arrival_pace(every:
     """The sandbox scenario of CI (weights 1:2:3, each queue submitting 2 x (2 x 8, 2 x 4,
     1, 1) GPUs, interleaved), with a session after every ``every`` submissions: the order in
     which gangs were admitted must not decide the shares. Before the fix, one pace left w1
-    (weight 1) holding 10 GPUs and w2 (weight 2) 2; another w1 16 and w2 4."""
+    (weight 1) holding 10 GPUs and w2 (weight 2) 2; another w1 12 and w2 4."""
     loop = _Loop(
         _cluster(WEIGHTS), TEPHRA_DEFAULT_CONFIG.replace("MinRuntime: 5m", "MinRuntime: 0s")
     )
