@@ -353,8 +353,9 @@ class _Loop:
 
     def gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
+        gpu = self.c.resources.index("nvidia.com/gpu")
         for job in self.c.jobs.values():
-            got = sum(t.req[3] for t in job.tasks.values() if t.node_name)
+            got = sum(t.req[gpu] for t in job.tasks.values() if t.node_name)
             if got:
                 out[job.queue] = out.get(job.queue, 0) + int(got) // GPU
         return out
