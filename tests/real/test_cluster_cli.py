@@ -24,6 +24,16 @@ from tests.real.conftest import kube_bin, oracle_bin
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real")]
 
 
+def _wait_ready(proc: subprocess.Popen[str], kubeconfig: Path) -> None:
+    """Until `cluster up` wrote its kubeconfig (it does once ready), or it exited, or 120 s."""
+    deadline = time.monotonic() + 120
+    while not kubeconfig.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kubeconfig.exists(), (
+        proc.stdout.read() if proc.poll() is not None and proc.stdout else "timeout"
+    )
+
+
 def test_cluster_up_serves_until_sigint(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "admin.kubeconfig"
     cmd = [sys.executable, "-m", "batch.cli.main", "cluster", "up", f"--kubeconfig={kubeconfig}"]
@@ -31,10 +41,7 @@ def test_cluster_up_serves_until_sigint(tmp_path: Path) -> None:
     cmd += ["--nodes=2", "--node-gpus=8", "--node-prefix=gpu", "--components=none"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while not kubeconfig.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert kubeconfig.exists(), proc.stdout.read() if proc.poll() is not None else "timeout"
+        _wait_ready(proc, kubeconfig)
         got = subprocess.run(
             [
                 "kubectl",
@@ -144,10 +151,7 @@ def test_cluster_up_takes_the_sandbox_flags_and_runs_a_vcjob(
         cmd += [f"--volcano-bin-dir={oracle_bin('volcano')}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while not kubeconfig.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert kubeconfig.exists(), proc.stdout.read() if proc.poll() is not None else "timeout"
+        _wait_ready(proc, kubeconfig)
         server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
         port = int(server.rsplit(":", 1)[1])
         names = [
