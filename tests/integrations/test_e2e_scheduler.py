@@ -492,17 +492,19 @@ def test_executors_of_a_notebook_driver_are_grouped_and_bound(env: Env) -> None:
         }
         labels = {"spark-role": "executor", "spark-app-selector": "spark-0a1b"}
         executors = [f"exec-{i}" for i in (1, 2)]
-        for i, name in enumerate(executors, 1):
+        admitted = [
             env.core.create_namespaced_pod(
                 ns,
                 small_pod(
                     ns, name, {**labels, "spark-exec-id": str(i)}, owner=owner, scheduler=scheduler
                 ),
             )
-        stored = env.core.read_namespaced_pod("exec-1", ns)
-        assert stored.spec.scheduler_name == "volcano"
-        # The webhook names no group here: `spark-0a1b-podgroup` would never be created.
-        assert "scheduling.k8s.io/group-name" not in (stored.metadata.annotations or {})
+            for i, name in enumerate(executors, 1)
+        ]
+        # The pod as admitted, before the controller may name its group: the webhook names
+        # none here, since `spark-0a1b-podgroup` would never be created.
+        assert admitted[0].spec.scheduler_name == "volcano"
+        assert "scheduling.k8s.io/group-name" not in (admitted[0].metadata.annotations or {})
         group = f"podgroup-{nb.metadata.uid}"
 
         def placed(ns: str = ns, group: str = group, executors: list[str] = executors) -> bool:
