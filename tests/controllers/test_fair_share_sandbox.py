@@ -299,6 +299,32 @@ def test_a_queue_that_ran_a_big_gang_alone_gives_it_back(live: Live) -> None:
     _no_evictions_for(live, SESSIONS)
 
 
+def test_a_queue_owed_one_big_gang_is_not_admitted_a_second(live: Live) -> None:
+    """Weights 1:2:3 on 32 GPUs deserve 5.3, 10.7 and 16 and every gang is 2 x 8 GPUs: w2's
+    due is one gang (16 is nearer 10.7 than 0 is), w3's one gang. When w2's gang ends its next
+    runs and its third is not admitted on w2's share; when w3's gang ends w3's next takes the
+    room. w2's admitted gang used to count as borrowed (bigger than w2's whole share), so w2
+    was admitted its third gang too, which took w3's room: in the simulator w2 ran twice w3's
+    GPU time (tests/sim/test_fair_admission.py)."""
+    for q, w in {"w1": 1, "w2": 2, "w3": 3}.items():
+        live.queue(q, w)
+    live.job("w2-0", "w2", 2, 8)
+    live.job("w3-0", "w3", 2, 8)
+    wait_for(lambda: live.gpus_by_queue() == {"w2": 16, "w3": 16}, what="one gang each")
+    for name in ("w1-0", "w2-1", "w2-2", "w3-1"):
+        live.job(name, name[:2], 2, 8)
+    live.co.delete_namespaced_custom_object(*B, "default", "jobs", "w2-0")
+    took = _sessions_until(live, "w2's next gang bound", lambda: live.bound("w2-1") == 2)
+    assert took <= SESSIONS, took
+    end = live.sessions + 3
+    wait_for(lambda: live.sessions >= end, what="three more sessions")
+    assert live.podgroup("w2-2")["status"]["phase"] == "Pending", live.state()
+    live.co.delete_namespaced_custom_object(*B, "default", "jobs", "w3-0")
+    took = _sessions_until(live, "w3's next gang bound", lambda: live.bound("w3-1") == 2)
+    assert took <= SESSIONS, took
+    assert live.gpus_by_queue() == {"w2": 16, "w3": 16}, live.state()
+
+
 def test_a_nested_queue_s_share_is_decided_by_its_parent_s_weight(live: Live) -> None:
     """team-a (weight 1) splits its share between two child queues a-1 and a-2 (weight 1 each);
     team-b (weight 1) has none. Each leaf wants more than the cluster in 4-GPU jobs: team-b

@@ -164,3 +164,30 @@ def test_the_fairness_metrics_read_the_scheduler_s_deserved_share() -> None:
     assert shares["q1"]["ratio"] == pytest.approx(1.0, abs=0.1)
     flat = run_policy(w, policy("kube-default")).summary["queues"]
     assert flat["q1"]["deserved_share"] == pytest.approx(0.5, abs=0.02)
+
+
+def _gpu_seconds(w: object, horizon: float) -> dict[str, float]:
+    """GPU-seconds each queue's jobs ran before ``horizon``."""
+    done = run_policy(w, policy("tephra"))  # type: ignore[arg-type]
+    used: dict[str, float] = {}
+    for r in done.result.jobs:
+        if r.start is not None and r.start < horizon:
+            ran = min(r.start + r.run_time, horizon) - r.start
+            used[r.queue] = used.get(r.queue, 0.0) + ran * r.gpus
+    return used
+
+
+def test_a_queue_owed_its_first_big_gang_is_not_also_lent_a_second() -> None:
+    """Weights 1:2:3 on 32 GPUs, every gang 2 x 8 GPUs, backlogs that outlast the window: the
+    weight-2 queue (owed 10.7 GPUs: its first gang, the nearest whole gang) must not run more
+    than the weight-3 queue (owed exactly one gang). Its admitted first gang used to count as
+    borrowed (bigger than the whole share), so its second was admitted on the share too, and it
+    ran twice the weight-3 queue's GPU time (2/3 against 1/3)."""
+    jobs = [
+        job(f"{q}-{i:03d}", submit=0, run=RUN, pods=2, gpus_per_pod=8, queue=q)
+        for q in ("w1", "w2", "w3")
+        for i in range(30)
+    ]
+    queues = [QueueSpec("w1", 1), QueueSpec("w2", 2), QueueSpec("w3", 3)]
+    used = _gpu_seconds(workload(jobs, cluster(4, queues=queues)), horizon=15 * RUN)
+    assert used.get("w3", 0.0) >= used.get("w2", 0.0), used

@@ -113,27 +113,38 @@ def unowed_idle(
     return room
 
 
-def borrowing(job: JobInfo, deserved: F) -> bool:
-    """An admitted gang with nothing placed whose minimum exceeds its queue's whole share."""
-    mr = job.min_resources
-    if mr is None or job.phase != "Inqueue" or job.allocated[1:].any():
-        return False
-    return not le_common(mr, deserved)
+def unplaced_gang(job: JobInfo) -> bool:
+    """An admitted gang with nothing placed yet."""
+    return job.min_resources is not None and job.phase == "Inqueue" and not job.allocated[1:].any()
 
 
 def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:
-    """Take admitted, unplaced borrowing gangs out of their queues' held; their admission is
-    counted in ``lent`` instead (overcommit may give it to a queue within its share)."""
-    for job in ssn.active_jobs():
+    """Take admitted, unplaced gangs that borrow out of their queues' held; their admission is
+    counted in ``lent`` instead (overcommit may give it to a queue within its share). A queue's
+    unplaced gangs, oldest first, are its own while each takes it nearer its share
+    (``nearer_on``, the rule that admitted them): a queue owed 10.7 GPUs holds its first 16-GPU
+    gang, not its second (counting the first as borrowed let the queue be admitted a second
+    gang on its share while a weight-3 queue waited for the room)."""
+    parts: dict[str, list[F]] = {}
+    for job in sorted(ssn.active_jobs(), key=lambda j: (j.creation, j.uid)):
         a = attrs.get(job.queue)
-        if a is None or a.held is None or not borrowing(job, a.deserved):
+        if a is None or a.held is None or not unplaced_gang(job):
             continue
         mr = job.min_resources
         assert mr is not None
-        part = np.maximum(mr - job.gated_req, 0).astype(np.float64)
+        part = np.maximum(mr - job.gated_req, 0).astype(np.float64)[: len(a.held)]
         part[0] = 0.0
-        a.held = np.maximum(a.held - part[: len(a.held)], 0.0)
-        a.lent = part[: len(a.held)] if a.lent is None else a.lent + part[: len(a.held)]
+        parts.setdefault(job.queue, []).append(part)
+    for name, gangs in parts.items():
+        a = attrs[name]
+        assert a.held is not None
+        held = np.maximum(a.held - np.sum(gangs, axis=0), 0.0)
+        for part in gangs:
+            if nearer_on(held, part, a.deserved, np.flatnonzero(part[1:] > 0) + 1):
+                held = held + part
+            else:
+                a.lent = part if a.lent is None else a.lent + part
+        a.held = held
         a.changed()
 
 
