@@ -381,7 +381,7 @@ class ClusterCache:
 
     def _podgroup(self, obj: Mapping[str, Any], deleted: bool) -> None:
         f = podgroup_facts(obj)
-        job_id = f"{f['namespace']}/{f['name']}"
+        job_id = f"{f.namespace}/{f.name}"
         job = self.jobs.get(job_id)
         if deleted:
             if job is not None:
@@ -391,8 +391,8 @@ class ClusterCache:
                     self._drop_job(job_id)
             return
         if job is None:
-            job = self._new_job(job_id, f["namespace"], f["name"])
-        min_res = f["min_resources"]
+            job = self._new_job(job_id, f.namespace, f.name)
+        min_res = f.min_resources
         if min_res is not None:
             vec = self.resources.vector(min_res)
             self._check_dims()
@@ -400,16 +400,16 @@ class ClusterCache:
         else:
             job.spec_min_resources = None
         job.podgroup = obj
-        job.queue = f["queue"] or self.default_queue
-        job.min_available = f["min_available"]
+        job.queue = f.queue or self.default_queue
+        job.min_available = f.min_available
         job.min_resources = job.effective_min_resources()
-        job.min_task_member = f["min_task_member"]
-        job.phase = f["phase"]
-        job.priority_class_name = f["priority_class_name"]
-        job.creation = f["creation"]
-        job.annotations = f["annotations"]
-        job.network_topology = f["network_topology"]
-        job.conditions = f["conditions"]
+        job.min_task_member = f.min_task_member
+        job.phase = f.phase
+        job.priority_class_name = f.priority_class_name
+        job.creation = f.creation
+        job.annotations = f.annotations
+        job.network_topology = f.network_topology
+        job.conditions = f.conditions
         job.touch()
 
     def _new_job(self, uid: str, namespace: str, name: str) -> JobInfo:

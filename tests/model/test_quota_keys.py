@@ -26,7 +26,7 @@ def test_quota_keys_are_not_scheduling_dimensions() -> None:
             },
         },
     }
-    assert podgroup_facts(pg)["min_resources"] == {
+    assert podgroup_facts(pg).min_resources == {
         "pods": 2,
         "cpu": 2000,
         "memory": 2000 * 2**20,
