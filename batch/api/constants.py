@@ -6,7 +6,7 @@ Values are Volcano's own (volcano-semantics.md#events-and-actions, #job-plugins,
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
 
 BATCH_GROUP: Final = "batch.volcano.sh"
 BUS_GROUP: Final = "bus.volcano.sh"
@@ -100,7 +100,9 @@ JOB_PLUGINS: Final = frozenset(
 PLUGINS_IMPLYING_SVC: Final = ("tensorflow", "mpi", "pytorch", "ray")
 
 # --- job phases / queue states / podgroup phases ---
-JOB_PHASES: Final = (
+#: A job's phases (status.state.phase), defined here once: the CRD's enum and the pydantic
+#: model read this type, the controllers the tuple.
+JobPhase = Literal[
     "Pending",
     "Aborting",
     "Aborted",
@@ -111,7 +113,8 @@ JOB_PHASES: Final = (
     "Terminating",
     "Terminated",
     "Failed",
-)
+]
+JOB_PHASES: Final[tuple[str, ...]] = get_args(JobPhase)
 QUEUE_OPEN: Final = "Open"
 QUEUE_CLOSED: Final = "Closed"
 QUEUE_STATES: Final = ("Open", "Closed", "Closing", "Unknown")

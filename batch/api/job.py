@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from batch.api.base import DNS1123_LABEL, DNS1123_SUBDOMAIN, KubeModel, ResourceList
+from batch.api.constants import JobPhase
 from batch.api.core import PodTemplateSpec
 from batch.api.meta import ObjectMeta
 
@@ -125,21 +126,9 @@ class JobSpec(KubeModel):
     network_topology: NetworkTopologySpec | None = None
 
 
-#: A job's phases (`batch.api.constants.JOB_PHASES`). The CRD refuses any other, and negative
-#: counts, in a status write: a status patched by hand (`phase: Bogus`, `running: -7`) used to be
-#: stored, and the job never completed (issue 19.2).
-JobPhase = Literal[
-    "Pending",
-    "Aborting",
-    "Aborted",
-    "Running",
-    "Restarting",
-    "Completing",
-    "Completed",
-    "Terminating",
-    "Terminated",
-    "Failed",
-]
+#: The CRD refuses any other phase (`JobPhase`), and negative counts, in a status write: a status
+#: patched by hand (`phase: Bogus`, `running: -7`) used to be stored, and the job never
+#: completed (issue 19.2).
 Count = Annotated[int, Field(ge=0)]
 
 
