@@ -19,6 +19,7 @@ import yaml
 from batch.api.constants import ABORT_JOB, RESUME_JOB
 from batch.api.errors import UserError
 from batch.api.owners import VCJOB_KIND, controller_ref, workload_of
+from batch.api.views import podgroup_view
 from batch.api.yamlio import FileInputError, load_yaml_file
 from batch.cli.kube import (
     COMMAND,
@@ -267,24 +268,25 @@ def _job_filter(queue: str, scheduler: str, selector: str) -> Callable[[Mapping[
 def _gang_row(pg: Mapping[str, Any], *, wide: bool) -> list[Any]:
     """An operator's gang (a PodGroup a PyTorchJob, RayCluster... owns) in a job's columns:
     what its PodGroup says (its pods' own counts are the operator's)."""
-    spec, st = pg.get("spec") or {}, pg.get("status") or {}
+    v = podgroup_view(pg)
     kind, name = workload_of(pg)
+    member = v.min_member or 0
     row = [
         name,
-        _created(pg),
-        st.get("phase") or "Pending",
+        v.created[:10],
+        v.phase,
         "-",
-        spec.get("minMember", 0),
-        spec.get("minMember", 0),
+        member,
+        member,
         "-",
-        st.get("running", 0),
-        st.get("succeeded", 0),
-        st.get("failed", 0),
+        v.running,
+        v.succeeded,
+        v.failed,
         "-",
         "-",
         kind,
     ]
-    return [*row, spec.get("queue") or "default", "-"] if wide else row
+    return [*row, v.queue_or_default, "-"] if wide else row
 
 
 def _job_line(j: Mapping[str, Any], *, wide: bool, all_namespaces: bool) -> list[Any]:

@@ -26,6 +26,7 @@ from batch.api.errors import UserError
 from batch.api.integration import WORKLOAD_KIND_LABEL, WORKLOAD_NAME_LABEL
 from batch.api.resources import parse_resource_list
 from batch.api.timestamps import epoch_seconds
+from batch.api.views import PodGroupView, podgroup_view
 from batch.dashboard.state import LiveState, Obj
 from batch.ledger.convert import SUBMITTER_ANNOTATION
 
@@ -70,22 +71,19 @@ class QueryError(UserError):
     """A query the job list cannot answer (an unknown parameter or sort column)."""
 
 
-def _owner(pg: Obj) -> tuple[str, str, str]:
+def _owner(pg: PodGroupView) -> tuple[str, str, str]:
     """(kind, name, apiVersion) of what made the PodGroup: its controlling owner reference,
     else its first, else Tephra's workload labels, else the PodGroup itself."""
-    meta = pg.get("metadata") or {}
-    refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, Mapping)]
-    refs.sort(key=lambda r: r.get("controller") is not True)
+    refs = sorted(pg.owner_references, key=lambda r: r.get("controller") is not True)
     if refs:
         return (
             str(refs[0].get("kind") or ""),
             str(refs[0].get("name") or ""),
             str(refs[0].get("apiVersion") or ""),
         )
-    labels = meta.get("labels") or {}
-    if labels.get(WORKLOAD_KIND_LABEL):
-        return str(labels[WORKLOAD_KIND_LABEL]), str(labels.get(WORKLOAD_NAME_LABEL) or ""), ""
-    return "PodGroup", str(meta.get("name") or ""), ""
+    if pg.labels.get(WORKLOAD_KIND_LABEL):
+        return pg.labels[WORKLOAD_KIND_LABEL], pg.labels.get(WORKLOAD_NAME_LABEL, ""), ""
+    return "PodGroup", pg.name, ""
 
 
 def _gpus(rl: Any) -> int:
@@ -96,19 +94,9 @@ def _gpus(rl: Any) -> int:
     return parsed.get(GPU, 0) // 1000
 
 
-def _condition(pg: Obj, kind: str) -> Mapping[str, Any] | None:
-    found = [
-        c
-        for c in (pg.get("status") or {}).get("conditions") or []
-        if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True"
-    ]
-    found.sort(key=lambda c: str(c.get("lastTransitionTime") or ""))
-    return found[-1] if found else None
-
-
-def pending_reason(pg: Obj, phase: str) -> str:
+def pending_reason(pg: PodGroupView, phase: str) -> str:
     """The scheduler's last word on a waiting gang: its `Unschedulable` condition."""
-    cond = _condition(pg, "Unschedulable")
+    cond = pg.condition("Unschedulable")
     if cond is None or phase not in (*WAITING, "Unknown"):
         return ""
     reason, message = str(cond.get("reason") or ""), str(cond.get("message") or "")
@@ -167,10 +155,12 @@ def _job_started(job: Obj | None) -> float:
     return min((t for t in times if t), default=0.0)
 
 
-def _times(created: str, pg: Obj, phase: str, job: Obj | None = None) -> dict[str, Any]:
+def _times(
+    created: str, pg: PodGroupView | None, phase: str, job: Obj | None = None
+) -> dict[str, Any]:
     """When the gang was made and, once placed, when: the VCJob's first `Running` condition,
     else the PodGroup's `Scheduled` condition."""
-    scheduled = _condition(pg, "Scheduled") if phase not in WAITING else None
+    scheduled = pg.condition("Scheduled") if pg is not None and phase not in WAITING else None
     started = _job_started(job) or (
         epoch_seconds(scheduled.get("lastTransitionTime")) if scheduled else 0.0
     )
@@ -178,31 +168,28 @@ def _times(created: str, pg: Obj, phase: str, job: Obj | None = None) -> dict[st
 
 
 def _pg_row(pg: Obj, job: Obj | None, pods: _Pods, priorities: Mapping[str, int]) -> dict[str, Any]:
-    meta, spec = pg.get("metadata") or {}, pg.get("spec") or {}
-    kind, name, api = _owner(pg)
-    namespace = str(meta.get("namespace") or "")
-    pg_phase = str((pg.get("status") or {}).get("phase") or "Pending")
-    phase = _job_phase(job) if job is not None else pg_phase
-    priority = str(spec.get("priorityClassName") or "")
+    v = podgroup_view(pg)
+    kind, name, api = _owner(v)
+    phase = _job_phase(job) if job is not None else v.phase
     created = str(((job or pg).get("metadata") or {}).get("creationTimestamp") or "")
     return {
         "name": name,
         "kind": kind,
-        "namespace": namespace,
-        "podgroup": str(meta.get("name") or ""),
-        "link": _link(kind, api, namespace, name, str(meta.get("name") or "")),
-        "queue": str(spec.get("queue") or "default"),
+        "namespace": v.namespace,
+        "podgroup": v.name,
+        "link": _link(kind, api, v.namespace, name, v.name),
+        "queue": v.queue_or_default,
         "phase": phase,
-        "gpus": _gpus(spec.get("minResources")),
+        "gpus": _gpus(v.min_resources),
         "gpus_held": pods.gpus_held,
-        "min_member": int(spec.get("minMember") or 0),
+        "min_member": v.min_member or 0,
         "running": pods.running,
         "pods_total": pods.total,
-        "priority": priority,
-        "priority_value": priorities.get(priority, 0),
+        "priority": v.priority_class_name,
+        "priority_value": priorities.get(v.priority_class_name, 0),
         "submitter": _submitter(job, pg),
-        **_times(created, pg, pg_phase, job),
-        "reason": pending_reason(pg, pg_phase),
+        **_times(created, v, v.phase, job),
+        "reason": pending_reason(v, v.phase),
     }
 
 
@@ -233,7 +220,7 @@ def _job_row(job: Obj) -> dict[str, Any]:
         "priority": str(spec.get("priorityClassName") or ""),
         "priority_value": 0,
         "submitter": _submitter(job),
-        **_times(created, {}, "Pending", job),
+        **_times(created, None, "Pending", job),
         "reason": "",
     }
 

@@ -22,6 +22,7 @@ from batch.api.fairshare import read_fair_share
 from batch.api.owners import VCJOB_KIND, workload_label, workload_of
 from batch.api.pods import pod_requests
 from batch.api.resources import CPU, GPU, describe_amount, parse_resource_list
+from batch.api.views import PodGroupView, podgroup_view
 from batch.kube.headline import Blocker, blocker
 
 __all__ = [
@@ -170,24 +171,18 @@ def queue_position(
 ) -> tuple[int, int]:
     """(1-based position, count) of a waiting PodGroup among its queue's waiting PodGroups,
     ordered as the scheduler's job order does: priority (high first), then creation time."""
-    queue = (podgroup.get("spec") or {}).get("queue") or "default"
+    queue = podgroup_view(podgroup).queue_or_default
 
-    def waiting(pg: Obj) -> bool:
-        phase = (pg.get("status") or {}).get("phase") or "Pending"
-        return (
-            phase in ("Pending", "Inqueue")
-            and ((pg.get("spec") or {}).get("queue") or "default") == queue
-        )
+    def waiting(pg: PodGroupView) -> bool:
+        return pg.phase in ("Pending", "Inqueue") and pg.queue_or_default == queue
 
-    def order(pg: Obj) -> tuple[int, str, str]:
-        pcn = str((pg.get("spec") or {}).get("priorityClassName") or "")
-        m = pg.get("metadata") or {}
-        return (-priorities.get(pcn, 0), str(m.get("creationTimestamp") or ""), str(m.get("name")))
+    def order(pg: PodGroupView) -> tuple[int, str, str]:
+        return (-priorities.get(pg.priority_class_name, 0), pg.created, pg.name)
 
-    line = sorted((pg for pg in others if waiting(pg)), key=order)
-    uid = (podgroup.get("metadata") or {}).get("uid")
+    line = sorted((v for v in map(podgroup_view, others) if waiting(v)), key=order)
+    uid = podgroup_view(podgroup).uid
     for i, pg in enumerate(line):
-        if (pg.get("metadata") or {}).get("uid") == uid:
+        if pg.uid == uid:
             return i + 1, len(line)
     return 0, len(line)
 
@@ -319,11 +314,9 @@ def _explain(subject: _Subject, look: WhyLookup, pg: Obj | None) -> list[str]:
         return [head, *details, *_no_podgroup_lines(subject), *_failed_lines(pods)]
     if pg is None:
         return [_without_podgroup(subject), *details, *_no_podgroup_lines(subject)]
-    pg_phase = (pg.get("status") or {}).get("phase") or "Pending"
-    details.append(
-        f"  PodGroup {subject.podgroup}: phase {pg_phase}, "
-        f"minMember {(pg.get('spec') or {}).get('minMember')}"
-    )
+    v = podgroup_view(pg)
+    pg_phase = v.phase
+    details.append(f"  PodGroup {subject.podgroup}: phase {pg_phase}, minMember {v.min_member}")
     events = dedup_events(look.events(subject.namespace, subject.podgroup))
     pods = look.pods(subject.namespace, subject.podgroup)
     if pg_phase in ("Running", "Completed") or subject.phase not in _WAITING:
@@ -410,16 +403,11 @@ def _settled(subject: _Subject, pods: Sequence[Obj]) -> str:
 def _verdict_text(pg: Obj, look: WhyLookup, namespace: str) -> str:
     """The scheduler's latest reason for the gang: from its Unschedulable condition (the part
     after "N/M tasks in gang unschedulable: "), else from its latest Unschedulable event."""
-    conds = [
-        c
-        for c in (pg.get("status") or {}).get("conditions") or []
-        if c.get("status") == "True" and c.get("type") in ("Unschedulable", "Scheduled")
-    ]
-    conds.sort(key=lambda x: str(x.get("lastTransitionTime") or ""))
-    if conds and conds[-1].get("type") == "Unschedulable":
-        message = str(conds[-1].get("message") or "")
+    cond = podgroup_view(pg).condition("Unschedulable", "Scheduled")
+    if cond is not None and cond.get("type") == "Unschedulable":
+        message = str(cond.get("message") or "")
         return message.split(_UNSCHEDULABLE_SAYS, 1)[-1]
-    name = str((pg.get("metadata") or {}).get("name"))
+    name = podgroup_view(pg).name
     said = [e for e in look.events(namespace, name) if e.get("reason") == "Unschedulable"]
     return str(said[-1].get("message") or "") if said else ""
 
@@ -450,7 +438,7 @@ def _pending(
     if subject.reason:
         return f"{who} is held by the job controller: {subject.reason}: {subject.message}"
     verdict = _verdict_text(pg, look, subject.namespace)
-    asked = parse_resource_list_tolerant((pg.get("spec") or {}).get("minResources"))
+    asked = parse_resource_list_tolerant(podgroup_view(pg).min_resources)
     b = Blocker(
         who=who,
         queue_name=q,
@@ -470,15 +458,9 @@ def parse_resource_list_tolerant(rl: Any) -> dict[str, int]:
 
 def _verdict(pg: Obj) -> list[str]:
     """The latest scheduling verdict of the PodGroup's conditions, if any."""
-    conds = [
-        cond
-        for cond in (pg.get("status") or {}).get("conditions") or []
-        if cond.get("status") == "True" and cond.get("type") in ("Unschedulable", "Scheduled")
-    ]
-    conds.sort(key=lambda x: str(x.get("lastTransitionTime") or ""))
-    if not conds:
+    cond = podgroup_view(pg).condition("Unschedulable", "Scheduled")
+    if cond is None:
         return []
-    cond = conds[-1]
     text = f"{cond.get('reason') or ''} {cond.get('message') or ''}".strip()
     return [f"  {cond.get('type')}: {text}"]
 
@@ -489,7 +471,7 @@ def _waiting_lines(look: WhyLookup, pg: Obj, queue: Obj | None, queue_name: str)
     if pos:
         lines.append(f"  queue position: {pos} of {total} waiting in queue {queue_name}")
     if queue is not None:
-        asked = (pg.get("spec") or {}).get("minResources") or {}
+        asked = podgroup_view(pg).min_resources or {}
         resources = [r for r in sorted(asked) if r != "pods" and not r.startswith(_QUOTA_KEYS)]
         share = queue_share(queue, look.queues(), look.capacity(), resources or ["cpu"])
         lines.append(f"  {share}")

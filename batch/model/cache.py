@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from batch.api.quantity import QuantityError
+from batch.api.views import podgroup_view
 from batch.model.changes import ChangeLog
 from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
 from batch.model.nodes import NodeArrays
@@ -31,8 +32,8 @@ from batch.model.parse import (
     meta_of,
     node_facts,
     parse_time,
-    podgroup_facts,
     queue_facts,
+    scheduling_resources,
 )
 from batch.model.resources import ResourceIndex, pad
 from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
@@ -380,8 +381,8 @@ class ClusterCache:
                     self._place(waiter)
 
     def _podgroup(self, obj: Mapping[str, Any], deleted: bool) -> None:
-        f = podgroup_facts(obj)
-        job_id = f"{f.namespace}/{f.name}"
+        v = podgroup_view(obj)
+        job_id = f"{v.namespace}/{v.name}"
         job = self.jobs.get(job_id)
         if deleted:
             if job is not None:
@@ -391,25 +392,24 @@ class ClusterCache:
                     self._drop_job(job_id)
             return
         if job is None:
-            job = self._new_job(job_id, f.namespace, f.name)
-        min_res = f.min_resources
-        if min_res is not None:
-            vec = self.resources.vector(min_res)
+            job = self._new_job(job_id, v.namespace, v.name)
+        if v.min_resources is not None:
+            vec = self.resources.vector(scheduling_resources(v.min_resources))
             self._check_dims()
             job.spec_min_resources = pad(vec, self.resources.capacity)
         else:
             job.spec_min_resources = None
         job.podgroup = obj
-        job.queue = f.queue or self.default_queue
-        job.min_available = f.min_available
+        job.queue = v.queue or self.default_queue
+        job.min_available = 1 if v.min_member is None else v.min_member
         job.min_resources = job.effective_min_resources()
-        job.min_task_member = f.min_task_member
-        job.phase = f.phase
-        job.priority_class_name = f.priority_class_name
-        job.creation = f.creation
-        job.annotations = f.annotations
-        job.network_topology = f.network_topology
-        job.conditions = f.conditions
+        job.min_task_member = dict(v.min_task_member)
+        job.phase = v.phase
+        job.priority_class_name = v.priority_class_name
+        job.creation = parse_time(v.created)
+        job.annotations = dict(v.annotations)
+        job.network_topology = v.network_topology
+        job.conditions = [dict(c) for c in v.conditions]
         job.touch()
 
     def _new_job(self, uid: str, namespace: str, name: str) -> JobInfo:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -272,47 +271,6 @@ def scheduling_resources(rl: Mapping[str, Any]) -> dict[str, int]:
     """
     plain = {k: v for k, v in rl.items() if not str(k).startswith(_QUOTA_KEY_PREFIXES)}
     return parse_resource_list(plain)
-
-
-@dataclass(frozen=True, slots=True)
-class PodGroupFacts:
-    """What the scheduler's cache reads of a PodGroup, parsed once per object version."""
-
-    namespace: str
-    name: str
-    #: empty: the cache's ``--default-queue``
-    queue: str
-    min_available: int
-    min_task_member: dict[str, int]
-    min_resources: dict[str, int] | None
-    phase: str
-    priority_class_name: str
-    creation: float
-    annotations: dict[str, str]
-    network_topology: Any
-    conditions: list[dict[str, Any]]
-
-
-def podgroup_facts(obj: Mapping[str, Any]) -> PodGroupFacts:
-    meta = meta_of(obj)
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
-    mm = spec.get("minMember")
-    min_res = spec.get("minResources")
-    return PodGroupFacts(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name") or ""),
-        queue=str(spec.get("queue") or ""),
-        min_available=int(mm) if isinstance(mm, int) else 1,
-        min_task_member={str(k): int(v) for k, v in _mapping(spec.get("minTaskMember")).items()},
-        min_resources=scheduling_resources(_mapping(min_res)) if min_res is not None else None,
-        phase=str(status.get("phase") or "Pending"),
-        priority_class_name=str(spec.get("priorityClassName") or ""),
-        creation=parse_time(meta.get("creationTimestamp")),
-        annotations={str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
-        network_topology=spec.get("networkTopology"),
-        conditions=[dict(c) for c in _list(status.get("conditions"))],
-    )
 
 
 def zeros_like(index: ResourceIndex) -> IntVec:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from batch.model.parse import podgroup_facts
+from batch.model.parse import scheduling_resources
 
 
 def test_quota_keys_are_not_scheduling_dimensions() -> None:
@@ -26,7 +26,7 @@ def test_quota_keys_are_not_scheduling_dimensions() -> None:
             },
         },
     }
-    assert podgroup_facts(pg).min_resources == {
+    assert scheduling_resources(pg["spec"]["minResources"]) == {
         "pods": 2,
         "cpu": 2000,
         "memory": 2000 * 2**20,

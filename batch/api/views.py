@@ -1,0 +1,116 @@
+"""Typed, read-only views of the API objects the scheduler, controllers, ledger and screens read.
+
+Why this exists: a PodGroup read as a raw dict was parsed again by every reader (the scheduler's
+cache, `job why`, `job list`, the dashboard, the ledger), each with its own defaults and string
+keys (issue 32.1). A view is built once per object version (`podgroup_view`, cached by uid and
+resourceVersion) and read through typed attributes; raw dicts stay at the I/O edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PodGroupView", "podgroup_view"]
+
+_CACHE_SIZE = 8192
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupView:
+    """A PodGroup (`scheduling.volcano.sh/v1beta1`) as its readers use it."""
+
+    namespace: str
+    name: str
+    uid: str
+    #: metadata.creationTimestamp as written ("" when unset)
+    created: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_references: tuple[Mapping[str, Any], ...]
+    #: spec.queue; "" when unset (the scheduler's `--default-queue`, "default" on screens)
+    queue: str
+    #: spec.minMember; None when unset
+    min_member: int | None
+    min_task_member: Mapping[str, int]
+    #: spec.minResources as written (a ResourceList); None when unset
+    min_resources: Mapping[str, Any] | None
+    priority_class_name: str
+    network_topology: Any
+    #: status.phase; "Pending" when unset
+    phase: str
+    conditions: tuple[Mapping[str, Any], ...]
+    running: int
+    succeeded: int
+    failed: int
+
+    @property
+    def queue_or_default(self) -> str:
+        return self.queue or "default"
+
+    def condition(self, *kinds: str) -> Mapping[str, Any] | None:
+        """The latest condition whose status is True of one of the types ``kinds``, or None."""
+        found = [c for c in self.conditions if c.get("type") in kinds and c.get("status") == "True"]
+        found.sort(key=lambda c: str(c.get("lastTransitionTime") or ""))
+        return found[-1] if found else None
+
+
+_views: dict[tuple[str, str], PodGroupView] = {}
+
+
+def podgroup_view(obj: Mapping[str, Any]) -> PodGroupView:
+    """The view of PodGroup ``obj``, built once per uid and resourceVersion."""
+    meta = _mapping(obj.get("metadata"))
+    key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+    if all(key):
+        got = _views.get(key)
+        if got is not None:
+            return got
+    view = _build(meta, _mapping(obj.get("spec")), _mapping(obj.get("status")))
+    if all(key):
+        if len(_views) >= _CACHE_SIZE:
+            _views.clear()
+        _views[key] = view
+    return view
+
+
+def _build(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> PodGroupView:
+    mm = spec.get("minMember")
+    min_res = spec.get("minResources")
+    refs = meta.get("ownerReferences")
+    conditions = status.get("conditions")
+    return PodGroupView(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        created=str(meta.get("creationTimestamp") or ""),
+        labels={str(k): str(v) for k, v in _mapping(meta.get("labels")).items()},
+        annotations={str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
+        owner_references=tuple(r for r in refs if isinstance(r, Mapping))
+        if isinstance(refs, list)
+        else (),
+        queue=str(spec.get("queue") or ""),
+        min_member=mm if isinstance(mm, int) and not isinstance(mm, bool) else None,
+        min_task_member={str(k): int(v) for k, v in _mapping(spec.get("minTaskMember")).items()},
+        min_resources=_mapping(min_res) if min_res is not None else None,
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        network_topology=spec.get("networkTopology"),
+        phase=str(status.get("phase") or "Pending"),
+        conditions=tuple(dict(c) for c in conditions if isinstance(c, Mapping))
+        if isinstance(conditions, list)
+        else (),
+        running=_count(status.get("running")),
+        succeeded=_count(status.get("succeeded")),
+        failed=_count(status.get("failed")),
+    )
