@@ -219,7 +219,7 @@ class GangEviction:
         topo = ssn.dispatch.topology_preemption()
         if topo is None:
             return []
-        doms = topo.preemption_domains(ssn, job)[: self.args.max_domains]
+        doms = topo.preemption_domains(job)[: self.args.max_domains]
         return [Domain(topo.domain_nodes(d), d) for d in doms]
 
     def _plan_job(

@@ -164,7 +164,7 @@ class Preempt(Action):
         topo: TopologyPreemption,
         budget: Budget,
     ) -> None:
-        domains = topo.preemption_domains(ssn, job)
+        domains = topo.preemption_domains(job)
         for dom in domains[: self.max_domains]:
             topo.pin(job, dom)
             stmt = Statement(ssn)
