@@ -338,7 +338,7 @@ class Hooks:
 
     def add_victim_guard(self, fn: VictimGuard) -> None:
         """A hard victim filter of the evicting actions, applied after the tiers whatever tier
-        the plugin sits in (framework/eviction.py)."""
+        the plugin sits in (actionlib/victims.py)."""
         self._add(self.victim_guard, fn)
 
     def add_victim_job_floor_fn(self, point: str, fn: Callable[[JobInfo], bool]) -> None:
