@@ -31,7 +31,9 @@ from batch.sim.traces import load_trace
 
 AREAS = [
     ("batch/scheduler/actions", "scheduler actions"),
+    ("batch/scheduler/actionlib", "scheduler actions"),
     ("batch/scheduler/plugins", "scheduler plugins (open/close callbacks)"),
+    ("batch/scheduler/pluginlib", "scheduler plugins (open/close callbacks)"),
     ("batch/scheduler/framework", "scheduler framework (session open/close)"),
     ("batch/model", "cluster cache (watch events)"),
     ("batch/api", "quantity parsing"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import yaml
 
-__all__ = ["UserError", "one_line"]
+__all__ = ["UserError", "one_line", "yaml_error_summary"]
 
 
 class UserError(ValueError):
@@ -20,8 +20,6 @@ class UserError(ValueError):
 
 def one_line(exc: BaseException) -> str:
     """The message of `exc` on one line (files named, YAML errors summarised)."""
-    from batch.api.yamlio import yaml_error_summary
-
     if isinstance(exc, yaml.YAMLError):
         return yaml_error_summary(exc)
     if isinstance(exc, UnicodeDecodeError):
@@ -29,3 +27,13 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def yaml_error_summary(exc: yaml.YAMLError) -> str:
+    """One line describing a YAML error and where it is."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = exc.problem or exc.context or "syntax error"
+        return f"{what}{where}"
+    return " ".join(str(exc).split())

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from batch.api.errors import UserError, one_line
+from batch.api.errors import UserError, one_line, yaml_error_summary
 
 __all__ = [
     "FileInputError",
@@ -56,16 +56,6 @@ def iter_documents(text: str) -> Iterator[Any]:
 def dump_yaml(obj: Any) -> str:
     """Block-style YAML with keys in their given order."""
     return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True)
-
-
-def yaml_error_summary(exc: yaml.YAMLError) -> str:
-    """One line describing a YAML error and where it is."""
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = exc.problem or exc.context or "syntax error"
-        return f"{what}{where}"
-    return " ".join(str(exc).split())
 
 
 def read_text_file(path: str | Path) -> str:

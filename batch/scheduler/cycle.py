@@ -18,8 +18,15 @@ from batch.scheduler.config import SchedulerConfig
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.close import close_session
 from batch.scheduler.framework.decisions import Decisions
-from batch.scheduler.framework.registry import ACTIONS, PLUGINS, changes_by
+from batch.scheduler.framework.registry import ACTIONS, PLUGINS, build_plugins, changes_by
 from batch.scheduler.framework.session import Session
+
+
+def open_session(
+    cache: ClusterCache, config: SchedulerConfig, *, now: float, uid: str | None = None
+) -> Session:
+    """A session over ``cache`` with the plugins ``config`` names, built from the registry."""
+    return Session(cache, config, build_plugins(config), now=now, uid=uid)
 
 
 def run_session(
@@ -42,7 +49,7 @@ def run_session(
     if pause_gc:
         gc.disable()
     try:
-        ssn = Session(cache, config, now=now, uid=uid)
+        ssn = open_session(cache, config, now=now, uid=uid)
         try:
             for name in config.actions:
                 action = ACTIONS[name](config.action_arguments(name))

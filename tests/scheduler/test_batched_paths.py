@@ -21,11 +21,11 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler import Decisions, load_config, run_session
+from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.actions.allocate import Allocate
 from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework import close
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.session import Session
 
 from .test_incremental import Event, _base, _replay, step

@@ -6,6 +6,7 @@ from __future__ import annotations
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import load_config
+from batch.scheduler.cycle import open_session
 from batch.scheduler.framework.session import Session
 from batch.scheduler.plugins.capacity import CapacityPlugin
 
@@ -40,7 +41,7 @@ def _tree() -> ClusterCache:
 
 
 def _open(c: ClusterCache, conf: str) -> tuple[Session, CapacityPlugin, int]:
-    ssn = Session(c, load_config(conf), now=NOW)
+    ssn = open_session(c, load_config(conf), now=NOW)
     plugin = next(p for p in ssn.plugins if isinstance(p, CapacityPlugin))
     return ssn, plugin, c.resources.index("cpu")
 

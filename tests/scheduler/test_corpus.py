@@ -9,7 +9,7 @@ import yaml
 
 from batch.model import fixtures as f
 from batch.scheduler import load_config
-from batch.scheduler.framework.session import Session
+from batch.scheduler.cycle import open_session
 
 from .util import NOW, cluster
 
@@ -56,7 +56,7 @@ def test_hierarchical_queue_examples_order_by_weighted_drf() -> None:
         "actions: allocate\ntiers: [{plugins: [{name: gang}, {name: predicates}, "
         "{name: drf, enableHierarchy: true}]}]"
     )
-    ssn = Session(c, load_config(conf), now=NOW)
+    ssn = open_session(c, load_config(conf), now=NOW)
     order = sorted((ssn.queues[n] for n in names), key=ssn.dispatch.queue_order_key())
     ssn.rollback()
     # sci (weight 8) before eng (weight 2); inside each, prod (8) before dev (2)

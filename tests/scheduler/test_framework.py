@@ -11,6 +11,7 @@ import pytest
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import TaskStatus
 from batch.scheduler import load_config
+from batch.scheduler.cycle import open_session
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.registry import Plugin, register_plugin
 from batch.scheduler.framework.session import Session
@@ -58,7 +59,7 @@ def session(tiers: str) -> tuple[Session, JobInfo]:
     gang(c, "j", 2, phase="Pending", min_resources={"cpu": "1"})
     gang(c, "k", 1, phase="Pending")
     cfg = load_config(f"actions: allocate\ntiers: {tiers}")
-    ssn = Session(c, cfg, now=NOW)
+    ssn = open_session(c, cfg, now=NOW)
     return ssn, ssn.jobs["default/j"]
 
 
@@ -157,7 +158,7 @@ def test_statement_discard_restores_exactly_and_commit_binds() -> None:
         ),
     )
     cfg = load_config("actions: allocate\ntiers: [{plugins: [{name: gang}, {name: proportion}]}]")
-    ssn = Session(c, cfg, now=NOW)
+    ssn = open_session(c, cfg, now=NOW)
     job = ssn.jobs["default/g"]
     used0 = ssn.nodes.used.copy()
     counts0 = list(job.counts)
@@ -205,7 +206,7 @@ def test_fits_node_reports_first_failing_predicate() -> None:
     c.apply("Node", "ADDED", fx.node("ok", cpu="8"))
     gang(c, "g", 1, cpu="2")
     cfg = load_config("actions: allocate\ntiers: [{plugins: [{name: predicates}]}]")
-    ssn = Session(c, cfg, now=NOW)
+    ssn = open_session(c, cfg, now=NOW)
     task = next(iter(ssn.jobs["default/g"].tasks.values()))
     by = c.nodes.by_name
     assert ssn.placer.fits_node(task, by["small"]) == "Insufficient cpu"

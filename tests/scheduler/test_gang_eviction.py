@@ -395,7 +395,7 @@ def test_the_failed_plan_memo_changes_no_decision(
 ) -> None:
     """Jobs of one queue, shape and priority that waited no longer than one whose plan failed
     are skipped: every eviction and pipeline is the same as planning each of them."""
-    from batch.scheduler.framework.gang_eviction import GangEviction
+    from batch.scheduler.actionlib.gang_victims import GangEviction
 
     def build() -> ClusterCache:
         c = _with_victims(victims, start=stamp(ran_h * 3600))

@@ -6,7 +6,7 @@ import numpy as np
 
 from batch.model import fixtures as f
 from batch.scheduler import load_config
-from batch.scheduler.framework.session import Session
+from batch.scheduler.cycle import open_session
 from batch.scheduler.plugins.capacity import CapacityPlugin
 
 from .util import NOW, bound_jobs, cluster, gang, run
@@ -125,7 +125,7 @@ def test_capacity_flat_capability_not_deserved_limits_allocation() -> None:
     qa = d.queue_metrics["qa"]  # the figures the volcano_queue_* gauges export
     assert qa.amounts(qa.deserved)["cpu"] == 4000 and qa.amounts(qa.real_capacity)["cpu"] == 6000
     assert qa.request is None and qa.share == 1.5 and qa.overused
-    ssn = Session(c, load_config(CAP), now=NOW)
+    ssn = open_session(c, load_config(CAP), now=NOW)
     plugin = next(p for p in ssn.plugins if isinstance(p, CapacityPlugin))
     cpu = c.resources.index("cpu")
     assert plugin.attrs["qa"].deserved[cpu] == 4000
@@ -175,7 +175,7 @@ def test_hierarchical_drf_orders_queues_by_weighted_share() -> None:
         "actions: allocate\ntiers: [{plugins: [{name: gang}, {name: predicates}, "
         "{name: drf, enableHierarchy: true}]}]"
     )
-    ssn = Session(c, load_config(conf), now=NOW)
+    ssn = open_session(c, load_config(conf), now=NOW)
     key = ssn.dispatch.queue_order_key()
     order = sorted((ssn.queues["qa"], ssn.queues["qb"]), key=key)
     assert [q.name for q in order] == ["qb", "qa"]  # same share, qb has 4x the weight
@@ -265,7 +265,7 @@ def test_scalar_and_vector_scores_agree() -> None:
         "arguments: {mostrequested.weight: 2}}, {name: binpack, arguments: "
         "{binpack.resources: nvidia.com/gpu}}]}]"
     )
-    ssn = Session(c, cfg, now=NOW)
+    ssn = open_session(c, cfg, now=NOW)
     placer = ssn.placer
     task = next(iter(ssn.jobs["default/g"].tasks.values()))
     st = placer.state(task.template)
@@ -291,7 +291,7 @@ def test_node_sampling_knobs_limit_candidates() -> None:
     d = run(c, sampled)
     assert len(d.binds) == 1
     cfg = load_config(sampled)
-    ssn = Session(c, cfg, now=NOW)
+    ssn = open_session(c, cfg, now=NOW)
     from batch.scheduler.actions.allocate import Allocate
 
     ssn.placer.sample = Allocate(cfg.action_arguments("allocate")).sample

@@ -10,7 +10,7 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.nodes import BoolVec
 from batch.scheduler import load_config
-from batch.scheduler.framework.session import Session
+from batch.scheduler.cycle import open_session
 from batch.scheduler.plugins.predicates.podaffinity import (
     R_EXISTING_ANTI,
     R_POD_AFFINITY,
@@ -279,7 +279,7 @@ def test_explain_counts_each_node_under_its_first_failing_stage() -> None:
         c.apply("Node", "ADDED", f.node(n, cpu="8", memory="32Gi"))
     gang(c, "a", 1, cpu="4", memory="8Gi")
     conf = "actions: allocate\ntiers: [{plugins: [{name: predicates}]}]"
-    ssn = Session(c, load_config(conf), now=NOW)
+    ssn = open_session(c, load_config(conf), now=NOW)
     placer = ssn.placer
     by_name = placer.nodes.arrays.by_name
     nd = placer.nodes
@@ -380,7 +380,7 @@ def test_pod_affinity_filters_first_pod_namespaces_and_symmetry() -> None:
     )["affinity"]
     c.apply("PodGroup", "ADDED", f.podgroup("web", phase="Inqueue"))
     c.apply("Pod", "ADDED", f.pod("web-0", group="web", labels={"app": "web"}, spec=web_spec))
-    ssn = Session(
+    ssn = open_session(
         c, load_config("actions: allocate\ntiers: [{plugins: [{name: predicates}]}]"), now=NOW
     )
     pa = PodAffinity(ssn)

@@ -305,7 +305,7 @@ def test_time_budget_counts_tasks_without_any_candidate_node(monkeypatch: Any) -
     reclaim 14 s a cycle with a 0.4 s budget each)."""
     import time
 
-    from batch.scheduler.framework import eviction
+    from batch.scheduler.actionlib import victims as eviction
 
     c = cluster(2, cpu="4")
     priorities(c)

@@ -11,7 +11,7 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo
 from batch.scheduler import load_config
-from batch.scheduler.framework.session import Session
+from batch.scheduler.cycle import open_session
 from batch.scheduler.plugins.proportion import ProportionPlugin, QueueAttr, water_fill
 
 from .util import BASIC, NOW, bound_jobs, gang, run
@@ -33,7 +33,7 @@ def make(total_cpu: str, queues: dict[str, tuple[int, int]], **qkw: dict[str, st
 
 
 def deserved_cpu(c: ClusterCache) -> dict[str, float]:
-    ssn = Session(c, CONF, now=NOW)
+    ssn = open_session(c, CONF, now=NOW)
     plugin = next(p for p in ssn.plugins if isinstance(p, ProportionPlugin))
     cpu = c.resources.index("cpu")
     out = {}

@@ -27,7 +27,6 @@ from batch.scheduler.framework.nodes import BoolVec, FloatVec, SessionNodes
 
 if TYPE_CHECKING:
     from batch.scheduler.framework.conf import PluginOption
-    from batch.scheduler.framework.session import Session
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -67,7 +66,7 @@ class ValidateResult:
 class TopologyPreemption(Protocol):
     """What topology-aware preemption needs of the network-topology plugin."""
 
-    def preemption_domains(self, ssn: Session, job: JobInfo) -> Sequence[object]:
+    def preemption_domains(self, job: JobInfo) -> Sequence[object]:
         """Domains to try for ``job``, best first."""
 
     def pin(self, job: JobInfo, domain: Any) -> None:
@@ -339,7 +338,7 @@ class Hooks:
 
     def add_victim_guard(self, fn: VictimGuard) -> None:
         """A hard victim filter of the evicting actions, applied after the tiers whatever tier
-        the plugin sits in (framework/eviction.py)."""
+        the plugin sits in (actionlib/victims.py)."""
         self._add(self.victim_guard, fn)
 
     def add_victim_job_floor_fn(self, point: str, fn: Callable[[JobInfo], bool]) -> None:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from batch.model.cache import ClusterCache
 from batch.model.info import TaskInfo, TaskTemplate
 from batch.scheduler.framework.hooks import (
     BatchPredicate,
@@ -30,15 +31,13 @@ from batch.scheduler.framework.hooks import (
     BatchScoreHook,
     DynamicPredicate,
     DynamicPredicateHook,
+    Hooks,
     ScalarPredicate,
     ScalarScore,
     StaticScore,
     StaticScoreHook,
 )
-from batch.scheduler.framework.nodes import BoolVec, FloatVec
-
-if TYPE_CHECKING:
-    from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.nodes import BoolVec, FloatVec, SessionNodes
 
 NEG = -np.inf
 
@@ -80,14 +79,14 @@ class TemplateState:
 class Placer:
     """Per-session placement engine (``ssn.placer``)."""
 
-    def __init__(self, ssn: Session) -> None:
-        self.ssn = ssn
-        self.nodes = ssn.nodes
+    def __init__(self, nodes: SessionNodes, hooks: Hooks, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.nodes = nodes
         self.batch_preds: list[BatchPredicate] = []
         self.dyn_preds: list[DynamicPredicate] = []
         self.per_job_preds = False  # some dynamic predicate answers differently per job
         self.scalar_preds: list[ScalarPredicate] = []
-        for pred in ssn.hooks.predicate.flat():
+        for pred in hooks.predicate.flat():
             if isinstance(pred, BatchPredicateHook):
                 self.batch_preds.append(pred.fn)
             elif isinstance(pred, DynamicPredicateHook):
@@ -98,14 +97,14 @@ class Placer:
         self.batch_scores: list[BatchScore] = []
         self.static_scores: list[StaticScore] = []
         self.scalar_scores: list[ScalarScore] = []
-        for score in ssn.hooks.node_order.flat():
+        for score in hooks.node_order.flat():
             if isinstance(score, BatchScoreHook):
                 self.batch_scores.append(score.fn)
             elif isinstance(score, StaticScoreHook):
                 self.static_scores.append(score.fn)
             else:
                 self.scalar_scores.append(score.fn)
-        self.best_node = ssn.hooks.best_node.flat()
+        self.best_node = hooks.best_node.flat()
         self.states: dict[int, TemplateState] = {}
         self.sample: tuple[int, int, int] | None = None  # (minNodes, minPct, pct)
         self.start = 0
@@ -296,7 +295,7 @@ class Placer:
             if fail[idx]:
                 return reason
         alloc, used, fut = nd.cols(idx)
-        names = self.ssn.resources.names
+        names = self.cache.resources.names
         for d, v in zip(st.dims, st.fitv, strict=True):
             have = fut[d] if future else alloc[d] - used[d]
             if have < v:
@@ -357,7 +356,7 @@ class Placer:
         _count_failures(counts, remaining, st.static_reasons)
         fut = nd.future_idle() if nd.has_future else nd.idle
         lacking = np.zeros(nd.n, dtype=np.bool_)
-        names = self.ssn.resources.names
+        names = self.cache.resources.names
         for d, v in zip(st.dims, st.fitv, strict=True):
             lack = remaining & (fut[d] < v)
             c = int(lack.sum())
@@ -386,7 +385,7 @@ class Placer:
         through in-session pod (anti-)affinity)?"""
         return self.per_job_preds or (
             bool(self.dyn_preds)
-            and (bool(self.ssn.cache.anti_affinity_tasks) or self.nodes.placed_anti > 0)
+            and (bool(self.cache.anti_affinity_tasks) or self.nodes.placed_anti > 0)
         )
 
 

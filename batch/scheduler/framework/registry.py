@@ -15,7 +15,7 @@ from batch.scheduler.framework.arguments import Arg, Arguments
 
 if TYPE_CHECKING:
     from batch.model.cache import ClusterCache
-    from batch.scheduler.framework.conf import PluginOption
+    from batch.scheduler.framework.conf import PluginOption, SchedulerConfig
     from batch.scheduler.framework.session import Session
 
 
@@ -85,6 +85,14 @@ def register_plugin(cls: type[Plugin]) -> type[Plugin]:
 def register_action(cls: type[Action]) -> type[Action]:
     ACTIONS[cls.name] = cls
     return cls
+
+
+def build_plugins(config: SchedulerConfig) -> list[list[Plugin]]:
+    """The configured plugins built from the table, one list per tier (what ``Session`` opens)."""
+    return [
+        [PLUGINS[opt.name](Arguments(f"plugin {opt.name}", opt.arguments)) for opt in tier.plugins]
+        for tier in config.tiers
+    ]
 
 
 def ensure_builtins() -> None:

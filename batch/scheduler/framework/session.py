@@ -10,13 +10,17 @@ A session has three parts: this state and journal; ``ssn.hooks`` (framework/hook
 extension points its plugins register callbacks on when it opens; and ``ssn.dispatch``
 (framework/dispatch.py), which combines those callbacks with Volcano's tier rules for the
 actions.
+
+The session is given its plugins already built (``batch.scheduler.cycle.open_session`` builds
+them from the registry), so it imports neither the registry nor anything above it: the modules it
+imports (hooks, dispatch, placement, nodes) never import it back.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy.typing as npt
 
@@ -24,7 +28,6 @@ from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
-from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.decisions import (
     Bind,
     Event,
@@ -37,11 +40,22 @@ from batch.scheduler.framework.dispatch import Dispatch
 from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.jobindex import JobIndex
 from batch.scheduler.framework.nodes import SessionNodes
-from batch.scheduler.framework.registry import PLUGINS, Plugin
+from batch.scheduler.framework.placement import Placer
 
 if TYPE_CHECKING:
     from batch.scheduler.framework.conf import PluginOption, SchedulerConfig
-    from batch.scheduler.framework.placement import Placer
+
+
+class SessionPlugin(Protocol):
+    """What a session needs of a plugin (``registry.Plugin`` is the base class of them all)."""
+
+    name: ClassVar[str]
+    #: the configuration entry the plugin was built from (set by the session)
+    option: PluginOption | None
+
+    def on_session_open(self, ssn: Session) -> None: ...
+
+    def on_session_close(self, ssn: Session) -> None: ...
 
 
 class Session:
@@ -54,10 +68,13 @@ class Session:
         self,
         cache: ClusterCache,
         config: SchedulerConfig,
+        plugins: Sequence[Sequence[SessionPlugin]],
         *,
         now: float,
         uid: str | None = None,
     ) -> None:
+        """Open a session; ``plugins`` holds one built plugin per entry of ``config.tiers``,
+        tier by tier (``registry.build_plugins``)."""
         t0 = time.perf_counter()
         self.cache = cache
         self.config = config
@@ -99,9 +116,9 @@ class Session:
         self.action = ""
         self.hooks = Hooks(len(config.tiers))
         self.dispatch = Dispatch(self.hooks)
-        self.plugins: list[Plugin] = []
+        self.plugins: list[SessionPlugin] = []
         self._placer: Placer | None = None
-        self._open_plugins()
+        self._open_plugins(plugins)
         self.timings["open"] = time.perf_counter() - t0
 
     def _take_jobs(self, cache: ClusterCache) -> None:
@@ -131,11 +148,11 @@ class Session:
         pos = {uid: i for i, uid in enumerate(jobs)}
         return sorted([*self._open_jobs, *touched], key=lambda j: pos[j.uid])
 
-    def _open_plugins(self) -> None:
-        """Build the configured plugins, tier by tier, and let each register its callbacks."""
-        for ti, tier in enumerate(self.config.tiers):
-            for opt in tier.plugins:
-                plugin = PLUGINS[opt.name](Arguments(f"plugin {opt.name}", opt.arguments))
+    def _open_plugins(self, plugins: Sequence[Sequence[SessionPlugin]]) -> None:
+        """Let the configured plugins, tier by tier, register their callbacks."""
+        tiers = zip(self.config.tiers, plugins, strict=True)
+        for ti, (tier, built) in enumerate(tiers):
+            for opt, plugin in zip(tier.plugins, built, strict=True):
                 plugin.option = opt
                 self.plugins.append(plugin)
                 t_plugin = time.perf_counter()
@@ -167,10 +184,8 @@ class Session:
     # -- placement engine ------------------------------------------------------------------
     @property
     def placer(self) -> Placer:
-        if self._placer is None:
-            from batch.scheduler.framework.placement import Placer
-
-            self._placer = Placer(self)
+        if self._placer is None:  # built once the plugins registered their callbacks
+            self._placer = Placer(self.nodes, self.hooks, self.cache)
         return self._placer
 
     # -- state changes (journaled) ---------------------------------------------------------

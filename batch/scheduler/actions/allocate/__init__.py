@@ -27,11 +27,11 @@ import numpy as np
 from batch.api.resources import format_resource_list
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import TaskStatus
+from batch.scheduler.actionlib.pq import PriorityQueue
+from batch.scheduler.actionlib.selection import pending_tasks
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
-from batch.scheduler.framework.selection import pending_tasks
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 

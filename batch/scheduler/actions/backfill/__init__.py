@@ -14,10 +14,10 @@ import time
 
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
+from batch.scheduler.actionlib.selection import pending_tasks
 from batch.scheduler.framework.arguments import Arg
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.registry import Action
-from batch.scheduler.framework.selection import pending_tasks
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 

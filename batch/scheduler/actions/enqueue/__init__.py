@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 
 from batch.model.info import JobInfo, QueueInfo
+from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.framework.arguments import Arg
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.feasibility import never_fits
-from batch.scheduler.framework.pq import PriorityQueue
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 

@@ -6,7 +6,7 @@ and a whole bundle (the rest); safe bundles are used first, whole bundles only w
 do not free enough, so a victim job either keeps its gang minimum or loses every candidate task
 it has in the domain. The whole preemptor gang must fit in one domain (the cluster, or a HyperNode
 domain for a job with a networkTopology); the plan is committed only if the job is then
-pipelined. See framework/gang_eviction.py and docs/volcano-semantics.md#gang-eviction.
+pipelined. See actionlib/gang_victims.py and docs/volcano-semantics.md#gang-eviction.
 
 Arguments (``configurations: - name: gangpreempt``): ``maxDomains`` (8) and
 ``allowWholeBundle`` (true: whole victim gangs may be evicted; false: only surplus tasks).
@@ -15,12 +15,12 @@ Evictions carry reason ``gangpreempt``.
 
 from __future__ import annotations
 
-from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.gang_eviction import (
+from batch.scheduler.actionlib.gang_victims import (
     GANG_ARGS,
     GangEviction,
     parse_gang_arguments,
 )
+from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 

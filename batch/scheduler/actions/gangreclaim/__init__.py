@@ -6,11 +6,11 @@ reclaimable queues, grouped per victim job in a safe bundle (surplus above the g
 a whole bundle (the rest), taken safe first and then in victim-queue order, so a victim job
 either keeps its gang minimum or loses every candidate task it has in the domain. The whole
 reclaiming gang must fit in one domain; the plan is committed only if the job is then pipelined.
-See framework/gang_eviction.py and docs/volcano-semantics.md#gang-eviction.
+See actionlib/gang_victims.py and docs/volcano-semantics.md#gang-eviction.
 
 A bundle of a queue whose allocated (less the bundles already chosen) fits its deserved share is
 never taken (Volcano's Reclaimable), unless it is the whole of a gang larger than that share.
-Tephra's floors (framework/queue_floor.py, as in reclaim): a bundle is never taken when that
+Tephra's floors (actionlib/queue_floor.py, as in reclaim): a bundle is never taken when that
 would bring its queue below its ``guarantee`` on a guaranteed resource; with
 ``keepVictimQueueAtDeserved: true`` (Tephra's default configuration) only while the victim
 queue's share stays at or above ``1 - reclaimHysteresis``, so gangreclaim takes from queues above
@@ -24,13 +24,13 @@ within 0..1). Evictions carry reason ``gangreclaim``.
 
 from __future__ import annotations
 
-from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.gang_eviction import (
+from batch.scheduler.actionlib.gang_victims import (
     GANG_ARGS,
     GangEviction,
     parse_gang_arguments,
 )
-from batch.scheduler.framework.queue_floor import FLOOR_ARGS, parse_floor_arguments
+from batch.scheduler.actionlib.queue_floor import FLOOR_ARGS, parse_floor_arguments
+from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 

@@ -37,24 +37,23 @@ import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arg, Arguments
-from batch.scheduler.framework.eviction import (
+from batch.scheduler.actionlib.selection import has_topology, preemptor_tasks, starving_jobs
+from batch.scheduler.actionlib.victims import (
     COMMON_ARGS,
     Budget,
     NodeTasks,
     budgeted_nodes,
-    emit_causes,
+    commit_evictions,
+    evict_on_node,
     fits_future,
+    offer_tasks,
     parse_common,
     pipelined_reason,
-    select_victims,
-    try_node,
-    validate_victims,
-    victim_order,
+    walk_nodes,
 )
+from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.hooks import TopologyPreemption
 from batch.scheduler.framework.registry import Action
-from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
@@ -152,9 +151,7 @@ class Preempt(Action):
         return False
 
     def _commit(self, ssn: Session, stmt: Statement) -> None:
-        evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
-        stmt.commit()
-        emit_causes(ssn, evicted, self.causes)
+        commit_evictions(ssn, stmt, self.causes)
 
     def _preempt_topology_job(
         self,
@@ -164,7 +161,7 @@ class Preempt(Action):
         topo: TopologyPreemption,
         budget: Budget,
     ) -> None:
-        domains = topo.preemption_domains(ssn, job)
+        domains = topo.preemption_domains(job)
         for dom in domains[: self.max_domains]:
             topo.pin(job, dom)
             stmt = Statement(ssn)
@@ -178,20 +175,12 @@ class Preempt(Action):
     def _preempt_job(
         self, ssn: Session, queue: QueueInfo, job: JobInfo, stmt: Statement, budget: Budget
     ) -> None:
-        tasks = preemptor_tasks(ssn, job)
-        left = len(tasks)
-        for task in tasks:
-            if not ssn.dispatch.job_starving(job) or budget.exhausted:
-                break
-            left -= 1
+        def attempt(task: TaskInfo) -> bool | None:
             if task.status is not TaskStatus.PENDING:
-                continue
-            ok = self._preempt_task(ssn, queue, job, task, stmt, budget, same_job=False)
-            if not ok:
-                # a gang that can no longer reach its minimum with the tasks left: stop early
-                have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort
-                if have + left < job.min_available:
-                    break
+                return None
+            return self._preempt_task(ssn, queue, job, task, stmt, budget, same_job=False)
+
+        offer_tasks(ssn, job, budget, attempt)
 
     def _preempt_task(
         self,
@@ -209,29 +198,42 @@ class Preempt(Action):
             return False
         if ssn.dispatch.pre_predicate(task):
             return False
-        if same_job:
-            bound = self._job_bound(ssn, job)
-        else:
-            bound = self.index.own(queue.name)
-        for idx in budgeted_nodes(ssn, task, bound, self.max_nodes, budget):
+        bound = self._job_bound(ssn, job) if same_job else self.index.own(queue.name)
+
+        def candidates(idx: int) -> list[TaskInfo]:
             if same_job:
-                cands = self._own_job_candidates(job, task, idx)
-            else:
-                cands = self._queue_candidates(ssn, queue, job, task, idx)
-            if cands:
-                if self._evict_on_node(ssn, queue, task, idx, cands, stmt):
-                    return True
-            elif (
+                return self._own_job_candidates(job, task, idx)
+            return self._queue_candidates(ssn, queue, job, task, idx)
+
+        def evict(idx: int, cands: list[TaskInfo]) -> bool:
+            return evict_on_node(
+                ssn,
+                "preemptable",
+                queue,
+                task,
+                idx,
+                cands,
+                stmt,
+                strict=self.strict,
+                reason="preempt",
+                ready=lambda: ssn.dispatch.allocatable(queue, task),
+                causes=self.causes,
+            )
+
+        def fits_free(idx: int) -> bool:
+            # Fits without evicting anyone: pipelined as part of the job's statement, which
+            # is kept only if the whole gang gets pipelined. Not in intra-job preemption,
+            # whose statements are committed task by task: there it would pipeline (and
+            # nominate) part of a gang that may never fit, holding the node from every
+            # other job (Volcano's intra-job preemption needs victims too).
+            return (
                 not same_job and ssn.dispatch.allocatable(queue, task) and _fits_now(ssn, task, idx)
-            ):
-                # Fits without evicting anyone: pipelined as part of the job's statement, which
-                # is kept only if the whole gang gets pipelined. Not in intra-job preemption,
-                # whose statements are committed task by task: there it would pipeline (and
-                # nominate) part of a gang that may never fit, holding the node from every
-                # other job (Volcano's intra-job preemption needs victims too).
-                stmt.pipeline(task, idx)
-                return True
-        return False
+            )
+
+        nodes = budgeted_nodes(ssn, task, bound, self.max_nodes, budget)
+        return walk_nodes(
+            ssn, task, stmt, nodes, candidates=candidates, evict=evict, fits_free=fits_free
+        )
 
     def _own_job_candidates(self, job: JobInfo, task: TaskInfo, idx: int) -> list[TaskInfo]:
         """Intra-job preemption: the job's own preemptable tasks on node ``idx``."""
@@ -265,31 +267,6 @@ class Preempt(Action):
                 continue
             cands.append(t)
         return cands
-
-    def _evict_on_node(
-        self,
-        ssn: Session,
-        queue: QueueInfo,
-        task: TaskInfo,
-        idx: int,
-        cands: list[TaskInfo],
-        stmt: Statement,
-    ) -> bool:
-        """Evict victims among ``cands`` until ``task`` fits node ``idx`` (True: pipelined)."""
-        victims = select_victims(ssn, "preemptable", task, cands, strict=self.strict)
-        if not victims or not validate_victims(ssn, task, idx, victims):
-            return False
-        ordered = victim_order(ssn, victims, queue)
-        return try_node(
-            ssn,
-            stmt,
-            task,
-            idx,
-            ordered,
-            "preempt",
-            ready=lambda: ssn.dispatch.allocatable(queue, task),
-            causes=self.causes,
-        )
 
     def _job_bound(self, ssn: Session, job: JobInfo) -> npt.NDArray[np.int64]:
         nd = ssn.nodes

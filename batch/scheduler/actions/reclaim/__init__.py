@@ -32,31 +32,30 @@ import numpy.typing as npt
 
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import TaskStatus
-from batch.scheduler.framework.arguments import Arguments
-from batch.scheduler.framework.eviction import (
-    COMMON_ARGS,
-    Budget,
-    NodeTasks,
-    budgeted_nodes,
-    emit_causes,
-    fits_future,
-    parse_common,
-    pipelined_reason,
-    select_victims,
-    try_node,
-    validate_victims,
-    victim_order,
-)
-from batch.scheduler.framework.hooks import VictimGuard
-from batch.scheduler.framework.pq import PriorityQueue
-from batch.scheduler.framework.queue_floor import (
+from batch.scheduler.actionlib.pq import PriorityQueue
+from batch.scheduler.actionlib.queue_floor import (
     FLOOR_ARGS,
     QueueFloor,
     QueueLedger,
     parse_floor_arguments,
 )
+from batch.scheduler.actionlib.selection import has_topology, starving_jobs
+from batch.scheduler.actionlib.victims import (
+    COMMON_ARGS,
+    Budget,
+    NodeTasks,
+    budgeted_nodes,
+    commit_evictions,
+    evict_on_node,
+    fits_future,
+    offer_tasks,
+    parse_common,
+    pipelined_reason,
+    walk_nodes,
+)
+from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.hooks import VictimGuard
 from batch.scheduler.framework.registry import Action
-from batch.scheduler.framework.selection import has_topology, preemptor_tasks, starving_jobs
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
@@ -123,9 +122,7 @@ class Reclaim(Action):
             stmt = Statement(ssn)
             self._reclaim_job(ssn, queue, job, stmt, budget)
             if len(stmt) and ssn.dispatch.job_pipelined(job):
-                evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
-                stmt.commit()
-                emit_causes(ssn, evicted, self.causes)
+                commit_evictions(ssn, stmt, self.causes)
                 ssn.set_reason(pipelined_reason(job, "reclaim"))
             else:
                 stmt.discard()
@@ -162,21 +159,14 @@ class Reclaim(Action):
         self, ssn: Session, queue: QueueInfo, job: JobInfo, stmt: Statement, budget: Budget
     ) -> None:
         guard = self._guard(ssn)
-        tasks = preemptor_tasks(ssn, job)
-        left = len(tasks)
         bound = self.index.others(queue.name)
-        for task in tasks:
-            if budget.exhausted or not ssn.dispatch.job_starving(job):
-                break
-            left -= 1
+
+        def attempt(task: TaskInfo) -> bool | None:
             if task.status is not TaskStatus.PENDING or task.preemption_policy == "Never":
-                continue
-            if self._reclaim_task(ssn, queue, task, stmt, budget, bound, guard):
-                continue
-            # a gang that can no longer reach its minimum with the tasks left: stop early
-            have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort
-            if have + left < job.min_available:
-                break
+                return None
+            return self._reclaim_task(ssn, queue, task, stmt, budget, bound, guard)
+
+        offer_tasks(ssn, job, budget, attempt)
 
     def _reclaim_task(
         self,
@@ -192,15 +182,32 @@ class Reclaim(Action):
         is still entitled to reclaim for it."""
         if not ssn.dispatch.preemptive(queue, [task]) or ssn.dispatch.pre_predicate(task):
             return False
-        for idx in budgeted_nodes(ssn, task, bound, self.max_nodes, budget):
-            cands = self._reclaimees(ssn, queue, idx)
-            if cands:
-                if self._evict_on_node(ssn, queue, task, idx, cands, stmt, guard):
-                    return True
-            elif fits_future(ssn, task, idx):  # room without evicting anyone
-                stmt.pipeline(task, idx)
-                return True
-        return False
+
+        def evict(idx: int, cands: list[TaskInfo]) -> bool:
+            return evict_on_node(
+                ssn,
+                "reclaimable",
+                queue,
+                task,
+                idx,
+                cands,
+                stmt,
+                strict=self.strict,
+                reason="reclaim",
+                ready=lambda: True,
+                causes=self.causes,
+                extra=(guard,),
+            )
+
+        return walk_nodes(
+            ssn,
+            task,
+            stmt,
+            budgeted_nodes(ssn, task, bound, self.max_nodes, budget),
+            candidates=lambda idx: self._reclaimees(ssn, queue, idx),
+            evict=evict,
+            fits_free=lambda idx: fits_future(ssn, task, idx),  # room without evicting anyone
+        )
 
     def _reclaimees(self, ssn: Session, queue: QueueInfo, idx: int) -> list[TaskInfo]:
         """The candidate tasks on node ``idx`` of jobs in other, reclaimable queues."""
@@ -219,24 +226,3 @@ class Reclaim(Action):
                 continue
             cands.append(t)
         return cands
-
-    def _evict_on_node(
-        self,
-        ssn: Session,
-        queue: QueueInfo,
-        task: TaskInfo,
-        idx: int,
-        cands: list[TaskInfo],
-        stmt: Statement,
-        guard: VictimGuard,
-    ) -> bool:
-        """Evict victims among ``cands`` until ``task`` fits node ``idx`` (True: pipelined)."""
-        victims = select_victims(
-            ssn, "reclaimable", task, cands, strict=self.strict, extra=(guard,)
-        )
-        if not victims or not validate_victims(ssn, task, idx, victims):
-            return False
-        ordered = victim_order(ssn, victims, queue)
-        return try_node(
-            ssn, stmt, task, idx, ordered, "reclaim", ready=lambda: True, causes=self.causes
-        )

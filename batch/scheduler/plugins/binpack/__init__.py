@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from batch.model.info import TaskTemplate
-from batch.scheduler.framework.arguments import Arg, Arguments
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -53,8 +53,6 @@ class BinpackPlugin(Plugin):
                 self.weights[name] = a.get_float(f"binpack.resources.{name}", 1)
         for w in [self.weight, *self.weights.values()]:
             if w < 0:
-                from batch.scheduler.framework.arguments import ConfigError
-
                 raise ConfigError(f"plugin binpack: weights must be >= 0, got {w}")
 
     def on_session_open(self, ssn: Session) -> None:

@@ -17,6 +17,7 @@ from batch.model.resources import IntVec
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT
+from batch.scheduler.plugins.drf.hierarchy import HierarchicalDrf
 
 SHARE_DELTA = 1e-6
 
@@ -78,6 +79,4 @@ class DrfPlugin(Plugin):
         ssn.hooks.add_preemptable_fn(preemptable)
         option = self.option
         if option is not None and option.hierarchy:
-            from batch.scheduler.plugins.drf.hierarchy import HierarchicalDrf
-
             HierarchicalDrf(ssn, total, dims).register()

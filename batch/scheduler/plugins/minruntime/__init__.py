@@ -34,9 +34,9 @@ from batch.model.info import QueueInfo, TaskInfo
 from batch.model.parse import ROOT_QUEUE
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError, check_arguments
-from batch.scheduler.framework.durations import parse_duration, task_start
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.pluginlib.durations import parse_duration, task_start
 
 __all__ = [
     "ANN_PREEMPT",

@@ -330,14 +330,14 @@ class NetworkTopologyPlugin(Plugin):
                 )
 
     # -- topology-aware preemption hooks ---------------------------------------------------
-    def preemption_domains(self, ssn: Session, job: JobInfo) -> list[Domain]:
+    def preemption_domains(self, job: JobInfo) -> list[Domain]:
         """Allowed domains, lowest tier first (largest capacity first inside a tier)."""
         held = [t.node_idx for t in job.tasks.values() if t.status in HOLDING and t.node_idx >= 0]
         doms = self.allowed(job)
         if held:
             idx = np.asarray(held, dtype=np.intp)
             doms = [d for d in doms if bool(d.mask[idx].all())]
-        alloc = ssn.nodes.alloc
+        alloc = self.ssn.nodes.alloc
         return sorted(doms, key=lambda d: (d.tier, -int(alloc[1][d.mask].sum()), d.name))
 
     def pin(self, job: JobInfo, domain: Domain) -> None:

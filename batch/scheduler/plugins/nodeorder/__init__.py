@@ -21,10 +21,10 @@ import numpy as np
 from batch.model.info import TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import MAX_WEIGHT, Arg, Arguments
-from batch.scheduler.framework.matching import term_mask, tolerates
 from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.pluginlib.matching import term_mask, tolerates
 
 MAX_SCORE = 100
 CPU, MEM = 1, 2

@@ -22,14 +22,14 @@ import numpy as np
 from batch.model.info import TaskInfo, TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import Arg, Arguments
-from batch.scheduler.framework.matching import (
+from batch.scheduler.framework.nodes import SessionNodes
+from batch.scheduler.framework.registry import Plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.pluginlib.matching import (
     selector_mask,
     terms_mask,
     tolerates,
 )
-from batch.scheduler.framework.nodes import SessionNodes
-from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import Session
 from batch.scheduler.plugins.predicates.podaffinity import PodAffinity
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

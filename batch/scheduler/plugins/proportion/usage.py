@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from batch.model.usage import QueueUsage
 from batch.scheduler.framework.arguments import Arguments, ConfigError
 from batch.scheduler.framework.conf import SchedulerConfig
-from batch.scheduler.framework.durations import parse_duration
+from batch.scheduler.pluginlib.durations import parse_duration
 
 __all__ = ["UsageDecay", "UsageFigure", "configured_decay", "usage_decay_of", "usage_figures"]
 

@@ -38,10 +38,10 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
-from batch.scheduler.framework.durations import job_estimate, parse_duration, task_start
 from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.pluginlib.durations import job_estimate, parse_duration, task_start
 
 
 @dataclass(slots=True)

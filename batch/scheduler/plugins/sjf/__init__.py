@@ -16,9 +16,9 @@ from __future__ import annotations
 from batch.api.resources import GPU
 from batch.model.info import JobInfo
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError, check_arguments
-from batch.scheduler.framework.durations import job_estimate, parse_duration
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.pluginlib.durations import job_estimate, parse_duration
 
 
 class SjfPlugin(Plugin):

@@ -50,10 +50,10 @@ from dataclasses import dataclass, field
 from batch.api.resources import GPU
 from batch.model.info import JobInfo, TaskInfo
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError, check_arguments
-from batch.scheduler.framework.durations import parse_duration
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT
+from batch.scheduler.pluginlib.durations import parse_duration
 
 _KEY = "tiresias"
 #: forget a job not seen for this long (it finished and was deleted)

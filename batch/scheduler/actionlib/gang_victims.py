@@ -5,7 +5,7 @@ by queue (QueueOrder; gangreclaim skips an Overused queue) and job by job (JobOr
 preemptor job: its pending, ungated, non-best-effort tasks in TaskOrder are the need (gangreclaim
 first asks Preemptive for all of them at once). The candidate domains are the whole cluster, or
 for a job with a ``networkTopology`` the HyperNode domains of the topology plugin (at most
-``maxDomains``). In a domain the running victims are grouped in bundles (framework/bundles.py),
+``maxDomains``). In a domain the running victims are grouped in bundles (actionlib/bundles.py),
 filtered by the UnifiedEvictable callbacks, and taken in bundle order: after each added bundle,
 if the domain's Idle + Releasing plus what the bundles free holds the need, a dry run evicts those
 victims and pipelines every pending task onto the domain's nodes (predicates, FutureIdle,
@@ -28,8 +28,7 @@ import numpy.typing as npt
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import PREEMPTABLE_STATUS, TaskStatus
-from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
-from batch.scheduler.framework.bundles import (
+from batch.scheduler.actionlib.bundles import (
     WHOLE,
     Bundle,
     flatten,
@@ -38,7 +37,10 @@ from batch.scheduler.framework.bundles import (
     keep_allowed,
     sort_bundles,
 )
-from batch.scheduler.framework.eviction import (
+from batch.scheduler.actionlib.pq import PriorityQueue
+from batch.scheduler.actionlib.queue_floor import FloorArgs, QueueFloor, QueueLedger
+from batch.scheduler.actionlib.selection import has_topology, starving_jobs
+from batch.scheduler.actionlib.victims import (
     TIME_BUDGET,
     Budget,
     Rev,
@@ -46,9 +48,7 @@ from batch.scheduler.framework.eviction import (
     emit_causes,
     pipelined_reason,
 )
-from batch.scheduler.framework.pq import PriorityQueue
-from batch.scheduler.framework.queue_floor import FloorArgs, QueueFloor, QueueLedger
-from batch.scheduler.framework.selection import has_topology, starving_jobs
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import le_common
 from batch.scheduler.framework.statement import Statement
@@ -219,7 +219,7 @@ class GangEviction:
         topo = ssn.dispatch.topology_preemption()
         if topo is None:
             return []
-        doms = topo.preemption_domains(ssn, job)[: self.args.max_domains]
+        doms = topo.preemption_domains(job)[: self.args.max_domains]
         return [Domain(topo.domain_nodes(d), d) for d in doms]
 
     def _plan_job(

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from batch.api.owners import workload_label
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import PREEMPTABLE_STATUS
+from batch.scheduler.actionlib.selection import preemptor_tasks
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.hooks import VictimGuard
@@ -430,6 +431,80 @@ def try_node(
     # also lower the queue's allocation, so the caller tries the next node.
     stmt.recover_operations(mark)
     return False
+
+
+def evict_on_node(
+    ssn: Session,
+    point: str,
+    queue: QueueInfo,
+    task: TaskInfo,
+    idx: int,
+    cands: list[TaskInfo],
+    stmt: Statement,
+    *,
+    strict: bool,
+    reason: str,
+    ready: Callable[[], bool],
+    causes: dict[str, tuple[str, str]],
+    extra: Iterable[VictimGuard] = (),
+) -> bool:
+    """Evict victims among ``cands`` (the ``point`` callbacks choose them, ``extra`` guards
+    filter them) until ``task`` fits node ``idx``, in victim order (True: pipelined there)."""
+    victims = select_victims(ssn, point, task, cands, strict=strict, extra=extra)
+    if not victims or not validate_victims(ssn, task, idx, victims):
+        return False
+    ordered = victim_order(ssn, victims, queue)
+    return try_node(ssn, stmt, task, idx, ordered, reason, ready=ready, causes=causes)
+
+
+def walk_nodes(
+    ssn: Session,
+    task: TaskInfo,
+    stmt: Statement,
+    nodes: Iterable[int],
+    *,
+    candidates: Callable[[int], list[TaskInfo]],
+    evict: Callable[[int, list[TaskInfo]], bool],
+    fits_free: Callable[[int], bool],
+) -> bool:
+    """The candidate-node walk of preempt and reclaim: on each node of ``nodes`` (best first),
+    evict among its ``candidates`` until ``task`` fits, or, with no candidate there, pipeline
+    ``task`` when it ``fits_free``; True once it is pipelined on one."""
+    for idx in nodes:
+        cands = candidates(idx)
+        if cands:
+            if evict(idx, cands):
+                return True
+        elif fits_free(idx):
+            stmt.pipeline(task, idx)
+            return True
+    return False
+
+
+def offer_tasks(
+    ssn: Session, job: JobInfo, budget: Budget, attempt: Callable[[TaskInfo], bool | None]
+) -> None:
+    """The task loop of preempt and reclaim: the starving ``job``'s preemptor tasks in order,
+    each to ``attempt`` (True: placed, False: failed, None: skipped), while the job starves and
+    the budget lasts; stops early once the gang can no longer reach its minimum with the tasks
+    left."""
+    tasks = preemptor_tasks(ssn, job)
+    left = len(tasks)
+    for task in tasks:
+        if budget.exhausted or not ssn.dispatch.job_starving(job):
+            break
+        left -= 1
+        if attempt(task) is False:
+            have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort
+            if have + left < job.min_available:
+                break
+
+
+def commit_evictions(ssn: Session, stmt: Statement, causes: dict[str, tuple[str, str]]) -> None:
+    """Commit ``stmt`` and name, on each of its evictions, the job it made room for."""
+    evicted = [op.task.uid for op in stmt.ops if op.kind == "evict"]
+    stmt.commit()
+    emit_causes(ssn, evicted, causes)
 
 
 def pipelined_reason(job: JobInfo, how: str) -> PendingReason:
