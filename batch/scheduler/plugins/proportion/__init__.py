@@ -541,7 +541,7 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         claim = claimed_share(a)
         if bool((a.allocated[dims] + total_req[dims] <= claim[dims] + TOL).all()):
             return True
-        # a whole gang may take its queue nearer its share past it (framework/gang_eviction.py
+        # a whole gang may take its queue nearer its share past it (actionlib/gang_victims.py
         # then asks the plan to bring the queues it touches nearer their shares, too)
         fair = a.held is not None and ssn.action == "gangreclaim"
         return fair and nearer_on(a.allocated, total_req.astype(np.float64), claim, dims)
