@@ -8,7 +8,7 @@ as it is, it would make the cluster's row after all. :class:`JobOwners` sits bet
 controller's watches and the converters: a PodGroup owned by a workload that is part of
 another's job is recorded as owned by that job; a PodGroup owned by a followed kind whose
 workload has not been seen yet is held until it is (after a restart the watches list in any
-order), then recorded.
+order), then recorded. The part's start (a cluster ready) is its job's start.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import datetime as dt
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from batch.api.integration import OwnerRef, observe_workload
+from batch.api.integration import OwnerRef, WorkloadObservation, observe_workload
 from batch.ledger.convert import events_from_job, events_from_podgroup
-from batch.ledger.events import LedgerEvent
+from batch.ledger.events import JobPhaseChanged, LedgerEvent
 
 Obj = Mapping[str, Any]
 
@@ -36,6 +36,34 @@ def _uid(obj: Obj) -> str:
 def _controller_owner(obj: Obj) -> Obj | None:
     refs = [r for r in _meta(obj).get("ownerReferences") or [] if isinstance(r, Mapping)]
     return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+
+
+def _part_running(
+    part: Obj, seen: WorkloadObservation, before: WorkloadObservation | None
+) -> list[LedgerEvent]:
+    """A part's start is its job's: when a RayJob's or RayService's cluster becomes ready, the
+    job's gang has run, whatever the owner's own status says yet (KubeRay writes a RayService's
+    status only once Ray's dashboard answers, so a RayService whose Serve applications never
+    come up would otherwise wait for ever while holding its nodes). Its other phases are not
+    the job's: a failed cluster may be replaced."""
+    job = seen.part_of
+    assert job is not None
+    old = set(before.phases) if before is not None else set()
+    namespace = str(_meta(part).get("namespace") or "default")
+    return [
+        JobPhaseChanged(
+            job_uid=job.uid,
+            namespace=namespace,
+            name=job.name,
+            kind=job.kind,
+            to_phase="Running",
+            at=at,
+            reason=f"{part.get('kind')}Ready",
+            message=f"{part.get('kind')} {_meta(part).get('name')} is ready",
+        )
+        for phase, at in seen.phases
+        if phase == "Running" and (phase, at) not in old
+    ]
 
 
 class JobOwners:
@@ -70,6 +98,9 @@ class JobOwners:
             return events
         seen = observe_workload(new, self.adapters)
         self._seen[uid] = seen.part_of if seen is not None else None
+        if seen is not None and seen.part_of is not None:
+            before = observe_workload(old, self.adapters) if old is not None else None
+            events += _part_running(new, seen, before)
         for pg in self._held.pop(uid, {}).values():
             events += self._podgroup(None, pg, now)
         return events

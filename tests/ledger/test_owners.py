@@ -166,3 +166,28 @@ def test_a_standalone_raycluster_keeps_its_own_row(
     record(ledger_url, tmp_path, events)
     assert [(r[0], r[1], r[4]) for r in jobs(engine)] == [("RayCluster", "solo", at(T1))]
     assert {r["job_uid"] for r in rows(engine, "job_transitions")} == {"solo-uid"}
+
+
+def test_a_rayservice_whose_status_kuberay_never_writes_runs_since_its_cluster_was_ready(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    """KubeRay writes a RayService's status only once Ray's dashboard answers; its cluster's
+    readiness (the gang ran) is the service's start all the same. The cluster's failure is not
+    the service's end."""
+    svc = rayservice()
+    rc = made_cluster(svc, "svc-abcde")
+    ready = made_cluster(svc, "svc-abcde", ready_at=T1)
+    failed = copy.deepcopy(ready)
+    failed["status"] = {"state": "failed", "stateTransitionTimes": {"failed": T2}}
+    feed = owners()
+    events = [
+        *feed.job_events(None, svc),
+        *feed.job_events(None, rc),
+        *feed.job_events(rc, ready),
+        *feed.job_events(ready, ready),  # a later write of the same state adds nothing
+        *feed.job_events(ready, failed),
+    ]
+    running = [e for e in events if isinstance(e, ev.JobPhaseChanged) and e.to_phase == "Running"]
+    assert [(e.job_uid, e.kind, e.at) for e in running] == [("svc-uid", "RayService", at(T1))]
+    record(ledger_url, tmp_path, events)
+    assert jobs(engine) == [("RayService", "svc", "ray-q", None, at(T1), None)]
