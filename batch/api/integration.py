@@ -293,6 +293,9 @@ class WorkloadObservation:
         (``Pending``, ``Running``, ``Restarting``, ``Completing``, ``Completed``, ``Failed``,
         ``Terminating``, ``Terminated``, ``Unknown``), times taken from the object so that
         observing it again gives the same history.
+      part_of: the workload whose job this one is part of (a RayCluster that a RayJob or
+        RayService created): the ledger keeps no job row for this one, and its PodGroup's
+        facts go to that owner's row. None: a job of its own.
     """
 
     replicas: Mapping[str, int] = field(default_factory=dict)
@@ -301,6 +304,7 @@ class WorkloadObservation:
     priority_class: str | None = None
     min_available: int | None = None
     phases: Sequence[tuple[str, dt.datetime]] = ()
+    part_of: OwnerRef | None = None
 
     @property
     def finished(self) -> bool:

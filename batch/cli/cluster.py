@@ -14,7 +14,9 @@ registers the Nodes, keeps them Ready with leases and runs the pods bound to the
 runs its controllers, scheduler and webhook (registered with the apiserver) in this process;
 `--components volcano` installs Volcano v1.10's CRDs and runs its built vc-controller-manager and
 vc-scheduler (`make oracles`); `none` runs the plane alone. See
-`batch.sandbox.real_components`.
+`batch.sandbox.real_components`. Tephra's webhook includes the pod webhooks (gang injection for
+framework pods in namespaces that opted in). The web dashboard runs beside it as beside the
+sandbox (`--no-dashboard`, `--dashboard-port`; its URL printed as `dashboard: URL`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,7 +44,7 @@ from batch.cli.sandbox import (
     _ledger_url,
     _stop_on_signals,
 )
-from batch.cli.serving import component_options
+from batch.cli.serving import component_options, dashboard_beside, dashboard_options
 from batch.kube.config import ClusterAccess
 from batch.sandbox.control_plane import ControlPlane, control_plane
 from batch.sandbox.emulator_http import EmulatorThread
@@ -198,6 +201,7 @@ def load_nodes(path: Path) -> list[dict[str, Any]]:
 @click.option(
     "--heartbeat-seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True
 )
+@dashboard_options
 @click.option("-v", "--verbose", is_flag=True)
 def up(
     kubeconfig: Path,
@@ -221,6 +225,8 @@ def up(
     node_prefix: str,
     max_grace_seconds: float,
     heartbeat_seconds: float,
+    no_dashboard: bool,
+    dashboard_port: int,
     verbose: bool,
 ) -> None:
     """Start etcd, kube-apiserver, kube-controller-manager, the node emulator and the
@@ -264,7 +270,9 @@ def up(
         heartbeat_seconds,
         objects,
     )
-    plane = Plane(bin_dir, workdir, controller_manager, port)
+    plane = Plane(
+        bin_dir, workdir, controller_manager, port, None if no_dashboard else dashboard_port
+    )
     _serve(kubeconfig, plane, emulation if emulator else None, components, options, volcano, began)
 
 
@@ -310,6 +318,8 @@ class Plane:
     workdir: Path | None
     controller_manager: bool
     port: int
+    #: the dashboard's port beside it (0: a free one; None: no dashboard)
+    dashboard: int | None = None
 
 
 def _serve(
@@ -336,6 +346,8 @@ def _serve(
             if emulation is not None:
                 stack.callback(_emulate(plane, emulation).stop)
             names = stack.enter_context(_components(plane, components, options, volcano, work))
+            beside = dashboard_beside(plane.kubeconfig, options.db_url, plane_args.dashboard)
+            url = stack.enter_context(beside)
             _publish(plane.kubeconfig, kubeconfig)
             stack.callback(kubeconfig.unlink, missing_ok=True)
             what = f"{emulation.count} emulated nodes" if emulation else "no node emulator"
@@ -343,6 +355,10 @@ def _serve(
                 f"control plane ready at {plane.server} in {time.monotonic() - began:.2f}s "
                 f"({what}; {', '.join(names) or 'no components'}); kubeconfig {kubeconfig}"
             )
+            if url is not None:
+                click.echo(f"dashboard: {url}", err=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
             while not stop.wait(0.5):
                 pass
             click.echo("control plane stopping")

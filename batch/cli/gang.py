@@ -75,7 +75,7 @@ def gang(files: tuple[Path, ...], leader_running: bool) -> None:
             where = f"{path}:{index}"
             kind = f"{doc.get('apiVersion', '?')} {doc.get('kind', '?')}"
             adapter = adapter_for_workload(doc, adapters)
-            if adapter is None:
+            if adapter is None or str(doc.get("kind")) in _INDIRECT:
                 note = _INDIRECT.get(str(doc.get("kind")), "no adapter handles it")
                 click.echo(f"{where}: skipped {kind} ({note})", err=True)
                 continue

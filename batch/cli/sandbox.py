@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 import math
@@ -11,7 +10,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -32,7 +30,7 @@ from batch.cli.metrics import (
     parse_bind_address,
     serve_metrics,
 )
-from batch.cli.serving import component_options
+from batch.cli.serving import component_options, dashboard_beside, dashboard_options
 
 if TYPE_CHECKING:
     from batch.sandbox.components import Component
@@ -112,14 +110,7 @@ def sandbox() -> None:
     help="Seed of fault injection and generated names.",
 )
 @click.option("--no-components", is_flag=True, help="Serve only the API server and node emulator.")
-@click.option("--no-dashboard", is_flag=True, help="Do not serve the web dashboard.")
-@click.option(
-    "--dashboard-port",
-    type=click.IntRange(0, 65535),
-    default=0,
-    show_default=True,
-    help="Port of the web dashboard on 127.0.0.1 (0: a free port).",
-)
+@dashboard_options
 @bind_address_option("127.0.0.1:0", free="a free port")
 @pod_batch_option
 @limit_options
@@ -254,7 +245,8 @@ def _serve(
         served = serve_metrics(
             lambda: component_registries(running), metrics, lambda: component_health(running)
         )
-        with _dashboard(write_kubeconfig(internal, thread.url), options, dashboard) as url:
+        beside = write_kubeconfig(internal, thread.url)
+        with dashboard_beside(beside, options.db_url, dashboard) as url:
             write_kubeconfig(kubeconfig, thread.url)
             names = ", ".join(c.name for c in running) or "no components"
             click.echo(
@@ -275,25 +267,6 @@ def _serve(
         stop_all(running)
         thread.stop()
     kubeconfig.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _dashboard(kubeconfig: Path, options: SandboxOptions, port: int | None) -> Iterator[str | None]:
-    """The web dashboard beside the sandbox on 127.0.0.1 (with the ledger's history when the
-    components record one); nothing when `port` is None (`--no-dashboard`). One that cannot
-    start (its port taken) is said and done without: the sandbox serves on."""
-    if port is None:
-        yield None
-        return
-    from batch.cli.dashboard import serve_beside
-
-    with contextlib.ExitStack() as stack:
-        try:
-            url: str | None = stack.enter_context(serve_beside(kubeconfig, options.db_url, port))
-        except (RuntimeError, OSError) as exc:
-            click.echo(f"dashboard: not started: {one_line(exc)}", err=True)
-            url = None
-        yield url
 
 
 def _stop_on_signals() -> threading.Event:

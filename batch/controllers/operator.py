@@ -216,6 +216,7 @@ class ControllerManager:
         #: the last Forbidden event posted per key: (message, monotonic time)
         self._forbidden: dict[Key, tuple[str, float]] = {}
         self._last_seen: dict[str, dict[str, Any]] = {}
+        self._job_owners: Any = None  # batch.ledger.owners.JobOwners, made on first record
         self.metrics = ControllerMetrics()
         self.cronjobs = CronJobSync()
 
@@ -249,12 +250,8 @@ class ControllerManager:
         if self.recorder is None:
             return
         try:
-            from batch.ledger import (
-                events_from_job,
-                events_from_pod,
-                events_from_podgroup,
-                events_from_queue,
-            )
+            from batch.ledger import events_from_pod, events_from_queue
+            from batch.ledger.owners import JobOwners
 
             uid = str((body.get("metadata") or {}).get("uid") or "")
             old = self._last_seen.get(uid)
@@ -263,12 +260,14 @@ class ControllerManager:
                 self._last_seen.pop(uid, None)
             else:
                 self._last_seen[uid] = new
-            if kind == "job":  # the manager's adapters, not the entry points' (tests inject)
-                events = events_from_job(old, new, adapters=self.adapters)
+            if self._job_owners is None:  # the manager's adapters (tests inject theirs)
+                self._job_owners = JobOwners(self.adapters, self.observed_kinds)
+            if kind == "job":
+                events = self._job_owners.job_events(old, new)
             elif kind == "pod":
                 events = events_from_pod(old, new, adapters=self.adapters)
             elif kind == "podgroup":
-                events = events_from_podgroup(old, new, observed_kinds=self.observed_kinds)
+                events = self._job_owners.podgroup_events(old, new)
             else:
                 events = events_from_queue(old, new)
             if events:

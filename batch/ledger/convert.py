@@ -273,9 +273,14 @@ def _workload_observation(
 ) -> tuple[JobObserved, list[tuple[str, dt.datetime]]]:
     """Observation + (phase, time) history of a framework workload: the generic facts from
     its metadata, the rest from its adapter's ``observe`` (none known: metadata only)."""
+    return _observation_from(obj, observe_workload(obj, adapters) or WorkloadObservation())
+
+
+def _observation_from(
+    obj: Obj, seen: WorkloadObservation
+) -> tuple[JobObserved, list[tuple[str, dt.datetime]]]:
     meta = _meta(obj)
     kind = str(obj.get("kind") or "Unknown")
-    seen = observe_workload(obj, adapters) or WorkloadObservation()
     history = sorted(seen.phases, key=lambda h: h[1])
     last = history[-1] if history else None
     observed = JobObserved(
@@ -302,11 +307,14 @@ def _workload_observation(
 def _workload_events(
     old: Obj | None, new: Obj | None, *, now: dt.datetime | None, adapters: Iterable[object]
 ) -> list[LedgerEvent]:
+    found = observe_workload(new if new is not None else old or {}, adapters)
+    if found is not None and found.part_of is not None:
+        return []  # part of its owner's job (e.g. a RayJob's RayCluster): the owner's row
     if new is None:
         assert old is not None
-        observed, _ = _workload_observation(old, adapters)
+        observed, _ = _observation_from(old, found or WorkloadObservation())
         return _deleted(observed, _meta(old), now)
-    observed, history = _workload_observation(new, adapters)
+    observed, history = _observation_from(new, found or WorkloadObservation())
     previous, old_history = _workload_observation(old, adapters) if old is not None else (None, [])
     out: list[LedgerEvent] = []
     seen = set(old_history)

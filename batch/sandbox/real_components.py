@@ -7,8 +7,9 @@ starts Volcano's with the same code.
 - Tephra (`tephra_components`): Tephra's CRDs, the controllers and the scheduler (the sandbox's
   own `Component`s, in this process) and the admission webhook on 127.0.0.1 with a self-signed
   certificate, registered with the apiserver by URL (`webhook_configurations`: the chart's job,
-  queue, PodGroup, Command and CronJob webhooks, the same rules as the chart's, which
-  tests/charts checks; the chart's pod webhooks are left out, so pods are stored as written).
+  queue, PodGroup, Command, CronJob and pod webhooks, the same rules as the chart's default
+  values, which tests/charts checks: a framework pod in a namespace that opted into gang
+  injection gets its gang's schedulerName and group, as `tephra sandbox up` does in process).
 - Volcano (`volcano_components`): Volcano's own CRDs (from the directory `scripts/build-oracle.sh
   volcano` fills), `vc-controller-manager` and `vc-scheduler` as processes logging into a
   directory. Volcano's webhook manager is not run: jobs are stored as written.
@@ -27,6 +28,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from batch.api.integration import GANG_INJECTION_DISABLED, GANG_INJECTION_LABEL
 from batch.api.yamlio import load_yaml_file
 from batch.sandbox.control_plane import ControlPlane
 from batch.sandbox.loopthread import LoopThread
@@ -336,7 +338,7 @@ def volcano_components(
 
 # ------------------------------------------------------------------------ Tephra's webhook
 #: (name, path, group, version, resource, operations, scope) of each webhook, as the chart's
-#: templates/webhook-configurations.yaml registers them (pod webhooks aside).
+#: templates/webhook-configurations.yaml registers them (pod webhooks: `_pod_hooks`).
 _MUTATING = [
     ("mutate.jobs.batch.tephra.io", "/jobs/mutate", "batch", "jobs", ["CREATE"]),
     ("mutate.queues.scheduling.tephra.io", "/queues/mutate", "scheduling", "queues", ["CREATE"]),
@@ -386,10 +388,53 @@ _GROUPS = {
 }
 
 
-def webhook_configurations(base_url: str, ca_bundle: bytes, name: str = WEBHOOK_NAME) -> list[Obj]:
+#: the namespaces the chart never sends to the pod webhooks (`webhook.excludeNamespaces`)
+EXCLUDED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+
+
+def _pod_hooks(base_url: str, ca: str, scheduler_name: str) -> tuple[Obj, Obj]:
+    """The chart's pod webhooks (mutate: gang injection, decided per pod by its namespace's
+    opt-in; validate: pods Tephra schedules), failure policy Ignore: an outage never blocks a
+    pod. Pods naming another scheduler are not sent to the mutating one."""
+    ours = f"'{scheduler_name}'"
+    rule: Obj = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"]}
+    rule.update(resources=["pods"], scope="Namespaced")
+    excluded: Obj = {"key": "kubernetes.io/metadata.name", "operator": "NotIn"}
+    excluded["values"] = list(EXCLUDED_NAMESPACES)
+    common: Obj = {"admissionReviewVersions": ["v1"], "sideEffects": "None"}
+    common.update(timeoutSeconds=5, failurePolicy="Ignore", matchPolicy="Equivalent")
+    common.update(namespaceSelector={"matchExpressions": [excluded]}, rules=[rule])
+    mutate: Obj = {"name": "mutate.pods.tephra.io", **common, "reinvocationPolicy": "Never"}
+    opted_out: Obj = {"key": GANG_INJECTION_LABEL, "operator": "NotIn"}
+    opted_out["values"] = [GANG_INJECTION_DISABLED]
+    mutate["namespaceSelector"] = {"matchExpressions": [opted_out, excluded]}
+    mutate["clientConfig"] = {"url": base_url + "/pods/mutate", "caBundle": ca}
+    mutate["matchConditions"] = [
+        {
+            "name": "default-or-our-scheduler",
+            "expression": "!has(object.spec.schedulerName) || object.spec.schedulerName in "
+            f"['', 'default-scheduler', {ours}]",
+        }
+    ]
+    validate: Obj = {"name": "validate.pods.tephra.io", **common}
+    validate["clientConfig"] = {"url": base_url + "/pods/validate", "caBundle": ca}
+    validate["matchConditions"] = [
+        {
+            "name": "our-scheduler",
+            "expression": f"has(object.spec.schedulerName) && object.spec.schedulerName == {ours}",
+        }
+    ]
+    return mutate, validate
+
+
+def webhook_configurations(
+    base_url: str, ca_bundle: bytes, name: str = WEBHOOK_NAME, *, scheduler_name: str = "volcano"
+) -> list[Obj]:
     """The Mutating- and ValidatingWebhookConfiguration of Tephra's webhook served at
-    `base_url` (https), whose certificate `ca_bundle` (PEM) signs."""
+    `base_url` (https), whose certificate `ca_bundle` (PEM) signs; `scheduler_name`: the
+    scheduler the pod webhooks gang pods for."""
     ca = base64.b64encode(ca_bundle).decode()
+    pod_mutate, pod_validate = _pod_hooks(base_url, ca, scheduler_name)
 
     def hooks(table: Sequence[tuple[str, str, str, str, list[str]]]) -> list[Obj]:
         out = []
@@ -418,13 +463,13 @@ def webhook_configurations(base_url: str, ca_bundle: bytes, name: str = WEBHOOK_
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": meta,
-            "webhooks": hooks(_MUTATING),
+            "webhooks": [*hooks(_MUTATING), pod_mutate],
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": dict(meta),
-            "webhooks": hooks(_VALIDATING),
+            "webhooks": [*hooks(_VALIDATING), pod_validate],
         },
     ]
 

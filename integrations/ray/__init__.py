@@ -25,9 +25,11 @@ Gang (as KubeRay's volcano plugin computes it, ``batchscheduler/volcano``):
   of an upgrade gets its own gang).
 
 RayJob and RayService reach the scheduler through the RayClusters KubeRay creates from
-``spec.rayClusterSpec`` / ``spec.rayClusterConfig`` (copying the owner's labels). RayJob is
-listed in ``kinds`` all the same, so the controller watches it for the ledger (:meth:`observe`):
-KubeRay leaves a finished RayJob's PodGroup behind, never completed (KubeRay #4473).
+``spec.rayClusterSpec`` / ``spec.rayClusterConfig`` (copying the owner's labels). Both are
+listed in ``kinds`` all the same, so the controller watches them for the ledger
+(:meth:`observe`): KubeRay leaves a finished RayJob's PodGroup behind, never completed (KubeRay
+#4473), and a RayService is a job of its own. A cluster either of them created is ``part_of``
+its owner's job: the ledger keeps one row per job, the owner's.
 :meth:`RayAdapter.gang_for_workload` also accepts a RayJob (its gang does not depend on the
 generated cluster name), and :func:`cluster_for` builds the RayCluster KubeRay would create, for
 tests and for explaining a RayJob/RayService before it runs.
@@ -45,6 +47,7 @@ from batch.api.integration import (
     TASK_SPEC_ANNOTATION,
     GangError,
     GangSpec,
+    OwnerRef,
     WorkloadKind,
     WorkloadObservation,
     WorkloadRef,
@@ -168,6 +171,53 @@ def _job_phase(workload: Mapping[str, Any]) -> tuple[str | None, dt.datetime | N
     return phase, at or parse_time(status.get("startTime"))
 
 
+def _service_phase(workload: Mapping[str, Any]) -> tuple[str | None, dt.datetime | None]:
+    """A RayService's phase and since when. It never completes: it serves until deleted, or
+    fails when its ``Ready`` condition turns False with reason ``InitializingTimeout`` (the
+    ``ray.io/initializing-timeout`` annotation; KubeRay then deletes its clusters). It runs
+    since the first of its clusters became ready (the gang's wait ended; KubeRay copies each
+    cluster's status into the RayService's) or since ``Ready`` turned True, whichever is
+    earlier; before that it is Pending since it was created."""
+    status = workload.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    ready = next(
+        (
+            c
+            for c in status.get("conditions") or []
+            if isinstance(c, Mapping) and c.get("type") == "Ready"
+        ),
+        {},
+    )
+    ready_at = parse_time(ready.get("lastTransitionTime"))
+    if ready.get("status") == "False" and ready.get("reason") == "InitializingTimeout":
+        return "Failed", ready_at
+    starts = [ready_at] if ready.get("status") == "True" else []
+    for side in ("activeServiceStatus", "pendingServiceStatus"):
+        part = status.get(side)
+        cluster = part.get("rayClusterStatus") if isinstance(part, Mapping) else None
+        if isinstance(cluster, Mapping):
+            phase, at = _cluster_phase(cluster)
+            starts.append(at if phase == "Running" else None)
+    found = [t for t in starts if t is not None]
+    if found:
+        return "Running", min(found)
+    return "Pending", parse_time((workload.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _part_of(cluster: Mapping[str, Any]) -> OwnerRef | None:
+    """The RayJob or RayService that created ``cluster`` (its controller ownerReference)."""
+    for ref in (cluster.get("metadata") or {}).get("ownerReferences") or []:
+        if (
+            isinstance(ref, Mapping)
+            and ref.get("controller")
+            and ref.get("kind") in ("RayJob", "RayService")
+            and str(ref.get("apiVersion") or "").startswith("ray.io/")
+            and ref.get("uid")
+        ):
+            return OwnerRef(API_VERSION, str(ref["kind"]), str(ref.get("name") or ""), ref["uid"])
+    return None
+
+
 def _status_written(workload: Mapping[str, Any]) -> dt.datetime | None:
     """When the object's status was last written (its ``status`` managedFields entries)."""
     entries = (workload.get("metadata") or {}).get("managedFields")
@@ -185,11 +235,13 @@ def _status_written(workload: Mapping[str, Any]) -> dt.datetime | None:
 class RayAdapter:
     """The KubeRay :class:`~batch.api.integration.WorkloadAdapter`."""
 
-    # RayJob is listed so the controller watches it for the ledger; its gang is still made
-    # from the pods of the RayCluster KubeRay creates (they map to that cluster).
+    # RayJob and RayService are listed so the controller watches them for the ledger; their
+    # gangs are still made from the pods of the RayClusters KubeRay creates (they map to
+    # those clusters).
     _kinds = (
         WorkloadKind(API_VERSION, "RayCluster", "rayclusters"),
         WorkloadKind(API_VERSION, "RayJob", "rayjobs"),
+        WorkloadKind(API_VERSION, "RayService", "rayservices"),
     )
 
     @property
@@ -267,30 +319,46 @@ class RayAdapter:
         return None
 
     def observe(self, workload: Mapping[str, Any]) -> WorkloadObservation | None:
-        """A RayJob or RayCluster for the ledger: the pods of its gang, counted as the gang
-        counts them, and its current phase: a RayJob's ``jobDeploymentStatus``, a RayCluster's
-        ``state`` (the controller watches RayClusters, so without it their rows never start)."""
+        """A RayJob, RayService or RayCluster for the ledger: the pods of its gang, counted as
+        the gang counts them, and its current phase: a RayJob's ``jobDeploymentStatus``, a
+        RayService's (:func:`_service_phase`), a RayCluster's ``state`` (the controller watches
+        RayClusters, so without it their rows never start). A RayCluster a RayJob or RayService
+        created is ``part_of`` it: the owner's row is the job, the cluster gets none."""
+        part_of = None
         if is_kind(workload, self._kinds, "RayCluster"):
             status = workload.get("status")
             phase, at = _cluster_phase(status if isinstance(status, Mapping) else {})
+            part_of = _part_of(workload)
         elif is_kind(workload, self._kinds, "RayJob"):
             phase, at = _job_phase(workload)
+        elif is_kind(workload, self._kinds, "RayService"):
+            phase, at = _service_phase(workload)
         else:
             return None
-        versioned = {**workload, "apiVersion": API_VERSION}
-        try:
-            gang = self.gang_for_workload(versioned)
-        except GangError:
-            gang = None
+        phases = [(phase, at)] if phase and at else []
+        gang = self._observed_gang({**workload, "apiVersion": API_VERSION})
         if gang is None:
-            return WorkloadObservation(phases=[(phase, at)] if phase and at else [])
+            return WorkloadObservation(phases=phases, part_of=part_of)
         return WorkloadObservation(
             replicas=dict(gang.min_task_member),
             requests=Resource.from_list(gang.min_resources),
             queue=gang.queue,
             priority_class=gang.priority_class_name,
-            phases=[(phase, at)] if phase and at else [],
+            phases=phases,
+            part_of=part_of,
         )
+
+    def _observed_gang(self, workload: Mapping[str, Any]) -> GangSpec | None:
+        """The gang the ledger describes ``workload`` by: a RayService's is that of the cluster
+        KubeRay creates from ``rayClusterConfig`` (it has no gang of its own to schedule)."""
+        try:
+            if workload.get("kind") == "RayService":
+                name, _ = name_and_namespace(workload)
+                cluster = cluster_for(workload, f"{name}-raycluster-xxxxx")
+                return self._gang(cluster, owner=cluster)
+            return self.gang_for_workload(workload)
+        except GangError:
+            return None
 
     # -- internals --------------------------------------------------------------------------
     def _gang(self, cluster: Mapping[str, Any], *, owner: Mapping[str, Any]) -> GangSpec:

@@ -6,6 +6,7 @@ RBAC, and values.schema.json rejecting bad values.
 from __future__ import annotations
 
 import base64
+import copy
 import re
 import subprocess
 from pathlib import Path
@@ -1012,19 +1013,28 @@ def test_rbac_covers_what_the_code_watches(rendered: dict[str, list[Doc]]) -> No
 
 
 def test_cluster_up_registers_the_charts_webhooks(rendered: dict[str, list[Doc]]) -> None:
-    """`tephra cluster up` registers the chart's webhooks (pod ones aside) with the same names,
-    paths, rules and policies, only by URL: one set of rules, checked here against the chart."""
+    """`tephra cluster up` registers the chart's webhooks (with its default values) with the
+    same names, paths, rules, policies, match conditions and namespace selectors (the release
+    namespace aside: cluster up has none), only by URL: one set of rules, checked here against
+    the chart."""
     from batch.sandbox.real_components import webhook_configurations
 
     def shape(kind: str, hook: dict[str, Any], path: str) -> tuple[Any, ...]:
         policies = (hook["failurePolicy"], hook["matchPolicy"], hook["sideEffects"])
-        return (kind, hook["name"], path, yaml.safe_dump(hook["rules"]), policies)
+        policies += (hook.get("reinvocationPolicy"),)
+        selector = copy.deepcopy(hook.get("namespaceSelector"))
+        for expr in (selector or {}).get("matchExpressions", []):
+            expr["values"] = [v for v in expr["values"] if v != NAMESPACE]
+        # Other hooks' conditions name the chart's controller service account (cluster up's
+        # controllers run as admin); the pod hooks' name the scheduler.
+        conditions = hook.get("matchConditions") if path.startswith("/pods/") else None
+        extra = yaml.safe_dump([conditions, selector])
+        return (kind, hook["name"], path, yaml.safe_dump(hook["rules"]), policies, extra)
 
     chart = {
         shape(kind, hook, hook["clientConfig"]["service"]["path"])
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
         for hook in one(rendered["default"], kind, name_of("webhook"))["webhooks"]
-        if not hook["clientConfig"]["service"]["path"].startswith("/pods/")
     }
     base = "https://127.0.0.1:1"
     ours = {

@@ -4,7 +4,9 @@ binaries are needed to see it)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -60,3 +62,31 @@ def test_volcano_not_built_says_make_oracles(
     assert code == 1, out
     assert "is not a built Volcano (no vc-controller-manager, vc-scheduler, crds/)" in out
     assert "make oracles" in out
+
+
+def test_cluster_up_takes_the_sandbox_dashboard_and_component_flags() -> None:
+    """One interface: the flags of the shared declarations read the same in both commands (the
+    scheduler conf's help names each command's default)."""
+    from batch.cli.cluster import up as cluster_up
+    from batch.cli.sandbox import up as sandbox_up
+
+    def flags(command: Any) -> dict[str, tuple[Any, ...]]:
+        return {
+            opt: (p.help, p.default, p.is_flag)
+            for p in command.params
+            if isinstance(p, click.Option)
+            for opt in p.opts
+        }
+
+    shared = {
+        "--no-dashboard",
+        "--dashboard-port",
+        "--scheduler-conf",
+        "--schedule-period",
+        "--db",
+        "--no-ledger",
+    }
+    ours, sandbox = flags(cluster_up), flags(sandbox_up)
+    for name in shared - {"--scheduler-conf"}:
+        assert ours[name] == sandbox[name], name
+    assert "--scheduler-conf" in ours and "--scheduler-conf" in sandbox

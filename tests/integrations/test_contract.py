@@ -374,6 +374,7 @@ def test_entry_points_are_installed_and_load() -> None:
         ("kubeflow.org/v1", "MPIJob"),
         ("ray.io/v1", "RayCluster"),
         ("ray.io/v1", "RayJob"),
+        ("ray.io/v1", "RayService"),
         ("sparkoperator.k8s.io/v1beta2", "SparkApplication"),
         ("v1", "Pod"),
     }

@@ -161,3 +161,110 @@ def test_the_ledger_records_a_rayjob_start_and_end_from_the_rayjob_itself() -> N
     assert phases == [("Pending", at(T0)), ("Running", at(T1)), ("Failed", at(T2))]
     observed = [e for e in changes if isinstance(e, ev.JobObserved)]
     assert {(e.kind, e.name, e.queue) for e in observed} == {("RayJob", "rj", "ray-q")}
+
+
+# -------------------------------------------------------------------------------- RayService
+# A RayService is a job of its own in the ledger (issue 34): it runs since its first cluster
+# was ready (the gang's wait ended), fails on KubeRay's initializing timeout, else serves until
+# it is deleted. The clusters KubeRay creates for it (or for a RayJob) are part of its job.
+
+
+def rayservice(status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {
+            "name": "svc",
+            "namespace": "ns",
+            "uid": "svc-uid",
+            "creationTimestamp": T0,
+            "labels": {"volcano.sh/queue-name": "ray-q"},
+        },
+        "spec": {"serveConfigV2": "applications: []", "rayClusterConfig": cluster()["spec"]},
+        "status": status or {},
+    }
+
+
+def ready_cluster_status(when: str) -> dict[str, Any]:
+    return {"rayClusterStatus": {"state": "ready", "stateTransitionTimes": {"ready": when}}}
+
+
+def test_the_ray_adapter_lists_rayservice_so_the_controller_watches_it() -> None:
+    kinds = {(k.api_version, k.kind, k.plural) for k in RayAdapter().kinds}
+    assert ("ray.io/v1", "RayService", "rayservices") in kinds
+
+
+def test_a_rayservice_waits_since_it_was_created_with_its_clusters_gang() -> None:
+    initialising = {
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "Initializing", "lastTransitionTime": T1}
+        ]
+    }
+    seen = RayAdapter().observe(rayservice(initialising))
+    assert seen is not None and seen.part_of is None
+    assert seen.queue == "ray-q" and seen.replicas == {"headgroup": 1, "w": 2}
+    assert seen.requests == {"cpu": 3000}
+    assert list(seen.phases) == [("Pending", at(T0))]
+
+
+def test_a_rayservice_runs_since_its_pending_cluster_was_ready_before_it_serves() -> None:
+    """Serving needs Ray inside the pods; the gang's wait ended when the cluster was ready."""
+    status = {"pendingServiceStatus": ready_cluster_status(T1)}
+    seen = RayAdapter().observe(rayservice(status))
+    assert seen is not None and list(seen.phases) == [("Running", at(T1))]
+
+
+def test_a_serving_rayservice_runs_since_the_earlier_of_ready_and_its_cluster() -> None:
+    status = {
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": T2}],
+        "activeServiceStatus": ready_cluster_status(T1),
+    }
+    seen = RayAdapter().observe(rayservice(status))
+    assert seen is not None and list(seen.phases) == [("Running", at(T1))]
+
+
+def test_a_rayservice_past_its_initializing_timeout_failed() -> None:
+    status = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "InitializingTimeout",
+                "lastTransitionTime": T2,
+            }
+        ],
+        "pendingServiceStatus": ready_cluster_status(T1),
+    }
+    seen = RayAdapter().observe(rayservice(status))
+    assert seen is not None and seen.finished
+    assert list(seen.phases) == [("Failed", at(T2))]
+
+
+def owned_cluster(owner_kind: str, owner_uid: str) -> dict[str, Any]:
+    obj = cluster({"state": "ready", "stateTransitionTimes": {"ready": T1}})
+    obj["metadata"]["uid"] = "rc-uid"
+    obj["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": owner_kind,
+            "name": "owner",
+            "uid": owner_uid,
+            "controller": True,
+        }
+    ]
+    return obj
+
+
+def test_a_cluster_a_rayjob_or_rayservice_created_is_part_of_its_job() -> None:
+    for kind in ("RayJob", "RayService"):
+        seen = RayAdapter().observe(owned_cluster(kind, "owner-uid"))
+        assert seen is not None and seen.part_of is not None
+        assert (seen.part_of.kind, seen.part_of.uid) == (kind, "owner-uid")
+    standalone = RayAdapter().observe(owned_cluster("Deployment", "d-uid"))
+    assert standalone is not None and standalone.part_of is None
+
+
+def test_the_ledger_records_nothing_of_a_cluster_that_is_part_of_a_job() -> None:
+    obj = owned_cluster("RayJob", "rj-uid")
+    assert events_from_job(None, obj, adapters=[RayAdapter()]) == []
+    assert events_from_job(obj, None, adapters=[RayAdapter()]) == []

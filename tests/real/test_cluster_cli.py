@@ -186,3 +186,85 @@ def test_cluster_up_takes_the_sandbox_flags_and_runs_a_vcjob(
         pass
     left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, check=False)
     assert left.returncode == 1, f"components outlived SIGTERM: {left.stdout!r}"
+
+
+OPTED_IN = {
+    "apiVersion": "v1",
+    "kind": "Namespace",
+    "metadata": {"name": "ml", "labels": {"tephra.io/gang-injection": "enabled"}},
+}
+
+
+def _pytorch_pod(namespace: str) -> dict[str, Any]:
+    """A pod as training-operator makes it without `--gang-scheduler-name`: no group, the
+    default scheduler."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-worker-0",
+            "namespace": namespace,
+            "labels": {
+                "training.kubeflow.org/job-name": "train",
+                "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                "training.kubeflow.org/replica-type": "worker",
+                "training.kubeflow.org/replica-index": "0",
+            },
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox", "resources": CPU}],
+        },
+    }
+
+
+def _line(proc: subprocess.Popen[str], prefix: str) -> str:
+    """The rest of the first line of `cluster up`'s output that starts with `prefix`."""
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(prefix):
+            return line.removeprefix(prefix).strip()
+    raise AssertionError(f"no {prefix!r} line in {seen}; exit {proc.wait()}")
+
+
+def test_cluster_up_gangs_opted_in_pods_and_serves_the_dashboard(tmp_path: Path) -> None:
+    """As `sandbox up` does: Tephra's pod webhook, registered with the real apiserver, gives a
+    framework pod in a namespace that opted into gang injection its gang (group annotation,
+    schedulerName) and leaves one elsewhere as written; the dashboard's URL is printed and
+    answers with the cluster's Nodes."""
+    import urllib.request
+
+    kubeconfig = tmp_path / "kubeconfig"
+    work = tmp_path / "work"
+    cmd = [sys.executable, "-m", "batch.cli.main", "cluster", "up", f"--kubeconfig={kubeconfig}"]
+    cmd += ["--nodes", "2", "--port", "0", "--no-ledger", "--components=tephra"]
+    cmd += [f"--bin-dir={kube_bin()}", f"--workdir={work}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = _line(proc, "dashboard: ")
+        _wait_ready(proc, kubeconfig)
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        _kubectl(kubeconfig, "create", "-f", "-", stdin=json.dumps(OPTED_IN))
+        ganged = _kubectl(
+            kubeconfig, "create", "-o", "json", "-f", "-", stdin=json.dumps(_pytorch_pod("ml"))
+        )
+        annotations = ganged["metadata"].get("annotations") or {}
+        assert ganged["spec"]["schedulerName"] == "volcano", ganged["spec"]
+        assert annotations.get("scheduling.k8s.io/group-name") == "train", annotations
+        assert annotations.get("volcano.sh/task-spec") == "worker", annotations
+        plain = _kubectl(
+            kubeconfig, "create", "-o", "json", "-f", "-", stdin=json.dumps(_pytorch_pod("default"))
+        )
+        assert plain["spec"]["schedulerName"] == "default-scheduler"
+        assert "scheduling.k8s.io/group-name" not in (plain["metadata"].get("annotations") or {})
+        # the page waits (up to 30 s) for the dashboard's first lists of the cluster
+        with urllib.request.urlopen(url + "api/overview", timeout=60) as resp:
+            assert json.loads(resp.read())["nodes"] == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    with pytest.raises(OSError), urllib.request.urlopen(url, timeout=5):
+        pass  # the dashboard stopped with the cluster

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import sqlite3
 import subprocess
 import sys
@@ -111,6 +112,25 @@ class Operators(Stack):
 
     def _url(self) -> str:
         return f"sqlite:///{self.db}"
+
+    def ledger_jobs(self, *names: str) -> list[tuple[str, str]]:
+        """(kind, name) of every ledger row of these names (PodGroup rows too)."""
+        marks = ",".join("?" * len(names))
+        with sqlite3.connect(self.db) as conn:
+            found = conn.execute(
+                f"SELECT kind, name FROM jobs WHERE namespace = ? AND name IN ({marks})",
+                (NS, *names),
+            ).fetchall()
+        return sorted((str(k), str(n)) for k, n in found)
+
+    def report(self, name: str, queue: str) -> list[dict[str, Any]]:
+        """`tephra report NAME` of one queue, from the ledger, as JSON rows."""
+        cmd = [sys.executable, "-m", "batch.cli.main", "report", name, "--db", self._url()]
+        cmd += ["--queue", queue, "--since", "1d", "-o", "json"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr + done.stdout
+        rows: list[dict[str, Any]] = json.loads(done.stdout)
+        return rows
 
 
 def _drop_foreign_mpijob_crd(api: Api) -> None:
@@ -610,6 +630,7 @@ def test_rayjob_gang_runs_in_its_queue_and_the_ledger_follows_the_rayjob(ops: Op
         return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
 
     ops.wait("3 Ray pods bound", all_bound)
+    cluster_ready = ops.wait("the cluster ready", lambda: _ready_time(ops, cluster))
     why = ops.tephra("job", "why", "rj", "-n", NS)
     assert "rj" in why, why
     listed = ops.tephra("job", "list", "-A")
@@ -623,9 +644,10 @@ def test_rayjob_gang_runs_in_its_queue_and_the_ledger_follows_the_rayjob(ops: Op
     assert row["kind"] == "RayJob" and row["queue"] == "rayjob-q", row
     assert row["final_phase"] == "Failed", row
     assert row["submitted_at"] <= row["first_started_at"] <= row["finished_at"], row
-    ran = ops.ledger(cluster)
-    assert ran and ran["kind"] == "RayCluster" and ran["first_started_at"], ran
-    assert ran["first_started_at"] <= row["first_started_at"], (ran, row)
+    assert _as_time(cluster_ready) <= _as_time(row["first_started_at"]), (cluster_ready, row)
+    # one job, one row: the cluster the RayJob created is part of its job (no row of its own)
+    assert ops.ledger_jobs("rj", cluster) == [("RayJob", "rj")]
+    assert [r["jobs"] for r in ops.report("wait-times", "rayjob-q")] == [1]
     clusters = f"{RAY}/namespaces/{NS}/rayclusters/{cluster}"
     ops.wait("KubeRay deletes the finished job's cluster", lambda: ops.get(clusters) is None)
     assert _owned_podgroups(ops, uid, cluster_uid) == ["ray-rj-pg"]  # KubeRay #4473
@@ -634,3 +656,88 @@ def test_rayjob_gang_runs_in_its_queue_and_the_ledger_follows_the_rayjob(ops: Op
     assert _owned_podgroups(ops, uid, cluster_uid) == ["ray-rj-pg"], ops.logs()
     row = ops.ledger("rj")
     assert row and row["final_phase"] == "Failed" and row["finished_at"], row
+
+
+def _ready_time(stack: Operators, cluster: str) -> str | None:
+    """When KubeRay says RayCluster `cluster` became ready (None while it is not)."""
+    found = stack.get(f"{RAY}/namespaces/{NS}/rayclusters/{cluster}") or {}
+    status = found.get("status") or {}
+    return (
+        (status.get("stateTransitionTimes") or {}).get("ready")
+        if status.get("state") == "ready"
+        else None
+    )
+
+
+def _as_time(value: str) -> dt.datetime:
+    """A ledger (SQLite text) or Kubernetes time, in UTC."""
+    parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def rayservice(name: str, *, workers: int, queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
+        },
+        "spec": {
+            "serveConfigV2": "applications: []\n",
+            "rayClusterConfig": _ray_cluster_spec(workers),
+        },
+    }
+
+
+def test_rayservice_is_one_ledger_job_run_as_its_clusters_gang(ops: Operators) -> None:
+    """A RayService's cluster (head + 1 worker) runs as KubeRay's gang `ray-<cluster>-pg` (owned
+    by the cluster) in the queue of the RayService's label. The ledger keeps one row, the
+    RayService's: submitted when created, running since its cluster was ready, though KubeRay
+    never writes the RayService's status (the emulated kubelets run no Ray, so its dashboard
+    never answers and every reconcile stops there), Deleted when deleted. The cluster and its
+    PodGroup make no row of their own, and the wait-times report counts one job."""
+    _queue(ops, "raysvc-q")
+    path = f"{RAY}/namespaces/{NS}/rayservices"
+    created = ops.create(path, rayservice("svc", workers=1, queue="raysvc-q"))
+    uid = created["metadata"]["uid"]
+
+    def cluster_of() -> dict[str, Any] | None:
+        found = ops.get(f"{RAY}/namespaces/{NS}/rayclusters") or {}
+        return next(
+            (
+                c
+                for c in found.get("items") or []
+                if any(o.get("uid") == uid for o in c["metadata"].get("ownerReferences") or [])
+            ),
+            None,
+        )
+
+    made = ops.wait("the RayService's cluster", cluster_of)
+    cluster, cluster_uid = made["metadata"]["name"], made["metadata"]["uid"]
+    pg = ops.wait("KubeRay's PodGroup of the cluster", lambda: _podgroup_of(ops, cluster_uid))
+    assert pg["metadata"]["name"] == f"ray-{cluster}-pg", pg
+    assert pg["spec"]["minMember"] == 2 and pg["spec"]["queue"] == "raysvc-q", pg
+
+    def all_bound() -> bool:
+        found = ops.pods_of(f"ray.io/cluster={cluster}")
+        return len(found) == 2 and all(p["spec"].get("nodeName") for p in found)
+
+    ops.wait("2 Ray pods bound", all_bound)
+    ready = ops.wait("the cluster ready", lambda: _ready_time(ops, cluster))
+    row = ops.wait(
+        "ledger Running", lambda: (r := ops.ledger("svc")) and r["first_started_at"] and r
+    )
+    assert row["kind"] == "RayService" and row["queue"] == "raysvc-q", row
+    assert _as_time(row["first_started_at"]) == _as_time(ready), (row, ready)
+    assert _as_time(row["submitted_at"]) == _as_time(created["metadata"]["creationTimestamp"])
+    assert row["podgroup"] == f"ray-{cluster}-pg", row  # its cluster's PodGroup is its own
+    assert row["final_phase"] is None, row
+    assert _podgroup_of(ops, uid) is None  # KubeRay makes no PodGroup for the RayService
+    _deleted(ops, f"{path}/svc")
+    row = ops.wait("ledger end", lambda: (r := ops.ledger("svc")) and r["finished_at"] and r)
+    assert row["final_phase"] == "Deleted", row
+    assert row["first_started_at"] <= row["finished_at"], row
+    assert ops.ledger_jobs("svc", cluster) == [("RayService", "svc")]
+    assert [r["jobs"] for r in ops.report("wait-times", "raysvc-q")] == [1]
