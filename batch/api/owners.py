@@ -32,8 +32,11 @@ WORKLOAD_NAME_LABEL = "tephra.io/workload-name"
 
 
 def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The object's controller ownerReference, else its first one, else None."""
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    """The object's controller ownerReference, else its first one, else None (the one rule for
+    "who owns this", read by the ledger, the dashboard and the CLI)."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    owners = [r for r in refs if isinstance(r, Mapping)] if isinstance(refs, list) else []
     for owner in owners:
         if owner.get("controller"):
             return dict(owner)

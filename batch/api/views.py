@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from batch.api.owners import controller_ref
+
 __all__ = ["PodGroupView", "podgroup_view"]
 
 _CACHE_SIZE = 8192
@@ -36,7 +38,8 @@ class PodGroupView:
     created: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    owner_references: tuple[Mapping[str, Any], ...]
+    #: its controller ownerReference, else its first (`batch.api.owners.controller_ref`)
+    owner: Mapping[str, Any] | None
     #: spec.queue; "" when unset (the scheduler's `--default-queue`, "default" on screens)
     queue: str
     #: spec.minMember; None when unset
@@ -46,12 +49,17 @@ class PodGroupView:
     min_resources: Mapping[str, Any] | None
     priority_class_name: str
     network_topology: Any
-    #: status.phase; "Pending" when unset
-    phase: str
+    #: status.phase as written ("" when unset: the scheduler has not written it yet)
+    status_phase: str
     conditions: tuple[Mapping[str, Any], ...]
     running: int
     succeeded: int
     failed: int
+
+    @property
+    def phase(self) -> str:
+        """status.phase, Pending until written."""
+        return self.status_phase or "Pending"
 
     @property
     def queue_or_default(self) -> str:
@@ -88,7 +96,6 @@ def _build(
 ) -> PodGroupView:
     mm = spec.get("minMember")
     min_res = spec.get("minResources")
-    refs = meta.get("ownerReferences")
     conditions = status.get("conditions")
     return PodGroupView(
         namespace=str(meta.get("namespace") or "default"),
@@ -97,16 +104,14 @@ def _build(
         created=str(meta.get("creationTimestamp") or ""),
         labels={str(k): str(v) for k, v in _mapping(meta.get("labels")).items()},
         annotations={str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
-        owner_references=tuple(r for r in refs if isinstance(r, Mapping))
-        if isinstance(refs, list)
-        else (),
+        owner=controller_ref({"metadata": meta}),
         queue=str(spec.get("queue") or ""),
         min_member=mm if isinstance(mm, int) and not isinstance(mm, bool) else None,
         min_task_member={str(k): int(v) for k, v in _mapping(spec.get("minTaskMember")).items()},
         min_resources=_mapping(min_res) if min_res is not None else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
         network_topology=spec.get("networkTopology"),
-        phase=str(status.get("phase") or "Pending"),
+        status_phase=str(status.get("phase") or ""),
         conditions=tuple(dict(c) for c in conditions if isinstance(c, Mapping))
         if isinstance(conditions, list)
         else (),

@@ -74,12 +74,12 @@ class QueryError(UserError):
 def _owner(pg: PodGroupView) -> tuple[str, str, str]:
     """(kind, name, apiVersion) of what made the PodGroup: its controlling owner reference,
     else its first, else Tephra's workload labels, else the PodGroup itself."""
-    refs = sorted(pg.owner_references, key=lambda r: r.get("controller") is not True)
-    if refs:
+    ref = pg.owner
+    if ref is not None:
         return (
-            str(refs[0].get("kind") or ""),
-            str(refs[0].get("name") or ""),
-            str(refs[0].get("apiVersion") or ""),
+            str(ref.get("kind") or ""),
+            str(ref.get("name") or ""),
+            str(ref.get("apiVersion") or ""),
         )
     if pg.labels.get(WORKLOAD_KIND_LABEL):
         return pg.labels[WORKLOAD_KIND_LABEL], pg.labels.get(WORKLOAD_NAME_LABEL, ""), ""

@@ -32,9 +32,11 @@ from batch.api.integration import (
     default_adapters,
     observe_workload,
 )
+from batch.api.owners import controller_ref
 from batch.api.quantity import QuantityError
 from batch.api.resources import CPU, GPU, MEMORY, parse_resource_list
 from batch.api.timestamps import parse_time
+from batch.api.views import PodGroupView, podgroup_view
 from batch.ledger.events import (
     JobObserved,
     JobPhaseChanged,
@@ -91,14 +93,6 @@ def _int(value: Any) -> int | None:
         return None if value is None else int(value)
     except (TypeError, ValueError):
         return None
-
-
-def _controller_owner(meta: Obj) -> Mapping[str, Any] | None:
-    owners = [o for o in _list(meta, "ownerReferences") if isinstance(o, Mapping)]
-    for owner in owners:
-        if owner.get("controller"):
-            return owner
-    return owners[0] if owners else None
 
 
 def _kind_name(kind: str | None) -> str:
@@ -338,21 +332,17 @@ def _workload_events(
 # ----------------------------------------------------------------------------- podgroups
 
 
-def _failed_gang(spec: Obj, status: Obj) -> bool:
+def _failed_gang(pg: PodGroupView) -> bool:
     """A PodGroup is Completed once every scheduled pod has finished, whichever way: the
     workload failed when pods failed and fewer than minMember succeeded."""
-    failed, succeeded = _int(status.get("failed")) or 0, _int(status.get("succeeded")) or 0
-    return failed > 0 and succeeded < (_int(spec.get("minMember")) or 1)
+    return pg.failed > 0 and pg.succeeded < (pg.min_member or 1)
 
 
 def podgroup_job_uid(pg: Obj) -> str:
     """The ledger's job uid for a PodGroup: its controller owner's (the VCJob, PyTorchJob, ...),
     else the PodGroup's own."""
-    meta = _meta(pg)
-    owner = _controller_owner(meta)
-    if owner is not None and owner.get("uid"):
-        return str(owner["uid"])
-    return str(meta.get("uid", ""))
+    v = podgroup_view(pg)
+    return str(v.owner["uid"]) if v.owner is not None and v.owner.get("uid") else v.uid
 
 
 def events_from_podgroup(
@@ -371,44 +361,25 @@ def events_from_podgroup(
     (apiVersion, kind) is in ``observed_kinds``: the ledger then follows the workload itself
     (its adapter's ``observe``), whose conditions say when it ran and ended.
     """
-    obj = new if new is not None else old
-    if obj is None or new is None:
+    if new is None:
         return []
-    meta = _meta(new)
-    spec, status = _map(new, "spec"), _map(new, "status")
-    owner = _controller_owner(meta)
-    ns, pg_name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+    v = podgroup_view(new)
+    owner = v.owner
     job_uid = podgroup_job_uid(new)
     if owner is not None and owner.get("uid"):
-        job_name, kind = str(owner.get("name") or pg_name), _kind_name(str(owner.get("kind") or ""))
+        job_name, kind = str(owner.get("name") or v.name), _kind_name(str(owner.get("kind") or ""))
     else:
-        job_name, kind = pg_name, "PodGroup"
-    phase = status.get("phase") or None
-    old_phase = _map(old, "status").get("phase") if old is not None else None
-    at = _podgroup_phase_time(new, phase) or _now(now)
+        job_name, kind = v.name, "PodGroup"
+    phase = v.status_phase or None
+    old_phase = (podgroup_view(old).status_phase or None) if old is not None else None
+    at = _podgroup_phase_time(v, phase) or _now(now)
     out: list[LedgerEvent] = []
     if kind != "VCJob":
-        requests = _resources(spec.get("minResources"), f"PodGroup {ns}/{pg_name} minResources")
-        observed = JobObserved(
-            uid=job_uid,
-            namespace=ns,
-            name=job_name,
-            kind=kind,
-            queue=str(spec.get("queue") or "default"),
-            submitter=_submitter(meta),
-            priority_class=spec.get("priorityClassName") or None,
-            podgroup=pg_name,
-            requested_cpu_milli=requests.get(CPU) if requests else None,
-            requested_memory_bytes=requests.get(MEMORY) if requests else None,
-            requested_gpu_milli=requests.get(GPU) if requests else None,
-            min_available=_int(spec.get("minMember")),
-            running_estimate_s=_estimate(_map(meta, "annotations").get(ESTIMATE)),
-            submitted_at=parse_time(meta.get("creationTimestamp")),
-        )
+        observed = _podgroup_observed(v, job_uid, job_name, kind)
         if old is None or observed != _podgroup_observation_of(old, observed):
             out.append(observed)
     if phase and phase != old_phase:
-        base = {"job_uid": job_uid, "namespace": ns, "name": job_name, "kind": kind}
+        base = {"job_uid": job_uid, "namespace": v.namespace, "name": job_name, "kind": kind}
         out.append(
             JobPhaseChanged(
                 **base, source="podgroup", from_phase=old_phase, to_phase=str(phase), at=at
@@ -417,12 +388,35 @@ def events_from_podgroup(
         job_phase = {"Pending": "Pending", "Running": "Running", "Completed": "Completed"}.get(
             str(phase)
         )
-        if job_phase == "Completed" and _failed_gang(spec, status):
+        if job_phase == "Completed" and _failed_gang(v):
             job_phase = "Failed"
         stands_in = kind != "VCJob" and _owner_kind(owner) not in observed_kinds
         if stands_in and job_phase is not None:
             out.append(JobPhaseChanged(**base, source="job", to_phase=job_phase, at=at))
     return out
+
+
+def _podgroup_observed(v: PodGroupView, job_uid: str, job_name: str, kind: str) -> JobObserved:
+    """The job a PodGroup describes when no VCJob does (a framework workload, plain pods)."""
+    where = f"PodGroup {v.namespace}/{v.name} minResources"
+    requests = _resources(v.min_resources, where)
+    submitter = v.annotations.get(SUBMITTER_ANNOTATION)
+    return JobObserved(
+        uid=job_uid,
+        namespace=v.namespace,
+        name=job_name,
+        kind=kind,
+        queue=v.queue_or_default,
+        submitter=submitter or None,
+        priority_class=v.priority_class_name or None,
+        podgroup=v.name,
+        requested_cpu_milli=requests.get(CPU) if requests else None,
+        requested_memory_bytes=requests.get(MEMORY) if requests else None,
+        requested_gpu_milli=requests.get(GPU) if requests else None,
+        min_available=v.min_member,
+        running_estimate_s=_estimate(v.annotations.get(ESTIMATE)),
+        submitted_at=parse_time(v.created),
+    )
 
 
 def _owner_kind(owner: Obj | None) -> tuple[str, str] | None:
@@ -440,21 +434,13 @@ def _podgroup_observation_of(old: Obj, like: JobObserved) -> JobObserved | None:
     return events[0] if events else None
 
 
-def _podgroup_phase_time(pg: Obj, phase: Any) -> dt.datetime | None:
+def _podgroup_phase_time(pg: PodGroupView, phase: Any) -> dt.datetime | None:
     """Best object-derived time for the PodGroup's current phase (latest condition time)."""
-    times = [
-        t
-        for t in (
-            parse_time(c.get("lastTransitionTime"))
-            for c in _list(pg, "status", "conditions")
-            if isinstance(c, Mapping)
-        )
-        if t is not None
-    ]
+    times = [t for t in (parse_time(c.get("lastTransitionTime")) for c in pg.conditions) if t]
     if times:
         return max(times)
     if phase == "Pending":
-        return parse_time(_meta(pg).get("creationTimestamp"))
+        return parse_time(pg.created)
     return None
 
 
@@ -466,7 +452,7 @@ def _pod_attempt(
 ) -> PodAttempt:
     meta = _meta(pod)
     spec, status = _map(pod, "spec"), _map(pod, "status")
-    owner = _controller_owner(meta)
+    owner = controller_ref(pod)
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
     requests = pod_requests(spec, f"Pod {ns}/{name} spec")
     conditions = [c for c in _list(status, "conditions") if isinstance(c, Mapping)]

@@ -18,6 +18,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from batch.api.integration import OwnerRef, WorkloadObservation, observe_workload
+from batch.api.owners import controller_ref
 from batch.ledger.convert import events_from_job, events_from_podgroup
 from batch.ledger.events import JobPhaseChanged, LedgerEvent
 
@@ -31,11 +32,6 @@ def _meta(obj: Obj) -> Obj:
 
 def _uid(obj: Obj) -> str:
     return str(_meta(obj).get("uid") or "")
-
-
-def _controller_owner(obj: Obj) -> Obj | None:
-    refs = [r for r in _meta(obj).get("ownerReferences") or [] if isinstance(r, Mapping)]
-    return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
 
 
 def _part_running(
@@ -113,7 +109,7 @@ class JobOwners:
         obj = new if new is not None else old
         if obj is None:
             return []
-        owner = _controller_owner(obj)
+        owner = controller_ref(obj)
         owner_uid = str(owner.get("uid") or "") if owner is not None else ""
         if owner is not None and owner_uid and owner_uid not in self._seen:
             kind = (str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""))
@@ -137,7 +133,7 @@ class JobOwners:
         """``pg`` owned by the job its owner is part of (unchanged when that is its owner)."""
         if pg is None:
             return None
-        owner = _controller_owner(pg)
+        owner = controller_ref(pg)
         job = self._seen.get(str(owner.get("uid") or "")) if owner is not None else None
         if job is None:
             return pg
