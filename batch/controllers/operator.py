@@ -4,12 +4,12 @@ kopf handlers are deliberately thin (`runtime.kopfwiring`): they only turn an ev
 (`job ns/name`, `queue name`, `pod ns/name`, `pg ns/name`) on a de-duplicating work queue
 (`runtime.keys`), plus keep the watch's caches (`runtime.watch`). Workers take a key, read the
 current objects fresh from the API, call the pure reconciler (`runtime.jobs`, `runtime.queues`,
-`runtime.pods`, `batch.controllers.cronshell`), and apply its actions in order
+`runtime.grouping`, `batch.controllers.cronshell`), and apply its actions in order
 (`runtime.writes`); a read or a write that fails (other than 404) is retried with backoff,
 never guessed around. A key is never processed by two workers at once; a key that arrives while
 it is being processed is processed again afterwards. With leader election, only the holder of
 the Lease works, and a reconcile's writes are fenced by the term it started in
-(`runtime.leadership`). The ledger hook (`runtime.ledger`) records what the watches see.
+(`runtime.leadership`). The ledger hook (`runtime.ledgerhook`) records what the watches see.
 
 `ControllerManager` composes those parts and runs them: this module is its lifecycle.
 """
@@ -31,12 +31,12 @@ from batch.controllers import constants as c
 from batch.controllers.cronshell import CRONJOB_KEY, CronJobSync
 from batch.controllers.metrics import ControllerMetrics
 from batch.controllers.runtime.adapters import load_workload_adapters
+from batch.controllers.runtime.grouping import Grouping
 from batch.controllers.runtime.jobs import Jobs
 from batch.controllers.runtime.keys import Key, Keys, WorkQueue
 from batch.controllers.runtime.kopfwiring import kopf_settings, registry
 from batch.controllers.runtime.leadership import FENCE, Leadership, acquire
-from batch.controllers.runtime.ledger import LedgerHook
-from batch.controllers.runtime.pods import Pods
+from batch.controllers.runtime.ledgerhook import LedgerHook
 from batch.controllers.runtime.queues import Queues
 from batch.controllers.runtime.settings import Settings
 from batch.controllers.runtime.watch import Watched
@@ -98,7 +98,7 @@ class ControllerManager:
         parts = (self.settings, self._client, self.watched, self.writes)
         self.jobs = Jobs(*parts, self.metrics)
         self.queues = Queues(*parts, self.metrics)
-        self.pods = Pods(*parts)
+        self.grouping = Grouping(*parts)
         self.cronjobs = CronJobSync()
 
     def _client(self) -> KubeClient:
@@ -131,9 +131,9 @@ class ControllerManager:
         elif kind == "queue":
             await self.queues.process(name)
         elif kind == "pod":
-            await self.pods.process_pod(ns, name)
+            await self.grouping.process_pod(ns, name)
         elif kind == "pg":
-            await self.pods.process_group(ns, name)
+            await self.grouping.process_group(ns, name)
         elif kind == CRONJOB_KEY:
             result = await self.cronjobs.reconcile(self._client(), ns, name)
             told = self.cronjobs.refusal_event

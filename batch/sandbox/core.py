@@ -10,8 +10,8 @@ admission and CRD schemas; server-side apply keeps managedFields through `manage
 list serves every page at the first page's resourceVersion, reconstructed from the watch
 history (410 Expired once that is gone), as etcd does.
 
-The rules themselves live beside it, one concept each: `kinds` (each kind's defaulting and
-validation), `updates` (an update's body), `patching`, `deletion`, `listing`,
+The rules themselves live beside it, one concept each: `kind_rules` (each kind's defaulting and
+validation), `updates` (an update's body), `patch`, `deletion`, `listing`,
 `pod_subresources` (binding, eviction) and `scale`.
 """
 
@@ -42,11 +42,16 @@ from batch.sandbox.errors import (
     invalid,
     not_found,
 )
-from batch.sandbox.kinds import TERMINAL, checked_status, prepare_kind
+from batch.sandbox.kind_rules import TERMINAL, checked_status, prepare_kind
 from batch.sandbox.listing import ListResult, list_page
 from batch.sandbox.meta import ResourceType, builtin_types, crd_types
-from batch.sandbox.patch import strategic_merge_patch
-from batch.sandbox.patching import APPLY_PATCH, PATCH_TYPES, field_manager_required, patched
+from batch.sandbox.patch import (
+    APPLY_PATCH,
+    PATCH_TYPES,
+    field_manager_required,
+    patched,
+    strategic_merge_patch,
+)
 from batch.sandbox.pod_subresources import bound, check_pdb
 from batch.sandbox.scale import no_scale, scale_of, scaled
 from batch.sandbox.selectors import Matcher

@@ -9,7 +9,7 @@ from typing import Any
 
 from batch.sandbox.clock import Clock
 from batch.sandbox.errors import conflict
-from batch.sandbox.kinds import TERMINAL
+from batch.sandbox.kind_rules import TERMINAL
 from batch.sandbox.meta import ResourceType
 from batch.sandbox.store import Obj, Store
 

@@ -4,7 +4,7 @@ the generation's bump, and when a write removes a deleted object."""
 from __future__ import annotations
 
 from batch.sandbox.errors import Cause, invalid
-from batch.sandbox.kinds import TERMINAL
+from batch.sandbox.kind_rules import TERMINAL
 from batch.sandbox.meta import ResourceType
 from batch.sandbox.store import Obj
 

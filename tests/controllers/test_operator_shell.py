@@ -78,14 +78,14 @@ def test_owner_read_error_never_shrinks_the_gang() -> None:
             api.put("Pod", _rs_pod(f"p{i}"))
         mgr, later = _manager(api)
         for i in range(3):
-            await mgr.pods.process_pod("ns", f"p{i}")
+            await mgr.grouping.process_pod("ns", f"p{i}")
         pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
         assert pg is not None and pg["spec"]["minMember"] == 4
         for status in (503, 429, 403):
             api.fail = lambda m, kind, _n, _s, st=status: (  # type: ignore[misc]
                 st if (m, kind) == ("GET", "ReplicaSet") else None
             )
-            await mgr.pods.process_pod("ns", "p3")
+            await mgr.grouping.process_pod("ns", "p3")
             pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
             assert pg is not None
             assert pg["spec"]["minMember"] == 4, status
@@ -96,7 +96,7 @@ def test_owner_read_error_never_shrinks_the_gang() -> None:
             assert later and later[-1][0] == ("pod", "ns", "p3")  # retried later
         # the owner is readable again: the pod joins the unchanged gang
         api.fail = lambda *_: None
-        await mgr.pods.process_pod("ns", "p3")
+        await mgr.grouping.process_pod("ns", "p3")
         p3 = api.get_obj("Pod", "ns", "p3")
         assert p3 is not None
         assert p3["metadata"]["annotations"][c.GROUP_NAME_ANNOTATION] == "podgroup-rs-uid"
@@ -111,7 +111,7 @@ def test_owner_gone_still_groups_the_pod() -> None:
         api = FakeApi()
         api.put("Pod", _rs_pod("p0"))  # its ReplicaSet is gone (404): a group of one
         mgr, _later = _manager(api)
-        await mgr.pods.process_pod("ns", "p0")
+        await mgr.grouping.process_pod("ns", "p0")
         pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
         assert pg is not None and pg["spec"]["minMember"] == 1
 
@@ -162,7 +162,7 @@ def test_adapter_without_a_gang_leaves_the_pod_to_the_default_path() -> None:
         mgr, _later = _manager(api)
         mgr.settings.adapters = [_NoGangAdapter()]
         for i in (1, 2):
-            await mgr.pods.process_pod("ns", f"exec-{i}")
+            await mgr.grouping.process_pod("ns", f"exec-{i}")
         # Volcano's default: one group per controller owner, the pods annotated with it.
         name = f"podgroup-{notebook['metadata']['uid']}"
         pg = api.get_obj("PodGroup", "ns", name)

@@ -6,8 +6,9 @@ map straight onto indexed table columns (submission, finish, start times), so Po
 answer over millions of rows without scanning them all. Percentiles come from
 ``percentile_cont`` on PostgreSQL and from the same linear interpolation in Python on SQLite.
 
-One module per report (`waits`, `usage`, `preemptions`, `outcomes`, `fairness`) over what they
-share (`base`: `Report`, `Filters`, the window's whole days, SQL helpers); `render` prints one.
+One module per report (`waits`, `usage_hours`, `preempted`, `job_outcomes`, `queue_shares`) over
+what they share (`shared`: `Report`, `Filters`, the window's whole days, SQL helpers);
+`rendering` prints one.
 This module is their public face and the registry `tephra report` picks from.
 """
 
@@ -17,12 +18,12 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection
 
-from batch.ledger.reports.base import GPU, PERCENTILES, Filters, Report, percentile
-from batch.ledger.reports.fairness import fairness
-from batch.ledger.reports.outcomes import OUTCOMES, outcomes, outcomes_raw
-from batch.ledger.reports.preemptions import preemptions
-from batch.ledger.reports.render import render
-from batch.ledger.reports.usage import USAGE_GROUPS, usage
+from batch.ledger.reports.job_outcomes import OUTCOMES, outcomes, outcomes_raw
+from batch.ledger.reports.preempted import preemptions
+from batch.ledger.reports.queue_shares import fairness
+from batch.ledger.reports.rendering import render
+from batch.ledger.reports.shared import GPU, PERCENTILES, Filters, Report, percentile
+from batch.ledger.reports.usage_hours import USAGE_GROUPS, usage
 from batch.ledger.reports.waits import WAIT_STATS, still_waiting, wait_times, wait_times_raw
 
 __all__ = [

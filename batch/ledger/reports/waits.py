@@ -32,7 +32,7 @@ from batch.ledger.columns import (
     WAITS_VIEW,
     UTCDateTime,
 )
-from batch.ledger.reports.base import (
+from batch.ledger.reports.shared import (
     PERCENTILES,
     Filters,
     Report,

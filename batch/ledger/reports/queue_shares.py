@@ -19,7 +19,7 @@ from batch.api.resources import is_byte_resource
 from batch.ledger.columns import (
     UTCDateTime,
 )
-from batch.ledger.reports.base import (
+from batch.ledger.reports.shared import (
     GPU,
     Filters,
     Report,

@@ -18,7 +18,7 @@ from sqlalchemy.sql import ColumnElement
 from batch.ledger.columns import (
     UTCDateTime,
 )
-from batch.ledger.reports.base import (
+from batch.ledger.reports.shared import (
     Filters,
     Report,
     _in,

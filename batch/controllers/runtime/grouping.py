@@ -42,7 +42,7 @@ from batch.kube.client import ApiError, KubeClient
 log = logging.getLogger(__name__)
 
 
-class Pods:
+class Grouping:
     """Reconciles the pod a `pod` key names and the PodGroup a `pg` key names."""
 
     def __init__(

@@ -20,7 +20,7 @@ from batch.ledger.columns import (
     OUTCOME_DAYS,
     OUTCOMES_VIEW,
 )
-from batch.ledger.reports.base import (
+from batch.ledger.reports.shared import (
     Filters,
     Report,
     _in,

@@ -29,7 +29,7 @@ from batch.ledger.columns import (
     USAGE_DAYS,
     UTCDateTime,
 )
-from batch.ledger.reports.base import (
+from batch.ledger.reports.shared import (
     Filters,
     Report,
     _day_param,
