@@ -26,7 +26,7 @@ import hmac
 import ipaddress
 from urllib.parse import urlsplit
 
-from batch.sandbox.http import HostCheck
+from batch.sandbox.hostcheck import HostCheck
 
 __all__ = ["COOKIE", "CSRF_FIELD", "HostGuard", "is_loopback", "same_token"]
 

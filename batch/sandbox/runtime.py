@@ -17,7 +17,7 @@ from typing import Any
 from batch.api.yamlio import load_yaml_file
 from batch.sandbox.core import Core
 from batch.sandbox.crds import load_crds
-from batch.sandbox.emulator import NodeEmulator
+from batch.sandbox.emulator_core import NodeEmulator
 from batch.sandbox.errors import ApiError
 from batch.sandbox.faults import Faults
 from batch.sandbox.gc import GarbageCollector

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from batch.controllers.operator import ControllerManager, _acquire, _kopf_settings
+from batch.controllers.operator import ControllerManager
+from batch.controllers.runtime.kopfwiring import kopf_settings
+from batch.controllers.runtime.leadership import acquire
 
 
 class FakeElector:
@@ -45,7 +47,7 @@ class FakeScheduler:
 def _manager() -> ControllerManager:
     manager = ControllerManager(None, adapters=[])
     manager.client = FakeClient()  # type: ignore[assignment]
-    manager._scheduler = FakeScheduler()
+    manager.keys.timers = FakeScheduler()
     return manager
 
 
@@ -53,7 +55,7 @@ def test_acquire_waits_as_a_standby_until_stopped() -> None:
     async def scenario() -> tuple[bool, bool]:
         standby, stop = threading.Event(), asyncio.Event()
         asyncio.get_running_loop().call_later(0.2, stop.set)
-        got = await _acquire(FakeElector(wins=False), stop=stop, standby=standby)  # type: ignore[arg-type]
+        got = await acquire(FakeElector(wins=False), stop=stop, standby=standby)  # type: ignore[arg-type]
         return got, standby.is_set()
 
     assert asyncio.run(scenario()) == (False, True)
@@ -61,7 +63,7 @@ def test_acquire_waits_as_a_standby_until_stopped() -> None:
 
 def test_acquire_returns_once_the_lease_is_held() -> None:
     elector: Any = FakeElector(wins=True)
-    assert asyncio.run(_acquire(elector, stop=None, standby=None)) is True
+    assert asyncio.run(acquire(elector, stop=None, standby=None)) is True
 
 
 def _serve(
@@ -139,7 +141,7 @@ def test_shut_down_stops_everything_and_gives_the_lease_back() -> None:
 
     assert asyncio.run(scenario()) == (True, True)
     assert elector.released and manager.client.closed  # type: ignore[union-attr]
-    assert manager._scheduler.stopped
+    assert manager.keys.timers.stopped
 
 
 def test_shut_down_keeps_a_lost_lease() -> None:
@@ -154,7 +156,7 @@ def test_shut_down_keeps_a_lost_lease() -> None:
 
 
 def test_kopf_settings_post_no_events_and_renew_watches_each_minute() -> None:
-    settings = _kopf_settings()
+    settings = kopf_settings()
     assert settings.posting.enabled is False and settings.scanning.disabled is True
     assert settings.watching.server_timeout == 60
     assert settings.networking.error_backoffs == [0.5, 1, 2, 5]

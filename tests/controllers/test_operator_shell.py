@@ -14,7 +14,8 @@ from typing import Any
 
 from batch.api.integration import GangSpec, WorkloadKind, WorkloadRef
 from batch.controllers import constants as c
-from batch.controllers.operator import ControllerManager, Key, WorkQueue
+from batch.controllers.operator import ControllerManager
+from batch.controllers.runtime.keys import Key, WorkQueue
 
 from .conftest import make_job, task
 from .fakeapi import FakeApi
@@ -23,9 +24,9 @@ from .fakeapi import FakeApi
 def _manager(api: FakeApi) -> tuple[ControllerManager, list[tuple[Key, float]]]:
     mgr = ControllerManager(None, adapters=[])
     mgr.client = api  # type: ignore[assignment]
-    mgr.queue = WorkQueue()
+    mgr.keys.queue = WorkQueue()
     later: list[tuple[Key, float]] = []
-    mgr.enqueue_later = lambda key, seconds: later.append((key, seconds))  # type: ignore[method-assign]
+    mgr.keys.enqueue_later = lambda key, seconds: later.append((key, seconds))  # type: ignore[method-assign]
     return mgr, later
 
 
@@ -77,14 +78,14 @@ def test_owner_read_error_never_shrinks_the_gang() -> None:
             api.put("Pod", _rs_pod(f"p{i}"))
         mgr, later = _manager(api)
         for i in range(3):
-            await mgr.process_pod("ns", f"p{i}")
+            await mgr.grouping.process_pod("ns", f"p{i}")
         pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
         assert pg is not None and pg["spec"]["minMember"] == 4
         for status in (503, 429, 403):
             api.fail = lambda m, kind, _n, _s, st=status: (  # type: ignore[misc]
                 st if (m, kind) == ("GET", "ReplicaSet") else None
             )
-            await mgr.process_pod("ns", "p3")
+            await mgr.grouping.process_pod("ns", "p3")
             pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
             assert pg is not None
             assert pg["spec"]["minMember"] == 4, status
@@ -95,7 +96,7 @@ def test_owner_read_error_never_shrinks_the_gang() -> None:
             assert later and later[-1][0] == ("pod", "ns", "p3")  # retried later
         # the owner is readable again: the pod joins the unchanged gang
         api.fail = lambda *_: None
-        await mgr.process_pod("ns", "p3")
+        await mgr.grouping.process_pod("ns", "p3")
         p3 = api.get_obj("Pod", "ns", "p3")
         assert p3 is not None
         assert p3["metadata"]["annotations"][c.GROUP_NAME_ANNOTATION] == "podgroup-rs-uid"
@@ -110,7 +111,7 @@ def test_owner_gone_still_groups_the_pod() -> None:
         api = FakeApi()
         api.put("Pod", _rs_pod("p0"))  # its ReplicaSet is gone (404): a group of one
         mgr, _later = _manager(api)
-        await mgr.process_pod("ns", "p0")
+        await mgr.grouping.process_pod("ns", "p0")
         pg = api.get_obj("PodGroup", "ns", "podgroup-rs-uid")
         assert pg is not None and pg["spec"]["minMember"] == 1
 
@@ -159,9 +160,9 @@ def test_adapter_without_a_gang_leaves_the_pod_to_the_default_path() -> None:
             executor["metadata"]["ownerReferences"] = [owner]
             api.put("Pod", executor)
         mgr, _later = _manager(api)
-        mgr.adapters = [_NoGangAdapter()]
+        mgr.settings.adapters = [_NoGangAdapter()]
         for i in (1, 2):
-            await mgr.process_pod("ns", f"exec-{i}")
+            await mgr.grouping.process_pod("ns", f"exec-{i}")
         # Volcano's default: one group per controller owner, the pods annotated with it.
         name = f"podgroup-{notebook['metadata']['uid']}"
         pg = api.get_obj("PodGroup", "ns", name)
@@ -198,15 +199,15 @@ SUCCEEDED = {
 async def _running_job(api: FakeApi, mgr: ControllerManager) -> None:
     """Create, admit and run the job `ns/job` through the shell."""
     for _ in range(3):
-        await mgr.process_job("ns", "job")
+        await mgr.jobs.process("ns", "job")
     (pg,) = api.of_kind("PodGroup")
     pg["status"] = {"phase": "Running"}
     for _ in range(3):
-        await mgr.process_job("ns", "job")
+        await mgr.jobs.process("ns", "job")
     for pod in api.of_kind("Pod"):
         pod["status"] = copy.deepcopy(RUNNING)
     for _ in range(2):
-        await mgr.process_job("ns", "job")
+        await mgr.jobs.process("ns", "job")
     job = api.get_obj("Job", "ns", "job")
     assert job is not None and job["status"]["state"]["phase"] == c.RUNNING
 
@@ -237,16 +238,16 @@ def test_deleted_pod_is_kept_until_a_reconcile_is_applied() -> None:
         await _running_job(api, mgr)
         # someone force-deletes worker-0; the watch says DELETED
         gone = api.objects.pop(("Pod", "ns", "job-worker-0"))
-        mgr.on_pod_event("DELETED", gone)
+        mgr.watched.on_pod_event("DELETED", gone)
         _fail_status_writes(api, 1)
-        await mgr.process_job("ns", "job")  # the status write fails
-        assert mgr.deleted_pods  # the named eviction is not lost
+        await mgr.jobs.process("ns", "job")  # the status write fails
+        assert mgr.watched.deleted_pods  # the named eviction is not lost
         for _ in range(3):
-            await mgr.process_job("ns", "job")
+            await mgr.jobs.process("ns", "job")
         st = api.objects[("Job", "ns", "job")]["status"]
         assert st["retryCount"] == 1
         assert st["controlledResources"]["tephra.io/kill-target"] == "pod:job-worker-0:1"
-        assert mgr.deleted_pods == {}
+        assert mgr.watched.deleted_pods == {}
 
     asyncio.run(scenario())
 
@@ -262,7 +263,7 @@ def test_failed_status_writes_are_counted() -> None:
         mgr, _later = _manager(api)
         _fail_status_writes(api, 2)
         for _ in range(3):
-            await mgr.process_job("ns", "job")
+            await mgr.jobs.process("ns", "job")
         failures = "tephra_status_write_failures_total"
         assert _sample(mgr, failures, {"kind": "Job"}) == 2
         assert api.get_obj("Job", "ns", "job")["status"]  # written once the server took it
@@ -294,7 +295,7 @@ def test_metrics_count_only_what_was_written() -> None:
             pod["status"] = copy.deepcopy(SUCCEEDED)
         _fail_status_writes(api, 2, status=500)
         for _ in range(4):
-            await mgr.process_job("ns", "job")
+            await mgr.jobs.process("ns", "job")
         job = api.get_obj("Job", "ns", "job")
         assert job is not None and job["status"]["state"]["phase"] == c.COMPLETED
         labels = {"job_name": "job", "queue_name": "default"}
@@ -311,23 +312,23 @@ def test_timed_requeue_runs_on_the_event_loop() -> None:
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
         mgr = ControllerManager(None, adapters=[])
-        mgr.queue = WorkQueue()
+        mgr.keys.queue = WorkQueue()
         seen: list[str] = []
-        add = mgr.queue.add
+        add = mgr.keys.queue.add
 
         def spy(key: Key) -> None:
             seen.append(threading.current_thread().name)
             add(key)
 
-        mgr.queue.add = spy  # type: ignore[method-assign]
-        mgr._scheduler = AsyncIOScheduler(timezone=UTC)
-        mgr._scheduler.start()
+        mgr.keys.queue.add = spy  # type: ignore[method-assign]
+        mgr.keys.timers = AsyncIOScheduler(timezone=UTC)
+        mgr.keys.timers.start()
         try:
-            waiter = asyncio.create_task(mgr.queue.get())
-            mgr.enqueue_later(("job", "ns", "j"), 0.05)
+            waiter = asyncio.create_task(mgr.keys.queue.get())
+            mgr.keys.enqueue_later(("job", "ns", "j"), 0.05)
             key = await asyncio.wait_for(waiter, timeout=5)
         finally:
-            mgr._scheduler.shutdown(wait=False)
+            mgr.keys.timers.shutdown(wait=False)
         assert key == ("job", "ns", "j")
         assert seen == [threading.current_thread().name]
 
@@ -375,7 +376,7 @@ def test_initial_sync_gives_what_is_gone_a_final_transition() -> None:
         api = FakeApi()
         mgr, _later = _manager(api)
         ledger = _Ledger()
-        mgr.recorder = ledger
+        mgr.ledger.recorder = ledger
         api.put("Job", make_job("alive"))
         late = make_job("late")
         late["metadata"]["uid"] = "uid-late"
@@ -407,16 +408,16 @@ def test_a_reconcile_the_ledger_could_not_take_at_start_runs_once_it_has_caught_
         mgr, _later = _manager(api)
         ledger = _Ledger()
         ledger.down = True
-        mgr.recorder = ledger
+        mgr.ledger.recorder = ledger
         api.put("Job", make_job("alive"))
         retries: list[float] = []
-        mgr._reconcile_ledger_later = retries.append  # type: ignore[method-assign]
+        mgr.ledger.reconcile_later = retries.append  # type: ignore[method-assign]
         await mgr._initial_sync()
         assert ledger.recorded == [] and len(retries) == 1
-        await mgr._reconcile_ledger_again(retries[-1])  # still down: tried again later
+        await mgr.ledger.reconcile_again(retries[-1])  # still down: tried again later
         assert ledger.recorded == [] and len(retries) == 2 and retries[1] > retries[0]
         ledger.down = False
-        await mgr._reconcile_ledger_again(retries[-1])
+        await mgr.ledger.reconcile_again(retries[-1])
         assert len(retries) == 2
         assert sorted(getattr(e, "pod_uid", None) or e.job_uid for e in ledger.recorded) == [
             "uid-gone",
@@ -438,7 +439,7 @@ def test_a_forbidden_write_is_a_warning_event_on_the_job() -> None:
         api.fail = lambda method, kind, _n, _s: (
             403 if (method, kind) == ("CREATE", "Service") else None
         )
-        await mgr.process_job("ns", "job")
+        await mgr.jobs.process("ns", "job")
         [event] = [e for e in api.of_kind("Event") if e["reason"] == "Forbidden"]
         assert event["type"] == "Warning"
         assert event["involvedObject"]["uid"] == job["metadata"]["uid"]
@@ -448,7 +449,7 @@ def test_a_forbidden_write_is_a_warning_event_on_the_job() -> None:
         api.fail = lambda method, kind, _n, _s: (
             503 if (method, kind) == ("CREATE", "Service") else None
         )
-        await mgr.process_job("ns", "job")
+        await mgr.jobs.process("ns", "job")
         assert len([e for e in api.of_kind("Event") if e["reason"] == "Forbidden"]) == 1
 
     asyncio.run(scenario())
@@ -467,13 +468,13 @@ def test_a_job_refused_its_plugin_objects_is_pending_and_warned_once() -> None:
             403 if (method, kind) == ("CREATE", "Service") else None
         )
         for _ in range(10):
-            await mgr.process_job("ns", "job")
+            await mgr.jobs.process("ns", "job")
         assert len([e for e in api.of_kind("Event") if e["reason"] == "Forbidden"]) == 1
         state = api.get_obj("Job", "ns", "job")["status"]["state"]  # type: ignore[index]
         assert (state["phase"], state["reason"]) == (c.PENDING, "Forbidden")
         assert "Service" in state["message"] and "controller.jobNamespaces" in state["message"]
         api.fail = lambda *_a: None
-        await mgr.process_job("ns", "job")
+        await mgr.jobs.process("ns", "job")
         job = api.get_obj("Job", "ns", "job")
         assert job is not None
         assert job["status"]["state"]["phase"] == c.PENDING

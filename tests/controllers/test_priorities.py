@@ -66,20 +66,20 @@ def test_the_shell_finds_a_new_class_without_listing_per_reconcile() -> None:
         return sum(1 for _method, kind, *_ in api.calls if kind == "PriorityClass")
 
     def later(seconds: float) -> None:  # as if the last read were `seconds` older
-        assert mgr._priorities.tried_at is not None
-        mgr._priorities.tried_at -= seconds
+        assert mgr.jobs.priorities.tried_at is not None
+        mgr.jobs.priorities.tried_at -= seconds
 
     async def scenario() -> None:
-        assert await mgr._priority_values({"gold"}) == {"silver": 10}
+        assert await mgr.jobs.priority_values({"gold"}) == {"silver": 10}
         for _ in range(50):  # a class that does not exist: one list, not one per reconcile
-            assert await mgr._priority_values({"gold"}) == {"silver": 10}
+            assert await mgr.jobs.priority_values({"gold"}) == {"silver": 10}
         assert lists() == 1
         api.put("PriorityClass", _class("gold", 100))
         later(MISS_RELIST)
-        assert await mgr._priority_values({"gold"}) == {"silver": 10, "gold": 100}
+        assert await mgr.jobs.priority_values({"gold"}) == {"silver": 10, "gold": 100}
         assert lists() == 2
         later(MISS_RELIST)
-        assert await mgr._priority_values({"gold"}) == {"silver": 10, "gold": 100}
+        assert await mgr.jobs.priority_values({"gold"}) == {"silver": 10, "gold": 100}
         assert lists() == 2  # nothing missing: the list stands until it is MAX_AGE old
 
     asyncio.run(scenario())

@@ -121,21 +121,22 @@ def test_a_manager_out_of_its_lease_drops_and_retries_without_blame() -> None:
     """The reconcile's writes are dropped unsent, counted, and the key comes back later; the
     job is not charged a failure (which would count towards terminating it)."""
     from batch.controllers.actions import ReconcileResult
-    from batch.controllers.operator import _FENCE, ControllerManager
+    from batch.controllers.operator import ControllerManager
+    from batch.controllers.runtime.leadership import FENCE
 
     mgr = ControllerManager(None, scheduler_names=("volcano",), adapters=[])
     mgr.client = FakeApi()  # type: ignore[assignment]
     later: list[tuple[tuple[str, str, str], float]] = []
-    mgr.enqueue_later = lambda key, seconds: later.append((key, seconds))  # type: ignore[method-assign]
+    mgr.keys.enqueue_later = lambda key, seconds: later.append((key, seconds))  # type: ignore[method-assign]
     result = ReconcileResult()
     result.actions.append(CreateObject(_pod()))
     key = ("job", "ns", "j")
 
     async def run() -> bool:
-        _FENCE.set(lambda: False)
-        return await mgr._apply(key, result)
+        FENCE.set(lambda: False)
+        return await mgr.writes.apply(key, result)
 
     assert asyncio.run(run()) is False
     assert mgr.client.calls == []  # type: ignore[attr-defined]
-    assert later == [(key, 1.0)] and key not in mgr._failures
+    assert later == [(key, 1.0)] and key not in mgr.writes.failures
     assert mgr.metrics.dropped_writes._value.get() == 1

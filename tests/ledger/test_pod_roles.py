@@ -96,6 +96,6 @@ def test_the_controllers_record_with_their_own_adapters() -> None:
 
     recorded: list[Any] = []
     mgr = ControllerManager(None, adapters=[ToyAdapter()])
-    mgr.recorder = type("Sink", (), {"record": staticmethod(recorded.extend)})()  # type: ignore[assignment]
-    mgr.record("pod", "ADDED", _pod({"toy.example/job": "sort", PART_LABEL: "reducer"}))
+    mgr.ledger.recorder = type("Sink", (), {"record": staticmethod(recorded.extend)})()  # type: ignore[assignment]
+    mgr.ledger.record("pod", "ADDED", _pod({"toy.example/job": "sort", PART_LABEL: "reducer"}))
     assert [e.role for e in recorded if isinstance(e, PodAttempt)] == ["reducer"]

@@ -72,5 +72,5 @@ def test_latency_and_dropped_watches() -> None:
             pass  # the connection is cut, which clients may see as an error
         # the stream was cut by the fault (every 0.5 s), not ended by timeoutSeconds=30 or by
         # the client's read timeout
-        assert api.dropped_watches == 1, api.dropped_watches
+        assert api.watches.dropped_watches == 1, api.watches.dropped_watches
         assert {e["object"]["metadata"]["name"] for e in events} >= {"default"}

@@ -188,7 +188,7 @@ def test_a_secrets_string_data_is_stored_in_data(server: Server) -> None:
 
 
 def test_host_check_names() -> None:
-    from batch.sandbox.http import HostCheck
+    from batch.sandbox.hostcheck import HostCheck
 
     check = HostCheck(("sandbox.internal", "[fd00::1]"))
     for host in ("127.0.0.2:80", "app.localhost", "sandbox.internal:6443", "[fd00::1]:1", ""):
