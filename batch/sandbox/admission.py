@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batch.sandbox.errors import ApiError, Cause, invalid
+from batch.sandbox.pod_annotations import EXIT_CODE, RUN_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +160,6 @@ def _check_emulator_annotations(kind: str, obj: dict[str, Any] | None) -> None:
 
 
 def _annotation_causes(path: str, meta: Any) -> list[Cause]:
-    from batch.sandbox.emulator import EXIT_CODE, RUN_SECONDS
-
     ann = meta.get("annotations") if isinstance(meta, dict) else None
     if not isinstance(ann, dict):
         return []

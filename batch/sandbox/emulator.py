@@ -36,11 +36,10 @@ from batch.api.events import event_body, reference_of
 from batch.api.integration import GangError, pod_requests
 from batch.api.quantity import QuantityError
 from batch.api.resources import Resource, parse_resource_list
+from batch.sandbox.pod_annotations import EXIT_CODE, RUN_SECONDS
 from batch.sandbox.store import Obj, dumps
 
 __all__ = [
-    "EXIT_CODE",
-    "RUN_SECONDS",
     "Kubelets",
     "Transport",
     "apply_status_patch",
@@ -49,8 +48,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RUN_SECONDS = "sandbox.tephra.io/run-seconds"
-EXIT_CODE = "sandbox.tephra.io/exit-code"
 KUBELET_VERSION = "v1.32.0-tephra-sandbox"
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 40

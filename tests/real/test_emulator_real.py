@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from batch.sandbox.emulator import EXIT_CODE, RUN_SECONDS
 from batch.sandbox.emulator_http import NOT_READY_TAINT, schedulable
+from batch.sandbox.pod_annotations import EXIT_CODE, RUN_SECONDS
 from tests.real.kubelets import (
     HEARTBEAT_SECONDS,
     MAX_GRACE_SECONDS,

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from batch.sandbox.control_plane import ControlPlane
-from batch.sandbox.emulator import EXIT_CODE
+from batch.sandbox.pod_annotations import EXIT_CODE
 from tests.real.conftest import (
     CRD_PATH,
     Api,
