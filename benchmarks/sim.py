@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from batch.sim.backend import SchedulerBackend
-from batch.sim.engine import EPOCH
+from batch.sim.objects import EPOCH
 from batch.sim.policies import policies_for
 from batch.sim.real import RealScheduler
 from batch.sim.runner import run_policy

@@ -41,19 +41,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch.sim.backend import CycleOutcome, SchedulerBackend
+from batch.sim.cluster import QueueSpec, queue_object
+from batch.sim.lifecycle import make_lifecycle
 from batch.sim.metrics import JobRecord, MetricsRecorder
+from batch.sim.objects import (
+    KIND_COMPLETE,
+    running_status,
+)
 from batch.sim.workload import SimJob, Workload
 
 __all__ = ["EngineOptions", "SimResult", "Simulation"]
 
 log = logging.getLogger(__name__)
 
-NAMESPACE = "sim"
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-EPOCH = 1_577_836_800.0  # 2020-01-01T00:00:00Z: virtual time 0, for creationTimestamps
 SINGLE_QUEUE = "default"
-KIND_COMPLETE = 0  # heap event: the job's run time has elapsed
-KIND_WAKE = 1  # heap event: the lifecycle asked to look at the job again (policy timeouts)
 #: while jobs wait and nothing happens, cycles whose decisions may change with time alone run
 #: at gaps doubling from one period up to this (virtual seconds)
 MAX_IDLE_GAP = 3600.0
@@ -136,48 +137,6 @@ class JobRun:
         self.state: Any = None  # lifecycle-specific (the VCJob object for the reconciler)
 
 
-def timestamp(t: float) -> str:
-    """RFC 3339 creationTimestamp for virtual time `t`."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH + t))
-
-
-def quantity(milli: int) -> str:
-    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
-
-
-def pod_requests(cpu_milli: int, memory_bytes: int, gpu_milli: int) -> dict[str, str]:
-    requests = {"cpu": f"{cpu_milli}m"}
-    if memory_bytes:
-        requests["memory"] = str(memory_bytes)
-    if gpu_milli:
-        requests["nvidia.com/gpu"] = quantity(gpu_milli)
-    return requests
-
-
-def running_status(now: float) -> dict[str, Any]:
-    return {
-        "phase": "Running",
-        "startTime": timestamp(now),
-        "containerStatuses": [
-            {"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}
-        ],
-    }
-
-
-def succeeded_status(now: float) -> dict[str, Any]:
-    return {
-        "phase": "Succeeded",
-        "containerStatuses": [
-            {
-                "name": "main",
-                "ready": False,
-                "restartCount": 0,
-                "state": {"terminated": {"exitCode": 0, "finishedAt": timestamp(now)}},
-            }
-        ],
-    }
-
-
 class Simulation:
     """One replay of `workload` through `backend` under `options`."""
 
@@ -189,8 +148,6 @@ class Simulation:
         options: EngineOptions | None = None,
         progress: ProgressFn | None = None,
     ) -> None:
-        from batch.sim.lifecycle import make_lifecycle
-
         self.workload = workload
         self.backend = backend
         self.options = options or EngineOptions()
@@ -216,8 +173,6 @@ class Simulation:
     # -- setup ----------------------------------------------------------------------------------
 
     def _load_cluster(self) -> None:
-        from batch.sim.cluster import QueueSpec, queue_object
-
         cluster = self.workload.cluster
         for node in cluster.node_objects():
             self.backend.apply("Node", "ADDED", node)

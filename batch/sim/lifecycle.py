@@ -35,6 +35,15 @@ from batch.controllers.actions import (
 from batch.controllers.constants import POD_BATCH, PODGROUP_RUNNING_ESTIMATE as RUNNING_ESTIMATE
 from batch.controllers.job import reconcile_job
 from batch.sim.errors import SimInputError
+from batch.sim.objects import (
+    EPOCH,
+    GROUP_ANNOTATION,
+    KIND_WAKE,
+    NAMESPACE,
+    pod_requests,
+    succeeded_status,
+    timestamp,
+)
 
 if TYPE_CHECKING:
     from batch.sim.engine import JobRun, Simulation
@@ -80,7 +89,6 @@ class FastLifecycle:
         self.sim = sim
 
     def _podgroup(self, run: JobRun) -> dict[str, Any]:
-        from batch.sim.engine import NAMESPACE, pod_requests, timestamp
 
         job = run.job
         gang = self.sim.options.gang
@@ -117,7 +125,6 @@ class FastLifecycle:
         }
 
     def _create_pods(self, run: JobRun, now: float) -> None:
-        from batch.sim.engine import GROUP_ANNOTATION, NAMESPACE, pod_requests, timestamp
 
         job = run.job
         ts = timestamp(now)
@@ -192,7 +199,6 @@ class VolcanoLifecycle:
     """Each job is a VCJob handled by `batch.controllers.job.reconcile_job`."""
 
     def __init__(self, sim: Simulation) -> None:
-        from batch.sim.engine import EPOCH
 
         self.sim = sim
         self.epoch = EPOCH
@@ -200,7 +206,6 @@ class VolcanoLifecycle:
         self._warned = False
 
     def _vcjob(self, run: JobRun) -> dict[str, Any]:
-        from batch.sim.engine import NAMESPACE, pod_requests, timestamp
 
         job = run.job
         tasks = []
@@ -264,8 +269,6 @@ class VolcanoLifecycle:
             )
             deleted = ()
             if result.requeue_after:
-                from batch.sim.engine import KIND_WAKE
-
                 self.sim.schedule(now + result.requeue_after, KIND_WAKE, run)
             if not result.actions:
                 break
@@ -306,7 +309,6 @@ class VolcanoLifecycle:
 
     def _create(self, run: JobRun, body: dict[str, Any], now: float) -> bool:
         """Create a Pod (True) or the PodGroup, unless the job already has it."""
-        from batch.sim.engine import timestamp
 
         kind = body.get("kind")
         meta = body.setdefault("metadata", {})
@@ -370,7 +372,6 @@ class VolcanoLifecycle:
         self._reconcile(run, now)
 
     def run_finished(self, run: JobRun, now: float) -> None:
-        from batch.sim.engine import succeeded_status
 
         done = succeeded_status(now)
         for pod in list(run.pods.values()):

@@ -31,7 +31,7 @@ class PolicyRun:
 
 
 def _default_factory(conf: str) -> SchedulerBackend:
-    from batch.sim.engine import EPOCH
+    from batch.sim.objects import EPOCH
     from batch.sim.real import RealScheduler
 
     return RealScheduler(conf, epoch=EPOCH)

@@ -139,7 +139,7 @@ def cycle_scenarios() -> Iterator[tuple[str, Callable[[], str]]]:
 
 def sim_scenarios() -> Iterator[tuple[str, Callable[[], str]]]:
     from batch.sim.backend import CycleOutcome
-    from batch.sim.engine import EPOCH
+    from batch.sim.objects import EPOCH
     from batch.sim.policies import policies_for
     from batch.sim.real import RealScheduler
     from batch.sim.runner import run_policy

@@ -11,7 +11,7 @@ import pytest
 
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.sim.cluster import QueueSpec
-from batch.sim.engine import EPOCH
+from batch.sim.objects import EPOCH
 from batch.sim.real import RealScheduler
 from batch.sim.runner import run_policy
 
