@@ -278,7 +278,20 @@ class SchedulerService:
             condition_events=pod_events,
             events=[self._podgroup_event(ev) for ev in decisions.events],
             fair_shares=fair_share_annotations(decisions, self.cache),
+            binding=self._binding_podgroups(),
         )
+
+    def _binding_podgroups(self) -> set[tuple[str, str]]:
+        """PodGroups (namespace, name) with a pod assumed bound that the watch has not shown
+        bound yet: their status would be stale by the time the binds land."""
+        tasks = self.cache.tasks
+        out: set[tuple[str, str]] = set()
+        for uid in self.cache.assumed:
+            task = tasks.get(uid)
+            if task is not None and task.job_id:
+                namespace, _, name = task.job_id.partition("/")
+                out.add((namespace, name))
+        return out
 
     def _leading(self, guard: Callable[[], bool]) -> bool:
         """Whether a session may run; says so when that changes."""

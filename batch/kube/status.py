@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -123,7 +124,7 @@ class StatusWriter:
         self.queues: dict[str, dict[str, Any]] = {}
         #: queue -> the value of its fair-share annotation (None: it has none)
         self.fair_shares: dict[str, str | None] = {}
-        self._recent_events: dict[tuple[str, str, str, str, str], float] = {}
+        self._recent_events: OrderedDict[tuple[str, str, str, str, str], float] = OrderedDict()
         self.writes = 0
         #: status writes that failed (not counting objects deleted meanwhile); the caller
         #: should offer the same statuses again even when its decisions did not change
@@ -320,9 +321,15 @@ class StatusWriter:
     async def emit_events(self, events: Sequence[EventSpec]) -> int:
         """Post events, suppressing an identical one posted within `event_interval`."""
         now = time.monotonic()
-        self._recent_events = {
-            k: t for k, t in self._recent_events.items() if now - t < self.event_interval
-        }
+        recent = self._recent_events
+        # Oldest first (a key is inserted only when absent): drop the expired ones from the
+        # front, not by rebuilding the map (once per PodGroup ready event, that was quadratic;
+        # an OrderedDict, as a dict's first key is found by skipping the deleted ones).
+        while recent:
+            posted = next(iter(recent.values()))
+            if now - posted < self.event_interval:
+                break
+            recent.popitem(last=False)
         jobs = []
         for ev in events:
             key = (ev.kind, ev.namespace, ev.name, ev.reason, ev.message)
