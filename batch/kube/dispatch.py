@@ -22,12 +22,16 @@ are sent, so the next session can run while they are in flight:
   (`batch.kube.podcond`) go at most `pod_conditions_per_second` a second (a token bucket
   as deep as one second's worth), the rest in later rounds, so a burst of new pending pods does
   not flood the API server.
-  A PodGroup whose binds are on their way is not written until the watch shows them bound:
-  the status a session computes at allocation (Inqueue) lasts one bind, and writing it for
-  every single pod of a burst doubled the PodGroup writes and took the API server from the
-  binds (issue 33). A failed write stays pending and is made again in the next round (rounds
-  follow sessions, so retries do not spin). `hold_running` keeps a pending PodGroup status
-  computed before a bind of its gang failed from reporting the gang Running (Volcano #4383).
+  While binds wait for the wire (the API server is the bottleneck), a round makes a few
+  writes at once (`busy_concurrency`), not the writer's full concurrency: the binds, which
+  users wait for, get the API server first, and statuses and events trail them, coalesced,
+  at a bounded rate. A PodGroup whose binds are on their way is not written until the watch
+  shows them bound: the status a session computes at allocation (Inqueue) lasts one bind, and
+  writing it for every single pod of a burst doubled the PodGroup writes and took the API
+  server from the binds (issue 33). A failed write stays pending and is made again in the
+  next round (rounds follow sessions, so retries do not spin). `hold_running` keeps a pending
+  PodGroup status computed before a bind of its gang failed from reporting the gang Running
+  (Volcano #4383).
 """
 
 from __future__ import annotations
@@ -189,8 +193,15 @@ class StatusQueue:
         on_written: Callable[[int], None] | None = None,
         pod_conditions_per_second: int = 500,
         clock: Callable[[], float] = time.monotonic,
+        busy: Callable[[], bool] = lambda: False,
+        busy_concurrency: int = 4,
     ) -> None:
         self.writer = writer
+        #: True while binds wait for the wire: then a round makes `busy_concurrency` writes at
+        #: once, not the writer's full concurrency (binds first; statuses and events trail)
+        self._busy = busy
+        self.busy_concurrency = busy_concurrency
+        self._concurrency = writer.concurrency
         self.pod_conditions_per_second = pod_conditions_per_second
         self._clock = clock
         self._tokens = float(pod_conditions_per_second)
@@ -327,6 +338,10 @@ class StatusQueue:
         if not self.pending or not self._allowed():
             return
         self.rounds += 1
+        busy = self._busy()
+        self.writer.concurrency = (
+            min(self.busy_concurrency, self._concurrency) if busy else self._concurrency
+        )
         podgroups = self._take_podgroups()
         queues, self._queues = self._queues, {}
         fair_shares, self._fair_shares = self._fair_shares, {}

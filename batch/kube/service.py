@@ -76,6 +76,8 @@ WATCHED_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode
 
 #: status writes (PodGroup, Queue, pod) in flight at once, beside the binds
 STATUS_CONCURRENCY = 32
+#: status writes in flight at once while binds wait for the wire: binds go first
+STATUS_CONCURRENCY_WHILE_BINDING = 4
 #: binds and evictions outstanding (queued or sent) per bind worker before sessions wait
 IN_FLIGHT_PER_WORKER = 4
 #: seconds a stopping replica waits for requests on the wire, and for its pending statuses
@@ -593,18 +595,19 @@ class SchedulerService:
             concurrency=STATUS_CONCURRENCY,
             on_failed=lambda kind: failures.labels(kind=kind).inc(),
         )
+        requests = InFlight(
+            workers=concurrency, limit=IN_FLIGHT_PER_WORKER * concurrency, on_dropped=self._dropped
+        )
         return Outbox(
             binder=Binder(client, concurrency=concurrency),
             evictor=Evictor(client),
-            requests=InFlight(
-                workers=concurrency,
-                limit=IN_FLIGHT_PER_WORKER * concurrency,
-                on_dropped=self._dropped,
-            ),
+            requests=requests,
             statuses=StatusQueue(
                 writer,
                 allowed=_always if elector is None else elector.current,
                 on_written=self.metrics.status_writes.labels(kind="status").inc,
+                busy=lambda: requests.outstanding > requests.workers,
+                busy_concurrency=STATUS_CONCURRENCY_WHILE_BINDING,
             ),
             fence=(lambda: _always) if elector is None else elector.fence,
         )

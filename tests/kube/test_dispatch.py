@@ -291,3 +291,41 @@ def test_a_round_cancelled_at_stop_leaves_no_unawaited_write() -> None:
         asyncio.run(main())
         gc.collect()
     assert not [w for w in caught if "never awaited" in str(w.message)], caught
+
+
+def test_while_binds_wait_for_the_wire_statuses_and_events_trail_a_few_at_once() -> None:
+    """Issue 33: binds first. While binds are queued behind those on the wire, a round makes
+    `busy_concurrency` writes at once; once they are not, the writer's full concurrency."""
+
+    class _Counting(_Server):
+        def __init__(self) -> None:
+            super().__init__(delay=0.01)
+            self.now = self.most = 0
+
+        async def create(self, _res: object, body: dict[str, Any], _ns: str) -> dict[str, Any]:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            await asyncio.sleep(0.01)
+            self.now -= 1
+            return await super().create(_res, body, _ns)
+
+    def events(n: int, tag: str) -> list[EventSpec]:
+        return [EventSpec("Pod", "ns", f"{tag}{i}", "Scheduled", "m") for i in range(n)]
+
+    async def main() -> tuple[int, int]:
+        server = _Counting()
+        busy = [True]
+        writer = StatusWriter(server, concurrency=32)  # type: ignore[arg-type]
+        statuses = StatusQueue(writer, busy=lambda: busy[0], busy_concurrency=4)
+        statuses.offer(events=events(40, "a"))
+        await statuses.flush()
+        during, server.most = server.most, 0
+        busy[0] = False
+        statuses.offer(events=events(40, "b"))
+        await statuses.flush()
+        await statuses.close(1.0)
+        assert len(server.events) == 80  # every event posted: trailing, not dropped
+        return during, server.most
+
+    during, after = asyncio.run(main())
+    assert during == 4 and after > 4, (during, after)
