@@ -10,8 +10,8 @@ loop so that the cache is never mutated while a session reads it:
    and handed to background workers, its PodGroup/Queue statuses, nominations, events and each
    queue's fair-share figures (the `tephra.io/fair-share` annotation) to a coalescing status
    queue (`batch.kube.dispatch`), so the next session does not wait for their round trips
-   (kube-scheduler's asynchronous binding cycle); a session waits only while too many requests
-   are outstanding;
+   (kube-scheduler's asynchronous binding cycle); a session waits only while binds or
+   evictions are queued behind those on the wire;
 4. a bind that fails returns its task to Pending (retried next session) and keeps its PodGroup
    from being reported Running (Volcano #4383);
 5. with leader election, a session runs and its binds, evictions and statuses are sent only
@@ -78,8 +78,11 @@ WATCHED_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode
 STATUS_CONCURRENCY = 32
 #: status writes in flight at once while binds wait for the wire: binds go first
 STATUS_CONCURRENCY_WHILE_BINDING = 4
-#: binds and evictions outstanding (queued or sent) per bind worker before sessions wait
-IN_FLIGHT_PER_WORKER = 4
+#: binds and evictions queued behind those on the wire before sessions wait: none. A session
+#: holds the event loop, and a queued bind then waits the whole session for a worker (a
+#: 20,000-job session at the end of a burst stalled the last binds for seconds, issue 33);
+#: its own binds would only queue behind the others anyway
+QUEUED_BEFORE_SESSIONS_WAIT = 0
 #: seconds a stopping replica waits for requests on the wire, and for its pending statuses
 DRAIN_GRACE_S = 2.0
 #: the `volcano_queue_<what>_*` gauges a fair-share plugin's figures set
@@ -596,7 +599,9 @@ class SchedulerService:
             on_failed=lambda kind: failures.labels(kind=kind).inc(),
         )
         requests = InFlight(
-            workers=concurrency, limit=IN_FLIGHT_PER_WORKER * concurrency, on_dropped=self._dropped
+            workers=concurrency,
+            limit=concurrency + QUEUED_BEFORE_SESSIONS_WAIT + 1,
+            on_dropped=self._dropped,
         )
         return Outbox(
             binder=Binder(client, concurrency=concurrency),
