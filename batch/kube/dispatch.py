@@ -201,7 +201,7 @@ class StatusQueue:
         #: once, not the writer's full concurrency (binds first; statuses and events trail)
         self._busy = busy
         self.busy_concurrency = busy_concurrency
-        self._concurrency = writer.concurrency
+        writer.limit = self._in_flight
         self.pod_conditions_per_second = pod_conditions_per_second
         self._clock = clock
         self._tokens = float(pod_conditions_per_second)
@@ -269,6 +269,10 @@ class StatusQueue:
         for ev in events:
             self._events[(ev.kind, ev.namespace, ev.name, ev.reason, ev.message)] = ev
         self.kick()
+
+    def _in_flight(self) -> int:
+        """The writes a round may have on the wire now: few while binds wait for it."""
+        return self.busy_concurrency if self._busy() else self.writer.concurrency
 
     def hold_running(self, job_id: str) -> None:
         """A bind of `job_id` failed: its pending status, computed before, must not say Running."""
@@ -338,10 +342,6 @@ class StatusQueue:
         if not self.pending or not self._allowed():
             return
         self.rounds += 1
-        busy = self._busy()
-        self.writer.concurrency = (
-            min(self.busy_concurrency, self._concurrency) if busy else self._concurrency
-        )
         podgroups = self._take_podgroups()
         queues, self._queues = self._queues, {}
         fair_shares, self._fair_shares = self._fair_shares, {}
