@@ -103,13 +103,17 @@ def _state(sb: SandboxHandle, writes: Counter[str]) -> dict[str, Any]:
 def test_a_single_pod_costs_one_bind_one_podgroup_write_and_two_events(
     sandbox: SandboxHandle, writes: Counter[str]
 ) -> None:
-    # The pods first: a session that saw a PodGroup before its pod would rightly call it
-    # unschedulable (one more status, one more event), which is not what is counted here.
+    # The pods first, seen by the scheduler: a session that saw a PodGroup before its pod would
+    # rightly call it unschedulable (one more status, one more event), not what is counted here.
     api = sandbox.api_client()
     for i in range(PODS):
         client.CoreV1Api(api).create_namespaced_pod(
             "default", pod(f"single-{i:03d}", f"single-{i:03d}", 0)
         )
+    scheduler = sandbox.components[0]
+    assert isinstance(scheduler, SchedulerComponent) and scheduler.service is not None
+    cache = scheduler.service.cache
+    wait_for(lambda: len(cache.tasks) >= PODS, what="the scheduler's cache to hold every pod")
     for i in range(PODS):
         client.CustomObjectsApi(api).create_namespaced_custom_object(
             GROUP, "v1beta1", "default", "podgroups", podgroup(f"single-{i:03d}", 1)
