@@ -46,6 +46,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -53,6 +54,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -123,6 +125,13 @@ class Result:
     scheduler_cpu_s: float = 0.0
     apiserver_cpu_s: float = 0.0
     load: list[float] = field(default_factory=list)
+    #: CPU seconds per component during the run (scheduler, kube-apiserver, etcd, ...)
+    cpu: dict[str, float] = field(default_factory=dict)
+    #: the apiserver's requests during the run, "VERB resource[/subresource]" -> count
+    requests: dict[str, int] = field(default_factory=dict)
+    #: the same two from the start to `--settle` seconds after the last bind
+    settled_cpu: dict[str, float] = field(default_factory=dict)
+    settled_requests: dict[str, int] = field(default_factory=dict)
 
 
 def log(message: str) -> None:
@@ -135,6 +144,37 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def component_cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def apiserver_requests(plane: ControlPlane) -> Counter[str]:
+    """The apiserver's `apiserver_request_total` by "VERB resource[/subresource]" (every
+    client's: the emulator's lease renewals and pod statuses too)."""
+    counts: Counter[str] = Counter()
+    try:
+        with urllib.request.urlopen(
+            f"{plane.server}/metrics", context=plane.ssl_context(), timeout=30
+        ) as answer:
+            text = answer.read().decode()
+    except OSError as exc:
+        log(f"  apiserver metrics unavailable: {exc!r}")
+        return counts
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line.rpartition("} ")
+        labels = dict(_LABEL.findall(labels_text))
+        what = labels.get("resource", "")
+        if labels.get("subresource"):
+            what += "/" + labels["subresource"]
+        counts[f"{labels.get('verb', '')} {what}"] += int(float(value))
+    return counts
 
 
 def free_port() -> int:
@@ -533,6 +573,7 @@ async def measure(
     bodies: list[dict[str, Any]],
     result: Result,
     args: argparse.Namespace,
+    emulator: int,
 ) -> tuple[float, float]:
     """Create the pods and run the scheduler in the order of the mode, until every pod is bound
     or the timeout; (when the scheduler was ready, seconds the creates took)."""
@@ -543,8 +584,10 @@ async def measure(
         create_s = time.perf_counter() - t
         log(f"  {len(bodies)} pods created in {create_s:.1f} s; starting {result.scheduler}")
     proc, port = await asyncio.to_thread(start_scheduler, plane, result.scheduler, args, ns)
-    apiserver = plane.processes["kube-apiserver"].pid
-    cpu0 = (cpu_seconds(proc.pid), cpu_seconds(apiserver))
+    pids = {name: p.pid for name, p in plane.processes.items()}
+    pids.update(emulator=emulator, scheduler=proc.pid)
+    cpu0 = component_cpu(pids)
+    requests0 = await asyncio.to_thread(apiserver_requests, plane)
     result.load = [round(os.getloadavg()[0], 2)]
     started = time.perf_counter()
     try:
@@ -554,8 +597,18 @@ async def measure(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(clock.done.wait(), args.timeout)
     finally:
-        result.scheduler_cpu_s = round(cpu_seconds(proc.pid) - cpu0[0], 1)
-        result.apiserver_cpu_s = round(cpu_seconds(apiserver) - cpu0[1], 1)
+        cpu1 = component_cpu(pids)
+        requests1 = await asyncio.to_thread(apiserver_requests, plane)
+        result.cpu = {name: round(cpu1[name] - cpu0[name], 2) for name in pids}
+        result.requests = dict(sorted((requests1 - requests0).items()))
+        result.scheduler_cpu_s = round(result.cpu["scheduler"], 1)
+        result.apiserver_cpu_s = round(result.cpu["kube-apiserver"], 1)
+        if clock.done.is_set() and args.settle > 0:  # the writes that trail the last bind
+            await asyncio.sleep(args.settle)
+            cpu2 = component_cpu(pids)
+            requests2 = await asyncio.to_thread(apiserver_requests, plane)
+            result.settled_cpu = {name: round(cpu2[name] - cpu0[name], 2) for name in pids}
+            result.settled_requests = dict(sorted((requests2 - requests0).items()))
         result.load.append(round(os.getloadavg()[0], 2))
         if result.scheduler == "tephra":
             await asyncio.to_thread(save_metrics, port, plane.workdir / f"{ns}.metrics")
@@ -569,6 +622,7 @@ async def run_one(
     workload: Workload,
     scheduler: str,
     args: argparse.Namespace,
+    emulator: int,
     *,
     clean_after: bool = True,
 ) -> Result:
@@ -581,7 +635,7 @@ async def run_one(
         if scheduler != "kube":
             await podgroups(c, ns, workload, args.concurrency)
         async with watching(c, ns, clock):
-            started, created = await measure(plane, c, ns, clock, bodies, result, args)
+            started, created = await measure(plane, c, ns, clock, bodies, result, args, emulator)
         summarize(result, clock, started, created)
         if clock.errors:
             log(f"  driver watch errors: {clock.errors[:3]}")
@@ -637,7 +691,7 @@ def run_size(
     with control_plane(args.bin_dir, workdir) as plane:
         crds = next((side for _, s in runs if (side := side_of(s))), "tephra")
         use_crds(plane, crds, args)
-        with emulator_process(plane, nodes, args):
+        with emulator_process(plane, nodes, args) as emulator:
             asyncio.run(_wait_nodes(plane, nodes))
             for i, (workload, scheduler) in enumerate(runs):
                 side = side_of(scheduler)
@@ -647,7 +701,7 @@ def run_size(
                 log(f"{nodes} nodes, {workload.name} ({workload.pods} pods): {scheduler}")
                 last = i == len(runs) - 1  # the control plane goes: nothing to clean
                 result = asyncio.run(
-                    run_one(plane, nodes, workload, scheduler, args, clean_after=not last)
+                    run_one(plane, nodes, workload, scheduler, args, emulator, clean_after=not last)
                 )
                 log(f"  -> {format_row(result)}")
                 results.append(result)
@@ -680,6 +734,32 @@ def format_row(r: Result) -> str:
     )
 
 
+def print_costs(results: list[Result]) -> None:
+    """Per run: each component's CPU seconds per 1,000 bound pods, and the apiserver's requests
+    per bound pod by verb and resource (those at 0.01 a pod or more), until the last bind and
+    until `--settle` seconds later."""
+    print("CPU s per 1,000 pods by component; apiserver requests per pod (every client's)")
+    for r in results:
+        if not r.bound or not r.cpu:
+            continue
+        name = NAMES.get(r.scheduler, r.scheduler)
+        print(f"{r.nodes:>6} {r.workload:<6} {name}")
+        print_cost("to the last bind", r.bound, r.cpu, r.requests)
+        if r.settled_cpu:
+            print_cost("and settled", r.bound, r.settled_cpu, r.settled_requests)
+    print()
+
+
+def print_cost(when: str, bound: int, cpu: dict[str, float], requests: dict[str, int]) -> None:
+    per_k = 1000 / bound
+    cpus = ", ".join(f"{k} {v * per_k:.2f}" for k, v in cpu.items())
+    print(f"  {when:<17} cpu: {cpus}")
+    reqs = [(k, v / bound) for k, v in requests.items() if v / bound >= 0.01]
+    listed = ", ".join(f"{k} {v:.2f}" for k, v in sorted(reqs, key=lambda kv: -kv[1]))
+    total = sum(requests.values()) / bound
+    print(f"  {'':<17} requests/pod {total:.2f}: {listed}")
+
+
 def print_report(results: list[Result]) -> None:
     modes = {r.mode for r in results}
     if "backlog" in modes:
@@ -690,6 +770,7 @@ def print_report(results: list[Result]) -> None:
     for r in results:
         print(format_row(r))
     print()
+    print_costs(results)
     by_key = {(r.nodes, r.workload, r.scheduler): r for r in results}
     for (nodes, workload, scheduler), r in by_key.items():
         if scheduler != "tephra":
@@ -730,6 +811,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--emulator-connections", type=int, default=128)
     p.add_argument("--heartbeat-seconds", type=float, default=15.0)
     p.add_argument("--timeout", type=float, default=900.0, help="per run, after the creates")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=3.0,
+        help="seconds after the last bind before CPU and requests are read again (not timed)",
+    )
     p.add_argument("--bin-dir", type=Path, default=None, help="default: scripts/build-kube.sh")
     p.add_argument(
         "--volcano-bin-dir",

@@ -22,9 +22,16 @@ are sent, so the next session can run while they are in flight:
   (`batch.kube.podcond`) go at most `pod_conditions_per_second` a second (a token bucket
   as deep as one second's worth), the rest in later rounds, so a burst of new pending pods does
   not flood the API server.
-  A failed write stays pending and is made again in the next round (rounds follow sessions, so
-  retries do not spin). `hold_running` keeps a pending PodGroup status computed before a bind
-  of its gang failed from reporting the gang Running (Volcano #4383).
+  While binds wait for the wire (the API server is the bottleneck), a round makes a few
+  writes at once (`busy_concurrency`), not the writer's full concurrency: the binds, which
+  users wait for, get the API server first, and statuses and events trail them, coalesced,
+  at a bounded rate. A PodGroup whose binds are on their way is not written until the watch
+  shows them bound: the status a session computes at allocation (Inqueue) lasts one bind, and
+  writing it for every single pod of a burst doubled the PodGroup writes and took the API
+  server from the binds (issue 33). A failed write stays pending and is made again in the
+  next round (rounds follow sessions, so retries do not spin). `hold_running` keeps a pending
+  PodGroup status computed before a bind of its gang failed from reporting the gang Running
+  (Volcano #4383).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,8 +193,15 @@ class StatusQueue:
         on_written: Callable[[int], None] | None = None,
         pod_conditions_per_second: int = 500,
         clock: Callable[[], float] = time.monotonic,
+        busy: Callable[[], bool] = lambda: False,
+        busy_concurrency: int = 4,
     ) -> None:
         self.writer = writer
+        #: True while binds wait for the wire: then a round makes `busy_concurrency` writes at
+        #: once, not the writer's full concurrency (binds first; statuses and events trail)
+        self._busy = busy
+        self.busy_concurrency = busy_concurrency
+        writer.limit = self._in_flight
         self.pod_conditions_per_second = pod_conditions_per_second
         self._clock = clock
         self._tokens = float(pod_conditions_per_second)
@@ -229,10 +243,20 @@ class StatusQueue:
         fair_shares: Mapping[str, str | None] | None = None,
         pod_conditions: Iterable[tuple[str, str, dict[str, Any]]] = (),
         condition_events: Iterable[EventSpec] = (),
+        binding: Collection[PodGroupKey] = (),
     ) -> None:
         """Statuses of a newer session replace pending ones of the same objects
-        (`fair_shares`: queue -> its fair-share annotation, None for none)."""
+        (`fair_shares`: queue -> its fair-share annotation, None for none).
+
+        The status of a PodGroup in `binding` (binds of its pods sent or on their way and not
+        yet seen bound) is not written: it describes a state that lasts one bind, and the
+        session after the watch shows the pods bound (or a bind failed) offers it afresh. Any
+        status of it still pending is dropped too, as older still."""
         if podgroups:
+            if binding:
+                for key in binding:
+                    self._podgroups.pop(key, None)
+                podgroups = {k: v for k, v in podgroups.items() if k not in binding}
             self._podgroups.update(podgroups)
             self._hold.difference_update(podgroups)  # computed after every failure so far
         if queues:
@@ -245,6 +269,10 @@ class StatusQueue:
         for ev in events:
             self._events[(ev.kind, ev.namespace, ev.name, ev.reason, ev.message)] = ev
         self.kick()
+
+    def _in_flight(self) -> int:
+        """The writes a round may have on the wire now: few while binds wait for it."""
+        return self.busy_concurrency if self._busy() else self.writer.concurrency
 
     def hold_running(self, job_id: str) -> None:
         """A bind of `job_id` failed: its pending status, computed before, must not say Running."""

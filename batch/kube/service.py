@@ -10,8 +10,8 @@ loop so that the cache is never mutated while a session reads it:
    and handed to background workers, its PodGroup/Queue statuses, nominations, events and each
    queue's fair-share figures (the `tephra.io/fair-share` annotation) to a coalescing status
    queue (`batch.kube.dispatch`), so the next session does not wait for their round trips
-   (kube-scheduler's asynchronous binding cycle); a session waits only while too many requests
-   are outstanding;
+   (kube-scheduler's asynchronous binding cycle); a session waits only while binds or
+   evictions are queued behind those on the wire;
 4. a bind that fails returns its task to Pending (retried next session) and keeps its PodGroup
    from being reported Running (Volcano #4383);
 5. with leader election, a session runs and its binds, evictions and statuses are sent only
@@ -76,8 +76,13 @@ WATCHED_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode
 
 #: status writes (PodGroup, Queue, pod) in flight at once, beside the binds
 STATUS_CONCURRENCY = 32
-#: binds and evictions outstanding (queued or sent) per bind worker before sessions wait
-IN_FLIGHT_PER_WORKER = 4
+#: status writes in flight at once while binds wait for the wire: binds go first
+STATUS_CONCURRENCY_WHILE_BINDING = 4
+#: binds and evictions queued behind those on the wire before sessions wait: none. A session
+#: holds the event loop, and a queued bind then waits the whole session for a worker (a
+#: 20,000-job session at the end of a burst stalled the last binds for seconds, issue 33);
+#: its own binds would only queue behind the others anyway
+QUEUED_BEFORE_SESSIONS_WAIT = 0
 #: seconds a stopping replica waits for requests on the wire, and for its pending statuses
 DRAIN_GRACE_S = 2.0
 #: the `volcano_queue_<what>_*` gauges a fair-share plugin's figures set
@@ -278,7 +283,20 @@ class SchedulerService:
             condition_events=pod_events,
             events=[self._podgroup_event(ev) for ev in decisions.events],
             fair_shares=fair_share_annotations(decisions, self.cache),
+            binding=self._binding_podgroups(),
         )
+
+    def _binding_podgroups(self) -> set[tuple[str, str]]:
+        """PodGroups (namespace, name) with a pod assumed bound that the watch has not shown
+        bound yet: their status would be stale by the time the binds land."""
+        tasks = self.cache.tasks
+        out: set[tuple[str, str]] = set()
+        for uid in self.cache.assumed:
+            task = tasks.get(uid)
+            if task is not None and task.job_id:
+                namespace, _, name = task.job_id.partition("/")
+                out.add((namespace, name))
+        return out
 
     def _leading(self, guard: Callable[[], bool]) -> bool:
         """Whether a session may run; says so when that changes."""
@@ -580,18 +598,21 @@ class SchedulerService:
             concurrency=STATUS_CONCURRENCY,
             on_failed=lambda kind: failures.labels(kind=kind).inc(),
         )
+        requests = InFlight(
+            workers=concurrency,
+            limit=concurrency + QUEUED_BEFORE_SESSIONS_WAIT + 1,
+            on_dropped=self._dropped,
+        )
         return Outbox(
             binder=Binder(client, concurrency=concurrency),
             evictor=Evictor(client),
-            requests=InFlight(
-                workers=concurrency,
-                limit=IN_FLIGHT_PER_WORKER * concurrency,
-                on_dropped=self._dropped,
-            ),
+            requests=requests,
             statuses=StatusQueue(
                 writer,
                 allowed=_always if elector is None else elector.current,
                 on_written=self.metrics.status_writes.labels(kind="status").inc,
+                busy=lambda: requests.outstanding > requests.workers,
+                busy_concurrency=STATUS_CONCURRENCY_WHILE_BINDING,
             ),
             fence=(lambda: _always) if elector is None else elector.fence,
         )

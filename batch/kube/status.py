@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -123,13 +124,15 @@ class StatusWriter:
         self.queues: dict[str, dict[str, Any]] = {}
         #: queue -> the value of its fair-share annotation (None: it has none)
         self.fair_shares: dict[str, str | None] = {}
-        self._recent_events: dict[tuple[str, str, str, str, str], float] = {}
+        self._recent_events: OrderedDict[tuple[str, str, str, str, str], float] = OrderedDict()
         self.writes = 0
         #: status writes that failed (not counting objects deleted meanwhile); the caller
         #: should offer the same statuses again even when its decisions did not change
         self.failed_writes = 0
         #: told the kind of each failed status write (the scheduler counts them in a metric)
         self.on_failed = on_failed
+        #: when set, the writes allowed on the wire at once now (at most `concurrency`)
+        self.limit: Callable[[], int] | None = None
 
     # -- fed by the watch -----------------------------------------------------------------
     def observe(self, kind: str, etype: str, obj: Mapping[str, Any]) -> None:
@@ -210,17 +213,32 @@ class StatusWriter:
         return ok
 
     async def _run(self, jobs: list[Any]) -> int:
-        sem = asyncio.Semaphore(self.concurrency)
+        """Await the writes `jobs` (coroutines answering True when made), at most
+        `in_flight()` at once, asked again before each write: a long round slows down while
+        binds wait for the wire and speeds up once they do not; the number of writes made."""
+        todo = deque(jobs)
+        made = 0
 
-        async def one(job: Any) -> bool:
-            try:
-                async with sem:
-                    return bool(await job)
-            finally:
-                job.close()  # a no-op once awaited; a round cancelled at stop leaves no warning
+        async def worker(i: int) -> None:
+            nonlocal made
+            while todo:
+                if i >= self.in_flight():
+                    await asyncio.sleep(0.1)
+                    continue
+                if await todo.popleft():
+                    made += 1
 
-        results = await asyncio.gather(*(one(j) for j in jobs))
-        return sum(1 for r in results if r)
+        try:
+            await asyncio.gather(*(worker(i) for i in range(min(self.concurrency, len(todo)))))
+        finally:
+            for job in todo:
+                job.close()  # a round cancelled at stop leaves no unawaited write
+        return made
+
+    def in_flight(self) -> int:
+        """Writes allowed on the wire at once now (`concurrency`, or fewer as `limit` says)."""
+        limit = self.limit
+        return self.concurrency if limit is None else max(1, min(self.concurrency, limit()))
 
     async def write_podgroups(self, desired: Mapping[tuple[str, str], Mapping[str, Any]]) -> int:
         """Patch PodGroup statuses that changed; returns the number of writes made."""
@@ -320,9 +338,15 @@ class StatusWriter:
     async def emit_events(self, events: Sequence[EventSpec]) -> int:
         """Post events, suppressing an identical one posted within `event_interval`."""
         now = time.monotonic()
-        self._recent_events = {
-            k: t for k, t in self._recent_events.items() if now - t < self.event_interval
-        }
+        recent = self._recent_events
+        # Oldest first (a key is inserted only when absent): drop the expired ones from the
+        # front, not by rebuilding the map (once per PodGroup ready event, that was quadratic;
+        # an OrderedDict, as a dict's first key is found by skipping the deleted ones).
+        while recent:
+            posted = next(iter(recent.values()))
+            if now - posted < self.event_interval:
+                break
+            recent.popitem(last=False)
         jobs = []
         for ev in events:
             key = (ev.kind, ev.namespace, ev.name, ev.reason, ev.message)

@@ -291,3 +291,41 @@ def test_a_round_cancelled_at_stop_leaves_no_unawaited_write() -> None:
         asyncio.run(main())
         gc.collect()
     assert not [w for w in caught if "never awaited" in str(w.message)], caught
+
+
+def test_while_binds_wait_for_the_wire_statuses_and_events_trail_a_few_at_once() -> None:
+    """Issue 33: binds first. While binds are queued behind those on the wire, a round makes
+    `busy_concurrency` writes at once; once they are not, the same round speeds up to the
+    writer's full concurrency (a round of thousands of events trailed for minutes when its
+    concurrency was fixed at its start)."""
+
+    class _Counting(_Server):
+        def __init__(self) -> None:
+            super().__init__()
+            self.now = 0
+            self.most = [0, 0]  # while busy, after
+            self.phase = 0
+
+        async def create(self, _res: object, body: dict[str, Any], _ns: str) -> dict[str, Any]:
+            self.now += 1
+            self.most[self.phase] = max(self.most[self.phase], self.now)
+            await asyncio.sleep(0.01)
+            self.now -= 1
+            return await super().create(_res, body, _ns)
+
+    async def main() -> _Counting:
+        server = _Counting()
+        busy = [True]
+        writer = StatusWriter(server, concurrency=32)  # type: ignore[arg-type]
+        statuses = StatusQueue(writer, busy=lambda: busy[0], busy_concurrency=4)
+        statuses.offer(events=[EventSpec("Pod", "ns", f"p{i}", "S", "m") for i in range(400)])
+        round_ = asyncio.create_task(statuses.flush())
+        await asyncio.sleep(0.1)
+        busy[0], server.phase = False, 1
+        await round_
+        await statuses.close(1.0)
+        return server
+
+    server = asyncio.run(main())
+    assert len(server.events) == 400  # every event posted: trailing, not dropped
+    assert server.most[0] == 4 and server.most[1] > 4, server.most

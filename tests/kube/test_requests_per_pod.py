@@ -1,0 +1,133 @@
+"""The scheduler's writes per single pod are bounded: one bind, one PodGroup status, the pod's
+`Scheduled` event and its PodGroup's "pod group is ready" event.
+
+Issue 33, item 4: on a real API server Tephra bound single pods at 0.6x kube-scheduler's rate.
+Every single-pod PodGroup was written twice (Inqueue at allocation, Running once bound) while
+its bind was still on the wire, and the API server spent on those writes what the binds
+needed. This counts requests, not seconds: a regression shows up as more writes per pod
+whatever the machine's speed. The emulated kubelets are off, so no pod ever runs and the
+PodGroups' `running` counts never change after they are bound: every write counted is one
+the scheduler chose to make.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from batch.kube.client import KubeClient
+from batch.kube.service import SchedulerComponent, SchedulerOptions
+from batch.sandbox.nodes import make_nodes
+from batch.sandbox.options import SandboxOptions
+from batch.sandbox.testing import SandboxHandle, run_sandbox
+from tests.kube.test_service import GROUP, pod, podgroup
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.xdist_group("kube-requests")
+
+PODS = 40
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The scheduler's requests other than reads, by "VERB what" (its one client class)."""
+    counts: Counter[str] = Counter()
+    request = KubeClient.request
+
+    async def counted(self: KubeClient, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if method not in ("GET", "LIST", "WATCH"):
+            counts[f"{method} {_what(path)}"] += 1
+        return await request(self, method, path, **kw)
+
+    monkeypatch.setattr(KubeClient, "request", counted)
+    return counts
+
+
+def _what(path: str) -> str:
+    parts = path.split("?", maxsplit=1)[0].strip("/").split("/")
+    if parts[-1] in ("binding", "status"):
+        return f"{parts[-3]}/{parts[-1]}"
+    plurals = [p for p in parts if p in ("pods", "podgroups", "queues", "events")]
+    return plurals[-1] if plurals else path
+
+
+@pytest.fixture
+def sandbox(writes: Counter[str]) -> Iterator[SandboxHandle]:
+    scheduler = SchedulerComponent(SchedulerOptions(schedule_period=0.1))
+    nodes = make_nodes(count=2, gpus=0, cpu="64", memory="256Gi")
+    for node in nodes:  # Ready for good: no emulated kubelet renews them
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    with run_sandbox(
+        nodes=nodes,
+        components=[scheduler],
+        options=SandboxOptions(emulator=False),
+    ) as sb:
+        yield sb
+
+
+def _settled(sb: SandboxHandle) -> bool:
+    """Every pod bound, every PodGroup Running and both events of every pod posted."""
+    api = sb.api_client()
+    pods = client.CoreV1Api(api).list_namespaced_pod("default").items
+    if len(pods) < PODS or not all(p.spec.node_name for p in pods):
+        return False
+    groups = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        GROUP, "v1beta1", "default", "podgroups"
+    )["items"]
+    if not all((g.get("status") or {}).get("phase") == "Running" for g in groups):
+        return False
+    events = client.CoreV1Api(api).list_namespaced_event("default").items
+    reasons = Counter((e.involved_object.kind, e.reason) for e in events)
+    return reasons[("Pod", "Scheduled")] >= PODS and reasons[("PodGroup", "Scheduled")] >= PODS
+
+
+def _state(sb: SandboxHandle, writes: Counter[str]) -> dict[str, Any]:
+    api = sb.api_client()
+    pods = client.CoreV1Api(api).list_namespaced_pod("default").items
+    groups = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        GROUP, "v1beta1", "default", "podgroups"
+    )["items"]
+    events = client.CoreV1Api(api).list_namespaced_event("default").items
+    return {
+        "bound": sum(1 for p in pods if p.spec.node_name),
+        "phases": Counter((g.get("status") or {}).get("phase") for g in groups),
+        "events": Counter((e.involved_object.kind, e.reason) for e in events),
+        "writes": dict(writes),
+    }
+
+
+def test_a_single_pod_costs_one_bind_one_podgroup_write_and_two_events(
+    sandbox: SandboxHandle, writes: Counter[str]
+) -> None:
+    # The pods first, seen by the scheduler: a session that saw a PodGroup before its pod would
+    # rightly call it unschedulable (one more status, one more event), not what is counted here.
+    api = sandbox.api_client()
+    for i in range(PODS):
+        client.CoreV1Api(api).create_namespaced_pod(
+            "default", pod(f"single-{i:03d}", f"single-{i:03d}", 0)
+        )
+    scheduler = sandbox.components[0]
+    assert isinstance(scheduler, SchedulerComponent) and scheduler.service is not None
+    cache = scheduler.service.cache
+    wait_for(lambda: len(cache.tasks) >= PODS, what="the scheduler's cache to hold every pod")
+    for i in range(PODS):
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            GROUP, "v1beta1", "default", "podgroups", podgroup(f"single-{i:03d}", 1)
+        )
+    wait_for(
+        lambda: _settled(sandbox),
+        what="every pod bound and reported",
+        timeout=60,
+        explain=lambda: _state(sandbox, writes),
+    )
+    assert writes["POST pods/binding"] == PODS, writes
+    # One status per PodGroup: Running, with the Scheduled condition. Not Inqueue first while
+    # its bind was on the wire (that was one more write per pod).
+    assert writes["PATCH podgroups"] + writes["PATCH podgroups/status"] <= PODS, writes
+    assert writes["POST events"] == 2 * PODS, writes  # Scheduled (pod), pod group is ready
+    per_pod = sum(n for what, n in writes.items() if "queues" not in what) / PODS
+    assert per_pod <= 4, writes
