@@ -6,7 +6,6 @@ reads pods and its PodGroups from its watch-fed caches: two writes per pod, no r
 from __future__ import annotations
 
 import collections
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,7 +59,13 @@ def test_bare_pods_cost_two_writes_and_no_reads(
         api = sb.api_client()
         core: Any = client.CoreV1Api(api)
         co: Any = client.CustomObjectsApi(api)
-        time.sleep(0.5)
+        ctrl = sb.components[0]
+        assert isinstance(ctrl, ControllerComponent)
+
+        def listed() -> bool:  # until then a grouping reads the PodGroup (a load-bound race)
+            return ctrl.manager is not None and ctrl.manager.watched.pg_cache_seeded
+
+        wait_for(listed, timeout=60, what="the controller's PodGroup list at start")
         counted.clear()
         for i in range(N):
             core.create_namespaced_pod("default", _bare(i))
