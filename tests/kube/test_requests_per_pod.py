@@ -12,9 +12,10 @@ the scheduler chose to make.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client
@@ -33,18 +34,20 @@ PODS = 40
 
 
 @pytest.fixture
-def writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """The scheduler's requests other than reads, by "VERB what" (its one client class)."""
-    counts: Counter[str] = Counter()
+def requests_by_server(monkeypatch: pytest.MonkeyPatch) -> dict[str, Counter[str]]:
+    """Every KubeClient's requests other than reads, by API server (host:port) and "VERB what".
+    Keyed by server: a previous test's components still stopping in this worker process make
+    requests too, to their own sandbox."""
+    by_server: defaultdict[str, Counter[str]] = defaultdict(Counter)
     request = KubeClient.request
 
     async def counted(self: KubeClient, method: str, path: str, **kw: Any) -> dict[str, Any]:
         if method not in ("GET", "LIST", "WATCH"):
-            counts[f"{method} {_what(path)}"] += 1
+            by_server[urlsplit(self.access.server).netloc][f"{method} {_what(path)}"] += 1
         return await request(self, method, path, **kw)
 
     monkeypatch.setattr(KubeClient, "request", counted)
-    return counts
+    return by_server
 
 
 def _what(path: str) -> str:
@@ -56,7 +59,7 @@ def _what(path: str) -> str:
 
 
 @pytest.fixture
-def sandbox(writes: Counter[str]) -> Iterator[SandboxHandle]:
+def sandbox(requests_by_server: dict[str, Counter[str]]) -> Iterator[SandboxHandle]:
     scheduler = SchedulerComponent(SchedulerOptions(schedule_period=0.1))
     nodes = make_nodes(count=2, gpus=0, cpu="64", memory="256Gi")
     for node in nodes:  # Ready for good: no emulated kubelet renews them
@@ -101,8 +104,9 @@ def _state(sb: SandboxHandle, writes: Counter[str]) -> dict[str, Any]:
 
 
 def test_a_single_pod_costs_one_bind_one_podgroup_write_and_two_events(
-    sandbox: SandboxHandle, writes: Counter[str]
+    sandbox: SandboxHandle, requests_by_server: dict[str, Counter[str]]
 ) -> None:
+    writes = requests_by_server[urlsplit(sandbox.url).netloc]
     # The pods first, seen by the scheduler: a session that saw a PodGroup before its pod would
     # rightly call it unschedulable (one more status, one more event), not what is counted here.
     api = sandbox.api_client()
