@@ -21,6 +21,7 @@ from batch.scheduler.config import SchedulerConfig
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.close import close_session
 from batch.scheduler.framework.decisions import Decisions
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import (
     ACTIONS,
     PLUGINS,
@@ -37,7 +38,7 @@ class Kit:
     used by every session run with it (``Scheduler``); and the parsed arguments its
     time-dependent plugins answer ``next_change`` with."""
 
-    __slots__ = ("actions", "config", "plugins", "timed")
+    __slots__ = ("actions", "config", "hooks", "plugins", "timed")
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -45,6 +46,8 @@ class Kit:
         self.actions: list[tuple[str, Action]] = [
             (name, ACTIONS[name](config.action_arguments(name))) for name in config.actions
         ]
+        #: the extension points, emptied when a session is released, refilled at the next open
+        self.hooks = Hooks(len(config.tiers))
         self.timed: list[tuple[type[Plugin], Arguments]] = [
             (PLUGINS[o.name], Arguments(f"plugin {o.name}", o.arguments))
             for tier in config.tiers
@@ -63,8 +66,9 @@ def open_session(
 ) -> Session:
     """A session over ``cache`` with the plugins ``config`` names: ``kit``'s (built from
     ``config``), else new ones built from the registry."""
-    plugins = kit.plugins if kit is not None else build_plugins(config)
-    return Session(cache, config, plugins, now=now, uid=uid)
+    if kit is None:
+        return Session(cache, config, build_plugins(config), now=now, uid=uid)
+    return Session(cache, config, kit.plugins, now=now, uid=uid, hooks=kit.hooks)
 
 
 def run_session(
