@@ -275,3 +275,24 @@ def test_kept_scheduler_decides_as_a_fresh_session(
         if dispatch:
             _replay(cache, kept)
             history.append(kept)
+
+
+def test_kept_largest_node_follows_allocatable_changes() -> None:
+    """A pod larger than every node can never fit; once a node grows (same labels, taints and
+    readiness: only its allocatable changes) the kept verdict is judged again, and when the
+    node shrinks back, again."""
+    cache = ClusterCache()
+    for event in _cluster():
+        _replay(cache, event)
+    cache.apply("PodGroup", "ADDED", f.podgroup("big", queue="qa", phase="Pending"))
+    cache.apply("Pod", "ADDED", f.pod("big-0", group="big", cpu="1", gpu=4))
+    sched = Scheduler(cache, CONFIGS[1])
+    uid = "default/big"
+    generations = []
+    for i, gpu in enumerate([2, 4, 2]):
+        cache.apply("Node", "MODIFIED", f.node("n0", cpu="4", gpu=gpu))
+        generations.append(cache.nodes.alloc_gen)
+        d = sched.run_once(NOW + i)
+        never = d.pending_reasons.get(uid)
+        assert (never is not None and never.kind == "NeverFits") == (gpu == 2), (gpu, never)
+    assert generations[0] < generations[1] < generations[2]
