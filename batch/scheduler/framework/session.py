@@ -72,9 +72,11 @@ class Session:
         *,
         now: float,
         uid: str | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         """Open a session; ``plugins`` holds one built plugin per entry of ``config.tiers``,
-        tier by tier (``registry.build_plugins``)."""
+        tier by tier (``registry.build_plugins``). ``hooks``: empty extension points (of as
+        many tiers) to fill, kept from an earlier, released session (else new ones)."""
         t0 = time.perf_counter()
         self.cache = cache
         self.config = config
@@ -114,7 +116,10 @@ class Session:
         #: the action executing (plugins may answer an action alone: proportion lets only
         #: allocate and backfill place work beyond a queue's share on borrowed room)
         self.action = ""
-        self.hooks = Hooks(len(config.tiers))
+        ntiers = len(config.tiers)
+        if hooks is None or hooks.in_use or len(hooks.job_order.tiers) != ntiers:
+            hooks = Hooks(ntiers)
+        self.hooks = hooks
         self.dispatch = Dispatch(self.hooks)
         self.plugins: list[SessionPlugin] = []
         self._placer: Placer | None = None
@@ -151,14 +156,18 @@ class Session:
     def _open_plugins(self, plugins: Sequence[Sequence[SessionPlugin]]) -> None:
         """Let the configured plugins, tier by tier, register their callbacks."""
         tiers = zip(self.config.tiers, plugins, strict=True)
+        hooks, timings, clock = self.hooks, self.plugin_timings, time.perf_counter
         for ti, (tier, built) in enumerate(tiers):
             for opt, plugin in zip(tier.plugins, built, strict=True):
                 plugin.option = opt
                 self.plugins.append(plugin)
-                t_plugin = time.perf_counter()
-                with self.hooks.opening(ti, opt):
+                t_plugin = clock()
+                hooks.begin(ti, opt)
+                try:
                     plugin.on_session_open(self)
-                self.plugin_timings[(opt.name, "OnSessionOpen")] = time.perf_counter() - t_plugin
+                finally:
+                    hooks.end()
+                timings[(opt.name, "OnSessionOpen")] = clock() - t_plugin
 
     # -- metrics ---------------------------------------------------------------------------
     def publish_queue_metrics(
