@@ -355,7 +355,7 @@ class Session:
         for task, status, node_name, node_idx in first.values():
             job = self.jobs.get(task.job_id) if task.job_id else None
             if job is not None and task.uid in job.tasks:
-                job.set_status(task, status)
+                job.restore_status(task, status)  # its version is restored below
             else:
                 task.status = status
             task.node_name = node_name
