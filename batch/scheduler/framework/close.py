@@ -14,9 +14,9 @@ import time
 from typing import Any
 
 from batch.model.changes import Cursor
-from batch.model.info import JobInfo, TaskInfo
+from batch.model.info import JobInfo
 from batch.model.resources import IntVec
-from batch.model.status import ALLOCATED_STATUS, TaskStatus
+from batch.model.status import TaskStatus
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import Decisions, PendingReason
 from batch.scheduler.framework.session import Session
@@ -330,30 +330,13 @@ def _queue_statuses(
     return out
 
 
-def session_alloc_delta(ssn: Session) -> dict[str, IntVec]:
-    """Per queue, what the session's status changes (its journal) added to its jobs'
-    ``allocated``: the queue sums of the state after the session are those of the state it
-    undoes to plus this. Tasks of one request count once per queue (one vector step)."""
-    first: dict[int, tuple[TaskInfo, TaskStatus]] = {}
-    for entry in ssn.journal:
-        first.setdefault(id(entry[0]), (entry[0], entry[1]))
-    # (queue, id(req)) -> [req, net count of tasks that became allocated]
-    counts: dict[tuple[str, int], list[Any]] = {}
-    jobs = ssn.jobs
-    for task, before in first.values():
-        now_alloc = task.status in ALLOCATED_STATUS
-        if (before in ALLOCATED_STATUS) == now_alloc or not task.job_id:
-            continue
-        job = jobs.get(task.job_id)
-        if job is None or task.uid not in job.tasks:
-            continue
-        key = (job.queue, id(task.req))
-        got = counts.get(key)
-        if got is None:
-            got = counts[key] = [task.req, 0]
-        got[1] += 1 if now_alloc else -1
+def session_alloc_delta(undone: dict[tuple[str, int], list[Any]]) -> dict[str, IntVec]:
+    """Per queue, what the session had added to its jobs' ``allocated``, from what its
+    rollback took back (``Session.rollback``'s ``undone``): the queue sums of the state after
+    the session are those of the state it undoes to plus this. Tasks of one request count
+    once per queue (one vector step)."""
     out: dict[str, IntVec] = {}
-    for (queue, _), (req, n) in counts.items():
+    for (queue, _), (req, n) in undone.items():
         if n:
             acc = out.get(queue)
             out[queue] = req * n if acc is None else acc + req * n
@@ -378,6 +361,7 @@ def _queue_allocated(ssn: Session, delta: dict[str, IntVec]) -> dict[str, IntVec
 def close_session(ssn: Session) -> Decisions:
     """Run plugins' on_session_close, build the Decisions, undo the session's changes."""
     t0 = time.perf_counter()
+    undone: dict[tuple[str, int], list[Any]] = {}
     try:
         try:
             fill_reasons(ssn)
@@ -395,17 +379,15 @@ def close_session(ssn: Session) -> Decisions:
             )
             q_counts = _podgroup_statuses(ssn, d)
             after = SUM_AFTER_ROLLBACK
-            if after:
-                delta = session_alloc_delta(ssn)
-            else:  # the slow path: sum the session's own state (its jobs moved: recomputed)
+            if not after:  # the slow path: sum the session's own state (its jobs moved)
                 q_alloc = _queue_allocated(ssn, {})
             d.timings = ssn.timings
             d.plugin_timings = ssn.plugin_timings
             d.queue_metrics = ssn.queue_metrics
         finally:
-            ssn.rollback()
+            ssn.rollback(undone)
         if after:
-            q_alloc = _queue_allocated(ssn, delta)
+            q_alloc = _queue_allocated(ssn, session_alloc_delta(undone))
         d.queue_status = _queue_statuses(ssn, q_alloc, q_counts)
     finally:
         ssn.release()
