@@ -27,7 +27,7 @@ import numpy.typing as npt
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
-from batch.model.status import TaskStatus
+from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.decisions import (
     Bind,
     Event,
@@ -354,8 +354,12 @@ class Session:
         self._placer = None
         self.scratch.clear()
 
-    def rollback(self) -> None:
-        """Undo every in-session change to cache objects (called by ``close``)."""
+    def rollback(self, undone: dict[tuple[str, int], list[Any]] | None = None) -> None:
+        """Undo every in-session change to cache objects (called by ``close``).
+
+        ``undone`` (optional) receives, per (queue, ``id`` of a task request), the request and
+        the net number of the queue's tasks the session had made allocated (Allocated,
+        Binding, Bound or Running) that the rollback takes back (negative: evicted ones)."""
         # a task's first entry holds its state before the session: restore that one only
         # (counters are sums, so the order of the restores does not matter)
         first: dict[int, tuple[TaskInfo, TaskStatus, str, int]] = {}
@@ -364,7 +368,15 @@ class Session:
         for task, status, node_name, node_idx in first.values():
             job = self.jobs.get(task.job_id) if task.job_id else None
             if job is not None and task.uid in job.tasks:
-                job.set_status(task, status)
+                if undone is not None:
+                    now_alloc = task.status in ALLOCATED_STATUS
+                    if now_alloc != (status in ALLOCATED_STATUS):
+                        key = (job.queue, id(task.req))
+                        got = undone.get(key)
+                        if got is None:
+                            got = undone[key] = [task.req, 0]
+                        got[1] += 1 if now_alloc else -1
+                job.restore_status(task, status)  # its version is restored below
             else:
                 task.status = status
             task.node_name = node_name
