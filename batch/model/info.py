@@ -188,10 +188,16 @@ class JobInfo:
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` to ``status`` keeping every counter exact (hot path)."""
+        if task.status is not status:
+            self.touch()
+            self.restore_status(task, status)
+
+    def restore_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """``set_status`` without a new version: for a session's rollback, which then restores
+        the version the job had (``restore_version``, which also records the change)."""
         old = task.status
         if old is status:
             return
-        self.touch()
         c = self.counts
         c[old] -= 1
         c[status] += 1

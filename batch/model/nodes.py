@@ -76,6 +76,7 @@ class NodeArrays:
         self.taints: dict[tuple[str, str, str], BoolVec] = {}
         self.ports: dict[tuple[str, str, int], Int32Vec] = {}
         self.meta_gen = 0  # bumps when labels/taints/readiness/membership change
+        self.alloc_gen = 0  # bumps when a node's allocatable (or the resource dimensions) change
 
     # -- capacity -------------------------------------------------------------------------
     def _grow_nodes(self) -> None:
@@ -114,6 +115,7 @@ class NodeArrays:
             out[: old.shape[0]] = old
             setattr(self, name, out)
         self.dims = dims
+        self.alloc_gen += 1
 
     # -- membership -----------------------------------------------------------------------
     def slot_for(self, name: str) -> int:
@@ -135,7 +137,10 @@ class NodeArrays:
     def set_meta(self, idx: int, meta: NodeMeta, alloc: npt.NDArray[np.int64]) -> None:
         old = self.meta[idx]
         self.meta[idx] = meta
-        self.alloc[:, idx] = alloc[: self.dims]
+        column = alloc[: self.dims]
+        if not np.array_equal(self.alloc[:, idx], column):
+            self.alloc[:, idx] = column
+            self.alloc_gen += 1
         changed = (
             old is None
             or old.labels != meta.labels
@@ -183,6 +188,7 @@ class NodeArrays:
         self.schedulable[idx] = False
         self.unschedulable[idx] = False
         self.alloc[:, idx] = 0
+        self.alloc_gen += 1
         self.used[:, idx] = 0
         self.releasing[:, idx] = 0
         self.pipelined[:, idx] = 0

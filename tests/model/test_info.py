@@ -40,3 +40,26 @@ def test_readiness_helpers() -> None:
     assert job.allocated[c.resources.index("cpu")] == 1000
     assert job.pending_req[c.resources.index("cpu")] == 2000  # p2, p3
     assert job.need_continue_allocating(set()) is True  # 5 tasks, minAvailable 3
+
+
+def test_restore_status_counts_as_set_status_without_a_new_version() -> None:
+    """A rollback moves tasks back with ``restore_status``: the same counters as
+    ``set_status``, the version left for ``restore_version`` to put back."""
+    c = ClusterCache()
+    c.apply("PodGroup", "ADDED", f.podgroup("pg", min_member=2))
+    for i in range(3):
+        c.apply("Pod", "ADDED", f.pod(f"p{i}", group="pg", cpu="1"))
+    job = c.jobs["default/pg"]
+    tasks = sorted(job.tasks.values(), key=lambda x: x.name)
+    before = (list(job.counts), job.allocated.copy(), job.pending_req.copy(), job.version)
+    job.set_status(tasks[0], TaskStatus.ALLOCATED)
+    job.set_status(tasks[1], TaskStatus.PIPELINED)
+    job.set_status(tasks[0], TaskStatus.BINDING)
+    moved = job.version
+    assert moved != before[3]
+    job.restore_status(tasks[0], TaskStatus.PENDING)
+    job.restore_status(tasks[1], TaskStatus.PENDING)
+    assert job.version == moved  # restore_version puts the old one back
+    job.restore_version(before[3])
+    assert list(job.counts) == before[0] and job.version == before[3]
+    assert (job.allocated == before[1]).all() and (job.pending_req == before[2]).all()

@@ -356,3 +356,75 @@ def test_rollback_leaves_every_job_as_its_tasks_say(
         assert [sum(t.status == s for t in job.tasks.values()) for s in TaskStatus] == [
             job.counts[s] for s in TaskStatus
         ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(step(), st.booleans()), min_size=1, max_size=20),
+    config_index=st.integers(0, 1),
+)
+def test_queue_sums_after_rollback_match_sums_of_the_session_state(
+    steps: list[tuple[Event, bool]], config_index: int
+) -> None:
+    """On random histories (binds, evictions, pipelines): each queue's ``allocated``, summed
+    after the rollback plus the session's delta on a long-lived cache, equals the sum over the
+    session's own state worked out from scratch."""
+    cfg = [load_config(BASIC), CONFIGS[1]][config_index]
+    cache = ClusterCache()
+    for event in _base():
+        _replay(cache, event)
+    for i, (event, dispatch) in enumerate(steps):
+        _replay(cache, event)
+        kept = run_session(cache, cfg, now=NOW + i, uid=f"s{i}")
+        sums = cache.derived.pop("close-allocated", None)
+        close.SUM_AFTER_ROLLBACK = False
+        try:
+            scratch = run_session(cache, cfg, now=NOW + i, uid=f"s{i}")
+        finally:
+            close.SUM_AFTER_ROLLBACK = True
+            if sums is not None:
+                cache.derived["close-allocated"] = sums
+        assert list(kept.queue_status.items()) == list(scratch.queue_status.items())
+        if dispatch:
+            _replay(cache, kept)
+
+
+single_pod_jobs_st = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # queue
+        st.just(1),  # one pod
+        st.just(1),  # minMember
+        st.integers(0, 1),  # gpu: two shapes per queue, so classes interleave
+        st.just(1),  # cpu
+        st.integers(0, 2),  # creation second (ties on purpose)
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 5),
+    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    jobs=single_pod_jobs_st,
+    busy=st.booleans(),
+    config_index=st.integers(0, 1),
+)
+def test_classes_of_single_pod_jobs_decide_as_each_job_alone(
+    nodes: int, weights: list[int], jobs: list[tuple[Any, ...]], busy: bool, config_index: int
+) -> None:
+    """Many single-pod jobs in a few classes (queue and shape): with every class shortcut on
+    (failures replayed and drained by class, queue sums after the rollback) the decisions are
+    those of trying each job on its own and summing the session's state, on a fresh cache and
+    on one that ran the same session before."""
+    c = _cluster(nodes, weights, jobs, busy)
+    cfg = CONFIGS[config_index]
+    fast = [_exact(run_session(c, cfg, now=NOW + r)) for r in range(2)]
+    close.SUM_AFTER_ROLLBACK = False
+    try:
+        with _switched("use_memo"):
+            slow = [_exact(run_session(c, cfg, now=NOW + r)) for r in range(2)]
+    finally:
+        close.SUM_AFTER_ROLLBACK = True
+    assert fast == slow

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
-from batch.scheduler import Decisions, apply_decisions, load_config, run_session
+from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.session import Session
@@ -241,3 +241,58 @@ def test_kept_state_survives_a_configuration_change(
         if dispatch:
             _replay(cache, kept)
             history.append(kept)
+
+
+def _with_events(d: Decisions) -> dict[str, Any]:
+    return {**_comparable(d), "events": d.events}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(step(), st.booleans(), st.integers(0, 2)), min_size=1, max_size=25),
+    config_index=st.integers(0, 1),
+)
+def test_kept_scheduler_decides_as_a_fresh_session(
+    steps: list[tuple[Event, bool, int]], config_index: int
+) -> None:
+    """One ``Scheduler`` run after every step of a random history (its plugin and action
+    instances, hooks and per-queue and per-job state kept across sessions, sessions with
+    nothing new answered from what it kept) decides, reports statuses and emits events
+    exactly as a fresh session on a cache that received the same events and never ran one."""
+    cache = ClusterCache()
+    history: list[Event | Decisions] = list(_base())
+    for event in history:
+        _replay(cache, event)
+    sched = Scheduler(cache, CONFIGS[config_index])
+    for i, (event, dispatch, idle) in enumerate(steps):
+        _replay(cache, event)
+        history.append(event)
+        for k in range(idle + 1):  # sessions with nothing new in between
+            now = NOW + i + k / 10
+            kept = sched.run_once(now)
+            fresh = _fresh(history, config_index, now)
+            assert _with_events(kept) == _with_events(fresh), (i, k, event)
+        if dispatch:
+            _replay(cache, kept)
+            history.append(kept)
+
+
+def test_kept_largest_node_follows_allocatable_changes() -> None:
+    """A pod larger than every node can never fit; once a node grows (same labels, taints and
+    readiness: only its allocatable changes) the kept verdict is judged again, and when the
+    node shrinks back, again."""
+    cache = ClusterCache()
+    for event in _cluster():
+        _replay(cache, event)
+    cache.apply("PodGroup", "ADDED", f.podgroup("big", queue="qa", phase="Pending"))
+    cache.apply("Pod", "ADDED", f.pod("big-0", group="big", cpu="1", gpu=4))
+    sched = Scheduler(cache, CONFIGS[1])
+    uid = "default/big"
+    generations = []
+    for i, gpu in enumerate([2, 4, 2]):
+        cache.apply("Node", "MODIFIED", f.node("n0", cpu="4", gpu=gpu))
+        generations.append(cache.nodes.alloc_gen)
+        d = sched.run_once(NOW + i)
+        never = d.pending_reasons.get(uid)
+        assert (never is not None and never.kind == "NeverFits") == (gpu == 2), (gpu, never)
+    assert generations[0] < generations[1] < generations[2]

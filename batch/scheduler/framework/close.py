@@ -25,6 +25,9 @@ UNSCHEDULABLE = "Unschedulable"
 SCHEDULED = "Scheduled"
 #: give jobs with equal status inputs one status object (exact; tests switch it off to compare)
 SHARE_STATUSES = True
+#: sum queues' ``allocated`` after the rollback plus the session's delta, so jobs the session
+#: changed and undid are not summed again (exact; tests switch it off to compare)
+SUM_AFTER_ROLLBACK = True
 _PHASE_COUNT_KEY = {
     "Pending": "pending",
     "Inqueue": "inqueue",
@@ -327,32 +330,66 @@ def _queue_statuses(
     return out
 
 
+def session_alloc_delta(undone: dict[tuple[str, int], list[Any]]) -> dict[str, IntVec]:
+    """Per queue, what the session had added to its jobs' ``allocated``, from what its
+    rollback took back (``Session.rollback``'s ``undone``): the queue sums of the state after
+    the session are those of the state it undoes to plus this. Tasks of one request count
+    once per queue (one vector step)."""
+    out: dict[str, IntVec] = {}
+    for (queue, _), (req, n) in undone.items():
+        if n:
+            acc = out.get(queue)
+            out[queue] = req * n if acc is None else acc + req * n
+    return out
+
+
+def _queue_allocated(ssn: Session, delta: dict[str, IntVec]) -> dict[str, IntVec]:
+    """Per queue, Σ of its jobs' ``allocated`` after the session, worked out after the
+    rollback: the kept sums (``JobSums``: a job the session changed and undid is back at the
+    version it was summed at) plus the session's ``delta``."""
+    allocated = JobSums.of(ssn.cache, "close-allocated", (ssn.resources.capacity,))
+    allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
+    if not delta:
+        return allocated.sums
+    out = dict(allocated.sums)
+    for queue, vec in delta.items():
+        acc = out.get(queue)
+        out[queue] = vec if acc is None else acc + vec
+    return out
+
+
 def close_session(ssn: Session) -> Decisions:
     """Run plugins' on_session_close, build the Decisions, undo the session's changes."""
     t0 = time.perf_counter()
+    undone: dict[tuple[str, int], list[Any]] = {}
     try:
-        fill_reasons(ssn)
-        for plugin in ssn.plugins:
-            t_plugin = time.perf_counter()
-            plugin.on_session_close(ssn)
-            ssn.plugin_timings[(plugin.name, "OnSessionClose")] = time.perf_counter() - t_plugin
-        d = Decisions(
-            session_uid=ssn.uid,
-            binds=ssn.binds,
-            pipelines=ssn.pipelines,
-            evictions=ssn.evictions,
-            events=ssn.events,
-            pending_reasons=ssn.reasons,
-        )
-        allocated = JobSums.of(ssn.cache, "close-allocated", (ssn.resources.capacity,))
-        allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
-        q_counts = _podgroup_statuses(ssn, d)
-        d.queue_status = _queue_statuses(ssn, allocated.sums, q_counts)
-        d.timings = ssn.timings
-        d.plugin_timings = ssn.plugin_timings
-        d.queue_metrics = ssn.queue_metrics
+        try:
+            fill_reasons(ssn)
+            for plugin in ssn.plugins:
+                t_plugin = time.perf_counter()
+                plugin.on_session_close(ssn)
+                ssn.plugin_timings[(plugin.name, "OnSessionClose")] = time.perf_counter() - t_plugin
+            d = Decisions(
+                session_uid=ssn.uid,
+                binds=ssn.binds,
+                pipelines=ssn.pipelines,
+                evictions=ssn.evictions,
+                events=ssn.events,
+                pending_reasons=ssn.reasons,
+            )
+            q_counts = _podgroup_statuses(ssn, d)
+            after = SUM_AFTER_ROLLBACK
+            if not after:  # the slow path: sum the session's own state (its jobs moved)
+                q_alloc = _queue_allocated(ssn, {})
+            d.timings = ssn.timings
+            d.plugin_timings = ssn.plugin_timings
+            d.queue_metrics = ssn.queue_metrics
+        finally:
+            ssn.rollback(undone)
+        if after:
+            q_alloc = _queue_allocated(ssn, session_alloc_delta(undone))
+        d.queue_status = _queue_statuses(ssn, q_alloc, q_counts)
     finally:
-        ssn.rollback()
         ssn.release()
         ssn.closed = True
     ssn.timings["close"] = time.perf_counter() - t0

@@ -49,10 +49,19 @@ _PARENTS = "feasibility.parents"
 
 
 def _largest(ssn: Session) -> IntVec | None:
-    """Per resource, the largest allocatable of a schedulable node (None: no node yet)."""
+    """Per resource, the largest allocatable of a schedulable node (None: no node yet); kept
+    across sessions while no node's allocatable, readiness or membership changes."""
     if _LARGEST not in ssn.scratch:
         nd = ssn.nodes
-        ssn.scratch[_LARGEST] = nd.alloc[:, nd.valid].max(axis=1) if nd.valid.any() else None
+        arrays = nd.arrays
+        key = (arrays.meta_gen, arrays.alloc_gen, nd.n, nd.dims)
+        kept = ssn.cache.derived.get(_LARGEST)
+        if not (isinstance(kept, tuple) and kept[0] == key):
+            value = nd.alloc[:, nd.valid].max(axis=1) if nd.valid.any() else None
+            if value is not None:
+                value.flags.writeable = False
+            kept = ssn.cache.derived[_LARGEST] = (key, value)
+        ssn.scratch[_LARGEST] = kept[1]
     largest: IntVec | None = ssn.scratch[_LARGEST]
     return largest
 

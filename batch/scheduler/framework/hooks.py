@@ -230,16 +230,29 @@ class Hooks:
         #: not tiered, not switchable; actions add their own during execute as well
         self.handlers: list[EventHandler] = []
         self._cur: tuple[int, PluginOption] | None = None
+        #: every point, and those given a callback since the last ``clear`` (what it empties)
+        self._all: tuple[Point[Any], ...] = tuple(self._walk())
+        self._filled: list[Point[Any]] = []
+        #: a session registered callbacks here and has not been released (``clear``) yet
+        self.in_use = False
 
     # -- the registration window -------------------------------------------------------
     @contextmanager
     def opening(self, tier: int, option: PluginOption) -> Iterator[None]:
         """Callbacks registered inside belong to ``option``'s plugin in ``tier``."""
-        self._cur = (tier, option)
+        self.begin(tier, option)
         try:
             yield
         finally:
-            self._cur = None
+            self.end()
+
+    def begin(self, tier: int, option: PluginOption) -> None:
+        """Open the registration window of ``option``'s plugin in ``tier`` (``opening``)."""
+        self._cur = (tier, option)
+        self.in_use = True
+
+    def end(self) -> None:
+        self._cur = None
 
     def _add(self, point: Point[F], fn: F) -> None:
         if self._cur is None:
@@ -247,22 +260,29 @@ class Hooks:
         tier, option = self._cur
         if option.enabled(point.gate):
             point.add(tier, option.name, fn)
+            self._filled.append(point)
 
     def registering(self) -> bool:
         return self._cur is not None
 
-    def points(self) -> Iterator[Point[Any]]:
+    def _walk(self) -> Iterator[Point[Any]]:
         for value in vars(self).values():
             if isinstance(value, Point):
                 yield value
             elif isinstance(value, dict):
                 yield from value.values()
 
+    def points(self) -> Iterator[Point[Any]]:
+        return iter(self._all)
+
     def clear(self) -> None:
-        """Drop every callback (plugins' closures reference the session)."""
-        for point in self.points():
+        """Drop every callback (plugins' closures reference the session); the points are
+        empty again, ready for the next session's plugins."""
+        for point in set(self._filled):
             point.clear()
+        self._filled.clear()
         self.handlers.clear()
+        self.in_use = False
 
     # -- orders --------------------------------------------------------------------------
     def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
-from batch.model.status import TaskStatus
+from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.decisions import (
     Bind,
     Event,
@@ -72,9 +72,11 @@ class Session:
         *,
         now: float,
         uid: str | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         """Open a session; ``plugins`` holds one built plugin per entry of ``config.tiers``,
-        tier by tier (``registry.build_plugins``)."""
+        tier by tier (``registry.build_plugins``). ``hooks``: empty extension points (of as
+        many tiers) to fill, kept from an earlier, released session (else new ones)."""
         t0 = time.perf_counter()
         self.cache = cache
         self.config = config
@@ -114,7 +116,10 @@ class Session:
         #: the action executing (plugins may answer an action alone: proportion lets only
         #: allocate and backfill place work beyond a queue's share on borrowed room)
         self.action = ""
-        self.hooks = Hooks(len(config.tiers))
+        ntiers = len(config.tiers)
+        if hooks is None or hooks.in_use or len(hooks.job_order.tiers) != ntiers:
+            hooks = Hooks(ntiers)
+        self.hooks = hooks
         self.dispatch = Dispatch(self.hooks)
         self.plugins: list[SessionPlugin] = []
         self._placer: Placer | None = None
@@ -151,14 +156,18 @@ class Session:
     def _open_plugins(self, plugins: Sequence[Sequence[SessionPlugin]]) -> None:
         """Let the configured plugins, tier by tier, register their callbacks."""
         tiers = zip(self.config.tiers, plugins, strict=True)
+        hooks, timings, clock = self.hooks, self.plugin_timings, time.perf_counter
         for ti, (tier, built) in enumerate(tiers):
             for opt, plugin in zip(tier.plugins, built, strict=True):
                 plugin.option = opt
                 self.plugins.append(plugin)
-                t_plugin = time.perf_counter()
-                with self.hooks.opening(ti, opt):
+                t_plugin = clock()
+                hooks.begin(ti, opt)
+                try:
                     plugin.on_session_open(self)
-                self.plugin_timings[(opt.name, "OnSessionOpen")] = time.perf_counter() - t_plugin
+                finally:
+                    hooks.end()
+                timings[(opt.name, "OnSessionOpen")] = clock() - t_plugin
 
     # -- metrics ---------------------------------------------------------------------------
     def publish_queue_metrics(
@@ -345,8 +354,12 @@ class Session:
         self._placer = None
         self.scratch.clear()
 
-    def rollback(self) -> None:
-        """Undo every in-session change to cache objects (called by ``close``)."""
+    def rollback(self, undone: dict[tuple[str, int], list[Any]] | None = None) -> None:
+        """Undo every in-session change to cache objects (called by ``close``).
+
+        ``undone`` (optional) receives, per (queue, ``id`` of a task request), the request and
+        the net number of the queue's tasks the session had made allocated (Allocated,
+        Binding, Bound or Running) that the rollback takes back (negative: evicted ones)."""
         # a task's first entry holds its state before the session: restore that one only
         # (counters are sums, so the order of the restores does not matter)
         first: dict[int, tuple[TaskInfo, TaskStatus, str, int]] = {}
@@ -355,7 +368,15 @@ class Session:
         for task, status, node_name, node_idx in first.values():
             job = self.jobs.get(task.job_id) if task.job_id else None
             if job is not None and task.uid in job.tasks:
-                job.set_status(task, status)
+                if undone is not None:
+                    now_alloc = task.status in ALLOCATED_STATUS
+                    if now_alloc != (status in ALLOCATED_STATUS):
+                        key = (job.queue, id(task.req))
+                        got = undone.get(key)
+                        if got is None:
+                            got = undone[key] = [task.req, 0]
+                        got[1] += 1 if now_alloc else -1
+                job.restore_status(task, status)  # its version is restored below
             else:
                 task.status = status
             task.node_name = node_name

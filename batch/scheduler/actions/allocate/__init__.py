@@ -329,12 +329,10 @@ class Allocate(Action):
             job.min_available,
             tuple(tids),
             tuple(t.role for t in tasks) if job.min_task_member else None,
-            tuple(sorted(job.min_task_member.items())),
-            job.ready_task_num(),
-            job.waiting_task_num(),
+            tuple(sorted(job.min_task_member.items())) if job.min_task_member else (),
+            tuple(job.counts),  # decides the ready, waiting and valid task numbers
             job.pending_best_effort,
             len(job.tasks),
-            job.valid_task_num(),
         )
 
     def _allocate_job(
