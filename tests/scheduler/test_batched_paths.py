@@ -218,7 +218,7 @@ def test_scalar_share_arithmetic_matches_the_vector_form(
 ) -> None:
     """proportion's share and ``le`` run on Python floats; they equal numpy's answers."""
     from batch.scheduler.framework.shares import TOL, le
-    from batch.scheduler.plugins.proportion import _ratio
+    from batch.scheduler.plugins.proportion.attrs import _ratio
 
     n = min(len(a), len(b))
     x, y = np.array(a[:n]), np.array(b[:n])

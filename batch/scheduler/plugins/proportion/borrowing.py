@@ -33,7 +33,7 @@ from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import TOL, F, le_common, nearer_on
 
 if TYPE_CHECKING:
-    from batch.scheduler.plugins.proportion import QueueAttr
+    from batch.scheduler.plugins.proportion.attrs import QueueAttr
 
 _NEEDS = "proportion.waiting_needs"
 _ADMITTED = "proportion.admitted_with_pods"

@@ -29,7 +29,7 @@ from batch.model.parse import ROOT_QUEUE
 from batch.scheduler.framework.shares import F
 
 if TYPE_CHECKING:
-    from batch.scheduler.plugins.proportion import QueueAttr
+    from batch.scheduler.plugins.proportion.attrs import QueueAttr
 
 #: one level's water-filling: (queues, their demands as rows, what they share) -> deserved rows
 Level = Callable[[Sequence["QueueAttr"], F, F], F]
