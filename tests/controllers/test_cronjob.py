@@ -15,6 +15,7 @@ from batch.controllers.actions import DeleteObject, EmitEvent, ReconcileResult
 from batch.controllers.cronjob import job_name, reconcile_cronjob, schedule_of
 from batch.controllers.memory import MemoryCluster
 from batch.controllers.timeutil import format_time
+from tests.api.conftest import find_shared
 
 from .conftest import make_job
 
@@ -321,7 +322,8 @@ def test_a_child_without_the_annotation_is_known_by_its_name() -> None:
 
 
 def test_volcano_example_cronjob() -> None:
-    path = REPO.parent / "shared/corpus/volcano-examples/volcano/example/cronjob/cronjob.yaml"
+    shared = find_shared() or REPO.parent / "shared"  # any parent's: worktrees too
+    path = shared / "corpus/volcano-examples/volcano/example/cronjob/cronjob.yaml"
     body = yaml.safe_load(path.read_text())
     body["metadata"].update(
         namespace=NS, uid="cj-uid", creationTimestamp=format_time(T0 - timedelta(minutes=1))
