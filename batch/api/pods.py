@@ -26,6 +26,7 @@ from typing import Any
 
 from batch.api.quantity import QuantityError
 from batch.api.resources import parse_resource_list
+from batch.api.views import as_mapping
 
 __all__ = [
     "ParseList",
@@ -55,10 +56,6 @@ def strict_parse(rl: Any, where: str) -> Mapping[str, int]:
         raise PodResourceError(f"{where}: {exc}") from None
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _containers(pod_spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     value = pod_spec.get(key)
     return [c for c in value if isinstance(c, Mapping)] if isinstance(value, list) else []
@@ -66,8 +63,8 @@ def _containers(pod_spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]
 
 def container_requests(container: Mapping[str, Any], parse: ParseList = strict_parse) -> Amounts:
     """One container's requests: ``requests``, else ``limits`` per resource."""
-    resources = _mapping(container.get("resources"))
-    merged = {**_mapping(resources.get("limits")), **_mapping(resources.get("requests"))}
+    resources = as_mapping(container.get("resources"))
+    merged = {**as_mapping(resources.get("limits")), **as_mapping(resources.get("requests"))}
     if not merged:
         return {}
     return dict(parse(merged, f"container {container.get('name', '?')}: resources"))
@@ -75,7 +72,7 @@ def container_requests(container: Mapping[str, Any], parse: ParseList = strict_p
 
 def container_limits(container: Mapping[str, Any], parse: ParseList = strict_parse) -> Amounts:
     """One container's ``limits``."""
-    limits = _mapping(_mapping(container.get("resources")).get("limits"))
+    limits = as_mapping(as_mapping(container.get("resources")).get("limits"))
     if not limits:
         return {}
     return dict(parse(limits, f"container {container.get('name', '?')}: resources.limits"))
@@ -120,7 +117,7 @@ def _effective(
 
 
 def _overhead(pod_spec: Mapping[str, Any] | None, parse: ParseList) -> Mapping[str, int]:
-    overhead = _mapping((pod_spec or {}).get("overhead"))
+    overhead = as_mapping((pod_spec or {}).get("overhead"))
     return parse(overhead, "spec.overhead") if overhead else {}
 
 

@@ -14,12 +14,13 @@ from typing import Any
 
 from batch.api.owners import controller_ref
 
-__all__ = ["PodGroupView", "podgroup_view"]
+__all__ = ["PodGroupView", "as_mapping", "podgroup_view"]
 
 _CACHE_SIZE = 8192
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
+def as_mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one (a raw object's field read safely)."""
     return value if isinstance(value, Mapping) else {}
 
 
@@ -77,13 +78,13 @@ _views: dict[tuple[str, str], PodGroupView] = {}
 
 def podgroup_view(obj: Mapping[str, Any]) -> PodGroupView:
     """The view of PodGroup ``obj``, built once per uid and resourceVersion."""
-    meta = _mapping(obj.get("metadata"))
+    meta = as_mapping(obj.get("metadata"))
     key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
     if all(key):
         got = _views.get(key)
         if got is not None:
             return got
-    view = _build(meta, _mapping(obj.get("spec")), _mapping(obj.get("status")))
+    view = _build(meta, as_mapping(obj.get("spec")), as_mapping(obj.get("status")))
     if all(key):
         if len(_views) >= _CACHE_SIZE:
             _views.clear()
@@ -102,13 +103,13 @@ def _build(
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
         created=str(meta.get("creationTimestamp") or ""),
-        labels={str(k): str(v) for k, v in _mapping(meta.get("labels")).items()},
-        annotations={str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
+        labels={str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()},
+        annotations={str(k): str(v) for k, v in as_mapping(meta.get("annotations")).items()},
         owner=controller_ref({"metadata": meta}),
         queue=str(spec.get("queue") or ""),
         min_member=mm if isinstance(mm, int) and not isinstance(mm, bool) else None,
-        min_task_member={str(k): int(v) for k, v in _mapping(spec.get("minTaskMember")).items()},
-        min_resources=_mapping(min_res) if min_res is not None else None,
+        min_task_member={str(k): int(v) for k, v in as_mapping(spec.get("minTaskMember")).items()},
+        min_resources=as_mapping(min_res) if min_res is not None else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
         network_topology=spec.get("networkTopology"),
         status_phase=str(status.get("phase") or ""),

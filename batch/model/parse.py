@@ -16,6 +16,7 @@ from batch.api import pods
 from batch.api.pods import running_requests
 from batch.api.resources import PODS, parse_resource_list
 from batch.api.timestamps import epoch_seconds
+from batch.api.views import as_mapping
 from batch.model.info import QueueInfo
 from batch.model.nodes import DEFAULT_MAX_PODS, NodeMeta
 from batch.model.resources import IntVec, ResourceIndex
@@ -31,16 +32,12 @@ ROOT_QUEUE = "root"
 parse_time = epoch_seconds
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _list(value: object) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
 def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(obj.get("metadata"))
+    return as_mapping(obj.get("metadata"))
 
 
 _qcache: dict[tuple[str, str], int] = {}
@@ -61,7 +58,7 @@ def amounts(rl: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _memo_parse(rl: Any, _where: str) -> Mapping[str, int]:
-    return amounts(_mapping(rl))
+    return amounts(as_mapping(rl))
 
 
 def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
@@ -79,8 +76,8 @@ def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int
 def _host_ports(spec: Mapping[str, Any]) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
     for c in _list(spec.get("containers")) + _list(spec.get("initContainers")):
-        for raw in _list(_mapping(c).get("ports")):
-            p = _mapping(raw)
+        for raw in _list(as_mapping(c).get("ports")):
+            p = as_mapping(raw)
             hp = p.get("hostPort")
             if isinstance(hp, int) and hp > 0:
                 out.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
@@ -124,10 +121,10 @@ class PodFacts:
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         meta = meta_of(obj)
-        spec = _mapping(obj.get("spec"))
-        status = _mapping(obj.get("status"))
-        ann = _mapping(meta.get("annotations"))
-        labels = _mapping(meta.get("labels"))
+        spec = as_mapping(obj.get("spec"))
+        status = as_mapping(obj.get("status"))
+        ann = as_mapping(meta.get("annotations"))
+        labels = as_mapping(meta.get("labels"))
         self.uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         self.namespace = str(meta.get("namespace") or "default")
         self.name = str(meta.get("name") or "")
@@ -154,20 +151,20 @@ class PodFacts:
         self.gated = bool(_list(spec.get("schedulingGates")))
         self.req, self.init_req = pod_requests(spec)
         self.best_effort = not any(v > 0 for v in self.req.values())
-        self.selector = {str(k): str(v) for k, v in _mapping(spec.get("nodeSelector")).items()}
-        aff = _mapping(spec.get("affinity"))
-        na = _mapping(aff.get("nodeAffinity"))
+        self.selector = {str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()}
+        aff = as_mapping(spec.get("affinity"))
+        na = as_mapping(aff.get("nodeAffinity"))
         req_na = na.get("requiredDuringSchedulingIgnoredDuringExecution")
         self.required_terms: list[dict[str, Any]] | None = (
-            [dict(t) for t in _list(_mapping(req_na).get("nodeSelectorTerms"))]
+            [dict(t) for t in _list(as_mapping(req_na).get("nodeSelectorTerms"))]
             if req_na is not None
             else None
         )
         self.preferred_terms = [
             dict(t) for t in _list(na.get("preferredDuringSchedulingIgnoredDuringExecution"))
         ]
-        pa = _mapping(aff.get("podAffinity"))
-        paa = _mapping(aff.get("podAntiAffinity"))
+        pa = as_mapping(aff.get("podAffinity"))
+        paa = as_mapping(aff.get("podAntiAffinity"))
         self.pod_affinity = [
             dict(t) for t in _list(pa.get("requiredDuringSchedulingIgnoredDuringExecution"))
         ]
@@ -201,22 +198,22 @@ def node_facts(
     obj: Mapping[str, Any], index: ResourceIndex, selector: Mapping[str, str]
 ) -> tuple[NodeMeta, IntVec]:
     meta = meta_of(obj)
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
-    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+    spec = as_mapping(obj.get("spec"))
+    status = as_mapping(obj.get("status"))
+    labels = {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()}
     taints = sorted(
         (str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
-        for t in (_mapping(x) for x in _list(spec.get("taints")))
+        for t in (as_mapping(x) for x in _list(spec.get("taints")))
     )
     ready = False
     for raw in _list(status.get("conditions")):
-        cond = _mapping(raw)
+        cond = as_mapping(raw)
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     if selector and any(labels.get(k) != v for k, v in selector.items()):
         ready = False
     alloc_list = status.get("allocatable") or status.get("capacity")
-    alloc = parse_resource_list(_mapping(alloc_list))
+    alloc = parse_resource_list(as_mapping(alloc_list))
     alloc.setdefault(PODS, DEFAULT_MAX_PODS)
     vec = index.vector(alloc)
     return (
@@ -234,8 +231,8 @@ def node_facts(
 
 def queue_facts(obj: Mapping[str, Any]) -> QueueInfo:
     meta = meta_of(obj)
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
+    spec = as_mapping(obj.get("spec"))
+    status = as_mapping(obj.get("status"))
     name = str(meta.get("name") or "")
     weight = spec.get("weight")
     reclaimable = spec.get("reclaimable")
@@ -244,15 +241,17 @@ def queue_facts(obj: Mapping[str, Any]) -> QueueInfo:
         name=name,
         uid=str(meta.get("uid") or name),
         weight=int(weight) if isinstance(weight, int) and weight > 0 else 1,
-        capability=parse_resource_list(_mapping(spec.get("capability"))),
-        guarantee=parse_resource_list(_mapping(_mapping(spec.get("guarantee")).get("resource"))),
-        deserved=parse_resource_list(_mapping(spec.get("deserved"))),
+        capability=parse_resource_list(as_mapping(spec.get("capability"))),
+        guarantee=parse_resource_list(
+            as_mapping(as_mapping(spec.get("guarantee")).get("resource"))
+        ),
+        deserved=parse_resource_list(as_mapping(spec.get("deserved"))),
         reclaimable=reclaimable is not False,
         parent=str(spec.get("parent") or ("" if name == ROOT_QUEUE else ROOT_QUEUE)),
         priority=int(prio) if isinstance(prio, int) else 0,
         state=str(status.get("state") or "Open"),
         creation=parse_time(meta.get("creationTimestamp")),
-        annotations={str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
+        annotations={str(k): str(v) for k, v in as_mapping(meta.get("annotations")).items()},
         raw=obj,
     )
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from batch.sandbox.errors import ApiError
 from batch.sandbox.meta import ResourceType
+from batch.sandbox.selectors import get_path
 from batch.sandbox.store import Obj
 
 
@@ -18,7 +18,7 @@ def scale_of(rt: ResourceType, obj: Obj) -> Obj:
     """The autoscaling/v1 Scale of ``obj`` (of a kind with a scale subresource)."""
     assert rt.scale is not None
     spec_path, status_path, sel_path = rt.scale
-    replicas = _path(obj, spec_path) or 0
+    replicas = get_path(obj, spec_path) or 0
     out: Obj = {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -28,11 +28,11 @@ def scale_of(rt: ResourceType, obj: Obj) -> Obj:
             if k in obj["metadata"]
         },
         "spec": {"replicas": replicas},
-        "status": {"replicas": _path(obj, status_path) or 0},
+        "status": {"replicas": get_path(obj, status_path) or 0},
     }
-    selector = _path(obj, sel_path) if sel_path else None
-    if not selector and isinstance(_path(obj, "spec.selector"), dict):
-        sel = _path(obj, "spec.selector") or {}
+    selector = get_path(obj, sel_path) if sel_path else None
+    if not selector and isinstance(get_path(obj, "spec.selector"), dict):
+        sel = get_path(obj, "spec.selector") or {}
         ml = sel.get("matchLabels") or {}
         selector = ",".join(f"{k}={v}" for k, v in sorted(ml.items()))
     if selector:
@@ -50,12 +50,3 @@ def scaled(rt: ResourceType, old: Obj, replicas: int) -> Obj:
         cur = cur.setdefault(p, {})
     cur[parts[-1]] = int(replicas)
     return new
-
-
-def _path(obj: Obj, path: str) -> Any:
-    cur: Any = obj
-    for p in path.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(p)
-    return cur
