@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,9 +25,7 @@ from batch.controllers.podgroup import (
     wants_group,
 )
 from batch.controllers.runtime.adapters import workload_finished
-from batch.controllers.runtime.settings import Settings
-from batch.controllers.runtime.watch import Watched
-from batch.controllers.runtime.writes import Writes
+from batch.controllers.runtime.part import Part
 from batch.controllers.shell import (
     NAMESPACES,
     PODGROUPS,
@@ -42,20 +40,8 @@ from batch.kube.client import ApiError, KubeClient
 log = logging.getLogger(__name__)
 
 
-class Grouping:
+class Grouping(Part):
     """Reconciles the pod a `pod` key names and the PodGroup a `pg` key names."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        client: Callable[[], KubeClient],
-        watched: Watched,
-        writes: Writes,
-    ) -> None:
-        self.settings = settings
-        self.client = client
-        self.watched = watched
-        self.writes = writes
 
     async def process_pod(self, ns: str, name: str) -> None:
         client = self.client()

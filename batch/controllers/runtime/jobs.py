@@ -8,7 +8,8 @@ and within one every create awaits the API, so shutdown is never held up by a bi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +19,7 @@ from batch.controllers.job import plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import job_volumes, podgroup_name, tasks_of
 from batch.controllers.metrics import ControllerMetrics
 from batch.controllers.priorities import PriorityClassList, priority_class_names
-from batch.controllers.runtime.settings import Settings
-from batch.controllers.runtime.watch import Watched
-from batch.controllers.runtime.writes import Writes
+from batch.controllers.runtime.part import Part
 from batch.controllers.shell import (
     COMMANDS,
     JOBS,
@@ -36,23 +35,12 @@ from batch.controllers.timeutil import parse_time
 from batch.kube.client import ApiError, KubeClient
 
 
-class Jobs:
+@dataclass(eq=False)
+class Jobs(Part):
     """Reconciles the VCJob a `job` key names."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        client: Callable[[], KubeClient],
-        watched: Watched,
-        writes: Writes,
-        metrics: ControllerMetrics,
-    ) -> None:
-        self.settings = settings
-        self.client = client
-        self.watched = watched
-        self.writes = writes
-        self.metrics = metrics
-        self.priorities = PriorityClassList()
+    metrics: ControllerMetrics
+    priorities: PriorityClassList = field(default_factory=PriorityClassList, init=False)
 
     async def process(self, ns: str, name: str) -> None:
         client = self.client()

@@ -2,35 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 
 from batch.api.bus import queue_target
 from batch.controllers import constants as c
 from batch.controllers.metrics import ControllerMetrics
 from batch.controllers.queue import oldest_pending, parent_of, podgroup_counts, reconcile_queue
-from batch.controllers.runtime.settings import Settings
-from batch.controllers.runtime.watch import Watched
-from batch.controllers.runtime.writes import Writes
+from batch.controllers.runtime.part import Part
 from batch.controllers.shell import COMMANDS, PODGROUPS, QUEUES, get_or_none, list_items
-from batch.kube.client import KubeClient
 
 
-class Queues:
+@dataclass(eq=False)
+class Queues(Part):
     """Reconciles the Queue a `queue` key names (and its children when it changed)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        client: Callable[[], KubeClient],
-        watched: Watched,
-        writes: Writes,
-        metrics: ControllerMetrics,
-    ) -> None:
-        self.settings = settings
-        self.client = client
-        self.watched = watched
-        self.writes = writes
-        self.metrics = metrics
+    metrics: ControllerMetrics
 
     async def process(self, name: str) -> None:
         client = self.client()
