@@ -126,9 +126,10 @@ def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:
     gang, not its second (counting the first as borrowed let the queue be admitted a second
     gang on its share while a weight-3 queue waited for the room)."""
     parts: dict[str, list[F]] = {}
-    for job in sorted(ssn.active_jobs(), key=lambda j: (j.creation, j.uid)):
+    unplaced = [j for j in ssn.active_jobs() if unplaced_gang(j)]  # sorted: few, not every job
+    for job in sorted(unplaced, key=lambda j: (j.creation, j.uid)):
         a = attrs.get(job.queue)
-        if a is None or a.held is None or not unplaced_gang(job):
+        if a is None or a.held is None:
             continue
         mr = job.min_resources
         assert mr is not None
