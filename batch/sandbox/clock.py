@@ -25,7 +25,3 @@ class Clock:
             self._sec = sec
             self._text = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self._text
-
-
-def parse_stamp(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
