@@ -171,7 +171,8 @@ def queue_position(
 ) -> tuple[int, int]:
     """(1-based position, count) of a waiting PodGroup among its queue's waiting PodGroups,
     ordered as the scheduler's job order does: priority (high first), then creation time."""
-    queue = podgroup_view(podgroup).queue_or_default
+    me = podgroup_view(podgroup)
+    queue = me.queue_or_default
 
     def waiting(pg: PodGroupView) -> bool:
         return pg.phase in ("Pending", "Inqueue") and pg.queue_or_default == queue
@@ -180,9 +181,8 @@ def queue_position(
         return (-priorities.get(pg.priority_class_name, 0), pg.created, pg.name)
 
     line = sorted((v for v in map(podgroup_view, others) if waiting(v)), key=order)
-    uid = podgroup_view(podgroup).uid
     for i, pg in enumerate(line):
-        if pg.uid == uid:
+        if pg.uid == me.uid:
             return i + 1, len(line)
     return 0, len(line)
 
@@ -403,12 +403,12 @@ def _settled(subject: _Subject, pods: Sequence[Obj]) -> str:
 def _verdict_text(pg: Obj, look: WhyLookup, namespace: str) -> str:
     """The scheduler's latest reason for the gang: from its Unschedulable condition (the part
     after "N/M tasks in gang unschedulable: "), else from its latest Unschedulable event."""
-    cond = podgroup_view(pg).condition("Unschedulable", "Scheduled")
+    v = podgroup_view(pg)
+    cond = v.condition("Unschedulable", "Scheduled")
     if cond is not None and cond.get("type") == "Unschedulable":
         message = str(cond.get("message") or "")
         return message.split(_UNSCHEDULABLE_SAYS, 1)[-1]
-    name = podgroup_view(pg).name
-    said = [e for e in look.events(namespace, name) if e.get("reason") == "Unschedulable"]
+    said = [e for e in look.events(namespace, v.name) if e.get("reason") == "Unschedulable"]
     return str(said[-1].get("message") or "") if said else ""
 
 
