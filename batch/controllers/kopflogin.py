@@ -14,31 +14,31 @@ from pathlib import Path
 
 import kopf
 
-from batch.kube.config import resolve
+from batch.kube.config import client_certificate, resolve
 
 
 def connection_info(kubeconfig: Path | None) -> kopf.ConnectionInfo:
     """Build kopf's ConnectionInfo from a kubeconfig (current context)."""
     target = resolve(kubeconfig)
     token, expiration = target.token, None
-    cert_data = key_data = None
     if target.exec is not None:
         cred = target.exec.current()
         token = cred.token
-        cert_data, key_data = cred.cert_data, cred.key_data
         if cred.expires_at is not None:
             expiration = datetime.fromtimestamp(cred.expires_at, UTC)
+    cert, key = client_certificate(target)
     return kopf.ConnectionInfo(
         server=target.server,
         ca_path=target.ca_file,
+        ca_data=target.ca_data,
         insecure=target.insecure or None,
         token=token,
         username=target.username,
         password=target.password,
-        certificate_path=None if cert_data else target.cert_file,
-        certificate_data=cert_data,
-        private_key_path=None if key_data else target.key_file,
-        private_key_data=key_data,
+        certificate_path=cert if isinstance(cert, str) else None,
+        certificate_data=cert if isinstance(cert, bytes) else None,
+        private_key_path=key if isinstance(key, str) else None,
+        private_key_data=key if isinstance(key, bytes) else None,
         default_namespace=target.namespace,
         expiration=expiration,
     )

@@ -287,7 +287,9 @@ def _merge(paths: list[Path]) -> _Merged:
 class Target:
     """One API server and one identity, resolved from kubeconfig files or the service account.
 
-    File fields are paths (inline `*-data` is written to private temporary files).
+    `*_file` fields are paths; inline `*-data` stays in memory (`*_data`) and is never left on
+    disk: a client certificate given inline is written to a private directory only while
+    `ssl` loads it (it takes no bytes), then removed.
     """
 
     server: str
@@ -295,6 +297,9 @@ class Target:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    ca_data: bytes | None = None
+    cert_data: bytes | None = None
+    key_data: bytes | None = None
     insecure: bool = False
     tls_server_name: str | None = None
     token: str | None = None
@@ -309,25 +314,16 @@ class Target:
         return self.exec.token() if self.exec is not None else self.token
 
 
-def _temp_file(data: bytes) -> str:
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - must outlive this function
-        prefix="tephra-kube-", delete=False
-    )
-    with handle:
-        handle.write(data)
-    return handle.name
-
-
-def _material(entry: dict[str, Any], key: str, base: Path) -> str | None:
-    """A file path for `<key>` or `<key>-data` (written to a private temp file)."""
+def _material(entry: dict[str, Any], key: str, base: Path) -> tuple[str | None, bytes | None]:
+    """`<key>` as a path (relative to the file that holds it) or `<key>-data` as bytes."""
     data = entry.get(f"{key}-data")
     if data:
-        return _temp_file(base64.b64decode(data))
+        return None, base64.b64decode(data)
     path = entry.get(key)
     if path:
         p = Path(str(path)).expanduser()
-        return str(p if p.is_absolute() else base / p)
-    return None
+        return str(p if p.is_absolute() else base / p), None
+    return None, None
 
 
 def _cluster_info(cluster: dict[str, Any]) -> dict[str, Any]:
@@ -370,10 +366,17 @@ def _user_fields(user: _Entry, cluster: dict[str, Any], where: str) -> dict[str,
         "token": str(token).strip() if token else None,
         "username": value.get("username"),
         "password": value.get("password"),
-        "cert_file": _material(value, "client-certificate", base),
-        "key_file": _material(value, "client-key", base),
+        **_material_fields(value, base, cert="client-certificate", key="client-key"),
         "exec": plugin,
     }
+
+
+def _material_fields(entry: dict[str, Any], base: Path, **keys: str) -> dict[str, Any]:
+    """`<field>_file`/`<field>_data` of `Target` for each kubeconfig key named."""
+    fields: dict[str, Any] = {}
+    for field_name, key in keys.items():
+        fields[f"{field_name}_file"], fields[f"{field_name}_data"] = _material(entry, key, base)
+    return fields
 
 
 def _named(merged: _Merged, section: str, name: str, where: str) -> _Entry:
@@ -399,7 +402,7 @@ def _from_files(paths: list[Path], context: str | None) -> Target:
     return Target(
         server=str(cluster["server"]).rstrip("/"),
         namespace=str(ctx.get("namespace") or "default"),
-        ca_file=_material(cluster, "certificate-authority", cluster_entry.base),
+        **_material_fields(cluster, cluster_entry.base, ca="certificate-authority"),
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
         tls_server_name=cluster.get("tls-server-name"),
         context=name,
@@ -506,18 +509,36 @@ class ClusterAccess:
 
 
 def _ssl_context(target: Target) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=target.ca_file)
+    cadata = target.ca_data.decode() if target.ca_data else None
+    ctx = ssl.create_default_context(cafile=target.ca_file, cadata=cadata)
     if target.insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-    cert_file, key_file = target.cert_file, target.key_file
-    if target.exec is not None and not target.exec.current().token:
-        cred = target.exec.current()  # a client certificate from the plugin
-        cert_file = _temp_file(cred.cert_data or b"")
-        key_file = _temp_file(cred.key_data or b"")
-    if cert_file:
-        ctx.load_cert_chain(cert_file, key_file)
+    cert, key = client_certificate(target)
+    if isinstance(cert, bytes):
+        _load_chain_data(ctx, cert, key if isinstance(key, bytes) else None)
+    elif cert:
+        ctx.load_cert_chain(cert, key if isinstance(key, str) else None)
     return ctx
+
+
+def client_certificate(target: Target) -> tuple[str | bytes | None, str | bytes | None]:
+    """The client certificate and key: paths, inline bytes, or an exec plugin's bytes."""
+    if target.exec is not None and not target.exec.current().token:
+        cred = target.exec.current()
+        return cred.cert_data or b"", cred.key_data or b""
+    return target.cert_data or target.cert_file, target.key_data or target.key_file
+
+
+def _load_chain_data(ctx: ssl.SSLContext, cert: bytes, key: bytes | None) -> None:
+    """Load an inline certificate chain; `ssl` reads files only, so they live only meanwhile."""
+    with tempfile.TemporaryDirectory(prefix="tephra-kube-") as tmp:  # mode 0700
+        cert_path, key_path = Path(tmp) / "client.crt", Path(tmp) / "client.key"
+        cert_path.write_bytes(cert)
+        if key is not None:
+            key_path.touch(mode=0o600)
+            key_path.write_bytes(key)
+        ctx.load_cert_chain(str(cert_path), str(key_path) if key is not None else None)
 
 
 def access_for(target: Target) -> ClusterAccess:

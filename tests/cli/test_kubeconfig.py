@@ -428,3 +428,103 @@ def test_exec_plugin_interactive_only_on_a_terminal(tmp_path: Path) -> None:
     assert info("Always", True)["spec"]["interactive"] is True
     with pytest.raises(KubeConfigError, match="needs an interactive terminal"):
         info("Always", False)
+
+
+def test_inline_certificates_leave_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kubeconfig with `certificate-authority-data` and an inline client certificate and key
+    (kind's, minikube's): both clients and kopf's login reach a server that demands the client
+    certificate, and no copy of the key is left on disk (each load wrote three temp files
+    before, never removed: thousands in /tmp after a day of CLI use)."""
+    import base64
+    import ssl
+    import tempfile
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from batch.controllers.kopflogin import connection_info
+    from batch.kube.certs import issue, write_pem
+
+    ca = issue("test-ca")
+    server_key, server_cert = issue(
+        "api", issuer=ca, hosts=("127.0.0.1",), usage=ExtendedKeyUsageOID.SERVER_AUTH
+    )
+    client_key, client_cert = issue("admin", issuer=ca, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    write_pem(pki / "ca.crt", ca[1])
+    write_pem(pki / "server.crt", server_cert)
+    write_pem(pki / "server.key", server_key)
+    pem = serialization.Encoding.PEM
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    def config(port: int) -> Path:
+        key = client_key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        doc = {
+            "current-context": "c",
+            "clusters": [
+                {
+                    "name": "k",
+                    "cluster": {
+                        "server": f"https://127.0.0.1:{port}",
+                        "certificate-authority-data": b64((pki / "ca.crt").read_bytes()),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "u",
+                    "user": {
+                        "client-certificate-data": b64(client_cert.public_bytes(pem)),
+                        "client-key-data": b64(key),
+                    },
+                }
+            ],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        }
+        path = tmp_path / "kc"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    async def version(_request: web.Request) -> web.Response:
+        return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0"})
+
+    async def nodes(_request: web.Request) -> web.Response:
+        return web.json_response({"kind": "NodeList", "items": [], "metadata": {}})
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+
+    async def scenario() -> list[str]:
+        app = web.Application()
+        app.router.add_get("/version", version)
+        app.router.add_get("/api/v1/nodes", nodes)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki / "ca.crt"))
+        tls.verify_mode = ssl.CERT_REQUIRED
+        tls.load_cert_chain(pki / "server.crt", pki / "server.key")
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
+        await site.start()
+        port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        path = config(port)
+        try:
+            async with KubeClient(load_access(path)) as client:
+                await client.list(RESOURCES["Node"])
+            cli = await asyncio.to_thread(
+                CliRunner().invoke, main, ["version", "--kubeconfig", str(path)]
+            )
+            kopf_ctx = connection_info(path).as_ssl_context()
+        finally:
+            await runner.cleanup()
+        return [cli.stdout.strip().splitlines()[-1], type(kopf_ctx).__name__]
+
+    assert asyncio.run(scenario()) == ["Server Version: v1.33.0", "SSLContext"]
+    assert list(temp.iterdir()) == []
