@@ -8,21 +8,29 @@ as it is, it would make the cluster's row after all. :class:`JobOwners` sits bet
 controller's watches and the converters: a PodGroup owned by a workload that is part of
 another's job is recorded as owned by that job; a PodGroup owned by a followed kind whose
 workload has not been seen yet is held until it is (after a restart the watches list in any
-order), then recorded. The part's start (a cluster ready) is its job's start.
+order), then recorded. The part's start (a cluster ready) is its job's start. Pods are treated
+alike: a part's pods are recorded as pods of its job (a RayJob's usage is its own, not that of
+a cluster row that does not exist), held while their owner is unseen; a part deleted is
+remembered a while, since its pods' deletions come after its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from batch.api.integration import OwnerRef, WorkloadObservation, observe_workload
+from batch.api.integration import OwnerRef, WorkloadAdapter, WorkloadObservation, observe_workload
 from batch.api.owners import controller_ref
-from batch.ledger.convert import events_from_job, events_from_podgroup
-from batch.ledger.events import JobPhaseChanged, LedgerEvent
+from batch.ledger.convert import events_from_job, events_from_pod, events_from_podgroup
+from batch.ledger.events import JobPhaseChanged, LedgerEvent, PodAttempt
 
 Obj = Mapping[str, Any]
+
+#: parts deleted that are still remembered (their pods are deleted after them)
+GONE_PARTS = 4096
 
 
 def _meta(obj: Obj) -> Obj:
@@ -70,7 +78,7 @@ class JobOwners:
     """
 
     def __init__(
-        self, adapters: Iterable[object], observed_kinds: Collection[tuple[str, str]]
+        self, adapters: Iterable[WorkloadAdapter], observed_kinds: Collection[tuple[str, str]]
     ) -> None:
         self.adapters = tuple(adapters)
         self.observed_kinds = frozenset(observed_kinds)
@@ -78,6 +86,10 @@ class JobOwners:
         self._seen: dict[str, OwnerRef | None] = {}
         #: uid of a followed workload not seen yet -> {PodGroup uid: its latest PodGroup}
         self._held: dict[str, dict[str, Obj]] = {}
+        #: the same for pods: {pod uid: (its latest snapshot, deleted since)}
+        self._held_pods: dict[str, dict[str, tuple[Obj, bool]]] = {}
+        #: parts deleted lately -> their job (oldest first, at most GONE_PARTS)
+        self._gone: OrderedDict[str, OwnerRef] = OrderedDict()
 
     def job_events(
         self, old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
@@ -89,8 +101,7 @@ class JobOwners:
             return events
         uid = _uid(obj)
         if new is None:
-            self._seen.pop(uid, None)
-            self._held.pop(uid, None)
+            self._forget(uid)
             return events
         seen = observe_workload(new, self.adapters)
         self._seen[uid] = seen.part_of if seen is not None else None
@@ -99,7 +110,66 @@ class JobOwners:
             events += _part_running(new, seen, before)
         for pg in self._held.pop(uid, {}).values():
             events += self._podgroup(None, pg, now)
+        for pod, deleted in self._held_pods.pop(uid, {}).values():
+            events += self._pod(None, pod, now)
+            if deleted:
+                events += self._pod(pod, None, now)
         return events
+
+    def _forget(self, uid: str) -> None:
+        part_of = self._seen.pop(uid, None)
+        self._held.pop(uid, None)
+        self._held_pods.pop(uid, None)
+        if part_of is not None:
+            self._gone[uid] = part_of
+            while len(self._gone) > GONE_PARTS:
+                self._gone.popitem(last=False)
+
+    def _unseen_owner(self, obj: Obj) -> str:
+        """The uid of `obj`'s controller when that is a followed workload not seen (yet or
+        lately), else ''."""
+        owner = controller_ref(obj)
+        if owner is None:
+            return ""
+        uid = str(owner.get("uid") or "")
+        if not uid or uid in self._seen or uid in self._gone:
+            return ""
+        kind = (str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""))
+        return uid if kind in self.observed_kinds else ""
+
+    def _job_of(self, uid: str) -> OwnerRef | None:
+        """The job the workload `uid` is part of (None: its own, or not followed)."""
+        return self._seen.get(uid) or self._gone.get(uid)
+
+    def pod_events(
+        self, old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
+    ) -> list[LedgerEvent]:
+        """:func:`events_from_pod` with a part's pods counted for its job (held, none yet,
+        while the pod's controller is a followed workload not seen)."""
+        obj = new if new is not None else old
+        if obj is None:
+            return []
+        owner_uid = self._unseen_owner(obj)
+        if not owner_uid:
+            return self._pod(old, new, now)
+        held = self._held_pods.setdefault(owner_uid, {})
+        if new is not None:
+            held[_uid(obj)] = (new, False)
+        elif _uid(obj) in held:
+            held[_uid(obj)] = (held[_uid(obj)][0], True)
+        else:
+            held[_uid(obj)] = (obj, True)
+        return []
+
+    def _pod(self, old: Obj | None, new: Obj | None, now: dt.datetime | None) -> list[Any]:
+        events = events_from_pod(old, new, now=now, adapters=self.adapters)
+        return [self._pod_as_owned(e) for e in events]
+
+    def _pod_as_owned(self, event: LedgerEvent) -> LedgerEvent:
+        if not isinstance(event, PodAttempt) or not event.job_uid:
+            return event
+        job = self._job_of(event.job_uid)
+        return event if job is None else dataclasses.replace(event, job_uid=job.uid)
 
     def podgroup_events(
         self, old: Obj | None, new: Obj | None, *, now: dt.datetime | None = None
@@ -109,19 +179,16 @@ class JobOwners:
         obj = new if new is not None else old
         if obj is None:
             return []
-        owner = controller_ref(obj)
-        owner_uid = str(owner.get("uid") or "") if owner is not None else ""
-        if owner is not None and owner_uid and owner_uid not in self._seen:
-            kind = (str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""))
-            if kind in self.observed_kinds:
-                held = self._held.setdefault(owner_uid, {})
-                if new is None:
-                    held.pop(_uid(obj), None)
-                else:
-                    held[_uid(obj)] = new
-                if not held:
-                    del self._held[owner_uid]
-                return []
+        owner_uid = self._unseen_owner(obj)
+        if owner_uid:
+            held = self._held.setdefault(owner_uid, {})
+            if new is None:
+                held.pop(_uid(obj), None)
+            else:
+                held[_uid(obj)] = new
+            if not held:
+                del self._held[owner_uid]
+            return []
         return self._podgroup(old, new, now)
 
     def _podgroup(self, old: Obj | None, new: Obj | None, now: dt.datetime | None) -> list[Any]:
@@ -134,7 +201,7 @@ class JobOwners:
         if pg is None:
             return None
         owner = controller_ref(pg)
-        job = self._seen.get(str(owner.get("uid") or "")) if owner is not None else None
+        job = self._job_of(str(owner.get("uid") or "")) if owner is not None else None
         if job is None:
             return pg
         return {**pg, "metadata": {**_meta(pg), "ownerReferences": [job.to_dict()]}}

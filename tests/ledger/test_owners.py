@@ -191,3 +191,61 @@ def test_a_rayservice_whose_status_kuberay_never_writes_runs_since_its_cluster_w
     assert [(e.job_uid, e.kind, e.at) for e in running] == [("svc-uid", "RayService", at(T1))]
     record(ledger_url, tmp_path, events)
     assert jobs(engine) == [("RayService", "svc", "ray-q", None, at(T1), None)]
+
+
+def ray_pod(
+    name: str, cluster: dict[str, Any], *, deleted_phase: str | None = None
+) -> dict[str, Any]:
+    """A pod KubeRay made for `cluster` (controlled by the RayCluster), bound and running."""
+    meta = cluster["metadata"]
+    owner = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": meta["name"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"{name}-uid",
+            "creationTimestamp": T0,
+            "labels": {"ray.io/cluster": meta["name"], "ray.io/node-type": "worker"},
+            "ownerReferences": [{**owner, "uid": meta["uid"], "controller": True}],
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {"phase": deleted_phase or "Running", "startTime": T1},
+    }
+
+
+def test_a_rayjobs_cluster_pods_are_the_rayjobs_whatever_the_order(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    """A RayJob's cluster has no row, so its pods are recorded under the RayJob: seen before
+    the cluster (held, after a restart), after it, and deleted after the cluster was."""
+    job = rayjob({"jobDeploymentStatus": "Running", "startTime": T0}, T1)
+    rc = made_cluster(job, "rj-abcde", ready_at=T1)
+    early, late = ray_pod("early", rc), ray_pod("late", rc)
+    feed = owners()
+    events = [
+        *feed.pod_events(None, early),  # the pod's watch listed first: held
+        *feed.job_events(None, job),
+        *feed.job_events(None, rc),  # the cluster seen: `early` recorded
+        *feed.pod_events(None, late),
+        *feed.job_events(rc, None),  # the RayJob finished, KubeRay deletes the cluster...
+        *feed.pod_events(late, None),  # ... and then its pods
+    ]
+    record(ledger_url, tmp_path, events)
+    pods = {r["name"]: (r["job_uid"], r["outcome"]) for r in rows(engine, "pod_attempts")}
+    assert pods == {"early": ("rj-uid", None), "late": ("rj-uid", "Deleted")}
+
+
+def test_a_standalone_clusters_pods_are_its_own(
+    ledger_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    rc = made_cluster(rayservice(), "solo", ready_at=T1)
+    rc["metadata"].pop("ownerReferences", None)
+    feed = owners()
+    events = [*feed.pod_events(None, ray_pod("p", rc)), *feed.job_events(None, rc)]
+    record(ledger_url, tmp_path, events)
+    assert [r["job_uid"] for r in rows(engine, "pod_attempts")] == ["solo-uid"]

@@ -42,7 +42,7 @@ class LedgerHook:
         if self.recorder is None:
             return
         try:
-            from batch.ledger import events_from_pod, events_from_queue
+            from batch.ledger import events_from_queue
             from batch.ledger.owners import JobOwners
 
             uid = str((body.get("metadata") or {}).get("uid") or "")
@@ -58,7 +58,7 @@ class LedgerHook:
             if kind == "job":
                 events = self._job_owners.job_events(old, new)
             elif kind == "pod":
-                events = events_from_pod(old, new, adapters=adapters)
+                events = self._job_owners.pod_events(old, new)
             elif kind == "podgroup":
                 events = self._job_owners.podgroup_events(old, new)
             else:
