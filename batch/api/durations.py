@@ -3,8 +3,9 @@
 Why this exists: policy timeouts, CronJob intervals, the sla/minruntime/reservation plugin
 arguments and the scheduler's command-line periods are all Go durations (``90s``, ``1h30m``,
 ``1.5h``, ``500ms``, ``0``); admission checks them and the controllers and plugins read them,
-so the grammar is written once here. Two extensions a caller may allow: ``d`` (a day, which
-Go lacks but scheduler arguments accept) and a bare number of seconds (``"120"``, ``120``).
+so the grammar is written once here. Extensions a caller may allow: ``d`` (a day, which Go
+lacks but scheduler arguments accept), ``w`` (a week, for the ledger's ``--since 2w``) and a
+bare number of seconds (``"120"``, ``120``).
 """
 
 from __future__ import annotations
@@ -31,24 +32,26 @@ _GO_UNITS = {
     "h": 3600.0,
 }
 _DAY = 86400.0
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h|d)")
+_LONG = {"d": _DAY, "w": 7 * _DAY}  # units a caller must allow
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h|d|w)")
 
 
 class DurationError(ValueError):
     """Not a duration; the message quotes the value and shows the expected spelling."""
 
 
-def _go(text: str, *, days: bool) -> float:
-    """Seconds in an unsigned Go duration string (no surrounding space)."""
+def _go(text: str, *, long_units: str) -> float:
+    """Seconds in an unsigned Go duration string (no surrounding space); ``long_units``: the
+    units of ``_LONG`` allowed."""
     if text == "0":
         return 0.0
     pos = 0
     total = 0.0
     for m in _PART.finditer(text):
         unit = m.group(2)
-        if m.start() != pos or (unit == "d" and not days):
+        if m.start() != pos or (unit in _LONG and unit not in long_units):
             break
-        total += float(m.group(1)) * (_DAY if unit == "d" else _GO_UNITS[unit])
+        total += float(m.group(1)) * (_LONG[unit] if unit in _LONG else _GO_UNITS[unit])
         pos = m.end()
     if pos == 0 or pos != len(text):
         raise DurationError(f"not a duration (use e.g. 90s, 5m, 1h30m): {text!r}")
@@ -64,13 +67,18 @@ def _bare_seconds(text: str) -> float | None:
 
 
 def parse_duration(
-    value: object, *, days: bool = False, bare_seconds: bool = False, negative: bool = False
+    value: object,
+    *,
+    days: bool = False,
+    weeks: bool = False,
+    bare_seconds: bool = False,
+    negative: bool = False,
 ) -> float:
     """Seconds in a Go duration (:class:`DurationError` when it is none).
 
-    ``days``: accept the unit ``d``; ``bare_seconds``: accept a plain number (a string, or an
-    int/float, which is always accepted); ``negative``: accept a leading sign as Go does.
-    Surrounding whitespace is ignored.
+    ``days``/``weeks``: accept the unit ``d``/``w``; ``bare_seconds``: accept a plain number (a
+    string, or an int/float, which is always accepted); ``negative``: accept a leading sign as
+    Go does. Surrounding whitespace is ignored.
     """
     if isinstance(value, bool):
         raise DurationError(f"not a duration: {value!r}")
@@ -81,7 +89,8 @@ def parse_duration(
         sign = -1.0 if text[0] == "-" else 1.0
         unsigned = text[1:] if text[0] in "+-" else text
         plain = _bare_seconds(text) if bare_seconds else None
-        seconds = plain if plain is not None else sign * _go(unsigned, days=days)
+        long_units = ("d" if days else "") + ("w" if weeks else "")
+        seconds = plain if plain is not None else sign * _go(unsigned, long_units=long_units)
         if text[0] == "+" and not negative and plain is None:
             raise DurationError(f"not a duration (use e.g. 90s, 5m, 1h30m): {value!r}")
     else:

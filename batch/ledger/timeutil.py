@@ -7,12 +7,9 @@ accept the same spellings and fail with the same one-line message.
 from __future__ import annotations
 
 import datetime as dt
-import re
 
+from batch.api import durations
 from batch.api.errors import UserError
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class TimeSpecError(UserError):
@@ -20,13 +17,14 @@ class TimeSpecError(UserError):
 
 
 def parse_duration(text: str) -> dt.timedelta:
-    """``90d``, ``12h``, ``30m``, ``45s``, ``2w`` (a number and one unit)."""
-    match = _DURATION.match(text)
-    if not match:
+    """``90d``, ``12h``, ``1d12h``, ``30m``, ``2w``: Go's grammar with days and weeks."""
+    try:
+        seconds = durations.parse_duration(text, days=True, weeks=True)
+    except durations.DurationError:
         raise TimeSpecError(
-            f"{text!r} is not a duration (use a number and a unit: 30m, 12h, 7d, 2w)"
-        )
-    return dt.timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
+            f"{text!r} is not a duration (use a number and a unit: 30m, 12h, 1d12h, 7d, 2w)"
+        ) from None
+    return dt.timedelta(seconds=seconds)
 
 
 def parse_when(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
@@ -36,7 +34,7 @@ def parse_when(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
     value = text.strip()
     if value.lower() == "now":
         return current
-    if _DURATION.match(value):
+    if durations.duration_or_none(value, days=True, weeks=True) is not None:
         return current - parse_duration(value)
     try:
         parsed = dt.datetime.fromisoformat(value)

@@ -50,6 +50,9 @@ def test_prune_keeps_running_jobs_and_the_config_in_force(loaded: Engine) -> Non
 def test_durations_and_times() -> None:
     assert parse_duration("90d").days == 90
     assert parse_duration("36h").total_seconds() == 36 * 3600
+    # the scheduler's Go grammar with days and weeks: one spelling of durations everywhere
+    assert parse_duration("1d12h") == parse_duration("36h") == parse_duration("2160m")
+    assert parse_duration("2w").days == 14
     assert parse_when("2026-11-10") == t(10)
     assert parse_when("2026-11-10T12:00:00Z") == t(10, 12)
     assert parse_when("1d", now=t(11)) == t(10)
