@@ -47,6 +47,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import ssl
 import subprocess
@@ -688,6 +689,23 @@ def run_size(
     workdir = Path(tempfile.mkdtemp(prefix=f"tephra-bench-real-{nodes}-"))
     log(f"control plane for {nodes} nodes in {workdir} ...")
     runs = ordered_runs(workloads, args.schedulers)
+    try:
+        _run_on_plane(nodes, workdir, runs, args, before, results)
+    finally:
+        # the logs stay for a post-mortem; etcd's data (hundreds of MB a run) does not
+        shutil.rmtree(workdir / "etcd", ignore_errors=True)
+        log(f"logs of the {nodes}-node runs kept in {workdir}")
+    return results
+
+
+def _run_on_plane(
+    nodes: int,
+    workdir: Path,
+    runs: list[tuple[Workload, str]],
+    args: argparse.Namespace,
+    before: list[Result],
+    results: list[Result],
+) -> None:
     with control_plane(args.bin_dir, workdir) as plane:
         crds = next((side for _, s in runs if (side := side_of(s))), "tephra")
         use_crds(plane, crds, args)
@@ -708,7 +726,6 @@ def run_size(
                 if args.json is not None:  # after every run: a cut-off loses nothing
                     done = [asdict(r) for r in (*before, *results)]
                     args.json.write_text(json.dumps(done, indent=2))
-    return results
 
 
 async def _wait_nodes(plane: ControlPlane, nodes: int) -> None:

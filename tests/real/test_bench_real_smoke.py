@@ -4,6 +4,7 @@ vc-scheduler too where it is built: it adds about 7 s, its CRD switch and two sh
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,10 @@ def test_quick_benchmark_binds_every_pod_with_every_scheduler(tmp_path: Path) ->
         schedulers.append("volcano")
         cmd += ["--volcano-bin-dir", str(volcano)]
     cmd += ["--schedulers", *schedulers]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False, cwd=REPO)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # its logs go with pytest's own temp dirs
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=180, check=False, cwd=REPO, env=env
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     results = json.loads(out.read_text())
     runs = {(r["workload"], r["scheduler"]) for r in results}
