@@ -363,7 +363,10 @@ def _serve(
                 pass
             click.echo("control plane stopping")
     except (RuntimeError, OSError, TimeoutError) as exc:
-        raise click.ClickException(one_line(exc)) from None
+        kept = f" (logs in {work})" if plane_args.workdir is None else ""
+        raise click.ClickException(one_line(exc) + kept) from None
+    if plane_args.workdir is None:  # a directory of our own: etcd's data and logs go with it
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _publish(source: Path, kubeconfig: Path) -> None:

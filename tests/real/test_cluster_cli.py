@@ -6,6 +6,7 @@ through that kubeconfig runs, and SIGTERM stops everything cleanly."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -76,6 +77,27 @@ def test_cluster_up_serves_until_sigint(tmp_path: Path) -> None:
         assert (tmp_path / "work" / f"{log}.log").exists()
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "work")], capture_output=True, check=False)
     assert left.returncode == 1, f"components outlived SIGINT: {left.stdout!r}"
+
+
+def test_cluster_up_without_a_workdir_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Its own temporary directory (etcd's data, PKI, logs: hundreds of MB) goes on a clean
+    stop; a `--workdir` given is the user's and stays (above)."""
+    kubeconfig = tmp_path / "admin.kubeconfig"
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    cmd = [sys.executable, "-m", "batch.cli.main", "cluster", "up", f"--kubeconfig={kubeconfig}"]
+    cmd += [f"--bin-dir={kube_bin()}", "--nodes=1", "--components=none"]
+    env = {**os.environ, "TMPDIR": str(temp)}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    try:
+        _wait_ready(proc, kubeconfig)
+        assert [p.name.startswith("tephra-cluster-") for p in temp.iterdir()] == [True]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert list(temp.iterdir()) == []
 
 
 def test_nodes_without_the_controller_manager_is_a_usage_error(tmp_path: Path) -> None:
