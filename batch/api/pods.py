@@ -58,7 +58,9 @@ def strict_parse(rl: Any, where: str) -> Mapping[str, int]:
 
 def _containers(pod_spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     value = pod_spec.get(key)
-    return [c for c in value if isinstance(c, Mapping)] if isinstance(value, list) else []
+    if not isinstance(value, list):
+        return []
+    return [c for c in value if type(c) is dict or isinstance(c, Mapping)]
 
 
 def container_requests(container: Mapping[str, Any], parse: ParseList = strict_parse) -> Amounts:
