@@ -7,12 +7,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from batch.api.jobview import TaskView
 from batch.controllers import constants as c
 from batch.controllers.job.base import JSON, PodView, Request
-from batch.controllers.jobspec import (
-    TaskView,
-    meta,
-)
+from batch.controllers.jobspec import meta
 from batch.controllers.timeutil import format_time
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from batch.api.jobview import JobView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     DeleteObject,
@@ -15,9 +16,6 @@ from batch.controllers.actions import (
 )
 from batch.controllers.job.base import _SOFT_KILL_PHASES, JSON, RETAIN_FINISHED, PodView, Request
 from batch.controllers.job.helpers import _timer_entry, _timer_key
-from batch.controllers.jobspec import (
-    TaskView,
-)
 from batch.controllers.timeutil import parse_duration, parse_time
 
 
@@ -41,19 +39,17 @@ def policy_action(
     return None
 
 
-def select_action(
-    job: Mapping[str, Any], tasks: Sequence[TaskView], req: Request
-) -> tuple[str, float | None]:
+def select_action(job: JobView, req: Request) -> tuple[str, float | None]:
     """Task-level policies first, then job-level; default SyncJob."""
     if req.action:
         return req.action, None
     if req.task is not None:
-        task = next((t for t in tasks if t.name == req.task), None)
+        task = job.task(req.task)
         if task is not None:
             found = policy_action(task.policies, req)
             if found is not None:
                 return found
-    found = policy_action((job.get("spec") or {}).get("policies") or [], req)
+    found = policy_action(job.policies, req)
     return found if found is not None else (c.SYNC_JOB, None)
 
 
@@ -178,8 +174,7 @@ class Fired:
 
 
 def fire_policies(
-    job: Mapping[str, Any],
-    tasks: Sequence[TaskView],
+    job: JobView,
     requests: Sequence[Request],
     timers: Mapping[str, JSON],
     *,
@@ -195,7 +190,7 @@ def fire_policies(
     """
     fired = Fired()
     for r in requests:
-        act, timeout = select_action(job, tasks, r)
+        act, timeout = select_action(job, r)
         if act == c.SYNC_JOB:
             continue
         keep = False

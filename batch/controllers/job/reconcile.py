@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
+from batch.api.jobview import JobView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     DeleteObject,
@@ -58,11 +59,7 @@ from batch.controllers.job.transitions import (
     take_command,
     ttl_due,
 )
-from batch.controllers.jobspec import (
-    TaskView,
-    job_volumes,
-    meta,
-)
+from batch.controllers.jobspec import job_volumes, meta
 from batch.controllers.timeutil import parse_time
 
 
@@ -85,7 +82,6 @@ class Choice:
 
 
 def choose_request(
-    job: Mapping[str, Any],
     facts: JobFacts,
     cres: dict[str, str],
     *,
@@ -106,10 +102,10 @@ def choose_request(
     timers = _load_timers(cres.get(TIMERS_KEY))
     if req is None and facts.phase in _ACTIVE_PHASES:
         requests = _requests(
-            job, facts.tasks, current, views, deleted_pods, podgroup, facts.version, token, timers
+            facts.job, current, views, deleted_pods, podgroup, facts.version, token, timers
         )
         fired = fire_policies(
-            job, facts.tasks, requests, timers, version=facts.version, retry=facts.retry, now=now
+            facts.job, requests, timers, version=facts.version, retry=facts.retry, now=now
         )
         if fired.request is not None:
             choice.request, choice.action = fired.request, fired.action
@@ -153,10 +149,10 @@ def settle_phase(
             counters,
             task_status,
             min_av=min_av,
-            min_success=facts.spec.get("minSuccess"),
+            min_success=facts.job.min_success,
             retry=facts.retry,
             max_retry=facts.max_retry,
-            restart_min=int(facts.status.get("minAvailable") or min_av),
+            restart_min=facts.status.min_available or min_av,
         )
         finishing = plan.phase in (c.COMPLETED, c.FAILED) and facts.phase in (c.RUNNING, c.PENDING)
         if finishing:
@@ -181,26 +177,23 @@ def release_podgroup(
     return [DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup")))]
 
 
-def relayout(
-    job: Mapping[str, Any], tasks: Sequence[TaskView], plugins: Sequence[Any], cres: dict[str, str]
-) -> list[PatchObject]:
+def relayout(job: JobView, plugins: Sequence[Any], cres: dict[str, str]) -> list[PatchObject]:
     """Plugin objects that follow the task layout (the svc ConfigMap), rewritten when the layout
     recorded in ``cres`` differs. They are written (idempotently) before the status write that
     records the new layout, so a crash or a failed write in between rewrites them again."""
-    layout = _layout(tasks)
+    layout = _layout(job.tasks)
     if cres.get(LAYOUT_KEY) == layout:
         return []
     cres[LAYOUT_KEY] = layout
     return [
         PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}})
         for plugin in plugins
-        for obj in plugin.on_job_update(job, tasks)
+        for obj in plugin.on_job_update(job, job.tasks)
     ]
 
 
 def sync_children(
-    job: Mapping[str, Any],
-    tasks: Sequence[TaskView],
+    job: JobView,
     plugins: Sequence[Any],
     podgroup: Mapping[str, Any] | None,
     plan: _Plan,
@@ -214,14 +207,14 @@ def sync_children(
     if plan.full_kill is not None or plan.phase not in _ACTIVE_PHASES:
         return [], []
     pv = priority_values
-    group = sync_podgroup(job, podgroup, plan.version, priority_values=pv, tasks=tasks)
+    group = sync_podgroup(job, podgroup, plan.version, priority_values=pv)
     if podgroup is not None and _pg_version(podgroup) < plan.version:
         result.requeue(0.5)
-    return group, relayout(job, tasks, plugins, cres)
+    return group, relayout(job, plugins, cres)
 
 
 def waiting_for_claims(
-    job: Mapping[str, Any], missing_claims: Collection[str], result: ReconcileResult
+    job: JobView, missing_claims: Collection[str], result: ReconcileResult
 ) -> bool:
     """Whether a ``volumes[].volumeClaimName`` the job names does not exist: it then creates no
     pods and stays Pending (a note says which; look again in 5 s)."""
@@ -249,7 +242,6 @@ def may_create_pods(plan: _Plan, podgroup: Mapping[str, Any] | None, *, blocked:
 
 
 def desired_status(
-    job: Mapping[str, Any],
     facts: JobFacts,
     done: Decision,
     cres: dict[str, str],
@@ -272,7 +264,7 @@ def desired_status(
         "conditions": conditions,
     }
     if plan.phase == c.RUNNING or facts.phase == c.RUNNING:
-        created = parse_time(meta(job).get("creationTimestamp"))
+        created = parse_time(facts.job.created or None)
         if created is not None:
             secs = int((now - created).total_seconds())
             desired["runningDuration"] = f"{max(0, secs)}s"
@@ -319,7 +311,7 @@ def ordered_actions(
 
 def apply_ttl(result: ReconcileResult, facts: JobFacts, new_phase: str, now: datetime) -> None:
     """``ttlSecondsAfterFinished``: delete the finished job once due, else look again then."""
-    delete_at = ttl_due(facts.spec, facts.state, facts.phase, new_phase, now=now)
+    delete_at = ttl_due(facts.job, facts.phase, new_phase, now=now)
     if delete_at is None:
         return
     if delete_at <= now:
@@ -342,7 +334,6 @@ class Decision:
 
 
 def decide(
-    job: Mapping[str, Any],
     facts: JobFacts,
     views: Sequence[PodView],
     podgroup: Mapping[str, Any] | None,
@@ -371,7 +362,6 @@ def decide(
     )
     current = live_pods(views, facts.version, killer)
     choice = choose_request(
-        job,
         facts,
         cres,
         commands=commands,
@@ -403,7 +393,6 @@ def decide(
 
 
 def carry_out(
-    job: Mapping[str, Any],
     facts: JobFacts,
     done: Decision,
     views: Sequence[PodView],
@@ -421,20 +410,18 @@ def carry_out(
     """What the decision leaves to do, into ``result`` in application order: the children
     (PodGroup, plugin objects, the next batch of missing pods), the status write, and the job's
     deletion once ``ttlSecondsAfterFinished`` is due."""
-    plan = done.plan
+    plan, job = done.plan, facts.job
     creates, relaid = sync_children(
-        job, facts.tasks, plugins, podgroup, plan, cres, result, priority_values=priority_values
+        job, plugins, podgroup, plan, cres, result, priority_values=priority_values
     )
     blocked = waiting_for_claims(job, missing_claims, result)
-    no_class = _missing_priority_classes(job, facts.tasks, priority_values)
-    _report_missing_classes(result, facts.ref, podgroup, facts.state, no_class)
+    no_class = _missing_priority_classes(job, priority_values)
+    _report_missing_classes(result, facts.ref, podgroup, facts.status, no_class)
     if may_create_pods(plan, podgroup, blocked=blocked or bool(no_class)):
         present = {v.name for v in views}
-        creates += _missing_pods(
-            job, facts.tasks, views, present, plugins, plan=plan, limit=max(1, pod_batch)
-        )
+        creates += _missing_pods(job, views, present, plugins, plan=plan, limit=max(1, pod_batch))
     _record_retained(cres, views, done.killer, plan)
-    desired = desired_status(job, facts, done, cres, min_av=min_av, no_class=no_class, now=now)
+    desired = desired_status(facts, done, cres, min_av=min_av, no_class=no_class, now=now)
     written = write_status(facts, desired, result.notes)
     result.actions = ordered_actions(
         done.choice, done.condemned, result.actions, relaid, written, done.kills, creates
@@ -467,24 +454,23 @@ def reconcile_job(
     not exist (the job then creates no pods and stays Pending, retried), `pod_batch` the most
     pods one reconcile creates, `limits` the size limits of the job (as admission's),
     `plugin_objects` the existing objects of `plugin_object_keys(job)`."""
-    if meta(job).get("deletionTimestamp"):
-        return ReconcileResult()
     facts = read_job(job)
-    foreign, refused = guard_plugin_objects(job, facts, plugin_objects, now)
+    if facts.job.deleting:
+        return ReconcileResult()
+    foreign, refused = guard_plugin_objects(facts, plugin_objects, now)
     refused = refuse_oversized(facts, limits, now) or refused
     if refused is not None:
         return refused
     min_av = facts.min_available
     result = ReconcileResult(notes=list(facts.notes))
-    plugins, refused = job_plugins(job, facts, result.notes, now)
+    plugins, refused = job_plugins(facts, result.notes, now)
     if refused is not None:
         return refused
-    cres: dict[str, str] = dict(facts.status.get("controlledResources") or {})
+    cres: dict[str, str] = dict(facts.status.controlled_resources)
     if facts.phase == "":
         result.actions += initialise(
-            job,
+            facts.job,
             facts.ref,
-            facts.tasks,
             plugins,
             cres,
             min_av=min_av,
@@ -496,7 +482,6 @@ def reconcile_job(
 
     views = sorted((PodView.of(p) for p in pods), key=lambda v: (v.task, v.index, v.name))
     done = decide(
-        job,
         facts,
         views,
         podgroup,
@@ -508,7 +493,6 @@ def reconcile_job(
         now=now,
     )
     carry_out(
-        job,
         facts,
         done,
         views,
@@ -522,5 +506,5 @@ def reconcile_job(
         missing_claims=missing_claims,
         pod_batch=pod_batch,
     )
-    spare_foreign(job, result, foreign)
+    spare_foreign(facts, result, foreign)
     return result
