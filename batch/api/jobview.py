@@ -23,9 +23,20 @@ from batch.api.defaults import (
     task_name,
     unset_or_zero,
 )
+from batch.api.durations import duration_or_none
 from batch.api.views import as_mapping
 
-__all__ = ["JobStatusView", "JobView", "TaskView", "is_job_phase", "job_view", "tasks_view"]
+__all__ = [
+    "DependsOnView",
+    "JobStatusView",
+    "JobView",
+    "PolicyView",
+    "TaskView",
+    "is_job_phase",
+    "job_view",
+    "policies_view",
+    "tasks_view",
+]
 
 _CACHE_SIZE = 8192
 
@@ -45,6 +56,56 @@ def _maps(value: object) -> tuple[Mapping[str, Any], ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyView:
+    """One lifecycle policy (`spec.policies[]`, `tasks[].policies[]`)."""
+
+    #: ``events`` with ``event`` after them
+    events: tuple[str, ...]
+    exit_code: int | None
+    #: the action as written ("" when unset: SyncJob)
+    action: str
+    #: ``timeout`` in seconds (None: unset or not a duration)
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DependsOnView:
+    """A task's ``dependsOn``: the tasks it waits for, and whether ``any`` or ``all`` of them."""
+
+    names: tuple[str, ...]
+    iteration: str
+
+
+def policies_view(policies: object) -> tuple[PolicyView, ...]:
+    """The policies of a list as written (entries that are not mappings are skipped)."""
+    out = []
+    for pol in _maps(policies):
+        events = [str(e) for e in pol.get("events") or ()]
+        if pol.get("event"):
+            events.append(str(pol["event"]))
+        code = pol.get("exitCode")
+        out.append(
+            PolicyView(
+                events=tuple(events),
+                exit_code=None if code is None else int(code),
+                action=str(pol.get("action") or ""),
+                timeout=duration_or_none(pol.get("timeout")),
+            )
+        )
+    return tuple(out)
+
+
+def _depends_on(value: object) -> DependsOnView | None:
+    dep = as_mapping(value)
+    if not dep.get("name"):
+        return None
+    return DependsOnView(
+        names=tuple(str(n) for n in dep.get("name") or ()),
+        iteration=str(dep.get("iteration") or "all"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class TaskView:
     """One task of a job with the webhook defaults applied."""
 
@@ -55,8 +116,8 @@ class TaskView:
     max_retry: int
     #: the pod template as written (passed through to the pods, deep-copied there)
     template: Mapping[str, Any]
-    policies: tuple[Mapping[str, Any], ...]
-    depends_on: Mapping[str, Any] | None
+    policies: tuple[PolicyView, ...]
+    depends_on: DependsOnView | None
     partition: Mapping[str, Any] | None
     topology_policy: str | None
 
@@ -86,6 +147,11 @@ class JobStatusView:
     conditions: tuple[Mapping[str, Any], ...]
     #: the status as stored, for the merge patch taking it to the next one
     raw: Mapping[str, Any]
+
+    def counted(self, task: str) -> int:
+        """The pods of ``task`` the last status write counted (``taskStatusCount``)."""
+        phases = as_mapping(as_mapping(self.task_status_count.get(task)).get("phase"))
+        return sum(int(n or 0) for n in phases.values())
 
     @property
     def phase(self) -> JobPhase | None:
@@ -120,7 +186,7 @@ class JobView:
     network_topology: Mapping[str, Any] | None
     #: spec.plugins as written: plugin name -> its arguments
     plugins: Mapping[str, Any]
-    policies: tuple[Mapping[str, Any], ...]
+    policies: tuple[PolicyView, ...]
     ttl_seconds_after_finished: int | None
     #: spec.runningEstimate as written ("" when unset)
     running_estimate: str
@@ -174,8 +240,8 @@ def tasks_view(spec: Mapping[str, Any]) -> tuple[TaskView, ...]:
                 min_available=min_av,
                 max_retry=int(max_retry(t.get("maxRetry"))),
                 template=t.get("template") or {},
-                policies=tuple(t.get("policies") or ()),
-                depends_on=t.get("dependsOn"),
+                policies=policies_view(t.get("policies")),
+                depends_on=_depends_on(t.get("dependsOn")),
                 partition=t.get("partitionPolicy"),
                 topology_policy=t.get("topologyPolicy"),
             )
@@ -236,7 +302,7 @@ def _build(
         priority_class_name=str(spec.get("priorityClassName") or ""),
         network_topology=spec.get("networkTopology") or None,
         plugins=as_mapping(spec.get("plugins")),
-        policies=tuple(spec.get("policies") or ()),
+        policies=policies_view(spec.get("policies")),
         ttl_seconds_after_finished=_optional_int(spec.get("ttlSecondsAfterFinished")),
         running_estimate=str(spec.get("runningEstimate") or ""),
         volumes=tuple(spec.get("volumes") or ()),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from batch.api.constants import DEFAULT_MAX_RETRY
-from batch.api.jobview import is_job_phase, job_view
+from batch.api.jobview import PolicyView, is_job_phase, job_view, policies_view
 
 
 def _job(**spec: Any) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def test_the_tasks_get_the_webhook_defaults() -> None:
     )
     assert (ps.name, ps.min_available, ps.max_retry) == ("ps", 2, 1)  # one partition of 2
     assert a.pod_spec == {"priorityClassName": "hi"} and ps.pod_spec == {}
-    assert ps.policies == ({"event": "PodFailed", "action": "RestartTask"},)
+    assert ps.policies == (PolicyView(("PodFailed",), None, "RestartTask", None),)
     assert view.task("ps") is ps and view.task("nope") is None
     assert view.min_available == 4  # unset: the tasks' minimums summed
     assert job_view({**_job(minAvailable=0), "metadata": {}}).min_available == 4  # 0 is unset
@@ -70,7 +70,7 @@ def test_the_spec_fields_the_controllers_read() -> None:
     assert (view.queue, view.queue_or_default, view.scheduler_name) == ("q", "q", "tephra")
     assert (view.priority_class_name, view.max_retry, view.min_success) == ("hi", 3, 1)
     assert (view.ttl_seconds_after_finished, view.running_estimate) == (30, "1h")
-    assert view.plugins == {"svc": []} and view.policies[0]["action"] == "AbortJob"
+    assert view.plugins == {"svc": []} and view.policies[0].action == "AbortJob"
     assert view.volumes == ({"mountPath": "/d", "volumeClaimName": "data"},)
     assert view.deleting and view.namespace == "" and view.uid == ""
     bare = job_view({})
@@ -113,3 +113,38 @@ def test_a_view_is_read_only() -> None:
     view = job_view(_job())
     with pytest.raises(AttributeError):
         view.queue = "other"  # type: ignore[misc]
+
+
+def test_policies_and_depends_on_are_typed() -> None:
+    [pol, code, bad] = policies_view(
+        [
+            {
+                "events": ["PodFailed"],
+                "event": "PodEvicted",
+                "action": "RestartJob",
+                "timeout": "1m",
+            },
+            {"exitCode": 3, "action": "AbortJob"},
+            {"event": "PodPending", "timeout": "soon"},
+        ]
+    )
+    assert pol == PolicyView(("PodFailed", "PodEvicted"), None, "RestartJob", 60.0)
+    assert (code.exit_code, code.events, code.action) == (3, (), "AbortJob")
+    assert (bad.timeout, bad.action) == (None, "")  # not a duration; no action: SyncJob
+    tasks = [
+        {"name": "a", "replicas": 1},
+        {"name": "b", "replicas": 1, "dependsOn": {"name": ["a"], "iteration": "any"}},
+        {"name": "c", "replicas": 1, "dependsOn": {"name": []}},
+    ]
+    a, b, c = job_view({"spec": {"tasks": tasks}}).tasks
+    assert a.depends_on is None and c.depends_on is None  # no names: waits for nothing
+    assert b.depends_on is not None and (b.depends_on.names, b.depends_on.iteration) == (
+        ("a",),
+        "any",
+    )
+
+
+def test_the_counts_the_last_status_write_recorded() -> None:
+    status = {"taskStatusCount": {"w": {"phase": {"Running": 2, "Pending": 1}}, "x": {}}}
+    st = job_view({"status": status}).status
+    assert (st.counted("w"), st.counted("x"), st.counted("y")) == (3, 0, 0)

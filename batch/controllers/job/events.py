@@ -109,12 +109,10 @@ def vanished_pods(
     the pods of an older version the last write also counted (finished pods a kill kept,
     `RETAINED_KEY`) raise no event when they go (Volcano syncs an old-version pod's deletion:
     it is simply recreated)."""
-    recorded = job.status.task_status_count
     retained = _load_counts(job.status.controlled_resources.get(RETAINED_KEY))
     out: list[Request] = []
     for t in job.tasks:
-        phases = (recorded.get(t.name) or {}).get("phase") or {}
-        counted = sum(int(n or 0) for n in phases.values()) - retained.get(t.name, 0)
+        counted = job.status.counted(t.name) - retained.get(t.name, 0)
         live = sum(1 for v in views if v.task == t.name and not v.deleting and v.version >= version)
         if live < counted and t.name not in explicit:
             out.append(Request(event=c.POD_EVICTED, task=t.name))

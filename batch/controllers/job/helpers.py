@@ -105,10 +105,9 @@ def _dependencies_ready(
     task: TaskView, tasks: Sequence[TaskView], views: Sequence[PodView]
 ) -> bool:
     dep = task.depends_on
-    if not dep or not dep.get("name"):
+    if dep is None:
         return True
-    names = list(dep.get("name") or [])
-    iteration = str(dep.get("iteration") or "all")
+    names, iteration = dep.names, dep.iteration
 
     def ready(tname: str) -> bool:
         t = next((x for x in tasks if x.name == tname), None)

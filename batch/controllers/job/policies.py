@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from batch.api.jobview import JobView, TaskView
+from batch.api.jobview import JobView, PolicyView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     DeleteObject,
@@ -16,26 +16,20 @@ from batch.controllers.actions import (
 )
 from batch.controllers.job.base import _SOFT_KILL_PHASES, JSON, RETAIN_FINISHED, PodView, Request
 from batch.controllers.job.helpers import _timer_entry, _timer_key
-from batch.controllers.timeutil import parse_duration, parse_time
+from batch.controllers.timeutil import parse_time
 
 
-def policy_action(
-    policies: Sequence[Mapping[str, Any]], req: Request
-) -> tuple[str, float | None] | None:
+def policy_action(policies: Sequence[PolicyView], req: Request) -> tuple[str, float | None] | None:
     """First policy matching the request: (action, timeout seconds) or None
     (`volcano-semantics.md#policy-matching`)."""
     for pol in policies:
-        events = list(pol.get("events") or [])
-        if pol.get("event"):
-            events.append(pol["event"])
-        timeout = parse_duration(pol.get("timeout"))
         matched = False
-        if events and (req.event in events or c.ANY_EVENT in events):
-            matched = req.event != c.POD_PENDING or timeout is not None
-        elif pol.get("exitCode") is not None and req.exit_code is not None:
-            matched = int(pol["exitCode"]) == req.exit_code
+        if pol.events and (req.event in pol.events or c.ANY_EVENT in pol.events):
+            matched = req.event != c.POD_PENDING or pol.timeout is not None
+        elif pol.exit_code is not None and req.exit_code is not None:
+            matched = pol.exit_code == req.exit_code
         if matched:
-            return str(pol.get("action") or c.SYNC_JOB), timeout
+            return pol.action or c.SYNC_JOB, pol.timeout
     return None
 
 
