@@ -30,6 +30,7 @@ __all__ = [
     "DependsOnView",
     "JobStatusView",
     "JobView",
+    "PartitionView",
     "PolicyView",
     "TaskView",
     "is_job_phase",
@@ -95,6 +96,26 @@ def policies_view(policies: object) -> tuple[PolicyView, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """A task's ``partitionPolicy``: pods in partitions of ``size``, a PodGroup subgroup each."""
+
+    size: int
+    min_partitions: int
+    network_topology: Mapping[str, Any] | None
+
+
+def _partition(value: object) -> PartitionView | None:
+    part = as_mapping(value)
+    if not part:
+        return None
+    return PartitionView(
+        size=int(part.get("partitionSize") or 1),
+        min_partitions=int(part.get("minPartitions") or 0),
+        network_topology=part.get("networkTopology") or None,
+    )
+
+
 def _depends_on(value: object) -> DependsOnView | None:
     dep = as_mapping(value)
     if not dep.get("name"):
@@ -118,7 +139,7 @@ class TaskView:
     template: Mapping[str, Any]
     policies: tuple[PolicyView, ...]
     depends_on: DependsOnView | None
-    partition: Mapping[str, Any] | None
+    partition: PartitionView | None
     topology_policy: str | None
 
     @property
@@ -242,7 +263,7 @@ def tasks_view(spec: Mapping[str, Any]) -> tuple[TaskView, ...]:
                 template=t.get("template") or {},
                 policies=policies_view(t.get("policies")),
                 depends_on=_depends_on(t.get("dependsOn")),
-                partition=t.get("partitionPolicy"),
+                partition=_partition(t.get("partitionPolicy")),
                 topology_policy=t.get("topologyPolicy"),
             )
         )

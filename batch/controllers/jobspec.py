@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from batch.api.jobview import JobView, TaskView, job_view
+from batch.api.jobview import JobView, PartitionView, TaskView, job_view
 from batch.api.views import as_mapping
 from batch.controllers import constants as c
 from batch.controllers.quantities import ResourceSum, pod_request_lists, quota_keys
@@ -122,16 +122,16 @@ def min_resources(
     return total.to_list()
 
 
-def _subgroup(t: TaskView, partition: Mapping[str, Any]) -> JSON:
+def _subgroup(t: TaskView, partition: PartitionView) -> JSON:
     sg: JSON = {
         "name": t.name,
-        "subGroupSize": int(partition.get("partitionSize") or 1),
-        "minSubGroups": int(partition.get("minPartitions") or 0),
+        "subGroupSize": partition.size,
+        "minSubGroups": partition.min_partitions,
         "labelSelector": {"matchLabels": {c.TASK_SPEC: t.name}},
         "matchLabelKeys": [c.PARTITION_ID],
     }
-    if partition.get("networkTopology"):
-        sg["networkTopology"] = copy.deepcopy(partition["networkTopology"])
+    if partition.network_topology:
+        sg["networkTopology"] = copy.deepcopy(partition.network_topology)
     return sg
 
 
@@ -279,8 +279,7 @@ def _pod_labels(job: JobView, task: TaskView, index: int) -> JSON:
         }
     )
     if task.partition:
-        size = int(task.partition.get("partitionSize") or 1)
-        labels[c.PARTITION_ID] = str(index // max(1, size))
+        labels[c.PARTITION_ID] = str(index // max(1, task.partition.size))
     return labels
 
 

@@ -11,6 +11,7 @@ from batch.api.admission import AdmissionLimits
 from batch.api.jobview import JobStatusView, JobView, TaskView, job_view
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     EmitEvent,
     ObjectRef,
     PatchStatus,
@@ -98,7 +99,7 @@ def initialise_refused(status: JobStatusView) -> bool:
     )
 
 
-def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> list[Any]:
+def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> list[Action]:
     """The status of a new job whose first reconcile the API server forbade: Pending, the state
     naming the refusal (none for a job already initialised). `read_job` still takes it for new,
     so it is initialised once the write is allowed (issue 30.9: such a job kept an empty phase

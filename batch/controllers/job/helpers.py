@@ -61,14 +61,14 @@ def _running_check(
     *,
     total: int,
     min_av: int,
-    min_success: Any,
+    min_success: int | None,
     task_succeeded: Mapping[str, int],
 ) -> str:
     """Running + SyncJob: rows (a)-(c) of the table; (d) is applied by the caller."""
     succeeded, failed = counters["succeeded"], counters["failed"]
     if total == 0:
         return c.RUNNING
-    if min_success is not None and succeeded >= int(min_success):
+    if min_success is not None and succeeded >= min_success:
         return c.COMPLETED
     if succeeded + failed >= total and counters["pending"] + counters["running"] == 0:
         return _finished_phase(
@@ -82,7 +82,7 @@ def _finished_phase(
     counters: Mapping[str, int],
     *,
     min_av: int,
-    min_success: Any,
+    min_success: int | None,
     task_succeeded: Mapping[str, int],
 ) -> str:
     succeeded = counters["succeeded"]
@@ -94,7 +94,7 @@ def _finished_phase(
         ]
         if short:
             return c.FAILED
-    if min_success is not None and succeeded < int(min_success):
+    if min_success is not None and succeeded < min_success:
         return c.FAILED
     if succeeded >= min_av:
         return c.COMPLETED

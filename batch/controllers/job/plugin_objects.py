@@ -22,12 +22,12 @@ from batch.controllers.jobspec import (
     meta,
     owned_by_job,
 )
-from batch.controllers.plugins import ObjectKey, PluginArgsError, build_plugins
+from batch.controllers.plugins import JobPlugin, ObjectKey, PluginArgsError, build_plugins
 
 
 def job_plugins(
     facts: JobFacts, notes: list[str], now: datetime
-) -> tuple[list[Any], ReconcileResult | None]:
+) -> tuple[list[JobPlugin], ReconcileResult | None]:
     """The job's plugins, or the refusal of a new job whose resources or plugin arguments cannot
     work (admission refuses it; one that bypassed admission is refused here, once). A job
     already running with bad plugin arguments gets none (a note says why): it is never expanded

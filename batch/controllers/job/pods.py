@@ -20,6 +20,7 @@ from batch.controllers.actions import (
 from batch.controllers.job.base import PodView, _Plan
 from batch.controllers.job.helpers import _dependencies_ready, _with_kind
 from batch.controllers.jobspec import build_pod, pod_name
+from batch.controllers.plugins import JobPlugin
 from batch.controllers.priorities import MISS_RELIST, priority_class_names
 from batch.controllers.timeutil import format_time
 
@@ -28,7 +29,7 @@ def _missing_pods(
     job: JobView,
     views: Sequence[PodView],
     present: Collection[str],
-    plugins: Sequence[Any],
+    plugins: Sequence[JobPlugin],
     *,
     plan: _Plan,
     limit: int,

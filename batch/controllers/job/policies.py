@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from batch.api.jobview import JobView, PolicyView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     DeleteObject,
     ObjectRef,
     PatchObject,
@@ -110,7 +110,7 @@ class Killer:
     namespace: str
     deleting: set[str] = field(default_factory=set)
 
-    def kill(self, pv: PodView, *, mark: bool, into: list[Any]) -> None:
+    def kill(self, pv: PodView, *, mark: bool, into: list[Action]) -> None:
         if pv.deleting or pv.name in self.deleting:
             return
         self.deleting.add(pv.name)
@@ -131,13 +131,13 @@ def condemned(
     version: int,
     retain: str,
     token: str | None,
-) -> list[Any]:
+) -> list[Action]:
     """The kills the observed status already decided (emitted before any new transition):
     marked pods, pods of an older version (finished ones kept when ``retain`` says so), the
     pending targeted kill (``token``), pods beyond the replicas, and in a soft-kill phase every
     unfinished pod."""
     replicas = {t.name: t.replicas for t in tasks}
-    out: list[Any] = []
+    out: list[Action] = []
     for pv in views:
         if pv.deleting:
             continue

@@ -11,6 +11,7 @@ from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.api.jobview import JobView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     DeleteObject,
     EmitEvent,
     ObjectRef,
@@ -60,6 +61,7 @@ from batch.controllers.job.transitions import (
     ttl_due,
 )
 from batch.controllers.jobspec import job_volumes, meta
+from batch.controllers.plugins import JobPlugin
 from batch.controllers.timeutil import parse_time
 
 
@@ -77,7 +79,7 @@ class Choice:
     request: Request | None = None
     action: str = c.SYNC_JOB
     command: ObjectRef | None = None  # the Command taken now: deleted after the status write
-    taken: list[Any] = field(default_factory=list)  # Commands taken before: deleted first
+    taken: list[Action] = field(default_factory=list)  # Commands taken before: deleted first
     waits: list[float] = field(default_factory=list)  # seconds until each pending timer is due
 
 
@@ -163,7 +165,7 @@ def settle_phase(
 
 
 def release_podgroup(
-    phase: str, podgroup: Mapping[str, Any] | None, kills: Sequence[Any]
+    phase: str, podgroup: Mapping[str, Any] | None, kills: Sequence[Action]
 ) -> list[DeleteObject]:
     """Aborted/Completed/Failed/... jobs hold no PodGroup (Volcano's kill deletes it): the
     deletion of one still there in a kill phase, unless ``kills`` already deletes it."""
@@ -177,7 +179,7 @@ def release_podgroup(
     return [DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup")))]
 
 
-def relayout(job: JobView, plugins: Sequence[Any], cres: dict[str, str]) -> list[PatchObject]:
+def relayout(job: JobView, plugins: Sequence[JobPlugin], cres: dict[str, str]) -> list[PatchObject]:
     """Plugin objects that follow the task layout (the svc ConfigMap), rewritten when the layout
     recorded in ``cres`` differs. They are written (idempotently) before the status write that
     records the new layout, so a crash or a failed write in between rewrites them again."""
@@ -194,14 +196,14 @@ def relayout(job: JobView, plugins: Sequence[Any], cres: dict[str, str]) -> list
 
 def sync_children(
     job: JobView,
-    plugins: Sequence[Any],
+    plugins: Sequence[JobPlugin],
     podgroup: Mapping[str, Any] | None,
     plan: _Plan,
     cres: dict[str, str],
     result: ReconcileResult,
     *,
     priority_values: Mapping[str, int] | None,
-) -> tuple[list[Any], list[PatchObject]]:
+) -> tuple[list[Action], list[PatchObject]]:
     """In Pending/Running/Restarting with no full kill: the PodGroup kept in line (one of an
     older version goes first: look again in 0.5 s) and the plugin objects on a new layout."""
     if plan.full_kill is not None or plan.phase not in _ACTIVE_PHASES:
@@ -271,7 +273,7 @@ def desired_status(
     return desired
 
 
-def write_status(facts: JobFacts, desired: Mapping[str, Any], notes: list[str]) -> list[Any]:
+def write_status(facts: JobFacts, desired: Mapping[str, Any], notes: list[str]) -> list[Action]:
     """The status write taking the job to ``desired`` (none when nothing changed)."""
     spatch = status_patch(facts.status, desired)
     if not spatch:
@@ -282,13 +284,13 @@ def write_status(facts: JobFacts, desired: Mapping[str, Any], notes: list[str]) 
 
 def ordered_actions(
     choice: Choice,
-    condemned_now: Sequence[Any],
-    events: Sequence[Any],
-    relaid: Sequence[Any],
-    status_write: Sequence[Any],
-    kills: Sequence[Any],
-    creates: Sequence[Any],
-) -> list[Any]:
+    condemned_now: Sequence[Action],
+    events: Sequence[Action],
+    relaid: Sequence[Action],
+    status_write: Sequence[Action],
+    kills: Sequence[Action],
+    creates: Sequence[Action],
+) -> list[Action]:
     """Every action in application order. Marks of pods already condemned by the observed status
     go before any new status write (so a new kill token can never un-condemn them); every
     deletion goes after the write that counts the pod as terminating (so a pod that vanishes is
@@ -327,8 +329,8 @@ class Decision:
     choice: Choice
     plan: _Plan
     killer: Killer
-    condemned: list[Any]  # the kills the observed status had already decided
-    kills: list[Any]  # the kills the plan orders now
+    condemned: list[Action]  # the kills the observed status had already decided
+    kills: list[Action]  # the kills the plan orders now
     counters: dict[str, int]
     task_status: JSON
 
@@ -397,7 +399,7 @@ def carry_out(
     done: Decision,
     views: Sequence[PodView],
     podgroup: Mapping[str, Any] | None,
-    plugins: Sequence[Any],
+    plugins: Sequence[JobPlugin],
     cres: dict[str, str],
     result: ReconcileResult,
     *,

@@ -9,6 +9,7 @@ from typing import Any
 from batch.api.jobview import JobStatusView, JobView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     CreateObject,
     DeleteObject,
     ObjectRef,
@@ -48,22 +49,23 @@ from batch.controllers.jobspec import (
     meta,
     podgroup_spec,
 )
+from batch.controllers.plugins import JobPlugin
 from batch.controllers.timeutil import format_time, merge_patch, parse_time
 
 
 def initialise(
     job: JobView,
     ref: ObjectRef,
-    plugins: Sequence[Any],
+    plugins: Sequence[JobPlugin],
     cres: dict[str, str],
     *,
     min_av: int,
     now: datetime,
     priority_values: Mapping[str, int] | None,
-) -> list[Any]:
+) -> list[Action]:
     """A new job's first reconcile: plugin objects, PVCs, the Pending status and the PodGroup
     (`volcano-semantics.md#job-podgroup-and-pods`); records what it made in ``cres``."""
-    actions: list[Any] = []
+    actions: list[Action] = []
     for plugin in plugins:
         actions += [CreateObject(obj) for obj in plugin.on_job_add(job, job.tasks)]
         cres[f"plugin-{plugin.name}"] = plugin.name
@@ -91,12 +93,12 @@ def initialise(
 
 def take_command(
     commands: Sequence[Mapping[str, Any]], ns: str, cres: dict[str, str]
-) -> tuple[Request | None, ObjectRef | None, list[Any]]:
+) -> tuple[Request | None, ObjectRef | None, list[Action]]:
     """The oldest bus Command not yet taken becomes the request (its uid recorded in ``cres``);
     Commands already taken are deleted (`volcano-semantics.md#commands`)."""
     req: Request | None = None
     command_ref: ObjectRef | None = None
-    done: list[Any] = []
+    done: list[Action] = []
     for cmd in sorted(
         commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
     ):
@@ -117,7 +119,7 @@ def sync_podgroup(
     version: int,
     *,
     priority_values: Mapping[str, int] | None,
-) -> list[Any]:
+) -> list[Action]:
     """Keep the job's PodGroup in line: create it, delete one of an older job version, or patch
     the fields Volcano updates (minMember, minTaskMember, minResources, priorityClassName)."""
     if podgroup is None:
@@ -181,7 +183,7 @@ def level_phase(
     task_status: Mapping[str, Any],
     *,
     min_av: int,
-    min_success: Any,
+    min_success: int | None,
     retry: int,
     max_retry: int,
     restart_min: int,
@@ -220,7 +222,7 @@ def level_phase(
 
 def next_state(
     status: JobStatusView, phase: str, plan: _Plan, *, no_class: str, now: datetime
-) -> tuple[JSON, list[Any]]:
+) -> tuple[JSON, list[JSON]]:
     """``status.state`` and ``status.conditions`` after the plan (a phase entered moves its
     condition to the end); a missing PriorityClass is the reason of a Pending job."""
     state: JSON = dict(status.state)
@@ -286,11 +288,11 @@ def plan_kills(
     cres: dict[str, str],
     *,
     version: int,
-) -> list[Any]:
+) -> list[Action]:
     """The deletions the plan orders now: a full kill (every pod, finished ones kept when it
     retains them; the job version goes up and the PodGroup goes) or a targeted one (the pods
     of one task, pod or partition, marked first). The kill tokens are recorded in ``cres``."""
-    out: list[Any] = []
+    out: list[Action] = []
     if plan.full_kill is not None:
         plan.version = version + 1
         cres[TOKEN_RETAIN] = plan.full_kill
