@@ -34,11 +34,6 @@ def tasks_of(job: Mapping[str, Any]) -> list[TaskView]:
     return list(job_view(job).tasks)
 
 
-def job_min_available(job: Mapping[str, Any]) -> int:
-    """spec.minAvailable, else the webhook default from the tasks (the view's)."""
-    return job_view(job).min_available
-
-
 def _view(job: Mapping[str, Any] | JobView) -> JobView:
     return job if isinstance(job, JobView) else job_view(job)
 

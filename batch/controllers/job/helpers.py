@@ -14,11 +14,6 @@ from batch.controllers.jobspec import meta
 from batch.controllers.timeutil import format_time
 
 
-def _count(value: Any) -> int:
-    """A counter of the status (version, retryCount): 0 unless a non-negative integer."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _layout(tasks: Sequence[TaskView]) -> str:
     """The task layout recorded in the status (`LAYOUT_KEY`): ``name=replicas`` per task."""
     return ",".join(f"{t.name}={t.replicas}" for t in tasks)
