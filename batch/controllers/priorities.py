@@ -15,19 +15,23 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from batch.controllers.jobspec import TaskView
+from batch.api.jobview import JobView, TaskView, job_view
 
 MAX_AGE = 30.0  # seconds: a list this old is read again on the next reconcile of any job
 MISS_RELIST = 5.0  # seconds: at least this between two reads made because a class was missing
 
 
-def priority_class_names(job: Mapping[str, Any], tasks: Collection[TaskView]) -> set[str]:
-    """The PriorityClasses the job's pods name: the task template's, else the job's."""
-    job_class = str((job.get("spec") or {}).get("priorityClassName") or "")
+def priority_class_names(
+    job: Mapping[str, Any] | JobView, tasks: Collection[TaskView] | None = None
+) -> set[str]:
+    """The PriorityClasses the job's pods name: the task template's, else the job's (``tasks``:
+    the job's, when not given)."""
+    view = job if isinstance(job, JobView) else job_view(job)
+    job_class = view.priority_class_name
     return {
         name
-        for t in tasks
-        if (name := str((t.template.get("spec") or {}).get("priorityClassName") or job_class))
+        for t in (view.tasks if tasks is None else tasks)
+        if (name := str(t.pod_spec.get("priorityClassName") or job_class))
     }
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from batch.api.queueview import QueueView, queue_view
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     DeleteObject,
@@ -46,24 +47,16 @@ _COUNT_KEYS = {
 
 
 def queue_state(queue: Mapping[str, Any] | None) -> str:
-    if queue is None:
-        return ""
-    return str((queue.get("status") or {}).get("state") or "")
+    return "" if queue is None else queue_view(queue).state
 
 
 def parent_of(queue: Mapping[str, Any]) -> str | None:
-    name = meta(queue).get("name")
-    if name == c.ROOT_QUEUE:
-        return None
-    return str((queue.get("spec") or {}).get("parent") or c.ROOT_QUEUE)
+    return queue_view(queue).parent
 
 
 def children_of(name: str, queues: Sequence[Mapping[str, Any]]) -> list[str]:
-    return sorted(
-        str(meta(q).get("name"))
-        for q in queues
-        if meta(q).get("name") != name and parent_of(q) == name
-    )
+    views = (queue_view(q) for q in queues)
+    return sorted(v.name for v in views if v.name != name and v.parent == name)
 
 
 def podgroup_counts(podgroups: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -121,13 +114,13 @@ def reconcile_queue(
     """Intended changes for one Queue (cluster-scoped); with `command_namespace`, Commands from
     other namespaces are refused."""
     result = ReconcileResult()
-    m = meta(queue)
-    if m.get("deletionTimestamp"):
+    queue_read = queue_view(queue)
+    if queue_read.deleting:
         return result
-    view = _view(queue, queues, podgroups)
-    if view.name != c.ROOT_QUEUE and not (queue.get("spec") or {}).get("parent"):
+    view = _view(queue_read, queues, podgroups)
+    if view.name != c.ROOT_QUEUE and not queue_read.parent_written:
         result.actions.append(PatchObject(view.ref, {"spec": {"parent": c.ROOT_QUEUE}}))
-    move = _Transition(queue_state(queue) or c.Q_OPEN)
+    move = _Transition(queue_read.state or c.Q_OPEN)
     cmds = sorted(
         commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
     )
@@ -136,7 +129,7 @@ def reconcile_queue(
     if move.state == c.Q_CLOSING and view.drained:
         move.state = c.Q_CLOSED
     _patch_mark(view, move.mark, result)
-    status = queue.get("status") or {}
+    status = queue_read.status
     desired: JSON = {"state": move.state, **podgroup_counts(podgroups)}
     if not status:
         desired["allocated"] = {}  # Volcano's Queue CRD requires it in any status written
@@ -148,20 +141,21 @@ def reconcile_queue(
 
 
 def _view(
-    queue: Mapping[str, Any],
+    queue: QueueView,
     queues: Sequence[Mapping[str, Any]],
     podgroups: Sequence[Mapping[str, Any]],
 ) -> _QueueView:
-    m = meta(queue)
-    name = str(m.get("name"))
-    parent = parent_of(queue)
-    by_name = {str(meta(q).get("name")): q for q in queues}
+    parent = queue.parent
+    by_name = {v.name: v for v in map(queue_view, queues)}
+    parent_view = by_name.get(parent) if parent else None
     return _QueueView(
-        name=name,
-        ref=ObjectRef(c.SCHED_API, "Queue", "", name, m.get("uid"), m.get("resourceVersion")),
+        name=queue.name,
+        ref=ObjectRef(
+            c.SCHED_API, "Queue", "", queue.name, queue.uid or None, queue.resource_version or None
+        ),
         parent=parent,
-        parent_state=queue_state(by_name.get(parent)) if parent else "",
-        closed_by_parent=(m.get("annotations") or {}).get(c.CLOSED_BY_PARENT) == "true",
+        parent_state=parent_view.state if parent_view is not None else "",
+        closed_by_parent=queue.closed_by_parent,
         drained=len(podgroups) == 0,
     )
 

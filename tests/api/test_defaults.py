@@ -1,4 +1,5 @@
-"""Job defaults: what admission writes is what the controllers assume for an unadmitted Job."""
+"""Job defaults: what admission writes is what the controllers assume for an unadmitted Job
+(the controllers read a Job through its view, `batch.api.jobview.job_view`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from batch.api.admission.job import mutate_job_spec
 from batch.api.constants import DEFAULT_MAX_RETRY
 from batch.api.defaults import default_task_min_available, max_retry
-from batch.controllers.jobspec import job_min_available, tasks_of
+from batch.api.jobview import job_view
 
 TASKS: list[dict[str, Any]] = [
     {"replicas": 4, "template": {}},
@@ -34,9 +35,9 @@ def test_controllers_read_an_unadmitted_job_as_admission_would_default_it(
         raw["spec"]["minAvailable"] = job_min
     admitted = copy.deepcopy(raw)
     mutate_job_spec(admitted["spec"])
-    assert tasks_of(raw) == tasks_of(admitted)
-    assert job_min_available(raw) == job_min_available(admitted) == (job_min or 4 + 2 + 4)
-    views = tasks_of(raw)
+    assert job_view(raw).tasks == job_view(admitted).tasks
+    assert job_view(raw).min_available == job_view(admitted).min_available == (job_min or 10)
+    views = job_view(raw).tasks
     assert [v.name for v in views] == ["default0", "ps", "part"]
     assert [v.max_retry for v in views] == [DEFAULT_MAX_RETRY, DEFAULT_MAX_RETRY, 7]
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from batch.api.jobview import job_view
 from batch.api.pods import PodResourceError, pod_limits, pod_requests, running_requests
 from batch.api.resources import CPU, MEMORY, format_resource_list, parse_resource_list
 from batch.controllers.jobspec import min_resources
@@ -88,7 +89,7 @@ def test_scheduler_podgroup_and_ledger_agree_on_a_sidecar_pod() -> None:
         "metadata": {"name": "j", "namespace": "ns"},
         "spec": {"tasks": [{"name": "t", "replicas": 2, "template": {"spec": SIDECAR_SPEC}}]},
     }
-    vc_min = min_resources(job)
+    vc_min = min_resources(job_view(job))
     doubled = {k: 2 * v for k, v in WANT.items()}
     assert vc_min["requests.cpu"] == format_resource_list(doubled)[CPU]
     assert vc_min["memory"] == format_resource_list(doubled)[MEMORY]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from batch.api.admission.common import is_dns1123_label
+from batch.api.jobview import job_view
 from batch.controllers import constants as c
 from batch.controllers.actions import CreateObject
 from batch.controllers.jobspec import (
@@ -13,7 +14,6 @@ from batch.controllers.jobspec import (
     claim_volume_name,
     job_volumes,
     min_resources,
-    tasks_of,
 )
 
 from .conftest import Harness, make_job, task
@@ -148,7 +148,7 @@ def test_min_resources_e2e_shape() -> None:
             {"name": "b", "replicas": 1, "template": {"spec": gpu_task}},
         ]
     )
-    assert min_resources(job) == {
+    assert min_resources(job_view(job)) == {
         "count/pods": "2",
         "pods": "2",
         "cpu": "2",
@@ -168,7 +168,7 @@ def test_min_resources_partial_by_priority() -> None:
     lo = task("lo", 3, cpu="500m")
     # job.minAvailable (4) < sum(task.minAvailable) (6): first 4 pods by priority: 3 hi + 1 lo
     job = make_job(tasks=[lo, hi], min_available=4)
-    mr = min_resources(job, priority_values={"high": 1000})
+    mr = min_resources(job_view(job), priority_values={"high": 1000})
     assert mr["cpu"] == "6500m"
     assert mr["pods"] == "4"
     # else-branch: task minimums first then spare replicas in priority order
@@ -176,7 +176,7 @@ def test_min_resources_partial_by_priority() -> None:
     hi2 = task("hi", 3, cpu="2", minAvailable=1)
     hi2["template"]["spec"]["priorityClassName"] = "high"
     job2 = make_job(tasks=[lo2, hi2], min_available=3)
-    mr2 = min_resources(job2, priority_values={"high": 1000})
+    mr2 = min_resources(job_view(job2), priority_values={"high": 1000})
     # 1 lo + 1 hi, then 1 spare hi: 0.5 + 2 + 2
     assert mr2["cpu"] == "4500m"
 
@@ -283,7 +283,8 @@ def test_job_volume_names_are_valid_and_never_shadowed() -> None:
         ],
     )
     job["metadata"]["uid"] = "uid-1"
-    pod = build_pod(job, tasks_of(job)[0], 0, version=0, retry_count=0)
+    view = job_view(job)
+    pod = build_pod(view, view.tasks[0], 0, version=0, retry_count=0)
     generated = job_volumes(job)[2][0]
     assert len(generated) > 63
     mounts = _claim_mounts(pod)
@@ -295,7 +296,7 @@ def test_job_volume_names_are_valid_and_never_shadowed() -> None:
     assert len(names) == len(set(names)) == 4
     assert all(is_dns1123_label(n) for n in names), names
     # deterministic: every pod of the job names them alike
-    again = build_pod(job, tasks_of(job)[0], 1, version=0, retry_count=0)
+    again = build_pod(view, view.tasks[0], 1, version=0, retry_count=0)
     assert [v["name"] for v in again["spec"]["volumes"]] == names
     # a template volume holding the very name a claim would get is stepped around
     taken = claim_volume_name("data.v2")

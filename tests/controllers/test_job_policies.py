@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from batch.api.jobview import job_view, policies_view
 from batch.controllers import constants as c
 from batch.controllers.job import Request, policy_action, select_action
-from batch.controllers.jobspec import tasks_of
 from batch.controllers.memory import command
 
 from .conftest import Harness, make_job, task
@@ -309,12 +309,15 @@ def test_pod_pending_timeout() -> None:
 
 
 def test_pod_pending_without_timeout_never_matches() -> None:
-    tasks = tasks_of(make_job())
     req = Request(event=c.POD_PENDING, task="worker")
-    assert policy_action([{"event": "PodPending", "action": "AbortJob"}], req) is None
-    assert policy_action([{"events": ["*"], "action": "AbortJob"}], req) is None
-    assert select_action(make_job(), tasks, req) == (c.SYNC_JOB, None)
-    assert policy_action([{"event": "*", "action": "AbortJob", "timeout": "1m"}], req) == (
+    assert (
+        policy_action(policies_view([{"event": "PodPending", "action": "AbortJob"}]), req) is None
+    )
+    assert policy_action(policies_view([{"events": ["*"], "action": "AbortJob"}]), req) is None
+    assert select_action(job_view(make_job()), req) == (c.SYNC_JOB, None)
+    assert policy_action(
+        policies_view([{"event": "*", "action": "AbortJob", "timeout": "1m"}]), req
+    ) == (
         "AbortJob",
         60.0,
     )

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from batch.api.admission import AdmissionLimits
+from batch.api.jobview import JobStatusView, TaskView, job_view
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     CreateObject,
@@ -64,7 +65,6 @@ from batch.controllers.job import (
     waiting_for_claims,
     write_status,
 )
-from batch.controllers.jobspec import TaskView, tasks_of
 from batch.controllers.plugins import build_plugins
 
 from .conftest import make_job, task
@@ -80,11 +80,15 @@ def _task(name: str, replicas: int, min_available: int | None = None) -> TaskVie
         min_available=replicas if min_available is None else min_available,
         max_retry=3,
         template={},
-        policies=[],
+        policies=(),
         depends_on=None,
         partition=None,
         topology_policy=None,
     )
+
+
+def _status(status: dict[str, Any]) -> JobStatusView:
+    return job_view({"status": status}).status
 
 
 def _counts(**kw: int) -> dict[str, int]:
@@ -143,21 +147,23 @@ def test_next_state_moves_a_reentered_phase_condition_to_the_end() -> None:
     }
     plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
     plan.phase, plan.reason = c.PENDING, c.PENDING
-    state, conditions = next_state(status, c.RUNNING, plan, no_class="", now=NOW)
+    state, conditions = next_state(_status(status), c.RUNNING, plan, no_class="", now=NOW)
     assert state["phase"] == c.PENDING and state["lastTransitionTime"] == "2026-12-01T10:00:00Z"
     assert [x["status"] for x in conditions] == [c.RUNNING, c.PENDING]
     same = plan_action(c.PENDING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
-    state, _ = next_state({"state": {"phase": c.PENDING}}, c.PENDING, same, no_class="x", now=NOW)
+    pending = _status({"state": {"phase": c.PENDING}})
+    state, _ = next_state(pending, c.PENDING, same, no_class="x", now=NOW)
     assert state["message"] == "x"
 
 
 def test_ttl_due() -> None:
-    spec = {"ttlSecondsAfterFinished": 60}
-    earlier = {"lastTransitionTime": "2026-12-01T09:59:30Z"}
-    assert ttl_due(spec, earlier, c.COMPLETED, c.COMPLETED, now=NOW) == NOW + timedelta(seconds=30)
-    assert ttl_due(spec, earlier, c.RUNNING, c.FAILED, now=NOW) == NOW + timedelta(seconds=60)
-    assert ttl_due(spec, earlier, c.RUNNING, c.RUNNING, now=NOW) is None
-    assert ttl_due({}, earlier, c.COMPLETED, c.COMPLETED, now=NOW) is None
+    status = {"state": {"lastTransitionTime": "2026-12-01T09:59:30Z"}}
+    ttl = job_view({"spec": {"ttlSecondsAfterFinished": 60}, "status": status})
+    assert ttl_due(ttl, c.COMPLETED, c.COMPLETED, now=NOW) == NOW + timedelta(seconds=30)
+    assert ttl_due(ttl, c.RUNNING, c.FAILED, now=NOW) == NOW + timedelta(seconds=60)
+    assert ttl_due(ttl, c.RUNNING, c.RUNNING, now=NOW) is None
+    no_ttl = job_view({"status": status})
+    assert ttl_due(no_ttl, c.COMPLETED, c.COMPLETED, now=NOW) is None
 
 
 def _job() -> dict[str, Any]:
@@ -176,7 +182,7 @@ def test_initialise_makes_the_pending_status_and_the_podgroup() -> None:
     job = _job()
     ref = ObjectRef(c.BATCH_API, "Job", "ns", "j", "u1")
     cres: dict[str, str] = {}
-    actions = initialise(job, ref, tasks_of(job), [], cres, min_av=2, now=NOW, priority_values=None)
+    actions = initialise(job_view(job), ref, [], cres, min_av=2, now=NOW, priority_values=None)
     [status] = [a for a in actions if isinstance(a, PatchStatus)]
     assert status.status["state"]["phase"] == c.PENDING and status.status["minAvailable"] == 2
     [pg] = [a.body for a in actions if isinstance(a, CreateObject)]
@@ -207,14 +213,14 @@ def test_take_command_takes_the_oldest_and_deletes_one_already_taken() -> None:
 
 def test_sync_podgroup_creates_replaces_or_patches() -> None:
     job = _job()
-    [create] = sync_podgroup(job, None, 0, priority_values=None)
+    [create] = sync_podgroup(job_view(job), None, 0, priority_values=None)
     assert isinstance(create, CreateObject)
     pg = create.body
-    assert sync_podgroup(job, pg, 0, priority_values=None) == []  # up to date
-    [delete] = sync_podgroup(job, pg, 1, priority_values=None)  # older version: it goes
+    assert sync_podgroup(job_view(job), pg, 0, priority_values=None) == []  # up to date
+    [delete] = sync_podgroup(job_view(job), pg, 1, priority_values=None)  # older version: goes
     assert isinstance(delete, DeleteObject)
     job["spec"]["minAvailable"] = 1
-    [patch] = sync_podgroup(job, pg, 0, priority_values=None)
+    [patch] = sync_podgroup(job_view(job), pg, 0, priority_values=None)
     assert isinstance(patch, PatchObject) and patch.patch["spec"]["minMember"] == 1
 
 
@@ -224,14 +230,14 @@ def test_fire_policies_runs_the_first_due_action_and_keeps_pending_timers() -> N
         {"event": c.POD_PENDING, "action": c.RESTART_JOB, "timeout": "60s"},
         {"event": c.POD_FAILED, "action": c.ABORT_JOB},
     ]
-    tasks = tasks_of(job)
+    view = job_view(job)
     pending = Request(event=c.POD_PENDING, task="w")  # no own time: timed from first sight
     failed = Request(event=c.POD_FAILED, task="w")
-    fired = fire_policies(job, tasks, [pending, failed], {}, version=0, retry=0, now=NOW)
+    fired = fire_policies(view, [pending, failed], {}, version=0, retry=0, now=NOW)
     assert fired.request is failed and fired.action == c.ABORT_JOB
     assert fired.waits == [60.0] and len(fired.timers) == 1
     later = NOW + timedelta(seconds=61)
-    due = fire_policies(job, tasks, [pending], fired.timers, version=0, retry=0, now=later)
+    due = fire_policies(view, [pending], fired.timers, version=0, retry=0, now=later)
     assert due.request is pending and due.action == c.RESTART_JOB and due.timers == {}
 
 
@@ -282,11 +288,11 @@ def test_condemned_kills_old_versions_scaled_down_pods_and_each_pod_once() -> No
 
 
 def test_status_patch_writes_only_what_changed_and_not_a_duration_alone() -> None:
-    status = {"version": 1, "retryCount": 0, "runningDuration": "5s"}
+    status = _status({"version": 1, "retryCount": 0, "runningDuration": "5s"})
     assert status_patch(status, {"version": 1, "retryCount": 0}) is None
     assert status_patch(status, {"version": 2, "retryCount": 0}) == {"version": 2}
     assert status_patch(status, {"version": 1, "runningDuration": "9s"}) is None
-    assert status_patch({}, {"taskStatusCount": {}}) is None  # absent reads as empty
+    assert status_patch(_status({}), {"taskStatusCount": {}}) is None  # absent reads as empty
 
 
 def test_plan_kills_full_kill_bumps_the_version_and_drops_the_podgroup() -> None:
@@ -343,21 +349,21 @@ def test_job_plugins_refuses_a_new_job_and_notes_bad_arguments_of_a_running_one(
     job = _job()
     job["spec"]["plugins"] = {"ssh": ["--ssh-port=notaport"]}
     notes: list[str] = []
-    plugins, refused = job_plugins(job, read_job(job), notes, NOW)
+    plugins, refused = job_plugins(read_job(job), notes, NOW)
     assert plugins == [] and refused is not None and notes == []
     assert refused.of_type(PatchStatus)[0].status["state"]["reason"] == "InvalidPluginArguments"
     job["status"] = {"state": {"phase": c.RUNNING}}
-    plugins, refused = job_plugins(job, read_job(job), notes, NOW)
+    plugins, refused = job_plugins(read_job(job), notes, NOW)
     assert plugins == [] and refused is None and "ssh-port" in notes[0]
     fine = _job()
     fine["spec"]["plugins"] = {"svc": []}
-    plugins, refused = job_plugins(fine, read_job(fine), notes, NOW)
+    plugins, refused = job_plugins(read_job(fine), notes, NOW)
     assert [p.name for p in plugins] == ["svc"] and refused is None
     bad = _job()
     bad["spec"]["tasks"][0]["template"]["spec"]["containers"] = [
         {"name": "m", "resources": {"requests": {"cpu": "lots"}}}
     ]
-    _, refused = job_plugins(bad, read_job(bad), notes, NOW)
+    _, refused = job_plugins(read_job(bad), notes, NOW)
     assert refused is not None
     assert refused.of_type(PatchStatus)[0].status["state"]["reason"] == "InvalidResources"
 
@@ -388,7 +394,7 @@ def _choose(job: dict[str, Any], cres: dict[str, str], **kw: Any) -> Choice:
         "token": None,
         "now": NOW,
     }
-    return choose_request(job, read_job(job), cres, **{**args, **kw})
+    return choose_request(read_job(job), cres, **{**args, **kw})
 
 
 def test_choose_request_takes_a_command_first_and_keeps_the_timers_meanwhile() -> None:
@@ -488,29 +494,28 @@ def test_release_podgroup_in_a_kill_phase_once() -> None:
 def test_relayout_rewrites_plugin_objects_once_per_layout() -> None:
     job = _job()
     job["spec"]["plugins"] = {"svc": []}
-    tasks = tasks_of(job)
-    plugins = build_plugins(job)
+    view = job_view(job)
+    plugins = build_plugins(view)
     cres = {LAYOUT_KEY: "w=1"}
-    [patch] = relayout(job, tasks, plugins, cres)
+    [patch] = relayout(view, plugins, cres)
     assert patch.ref.kind == "ConfigMap" and "data" in patch.patch
     assert cres[LAYOUT_KEY] == "w=2"
-    assert relayout(job, tasks, plugins, cres) == []
+    assert relayout(view, plugins, cres) == []
 
 
 def test_sync_children_keeps_the_podgroup_in_line_while_no_full_kill_runs() -> None:
-    job = _running_job()
-    tasks = tasks_of(job)
+    job = job_view(_running_job())
     plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=1)
     result = ReconcileResult()
     cres = {LAYOUT_KEY: "w=2"}
     [delete], relaid = sync_children(
-        job, tasks, [], _pg(version=0), plan, cres, result, priority_values=None
+        job, [], _pg(version=0), plan, cres, result, priority_values=None
     )
     assert isinstance(delete, DeleteObject) and relaid == [] and result.requeue_after == 0.5
     killing = plan_action(
         c.RUNNING, Request(event=c.POD_FAILED), c.ABORT_JOB, retry=0, max_retry=3, version=1
     )
-    assert sync_children(job, tasks, [], None, killing, cres, result, priority_values=None) == (
+    assert sync_children(job, [], None, killing, cres, result, priority_values=None) == (
         [],
         [],
     )
@@ -520,10 +525,10 @@ def test_waiting_for_claims_blocks_pods_on_a_missing_named_claim() -> None:
     job = _job()
     job["spec"]["volumes"] = [{"mountPath": "/d", "volumeClaimName": "data"}]
     result = ReconcileResult()
-    assert waiting_for_claims(job, {"data"}, result) is True
+    assert waiting_for_claims(job_view(job), {"data"}, result) is True
     assert result.notes == ["waiting for PersistentVolumeClaim(s) data"]
     assert result.requeue_after == 5.0
-    assert waiting_for_claims(job, {"other"}, ReconcileResult()) is False
+    assert waiting_for_claims(job_view(job), {"other"}, ReconcileResult()) is False
 
 
 def test_may_create_pods_once_the_podgroup_of_this_version_is_admitted() -> None:
@@ -549,21 +554,17 @@ def test_desired_status_counts_the_running_duration_while_it_runs() -> None:
     facts = read_job(job)
     plan = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
     done = _decision(plan, _counts(running=2))
-    desired = desired_status(job, facts, done, {}, min_av=2, no_class="", now=NOW)
+    desired = desired_status(facts, done, {}, min_av=2, no_class="", now=NOW)
     assert desired["running"] == 2 and desired["runningDuration"] == "120s"
     assert desired["state"] == {"phase": c.RUNNING} and desired["minAvailable"] == 2
     job["status"]["state"]["phase"] = c.PENDING
     pending = plan_action(c.PENDING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
-    desired = desired_status(
-        job, read_job(job), _decision(pending), {}, min_av=2, no_class="", now=NOW
-    )
+    desired = desired_status(read_job(job), _decision(pending), {}, min_av=2, no_class="", now=NOW)
     assert "runningDuration" not in desired
     leaving = plan_action(c.RUNNING, None, c.SYNC_JOB, retry=0, max_retry=3, version=0)
     leaving.phase = c.COMPLETED
     job["status"]["state"]["phase"] = c.RUNNING
-    desired = desired_status(
-        job, read_job(job), _decision(leaving), {}, min_av=2, no_class="", now=NOW
-    )
+    desired = desired_status(read_job(job), _decision(leaving), {}, min_av=2, no_class="", now=NOW)
     assert desired["runningDuration"] == "120s"  # the last write of a job leaving Running
 
 
@@ -616,7 +617,6 @@ def test_decide_restarts_the_job_on_a_failed_pod_and_kills_its_pods() -> None:
     result = ReconcileResult()
     cres: dict[str, str] = {}
     done = decide(
-        job,
         read_job(job),
         views,
         _pg(),
@@ -640,7 +640,6 @@ def test_decide_finishing_the_job_kills_what_still_runs() -> None:
     views = [_pv("j-w-0", "w", 0, version=0, phase="Succeeded"), _pv("j-w-1", "w", 1, version=0)]
     cres: dict[str, str] = {}
     done = decide(
-        job,
         read_job(job),
         views,
         _pg(),
@@ -682,15 +681,16 @@ def test_evictions_seen_are_of_current_pods_the_controller_did_not_delete() -> N
 
 def test_vanished_pods_compare_the_live_pods_with_the_last_counts() -> None:
     job = _job()
+    job["spec"]["tasks"] = [task("w", 2), task("x", 2), task("y", 1)]
     job["status"] = {
         "taskStatusCount": {"w": {"phase": {"Running": 1}}, "x": {"phase": {"Running": 2}}},
         "controlledResources": {RETAINED_KEY: '{"x":1}'},  # one counted pod of x was kept
     }
-    tasks = [_task("w", 2), _task("x", 2), _task("y", 1)]
+    view = job_view(job)
     views = [_pv("j-x-0", "x", 0), _pv("j-w-0", "w", 0, version=0)]  # w's pod is older
-    assert [r.task for r in vanished_pods(job, tasks, views, 1, explicit=set())] == ["w"]
-    assert vanished_pods(job, tasks, views, 1, explicit={"w"}) == []
-    assert vanished_pods(job, tasks, views, 0, explicit=set()) == []  # w's pod counts
+    assert [r.task for r in vanished_pods(view, views, 1, explicit=set())] == ["w"]
+    assert vanished_pods(view, views, 1, explicit={"w"}) == []
+    assert vanished_pods(view, views, 0, explicit=set()) == []  # w's pod counts
 
 
 def test_evictions_under_way_are_deletions_by_someone_else() -> None:

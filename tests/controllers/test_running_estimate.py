@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from batch.api.jobview import job_view
 from batch.controllers.jobspec import build_podgroup
 from batch.scheduler.plugins.minruntime import parse_duration
 
@@ -17,12 +18,12 @@ def _job(estimate: str | None) -> dict[str, object]:
 
 
 def test_running_estimate_is_copied_to_the_podgroup() -> None:
-    pg = build_podgroup(_job("1h30m0s"), version=0)
+    pg = build_podgroup(job_view(_job("1h30m0s")), version=0)
     value = pg["metadata"]["annotations"]["tephra.io/running-estimate"]
     assert value == "1h30m0s"
     assert parse_duration(value) == 5400
 
 
 def test_no_estimate_no_annotation() -> None:
-    pg = build_podgroup(_job(None), version=0)
+    pg = build_podgroup(job_view(_job(None)), version=0)
     assert "tephra.io/running-estimate" not in pg["metadata"]["annotations"]

@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from batch.api.jobview import JobView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.job.base import JSON, RETAINED_KEY, PodView, Request
 from batch.controllers.job.helpers import _load_counts, _timer_key
 from batch.controllers.job.policies import _token_matches
-from batch.controllers.jobspec import (
-    TaskView,
-    meta,
-)
+from batch.controllers.jobspec import meta
 from batch.controllers.timeutil import parse_time
 
 
@@ -53,8 +51,7 @@ def _remembered_evictions(
 
 
 def _requests(
-    job: Mapping[str, Any],
-    tasks: Sequence[TaskView],
+    job: JobView,
     current: Sequence[PodView],
     views: Sequence[PodView],
     deleted_pods: Sequence[Mapping[str, Any]],
@@ -68,12 +65,12 @@ def _requests(
     being deleted), then the pods' own events, the tasks' and the PodGroup's."""
     out = evictions_seen(deleted_pods, views, version, token)
     seen = {_timer_key(r, version) for r in out}
-    remembered = _remembered_evictions(tasks, current, views, timers, version, token)
+    remembered = _remembered_evictions(job.tasks, current, views, timers, version, token)
     out += [r for r in remembered if _timer_key(r, version) not in seen]
-    out += vanished_pods(job, tasks, views, version, explicit={r.task for r in out})
+    out += vanished_pods(job, views, version, explicit={r.task for r in out})
     out += evictions_under_way(views, version, token)
     out += pod_events(current)
-    out += task_events(tasks, current)
+    out += task_events(job.tasks, current)
     out += podgroup_events(podgroup)
     return out
 
@@ -98,8 +95,7 @@ def evictions_seen(
 
 
 def vanished_pods(
-    job: Mapping[str, Any],
-    tasks: Sequence[TaskView],
+    job: JobView,
     views: Sequence[PodView],
     version: int,
     *,
@@ -113,13 +109,10 @@ def vanished_pods(
     the pods of an older version the last write also counted (finished pods a kill kept,
     `RETAINED_KEY`) raise no event when they go (Volcano syncs an old-version pod's deletion:
     it is simply recreated)."""
-    status = job.get("status") or {}
-    recorded = status.get("taskStatusCount") or {}
-    retained = _load_counts((status.get("controlledResources") or {}).get(RETAINED_KEY))
+    retained = _load_counts(job.status.controlled_resources.get(RETAINED_KEY))
     out: list[Request] = []
-    for t in tasks:
-        phases = (recorded.get(t.name) or {}).get("phase") or {}
-        counted = sum(int(n or 0) for n in phases.values()) - retained.get(t.name, 0)
+    for t in job.tasks:
+        counted = job.status.counted(t.name) - retained.get(t.name, 0)
         live = sum(1 for v in views if v.task == t.name and not v.deleting and v.version >= version)
         if live < counted and t.name not in explicit:
             out.append(Request(event=c.POD_EVICTED, task=t.name))

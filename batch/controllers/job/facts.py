@@ -8,37 +8,29 @@ from datetime import datetime
 from typing import Any
 
 from batch.api.admission import AdmissionLimits
-from batch.api.defaults import max_retry as default_max_retry
-from batch.api.events import identity
+from batch.api.jobview import JobStatusView, JobView, TaskView, job_view
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     EmitEvent,
     ObjectRef,
     PatchStatus,
     ReconcileResult,
 )
-from batch.controllers.job.helpers import _count
 from batch.controllers.job.pods import _refuse_job
-from batch.controllers.jobspec import TaskView, job_min_available, meta, tasks_of
 from batch.controllers.timeutil import format_time
 
 
 @dataclass(frozen=True, slots=True)
 class JobFacts:
-    """What a reconcile reads from the job object: who it is, its status counters and its tasks.
+    """What a reconcile reads from the job object: its view (`batch.api.jobview.JobView`), who
+    it is (events name it as client-go's recorder does) and the phase the state machine is in.
 
     ``phase`` is "" for a job never reconciled; ``notes`` say what was read in an unusual way."""
 
+    job: JobView
     ref: ObjectRef
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any]
     phase: str
-    version: int
-    retry: int
-    max_retry: int
-    tasks: Sequence[TaskView]
-    #: spec.minAvailable, else the webhook default from the tasks (`job_min_available`)
-    min_available: int
     notes: tuple[str, ...] = ()
 
     @property
@@ -46,64 +38,74 @@ class JobFacts:
         return self.ref.namespace
 
     @property
+    def status(self) -> JobStatusView:
+        return self.job.status
+
+    @property
     def state(self) -> Mapping[str, Any]:
-        return self.status.get("state") or {}
+        return self.job.status.state
+
+    @property
+    def version(self) -> int:
+        return self.job.status.version
+
+    @property
+    def retry(self) -> int:
+        return self.job.status.retry_count
+
+    @property
+    def max_retry(self) -> int:
+        return self.job.max_retry
+
+    @property
+    def tasks(self) -> Sequence[TaskView]:
+        return self.job.tasks
+
+    @property
+    def min_available(self) -> int:
+        """spec.minAvailable, else the webhook default from the tasks."""
+        return self.job.min_available
 
 
-def read_job(job: Mapping[str, Any]) -> JobFacts:
-    """The job's identity (events name it as client-go's recorder does), status counters and
-    tasks. A phase the controller did not write is taken for Pending, as Volcano's state
-    machine does."""
-    m = meta(job)
-    uid, seen = identity(job)
+def read_job(job: Mapping[str, Any] | JobView) -> JobFacts:
+    """The job's view, its identity and the phase its state machine is in. A phase the
+    controller did not write is taken for Pending, as Volcano's state machine does."""
+    view = job if isinstance(job, JobView) else job_view(job)
     ref = ObjectRef(
         c.BATCH_API,
         "Job",
-        str(m.get("namespace") or "default"),
-        str(m.get("name")),
-        uid or None,
-        seen or None,
+        view.namespace or "default",
+        view.name,
+        view.uid or None,
+        view.resource_version or None,
     )
-    spec = job.get("spec") or {}
-    status: Mapping[str, Any] = job.get("status") or {}
-    phase = str((status.get("state") or {}).get("phase") or "")
-    if _initialise_refused(status):
+    phase = view.status.written_phase
+    if initialise_refused(view.status):
         phase = ""  # Pending only to say why it is not yet initialised: try again
     notes: tuple[str, ...] = ()
-    if phase and phase not in c.JOB_PHASES:
+    if phase and view.status.phase is None:
         notes = (f"unknown phase {phase!r} taken as {c.PENDING}",)
         phase = c.PENDING
-    tasks = tasks_of(job)
-    return JobFacts(
-        ref=ref,
-        spec=spec,
-        status=status,
-        phase=phase,
-        version=_count(status.get("version")),
-        retry=_count(status.get("retryCount")),
-        max_retry=int(default_max_retry(spec.get("maxRetry"))),
-        tasks=tasks,
-        min_available=job_min_available(job, tasks),
-        notes=notes,
-    )
+    return JobFacts(job=view, ref=ref, phase=phase, notes=notes)
 
 
-def _initialise_refused(status: Mapping[str, Any]) -> bool:
-    state = status.get("state") or {}
+def initialise_refused(status: JobStatusView) -> bool:
+    """Whether the job is Pending only because its first reconcile's status write was forbidden
+    (`pending_forbidden`): it is then not yet initialised."""
     return (
-        state.get("phase") == c.PENDING
-        and state.get("reason") == c.FORBIDDEN_REASON
-        and not status.get("controlledResources")
+        status.written_phase == c.PENDING
+        and status.reason == c.FORBIDDEN_REASON
+        and not status.controlled_resources
     )
 
 
-def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> list[Any]:
+def pending_forbidden(job: Mapping[str, Any], message: str, now: datetime) -> list[Action]:
     """The status of a new job whose first reconcile the API server forbade: Pending, the state
     naming the refusal (none for a job already initialised). `read_job` still takes it for new,
     so it is initialised once the write is allowed (issue 30.9: such a job kept an empty phase
     for 24 minutes)."""
     facts = read_job(job)
-    if facts.phase != "" or facts.state.get("message") == message:
+    if facts.phase != "" or facts.status.message == message:
         return []
     state = {
         "phase": c.PENDING,

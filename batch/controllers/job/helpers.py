@@ -7,18 +7,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from batch.api.jobview import TaskView
 from batch.controllers import constants as c
 from batch.controllers.job.base import JSON, PodView, Request
-from batch.controllers.jobspec import (
-    TaskView,
-    meta,
-)
+from batch.controllers.jobspec import meta
 from batch.controllers.timeutil import format_time
-
-
-def _count(value: Any) -> int:
-    """A counter of the status (version, retryCount): 0 unless a non-negative integer."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _layout(tasks: Sequence[TaskView]) -> str:
@@ -63,14 +56,14 @@ def _running_check(
     *,
     total: int,
     min_av: int,
-    min_success: Any,
+    min_success: int | None,
     task_succeeded: Mapping[str, int],
 ) -> str:
     """Running + SyncJob: rows (a)-(c) of the table; (d) is applied by the caller."""
     succeeded, failed = counters["succeeded"], counters["failed"]
     if total == 0:
         return c.RUNNING
-    if min_success is not None and succeeded >= int(min_success):
+    if min_success is not None and succeeded >= min_success:
         return c.COMPLETED
     if succeeded + failed >= total and counters["pending"] + counters["running"] == 0:
         return _finished_phase(
@@ -84,7 +77,7 @@ def _finished_phase(
     counters: Mapping[str, int],
     *,
     min_av: int,
-    min_success: Any,
+    min_success: int | None,
     task_succeeded: Mapping[str, int],
 ) -> str:
     succeeded = counters["succeeded"]
@@ -96,7 +89,7 @@ def _finished_phase(
         ]
         if short:
             return c.FAILED
-    if min_success is not None and succeeded < int(min_success):
+    if min_success is not None and succeeded < min_success:
         return c.FAILED
     if succeeded >= min_av:
         return c.COMPLETED
@@ -107,10 +100,9 @@ def _dependencies_ready(
     task: TaskView, tasks: Sequence[TaskView], views: Sequence[PodView]
 ) -> bool:
     dep = task.depends_on
-    if not dep or not dep.get("name"):
+    if dep is None:
         return True
-    names = list(dep.get("name") or [])
-    iteration = str(dep.get("iteration") or "all")
+    names, iteration = dep.names, dep.iteration
 
     def ready(tname: str) -> bool:
         t = next((x for x in tasks if x.name == tname), None)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from batch.api.jobview import JobView, job_view
 from batch.controllers import constants as c
 from batch.controllers.actions import (
     Action,
@@ -21,12 +22,12 @@ from batch.controllers.jobspec import (
     meta,
     owned_by_job,
 )
-from batch.controllers.plugins import ObjectKey, PluginArgsError, build_plugins
+from batch.controllers.plugins import JobPlugin, ObjectKey, PluginArgsError, build_plugins
 
 
 def job_plugins(
-    job: Mapping[str, Any], facts: JobFacts, notes: list[str], now: datetime
-) -> tuple[list[Any], ReconcileResult | None]:
+    facts: JobFacts, notes: list[str], now: datetime
+) -> tuple[list[JobPlugin], ReconcileResult | None]:
     """The job's plugins, or the refusal of a new job whose resources or plugin arguments cannot
     work (admission refuses it; one that bypassed admission is refused here, once). A job
     already running with bad plugin arguments gets none (a note says why): it is never expanded
@@ -35,7 +36,7 @@ def job_plugins(
     if unfit:
         return [], _refuse_job(facts.ref, "InvalidResources", unfit, now)
     try:
-        return build_plugins(job), None
+        return build_plugins(facts.job), None
     except PluginArgsError as exc:
         if facts.phase == "":
             return [], _refuse_job(facts.ref, "InvalidPluginArguments", str(exc), now)
@@ -46,9 +47,10 @@ def job_plugins(
 NOT_OWNED = "PluginObjectNotOwned"
 
 
-def plugin_object_keys(job: Mapping[str, Any]) -> list[ObjectKey]:
+def plugin_object_keys(job: Mapping[str, Any] | JobView) -> list[ObjectKey]:
     """The objects the job's plugins create or rewrite, for the operator to read (none when
     its plugin arguments are bad: such a job gets no plugins)."""
+    job = job if isinstance(job, JobView) else job_view(job)
     try:
         plugins = build_plugins(job)
     except PluginArgsError:
@@ -56,29 +58,28 @@ def plugin_object_keys(job: Mapping[str, Any]) -> list[ObjectKey]:
     return [key for plugin in plugins for key in plugin.object_keys(job)]
 
 
-def _not_owned(job: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
+def _not_owned(job: JobView, obj: Mapping[str, Any]) -> str:
     m = meta(obj)
     return (
         f"{obj.get('kind')} {m.get('namespace')}/{m.get('name')} exists and is not owned by job "
-        f"{meta(job).get('name')}: refusing to take it over (delete or rename it, or rename the "
+        f"{job.name}: refusing to take it over (delete or rename it, or rename the "
         "job)"
     )
 
 
-def _stale(job: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+def _stale(job: JobView, obj: Mapping[str, Any]) -> bool:
     """Whether a VCJob of the same name, since deleted, controls ``obj`` (the garbage collector
     removes it soon: the job being submitted again waits for that instead of failing)."""
     return any(
         ref.get("controller") is True
         and str(ref.get("apiVersion")).startswith(f"{c.BATCH_GROUP}/")
         and ref.get("kind") == "Job"
-        and ref.get("name") == meta(job).get("name")
+        and ref.get("name") == job.name
         for ref in meta(obj).get("ownerReferences") or []
     )
 
 
 def guard_plugin_objects(
-    job: Mapping[str, Any],
     facts: JobFacts,
     plugin_objects: Sequence[Mapping[str, Any]],
     now: datetime,
@@ -87,6 +88,7 @@ def guard_plugin_objects(
     patched), and for a new job with any the refusal: Failed with reason PluginObjectNotOwned
     naming them, or a wait (looked at again in 1 s) while they belong to a deleted job of the
     same name (`controllers.md#job-plugins`)."""
+    job = facts.job
     foreign = [o for o in plugin_objects if not owned_by_job(o, job)]
     if not foreign or facts.phase != "":
         return foreign, None
@@ -105,7 +107,7 @@ FOREIGN_RECHECK_SECONDS = 5.0
 
 
 def spare_foreign(
-    job: Mapping[str, Any], result: ReconcileResult, foreign: Sequence[Mapping[str, Any]]
+    facts: JobFacts, result: ReconcileResult, foreign: Sequence[Mapping[str, Any]]
 ) -> None:
     """Drop the writes of a running job to plugin objects it does not control (one replaced
     under it), with a note naming each; while one the pods mount is foreign (an ssh Secret
@@ -122,8 +124,17 @@ def spare_foreign(
     if len(kept) == len(result.actions):
         return
     result.actions = kept
+    job = facts.job
     result.notes += [_not_owned(job, o) for o in foreign]
     if mounted:
         message = "; ".join(_not_owned(job, o) for o in mounted) + ": no pod is created"
-        result.actions.append(EmitEvent(ObjectRef.of(job), NOT_OWNED, message, type="Warning"))
+        ref = ObjectRef(
+            job.api_version,
+            job.kind,
+            job.namespace,
+            job.name,
+            job.uid or None,
+            job.resource_version or None,
+        )
+        result.actions.append(EmitEvent(ref, NOT_OWNED, message, type="Warning"))
         result.requeue_after = FOREIGN_RECHECK_SECONDS  # not at once: nothing changes by itself

@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from batch.api.jobview import JobStatusView, JobView, TaskView
 from batch.api.quantity import QuantityError
 from batch.api.resources import is_extended_resource, to_internal
 from batch.controllers import constants as c
@@ -18,22 +19,17 @@ from batch.controllers.actions import (
 )
 from batch.controllers.job.base import PodView, _Plan
 from batch.controllers.job.helpers import _dependencies_ready, _with_kind
-from batch.controllers.jobspec import (
-    TaskView,
-    build_pod,
-    meta,
-    pod_name,
-)
+from batch.controllers.jobspec import build_pod, pod_name
+from batch.controllers.plugins import JobPlugin
 from batch.controllers.priorities import MISS_RELIST, priority_class_names
 from batch.controllers.timeutil import format_time
 
 
 def _missing_pods(
-    job: Mapping[str, Any],
-    tasks: Sequence[TaskView],
+    job: JobView,
     views: Sequence[PodView],
     present: Collection[str],
-    plugins: Sequence[Any],
+    plugins: Sequence[JobPlugin],
     *,
     plan: _Plan,
     limit: int,
@@ -42,7 +38,7 @@ def _missing_pods(
 
     Each index either names a pod that exists or adds one, so this takes time in the pods that
     exist plus `limit`, and memory in `limit` only (the rest come in the next reconciles)."""
-    name = str(meta(job).get("name"))
+    tasks = job.tasks
     out: list[CreateObject] = []
     for task in tasks:
         if not _dependencies_ready(task, tasks, views):
@@ -50,7 +46,7 @@ def _missing_pods(
         for i in range(task.replicas):
             if len(out) >= limit:
                 return out
-            if pod_name(name, task.name, i) in present:
+            if pod_name(job.name, task.name, i) in present:
                 continue
             pod = build_pod(job, task, i, version=plan.version, retry_count=plan.retry)
             for plugin in plugins:
@@ -67,9 +63,8 @@ def _resource_problem(tasks: Sequence[TaskView]) -> str:
     account it: a quantity that does not parse or exceeds Kubernetes' int64 bound, or a
     fraction of an extended resource ("" when none)."""
     for t in tasks:
-        spec = t.template.get("spec") or {}
         for group in ("initContainers", "containers"):
-            for cont in spec.get(group) or []:
+            for cont in t.pod_spec.get(group) or []:
                 if not isinstance(cont, Mapping):
                     continue
                 res = cont.get("resources") or {}
@@ -85,15 +80,13 @@ def _resource_problem(tasks: Sequence[TaskView]) -> str:
     return ""
 
 
-def _missing_priority_classes(
-    job: Mapping[str, Any], tasks: Sequence[TaskView], values: Mapping[str, int] | None
-) -> str:
+def _missing_priority_classes(job: JobView, values: Mapping[str, int] | None) -> str:
     """Why no pod of the job can be created when a PriorityClass its pods name (the task
     template's, else the job's) does not exist ("" when all exist, or when `values` is None:
     unknown). The API server's Priority admission refuses such pods with a 403."""
     if values is None:
         return ""
-    missing = sorted(n for n in priority_class_names(job, tasks) if n not in values)
+    missing = sorted(n for n in priority_class_names(job) if n not in values)
     if not missing:
         return ""
     names = ", ".join(f'"{n}"' for n in missing)
@@ -107,7 +100,7 @@ def _report_missing_classes(
     result: ReconcileResult,
     ref: ObjectRef,
     podgroup: Mapping[str, Any] | None,
-    state: Mapping[str, Any],
+    status: JobStatusView,
     message: str,
 ) -> None:
     """Say it once, on the job and on its PodGroup (`tephra job why` lists the PodGroup's
@@ -117,7 +110,7 @@ def _report_missing_classes(
         return
     result.notes.append(message)
     result.requeue(MISS_RELIST)
-    if state.get("reason") == NO_PRIORITY_CLASS and state.get("message") == message:
+    if status.reason == NO_PRIORITY_CLASS and status.message == message:
         return
     result.actions.append(EmitEvent(ref, NO_PRIORITY_CLASS, message, type="Warning"))
     if podgroup is not None:

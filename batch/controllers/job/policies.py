@@ -5,55 +5,45 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
+from batch.api.jobview import JobView, PolicyView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     DeleteObject,
     ObjectRef,
     PatchObject,
 )
 from batch.controllers.job.base import _SOFT_KILL_PHASES, JSON, RETAIN_FINISHED, PodView, Request
 from batch.controllers.job.helpers import _timer_entry, _timer_key
-from batch.controllers.jobspec import (
-    TaskView,
-)
-from batch.controllers.timeutil import parse_duration, parse_time
+from batch.controllers.timeutil import parse_time
 
 
-def policy_action(
-    policies: Sequence[Mapping[str, Any]], req: Request
-) -> tuple[str, float | None] | None:
+def policy_action(policies: Sequence[PolicyView], req: Request) -> tuple[str, float | None] | None:
     """First policy matching the request: (action, timeout seconds) or None
     (`volcano-semantics.md#policy-matching`)."""
     for pol in policies:
-        events = list(pol.get("events") or [])
-        if pol.get("event"):
-            events.append(pol["event"])
-        timeout = parse_duration(pol.get("timeout"))
         matched = False
-        if events and (req.event in events or c.ANY_EVENT in events):
-            matched = req.event != c.POD_PENDING or timeout is not None
-        elif pol.get("exitCode") is not None and req.exit_code is not None:
-            matched = int(pol["exitCode"]) == req.exit_code
+        if pol.events and (req.event in pol.events or c.ANY_EVENT in pol.events):
+            matched = req.event != c.POD_PENDING or pol.timeout is not None
+        elif pol.exit_code is not None and req.exit_code is not None:
+            matched = pol.exit_code == req.exit_code
         if matched:
-            return str(pol.get("action") or c.SYNC_JOB), timeout
+            return pol.action or c.SYNC_JOB, pol.timeout
     return None
 
 
-def select_action(
-    job: Mapping[str, Any], tasks: Sequence[TaskView], req: Request
-) -> tuple[str, float | None]:
+def select_action(job: JobView, req: Request) -> tuple[str, float | None]:
     """Task-level policies first, then job-level; default SyncJob."""
     if req.action:
         return req.action, None
     if req.task is not None:
-        task = next((t for t in tasks if t.name == req.task), None)
+        task = job.task(req.task)
         if task is not None:
             found = policy_action(task.policies, req)
             if found is not None:
                 return found
-    found = policy_action((job.get("spec") or {}).get("policies") or [], req)
+    found = policy_action(job.policies, req)
     return found if found is not None else (c.SYNC_JOB, None)
 
 
@@ -120,7 +110,7 @@ class Killer:
     namespace: str
     deleting: set[str] = field(default_factory=set)
 
-    def kill(self, pv: PodView, *, mark: bool, into: list[Any]) -> None:
+    def kill(self, pv: PodView, *, mark: bool, into: list[Action]) -> None:
         if pv.deleting or pv.name in self.deleting:
             return
         self.deleting.add(pv.name)
@@ -141,13 +131,13 @@ def condemned(
     version: int,
     retain: str,
     token: str | None,
-) -> list[Any]:
+) -> list[Action]:
     """The kills the observed status already decided (emitted before any new transition):
     marked pods, pods of an older version (finished ones kept when ``retain`` says so), the
     pending targeted kill (``token``), pods beyond the replicas, and in a soft-kill phase every
     unfinished pod."""
     replicas = {t.name: t.replicas for t in tasks}
-    out: list[Any] = []
+    out: list[Action] = []
     for pv in views:
         if pv.deleting:
             continue
@@ -178,8 +168,7 @@ class Fired:
 
 
 def fire_policies(
-    job: Mapping[str, Any],
-    tasks: Sequence[TaskView],
+    job: JobView,
     requests: Sequence[Request],
     timers: Mapping[str, JSON],
     *,
@@ -195,7 +184,7 @@ def fire_policies(
     """
     fired = Fired()
     for r in requests:
-        act, timeout = select_action(job, tasks, r)
+        act, timeout = select_action(job, r)
         if act == c.SYNC_JOB:
             continue
         keep = False

@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
+from batch.api.jobview import JobView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     DeleteObject,
     EmitEvent,
     ObjectRef,
@@ -58,11 +60,8 @@ from batch.controllers.job.transitions import (
     take_command,
     ttl_due,
 )
-from batch.controllers.jobspec import (
-    TaskView,
-    job_volumes,
-    meta,
-)
+from batch.controllers.jobspec import job_volumes, meta
+from batch.controllers.plugins import JobPlugin
 from batch.controllers.timeutil import parse_time
 
 
@@ -80,12 +79,11 @@ class Choice:
     request: Request | None = None
     action: str = c.SYNC_JOB
     command: ObjectRef | None = None  # the Command taken now: deleted after the status write
-    taken: list[Any] = field(default_factory=list)  # Commands taken before: deleted first
+    taken: list[Action] = field(default_factory=list)  # Commands taken before: deleted first
     waits: list[float] = field(default_factory=list)  # seconds until each pending timer is due
 
 
 def choose_request(
-    job: Mapping[str, Any],
     facts: JobFacts,
     cres: dict[str, str],
     *,
@@ -106,10 +104,10 @@ def choose_request(
     timers = _load_timers(cres.get(TIMERS_KEY))
     if req is None and facts.phase in _ACTIVE_PHASES:
         requests = _requests(
-            job, facts.tasks, current, views, deleted_pods, podgroup, facts.version, token, timers
+            facts.job, current, views, deleted_pods, podgroup, facts.version, token, timers
         )
         fired = fire_policies(
-            job, facts.tasks, requests, timers, version=facts.version, retry=facts.retry, now=now
+            facts.job, requests, timers, version=facts.version, retry=facts.retry, now=now
         )
         if fired.request is not None:
             choice.request, choice.action = fired.request, fired.action
@@ -153,10 +151,10 @@ def settle_phase(
             counters,
             task_status,
             min_av=min_av,
-            min_success=facts.spec.get("minSuccess"),
+            min_success=facts.job.min_success,
             retry=facts.retry,
             max_retry=facts.max_retry,
-            restart_min=int(facts.status.get("minAvailable") or min_av),
+            restart_min=facts.status.min_available or min_av,
         )
         finishing = plan.phase in (c.COMPLETED, c.FAILED) and facts.phase in (c.RUNNING, c.PENDING)
         if finishing:
@@ -167,7 +165,7 @@ def settle_phase(
 
 
 def release_podgroup(
-    phase: str, podgroup: Mapping[str, Any] | None, kills: Sequence[Any]
+    phase: str, podgroup: Mapping[str, Any] | None, kills: Sequence[Action]
 ) -> list[DeleteObject]:
     """Aborted/Completed/Failed/... jobs hold no PodGroup (Volcano's kill deletes it): the
     deletion of one still there in a kill phase, unless ``kills`` already deletes it."""
@@ -181,47 +179,44 @@ def release_podgroup(
     return [DeleteObject(ObjectRef.of(_with_kind(podgroup, "PodGroup")))]
 
 
-def relayout(
-    job: Mapping[str, Any], tasks: Sequence[TaskView], plugins: Sequence[Any], cres: dict[str, str]
-) -> list[PatchObject]:
+def relayout(job: JobView, plugins: Sequence[JobPlugin], cres: dict[str, str]) -> list[PatchObject]:
     """Plugin objects that follow the task layout (the svc ConfigMap), rewritten when the layout
     recorded in ``cres`` differs. They are written (idempotently) before the status write that
     records the new layout, so a crash or a failed write in between rewrites them again."""
-    layout = _layout(tasks)
+    layout = _layout(job.tasks)
     if cres.get(LAYOUT_KEY) == layout:
         return []
     cres[LAYOUT_KEY] = layout
     return [
         PatchObject(ObjectRef.of(obj), {"data": obj.get("data") or {}})
         for plugin in plugins
-        for obj in plugin.on_job_update(job, tasks)
+        for obj in plugin.on_job_update(job, job.tasks)
     ]
 
 
 def sync_children(
-    job: Mapping[str, Any],
-    tasks: Sequence[TaskView],
-    plugins: Sequence[Any],
+    job: JobView,
+    plugins: Sequence[JobPlugin],
     podgroup: Mapping[str, Any] | None,
     plan: _Plan,
     cres: dict[str, str],
     result: ReconcileResult,
     *,
     priority_values: Mapping[str, int] | None,
-) -> tuple[list[Any], list[PatchObject]]:
+) -> tuple[list[Action], list[PatchObject]]:
     """In Pending/Running/Restarting with no full kill: the PodGroup kept in line (one of an
     older version goes first: look again in 0.5 s) and the plugin objects on a new layout."""
     if plan.full_kill is not None or plan.phase not in _ACTIVE_PHASES:
         return [], []
     pv = priority_values
-    group = sync_podgroup(job, podgroup, plan.version, priority_values=pv, tasks=tasks)
+    group = sync_podgroup(job, podgroup, plan.version, priority_values=pv)
     if podgroup is not None and _pg_version(podgroup) < plan.version:
         result.requeue(0.5)
-    return group, relayout(job, tasks, plugins, cres)
+    return group, relayout(job, plugins, cres)
 
 
 def waiting_for_claims(
-    job: Mapping[str, Any], missing_claims: Collection[str], result: ReconcileResult
+    job: JobView, missing_claims: Collection[str], result: ReconcileResult
 ) -> bool:
     """Whether a ``volumes[].volumeClaimName`` the job names does not exist: it then creates no
     pods and stays Pending (a note says which; look again in 5 s)."""
@@ -249,7 +244,6 @@ def may_create_pods(plan: _Plan, podgroup: Mapping[str, Any] | None, *, blocked:
 
 
 def desired_status(
-    job: Mapping[str, Any],
     facts: JobFacts,
     done: Decision,
     cres: dict[str, str],
@@ -272,14 +266,14 @@ def desired_status(
         "conditions": conditions,
     }
     if plan.phase == c.RUNNING or facts.phase == c.RUNNING:
-        created = parse_time(meta(job).get("creationTimestamp"))
+        created = parse_time(facts.job.created or None)
         if created is not None:
             secs = int((now - created).total_seconds())
             desired["runningDuration"] = f"{max(0, secs)}s"
     return desired
 
 
-def write_status(facts: JobFacts, desired: Mapping[str, Any], notes: list[str]) -> list[Any]:
+def write_status(facts: JobFacts, desired: Mapping[str, Any], notes: list[str]) -> list[Action]:
     """The status write taking the job to ``desired`` (none when nothing changed)."""
     spatch = status_patch(facts.status, desired)
     if not spatch:
@@ -290,13 +284,13 @@ def write_status(facts: JobFacts, desired: Mapping[str, Any], notes: list[str]) 
 
 def ordered_actions(
     choice: Choice,
-    condemned_now: Sequence[Any],
-    events: Sequence[Any],
-    relaid: Sequence[Any],
-    status_write: Sequence[Any],
-    kills: Sequence[Any],
-    creates: Sequence[Any],
-) -> list[Any]:
+    condemned_now: Sequence[Action],
+    events: Sequence[Action],
+    relaid: Sequence[Action],
+    status_write: Sequence[Action],
+    kills: Sequence[Action],
+    creates: Sequence[Action],
+) -> list[Action]:
     """Every action in application order. Marks of pods already condemned by the observed status
     go before any new status write (so a new kill token can never un-condemn them); every
     deletion goes after the write that counts the pod as terminating (so a pod that vanishes is
@@ -319,7 +313,7 @@ def ordered_actions(
 
 def apply_ttl(result: ReconcileResult, facts: JobFacts, new_phase: str, now: datetime) -> None:
     """``ttlSecondsAfterFinished``: delete the finished job once due, else look again then."""
-    delete_at = ttl_due(facts.spec, facts.state, facts.phase, new_phase, now=now)
+    delete_at = ttl_due(facts.job, facts.phase, new_phase, now=now)
     if delete_at is None:
         return
     if delete_at <= now:
@@ -335,14 +329,13 @@ class Decision:
     choice: Choice
     plan: _Plan
     killer: Killer
-    condemned: list[Any]  # the kills the observed status had already decided
-    kills: list[Any]  # the kills the plan orders now
+    condemned: list[Action]  # the kills the observed status had already decided
+    kills: list[Action]  # the kills the plan orders now
     counters: dict[str, int]
     task_status: JSON
 
 
 def decide(
-    job: Mapping[str, Any],
     facts: JobFacts,
     views: Sequence[PodView],
     podgroup: Mapping[str, Any] | None,
@@ -371,7 +364,6 @@ def decide(
     )
     current = live_pods(views, facts.version, killer)
     choice = choose_request(
-        job,
         facts,
         cres,
         commands=commands,
@@ -403,12 +395,11 @@ def decide(
 
 
 def carry_out(
-    job: Mapping[str, Any],
     facts: JobFacts,
     done: Decision,
     views: Sequence[PodView],
     podgroup: Mapping[str, Any] | None,
-    plugins: Sequence[Any],
+    plugins: Sequence[JobPlugin],
     cres: dict[str, str],
     result: ReconcileResult,
     *,
@@ -421,20 +412,18 @@ def carry_out(
     """What the decision leaves to do, into ``result`` in application order: the children
     (PodGroup, plugin objects, the next batch of missing pods), the status write, and the job's
     deletion once ``ttlSecondsAfterFinished`` is due."""
-    plan = done.plan
+    plan, job = done.plan, facts.job
     creates, relaid = sync_children(
-        job, facts.tasks, plugins, podgroup, plan, cres, result, priority_values=priority_values
+        job, plugins, podgroup, plan, cres, result, priority_values=priority_values
     )
     blocked = waiting_for_claims(job, missing_claims, result)
-    no_class = _missing_priority_classes(job, facts.tasks, priority_values)
-    _report_missing_classes(result, facts.ref, podgroup, facts.state, no_class)
+    no_class = _missing_priority_classes(job, priority_values)
+    _report_missing_classes(result, facts.ref, podgroup, facts.status, no_class)
     if may_create_pods(plan, podgroup, blocked=blocked or bool(no_class)):
         present = {v.name for v in views}
-        creates += _missing_pods(
-            job, facts.tasks, views, present, plugins, plan=plan, limit=max(1, pod_batch)
-        )
+        creates += _missing_pods(job, views, present, plugins, plan=plan, limit=max(1, pod_batch))
     _record_retained(cres, views, done.killer, plan)
-    desired = desired_status(job, facts, done, cres, min_av=min_av, no_class=no_class, now=now)
+    desired = desired_status(facts, done, cres, min_av=min_av, no_class=no_class, now=now)
     written = write_status(facts, desired, result.notes)
     result.actions = ordered_actions(
         done.choice, done.condemned, result.actions, relaid, written, done.kills, creates
@@ -467,24 +456,23 @@ def reconcile_job(
     not exist (the job then creates no pods and stays Pending, retried), `pod_batch` the most
     pods one reconcile creates, `limits` the size limits of the job (as admission's),
     `plugin_objects` the existing objects of `plugin_object_keys(job)`."""
-    if meta(job).get("deletionTimestamp"):
-        return ReconcileResult()
     facts = read_job(job)
-    foreign, refused = guard_plugin_objects(job, facts, plugin_objects, now)
+    if facts.job.deleting:
+        return ReconcileResult()
+    foreign, refused = guard_plugin_objects(facts, plugin_objects, now)
     refused = refuse_oversized(facts, limits, now) or refused
     if refused is not None:
         return refused
     min_av = facts.min_available
     result = ReconcileResult(notes=list(facts.notes))
-    plugins, refused = job_plugins(job, facts, result.notes, now)
+    plugins, refused = job_plugins(facts, result.notes, now)
     if refused is not None:
         return refused
-    cres: dict[str, str] = dict(facts.status.get("controlledResources") or {})
+    cres: dict[str, str] = dict(facts.status.controlled_resources)
     if facts.phase == "":
         result.actions += initialise(
-            job,
+            facts.job,
             facts.ref,
-            facts.tasks,
             plugins,
             cres,
             min_av=min_av,
@@ -496,7 +484,6 @@ def reconcile_job(
 
     views = sorted((PodView.of(p) for p in pods), key=lambda v: (v.task, v.index, v.name))
     done = decide(
-        job,
         facts,
         views,
         podgroup,
@@ -508,7 +495,6 @@ def reconcile_job(
         now=now,
     )
     carry_out(
-        job,
         facts,
         done,
         views,
@@ -522,5 +508,5 @@ def reconcile_job(
         missing_claims=missing_claims,
         pod_batch=pod_batch,
     )
-    spare_foreign(job, result, foreign)
+    spare_foreign(facts, result, foreign)
     return result

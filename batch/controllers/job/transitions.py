@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from batch.api.jobview import JobStatusView, JobView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.actions import (
+    Action,
     CreateObject,
     DeleteObject,
     ObjectRef,
@@ -29,7 +31,7 @@ from batch.controllers.job.base import (
     Request,
     _Plan,
 )
-from batch.controllers.job.facts import _initialise_refused
+from batch.controllers.job.facts import initialise_refused
 from batch.controllers.job.helpers import (
     _empty_like,
     _layout,
@@ -41,40 +43,39 @@ from batch.controllers.job.helpers import (
 from batch.controllers.job.pods import NO_PRIORITY_CLASS
 from batch.controllers.job.policies import Killer, _target_of, _token_matches
 from batch.controllers.jobspec import (
-    TaskView,
     build_podgroup,
     build_pvc,
     job_volumes,
     meta,
     podgroup_spec,
 )
+from batch.controllers.plugins import JobPlugin
 from batch.controllers.timeutil import format_time, merge_patch, parse_time
 
 
 def initialise(
-    job: Mapping[str, Any],
+    job: JobView,
     ref: ObjectRef,
-    tasks: Sequence[TaskView],
-    plugins: Sequence[Any],
+    plugins: Sequence[JobPlugin],
     cres: dict[str, str],
     *,
     min_av: int,
     now: datetime,
     priority_values: Mapping[str, int] | None,
-) -> list[Any]:
+) -> list[Action]:
     """A new job's first reconcile: plugin objects, PVCs, the Pending status and the PodGroup
     (`volcano-semantics.md#job-podgroup-and-pods`); records what it made in ``cres``."""
-    actions: list[Any] = []
+    actions: list[Action] = []
     for plugin in plugins:
-        actions += [CreateObject(obj) for obj in plugin.on_job_add(job, tasks)]
+        actions += [CreateObject(obj) for obj in plugin.on_job_add(job, job.tasks)]
         cres[f"plugin-{plugin.name}"] = plugin.name
     for claim, _mount, claim_spec in job_volumes(job):
         if claim_spec is not None:
             actions.append(CreateObject(build_pvc(job, claim, claim_spec)))
         cres[f"volume-pvc-{claim}"] = claim
-    cres[LAYOUT_KEY] = _layout(tasks)
+    cres[LAYOUT_KEY] = _layout(job.tasks)
     state: JSON = {"phase": c.PENDING, "lastTransitionTime": format_time(now)}
-    if _initialise_refused(job.get("status") or {}):
+    if initialise_refused(job.status):
         state |= {"reason": None, "message": None}  # merge patch: the refusal is over
     new_status: JSON = {
         "state": state,
@@ -85,19 +86,19 @@ def initialise(
         "conditions": [{"status": c.PENDING, "lastTransitionTime": format_time(now)}],
     }
     actions.append(PatchStatus(ref, new_status))
-    pg = build_podgroup(job, version=0, priority_values=priority_values, tasks=tasks)
+    pg = build_podgroup(job, version=0, priority_values=priority_values)
     actions.append(CreateObject(pg))
     return actions
 
 
 def take_command(
     commands: Sequence[Mapping[str, Any]], ns: str, cres: dict[str, str]
-) -> tuple[Request | None, ObjectRef | None, list[Any]]:
+) -> tuple[Request | None, ObjectRef | None, list[Action]]:
     """The oldest bus Command not yet taken becomes the request (its uid recorded in ``cres``);
     Commands already taken are deleted (`volcano-semantics.md#commands`)."""
     req: Request | None = None
     command_ref: ObjectRef | None = None
-    done: list[Any] = []
+    done: list[Action] = []
     for cmd in sorted(
         commands, key=lambda x: (str(meta(x).get("creationTimestamp") or ""), meta(x).get("name"))
     ):
@@ -113,23 +114,21 @@ def take_command(
 
 
 def sync_podgroup(
-    job: Mapping[str, Any],
+    job: JobView,
     podgroup: Mapping[str, Any] | None,
     version: int,
     *,
     priority_values: Mapping[str, int] | None,
-    tasks: Sequence[TaskView] | None = None,
-) -> list[Any]:
+) -> list[Action]:
     """Keep the job's PodGroup in line: create it, delete one of an older job version, or patch
-    the fields Volcano updates (minMember, minTaskMember, minResources, priorityClassName).
-    `tasks`: the job's parsed tasks (parsed again when not given)."""
+    the fields Volcano updates (minMember, minTaskMember, minResources, priorityClassName)."""
     if podgroup is None:
         pv = priority_values
-        return [CreateObject(build_podgroup(job, version=version, priority_values=pv, tasks=tasks))]
+        return [CreateObject(build_podgroup(job, version=version, priority_values=pv))]
     pg_ref = ObjectRef.of(_with_kind(podgroup, "PodGroup"))
     if _pg_version(podgroup) < version:
         return [] if meta(podgroup).get("deletionTimestamp") else [DeleteObject(pg_ref)]
-    want = podgroup_spec(job, priority_values=priority_values, tasks=tasks)
+    want = podgroup_spec(job, priority_values=priority_values)
     have = podgroup.get("spec") or {}
     keys = ["minMember", "minTaskMember", "minResources"]
     if want.get("priorityClassName"):
@@ -184,7 +183,7 @@ def level_phase(
     task_status: Mapping[str, Any],
     *,
     min_av: int,
-    min_success: Any,
+    min_success: int | None,
     retry: int,
     max_retry: int,
     restart_min: int,
@@ -222,12 +221,12 @@ def level_phase(
 
 
 def next_state(
-    status: Mapping[str, Any], phase: str, plan: _Plan, *, no_class: str, now: datetime
-) -> tuple[JSON, list[Any]]:
+    status: JobStatusView, phase: str, plan: _Plan, *, no_class: str, now: datetime
+) -> tuple[JSON, list[JSON]]:
     """``status.state`` and ``status.conditions`` after the plan (a phase entered moves its
     condition to the end); a missing PriorityClass is the reason of a Pending job."""
-    state: JSON = dict(status.get("state") or {})
-    conditions = list(status.get("conditions") or [])
+    state: JSON = dict(status.state)
+    conditions = list(status.raw.get("conditions") or [])
     if plan.phase != phase:
         state = {
             "phase": plan.phase,
@@ -246,20 +245,13 @@ def next_state(
     return state, conditions
 
 
-def ttl_due(
-    spec: Mapping[str, Any],
-    state: Mapping[str, Any],
-    phase: str,
-    new_phase: str,
-    *,
-    now: datetime,
-) -> datetime | None:
+def ttl_due(job: JobView, phase: str, new_phase: str, *, now: datetime) -> datetime | None:
     """When ``ttlSecondsAfterFinished`` deletes a finished job (None: never, or not finished)."""
-    ttl = spec.get("ttlSecondsAfterFinished")
+    ttl = job.ttl_seconds_after_finished
     if ttl is None or new_phase not in c.FINISHED_PHASES:
         return None
-    since = now if new_phase != phase else parse_time(state.get("lastTransitionTime")) or now
-    return since + timedelta(seconds=int(ttl))
+    since = now if new_phase != phase else parse_time(job.status.last_transition or None) or now
+    return since + timedelta(seconds=ttl)
 
 
 def _record_retained(
@@ -274,10 +266,10 @@ def _record_retained(
     _store_json(cres, RETAINED_KEY, retained if plan.phase in _ACTIVE_PHASES else {})
 
 
-def status_patch(status: Mapping[str, Any], desired: Mapping[str, Any]) -> JSON | None:
+def status_patch(status: JobStatusView, desired: Mapping[str, Any]) -> JSON | None:
     """The merge patch from the observed ``status`` to ``desired`` (None: nothing to write;
     a refreshed ``runningDuration`` alone is not worth a write)."""
-    observed = {k: status.get(k) for k in desired}
+    observed = {k: status.raw.get(k) for k in desired}
     observed_norm = {
         k: (v if v is not None else _empty_like(desired[k])) for k, v in observed.items()
     }
@@ -296,11 +288,11 @@ def plan_kills(
     cres: dict[str, str],
     *,
     version: int,
-) -> list[Any]:
+) -> list[Action]:
     """The deletions the plan orders now: a full kill (every pod, finished ones kept when it
     retains them; the job version goes up and the PodGroup goes) or a targeted one (the pods
     of one task, pod or partition, marked first). The kill tokens are recorded in ``cres``."""
-    out: list[Any] = []
+    out: list[Action] = []
     if plan.full_kill is not None:
         plan.version = version + 1
         cres[TOKEN_RETAIN] = plan.full_kill

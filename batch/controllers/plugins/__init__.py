@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from batch.api.jobplugins import parse_plugin_args, plugin_arg_problems
-from batch.controllers.jobspec import TaskView
+from batch.api.jobview import JobView, TaskView
 
 JSON = dict[str, Any]
 
@@ -28,15 +28,15 @@ class JobPlugin(Protocol):
 
     name: str
 
-    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]: ...
+    def object_keys(self, job: JobView) -> list[ObjectKey]: ...
 
-    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]: ...
+    def on_job_add(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]: ...
 
-    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]: ...
+    def on_job_update(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]: ...
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,
@@ -52,13 +52,13 @@ class PluginBase:
     def __init__(self, args: Mapping[str, str]) -> None:
         self.args = dict(args)
 
-    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]:
+    def object_keys(self, job: JobView) -> list[ObjectKey]:
         return []
 
-    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
+    def on_job_add(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]:
         return []
 
-    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
+    def on_job_update(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]:
         return []
 
 
@@ -70,7 +70,7 @@ class PluginArgsError(ValueError):
     """A job's plugin arguments have values of the wrong type (admission refuses them)."""
 
 
-def build_plugins(job: Mapping[str, Any]) -> list[JobPlugin]:
+def build_plugins(job: JobView) -> list[JobPlugin]:
     """Instantiate the job's plugins in a stable order (unknown names are ignored here; the
     admission webhook rejects them). Raises PluginArgsError when an argument has a wrong type."""
     from batch.controllers.plugins.distributed import (
@@ -94,7 +94,7 @@ def build_plugins(job: Mapping[str, Any]) -> list[JobPlugin]:
         "ray": RayPlugin,
         "hcclrank": HcclRankPlugin,
     }
-    requested = dict((job.get("spec") or {}).get("plugins") or {})
+    requested = dict(job.plugins)
     # Implicit plugins (the mutating webhook adds them; repeat here for jobs that bypassed it).
     if (
         any(k in requested for k in ("tensorflow", "mpi", "pytorch", "ray"))
@@ -139,10 +139,10 @@ def add_port(pod: JSON, port: int, name: str) -> None:
             ports.append({"name": name, "containerPort": port, "protocol": "TCP"})
 
 
-def task_hosts(job: Mapping[str, Any], task: TaskView) -> list[str]:
+def task_hosts(job: JobView, task: TaskView) -> list[str]:
     """FQDN-ish host names `<pod>.<subdomain>` of a task (one entry if hostname is fixed)."""
-    job_name = str((job.get("metadata") or {}).get("name"))
-    spec = task.template.get("spec") or {}
+    job_name = job.name
+    spec = task.pod_spec
     fixed = spec.get("hostname")
     sub = spec.get("subdomain") or job_name
     if fixed:

@@ -8,10 +8,9 @@ from the `svc` plugin's naming (`<job>-<task>-<i>.<job>`), which these plugins i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from batch.controllers.jobspec import TaskView, meta
+from batch.api.jobview import JobView, TaskView
 from batch.controllers.plugins import JSON, PluginBase, add_env, add_port, task_hosts
 
 
@@ -26,7 +25,7 @@ class PytorchPlugin(PluginBase):
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,
@@ -38,7 +37,7 @@ class PytorchPlugin(PluginBase):
         if task.name not in (master, worker):
             return
         mt, wt = _find(tasks, master), _find(tasks, worker)
-        job_name = str(meta(job).get("name"))
+        job_name = job.name
         world = (mt.replicas if mt else 0) + (wt.replicas if wt else 0)
         rank = index if task.name == master else index + (mt.replicas if mt else 0)
         add_env(
@@ -79,7 +78,7 @@ class MpiPlugin(PluginBase):
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,
@@ -102,7 +101,7 @@ class TensorflowPlugin(PluginBase):
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,
@@ -139,7 +138,7 @@ class RayPlugin(PluginBase):
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,
@@ -152,7 +151,7 @@ class RayPlugin(PluginBase):
         port = int(self.args.get("port", "6379"))
         dash = int(self.args.get("dashboardPort", "8265"))
         client = int(self.args.get("clientPort", "10001"))
-        job_name = str(meta(job).get("name"))
+        job_name = job.name
         head_addr = f"{job_name}-{head}-0.{job_name}"
         for ctr in pod["spec"].get("containers") or []:
             if task.name == head and ctr.get("name") == head_ctr:
@@ -177,7 +176,7 @@ class HcclRankPlugin(PluginBase):
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,

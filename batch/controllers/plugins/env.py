@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from batch.controllers.jobspec import TaskView
+from batch.api.jobview import JobView, TaskView
 from batch.controllers.plugins import JSON, PluginBase, add_env
 
 
@@ -14,7 +13,7 @@ class EnvPlugin(PluginBase):
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
-from batch.controllers.jobspec import TaskView, meta, owner_ref
+from batch.api.jobview import JobView, TaskView
+from batch.controllers.jobspec import owner_ref
 from batch.controllers.plugins import JSON, ObjectKey, task_hosts
 
 
@@ -53,13 +53,13 @@ class SshPlugin:
         self.port = int(args.get("ssh-port", "22"))
 
     @staticmethod
-    def secret_name(job: Mapping[str, Any]) -> str:
-        return f"{meta(job).get('name')}-ssh"
+    def secret_name(job: JobView) -> str:
+        return f"{job.name}-ssh"
 
-    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]:
+    def object_keys(self, job: JobView) -> list[ObjectKey]:
         return [("v1", "Secret", self.secret_name(job))]
 
-    def ssh_config(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> str:
+    def ssh_config(self, job: JobView, tasks: Sequence[TaskView]) -> str:
         lines = ["StrictHostKeyChecking no", "UserKnownHostsFile /dev/null"]
         for t in tasks:
             for host in task_hosts(job, t):
@@ -67,12 +67,11 @@ class SshPlugin:
                 lines += [f"Host {short}", f"  HostName {host}", f"  Port {self.port}"]
         return "\n".join(lines) + "\n"
 
-    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
+    def on_job_add(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]:
         if self.private and self.public:
             private, public = self.private, self.public
         else:
             private, public = type(self).keygen()
-        m = meta(job)
         return [
             {
                 "apiVersion": "v1",
@@ -80,7 +79,7 @@ class SshPlugin:
                 "type": "Opaque",
                 "metadata": {
                     "name": self.secret_name(job),
-                    "namespace": m.get("namespace"),
+                    "namespace": job.namespace,
                     "ownerReferences": [owner_ref(job)],
                 },
                 "data": {
@@ -92,12 +91,12 @@ class SshPlugin:
             }
         ]
 
-    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
+    def on_job_update(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]:
         return []
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,

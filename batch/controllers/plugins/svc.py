@@ -10,10 +10,10 @@ the job's own pods (unless `--disable-network-policy=true`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from batch.api.jobview import JobView, TaskView
 from batch.controllers import constants as c
-from batch.controllers.jobspec import TaskView, meta, owner_ref
+from batch.controllers.jobspec import owner_ref
 from batch.controllers.plugins import JSON, ObjectKey, add_env, task_hosts
 
 MOUNT_PATH = "/etc/volcano"
@@ -38,17 +38,17 @@ class SvcPlugin:
         self.inject_hosts_env = _truthy(args.get("inject-hosts-env"), True)
 
     @staticmethod
-    def configmap_name(job: Mapping[str, Any]) -> str:
-        return f"{meta(job).get('name')}-svc"
+    def configmap_name(job: JobView) -> str:
+        return f"{job.name}-svc"
 
-    def object_keys(self, job: Mapping[str, Any]) -> list[ObjectKey]:
-        name = str(meta(job).get("name"))
+    def object_keys(self, job: JobView) -> list[ObjectKey]:
+        name = job.name
         keys = [("v1", "ConfigMap", self.configmap_name(job)), ("v1", "Service", name)]
         if not self.disable_network_policy:
             keys.append(("networking.k8s.io/v1", "NetworkPolicy", name))
         return keys
 
-    def configmap_data(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> dict[str, str]:
+    def configmap_data(self, job: JobView, tasks: Sequence[TaskView]) -> dict[str, str]:
         data: dict[str, str] = {}
         for t in tasks:
             hosts = task_hosts(job, t)
@@ -58,23 +58,21 @@ class SvcPlugin:
             data[f"VC_{key}_NUM"] = str(len(hosts))
         return data
 
-    def _configmap(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> JSON:
-        m = meta(job)
+    def _configmap(self, job: JobView, tasks: Sequence[TaskView]) -> JSON:
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
                 "name": self.configmap_name(job),
-                "namespace": m.get("namespace"),
+                "namespace": job.namespace,
                 "ownerReferences": [owner_ref(job)],
             },
             "data": self.configmap_data(job, tasks),
         }
 
-    def on_job_add(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
-        m = meta(job)
-        name = str(m.get("name"))
-        ns = m.get("namespace")
+    def on_job_add(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]:
+        name = job.name
+        ns = job.namespace
         selector = {c.JOB_NAME: name, c.JOB_NAMESPACE: str(ns)}
         objs: list[JSON] = [
             self._configmap(job, tasks),
@@ -109,19 +107,19 @@ class SvcPlugin:
             )
         return objs
 
-    def on_job_update(self, job: Mapping[str, Any], tasks: Sequence[TaskView]) -> list[JSON]:
+    def on_job_update(self, job: JobView, tasks: Sequence[TaskView]) -> list[JSON]:
         return [self._configmap(job, tasks)]
 
     def on_pod_create(
         self,
-        job: Mapping[str, Any],
+        job: JobView,
         tasks: Sequence[TaskView],
         pod: JSON,
         task: TaskView,
         index: int,
     ) -> None:
         spec = pod.setdefault("spec", {})
-        job_name = str(meta(job).get("name"))
+        job_name = job.name
         if not spec.get("hostname"):
             spec["hostname"] = pod["metadata"]["name"]
         if not spec.get("subdomain"):
