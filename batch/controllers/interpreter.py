@@ -1,6 +1,6 @@
 """The one interpreter of reconciler actions: what each action means, over any store.
 
-The reconcilers return ordered actions (`batch.controllers.actions`). Three places apply them:
+The reconcilers return ordered actions (`batch.controllers.effects`). Three places apply them:
 the API shell (`batch.controllers.shell`), the in-memory cluster of the tests
 (`batch.controllers.memory`) and the simulator (`batch.sim.lifecycle`). What an action means is
 decided here, once, and each of them supplies only a `Store`: five primitive writes on the objects
@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     JSON,
     Action,
     CreateObject,

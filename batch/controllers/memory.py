@@ -19,7 +19,7 @@ from typing import Any
 
 from batch.api.mergepatch import apply_merge_patch
 from batch.controllers import constants as c
-from batch.controllers.actions import Action, EmitEvent, ObjectRef, ReconcileResult
+from batch.controllers.effects import Action, EmitEvent, ObjectRef, ReconcileResult
 from batch.controllers.interpreter import CONFLICT, MISSING, Answer, apply_sync
 from batch.controllers.job import plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import meta, podgroup_name

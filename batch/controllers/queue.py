@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     DeleteObject,
     EmitEvent,
     ObjectRef,

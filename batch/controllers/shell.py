@@ -15,7 +15,7 @@ from typing import Any
 
 from batch.api.events import event_body, object_reference
 from batch.controllers import constants as c
-from batch.controllers.actions import JSON, Action, EmitEvent, ObjectRef
+from batch.controllers.effects import JSON, Action, EmitEvent, ObjectRef
 from batch.controllers.interpreter import (
     MISSING,
     Answer,

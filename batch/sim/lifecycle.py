@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from batch.api.mergepatch import apply_merge_patch
-from batch.controllers.actions import JSON, Action, EmitEvent, ObjectRef
 from batch.controllers.constants import POD_BATCH, PODGROUP_RUNNING_ESTIMATE as RUNNING_ESTIMATE
+from batch.controllers.effects import JSON, Action, EmitEvent, ObjectRef
 from batch.controllers.interpreter import CONFLICT, MISSING, Answer, apply_sync
 from batch.controllers.job import reconcile_job
 from batch.sim.errors import SimInputError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     JSON,
     Action,
     CreateObject,

@@ -11,7 +11,7 @@ from batch.api.admission import AdmissionLimits
 from batch.api.defaults import max_retry as default_max_retry
 from batch.api.events import identity
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     EmitEvent,
     ObjectRef,
     PatchStatus,

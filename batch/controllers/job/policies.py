@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     DeleteObject,
     ObjectRef,
     PatchObject,

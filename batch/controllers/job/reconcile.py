@@ -9,7 +9,7 @@ from typing import Any
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     DeleteObject,
     EmitEvent,
     ObjectRef,
