@@ -44,7 +44,7 @@ from batch.api.admission.cronjob import CronSchedule, parse_cron_schedule
 from batch.api.cronjob import CRONJOB_SCHEDULED_TIMESTAMP
 from batch.api.events import reference_of
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     CreateObject,
     DeleteObject,
     EmitEvent,

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.actions import CreateObject, EmitEvent, ObjectRef, ReconcileResult
 from batch.controllers.cronjob import reconcile_cronjob
+from batch.controllers.effects import CreateObject, EmitEvent, ObjectRef, ReconcileResult
 from batch.controllers.shell import (
     JOBS,
     ApplyError,

@@ -1,9 +1,11 @@
 """An in-memory object store that applies reconciler actions: the controllers without an API server.
 
-Used by the unit tests and usable by the simulator: it keeps objects as dicts keyed by
-(kind, namespace, name), assigns uids, treats create-of-existing as AlreadyExists (ignored, like
-the shell does), applies merge patches, and deletes pods either at once or by setting a
-deletionTimestamp (`graceful=True`) so Terminating states can be observed. `step_job` runs the
+Used by the unit tests: it keeps objects as dicts keyed by (kind, namespace, name), assigns uids,
+and is a store of the one action interpreter (`batch.controllers.interpreter`, which the API
+shell and the simulator apply actions through too): a create of an existing name conflicts, a
+patch or delete of a missing object (or of another incarnation, by uid) finds it missing, patches
+are merge patches, and pods are deleted either at once or by setting a deletionTimestamp
+(`graceful=True`) so Terminating states can be observed. `step_job` runs the
 job reconciler until it asks for nothing more.
 """
 
@@ -17,16 +19,8 @@ from typing import Any
 
 from batch.api.mergepatch import apply_merge_patch
 from batch.controllers import constants as c
-from batch.controllers.actions import (
-    Action,
-    CreateObject,
-    DeleteObject,
-    EmitEvent,
-    ObjectRef,
-    PatchObject,
-    PatchStatus,
-    ReconcileResult,
-)
+from batch.controllers.effects import Action, EmitEvent, ObjectRef, ReconcileResult
+from batch.controllers.interpreter import CONFLICT, MISSING, Answer, apply_sync
 from batch.controllers.job import plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import meta, podgroup_name
 from batch.controllers.timeutil import format_time
@@ -74,46 +68,56 @@ class MemoryCluster:
         self.objects[k] = body
         return body
 
-    # -- actions --------------------------------------------------------------------------------
+    # -- actions: the interpreter's store (batch.controllers.interpreter) ----------------------
+    errors: tuple[type[Exception], ...] = ()
+
     def apply(self, actions: Iterable[Action]) -> int:
         """Apply actions in order; returns how many changed something."""
-        changed = 0
-        for a in actions:
-            self.log.append(a)
-            if isinstance(a, CreateObject):
-                ref = a.ref
-                k = self.key(ref.kind, ref.namespace, ref.name)
-                if k in self.objects:
-                    continue
-                self.add(a.body)
-                self.created.append(k)
-                changed += 1
-            elif isinstance(a, PatchObject | PatchStatus):
-                obj = self._find(a.ref)
-                if obj is None:
-                    continue
-                if isinstance(a, PatchStatus):
-                    obj["status"] = apply_merge_patch(obj.get("status") or {}, a.status)
-                else:
-                    merged = apply_merge_patch(obj, a.patch)
-                    obj.clear()
-                    obj.update(merged)
-                changed += 1
-            elif isinstance(a, DeleteObject):
-                obj = self._find(a.ref)
-                if obj is None:
-                    continue
-                k = self.key(a.ref.kind, a.ref.namespace, a.ref.name)
-                if self.graceful and a.ref.kind == "Pod" and self.now is not None:
-                    if obj["metadata"].get("deletionTimestamp"):
-                        continue
-                    obj["metadata"]["deletionTimestamp"] = format_time(self.now)
-                else:
-                    del self.objects[k]
-                changed += 1
-            elif isinstance(a, EmitEvent):
-                self.events.append(a)
-        return changed
+        pending = list(actions)
+        self.log.extend(pending)
+        return apply_sync(self, pending)
+
+    def create(self, ref: ObjectRef, body: JSON) -> Answer:
+        k = self.key(ref.kind, ref.namespace, ref.name)
+        if k in self.objects:
+            return CONFLICT
+        self.add(body)
+        self.created.append(k)
+        return None
+
+    def patch(self, ref: ObjectRef, patch: JSON) -> Answer:
+        obj = self._find(ref)
+        if obj is None:
+            return MISSING
+        merged = apply_merge_patch(obj, patch)
+        obj.clear()
+        obj.update(merged)
+        return None
+
+    def patch_status(self, ref: ObjectRef, status: JSON) -> Answer:
+        obj = self._find(ref)
+        if obj is None:
+            return MISSING
+        obj["status"] = apply_merge_patch(obj.get("status") or {}, status)
+        return None
+
+    def delete(self, ref: ObjectRef) -> Answer:
+        """Delete at once, or (`graceful`) mark a pod Terminating: a pod already going is
+        missing, as it is to the API server's controllers."""
+        obj = self._find(ref)
+        if obj is None:
+            return MISSING
+        if self.graceful and ref.kind == "Pod" and self.now is not None:
+            if obj["metadata"].get("deletionTimestamp"):
+                return MISSING
+            obj["metadata"]["deletionTimestamp"] = format_time(self.now)
+        else:
+            del self.objects[self.key(ref.kind, ref.namespace, ref.name)]
+        return None
+
+    def event(self, ev: EmitEvent) -> Answer:
+        self.events.append(ev)
+        return None
 
     def _find(self, ref: ObjectRef) -> JSON | None:
         obj = self.objects.get(self.key(ref.kind, ref.namespace, ref.name))

@@ -31,7 +31,7 @@ from batch.api.integration import (
 from batch.api.mergepatch import merge_patch
 from batch.api.owners import controller_ref
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     CreateObject,
     DeleteObject,
     ObjectRef,

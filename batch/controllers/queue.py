@@ -24,7 +24,7 @@ from typing import Any
 
 from batch.api.queueview import QueueView, queue_view
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     DeleteObject,
     EmitEvent,
     ObjectRef,

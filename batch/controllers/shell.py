@@ -1,36 +1,61 @@
 """The imperative shell: applies reconciler actions through the Kubernetes API.
 
-Every create tolerates 409 AlreadyExists (names are deterministic, so "already there" means an
-earlier attempt succeeded) and every delete/patch tolerates 404; a status patch only when the
-object is gone, not when its kind lacks a status subresource (`batch.kube.statuspath`). Actions
-are applied in order and the first real failure stops the batch: the next reconcile re-derives
-what is left from the stored state, which is what makes a crash or an API error at any point
-harmless. A caller can ask to hear of each write the API server took (the controllers count
-their metrics from those), and an ApplyError names the action that failed.
+What each action means (order, what a 404/409 leaves to do, what counts as a write, where a
+batch stops) is `batch.controllers.interpreter`'s; this module supplies its store over the API
+server (`ApiStore`) and the resources the kinds live at. A caller can ask to hear of each write
+the API server took (the controllers count their metrics from those), and an ApplyError names
+the action that failed, with the API's error as its cause.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from batch.api.events import event_body, object_reference
 from batch.controllers import constants as c
-from batch.controllers.actions import (
-    Action,
-    CreateObject,
-    EmitEvent,
-    ObjectRef,
-    PatchObject,
-    PatchStatus,
+from batch.controllers.effects import JSON, Action, EmitEvent, ObjectRef
+from batch.controllers.interpreter import (
+    MISSING,
+    Answer,
+    ApplyError,
+    NotLeading,
+    Refused,
+    apply_async,
 )
 from batch.controllers.timeutil import format_time
 from batch.kube.client import ApiError, KubeClient, Resource
 from batch.kube.statuspath import status_paths
 
-log = logging.getLogger(__name__)
+__all__ = [  # ApplyError and NotLeading are the interpreter's, re-exported for the controllers
+    "BATCH_JOBS",
+    "COMMANDS",
+    "CONFIGMAPS",
+    "DEPLOYMENTS",
+    "EVENTS",
+    "JOBS",
+    "NAMESPACES",
+    "NETPOLS",
+    "PODGROUPS",
+    "PODS",
+    "PRIORITY_CLASSES",
+    "PVCS",
+    "QUEUES",
+    "RCS",
+    "REPLICASETS",
+    "SECRETS",
+    "SERVICES",
+    "STATEFULSETS",
+    "ApiStore",
+    "ApplyError",
+    "NotLeading",
+    "apply_actions",
+    "get_or_none",
+    "list_items",
+    "register_kind",
+    "resource_for",
+]
 
 _KINDS: dict[tuple[str, str], Resource] = {}
 
@@ -80,21 +105,71 @@ def _path_ns(res: Resource, ref: ObjectRef) -> str | None:
     return ref.namespace if res.namespaced else None
 
 
-class ApplyError(RuntimeError):
-    """An action failed with a real (not 404/409) error."""
+class ApiStore:
+    """The interpreter's store over the API server (`batch.controllers.interpreter`): each write
+    is one call; 404 answers `missing` and 409 `conflict` (AlreadyExists, or a delete's uid
+    precondition: another incarnation); a status patch goes through `/status` or the object, as
+    the kind takes it (`batch.kube.statuspath`). Events are posted as core/v1 Events."""
 
-    def __init__(self, message: str, action: Action) -> None:
-        super().__init__(message)
-        self.action = action
+    errors: tuple[type[Exception], ...] = (ApiError,)
+
+    def __init__(self, client: KubeClient, *, component: str) -> None:
+        self.client = client
+        self.component = component
+
+    async def create(self, ref: ObjectRef, body: JSON) -> Answer:
+        res = resource_for(ref.api_version, ref.kind)
+        return await _answer(self.client.create(res, body, namespace=_path_ns(res, ref)))
+
+    async def patch(self, ref: ObjectRef, patch: JSON) -> Answer:
+        res = resource_for(ref.api_version, ref.kind)
+        return await _answer(self.client.patch(res, ref.name, patch, namespace=_path_ns(res, ref)))
+
+    async def patch_status(self, ref: ObjectRef, status: JSON) -> Answer:
+        res = resource_for(ref.api_version, ref.kind)
+        ns = _path_ns(res, ref)
+        written = await status_paths(self.client).patch(res, ref.name, status, namespace=ns)
+        return MISSING if written is None else None
+
+    async def delete(self, ref: ObjectRef) -> Answer:
+        res = resource_for(ref.api_version, ref.kind)
+        ns = _path_ns(res, ref)
+        return await _answer(self.client.delete(res, ref.name, namespace=ns, uid=ref.uid))
+
+    async def event(self, ev: EmitEvent) -> Answer:
+        ref = ev.ref
+        involved = object_reference(
+            api_version=ref.api_version,
+            kind=ref.kind,
+            namespace=ref.namespace,
+            name=ref.name,
+            uid=ref.uid,
+            resource_version=ref.resource_version,
+        )
+        body = event_body(
+            involved,
+            reason=ev.reason,
+            message=ev.message,
+            type=ev.type,
+            component=self.component,
+            stamp=format_time(datetime.now(UTC)),
+        )
+        await self.client.create(EVENTS, body, namespace=ref.namespace or "default")
+        return None
 
 
-class NotLeading(RuntimeError):
-    """The controllers' leadership is not current: the rest of a reconcile's actions were
-    dropped unsent (it is reconciled again once leadership is back, or by the new leader)."""
-
-    def __init__(self, unsent: int) -> None:
-        super().__init__(f"leadership not current: {unsent} writes dropped unsent")
-        self.unsent = unsent
+async def _answer(call: Awaitable[Any]) -> Answer:
+    """Await one API call: None when it succeeded, the refusal a 404 or 409 is; any other
+    ApiError is raised."""
+    try:
+        await call
+    except ApiError as exc:
+        if exc.status == 404:
+            return Refused("missing", exc)
+        if exc.status == 409:
+            return Refused("conflict", exc)
+        raise
+    return None
 
 
 async def apply_actions(
@@ -105,93 +180,10 @@ async def apply_actions(
     applied: Callable[[Action], None] | None = None,
     fence: Callable[[], bool] | None = None,
 ) -> int:
-    """Apply in order; returns the number of writes. Raises ApplyError on a real failure.
-
-    `applied` is called with each action the API server took (not for a tolerated 404/409), as
-    soon as it is taken: what is counted (metrics) is what was really written. `fence` is asked
-    before each write: once it says no (a leader whose last renewal is older than the lease,
-    paused or cut off), the remaining actions are dropped and NotLeading is raised.
-    """
-    writes = 0
-    pending = list(actions)
-    for i, action in enumerate(pending):
-        if fence is not None and not fence():
-            raise NotLeading(len(pending) - i)
-        try:
-            taken = await _apply_one(client, action, component=component)
-        except ApiError as exc:
-            raise ApplyError(f"{type(action).__name__} {_describe(action)}: {exc}", action) from exc
-        if taken:
-            writes += 1
-            if applied is not None:
-                applied(action)
-    return writes
-
-
-async def _apply_one(client: KubeClient, action: Action, *, component: str) -> bool:
-    """Apply one action; True when the API server took a write. A create that finds the object
-    there (409), a patch that finds it gone (404) and a delete of one gone or replaced (404,
-    409) are no writes; an event is best effort and never counts."""
-    if isinstance(action, EmitEvent):
-        await _post_event(client, action, component=component)
-        return False
-    ref = action.ref
-    res = resource_for(ref.api_version, ref.kind)
-    ns = _path_ns(res, ref)
-    if isinstance(action, CreateObject):
-        return await _taken(client.create(res, action.body, namespace=ns), 409)
-    if isinstance(action, PatchObject):
-        return await _taken(client.patch(res, ref.name, action.patch, namespace=ns), 404)
-    if isinstance(action, PatchStatus):
-        # through /status or the object, as the kind takes it; None: the object is gone
-        written = await status_paths(client).patch(res, ref.name, action.status, namespace=ns)
-        return written is not None
-    # what is left of an Action is a DeleteObject
-    return await _taken(client.delete(res, ref.name, namespace=ns, uid=ref.uid), 404, 409)
-
-
-async def _taken(call: Awaitable[Any], *tolerated: int) -> bool:
-    """Await one API call: True when it succeeded, False when it failed with a tolerated
-    status; any other ApiError is raised."""
-    try:
-        await call
-    except ApiError as exc:
-        if exc.status in tolerated:
-            return False
-        raise
-    return True
-
-
-def _describe(action: Action) -> str:
-    ref = action.ref
-    where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
-    return f"{ref.kind} {where}"
-
-
-async def _post_event(client: KubeClient, ev: EmitEvent, *, component: str) -> None:
-    ref = ev.ref
-    involved = object_reference(
-        api_version=ref.api_version,
-        kind=ref.kind,
-        namespace=ref.namespace,
-        name=ref.name,
-        uid=ref.uid,
-        resource_version=ref.resource_version,
-    )
-    stamp = format_time(datetime.now(UTC))
-    body = event_body(
-        involved,
-        reason=ev.reason,
-        message=ev.message,
-        type=ev.type,
-        component=component,
-        stamp=stamp,
-    )
-    ns = ref.namespace or "default"
-    try:
-        await client.create(EVENTS, body, namespace=ns)
-    except ApiError as exc:  # events are best effort
-        log.debug("event for %s not posted: %s", ev.ref.name, exc)
+    """Apply in order through the API server; returns the number of writes. Raises ApplyError
+    on a real failure, NotLeading once `fence` says no (`batch.controllers.interpreter`)."""
+    store = ApiStore(client, component=component)
+    return await apply_async(store, actions, applied=applied, fence=fence)
 
 
 async def get_or_none(

@@ -7,7 +7,8 @@ scheduler does. Two implementations of the same `Lifecycle` protocol:
 * `VolcanoLifecycle` (default) drives `batch.controllers.job.reconcile_job`, the pure reconciler
   the production controller runs, with each job submitted as a VCJob
   (`policies: [{event: PodEvicted, action: RestartJob}]`, `maxRetry` from the workload) and its
-  actions (create/patch/delete of pods, PodGroups, job status) applied to the virtual cluster.
+  actions (create/patch/delete of pods, PodGroups, job status) applied to the virtual cluster
+  by the controllers' own interpreter (`batch.controllers.interpreter`) over a `RunStore`.
   It costs about 7 ms per job today (a job takes 5-6 reconciles; most of it is PodGroup
   minResources quantity formatting inside the reconciler).
 * `FastLifecycle` does the same handshake directly (PodGroup Pending -> Inqueue gates pod
@@ -25,14 +26,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from batch.api.mergepatch import apply_merge_patch
-from batch.controllers.actions import (
-    Action,
-    CreateObject,
-    DeleteObject,
-    PatchObject,
-    PatchStatus,
-)
 from batch.controllers.constants import POD_BATCH, PODGROUP_RUNNING_ESTIMATE as RUNNING_ESTIMATE
+from batch.controllers.effects import JSON, Action, EmitEvent, ObjectRef
+from batch.controllers.interpreter import CONFLICT, MISSING, Answer, apply_sync
 from batch.controllers.job import reconcile_job
 from batch.sim.errors import SimInputError
 from batch.sim.objects import (
@@ -286,7 +282,7 @@ class VolcanoLifecycle:
             self.sim.finish(run, now, phase=phase)
         return created
 
-    def _gpu_of(self, run: JobRun, obj: dict[str, Any]) -> int:
+    def gpu_of(self, run: JobRun, obj: dict[str, Any]) -> int:
         table = self._gpu_by_task.get(run.index)
         if table is None:
             table = self._gpu_by_task[run.index] = {t.name: t.gpu_milli for t in run.job.tasks}
@@ -295,69 +291,9 @@ class VolcanoLifecycle:
 
     def _apply(self, run: JobRun, actions: Sequence[Action], now: float) -> bool:
         """Apply the reconciler's actions to the virtual cluster; True if pods were created."""
-        created = False
-        for a in actions:
-            if isinstance(a, CreateObject):
-                created |= self._create(run, a.body, now)
-            elif isinstance(a, PatchStatus):
-                self._patch_status(run, a)
-            elif isinstance(a, PatchObject):
-                self._patch_object(run, a)
-            elif isinstance(a, DeleteObject):
-                self._delete(run, a, now)
-        return created
-
-    def _create(self, run: JobRun, body: dict[str, Any], now: float) -> bool:
-        """Create a Pod (True) or the PodGroup, unless the job already has it."""
-
-        kind = body.get("kind")
-        meta = body.setdefault("metadata", {})
-        name = meta.get("name")
-        if kind == "Pod" and name not in run.pods:
-            meta.setdefault("uid", f"pod-{run.index:07d}-{name}-{run.record.restarts}")
-            meta.setdefault("creationTimestamp", timestamp(now))
-            body.setdefault("status", {"phase": "Pending"})
-            self.sim.add_pod(run, body, self._gpu_of(run, body))
-            return True
-        if kind == "PodGroup" and run.pg is None:
-            status = run.state.get("status") or {}
-            meta.setdefault("uid", f"pg-{run.index:07d}-{status.get('version', 0)}")
-            meta.setdefault("creationTimestamp", timestamp(run.job.submit))
-            if not self.sim.options.gate_pods:
-                body["status"] = {**(body.get("status") or {}), "phase": "Inqueue"}
-            self.sim.put_podgroup(run, body)
-        return False
-
-    def _patch_status(self, run: JobRun, a: PatchStatus) -> None:
-        kind = a.ref.kind
-        if kind == "Job":
-            run.state["status"] = apply_merge_patch(run.state.get("status") or {}, a.status)
-        elif kind == "PodGroup" and run.pg is not None:
-            pg = run.pg
-            self.sim.put_podgroup(run, {**pg, "status": apply_merge_patch(pg["status"], a.status)})
-        elif kind == "Pod":
-            pod = run.pods.get(a.ref.name)
-            if pod is not None:
-                new = {**pod.obj, "status": apply_merge_patch(pod.obj.get("status"), a.status)}
-                self.sim.update_pod(run, pod, new, notify=True)
-
-    def _patch_object(self, run: JobRun, a: PatchObject) -> None:
-        kind = a.ref.kind
-        if kind == "Job":
-            run.state = apply_merge_patch(run.state, a.patch)
-        elif kind == "Pod":
-            pod = run.pods.get(a.ref.name)
-            if pod is not None:
-                self.sim.update_pod(run, pod, apply_merge_patch(pod.obj, a.patch), notify=False)
-        elif kind == "PodGroup" and run.pg is not None:
-            self.sim.put_podgroup(run, apply_merge_patch(run.pg, a.patch))
-
-    def _delete(self, run: JobRun, a: DeleteObject, now: float) -> None:
-        kind = a.ref.kind
-        if kind == "Pod":
-            self.sim.remove_pod(run, a.ref.name, now)
-        elif kind == "PodGroup":
-            self.sim.remove_podgroup(run)
+        store = RunStore(self, run, now)
+        apply_sync(store, actions)
+        return store.created_pods
 
     # -- Lifecycle ----------------------------------------------------------------------------
 
@@ -393,3 +329,88 @@ class VolcanoLifecycle:
 
     def wake(self, run: JobRun, now: float) -> None:
         self._reconcile(run, now)
+
+
+class RunStore:
+    """One job's objects on the virtual cluster as a store of the one action interpreter
+    (`batch.controllers.interpreter`, which the API shell and the in-memory runner apply actions
+    through too): the Job is `run.state`, its PodGroup `run.pg`, its pods `run.pods`, each write
+    told to the simulation. Kinds the virtual cluster keeps no copy of (a job plugin's objects)
+    are taken and forgotten; events are dropped."""
+
+    errors: tuple[type[Exception], ...] = ()
+
+    def __init__(self, lifecycle: VolcanoLifecycle, run: JobRun, now: float) -> None:
+        self.lifecycle = lifecycle
+        self.sim = lifecycle.sim
+        self.run = run
+        self.now = now
+        self.created_pods = False
+
+    def create(self, ref: ObjectRef, body: JSON) -> Answer:
+        run = self.run
+        meta = body.setdefault("metadata", {})
+        if ref.kind == "Pod":
+            if ref.name in run.pods:
+                return CONFLICT
+            meta.setdefault("uid", f"pod-{run.index:07d}-{ref.name}-{run.record.restarts}")
+            meta.setdefault("creationTimestamp", timestamp(self.now))
+            body.setdefault("status", {"phase": "Pending"})
+            self.sim.add_pod(run, body, self.lifecycle.gpu_of(run, body))
+            self.created_pods = True
+        elif ref.kind == "PodGroup":
+            if run.pg is not None:
+                return CONFLICT
+            status = run.state.get("status") or {}
+            meta.setdefault("uid", f"pg-{run.index:07d}-{status.get('version', 0)}")
+            meta.setdefault("creationTimestamp", timestamp(run.job.submit))
+            if not self.sim.options.gate_pods:
+                body["status"] = {**(body.get("status") or {}), "phase": "Inqueue"}
+            self.sim.put_podgroup(run, body)
+        return None
+
+    def patch(self, ref: ObjectRef, patch: JSON) -> Answer:
+        run = self.run
+        if ref.kind == "Job":
+            run.state = apply_merge_patch(run.state, patch)
+        elif ref.kind == "Pod":
+            pod = run.pods.get(ref.name)
+            if pod is None:
+                return MISSING
+            self.sim.update_pod(run, pod, apply_merge_patch(pod.obj, patch), notify=False)
+        elif ref.kind == "PodGroup":
+            if run.pg is None:
+                return MISSING
+            self.sim.put_podgroup(run, apply_merge_patch(run.pg, patch))
+        return None
+
+    def patch_status(self, ref: ObjectRef, status: JSON) -> Answer:
+        run = self.run
+        if ref.kind == "Job":
+            run.state["status"] = apply_merge_patch(run.state.get("status") or {}, status)
+        elif ref.kind == "PodGroup":
+            pg = run.pg
+            if pg is None:
+                return MISSING
+            self.sim.put_podgroup(run, {**pg, "status": apply_merge_patch(pg["status"], status)})
+        elif ref.kind == "Pod":
+            pod = run.pods.get(ref.name)
+            if pod is None:
+                return MISSING
+            new = {**pod.obj, "status": apply_merge_patch(pod.obj.get("status"), status)}
+            self.sim.update_pod(self.run, pod, new, notify=True)
+        return None
+
+    def delete(self, ref: ObjectRef) -> Answer:
+        if ref.kind == "Pod":
+            if ref.name not in self.run.pods:
+                return MISSING
+            self.sim.remove_pod(self.run, ref.name, self.now)
+        elif ref.kind == "PodGroup":
+            if self.run.pg is None:
+                return MISSING
+            self.sim.remove_podgroup(self.run)
+        return None
+
+    def event(self, ev: EmitEvent) -> Answer:
+        return None

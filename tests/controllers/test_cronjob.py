@@ -11,8 +11,8 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from batch.controllers.actions import DeleteObject, EmitEvent, ReconcileResult
 from batch.controllers.cronjob import job_name, reconcile_cronjob, schedule_of
+from batch.controllers.effects import DeleteObject, EmitEvent, ReconcileResult
 from batch.controllers.memory import MemoryCluster
 from batch.controllers.timeutil import format_time
 from tests.api.conftest import find_shared

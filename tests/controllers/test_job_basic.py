@@ -8,7 +8,7 @@ from typing import Any
 from batch.api.admission.common import is_dns1123_label
 from batch.api.jobview import job_view
 from batch.controllers import constants as c
-from batch.controllers.actions import CreateObject
+from batch.controllers.effects import CreateObject
 from batch.controllers.jobspec import (
     build_pod,
     claim_volume_name,

@@ -12,7 +12,7 @@ import pytest
 
 from batch.api.admission import AdmissionLimits
 from batch.controllers import constants as c
-from batch.controllers.actions import EmitEvent
+from batch.controllers.effects import EmitEvent
 from batch.controllers.job import reconcile_job
 from batch.controllers.shell import apply_actions
 from tests.controllers.fakeapi import FakeApi

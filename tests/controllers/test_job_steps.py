@@ -9,7 +9,7 @@ from typing import Any
 from batch.api.admission import AdmissionLimits
 from batch.api.jobview import JobStatusView, TaskView, job_view
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     CreateObject,
     DeleteObject,
     EmitEvent,

@@ -8,7 +8,7 @@ from typing import Any
 
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.controllers import constants as c
-from batch.controllers.actions import CreateObject, EmitEvent, PatchStatus
+from batch.controllers.effects import CreateObject, EmitEvent, PatchStatus
 from batch.controllers.job import reconcile_job
 from tests.work import lines_run
 

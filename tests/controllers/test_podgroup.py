@@ -7,7 +7,7 @@ from typing import Any
 
 from batch.api.integration import GangSpec, WorkloadKind, WorkloadObservation, WorkloadRef
 from batch.controllers import constants as c
-from batch.controllers.actions import CreateObject, DeleteObject, PatchObject, PatchStatus
+from batch.controllers.effects import CreateObject, DeleteObject, PatchObject, PatchStatus
 from batch.controllers.podgroup import (
     CREATED_BY,
     CREATED_BY_CONTROLLER,

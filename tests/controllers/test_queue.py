@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.actions import PatchObject, PatchStatus
+from batch.controllers.effects import PatchObject, PatchStatus
 from batch.controllers.memory import MemoryCluster
 from batch.controllers.queue import reconcile_queue
 
@@ -199,7 +199,7 @@ def test_queue_events_name_the_queue_as_kubectl_describe_looks_for_it() -> None:
     resourceVersion the controller saw, as client-go's recorder fills it (issue 15, item 2)."""
     import asyncio
 
-    from batch.controllers.actions import EmitEvent
+    from batch.controllers.effects import EmitEvent
     from batch.controllers.shell import apply_actions
     from tests.controllers.fakeapi import FakeApi
 
@@ -222,7 +222,7 @@ def test_queue_events_name_the_queue_as_kubectl_describe_looks_for_it() -> None:
 
 
 def test_open_under_a_closed_parent_fails_and_unknown_commands_are_reported() -> None:
-    from batch.controllers.actions import DeleteObject, EmitEvent
+    from batch.controllers.effects import DeleteObject, EmitEvent
 
     root, parent = q("root"), q("p", parent="root", state="Closing")
     child = q("c", parent="p", state="Unknown")
@@ -258,7 +258,7 @@ def _from(namespace: str, body: dict[str, Any]) -> dict[str, Any]:
 def test_queue_commands_from_outside_the_command_namespace_are_refused() -> None:
     """Issue 30.1: with `--queue-command-namespace`, a tenant's CloseQueue on root is never
     executed; it is reported on the Queue and on the Command, and deleted."""
-    from batch.controllers.actions import DeleteObject, EmitEvent
+    from batch.controllers.effects import DeleteObject, EmitEvent
 
     tenant = _from("team-a", cmd("root", c.CLOSE_QUEUE, 1))
     res = reconcile_queue(

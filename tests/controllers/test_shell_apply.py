@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     Action,
     CreateObject,
     DeleteObject,
@@ -120,7 +120,7 @@ def test_a_fence_that_says_no_stops_the_remaining_writes() -> None:
 def test_a_manager_out_of_its_lease_drops_and_retries_without_blame() -> None:
     """The reconcile's writes are dropped unsent, counted, and the key comes back later; the
     job is not charged a failure (which would count towards terminating it)."""
-    from batch.controllers.actions import ReconcileResult
+    from batch.controllers.effects import ReconcileResult
     from batch.controllers.operator import ControllerManager
     from batch.controllers.runtime.leadership import FENCE
 

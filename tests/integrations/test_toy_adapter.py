@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from batch.api.integration import GROUP_NAME_ANNOTATION, TASK_SPEC_ANNOTATION, load_adapters
-from batch.controllers.actions import CreateObject
+from batch.controllers.effects import CreateObject
 from batch.controllers.podgroup import reconcile_adapter_pod
 from batch.ledger.convert import events_from_job
 from batch.ledger.events import JobObserved, JobPhaseChanged

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from batch.api.mergepatch import apply_merge_patch
-from batch.controllers.actions import ObjectRef, PatchStatus
+from batch.controllers.effects import ObjectRef, PatchStatus
 from batch.controllers.shell import apply_actions
 from batch.kube.client import RESOURCES, ApiError, Resource
 from batch.kube.status import StatusWriter

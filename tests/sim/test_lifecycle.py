@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     Action,
     CreateObject,
     DeleteObject,

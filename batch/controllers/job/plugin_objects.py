@@ -8,7 +8,7 @@ from typing import Any
 
 from batch.api.jobview import JobView, job_view
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     Action,
     CreateObject,
     EmitEvent,

@@ -10,7 +10,7 @@ from batch.api.jobview import JobStatusView, JobView, TaskView
 from batch.api.quantity import QuantityError
 from batch.api.resources import is_extended_resource, to_internal
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     CreateObject,
     EmitEvent,
     ObjectRef,

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from batch.api.jobview import JobView, PolicyView, TaskView
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     Action,
     DeleteObject,
     ObjectRef,

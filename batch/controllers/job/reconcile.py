@@ -10,7 +10,7 @@ from typing import Any
 from batch.api.admission import DEFAULT_LIMITS, AdmissionLimits
 from batch.api.jobview import JobView
 from batch.controllers import constants as c
-from batch.controllers.actions import (
+from batch.controllers.effects import (
     Action,
     DeleteObject,
     EmitEvent,

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.actions import CreateObject, PatchStatus
+from batch.controllers.effects import CreateObject, PatchStatus
 from batch.controllers.job import plugin_object_keys, reconcile_job
 from batch.controllers.jobspec import job_volumes, podgroup_name, tasks_of
 from batch.controllers.metrics import ControllerMetrics

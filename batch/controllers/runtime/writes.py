@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch.controllers import constants as c
-from batch.controllers.actions import EmitEvent, ObjectRef, PatchStatus
+from batch.controllers.effects import EmitEvent, ObjectRef, PatchStatus
 from batch.controllers.job import pending_forbidden
 from batch.controllers.jobspec import meta
 from batch.controllers.metrics import ControllerMetrics

@@ -2,8 +2,10 @@
 
 A reconciler never talks to the API server: it returns a list of these, in the order they must be
 applied (a state transition is always written before the kills it implies, so a controller killed
-between two writes re-derives the rest from the stored status; see docs/controllers.md). The kopf
-shell (`batch.controllers.apply`) and the simulator both consume them.
+between two writes re-derives the rest from the stored status; see docs/controllers.md). What
+each means is decided once, by `batch.controllers.interpreter`, through which the API shell, the
+in-memory runner and the simulator apply them. (Named effects to keep them apart from the
+scheduler's session actions, `batch.scheduler.actions`.)
 """
 
 from __future__ import annotations
