@@ -34,7 +34,8 @@ if TYPE_CHECKING:
         QueueUsageSample,
         SchedulingEvent,
     )
-    from batch.ledger.recorder import Recorder, RecorderStats, UsageSource
+    from batch.ledger.recorder import Recorder, RecorderStats
+    from batch.ledger.sampler import UsageSource
 
 #: where each name of `__all__` lives: imported on first use, so that a command that needs one
 #: module of the ledger (`tephra report` its queries) does not import the recorder, its writer
@@ -63,7 +64,8 @@ _HOMES = {
         ),
         "batch.ledger.events",
     ),
-    **dict.fromkeys(("Recorder", "RecorderStats", "UsageSource"), "batch.ledger.recorder"),
+    **dict.fromkeys(("Recorder", "RecorderStats"), "batch.ledger.recorder"),
+    "UsageSource": "batch.ledger.sampler",
 }
 
 

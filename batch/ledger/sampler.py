@@ -12,14 +12,26 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-if TYPE_CHECKING:
-    from batch.ledger.recorder import Recorder, UsageSource
+from batch.ledger.events import LedgerEvent
 
 log = logging.getLogger(__name__)
+
+
+class UsageSource(Protocol):
+    """Returns the current queue usage samples (the scheduler service's cache provides them)."""
+
+    def __call__(self, at: dt.datetime) -> Iterable[LedgerEvent]: ...
+
+
+class SampleSink(Protocol):
+    """Where samples go (the ledger's ``Recorder``)."""
+
+    def record(self, events: Iterable[LedgerEvent]) -> Any: ...
 
 
 def slot_time(now: dt.datetime, interval_seconds: float) -> dt.datetime:
@@ -33,7 +45,7 @@ class UsageSampler:
     """Calls ``source(at)`` every ``interval_seconds`` and records the samples."""
 
     def __init__(
-        self, recorder: Recorder, source: UsageSource, *, interval_seconds: float = 60.0
+        self, recorder: SampleSink, source: UsageSource, *, interval_seconds: float = 60.0
     ) -> None:
         self.recorder = recorder
         self.source = source

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from batch.api.jobview import JobView, TaskView
-from batch.controllers.plugins import JSON, PluginBase, add_env, add_port, task_hosts
+from batch.controllers.plugins.base import JSON, PluginBase, add_env, add_port, task_hosts
 
 
 def _find(tasks: Sequence[TaskView], name: str) -> TaskView | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from batch.api.jobview import JobView, TaskView
-from batch.controllers.plugins import JSON, PluginBase, add_env
+from batch.controllers.plugins.base import JSON, PluginBase, add_env
 
 
 class EnvPlugin(PluginBase):

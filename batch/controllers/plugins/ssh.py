@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from batch.api.jobview import JobView, TaskView
 from batch.controllers.jobspec import owner_ref
-from batch.controllers.plugins import JSON, ObjectKey, task_hosts
+from batch.controllers.plugins.base import JSON, ObjectKey, task_hosts
 
 
 def generate_key_pair() -> tuple[str, str]:

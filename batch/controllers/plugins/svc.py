@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from batch.api.jobview import JobView, TaskView
 from batch.controllers import constants as c
 from batch.controllers.jobspec import owner_ref
-from batch.controllers.plugins import JSON, ObjectKey, add_env, task_hosts
+from batch.controllers.plugins.base import JSON, ObjectKey, add_env, task_hosts
 
 MOUNT_PATH = "/etc/volcano"
 
