@@ -24,7 +24,7 @@ from batch.api.defaults import (
     unset_or_zero,
 )
 from batch.api.durations import duration_or_none
-from batch.api.views import as_mapping
+from batch.api.views import VersionCache, as_mapping
 
 __all__ = [
     "DependsOnView",
@@ -222,26 +222,6 @@ class JobView:
         return next((t for t in self.tasks if t.name == name), None)
 
 
-_views: dict[tuple[str, str], JobView] = {}
-
-
-def job_view(obj: Mapping[str, Any]) -> JobView:
-    """The view of VCJob ``obj``, built once per uid and resourceVersion (an object without
-    either, such as one not yet stored, is read every time)."""
-    meta = as_mapping(obj.get("metadata"))
-    key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
-    if all(key):
-        got = _views.get(key)
-        if got is not None:
-            return got
-    view = _build(obj, meta, as_mapping(obj.get("spec")), as_mapping(obj.get("status")))
-    if all(key):
-        if len(_views) >= _CACHE_SIZE:
-            _views.clear()
-        _views[key] = view
-    return view
-
-
 def tasks_view(spec: Mapping[str, Any]) -> tuple[TaskView, ...]:
     """The tasks of a job spec with the webhook defaults (name `default<i>`, minAvailable,
     maxRetry)."""
@@ -293,12 +273,9 @@ def _optional_int(value: object) -> int | None:
     return None if value is None else int(value)  # type: ignore[call-overload]
 
 
-def _build(
-    obj: Mapping[str, Any],
-    meta: Mapping[str, Any],
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
-) -> JobView:
+def _build(obj: Mapping[str, Any]) -> JobView:
+    meta = as_mapping(obj.get("metadata"))
+    spec, status = as_mapping(obj.get("spec")), as_mapping(obj.get("status"))
     tasks = tasks_view(spec)
     min_av = spec.get("minAvailable")
     return JobView(
@@ -329,3 +306,8 @@ def _build(
         volumes=tuple(spec.get("volumes") or ()),
         status=_status(status),
     )
+
+
+#: The view of VCJob ``obj``, built once per uid and resourceVersion (an object without either,
+#: such as one not yet stored, is read every time).
+job_view = VersionCache(_build, size=_CACHE_SIZE)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch.api.constants import ANN_CLOSED_BY_PARENT, ROOT_QUEUE
-from batch.api.views import as_mapping
+from batch.api.views import VersionCache, as_mapping
 
 __all__ = ["QueueView", "queue_view"]
 
@@ -45,30 +45,20 @@ class QueueView:
         return self.parent_written or ROOT_QUEUE
 
 
-_views: dict[tuple[str, str], QueueView] = {}
-
-
-def queue_view(obj: Mapping[str, Any]) -> QueueView:
-    """The view of Queue ``obj``, built once per uid and resourceVersion."""
+def _build(obj: Mapping[str, Any]) -> QueueView:
     meta = as_mapping(obj.get("metadata"))
-    key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
-    if all(key):
-        got = _views.get(key)
-        if got is not None:
-            return got
     spec, status = as_mapping(obj.get("spec")), as_mapping(obj.get("status"))
-    view = QueueView(
+    return QueueView(
         name=str(meta.get("name") or ""),
-        uid=key[0],
-        resource_version=key[1],
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         parent_written=str(spec.get("parent") or ""),
         state=str(status.get("state") or ""),
         closed_by_parent=as_mapping(meta.get("annotations")).get(ANN_CLOSED_BY_PARENT) == "true",
         status=status,
     )
-    if all(key):
-        if len(_views) >= _CACHE_SIZE:
-            _views.clear()
-        _views[key] = view
-    return view
+
+
+#: The view of Queue ``obj``, built once per uid and resourceVersion.
+queue_view = VersionCache(_build, size=_CACHE_SIZE)

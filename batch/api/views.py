@@ -8,15 +8,16 @@ resourceVersion) and read through typed attributes; raw dicts stay at the I/O ed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from batch.api.owners import controller_ref
 
-__all__ = ["PodGroupView", "as_mapping", "podgroup_view"]
+__all__ = ["PodGroupView", "VersionCache", "as_mapping", "podgroup_view"]
 
 _CACHE_SIZE = 8192
+V = TypeVar("V")
 
 
 def as_mapping(value: object) -> Mapping[str, Any]:
@@ -75,28 +76,31 @@ class PodGroupView:
         return found[-1] if found else None
 
 
-_views: dict[tuple[str, str], PodGroupView] = {}
+class VersionCache(Generic[V]):
+    """Views built once per object version: keyed by uid and resourceVersion, emptied when
+    full (an object without either, such as one not yet stored, is read every time)."""
+
+    def __init__(self, build: Callable[[Mapping[str, Any]], V], size: int = _CACHE_SIZE) -> None:
+        self.build = build
+        self.size = size
+        self._views: dict[tuple[str, str], V] = {}
+
+    def __call__(self, obj: Mapping[str, Any]) -> V:
+        meta = as_mapping(obj.get("metadata"))
+        key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        if not all(key):
+            return self.build(obj)
+        got = self._views.get(key)
+        if got is None:
+            if len(self._views) >= self.size:
+                self._views.clear()
+            got = self._views[key] = self.build(obj)
+        return got
 
 
-def podgroup_view(obj: Mapping[str, Any]) -> PodGroupView:
-    """The view of PodGroup ``obj``, built once per uid and resourceVersion."""
+def _build(obj: Mapping[str, Any]) -> PodGroupView:
     meta = as_mapping(obj.get("metadata"))
-    key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
-    if all(key):
-        got = _views.get(key)
-        if got is not None:
-            return got
-    view = _build(meta, as_mapping(obj.get("spec")), as_mapping(obj.get("status")))
-    if all(key):
-        if len(_views) >= _CACHE_SIZE:
-            _views.clear()
-        _views[key] = view
-    return view
-
-
-def _build(
-    meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]
-) -> PodGroupView:
+    spec, status = as_mapping(obj.get("spec")), as_mapping(obj.get("status"))
     mm = spec.get("minMember")
     min_res = spec.get("minResources")
     conditions = status.get("conditions")
@@ -122,3 +126,7 @@ def _build(
         succeeded=_count(status.get("succeeded")),
         failed=_count(status.get("failed")),
     )
+
+
+#: The view of PodGroup ``obj``, built once per uid and resourceVersion.
+podgroup_view = VersionCache(_build)

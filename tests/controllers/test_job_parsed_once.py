@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import batch.api.jobview as jobview
 import batch.controllers.memory as memory
 from batch.api.jobview import JobView, job_view
 
@@ -22,7 +21,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """[views built inside reconcile_job, reconcile_job calls]."""
     counts = [0, 0]
     inside = [False]
-    build, reconcile = jobview._build, memory.reconcile_job
+    build, reconcile = job_view.build, memory.reconcile_job
 
     def counting_build(*args: Any) -> JobView:
         counts[0] += inside[0]
@@ -36,7 +35,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         finally:
             inside[0] = False
 
-    monkeypatch.setattr(jobview, "_build", counting_build)
+    monkeypatch.setattr(job_view, "build", counting_build)
     monkeypatch.setattr(memory, "reconcile_job", counting_reconcile)
     yield counts
 
@@ -61,13 +60,13 @@ def _stored(rv: str, replicas: int) -> Mapping[str, Any]:
 
 def test_a_stored_job_is_parsed_once_per_version(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = [0]
-    build = jobview._build
+    build = job_view.build
 
     def counting(*args: Any) -> JobView:
         calls[0] += 1
         return build(*args)
 
-    monkeypatch.setattr(jobview, "_build", counting)
+    monkeypatch.setattr(job_view, "build", counting)
     first = job_view(_stored("7", 2))
     assert job_view(_stored("7", 2)) is first and calls[0] == 1
     newer = job_view(_stored("8", 3))  # a new version is read again
