@@ -78,6 +78,9 @@ WATCHED_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode
 STATUS_CONCURRENCY = 32
 #: status writes in flight at once while binds wait for the wire: binds go first
 STATUS_CONCURRENCY_WHILE_BINDING = 4
+#: events (pods' `Scheduled` above all, one per bind) in flight at once meanwhile: a share of
+#: their own, or they trail the binds by minutes (issue 33)
+EVENT_CONCURRENCY_WHILE_BINDING = 32
 #: binds and evictions queued behind those on the wire before sessions wait: none. A session
 #: holds the event loop, and a queued bind then waits the whole session for a worker (a
 #: 20,000-job session at the end of a burst stalled the last binds for seconds, issue 33);
@@ -358,7 +361,14 @@ class SchedulerService:
             self.cache.assume_bind(req.uid, req.node)
 
             async def send(req: BindRequest = req) -> None:
-                self._bound(out, *await out.binder.bind_one(req, guard=guard))
+                answer = await out.binder.bind_one(req, guard=guard)
+                self._bound(out, *answer)
+                if answer[1] is BindOutcome.BOUND:
+                    # On the bind's own worker, as kube-scheduler's binding cycle records it:
+                    # the events keep pace with the binds instead of trailing them (issue 33)
+                    await out.statuses.post(
+                        scheduled_event(req.namespace, req.pod, req.uid, req.node)
+                    )
 
             drop = functools.partial(self.cache.bind_failed, req.uid)
             out.requests.submit(send, drop, guard=guard, kind="bind")
@@ -368,7 +378,6 @@ class SchedulerService:
         self.metrics.binds.labels(result=outcome.value).inc()
         if outcome is BindOutcome.BOUND:
             self.metrics.schedule_attempts.labels(result="scheduled").inc()
-            out.statuses.offer(events=[scheduled_event(req.namespace, req.pod, req.uid, req.node)])
             task = self.cache.tasks.get(req.uid)
             if task is not None and task.creation:
                 waited_ms = (time.time() - task.creation) * 1000
@@ -613,6 +622,7 @@ class SchedulerService:
                 on_written=self.metrics.status_writes.labels(kind="status").inc,
                 busy=lambda: requests.outstanding > requests.workers,
                 busy_concurrency=STATUS_CONCURRENCY_WHILE_BINDING,
+                busy_event_concurrency=EVENT_CONCURRENCY_WHILE_BINDING,
             ),
             fence=(lambda: _always) if elector is None else elector.fence,
         )
