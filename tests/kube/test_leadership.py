@@ -14,7 +14,7 @@ import asyncio
 import copy
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -208,14 +208,14 @@ class _PauseAfterDecisions:
         self.resume = threading.Event()
         service = replica.service
         # The session runs in a thread of its own; its decisions are dispatched on the loop.
-        self._dispatch: Callable[..., None] = service._dispatch
+        self._dispatch: Callable[..., Awaitable[None]] = service._dispatch
         service._dispatch = self._paused_dispatch  # type: ignore[method-assign]
 
-    def _paused_dispatch(self, out: Any, decisions: Decisions, *args: Any) -> None:
+    async def _paused_dispatch(self, out: Any, decisions: Decisions, *args: Any) -> None:
         if decisions.binds and not self.paused.is_set():
             self.paused.set()
-            self.resume.wait(120)
-        self._dispatch(out, decisions, *args)
+            self.resume.wait(120)  # the loop blocked, as by SIGSTOP
+        await self._dispatch(out, decisions, *args)
 
 
 def _pods(sb: SandboxHandle) -> dict[str, Any]:
