@@ -78,8 +78,11 @@ WATCHED_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode
 
 #: status writes (PodGroup, Queue, pod) in flight at once, beside the binds
 STATUS_CONCURRENCY = 32
-#: status writes in flight at once while binds wait for the wire: binds go first
-STATUS_CONCURRENCY_WHILE_BINDING = 16
+#: status writes in flight at once while binds wait for the wire: binds go first. More makes
+#: PodGroup statuses follow the binds more closely at the binds' expense (200 nodes, 4,000
+#: single pods on a loaded machine: 16 had 0.17 of the PodGroups Running at the last bind, not
+#: 0.00, and bound about 15 % fewer pods a second)
+STATUS_CONCURRENCY_WHILE_BINDING = 4
 #: events (pods' `Scheduled` above all, one per bind) in flight at once meanwhile: a share of
 #: their own, or they trail the binds by minutes (issue 33)
 EVENT_CONCURRENCY_WHILE_BINDING = 32
