@@ -959,6 +959,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.nodes, args.pods, args.gangs, args.gang_size = [20], 100, 10, 10
         args.timeout = min(args.timeout, 60.0)
+        args.trail_timeout = min(args.trail_timeout, 20.0)
     return args
 
 
