@@ -86,6 +86,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEPHRA = str(Path(sys.executable).with_name("tephra"))
 CRDS = ROOT / "crds"
 POD = RESOURCES["Pod"]
+EVENT = RESOURCES["Event"]
 PODGROUP = RESOURCES["PodGroup"]
 NODE = RESOURCES["Node"]
 NODE_SHAPE: dict[str, Any] = {"cpu": "32", "memory": "256Gi", "pods": 110}
@@ -133,6 +134,27 @@ class Result:
     #: the same two from the start to `--settle` seconds after the last bind
     settled_cpu: dict[str, float] = field(default_factory=dict)
     settled_requests: dict[str, int] = field(default_factory=dict)
+    #: what trails the binds: pods' `Scheduled` events and PodGroups' Running status
+    trail: Trail | None = None
+
+
+@dataclass
+class Trail:
+    """The writes that follow the binds, as the driver's watches saw them: per bound pod, its
+    `Scheduled` event (events/pod) and its PodGroup's phase Running (PodGroups/group), at the
+    last bind and `settle` s later; seconds from the last bind until every bound pod had its
+    event (`events_s`) and every PodGroup was Running (`podgroups_s`), -1 when not within
+    `--trail-timeout`; p50/p99 of each pod's bind-to-event seconds."""
+
+    settle: float = 0.0
+    events_at_bind: float = 0.0
+    events_settled: float = 0.0
+    podgroups_at_bind: float = 0.0
+    podgroups_settled: float = 0.0
+    events_s: float = -1.0
+    podgroups_s: float = -1.0
+    event_p50_s: float = 0.0
+    event_p99_s: float = 0.0
 
 
 def log(message: str) -> None:
@@ -413,6 +435,10 @@ class Clock:
     bound: dict[str, float] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     errors: list[str] = field(default_factory=list)
+    #: pod -> when its `Scheduled` event was seen; PodGroup -> when it was first seen Running
+    scheduled: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)
+    groups: int = 0
 
     def saw(self, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
@@ -421,27 +447,58 @@ class Clock:
             if len(self.bound) >= self.total:
                 self.done.set()
 
+    def saw_event(self, obj: dict[str, Any]) -> None:
+        name = (obj.get("involvedObject") or {}).get("name")
+        if name and name not in self.scheduled:
+            self.scheduled[name] = time.perf_counter()
 
-async def watch_bound(client: KubeClient, ns: str, clock: Clock, version: str) -> None:
-    """Follow the namespace's bound pods; resume from the last version, re-list on 410."""
-    params = {"fieldSelector": f"spec.nodeName!=,metadata.namespace={ns}"}
-    while not clock.done.is_set():
+    def saw_podgroup(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if (obj.get("status") or {}).get("phase") == "Running" and name not in self.running:
+            self.running[name] = time.perf_counter()
+
+    def trailed(self) -> bool:
+        """Every bound pod has its event, every PodGroup is Running."""
+        return len(self.scheduled) >= len(self.bound) and len(self.running) >= self.groups
+
+
+#: what the driver follows: (resource, field selector but the namespace, the clock's method)
+FOLLOWED = {
+    "bound": (POD, "spec.nodeName!=", Clock.saw),
+    "scheduled": (EVENT, "reason=Scheduled,involvedObject.kind=Pod", Clock.saw_event),
+    "running": (PODGROUP, "", Clock.saw_podgroup),
+}
+
+
+async def follow(client: KubeClient, ns: str, clock: Clock, what: str) -> None:
+    """Feed the namespace's objects of `what` (FOLLOWED) to the clock, those listed now, then
+    the watch's; resume from the last version, re-list on 410. Until cancelled."""
+    res, selector, saw = FOLLOWED[what]
+    version = ""
+    while True:
         try:
+            if not version:
+                page = await client.list(res, namespace=ns, **_selector(selector))
+                for obj in page["items"]:
+                    saw(clock, obj)
+                version = page["metadata"]["resourceVersion"]
+            params = _selector(",".join(filter(None, (selector, f"metadata.namespace={ns}"))))
             async for etype, obj in client.watch(
-                POD, resource_version=version, timeout_seconds=600, **params
+                res, resource_version=version, timeout_seconds=600, **params
             ):
                 version = obj["metadata"].get("resourceVersion") or version
                 if etype in ("ADDED", "MODIFIED"):
-                    clock.saw(obj)
+                    saw(clock, obj)
         except ApiError as exc:
             if exc.status != 410:
                 raise
-            page = await client.list(POD, namespace=ns, fieldSelector="spec.nodeName!=")
-            for obj in page["items"]:
-                clock.saw(obj)
-            version = page["metadata"]["resourceVersion"]
+            version = ""
         except (aiohttp.ClientError, TimeoutError) as exc:
-            clock.errors.append(f"watch: {exc!r}"[:200])
+            clock.errors.append(f"watch {what}: {exc!r}"[:200])
+
+
+def _selector(selector: str) -> dict[str, str]:
+    return {"fieldSelector": selector} if selector else {}
 
 
 async def create_all(
@@ -482,25 +539,24 @@ async def report_progress(clock: Clock, started: float) -> None:
     while True:
         await asyncio.sleep(5.0)
         elapsed = time.perf_counter() - started
-        log(f"  {elapsed:6.1f} s: created {len(clock.created)}, bound {len(clock.bound)}")
+        log(
+            f"  {elapsed:6.1f} s: created {len(clock.created)}, bound {len(clock.bound)}, "
+            f"Scheduled events {len(clock.scheduled)}, PodGroups Running {len(clock.running)}"
+        )
 
 
 @contextlib.asynccontextmanager
 async def watching(client: KubeClient, ns: str, clock: Clock) -> AsyncIterator[None]:
-    """Record the namespace's bound pods (those listed now, then the watch's) and log progress
-    while the body runs."""
-    page = await client.list(POD, namespace=ns, fieldSelector="spec.nodeName!=")
-    for obj in page["items"]:
-        clock.saw(obj)
-    version = page["metadata"]["resourceVersion"]
-    watcher = asyncio.create_task(watch_bound(client, ns, clock, version))
-    progress = asyncio.create_task(report_progress(clock, time.perf_counter()))
+    """Record the namespace's bound pods, pods' Scheduled events and Running PodGroups and log
+    progress while the body runs."""
+    tasks = [asyncio.create_task(follow(client, ns, clock, what)) for what in FOLLOWED]
+    tasks.append(asyncio.create_task(report_progress(clock, time.perf_counter())))
     try:
         yield
     finally:
-        for task in (watcher, progress):
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(watcher, progress, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def summarize(result: Result, clock: Clock, started: float, created: float) -> None:
@@ -610,11 +666,45 @@ async def measure(
             requests2 = await asyncio.to_thread(apiserver_requests, plane)
             result.settled_cpu = {name: round(cpu2[name] - cpu0[name], 2) for name in pids}
             result.settled_requests = dict(sorted((requests2 - requests0).items()))
+        if clock.done.is_set():
+            await wait_trailed(clock, args.trail_timeout - args.settle)
         result.load.append(round(os.getloadavg()[0], 2))
         if result.scheduler == "tephra":
             await asyncio.to_thread(save_metrics, port, plane.workdir / f"{ns}.metrics")
         await asyncio.to_thread(stop_process, proc)
     return started, create_s
+
+
+async def wait_trailed(clock: Clock, timeout: float) -> None:
+    """Until every bound pod has its event and every PodGroup is Running, or `timeout` s."""
+    deadline = time.perf_counter() + timeout
+    while not clock.trailed() and time.perf_counter() < deadline:
+        await asyncio.sleep(0.2)
+
+
+def trail_of(clock: Clock, settle: float) -> Trail:
+    """The trailing writes of a run whose every pod was bound (`Trail`)."""
+    last = max(clock.bound.values())
+    bound, groups = len(clock.bound), max(clock.groups, 1)
+
+    def share(seen: dict[str, float], until: float, per: int) -> float:
+        return round(sum(1 for t in seen.values() if t <= until) / per, 3)
+
+    def lag(seen: dict[str, float], want: int) -> float:
+        return round(max(max(seen.values()) - last, 0.0), 2) if len(seen) >= want else -1.0
+
+    each = sorted(max(t - clock.bound.get(p, t), 0.0) for p, t in clock.scheduled.items())
+    return Trail(
+        settle=settle,
+        events_at_bind=share(clock.scheduled, last, bound),
+        events_settled=share(clock.scheduled, last + settle, bound),
+        podgroups_at_bind=share(clock.running, last, groups),
+        podgroups_settled=share(clock.running, last + settle, groups),
+        events_s=lag(clock.scheduled, bound),
+        podgroups_s=lag(clock.running, clock.groups) if clock.groups else 0.0,
+        event_p50_s=round(each[len(each) // 2], 2) if each else 0.0,
+        event_p99_s=round(each[min(len(each) - 1, int(0.99 * len(each)))], 2) if each else 0.0,
+    )
 
 
 async def run_one(
@@ -630,7 +720,7 @@ async def run_one(
     ns = f"{scheduler}-{workload.name}-{nodes}"
     result = Result(nodes, workload.name, scheduler, args.mode, workload.pods)
     bodies = pods_of(workload, scheduler)
-    clock = Clock(len(bodies))
+    clock = Clock(len(bodies), groups=0 if scheduler == "kube" else workload.groups)
     async with KubeClient(load_access(plane.kubeconfig), max_connections=args.concurrency + 8) as c:
         await namespace(c, ns)
         if scheduler != "kube":
@@ -638,6 +728,8 @@ async def run_one(
         async with watching(c, ns, clock):
             started, created = await measure(plane, c, ns, clock, bodies, result, args, emulator)
         summarize(result, clock, started, created)
+        if clock.done.is_set():
+            result.trail = trail_of(clock, args.settle)
         if clock.errors:
             log(f"  driver watch errors: {clock.errors[:3]}")
         if clean_after:
@@ -777,6 +869,34 @@ def print_cost(when: str, bound: int, cpu: dict[str, float], requests: dict[str,
     print(f"  {'':<17} requests/pod {total:.2f}: {listed}")
 
 
+def print_trails(results: list[Result]) -> None:
+    """Per run: the Scheduled events per bound pod and the PodGroups Running per PodGroup at
+    the last bind and `--settle` s later, seconds after the last bind until all were there
+    (-1: not within `--trail-timeout`), and each pod's bind-to-event seconds."""
+    runs = [r for r in results if r.trail is not None]
+    if not runs:
+        return
+    print("what trails the binds: Scheduled events/pod and PodGroups Running/group")
+    print(
+        f"{'nodes':>6} {'workload':<8} {'scheduler':<15} {'events/pod':>17} {'all s':>6} "
+        f"{'bind->event p50/p99 s':>21} {'PodGroups Running':>19} {'all s':>6}"
+    )
+    for r in runs:
+        t = r.trail
+        assert t is not None
+        name = NAMES.get(r.scheduler, r.scheduler)
+        events = f"{t.events_at_bind:.2f} -> {t.events_settled:.2f}"
+        groups = f"{t.podgroups_at_bind:.2f} -> {t.podgroups_settled:.2f}"
+        each = f"{t.event_p50_s:.2f}/{t.event_p99_s:.2f}"
+        print(
+            f"{r.nodes:>6} {r.workload:<8} {name:<15} {events:>17} {t.events_s:>6.1f} "
+            f"{each:>21} {groups:>19} {t.podgroups_s:>6.1f}"
+        )
+    settle = {r.trail.settle for r in runs if r.trail is not None}
+    print(f"  (at the last bind -> {', '.join(f'{x:g}' for x in sorted(settle))} s later)")
+    print()
+
+
 def print_report(results: list[Result]) -> None:
     modes = {r.mode for r in results}
     if "backlog" in modes:
@@ -787,6 +907,7 @@ def print_report(results: list[Result]) -> None:
     for r in results:
         print(format_row(r))
     print()
+    print_trails(results)
     print_costs(results)
     by_key = {(r.nodes, r.workload, r.scheduler): r for r in results}
     for (nodes, workload, scheduler), r in by_key.items():
@@ -834,6 +955,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=3.0,
         help="seconds after the last bind before CPU and requests are read again (not timed)",
     )
+    p.add_argument(
+        "--trail-timeout",
+        type=float,
+        default=120.0,
+        help="seconds after the last bind to wait for every Scheduled event and PodGroup status",
+    )
     p.add_argument("--bin-dir", type=Path, default=None, help="default: scripts/build-kube.sh")
     p.add_argument(
         "--volcano-bin-dir",
@@ -849,6 +976,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.nodes, args.pods, args.gangs, args.gang_size = [20], 100, 10, 10
         args.timeout = min(args.timeout, 60.0)
+        args.trail_timeout = min(args.trail_timeout, 20.0)
     return args
 
 

@@ -133,6 +133,9 @@ class StatusWriter:
         self.on_failed = on_failed
         #: when set, the writes allowed on the wire at once now (at most `concurrency`)
         self.limit: Callable[[], int] | None = None
+        #: when set, takes the events a write gives rise to (a PodGroup's "pod group is
+        #: ready") instead of the write posting them itself before its slot is free
+        self.on_event: Callable[[EventSpec], None] | None = None
 
     # -- fed by the watch -----------------------------------------------------------------
     def observe(self, kind: str, etype: str, obj: Mapping[str, Any]) -> None:
@@ -212,17 +215,19 @@ class StatusWriter:
             known[key] = apply_merge_patch(known[key], patch)
         return ok
 
-    async def _run(self, jobs: list[Any]) -> int:
+    async def _run(self, jobs: list[Any], limit: Callable[[], int] | None = None) -> int:
         """Await the writes `jobs` (coroutines answering True when made), at most
-        `in_flight()` at once, asked again before each write: a long round slows down while
-        binds wait for the wire and speeds up once they do not; the number of writes made."""
+        `in_flight()` (or `limit()`) at once, asked again before each write: a long round slows
+        down while binds wait for the wire and speeds up once they do not; the number of
+        writes made."""
         todo = deque(jobs)
         made = 0
+        in_flight = self.in_flight if limit is None else limit
 
         async def worker(i: int) -> None:
             nonlocal made
             while todo:
-                if i >= self.in_flight():
+                if i >= in_flight():
                     await asyncio.sleep(0.1)
                     continue
                 if await todo.popleft():
@@ -259,19 +264,19 @@ class StatusWriter:
         ok = await self._write(self.podgroups, key, "PodGroup", name, namespace, patch)
         if ok and patch.get("phase") == "Running" and was != "Running":
             uid, version = self.podgroup_ids.get(key, ("", ""))
-            await self.emit_events(
-                [
-                    EventSpec(
-                        kind="PodGroup",
-                        namespace=namespace,
-                        name=name,
-                        reason="Scheduled",
-                        message=POD_GROUP_READY,
-                        uid=uid,
-                        resource_version=version,
-                    )
-                ]
+            ready = EventSpec(
+                kind="PodGroup",
+                namespace=namespace,
+                name=name,
+                reason="Scheduled",
+                message=POD_GROUP_READY,
+                uid=uid,
+                resource_version=version,
             )
+            if self.on_event is not None:
+                self.on_event(ready)
+            else:
+                await self.emit_events([ready])
         return ok
 
     async def write_queues(self, desired: Mapping[str, Mapping[str, Any]]) -> int:
@@ -335,9 +340,22 @@ class StatusWriter:
         self.writes += 1
         return True
 
-    async def emit_events(self, events: Sequence[EventSpec]) -> int:
-        """Post events, suppressing an identical one posted within `event_interval`."""
+    async def emit_events(
+        self, events: Sequence[EventSpec], limit: Callable[[], int] | None = None
+    ) -> int:
+        """Post events, suppressing an identical one posted within `event_interval`, at most
+        `limit()` at once (default: `in_flight()`)."""
         now = time.monotonic()
+        jobs = [self._post_event(ev) for ev in events if self._fresh(ev, now)]
+        return await self._run(jobs, limit)
+
+    async def post_event(self, ev: EventSpec) -> bool:
+        """Post one event unless an identical one was posted within `event_interval`."""
+        return self._fresh(ev, time.monotonic()) and await self._post_event(ev)
+
+    def _fresh(self, ev: EventSpec, now: float) -> bool:
+        """Whether `ev` is not a repeat of one posted within `event_interval`; it counts as
+        posted from now on."""
         recent = self._recent_events
         # Oldest first (a key is inserted only when absent): drop the expired ones from the
         # front, not by rebuilding the map (once per PodGroup ready event, that was quadratic;
@@ -347,14 +365,11 @@ class StatusWriter:
             if now - posted < self.event_interval:
                 break
             recent.popitem(last=False)
-        jobs = []
-        for ev in events:
-            key = (ev.kind, ev.namespace, ev.name, ev.reason, ev.message)
-            if key in self._recent_events:
-                continue
-            self._recent_events[key] = now
-            jobs.append(self._post_event(ev))
-        return await self._run(jobs)
+        key = (ev.kind, ev.namespace, ev.name, ev.reason, ev.message)
+        if key in recent:
+            return False
+        recent[key] = now
+        return True
 
     async def _post_event(self, ev: EventSpec) -> bool:
         involved = object_reference(

@@ -12,6 +12,7 @@ plain weights decide; said once in the log and by `tephra_queue_usage_available`
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -46,8 +47,12 @@ class UsageFeed:
         *,
         period: float = PERIOD,
         on_state: Callable[[bool | None], None] = lambda _: None,
+        change: Callable[[Callable[[], None]], None] = lambda apply: apply(),
     ) -> None:
         self.cache = cache
+        #: makes a change to the cache (the scheduler service holds it back while a session
+        #: reads the cache in its thread)
+        self.change = change
         self.period = period
         self.on_state = on_state  # True: figures current, False: unavailable, None: not asked
         self._due = 0.0
@@ -89,7 +94,7 @@ class UsageFeed:
             self._state(False, "the ledger cannot be read now")
         else:
             self._state(True, "")
-        self.cache.set_queue_usage(usage)
+        self.change(functools.partial(self.cache.set_queue_usage, usage))
 
     def _state(self, available: bool | None, why: str) -> None:
         if available == self._available:

@@ -329,3 +329,63 @@ def test_while_binds_wait_for_the_wire_statuses_and_events_trail_a_few_at_once()
     server = asyncio.run(main())
     assert len(server.events) == 400  # every event posted: trailing, not dropped
     assert server.most[0] == 4 and server.most[1] > 4, server.most
+
+
+def test_events_are_not_starved_by_binds_or_by_a_long_round_of_statuses() -> None:
+    """Issue 33: 45 s after the last of 20,000 binds, 0.05 Scheduled events per pod had been
+    posted. Events have a lane and a share of their own: while binds wait for the wire they go
+    `busy_event_concurrency` at once (the statuses `busy_concurrency`), and an event offered
+    while a round of PodGroup statuses is stuck on the wire is posted without waiting for it.
+    Counts only: writes on the wire at once, events posted while the round is held."""
+
+    class _Held(_Server):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = asyncio.Event()  # PodGroup writes wait for it
+            self.on_wire = {"status": 0, "event": 0}
+            self.most = {"status": 0, "event": 0}
+            self.release_events = asyncio.Event()
+
+        async def _hold(self, what: str, gate: asyncio.Event) -> None:
+            self.on_wire[what] += 1
+            self.most[what] = max(self.most[what], self.on_wire[what])
+            await gate.wait()
+            self.on_wire[what] -= 1
+
+        async def patch(
+            self, _res: object, name: str, body: dict[str, Any], **kw: object
+        ) -> dict[str, Any]:
+            await self._hold("status", self.gate)
+            return await super().patch(_res, name, body, **kw)
+
+        async def create(self, _res: object, body: dict[str, Any], _ns: str) -> dict[str, Any]:
+            await self._hold("event", self.release_events)
+            return await super().create(_res, body, _ns)
+
+    async def main() -> _Held:
+        server = _Held()
+        writer = StatusWriter(server, concurrency=32)  # type: ignore[arg-type]
+        podgroups = {("ns", f"pg{i}"): {"phase": "Running"} for i in range(100)}
+        for ns, name in podgroups:
+            writer.observe("PodGroup", "ADDED", {"metadata": {"namespace": ns, "name": name}})
+        statuses = StatusQueue(
+            writer, busy=lambda: True, busy_concurrency=4, busy_event_concurrency=16
+        )
+        statuses.offer(podgroups=podgroups)
+        await _settle()  # the round is on the wire, held there
+        for i in range(100):  # binds answered meanwhile, one Scheduled event each
+            statuses.offer(events=[EventSpec("Pod", "ns", f"p{i}", "Scheduled", "m")])
+        await asyncio.sleep(0.05)
+        assert server.most == {"status": 4, "event": 16}, server.most
+        server.release_events.set()
+        await asyncio.sleep(0.5)
+        assert len(server.events) == 100  # every event, the round of statuses still held
+        assert server.patches == []
+        server.gate.set()
+        await statuses.flush()  # after the round in progress
+        await statuses.close(1.0)
+        return server
+
+    server = asyncio.run(main())
+    assert len(server.patches) == 100
+    assert server.events.count("Scheduled") == 200  # and each PodGroup's "pod group is ready"

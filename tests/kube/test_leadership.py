@@ -14,7 +14,7 @@ import asyncio
 import copy
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -206,16 +206,16 @@ class _PauseAfterDecisions:
         assert replica.service is not None
         self.paused = threading.Event()
         self.resume = threading.Event()
-        scheduler = replica.service.scheduler
-        self._run_once: Callable[[float], Decisions] = scheduler.run_once
-        scheduler.run_once = self._paused_run_once  # type: ignore[method-assign]
+        service = replica.service
+        # The session runs in a thread of its own; its decisions are dispatched on the loop.
+        self._dispatch: Callable[..., Awaitable[None]] = service._dispatch
+        service._dispatch = self._paused_dispatch  # type: ignore[method-assign]
 
-    def _paused_run_once(self, now: float) -> Decisions:
-        decisions = self._run_once(now)
+    async def _paused_dispatch(self, out: Any, decisions: Decisions, *args: Any) -> None:
         if decisions.binds and not self.paused.is_set():
             self.paused.set()
-            self.resume.wait(120)
-        return decisions
+            self.resume.wait(120)  # the loop blocked, as by SIGSTOP
+        await self._dispatch(out, decisions, *args)
 
 
 def _pods(sb: SandboxHandle) -> dict[str, Any]:
