@@ -77,7 +77,9 @@ def step(draw: st.DrawFn) -> Event:
         value = draw(st.integers(0, 100))
         return ("PriorityClass", "ADDED", f.priority_class("high", value, global_default=True))
     if kind == "podgroup":
-        mr = draw(st.one_of(st.none(), st.sampled_from([{"cpu": "2"}, {"nvidia.com/gpu": "2"}])))
+        # a 6-CPU minimum makes overcommit's budget (1.2 x the nodes' total) bind
+        mrs = [{"cpu": "2"}, {"cpu": "6"}, {"nvidia.com/gpu": "2"}]
+        mr = draw(st.one_of(st.none(), st.sampled_from(mrs)))
         pg = f.podgroup(
             group,
             min_member=draw(st.integers(1, 3)),
