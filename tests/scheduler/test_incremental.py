@@ -77,7 +77,9 @@ def step(draw: st.DrawFn) -> Event:
         value = draw(st.integers(0, 100))
         return ("PriorityClass", "ADDED", f.priority_class("high", value, global_default=True))
     if kind == "podgroup":
-        mr = draw(st.one_of(st.none(), st.sampled_from([{"cpu": "2"}, {"nvidia.com/gpu": "2"}])))
+        # a 6-CPU minimum makes overcommit's budget (1.2 x the nodes' total) bind
+        mrs = [{"cpu": "2"}, {"cpu": "6"}, {"nvidia.com/gpu": "2"}]
+        mr = draw(st.one_of(st.none(), st.sampled_from(mrs)))
         pg = f.podgroup(
             group,
             min_member=draw(st.integers(1, 3)),
@@ -174,15 +176,20 @@ def test_job_sums_follow_versions_and_departures() -> None:
     sums.refresh(cache.jobs, lambda j: j.pending_req)
     assert sums.sums["qa"][cpu] == 1000 and sums.counts == {"qa": 1}
     cache.apply("Pod", "ADDED", f.pod("g0-1", group="g0", cpu="2"))
+    stamp = sums.stamps["qa"]
     sums.refresh(cache.jobs, lambda j: j.pending_req)
     assert sums.sums["qa"][cpu] == 3000 and sums.grand[cpu] == 3000
+    assert sums.stamps["qa"] > stamp  # a changed sum has a new stamp
     # the job moves to another queue, then leaves: its contribution moves, then goes
+    stamp = sums.stamps["qa"]
     cache.apply("PodGroup", "MODIFIED", f.podgroup("g0", queue="qb", phase="Inqueue"))
     sums.refresh(cache.jobs, lambda j: j.pending_req)
     assert "qa" not in sums.sums and sums.sums["qb"][cpu] == 3000
-    assert sums.grand[cpu] == 3000
+    assert sums.grand[cpu] == 3000 and sums.stamps["qa"] > stamp
+    stamp = sums.stamps["qb"]
     sums.refresh({}, lambda j: j.pending_req)
     assert sums.sums == {} and sums.counts == {} and not sums.grand.any()
+    assert sums.stamps["qb"] > stamp
     # the same key with another shape starts afresh
     assert JobSums.of(cache, "test", (2, cache.resources.capacity)) is not sums
 

@@ -40,7 +40,7 @@ class _Entry:
 class JobSums:
     """Σ ``contribution(job)`` per ``job.queue`` over a session's jobs (see module docstring)."""
 
-    __slots__ = ("_cursor", "_entries", "counts", "grand", "shape", "sums")
+    __slots__ = ("_cursor", "_entries", "counts", "grand", "shape", "stamps", "sums")
 
     def __init__(self, shape: tuple[int, ...], cursor: Cursor) -> None:
         self.shape = shape
@@ -52,6 +52,9 @@ class JobSums:
         self.counts: dict[str, int] = {}
         #: Σ over every queue
         self.grand: Vec = np.zeros(shape, dtype=np.int64)
+        #: queue -> a number that grows whenever its sum changes (never reset while this
+        #: instance lives: a reader that kept a queue's sum with its stamp knows it is current)
+        self.stamps: dict[str, int] = {}
 
     @classmethod
     def of(cls, cache: ClusterCache, key: str, shape: tuple[int, ...]) -> JobSums:
@@ -109,6 +112,7 @@ class JobSums:
         e = entries[uid] = _Entry(job.version, job.queue, value)
         self.counts[e.group] = self.counts.get(e.group, 0) + 1
         if value is not None:
+            self.stamps[e.group] = self.stamps.get(e.group, 0) + 1
             np.add(self.grand, value, out=self.grand)
             acc = self.sums.get(e.group)
             if acc is None:
@@ -123,6 +127,7 @@ class JobSums:
         else:
             del self.counts[e.group]
         if e.value is not None:
+            self.stamps[e.group] = self.stamps.get(e.group, 0) + 1
             np.subtract(self.grand, e.value, out=self.grand)
             acc = self.sums[e.group]
             np.subtract(acc, e.value, out=acc)

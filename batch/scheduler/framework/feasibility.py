@@ -46,6 +46,7 @@ _LARGEST = "feasibility.largest_node"
 _SESSION = "feasibility.verdicts"
 _KEPT = "feasibility"
 _PARENTS = "feasibility.parents"
+_WORLDS = "feasibility.worlds"
 
 
 def _largest(ssn: Session) -> IntVec | None:
@@ -211,12 +212,7 @@ def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
     got: dict[str, PendingReason | None] = ssn.scratch.setdefault(_SESSION, {})
     if job.uid in got:
         return got[job.uid]
-    world = (
-        ssn.nodes.arrays.meta_gen,
-        ssn.total_resource.tobytes(),
-        largest.tobytes(),
-        tuple((q.name, tuple(sorted(q.capability.items()))) for q in _capped_line(ssn, job.queue)),
-    )
+    world = _world(ssn, job.queue, largest)
     kept: dict[str, tuple[int, object, PendingReason | None]] = ssn.cache.derived.setdefault(
         _KEPT, {}
     )
@@ -230,6 +226,22 @@ def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
         kept[job.uid] = (job.version, world, verdict)
     got[job.uid] = verdict
     return verdict
+
+
+def _world(ssn: Session, queue: str, largest: IntVec) -> tuple[Any, ...]:
+    """What a kept verdict on a job of ``queue`` depends on besides the job: the nodes, the
+    cluster's total and the capabilities over the queue (the same for the whole session: kept
+    per queue in its scratch)."""
+    worlds: dict[str, tuple[Any, ...]] = ssn.scratch.setdefault(_WORLDS, {})
+    got = worlds.get(queue)
+    if got is None:
+        got = worlds[queue] = (
+            ssn.nodes.arrays.meta_gen,
+            ssn.total_resource.tobytes(),
+            largest.tobytes(),
+            tuple((q.name, tuple(sorted(q.capability.items()))) for q in _capped_line(ssn, queue)),
+        )
+    return got
 
 
 def waits_unstarted(job: JobInfo) -> bool:

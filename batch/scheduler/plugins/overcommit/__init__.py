@@ -67,16 +67,13 @@ class OvercommitPlugin(Plugin):
         super().__init__(arguments)
         factor = arguments.get_float("overcommit-factor", DEFAULT_FACTOR)
         self.factor = factor if factor >= 1.0 else DEFAULT_FACTOR
+        #: the cluster's total and its scaled budget, as last computed (``_scaled_total``)
+        self._scaled: tuple[bytes, IntVec] | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         nd = ssn.nodes
-        # total x factor, exactly and without int64 overflow (memory totals reach 1e15+ bytes):
-        # split total into millions and a remainder before multiplying.
-        k = round(self.factor * 1_000_000)
-        millions, rest = np.divmod(ssn.total_resource, 1_000_000)
-        scaled = millions * k + rest * k // 1_000_000
         self.total = ssn.total_resource
-        self.scaled = scaled
+        self.scaled = scaled = self._scaled_total(ssn.total_resource)
         self.used = nd.valid_sum(nd.used)
         self.idle = scaled - self.used
         sums = JobSums.of(ssn.cache, "overcommit", (ssn.resources.capacity,))
@@ -104,6 +101,21 @@ class OvercommitPlugin(Plugin):
 
         ssn.hooks.add_job_enqueueable_fn(enqueueable)
         ssn.hooks.add_job_enqueued_fn(enqueued)
+
+    def _scaled_total(self, total: IntVec) -> IntVec:
+        """``total`` x the factor, exactly and without int64 overflow (memory totals reach
+        1e15+ bytes: split into millions and a remainder before multiplying); the last result
+        is kept (read-only) while the cluster's total is the same."""
+        key = total.tobytes()
+        kept = self._scaled
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        k = round(self.factor * 1_000_000)
+        millions, rest = np.divmod(total, 1_000_000)
+        scaled: IntVec = millions * k + rest * k // 1_000_000
+        scaled.flags.writeable = False
+        self._scaled = (key, scaled)
+        return scaled
 
     def _overused(self, ssn: Session, job: JobInfo, needs: IntVec, dims: IntVec) -> PendingReason:
         """Why `job` (minResources `needs`) is not admitted, with the figures of each resource

@@ -230,7 +230,7 @@ class QueueVectors:
     shares down it (``tree_vectors``: the real capability at most every ancestor's
     capability); and the water-filling results for the same inputs (``kept_fill``)."""
 
-    __slots__ = ("fills", "key", "queues", "tree", "tree_vectors", "vectors")
+    __slots__ = ("fills", "key", "orders", "queues", "tree", "tree_vectors", "vectors")
 
     KEY = "proportion-queues"
 
@@ -238,6 +238,7 @@ class QueueVectors:
         self.key = key
         self.queues = tuple(ssn.queues.values())  # keeps the ids in ``key`` from reuse
         self.fills: dict[Any, F] = {}
+        self.orders: dict[tuple[str, ...], tuple[str, ...]] = {}
         total_guarantee = np.zeros_like(total)
         for q in self.queues:
             total_guarantee += vec_of(ssn, q.guarantee)
@@ -283,6 +284,17 @@ class QueueVectors:
             return self.tree_vectors
         return self.vectors
 
+    def ordered(self, ssn: Session, names: Iterable[str]) -> tuple[str, ...]:
+        """``names`` (of queues among ``queues``) oldest first, as last sorted for the same
+        names in the same order."""
+        key = tuple(names)
+        got = self.orders.get(key)
+        if got is None:
+            if len(self.orders) >= FILLS_KEPT:
+                self.orders.clear()
+            got = self.orders[key] = tuple(sorted(key, key=lambda n: (ssn.queues[n].creation, n)))
+        return got
+
     @classmethod
     def of(cls, ssn: Session, total: F) -> QueueVectors:
         key = (ssn.resources.version, total.tobytes(), tuple(map(id, ssn.queues.values())))
@@ -318,7 +330,7 @@ class QueueFigures:
     request: F
 
 
-def _sum_rows(names: list[str], sums: JobSums) -> F:
+def _sum_rows(names: Sequence[str], sums: JobSums) -> F:
     """The job sums of ``names`` as one float matrix (queue, row, resource), pods left out."""
     zero = np.zeros(sums.shape, dtype=np.int64)
     m = np.array([sums.sums.get(n, zero) for n in names], dtype=np.float64).reshape(
@@ -328,7 +340,44 @@ def _sum_rows(names: list[str], sums: JobSums) -> F:
     return m
 
 
-def _leave_out(m: F, names: list[str], jobs: Iterable[JobInfo]) -> None:
+class QueueRows:
+    """The job sums of a session's queues as one float matrix (``_sum_rows``), kept across
+    sessions (``ClusterCache.derived``) with the ``JobSums.stamps`` each row was converted at:
+    a session converts again only the rows of queues whose sums changed since, and works on a
+    copy (its handlers update the rows in place)."""
+
+    __slots__ = ("names", "rows", "stamps", "sums")
+
+    KEY = "proportion-rows"
+
+    def __init__(self, sums: JobSums, names: tuple[str, ...]) -> None:
+        self.sums = sums
+        self.names = names
+        self.rows = _sum_rows(list(names), sums)
+        self.stamps = [sums.stamps.get(n, 0) for n in names]
+
+    def current(self) -> F:
+        """The rows as the sums stand now (a copy)."""
+        sums, stamps, rows = self.sums, self.stamps, self.rows
+        for i, name in enumerate(self.names):
+            stamp = sums.stamps.get(name, 0)
+            if stamp != stamps[i]:
+                got = sums.sums.get(name)
+                rows[i] = 0 if got is None else got
+                rows[i, :, 0] = 0.0
+                stamps[i] = stamp
+        return rows.copy()
+
+    @classmethod
+    def of(cls, ssn: Session, sums: JobSums, names: tuple[str, ...]) -> F:
+        """The session's copy of the rows of ``names`` (in that order) from ``sums``."""
+        kept = ssn.cache.derived.get(cls.KEY)
+        if not isinstance(kept, cls) or kept.sums is not sums or kept.names != names:
+            kept = ssn.cache.derived[cls.KEY] = cls(sums, names)
+        return kept.current()
+
+
+def _leave_out(m: F, names: Sequence[str], jobs: Iterable[JobInfo]) -> None:
     """Take ``jobs`` (gangs that can never fit) out of their queues' rows of ``m``."""
     row = {n: i for i, n in enumerate(names)}
     for job in jobs:
@@ -348,8 +397,8 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
     vectors = kept.for_mode(fair=fair)
     sums = JobSums.of(ssn.cache, "proportion", (ROWS, ssn.resources.capacity))
     sums.refresh(ssn.jobs, queue_contribution, follow=ssn.skip_settled)
-    names = sorted(sums.counts, key=lambda n: (ssn.queues[n].creation, n))
-    m = _sum_rows(names, sums)
+    names = kept.ordered(ssn, sums.counts)
+    m = QueueRows.of(ssn, sums, names)
     if fair:
         never = inadmissible_jobs(ssn)
         _leave_out(m, names, (ssn.jobs[uid] for uid in never))
