@@ -35,7 +35,6 @@ import os
 import socket
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,9 +44,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import disable_created_metrics
 
-from batch.api.constants import is_preemption
 from batch.api.events import identity
-from batch.api.resources import parse_resource_list
 from batch.api.yamlio import FileInputError, read_text_file
 from batch.kube.binder import Binder, BindOutcome, BindRequest, Evictor, EvictRequest
 from batch.kube.client import RESOURCES, ApiError, KubeClient
@@ -59,6 +56,7 @@ from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.podcond import PodConditions, scheduled_event
+from batch.kube.session_gauges import SessionGauges
 from batch.kube.status import EventSpec, StatusWriter
 from batch.kube.usage_feed import UsageFeed
 from batch.ledger.health import LedgerCollector
@@ -98,8 +96,6 @@ DISPATCH_CHUNK = 500
 BUSY_SESSION_GAP = 3.0
 #: seconds a stopping replica waits for requests on the wire, and for its pending statuses
 DRAIN_GRACE_S = 2.0
-#: the `volcano_queue_<what>_*` gauges a fair-share plugin's figures set
-SHARE_GAUGES = ("request", "deserved", "real_capacity", "inqueue")
 
 
 def _always() -> bool:
@@ -191,14 +187,16 @@ class SchedulerService:
         #: that it is restarted with fresh state (kube-scheduler exits 1 too)
         self.lost_leadership = False
         #: queues whose fair-share figures the metrics export
-        self._shared: set[str] = set()
+        self.gauges = SessionGauges(self.metrics, self.cache)
         self.ledger: SchedulerLedger | None = None
         self._ledger_metrics: LedgerCollector | None = None
         #: changes to the cache held back while a session reads it in its thread
         self._held: list[Callable[[], None]] | None = None
         #: how long the last session took, dispatch included
         self.session_seconds = 0.0
-        self.usage_feed = UsageFeed(self.cache, on_state=self._usage_state, change=self._change)
+        self.usage_feed = UsageFeed(
+            self.cache, on_state=self.gauges.usage_state, change=self._change
+        )
 
     # -- cache feed ---------------------------------------------------------------------
     def _change(self, apply: Callable[[], None]) -> None:
@@ -325,7 +323,7 @@ class SchedulerService:
         self._dispatch_evictions(out, decisions, guard)
         await self._dispatch_binds(out, decisions, guard)
         self._offer_statuses(out.statuses, decisions)
-        self._export_gauges(decisions)
+        self.gauges.export(decisions)
         self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
         self.last_session_at = time.time()
 
@@ -395,7 +393,7 @@ class SchedulerService:
     ) -> None:
         if not decisions.evictions:
             return
-        self._count_evictions(decisions)
+        self.gauges.count_evictions(decisions)
         for e in decisions.evictions:
             victim = EvictRequest(e.namespace, e.name, e.uid, e.reason, e.job_id)
             self.cache.assume_evict(victim.uid)
@@ -494,71 +492,6 @@ class SchedulerService:
             uid=uid,
             resource_version=version,
         )
-
-    def _count_evictions(self, decisions: Decisions) -> None:
-        """Volcano's preemption metrics: one transaction per (action, beneficiary)."""
-        m = self.metrics
-        transactions = {(e.reason, e.beneficiary) for e in decisions.evictions}
-        for action, _job in transactions:
-            m.eviction_transactions.labels(action=action).inc()
-        preemptors = {job for action, job in transactions if is_preemption(action)}
-        m.preemption_attempts.inc(len(preemptors))
-        m.preemption_victims.set(sum(1 for e in decisions.evictions if is_preemption(e.reason)))
-
-    def _export_gauges(self, decisions: Decisions) -> None:
-        """Queue and job gauges of the session just run (Volcano's metric names)."""
-        m = self.metrics
-        for name, status in decisions.queue_status.items():
-            allocated = status.get("allocated")
-            if isinstance(allocated, dict):
-                m.set_queue_resources("allocated", name, parse_resource_list(allocated))
-            info = self.cache.queues.get(name)
-            if info is not None:
-                m.queue_weight.labels(queue_name=name).set(info.weight)
-                if info.capability:
-                    m.set_queue_resources("capacity", name, info.capability)
-        self._export_shares(decisions)
-        m.unschedule_job_count.set(len(decisions.pending_reasons))
-        m.set_pending(Counter(r.kind for r in decisions.pending_reasons.values()))
-        m.unschedule_task_count.clear()
-        for job_id, reason in decisions.pending_reasons.items():
-            if reason.short_by:
-                m.unschedule_task_count.labels(job_id=job_id).set(reason.short_by)
-
-    def _export_shares(self, decisions: Decisions) -> None:
-        """The fair-share plugin's figures per queue; a queue it has none for any more (as its
-        fair-share annotation, `batch.kube.fairshare`) loses its series rather than keeping
-        the last figure."""
-        m = self.metrics
-        for name, qm in decisions.queue_metrics.items():
-            for what in SHARE_GAUGES:  # QueueMetrics' vectors, by the gauges' names
-                vector = getattr(qm, what)
-                if vector is not None:
-                    m.set_queue_resources(what, name, qm.amounts(vector))
-            m.queue_share.labels(queue_name=name).set(qm.share)
-            m.queue_overused.labels(queue_name=name).set(1 if qm.overused else 0)
-            self._export_usage(name, qm.effective_weight, qm.usage_share)
-        for name in self._shared - set(decisions.queue_metrics):
-            for what in SHARE_GAUGES:
-                m.forget_queue_resources(what, name)
-            self._export_usage(name, None, None)
-            for gauge in (m.queue_share, m.queue_overused):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(name)
-        self._shared = set(decisions.queue_metrics)
-
-    def _export_usage(self, queue: str, weight: float | None, share: float | None) -> None:
-        """A queue's usage-decayed weight and usage share; no series without them."""
-        m = self.metrics
-        for gauge, value in ((m.queue_effective_weight, weight), (m.queue_usage_share, share)):
-            if value is not None:
-                gauge.labels(queue_name=queue).set(value)
-            else:
-                with contextlib.suppress(KeyError):
-                    gauge.remove(queue)
-
-    def _usage_state(self, available: bool | None) -> None:
-        self.metrics.usage_available.set(1 if available else 0)
 
     # -- HTTP endpoints -------------------------------------------------------------------
     async def _start_http(self) -> list[web.AppRunner]:

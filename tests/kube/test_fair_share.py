@@ -151,10 +151,10 @@ def test_the_metric_forgets_a_queue_the_annotation_leaves() -> None:
     series go too, instead of repeating the last figure forever."""
     c, d = _session()
     service = SchedulerService(SchedulerOptions(), access=ClusterAccess(server="http://x"))
-    service._export_gauges(d)
+    service.gauges.export(d)
     text = service.metrics.render().decode()
     assert 'volcano_queue_deserved_milli_cpu{queue_name="b"}' in text
-    service._export_gauges(run(c, NO_FAIR_SHARE, now=NOW + 5))
+    service.gauges.export(run(c, NO_FAIR_SHARE, now=NOW + 5))
     text = service.metrics.render().decode()
     for series in (
         'volcano_queue_deserved_milli_cpu{queue_name="b"}',

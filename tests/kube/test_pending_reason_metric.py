@@ -17,11 +17,11 @@ def _pending(kinds: list[str]) -> Decisions:
 
 def test_pending_jobs_per_reason() -> None:
     service = SchedulerService(SchedulerOptions(), access=ClusterAccess(server="http://x"))
-    service._export_gauges(_pending(["Unschedulable", "Unschedulable", "QueueOverused"]))
+    service.gauges.export(_pending(["Unschedulable", "Unschedulable", "QueueOverused"]))
     text = service.metrics.render().decode()
     assert 'tephra_pending_jobs{reason="Unschedulable"} 2.0' in text
     assert 'tephra_pending_jobs{reason="QueueOverused"} 1.0' in text
-    service._export_gauges(_pending(["GangShort"]))  # a reason gone reads 0, not its old count
+    service.gauges.export(_pending(["GangShort"]))  # a reason gone reads 0, not its old count
     text = service.metrics.render().decode()
     assert 'tephra_pending_jobs{reason="Unschedulable"} 0.0' in text
     assert 'tephra_pending_jobs{reason="GangShort"} 1.0' in text

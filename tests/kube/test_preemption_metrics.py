@@ -22,7 +22,7 @@ def test_gang_preemption_victims_are_counted() -> None:
         _evict("c", "gangpreempt", "ns/gang"),
         _evict("d", "gangreclaim", "ns/other-queue"),
     ]
-    service._count_evictions(decisions)
+    service.gauges.count_evictions(decisions)
     text = service.metrics.render().decode()
     assert "volcano_pod_preemption_victims 3.0" in text
     assert "volcano_total_preemption_attempts 2.0" in text

@@ -140,7 +140,7 @@ def test_a_ledger_that_cannot_be_read_means_plain_weights_and_says_so(
 
     service = SchedulerService(SchedulerOptions(), access=ClusterAccess(server="http://x"))
     service.cache = c = _cluster()
-    service.usage_feed = UsageFeed(c, on_state=service._usage_state)
+    service.usage_feed = UsageFeed(c, on_state=service.gauges.usage_state)
     c.set_queue_usage(QueueUsage(86400.0, 0.0, {"a": {"cpu": 5.0}}))  # an earlier read
     with caplog.at_level(logging.WARNING):
         asyncio.run(_refresh(service.usage_feed, Down()))
@@ -159,11 +159,11 @@ def test_the_annotation_and_metrics_show_the_effective_weight() -> None:
     got = read_fair_share({"metadata": {"annotations": {"tephra.io/fair-share": value}}})
     assert got is not None and got.effective_weight == 0.25 and got.usage_share == 1.0
     service = SchedulerService(SchedulerOptions(), access=ClusterAccess(server="http://x"))
-    service._export_gauges(d)
+    service.gauges.export(d)
     text = service.metrics.render().decode()
     assert 'tephra_queue_effective_weight{queue_name="a"} 0.25' in text
     assert 'tephra_queue_usage_share{queue_name="b"} 0.0' in text
-    service._export_gauges(run_session(c, PLAIN, now=1e9 + 1))
+    service.gauges.export(run_session(c, PLAIN, now=1e9 + 1))
     assert "tephra_queue_effective_weight{" not in service.metrics.render().decode()
 
 
