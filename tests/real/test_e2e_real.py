@@ -51,7 +51,35 @@ class Stack:
 
     def logs(self) -> str:
         procs = [self.controller, *self.schedulers]
-        return "\n".join(f"--- {p.label} {p.proc.pid}:\n{p.log()[-2500:]}" for p in procs)
+        tails = "\n".join(f"--- {p.label} {p.proc.pid}:\n{p.log()[-2500:]}" for p in procs)
+        return f"{self.state()}\n{tails}"
+
+    def state(self) -> str:
+        """The namespace's PodGroups and pods as the API server has them, and the leader: what a
+        wait that timed out was waiting on (the logs' tails rarely show it)."""
+        lines = [f"--- leader: {self.leader()!r}"]
+        groups = (self.get(f"{SCHED}/namespaces/{NS}/podgroups") or {}).get("items") or []
+        for pg in groups:
+            status = pg.get("status") or {}
+            conds = [
+                (c.get("type"), c.get("reason"), c.get("message"))
+                for c in status.get("conditions") or []
+            ]
+            lines.append(f"PodGroup {pg['metadata']['name']}: {status.get('phase')} {conds}")
+        pods = (self.get(f"/api/v1/namespaces/{NS}/pods") or {}).get("items") or []
+        for p in pods:
+            meta, status = p["metadata"], p.get("status") or {}
+            group = (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name")
+            conds = [
+                (c.get("type"), c.get("status"), c.get("reason"))
+                for c in status.get("conditions") or []
+            ]
+            lines.append(
+                f"Pod {meta['name']}: node={p['spec'].get('nodeName')} "
+                f"phase={status.get('phase')} group={group} "
+                f"deleting={bool(meta.get('deletionTimestamp'))} {conds}"
+            )
+        return "\n".join(lines)
 
     def wait(self, what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
         deadline = time.monotonic() + timeout
