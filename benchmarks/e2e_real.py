@@ -6,7 +6,9 @@ built by `scripts/build-kube.sh`), Tephra's HTTP node emulator in its own proces
 kubelets of `--nodes` Nodes, and this driver, which creates the same pods once per scheduler of
 `--schedulers`: `tephra scheduler`, the built `kube-scheduler` and, when asked for, Volcano
 v1.10's `vc-scheduler` (built by `scripts/build-oracle.sh volcano`), each a process of its own
-started just before its pods and stopped after them. Workloads: `--gangs` gangs of `--gang-size`
+started just before its pods and stopped after them; `plain` (benchmarks/plain_binder.py) binds
+each pod to the next node as soon as it sees it, with no scheduling work: the ceiling the
+machine and the control plane put on a scheduler's binds and `Scheduled` events. Workloads: `--gangs` gangs of `--gang-size`
 pods (a PodGroup each for Tephra and Volcano, created before the clock starts as Volcano's
 controller would; plain pods for kube-scheduler: no gang, its best case) and `--pods` single pods
 (a one-member PodGroup each, as Volcano's controller makes for bare pods).
@@ -63,6 +65,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from plain_binder import NAME as PLAIN_NAME  # this script's directory is on sys.path
 
 from batch.api.yamlio import load_yaml_file
 from batch.kube.client import RESOURCES, ApiError, KubeClient
@@ -91,9 +94,17 @@ PODGROUP = RESOURCES["PodGroup"]
 NODE = RESOURCES["Node"]
 NODE_SHAPE: dict[str, Any] = {"cpu": "32", "memory": "256Gi", "pods": 110}
 REQUESTS = {"cpu": "100m", "memory": "128Mi"}
-SCHEDULERS = ("tephra", "kube", "volcano")
+SCHEDULERS = ("tephra", "kube", "volcano", "plain")
 #: how the report names each (and `--schedulers` takes either)
-NAMES = {"tephra": "tephra", "kube": "kube-scheduler", "volcano": "volcano"}
+NAMES = {"tephra": "tephra", "kube": "kube-scheduler", "volcano": "volcano", "plain": PLAIN_NAME}
+#: the pods' schedulerName (Tephra and Volcano both answer to "volcano")
+POD_SCHEDULER = {"kube": "default-scheduler", "plain": PLAIN_NAME}
+
+
+def grouped(scheduler: str) -> bool:
+    """Whether the scheduler's pods come in PodGroups (kube-scheduler's and the plain
+    binder's do not)."""
+    return scheduler in ("tephra", "volcano")
 
 
 @dataclass(frozen=True)
@@ -230,7 +241,7 @@ def pod_body(name: str, scheduler: str, group: str | None) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": meta,
         "spec": {
-            "schedulerName": "default-scheduler" if scheduler == "kube" else "volcano",
+            "schedulerName": POD_SCHEDULER.get(scheduler, "volcano"),
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "containers": [
@@ -255,7 +266,7 @@ def pods_of(workload: Workload, scheduler: str) -> list[dict[str, Any]]:
         group = f"{workload.name}-{g:05d}"
         for i in range(workload.size):
             name = f"{group}-{i}" if workload.size > 1 else group
-            out.append(pod_body(name, scheduler, None if scheduler == "kube" else group))
+            out.append(pod_body(name, scheduler, group if grouped(scheduler) else None))
     return out
 
 
@@ -343,6 +354,14 @@ def tephra_command(plane: ControlPlane, port: int, args: argparse.Namespace, tag
     return cmd
 
 
+def plain_command(plane: ControlPlane, port: int, args: argparse.Namespace, _tag: str) -> list[str]:
+    """The plain binder (benchmarks/plain_binder.py): the apiserver's ceiling for the binds and
+    events, with Tephra's bind concurrency."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "plain_binder.py")]
+    cmd += ["--kubeconfig", str(plane.kubeconfig), "--port", str(port)]
+    return [*cmd, "--concurrency", str(args.bind_concurrency)]
+
+
 def kube_command(plane: ControlPlane, port: int, args: argparse.Namespace) -> list[str]:
     """kube-scheduler with its own configuration: client QPS/burst raised, no leader election."""
     config = {
@@ -395,8 +414,8 @@ def start_scheduler(
     if scheduler == "volcano":
         return start_volcano(plane, args, tag).proc, 0
     port = free_port()
-    if scheduler == "tephra":
-        cmd = tephra_command(plane, port, args, tag)
+    if scheduler in ("tephra", "plain"):
+        cmd = (tephra_command if scheduler == "tephra" else plain_command)(plane, port, args, tag)
         url, ctx = f"http://127.0.0.1:{port}/readyz", None
     else:
         cmd = kube_command(plane, port, args)
@@ -640,11 +659,15 @@ async def measure(
         await create_all(client, POD, ns, bodies, args.concurrency, clock.created)
         create_s = time.perf_counter() - t
         log(f"  {len(bodies)} pods created in {create_s:.1f} s; starting {result.scheduler}")
-    proc, port = await asyncio.to_thread(start_scheduler, plane, result.scheduler, args, ns)
+    # Counted from before the scheduler starts (a small backlog is bound before a scrape made
+    # after its readiness ends), the scheduler's own CPU from its readiness (not its imports).
     pids = {name: p.pid for name, p in plane.processes.items()}
-    pids.update(emulator=emulator, scheduler=proc.pid)
-    cpu0 = component_cpu(pids)
+    pids.update(emulator=emulator)
     requests0 = await asyncio.to_thread(apiserver_requests, plane)
+    cpu0 = component_cpu(pids)
+    proc, port = await asyncio.to_thread(start_scheduler, plane, result.scheduler, args, ns)
+    pids.update(scheduler=proc.pid)
+    cpu0.update(component_cpu({"scheduler": proc.pid}))
     result.load = [round(os.getloadavg()[0], 2)]
     started = time.perf_counter()
     try:
@@ -720,10 +743,10 @@ async def run_one(
     ns = f"{scheduler}-{workload.name}-{nodes}"
     result = Result(nodes, workload.name, scheduler, args.mode, workload.pods)
     bodies = pods_of(workload, scheduler)
-    clock = Clock(len(bodies), groups=0 if scheduler == "kube" else workload.groups)
+    clock = Clock(len(bodies), groups=workload.groups if grouped(scheduler) else 0)
     async with KubeClient(load_access(plane.kubeconfig), max_connections=args.concurrency + 8) as c:
         await namespace(c, ns)
-        if scheduler != "kube":
+        if grouped(scheduler):
             await podgroups(c, ns, workload, args.concurrency)
         async with watching(c, ns, clock):
             started, created = await measure(plane, c, ns, clock, bodies, result, args, emulator)
@@ -914,7 +937,11 @@ def print_report(results: list[Result]) -> None:
         if scheduler != "tephra":
             continue
         ratios = []
-        for other, label in (("kube", "Tephra/kube-scheduler"), ("volcano", "Tephra/Volcano")):
+        for other, label in (
+            ("kube", "Tephra/kube-scheduler"),
+            ("volcano", "Tephra/Volcano"),
+            ("plain", "Tephra/plain-binder (the ceiling)"),
+        ):
             them = by_key.get((nodes, workload, other))
             if them is not None and them.pods_per_s:
                 ratios.append(f"{label} pods/s = {r.pods_per_s / them.pods_per_s:.2f}")
