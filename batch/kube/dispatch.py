@@ -118,12 +118,24 @@ class InFlight:
         self._queue.append(_Work(send, drop, guard, kind))
         self._work.set()
 
-    async def room(self, stop: asyncio.Event | None = None) -> None:
-        """Wait until fewer than `limit` requests are outstanding (or `stop` is set)."""
+    async def room(self, stop: asyncio.Event | None = None, timeout: float | None = None) -> bool:
+        """Wait until fewer than `limit` requests are outstanding, `stop` is set or `timeout` s
+        have passed; whether there is room.
+
+        The deadline is this wait's own, never an outer `asyncio.wait_for`'s: on Python 3.11
+        a cancellation that meets the inner wait just as an answer wakes it is swallowed, and
+        with answers arriving all the time the outer timeout never took (issue 33: no session
+        ran beside 20,000 binds)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
         while self.outstanding >= self.limit and not (stop is not None and stop.is_set()):
+            wait = 0.1 if deadline is None else min(0.1, deadline - loop.time())
+            if wait <= 0:
+                return False
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 0.1)
+                await asyncio.wait_for(self._changed.wait(), wait)
+        return self.outstanding < self.limit
 
     async def drain(self) -> None:
         """Wait until every submitted request was answered."""

@@ -663,8 +663,7 @@ class SchedulerService:
         runs beside the binds (`_session`) and offers the statuses of the PodGroups bound
         meanwhile, which otherwise waited for the last bind of a burst (issue 33)."""
         gap = max(self.options.schedule_period, BUSY_SESSION_GAP * self.session_seconds)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(out.requests.room(stop), gap)
+        await out.requests.room(stop, timeout=gap)
 
     @staticmethod
     async def _stop_http(runners: list[web.AppRunner]) -> None:

@@ -78,6 +78,40 @@ def test_a_stop_waits_for_the_room_no_longer() -> None:
     asyncio.run(main())
 
 
+def test_a_full_pipeline_answering_all_the_time_still_lets_a_busy_session_through() -> None:
+    """Issue 33: while binds are queued, a session runs all the same once `timeout` has passed
+    (`BUSY_SESSION_GAP`). The service cancelled `room()` with an outer `asyncio.wait_for`; on
+    Python 3.11 a cancellation that meets the inner wait just as an answer wakes it is
+    swallowed, and with 128 binds answering all the time it always was: no second session ran
+    in four minutes of 20,000 binds, and no PodGroup was Running until the last bind. The
+    deadline is the room's own now. Liveness only: it must return, however slowly."""
+
+    async def main() -> None:
+        flight = InFlight(workers=1, limit=1)
+        reqs = _Requests()
+        reqs.submit(flight, "a")
+        answering = True
+
+        async def answers() -> None:  # another bind answered at every turn of the loop
+            while answering:
+                flight._changed.set()
+                await asyncio.sleep(0)
+
+        churn = asyncio.create_task(answers())
+        room = asyncio.create_task(flight.room(timeout=0.2))
+        done, _ = await asyncio.wait({room}, timeout=30)
+        answering = False
+        await churn
+        assert room in done, "room() never gave up while answers kept coming"
+        assert room.result() is False  # no room: the session runs beside the binds
+        assert flight.outstanding == 1
+        reqs.release["a"].set()
+        assert await asyncio.wait_for(flight.room(timeout=5), 10) is True
+        await flight.close(0.1)
+
+    asyncio.run(main())
+
+
 def test_close_drops_what_was_not_sent_and_cancels_what_outlives_the_grace() -> None:
     async def main() -> None:
         flight = InFlight(workers=1, limit=10)
