@@ -64,3 +64,43 @@ def test_the_loop_runs_and_the_cache_holds_still_while_a_session_runs() -> None:
     assert seen[0] == seen[1]
     assert len(service.cache.nodes.by_name) == 3  # applied once the session was over
     assert service.sessions == 1
+
+
+def test_a_session_comes_between_binds_that_answer_all_the_time() -> None:
+    """While binds are queued, `_room` lets a session through once `BUSY_SESSION_GAP` times
+    the last session's length has passed, however often binds answer meanwhile. It used to
+    cancel `room()` with an outer `asyncio.wait_for`, whose cancellation Python 3.11 swallowed
+    whenever an answer woke the inner wait at once: on the real apiserver one session ran in
+    four minutes of 20,000 binds (issue 33). Liveness only: it must return."""
+    service = SchedulerService(
+        SchedulerOptions(schedule_period=0.05), access=ClusterAccess(server="http://x")
+    )
+    service.session_seconds = 0.02
+
+    async def main() -> bool:
+        flight = InFlight(workers=1, limit=1)
+        never = asyncio.Event()
+        flight.submit(never.wait, lambda: None, kind="bind")  # on the wire for good
+        out = Outbox(
+            binder=None,  # type: ignore[arg-type]
+            evictor=None,  # type: ignore[arg-type]
+            requests=flight,
+            statuses=StatusQueue(StatusWriter(None)),  # type: ignore[arg-type]
+        )
+        answering = True
+
+        async def answers() -> None:  # another bind answered at every turn of the loop
+            while answering:
+                flight._changed.set()
+                await asyncio.sleep(0)
+
+        churn = asyncio.create_task(answers())
+        room = asyncio.create_task(service._room(out, asyncio.Event()))
+        done, _ = await asyncio.wait({room}, timeout=30)
+        answering = False
+        await churn
+        never.set()
+        await flight.close(1.0)
+        return room in done
+
+    assert asyncio.run(main()), "no session while binds kept answering"
