@@ -33,7 +33,10 @@ are sent, so the next session can run while they are in flight:
   been posted, issue 33). A PodGroup whose binds are on their way is not written until the watch
   shows them bound: the status a session computes at allocation (Inqueue) lasts one bind, and
   writing it for every single pod of a burst doubled the PodGroup writes and took the API
-  server from the binds (issue 33). A failed write stays pending and is made again in the
+  server from the binds (issue 33). A PodGroup waiting for its turn in a round is written
+  with the newest status offered for it by then, once, not the round's and then the newer one
+  in the next round (a pod seen running meanwhile: one PodGroup write in six was such a second
+  one, issue 33). A failed write stays pending and is made again in the
   next round (rounds follow sessions, so retries do not spin). `hold_running` keeps a pending
   PodGroup status computed before a bind of its gang failed from reporting the gang Running
   (Volcano #4383).
@@ -400,11 +403,35 @@ class StatusQueue:
         podgroups, self._podgroups = self._podgroups, {}
         for key in self._hold:
             status = podgroups.get(key)
-            if status is not None and status.get("phase") == "Running":
-                previous = self.writer.podgroups.get(key, {}).get("phase") or "Inqueue"
-                podgroups[key] = {**status, "phase": previous}
+            if status is not None:
+                podgroups[key] = self._held_back(key, status)
         self._hold.clear()
         return podgroups
+
+    def _held_back(self, key: PodGroupKey, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`status`, but not Running: a bind of its gang failed after it was computed."""
+        if status.get("phase") != "Running":
+            return status
+        previous = self.writer.podgroups.get(key, {}).get("phase") or "Inqueue"
+        return {**status, "phase": previous}
+
+    def _newer_podgroup(
+        self, taken: dict[PodGroupKey, Mapping[str, Any]]
+    ) -> Callable[[PodGroupKey], Mapping[str, Any] | None]:
+        """For a round that took `taken`: the status of a PodGroup offered since, taken now
+        as its turn comes (and recorded in `taken`, which a failed round offers again)."""
+
+        def newer(key: PodGroupKey) -> Mapping[str, Any] | None:
+            status = self._podgroups.pop(key, None)
+            if status is None:
+                return None
+            if key in self._hold:
+                self._hold.discard(key)
+                status = self._held_back(key, status)
+            taken[key] = status
+            return status
+
+        return newer
 
     def _take_pod_conditions(self) -> dict[PodGroupKey, dict[str, Any]]:
         """The oldest condition patches the token bucket allows; the rest wait."""
@@ -438,7 +465,7 @@ class StatusQueue:
             ev = self._condition_events.pop(key, None)
             if ev is not None:
                 self._offer_event(ev)
-        writes += await self.writer.write_podgroups(podgroups)
+        writes += await self.writer.write_podgroups(podgroups, self._newer_podgroup(podgroups))
         writes += await self.writer.write_queues(queues)
         writes += await self.writer.write_fair_shares(fair_shares)
         if self._on_written is not None:
