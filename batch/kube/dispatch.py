@@ -33,7 +33,10 @@ are sent, so the next session can run while they are in flight:
   been posted, issue 33). A PodGroup whose binds are on their way is not written until the watch
   shows them bound: the status a session computes at allocation (Inqueue) lasts one bind, and
   writing it for every single pod of a burst doubled the PodGroup writes and took the API
-  server from the binds (issue 33). A failed write stays pending and is made again in the
+  server from the binds (issue 33). A PodGroup waiting for its turn in a round is written
+  with the newest status offered for it by then, once, not the round's and then the newer one
+  in the next round (a pod seen running meanwhile: one PodGroup write in six was such a second
+  one, issue 33). A failed write stays pending and is made again in the
   next round (rounds follow sessions, so retries do not spin). `hold_running` keeps a pending
   PodGroup status computed before a bind of its gang failed from reporting the gang Running
   (Volcano #4383).
@@ -118,12 +121,24 @@ class InFlight:
         self._queue.append(_Work(send, drop, guard, kind))
         self._work.set()
 
-    async def room(self, stop: asyncio.Event | None = None) -> None:
-        """Wait until fewer than `limit` requests are outstanding (or `stop` is set)."""
+    async def room(self, stop: asyncio.Event | None = None, timeout: float | None = None) -> bool:
+        """Wait until fewer than `limit` requests are outstanding, `stop` is set or `timeout` s
+        have passed; whether there is room.
+
+        The deadline is this wait's own, never an outer `asyncio.wait_for`'s: on Python 3.11
+        a cancellation that meets the inner wait just as an answer wakes it is swallowed, and
+        with answers arriving all the time the outer timeout never took (issue 33: no session
+        ran beside 20,000 binds)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
         while self.outstanding >= self.limit and not (stop is not None and stop.is_set()):
+            wait = 0.1 if deadline is None else min(0.1, deadline - loop.time())
+            if wait <= 0:
+                return False
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 0.1)
+                await asyncio.wait_for(self._changed.wait(), wait)
+        return self.outstanding < self.limit
 
     async def drain(self) -> None:
         """Wait until every submitted request was answered."""
@@ -388,11 +403,35 @@ class StatusQueue:
         podgroups, self._podgroups = self._podgroups, {}
         for key in self._hold:
             status = podgroups.get(key)
-            if status is not None and status.get("phase") == "Running":
-                previous = self.writer.podgroups.get(key, {}).get("phase") or "Inqueue"
-                podgroups[key] = {**status, "phase": previous}
+            if status is not None:
+                podgroups[key] = self._held_back(key, status)
         self._hold.clear()
         return podgroups
+
+    def _held_back(self, key: PodGroupKey, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`status`, but not Running: a bind of its gang failed after it was computed."""
+        if status.get("phase") != "Running":
+            return status
+        previous = self.writer.podgroups.get(key, {}).get("phase") or "Inqueue"
+        return {**status, "phase": previous}
+
+    def _newer_podgroup(
+        self, taken: dict[PodGroupKey, Mapping[str, Any]]
+    ) -> Callable[[PodGroupKey], Mapping[str, Any] | None]:
+        """For a round that took `taken`: the status of a PodGroup offered since, taken now
+        as its turn comes (and recorded in `taken`, which a failed round offers again)."""
+
+        def newer(key: PodGroupKey) -> Mapping[str, Any] | None:
+            status = self._podgroups.pop(key, None)
+            if status is None:
+                return None
+            if key in self._hold:
+                self._hold.discard(key)
+                status = self._held_back(key, status)
+            taken[key] = status
+            return status
+
+        return newer
 
     def _take_pod_conditions(self) -> dict[PodGroupKey, dict[str, Any]]:
         """The oldest condition patches the token bucket allows; the rest wait."""
@@ -426,7 +465,7 @@ class StatusQueue:
             ev = self._condition_events.pop(key, None)
             if ev is not None:
                 self._offer_event(ev)
-        writes += await self.writer.write_podgroups(podgroups)
+        writes += await self.writer.write_podgroups(podgroups, self._newer_podgroup(podgroups))
         writes += await self.writer.write_queues(queues)
         writes += await self.writer.write_fair_shares(fair_shares)
         if self._on_written is not None:

@@ -323,6 +323,7 @@ class SchedulerService:
         self._dispatch_evictions(out, decisions, guard)
         await self._dispatch_binds(out, decisions, guard)
         self._offer_statuses(out.statuses, decisions)
+        self._assume_phases(decisions)
         self.gauges.export(decisions)
         self.metrics.e2e_latency.observe((time.perf_counter() - started) * 1000)
         self.last_session_at = time.time()
@@ -343,6 +344,19 @@ class SchedulerService:
             fair_shares=fair_share_annotations(decisions, self.cache),
             binding=self._binding_podgroups(),
         )
+
+    def _assume_phases(self, decisions: Decisions) -> None:
+        """The session's PodGroup phases, assumed in the cache until the watch shows them.
+        Otherwise a PodGroup whose status is held back while its binds are on their way
+        stays Pending to every session until it is written, and each session beside 20,000
+        binds admitted all 20,000 jobs again: every job changed, so nothing incremental held
+        and the session took seconds (issue 33)."""
+        statuses = decisions.podgroup_status
+        new = decisions.podgroup_status_new
+        for namespace, name in statuses if new is None else new:
+            phase = statuses[(namespace, name)].get("phase")
+            if isinstance(phase, str):
+                self.cache.assume_phase(f"{namespace}/{name}", phase)
 
     def _binding_podgroups(self) -> set[tuple[str, str]]:
         """PodGroups (namespace, name) with a pod assumed bound that the watch has not shown
@@ -663,8 +677,7 @@ class SchedulerService:
         runs beside the binds (`_session`) and offers the statuses of the PodGroups bound
         meanwhile, which otherwise waited for the last bind of a burst (issue 33)."""
         gap = max(self.options.schedule_period, BUSY_SESSION_GAP * self.session_seconds)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(out.requests.room(stop), gap)
+        await out.requests.room(stop, timeout=gap)
 
     @staticmethod
     async def _stop_http(runners: list[web.AppRunner]) -> None:

@@ -245,16 +245,42 @@ class StatusWriter:
         limit = self.limit
         return self.concurrency if limit is None else max(1, min(self.concurrency, limit()))
 
-    async def write_podgroups(self, desired: Mapping[tuple[str, str], Mapping[str, Any]]) -> int:
-        """Patch PodGroup statuses that changed; returns the number of writes made."""
+    async def write_podgroups(
+        self,
+        desired: Mapping[tuple[str, str], Mapping[str, Any]],
+        latest: Callable[[tuple[str, str]], Mapping[str, Any] | None] | None = None,
+    ) -> int:
+        """Patch PodGroup statuses that changed; returns the number of writes made.
+
+        `latest(key)`, asked as each PodGroup's turn comes, may answer a newer status to write
+        instead (one offered since the writes began): a round that waits for the wire writes
+        each PodGroup once, with what is newest then, not an old status and the new one next."""
         jobs = []
         for (ns, name), status in desired.items():
             if (ns, name) not in self.podgroups:
                 continue  # deleted meanwhile, or not yet seen
-            patch = status_patch(self.podgroups[(ns, name)], status)
-            if patch:
-                jobs.append(self._write_podgroup(ns, name, patch))
+            if latest is None:
+                patch = status_patch(self.podgroups[(ns, name)], status)
+                if patch:
+                    jobs.append(self._write_podgroup(ns, name, patch))
+            else:
+                jobs.append(self._write_latest(ns, name, status, latest))
         return await self._run(jobs)
+
+    async def _write_latest(
+        self,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        latest: Callable[[tuple[str, str]], Mapping[str, Any] | None],
+    ) -> bool:
+        key = (namespace, name)
+        status = latest(key) or status
+        known = self.podgroups.get(key)
+        if known is None:
+            return False  # deleted meanwhile
+        patch = status_patch(known, status)
+        return bool(patch) and await self._write_podgroup(namespace, name, patch)
 
     async def _write_podgroup(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
         """Patch one PodGroup's status; when its gang became ready (phase Running), post

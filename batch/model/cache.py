@@ -154,6 +154,18 @@ class ClusterCache:
         self.assumed[pod_uid] = node_name
         self._set_task(task, TaskStatus.BINDING, node_name)
 
+    def assume_phase(self, job_id: str, phase: str) -> None:
+        """A session decided the PodGroup's phase and it is on its way to the API server (or
+        held back while its binds are): later sessions read it as if the watch had shown it,
+        as the simulator's engine, which writes every phase at once, and Volcano, which writes
+        them before its next session, have them. The PodGroup's next watch event replaces it."""
+        job = self.jobs.get(job_id)
+        if job is None or job.podgroup is None or job.phase == phase:
+            return
+        self.generation += 1
+        job.phase = phase
+        job.touch()
+
     def bind_failed(self, pod_uid: str) -> None:
         """The dispatched bind failed: the pod is Pending again."""
         node = self.assumed.pop(pod_uid, None)

@@ -7,6 +7,12 @@ reason naming the resource, and takes no share of the queue.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from batch.scheduler.framework import feasibility
+
 from .util import NOW, cluster, gang, run
 
 EARLY = "2026-01-01T00:00:00Z"
@@ -42,3 +48,29 @@ def test_a_gang_that_fits_the_largest_node_is_still_enqueued() -> None:
     gang(c, "fits", 1, phase="Pending", gpu=8, min_resources={"nvidia.com/gpu": "8"})
     d = run(c, now=NOW)
     assert d.podgroup_status[("default", "fits")]["phase"] in ("Inqueue", "Running")
+
+
+def test_jobs_of_one_shape_that_fit_are_judged_once_a_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 33: the first session at 20,000 single pods judged 20,000 identical jobs one by
+    one ("can it ever fit?"), a tenth of the session before the first bind. A job whose queue,
+    gang size, minResources and pod shapes were judged to fit this session fits unjudged; one
+    that does not fit is still judged (and told why) on its own. Counts only."""
+    c = cluster(2, cpu="64", memory="256Gi", gpu=8)
+    for i in range(30):
+        gang(c, f"one-{i}", 1, phase="Pending", gpu=1, created=EARLY)
+    for i in range(3):
+        gang(c, f"huge-{i}", 1, phase="Pending", gpu=16, created=LATE)
+    judged: list[str] = []
+    by_node = feasibility._by_node
+
+    def counted(ssn: Any, job: Any, largest: Any, shapes: Any) -> Any:
+        judged.append(job.name)
+        return by_node(ssn, job, largest, shapes)
+
+    monkeypatch.setattr(feasibility, "_by_node", counted)
+    d = run(c, now=NOW)
+    assert sorted(judged) == ["huge-0", "huge-1", "huge-2", "one-0"], judged
+    assert all(d.pending_reasons[f"default/huge-{i}"].kind == "NeverFits" for i in range(3))
+    assert sum(1 for b in d.binds if b.name.startswith("one-")) == 16  # 2 nodes x 8 GPUs

@@ -47,6 +47,7 @@ _SESSION = "feasibility.verdicts"
 _KEPT = "feasibility"
 _PARENTS = "feasibility.parents"
 _WORLDS = "feasibility.worlds"
+_FITS = "feasibility.fits"
 
 
 def _largest(ssn: Session) -> IntVec | None:
@@ -124,8 +125,10 @@ def _reason(job: JobInfo, rule: str, message: str, dims: list[int], ssn: Session
     )
 
 
-def _by_node(ssn: Session, job: JobInfo, largest: IntVec) -> PendingReason | None:
-    for req in _pod_shapes(job).values():
+def _by_node(
+    ssn: Session, job: JobInfo, largest: IntVec, shapes: dict[object, IntVec]
+) -> PendingReason | None:
+    for req in shapes.values():
         dims = _over(ssn, req, largest)
         if dims:
             said = _say(ssn, "the largest node has", req, largest, dims)
@@ -173,9 +176,8 @@ def _capped_line(ssn: Session, queue: str) -> list[QueueInfo]:
     return out
 
 
-def _by_packing(ssn: Session, job: JobInfo) -> PendingReason | None:
+def _by_packing(ssn: Session, job: JobInfo, shapes: dict[object, IntVec]) -> PendingReason | None:
     """A gang of pods of one shape: can the empty nodes hold minAvailable of them?"""
-    shapes = _pod_shapes(job)
     if len(shapes) != 1 or job.min_available <= 1:
         return None
     req = next(iter(shapes.values()))
@@ -200,7 +202,27 @@ def _by_packing(ssn: Session, job: JobInfo) -> PendingReason | None:
 
 
 def _judge(ssn: Session, job: JobInfo, largest: IntVec) -> PendingReason | None:
-    return _by_node(ssn, job, largest) or _by_totals(ssn, job) or _by_packing(ssn, job)
+    """The verdict on ``job``. Every input of it but the job's identity is in ``key`` (the
+    session's nodes and queues are fixed meanwhile): a job whose key was judged to fit this
+    session fits too, unjudged (20,000 single pods of one shape were 20,000 verdicts)."""
+    shapes = _pod_shapes(job)
+    mr = job.min_resources
+    key = (
+        job.queue,
+        job.min_available,
+        None if mr is None else mr.tobytes(),
+        tuple(sorted(job.min_task_member.items())),
+        tuple((tid, req.tobytes()) for tid, req in shapes.items()),
+    )
+    fits: set[tuple[Any, ...]] = ssn.scratch.setdefault(_FITS, set())
+    if key in fits:
+        return None
+    verdict = (
+        _by_node(ssn, job, largest, shapes) or _by_totals(ssn, job) or _by_packing(ssn, job, shapes)
+    )
+    if verdict is None:
+        fits.add(key)
+    return verdict
 
 
 def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
