@@ -8,10 +8,11 @@ kubelets of `--nodes` Nodes, and this driver, which creates the same pods once p
 v1.10's `vc-scheduler` (built by `scripts/build-oracle.sh volcano`), each a process of its own
 started just before its pods and stopped after them; `plain` (benchmarks/plain_binder.py) binds
 each pod to the next node as soon as it sees it, with no scheduling work: the ceiling the
-machine and the control plane put on a scheduler's binds and `Scheduled` events. Workloads: `--gangs` gangs of `--gang-size`
-pods (a PodGroup each for Tephra and Volcano, created before the clock starts as Volcano's
-controller would; plain pods for kube-scheduler: no gang, its best case) and `--pods` single pods
-(a one-member PodGroup each, as Volcano's controller makes for bare pods).
+machine and the control plane put on a scheduler's binds and `Scheduled` events. Workloads:
+`--gangs` gangs of `--gang-size` pods (a PodGroup each for Tephra and Volcano, created before
+the clock starts as Volcano's controller would; plain pods for kube-scheduler: no gang, its best
+case) and `--pods` single pods (a one-member PodGroup each, as Volcano's controller makes for
+bare pods).
 
 Each of Tephra and Volcano runs on its own CRDs: Tephra's (crds/) at first; before Volcano's
 runs, which come last, Tephra's CRDs are deleted, Volcano's installed and its `default` Queue
