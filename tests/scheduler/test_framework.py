@@ -246,3 +246,17 @@ def test_scheduler_memo_hits_only_when_nothing_changed() -> None:
     d4 = sched.run_once(NOW)
     assert sched.run_once(NOW) is d4
     assert sched.run_once(NOW + 5) is not d4
+
+
+def test_queue_metrics_amount_is_one_entry_of_amounts() -> None:
+    """``QueueMetrics.amount`` answers what ``amounts`` has for one resource (0 when left out:
+    pods, unlimited, absent or past the vector's end)."""
+    from batch.scheduler.framework.decisions import QueueMetrics
+
+    names = ["pods", "cpu", "memory", "nvidia.com/gpu"]
+    zero = np.zeros(4)
+    m = QueueMetrics(names, zero, zero, zero, None, lambda: 0.0, lambda: False)
+    for vec in ([5.0, 1500.4, float("inf"), 2000.6], [3.0, 2.0], None):
+        arr = None if vec is None else np.array(vec)
+        for name in [*names, "example.com/fpga"]:
+            assert m.amount(arr, name) == m.amounts(arr).get(name, 0), (vec, name)

@@ -229,10 +229,14 @@ class Hooks:
         self.topology_preemption: Point[TopologyPreemption] = Point("topology_preemption", n)
         #: not tiered, not switchable; actions add their own during execute as well
         self.handlers: list[EventHandler] = []
-        self._cur: tuple[int, PluginOption] | None = None
+        #: the registration window: tier, the plugin's option, its gates' answers (``_gates``)
+        self._cur: tuple[int, PluginOption, dict[str, bool]] | None = None
         #: every point, and those given a callback since the last ``clear`` (what it empties)
         self._all: tuple[Point[Any], ...] = tuple(self._walk())
         self._filled: list[Point[Any]] = []
+        #: per option (by id, with the option itself): which gates are enabled, as asked so
+        #: far (a kit's hooks see the same options every session)
+        self._gates: dict[int, tuple[PluginOption, dict[str, bool]]] = {}
         #: a session registered callbacks here and has not been released (``clear``) yet
         self.in_use = False
 
@@ -248,7 +252,10 @@ class Hooks:
 
     def begin(self, tier: int, option: PluginOption) -> None:
         """Open the registration window of ``option``'s plugin in ``tier`` (``opening``)."""
-        self._cur = (tier, option)
+        kept = self._gates.get(id(option))
+        if kept is None or kept[0] is not option:
+            kept = self._gates[id(option)] = (option, {})
+        self._cur = (tier, option, kept[1])
         self.in_use = True
 
     def end(self) -> None:
@@ -257,8 +264,12 @@ class Hooks:
     def _add(self, point: Point[F], fn: F) -> None:
         if self._cur is None:
             raise RuntimeError("extension points can only be registered during on_session_open")
-        tier, option = self._cur
-        if option.enabled(point.gate):
+        tier, option, gates = self._cur
+        gate = point.gate
+        enabled = gates.get(gate)
+        if enabled is None:
+            enabled = gates[gate] = option.enabled(gate)
+        if enabled:
             point.add(tier, option.name, fn)
             self._filled.append(point)
 
