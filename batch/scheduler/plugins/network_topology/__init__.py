@@ -42,6 +42,7 @@ from batch.api.topology import RACK_LABEL, SPINE_LABEL, member_matches as _match
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -164,6 +165,8 @@ class NetworkTopologyPlugin(Plugin):
         self._auto: tuple[tuple[object, int, int], list[Domain]] | None = None
 
     # -- session --------------------------------------------------------------------------
+    keeps_callbacks = True
+
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         nd = ssn.nodes
@@ -175,8 +178,10 @@ class NetworkTopologyPlugin(Plugin):
         self.pinned = {}
         self._memo: dict[str, tuple[int, Domain | None]] = {}
         self.chosen: dict[str, str] = {}
-        ssn.hooks.add_dynamic_predicate(self._predicate)
-        ssn.hooks.add_topology_preemption(self)
+
+    def register_kept(self, hooks: Hooks) -> None:
+        hooks.add_dynamic_predicate(self._predicate)
+        hooks.add_topology_preemption(self)
 
     def _auto_domains(self, nd: SessionNodes) -> list[Domain]:
         """``auto_domains`` in order, kept while the nodes' labels and membership are those
