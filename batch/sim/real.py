@@ -66,7 +66,7 @@ class RealScheduler:
             binds=[(b.namespace, b.name, b.node) for b in d.binds],
             evictions=[(e.namespace, e.name, e.reason) for e in d.evictions],
             podgroup_phases=self._phase_changes(d),
-            deserved={q: m.amounts(m.deserved).get(GPU, 0) for q, m in d.queue_metrics.items()},
+            deserved={q: m.amount(m.deserved, GPU) for q, m in d.queue_metrics.items()},
         )
         out.seconds = time.perf_counter() - t0
         return out

@@ -13,6 +13,7 @@ from batch.model.status import TaskStatus
 from batch.scheduler import load_config
 from batch.scheduler.cycle import open_session
 from batch.scheduler.framework.arguments import Arguments
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin, register_plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
@@ -246,3 +247,70 @@ def test_scheduler_memo_hits_only_when_nothing_changed() -> None:
     d4 = sched.run_once(NOW)
     assert sched.run_once(NOW) is d4
     assert sched.run_once(NOW + 5) is not d4
+
+
+def test_queue_metrics_amount_is_one_entry_of_amounts() -> None:
+    """``QueueMetrics.amount`` answers what ``amounts`` has for one resource (0 when left out:
+    pods, unlimited, absent or past the vector's end)."""
+    from batch.scheduler.framework.decisions import QueueMetrics
+
+    names = ["pods", "cpu", "memory", "nvidia.com/gpu"]
+    zero = np.zeros(4)
+    m = QueueMetrics(names, zero, zero, zero, None, lambda: 0.0, lambda: False)
+    for vec in ([5.0, 1500.4, float("inf"), 2000.6], [3.0, 2.0], None):
+        arr = None if vec is None else np.array(vec)
+        for name in [*names, "example.com/fpga"]:
+            assert m.amount(arr, name) == m.amounts(arr).get(name, 0), (vec, name)
+
+
+class Keeper(Plugin):
+    """Test plugin: a job-order callback kept across sessions (``keeps_callbacks``) that reads
+    the session it answers for from ``self.ssn``."""
+
+    name: ClassVar[str] = "keeper"
+    keeps_callbacks = True
+    registered = 0
+
+    def register_kept(self, hooks: Hooks) -> None:
+        type(self).registered += 1
+        hooks.add_job_order_key(lambda j: ("keeper", self.ssn.uid))
+
+
+class Namer(Plugin):
+    """Test plugin: a job-order callback registered anew at every session open."""
+
+    name: ClassVar[str] = ""
+
+    def on_session_open(self, ssn: Session) -> None:
+        uid = ssn.uid
+        ssn.hooks.add_job_order_key(lambda j: (self.name, uid))
+
+
+register_plugin(Keeper)
+for n in ("na", "nb", "nc"):
+    register_plugin(type(f"Namer_{n}", (Namer,), {"name": n}))
+
+
+def test_kept_callbacks_stay_in_configuration_order_across_sessions() -> None:
+    """A kit's hooks register a keeping plugin's callbacks once; every session sees them, in
+    the configuration's order among the other plugins' (registered anew each session), and
+    they answer for the session open now."""
+    from batch.scheduler import Scheduler
+
+    c = cluster(1)
+    cfg = load_config(
+        "actions: enqueue\ntiers: [{plugins: [{name: na}, {name: keeper}, {name: nb}]},"
+        " {plugins: [{name: nc}]}]"
+    )
+    sched = Scheduler(c, cfg)
+    hooks = sched.kit.hooks
+    Keeper.registered = 0
+    for i in range(3):
+        gang(c, f"j{i}", 1, phase="Pending")  # a new job: the session runs
+        sched.run_once(NOW + i)
+        ssn = Session(c, cfg, sched.kit.plugins, now=NOW + i, uid=f"s{i}", hooks=hooks)
+        said = [[fn.fn(None) for _, fn in tier] for tier in hooks.job_order.tiers]  # type: ignore[union-attr]
+        assert said == [[("na", f"s{i}"), ("keeper", f"s{i}"), ("nb", f"s{i}")], [("nc", f"s{i}")]]
+        ssn.release()
+    assert Keeper.registered == 1
+    assert [len(t) for t in hooks.job_order.tiers] == [1, 0]  # released: the kept one stays

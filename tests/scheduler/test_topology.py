@@ -11,7 +11,7 @@ from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions
 
 from .evict_util import pending, running
-from .util import bound_jobs, run
+from .util import NOW, bound_jobs, run
 
 RACK = "topology.tephra.io/rack"
 SPINE = "topology.tephra.io/spine"
@@ -253,3 +253,40 @@ tiers:
     nodes = {c.tasks[e.uid].node_name for e in d.evictions}
     pipes = {p.node for p in d.pipelines if p.job_id == g}
     assert len(pipes) == 2 and {n[:2] for n in nodes | pipes} in ({"r0"}, {"r1"})
+
+
+def test_kept_auto_domains_follow_node_labels_and_membership() -> None:
+    """The plugin keeps its auto domains across sessions while the nodes' labels and
+    membership are unchanged; a relabelled, added or removed node gives new ones, as a new
+    plugin would build them."""
+    from batch.scheduler import Scheduler, load_config
+    from batch.scheduler.framework.nodes import SessionNodes
+    from batch.scheduler.plugins.network_topology import NetworkTopologyPlugin, auto_domains
+
+    cache = racked(racks=2, per_rack=2)
+    sched = Scheduler(cache, load_config(CONF))
+    plugin = next(
+        p for tier in sched.kit.plugins for p in tier if isinstance(p, NetworkTopologyPlugin)
+    )
+
+    def said(domains: list[Any]) -> list[tuple[str, list[bool]]]:
+        return [(d.name, d.mask.tolist()) for d in domains]
+
+    def moved_to(rack: str) -> dict[str, Any]:
+        labels = {"kubernetes.io/hostname": "r0n0", RACK: rack, SPINE: "spine-0"}
+        return f.node("r0n0", cpu="4", labels=labels)
+
+    changes: list[tuple[str, str, dict[str, Any]]] = [
+        ("Node", "MODIFIED", moved_to("rack-9")),
+        ("Node", "ADDED", f.node("x", cpu="4", labels={RACK: "rack-1", SPINE: "spine-1"})),
+        ("Node", "DELETED", f.node("r1n1", cpu="4")),
+        ("Node", "MODIFIED", moved_to("rack-0")),
+    ]
+    for i, change in enumerate([None, *changes]):
+        if change is not None:
+            cache.apply(*change)
+        sched.run_once(NOW + i)
+        fresh = sorted(
+            auto_domains(plugin.auto_keys, SessionNodes(cache)), key=lambda d: (d.tier, d.name)
+        )
+        assert said(plugin.domains) == said(fresh), change

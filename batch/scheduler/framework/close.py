@@ -28,6 +28,8 @@ SHARE_STATUSES = True
 #: sum queues' ``allocated`` after the rollback plus the session's delta, so jobs the session
 #: changed and undid are not summed again (exact; tests switch it off to compare)
 SUM_AFTER_ROLLBACK = True
+#: ``ClusterCache.derived`` key: queue name -> (what its last status said, that status)
+_QUEUE_STATUS = "close-queue-status"
 _PHASE_COUNT_KEY = {
     "Pending": "pending",
     "Inqueue": "inqueue",
@@ -304,7 +306,8 @@ def _queue_statuses(
     ssn: Session, q_alloc: dict[str, IntVec], q_counts: dict[str, dict[str, int]]
 ) -> dict[str, dict[str, Any]]:
     """Every queue's status: ``allocated`` (its jobs' and its descendants') and the number of
-    its PodGroups per phase."""
+    its PodGroups per phase. A queue whose figures are those of the last close keeps that
+    close's status object (``_QUEUE_STATUS``; statuses are never changed once made)."""
     queues = ssn.queues
     total: dict[str, IntVec] = {}
     for qname, vec in q_alloc.items():
@@ -313,19 +316,26 @@ def _queue_statuses(
         while name and name not in seen:
             seen.add(name)
             acc = total.get(name)
-            total[name] = vec.copy() if acc is None else acc + vec
+            total[name] = vec if acc is None else acc + vec  # never summed in place
             q = queues.get(name)
             name = q.parent if q is not None else ""
     res = ssn.resources
-    zero = res.to_list(res.zeros())
+    kept: dict[str, tuple[Any, dict[str, Any]]] = ssn.cache.derived.setdefault(_QUEUE_STATUS, {})
+    if len(kept) > 2 * len(queues) + 64:  # forget departed queues
+        kept.clear()
     none = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
     out: dict[str, dict[str, Any]] = {}
     for qname in queues:
         qvec = total.get(qname)
-        status: dict[str, Any] = {
-            "allocated": res.to_list(qvec) if qvec is not None else dict(zero)
-        }
-        status.update(q_counts.get(qname, none))
+        counts = q_counts.get(qname, none)
+        key = (res, res.version, qvec.tobytes() if qvec is not None else None, *counts.values())
+        hit = kept.get(qname)
+        if hit is not None and hit[0] == key:
+            out[qname] = hit[1]
+            continue
+        status: dict[str, Any] = {"allocated": res.to_list(res.zeros() if qvec is None else qvec)}
+        status.update(counts)
+        kept[qname] = (key, status)
         out[qname] = status
     return out
 

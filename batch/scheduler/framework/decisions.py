@@ -113,6 +113,15 @@ class QueueMetrics:
     def overused(self) -> bool:
         return self._answer()[1]
 
+    def amount(self, vector: Any, name: str) -> int:
+        """``amounts(vector).get(name, 0)`` without formatting the other resources."""
+        names = self.names
+        i = names.index(name) if name in names else 0
+        if vector is None or not 0 < i < len(vector):
+            return 0
+        value = float(vector[i])
+        return 0 if value == float("inf") else round(value)
+
     def amounts(self, vector: Any) -> dict[str, int]:
         """Name -> amount (milli-units; bytes for memory) of a vector; pods and unlimited
         dimensions are left out."""

@@ -13,7 +13,8 @@ a callback for a switched-off point is dropped at registration (``PluginOption.e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Container, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
@@ -142,20 +143,32 @@ class EventHandler:
 
 
 class Point(Generic[F]):
-    """One extension point: (plugin name, callback) per tier, in registration order."""
+    """One extension point: (plugin name, callback) per tier, in the order of the plugins
+    that registered them (registration order within a plugin)."""
 
-    __slots__ = ("_flat", "gate", "name", "tiers", "version")
+    __slots__ = ("_flat", "gate", "name", "ranks", "tiers", "version")
 
     def __init__(self, name: str, ntiers: int, *, gate: str | None = None) -> None:
         self.name = name
         #: the extension point whose enable switch turns this one off (default: its own name)
         self.gate = gate or name
         self.tiers: list[list[tuple[str, F]]] = [[] for _ in range(ntiers)]
+        #: per tier, the rank (``Hooks.begin``) of the plugin that registered each entry
+        self.ranks: list[list[int]] = [[] for _ in range(ntiers)]
         self._flat: list[F] | None = None
         self.version = 0
 
-    def add(self, tier: int, plugin: str, fn: F) -> None:
-        self.tiers[tier].append((plugin, fn))
+    def add(self, tier: int, plugin: str, fn: F, rank: int = 0) -> None:
+        """Add ``fn`` after the entries of plugins ranked up to ``rank`` (kept entries of
+        later plugins stay after it)."""
+        ranks = self.ranks[tier]
+        if not ranks or ranks[-1] <= rank:
+            self.tiers[tier].append((plugin, fn))
+            ranks.append(rank)
+        else:
+            at = bisect_right(ranks, rank)
+            self.tiers[tier].insert(at, (plugin, fn))
+            ranks.insert(at, rank)
         self._flat = None
         self.version += 1
 
@@ -168,9 +181,15 @@ class Point(Generic[F]):
     def __bool__(self) -> bool:
         return bool(self.flat())
 
-    def clear(self) -> None:
-        for tier in self.tiers:
-            tier.clear()
+    def clear(self, kept: Container[int] = ()) -> None:
+        """Drop every entry but those of the plugins ranked in ``kept``."""
+        for tier, ranks in zip(self.tiers, self.ranks, strict=True):
+            if any(r in kept for r in ranks):
+                tier[:] = [e for e, r in zip(tier, ranks, strict=True) if r in kept]
+                ranks[:] = [r for r in ranks if r in kept]
+            else:
+                tier.clear()
+                ranks.clear()
         self._flat = None
         self.version += 1
 
@@ -229,10 +248,19 @@ class Hooks:
         self.topology_preemption: Point[TopologyPreemption] = Point("topology_preemption", n)
         #: not tiered, not switchable; actions add their own during execute as well
         self.handlers: list[EventHandler] = []
-        self._cur: tuple[int, PluginOption] | None = None
+        #: the registration window: tier, the plugin's option, its gates' answers (``_gates``)
+        self._cur: tuple[int, PluginOption, dict[str, bool]] | None = None
+        #: the rank of the plugin whose window is open (its position in the configuration)
+        self._rank = -1
+        #: ranks of plugins whose callbacks ``clear`` keeps (``keep``), with the plugin
+        self._kept: dict[int, object] = {}
+        self._keeping = False
         #: every point, and those given a callback since the last ``clear`` (what it empties)
         self._all: tuple[Point[Any], ...] = tuple(self._walk())
         self._filled: list[Point[Any]] = []
+        #: per option (by id, with the option itself): which gates are enabled, as asked so
+        #: far (a kit's hooks see the same options every session)
+        self._gates: dict[int, tuple[PluginOption, dict[str, bool]]] = {}
         #: a session registered callbacks here and has not been released (``clear``) yet
         self.in_use = False
 
@@ -247,20 +275,48 @@ class Hooks:
             self.end()
 
     def begin(self, tier: int, option: PluginOption) -> None:
-        """Open the registration window of ``option``'s plugin in ``tier`` (``opening``)."""
-        self._cur = (tier, option)
+        """Open the registration window of ``option``'s plugin in ``tier`` (``opening``);
+        the plugins of a session open in the configuration's order, each one rank further."""
+        self._rank += 1
+        kept = self._gates.get(id(option))
+        if kept is None or kept[0] is not option:
+            kept = self._gates[id(option)] = (option, {})
+        self._cur = (tier, option, kept[1])
         self.in_use = True
 
     def end(self) -> None:
         self._cur = None
+        self._keeping = False
+
+    def kept(self, plugin: object) -> bool:
+        """Are the callbacks ``plugin`` registers in the open window kept here already?"""
+        return self._kept.get(self._rank) is plugin
+
+    def keep(self) -> None:
+        """Until ``kept_by``, the open window registers callbacks that ``clear`` keeps: they
+        must read the session they answer for from a kept context (the plugin's ``ssn``), and
+        their plugin must open at this rank with the same option every session. (A session
+        whose open fails is never released: its hooks are not used again.)"""
+        self._keeping = True
+
+    def kept_by(self, plugin: object) -> None:
+        """The callbacks registered since ``keep`` are ``plugin``'s; the open window registers
+        this session's only again."""
+        self._kept[self._rank] = plugin
+        self._keeping = False
 
     def _add(self, point: Point[F], fn: F) -> None:
         if self._cur is None:
             raise RuntimeError("extension points can only be registered during on_session_open")
-        tier, option = self._cur
-        if option.enabled(point.gate):
-            point.add(tier, option.name, fn)
-            self._filled.append(point)
+        tier, option, gates = self._cur
+        gate = point.gate
+        enabled = gates.get(gate)
+        if enabled is None:
+            enabled = gates[gate] = option.enabled(gate)
+        if enabled:
+            point.add(tier, option.name, fn, self._rank)
+            if not self._keeping:
+                self._filled.append(point)
 
     def registering(self) -> bool:
         return self._cur is not None
@@ -276,13 +332,15 @@ class Hooks:
         return iter(self._all)
 
     def clear(self) -> None:
-        """Drop every callback (plugins' closures reference the session); the points are
-        empty again, ready for the next session's plugins."""
+        """Drop every callback but the kept ones (``keep``; plugins' closures reference the
+        session); the points are ready for the next session's plugins."""
+        kept = self._kept
         for point in set(self._filled):
-            point.clear()
+            point.clear(kept)
         self._filled.clear()
         self.handlers.clear()
         self.in_use = False
+        self._rank = -1
 
     # -- orders --------------------------------------------------------------------------
     def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:
@@ -426,5 +484,8 @@ class Hooks:
         on_allocate: Callable[[TaskInfo], None],
         on_deallocate: Callable[[TaskInfo], None],
     ) -> None:
-        """Follow in-session allocations (plugins at open, actions while they run)."""
+        """Follow in-session allocations (plugins at open, actions while they run; never a
+        kept callback: handlers are dropped with the session)."""
+        if self._keeping:
+            raise RuntimeError("event handlers cannot be kept across sessions")
         self.handlers.append(EventHandler(on_allocate, on_deallocate))

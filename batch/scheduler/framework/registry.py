@@ -16,6 +16,7 @@ from batch.scheduler.framework.arguments import Arg, Arguments
 if TYPE_CHECKING:
     from batch.model.cache import ClusterCache
     from batch.scheduler.framework.conf import PluginOption, SchedulerConfig
+    from batch.scheduler.framework.hooks import Hooks
     from batch.scheduler.framework.session import Session
 
 
@@ -39,14 +40,27 @@ class Plugin:
         conservative: a time-dependent plugin may change at any time."""
         return since if cls.time_dependent else None
 
+    #: the callbacks ``register_kept`` registers read the session only through ``self.ssn``
+    #: (set by every session before ``on_session_open``): the hooks a ``Scheduler`` keeps hold
+    #: them across sessions, registered once instead of at every open
+    keeps_callbacks: ClassVar[bool] = False
+    #: the session open now (or last), set before ``on_session_open`` by plugins that use it
+    ssn: Session
+
     def __init__(self, arguments: Arguments) -> None:
         """Parse (and validate) ``arguments``; must raise ConfigError on bad values."""
         self.arguments = arguments
         #: the configuration entry this plugin was built from (set by the session)
         self.option: PluginOption | None = None
 
+    def register_kept(self, hooks: Hooks) -> None:
+        """With ``keeps_callbacks``: register the callbacks kept across sessions (once per
+        ``hooks``; they depend on the arguments alone and read the session from ``self.ssn``;
+        never event handlers)."""
+
     def on_session_open(self, ssn: Session) -> None:
-        """Register extension-point callbacks on ``ssn``."""
+        """Register extension-point callbacks on ``ssn`` (with ``keeps_callbacks``: those that
+        depend on the session's state) and set up the session's state."""
 
     def on_session_close(self, ssn: Session) -> None:
         """Write per-session results (conditions, metrics) into ``ssn``."""

@@ -52,6 +52,11 @@ class SessionPlugin(Protocol):
     name: ClassVar[str]
     #: the configuration entry the plugin was built from (set by the session)
     option: PluginOption | None
+    #: its ``register_kept`` callbacks read the session from ``ssn`` (``registry.Plugin``)
+    keeps_callbacks: ClassVar[bool]
+    ssn: Session
+
+    def register_kept(self, hooks: Hooks) -> None: ...
 
     def on_session_open(self, ssn: Session) -> None: ...
 
@@ -132,7 +137,7 @@ class Session:
         ``JobIndex``, brought up to date for the jobs that changed."""
         index = JobIndex.of(cache)
         self.jobs_rebuilt = index.refresh(cache, full=not self.skip_settled)
-        self.jobs = dict(index.jobs)
+        self.jobs = index.jobs  # the index's own dict: sessions never change it
         self.reasons = index.missing_reasons()
         self._open_jobs = index.open_list()
 
@@ -154,7 +159,9 @@ class Session:
         return sorted([*self._open_jobs, *touched], key=lambda j: pos[j.uid])
 
     def _open_plugins(self, plugins: Sequence[Sequence[SessionPlugin]]) -> None:
-        """Let the configured plugins, tier by tier, register their callbacks."""
+        """Let the configured plugins, tier by tier, register their callbacks; a plugin that
+        keeps callbacks registers those once per ``Hooks`` (a kit's: ``cycle.Kit``) and is
+        given the session they answer for."""
         tiers = zip(self.config.tiers, plugins, strict=True)
         hooks, timings, clock = self.hooks, self.plugin_timings, time.perf_counter
         for ti, (tier, built) in enumerate(tiers):
@@ -164,6 +171,12 @@ class Session:
                 t_plugin = clock()
                 hooks.begin(ti, opt)
                 try:
+                    if plugin.keeps_callbacks:
+                        plugin.ssn = self
+                        if not hooks.kept(plugin):
+                            hooks.keep()
+                            plugin.register_kept(hooks)
+                            hooks.kept_by(plugin)
                     plugin.on_session_open(self)
                 finally:
                     hooks.end()

@@ -16,6 +16,7 @@ import numpy as np
 
 from batch.model.info import TaskTemplate
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -55,17 +56,23 @@ class BinpackPlugin(Plugin):
             if w < 0:
                 raise ConfigError(f"plugin binpack: weights must be >= 0, got {w}")
 
+    keeps_callbacks = True
+
     def on_session_open(self, ssn: Session) -> None:
-        if not self.weight:
-            return
-        dims: list[tuple[int, float]] = []
+        #: the session's (resource index, weight) pairs the score reads
+        self._dims: list[tuple[int, float]] = []
         for name, w in self.weights.items():
             i = ssn.resources.get(name)
             if i is not None and w > 0:
-                dims.append((i, w))
+                self._dims.append((i, w))
+
+    def register_kept(self, hooks: Hooks) -> None:
+        if not self.weight:
+            return
         scale = self.weight * MAX_SCORE
 
         def score_one(tmpl: TaskTemplate, nd: SessionNodes, idx: int) -> float:
+            dims = self._dims
             alloc, used, _ = nd.cols(idx)
             rl = tmpl.req_list
             acc = 0.0
@@ -88,6 +95,7 @@ class BinpackPlugin(Plugin):
         def score(tmpl: TaskTemplate, nd: SessionNodes, idx: Any) -> Any:
             if isinstance(idx, int):
                 return score_one(tmpl, nd, idx)
+            dims = self._dims
             shape = nd.alloc[1, idx].shape
             acc: FloatVec = np.zeros(shape)
             wsum = 0.0
@@ -106,4 +114,4 @@ class BinpackPlugin(Plugin):
             out: FloatVec = np.where(overflow, 0.0, acc / wsum * scale)
             return out
 
-        ssn.hooks.add_batch_node_order_fn(score)
+        hooks.add_batch_node_order_fn(score)

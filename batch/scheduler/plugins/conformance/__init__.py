@@ -7,8 +7,8 @@ system-node-critical, nor pods in namespace kube-system.
 from __future__ import annotations
 
 from batch.model.info import TaskInfo
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT
 
 CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
@@ -21,11 +21,12 @@ def evictable(task: TaskInfo) -> bool:
 class ConformancePlugin(Plugin):
     name = "conformance"
     ARGUMENTS = ()
+    keeps_callbacks = True
 
-    def on_session_open(self, ssn: Session) -> None:
+    def register_kept(self, hooks: Hooks) -> None:
         def victims(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             return [t for t in candidates if evictable(t)], PERMIT
 
-        ssn.hooks.add_preemptable_fn(victims)
-        ssn.hooks.add_reclaimable_fn(victims)
-        ssn.hooks.add_unified_evictable_fn(victims)
+        hooks.add_preemptable_fn(victims)
+        hooks.add_reclaimable_fn(victims)
+        hooks.add_unified_evictable_fn(victims)

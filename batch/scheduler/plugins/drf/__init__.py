@@ -14,6 +14,7 @@ import numpy as np
 
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.resources import IntVec
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT
@@ -32,18 +33,25 @@ class DrfPlugin(Plugin):
     name = "drf"
     ARGUMENTS = ()
 
+    keeps_callbacks = True
+
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource
         dims = np.flatnonzero(total[1:] > 0) + 1
         self.total = total
         self.dims = dims
+        #: this session's job shares: uid -> (the job's alloc_version, its share)
+        self._shares: dict[str, tuple[int, float]] = {}
+        option = self.option
+        if option is not None and option.hierarchy:
+            HierarchicalDrf(ssn, total, dims).register()
 
+    def register_kept(self, hooks: Hooks) -> None:
         def share(alloc: IntVec) -> float:
-            return dominant_share(alloc, total, dims)
-
-        cache: dict[str, tuple[int, float]] = {}
+            return dominant_share(alloc, self.total, self.dims)
 
         def job_key(j: JobInfo) -> float:
+            cache = self._shares
             hit = cache.get(j.uid)
             if hit is not None and hit[0] == j.alloc_version:
                 return hit[1]
@@ -51,19 +59,20 @@ class DrfPlugin(Plugin):
             cache[j.uid] = (j.alloc_version, s)
             return s
 
-        ssn.hooks.add_job_order_key(job_key)
+        hooks.add_job_order_key(job_key)
 
         def preemptable(
             preemptor: TaskInfo, candidates: list[TaskInfo]
         ) -> tuple[list[TaskInfo], int]:
-            pjob = ssn.jobs.get(preemptor.job_id or "")
+            jobs = self.ssn.jobs
+            pjob = jobs.get(preemptor.job_id or "")
             if pjob is None:
                 return [], PERMIT
             ls = share(pjob.allocated + preemptor.req)
             remaining: dict[str, IntVec] = {}
             victims: list[TaskInfo] = []
             for t in candidates:
-                vjob = ssn.jobs.get(t.job_id or "")
+                vjob = jobs.get(t.job_id or "")
                 if vjob is None:
                     continue
                 alloc = remaining.get(vjob.uid)
@@ -76,7 +85,4 @@ class DrfPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        ssn.hooks.add_preemptable_fn(preemptable)
-        option = self.option
-        if option is not None and option.hierarchy:
-            HierarchicalDrf(ssn, total, dims).register()
+        hooks.add_preemptable_fn(preemptable)

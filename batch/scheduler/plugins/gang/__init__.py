@@ -18,7 +18,7 @@ from typing import Any
 
 from batch.model.info import JobInfo, TaskInfo
 from batch.scheduler.framework.close import close_jobs
-from batch.scheduler.framework.hooks import ValidateResult
+from batch.scheduler.framework.hooks import Hooks, ValidateResult
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
@@ -32,7 +32,9 @@ class GangPlugin(Plugin):
     name = "gang"
     ARGUMENTS = ()
 
-    def on_session_open(self, ssn: Session) -> None:
+    keeps_callbacks = True
+
+    def register_kept(self, hooks: Hooks) -> None:
         def valid(job: JobInfo) -> ValidateResult | None:
             vt = job.valid_task_num()
             if vt < job.min_available:
@@ -50,19 +52,20 @@ class GangPlugin(Plugin):
                 )
             return None
 
-        ssn.hooks.add_job_valid_fn(valid)
-        ssn.hooks.add_job_order_key(lambda j: 1 if j.is_ready() else 0)
-        ssn.hooks.add_job_ready_fn(lambda j: j.is_ready() and j.check_task_ready())
-        ssn.hooks.add_job_pipelined_fn(
+        hooks.add_job_valid_fn(valid)
+        hooks.add_job_order_key(lambda j: 1 if j.is_ready() else 0)
+        hooks.add_job_ready_fn(lambda j: j.is_ready() and j.check_task_ready())
+        hooks.add_job_pipelined_fn(
             lambda j: PERMIT if (j.is_pipelined() and j.check_task_pipelined()) else REJECT
         )
-        ssn.hooks.add_job_starving_fn(lambda j: j.is_starving())
+        hooks.add_job_starving_fn(lambda j: j.is_starving())
 
         def victims(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+            jobs = self.ssn.jobs
             surplus: dict[str, int] = {}
             out: list[TaskInfo] = []
             for t in candidates:
-                job = ssn.jobs.get(t.job_id or "")
+                job = jobs.get(t.job_id or "")
                 if job is None:
                     continue
                 left = surplus.get(job.uid)
@@ -74,16 +77,16 @@ class GangPlugin(Plugin):
                 surplus[job.uid] = left
             return out, PERMIT
 
-        ssn.hooks.add_preemptable_fn(victims)
-        ssn.hooks.add_reclaimable_fn(victims)
+        hooks.add_preemptable_fn(victims)
+        hooks.add_reclaimable_fn(victims)
 
         def at_minimum(job: JobInfo) -> bool:
             return job.ready_task_num() <= job.min_available
 
         # gang's victim rule above never gives a task of a job at (or below) its minimum
-        ssn.hooks.add_victim_job_floor_fn("preemptable", at_minimum)
-        ssn.hooks.add_victim_job_floor_fn("reclaimable", at_minimum)
-        ssn.hooks.add_unified_evictable_fn(lambda _, c: (list(c), PERMIT))
+        hooks.add_victim_job_floor_fn("preemptable", at_minimum)
+        hooks.add_victim_job_floor_fn("reclaimable", at_minimum)
+        hooks.add_unified_evictable_fn(lambda _, c: (list(c), PERMIT))
 
     def on_session_close(self, ssn: Session) -> None:
         now = iso(ssn.now)

@@ -34,6 +34,7 @@ from batch.model.info import QueueInfo, TaskInfo
 from batch.model.parse import ROOT_QUEUE
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError, check_arguments
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.pluginlib.durations import parse_duration, task_start
@@ -75,6 +76,7 @@ class MinRuntimePlugin(Plugin):
         Arg("queues.<queue>.reclaimMinRuntime", "duration", None, "`reclaimMinRuntime` of a queue"),
     )
     time_dependent = True  # pods pass their minimum runtime; lost-work bounds loosen
+    keeps_callbacks = True
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -157,16 +159,15 @@ class MinRuntimePlugin(Plugin):
             q = info.parent or (ROOT_QUEUE if q != ROOT_QUEUE else "")
         return self.defaults[kind]
 
-    def on_session_open(self, ssn: Session) -> None:
+    def register_kept(self, hooks: Hooks) -> None:
         option = self.option
         on = {
             "preemptable": option is None or option.enabled("preemptable"),
             "reclaimable": option is None or option.enabled("reclaimable"),
         }
-        cache: dict[tuple[str, str], float] = {}
-        starts: dict[str, float] = {}
 
         def start(t: TaskInfo) -> float:
+            starts = self._starts
             st = starts.get(t.uid)
             if st is None:
                 st = starts[t.uid] = task_start(t)
@@ -175,6 +176,7 @@ class MinRuntimePlugin(Plugin):
         def guard(point: str, preemptor: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
             if not on.get(point, False):
                 return victims
+            ssn, cache = self.ssn, self._mins
             kind = "preempt" if point == "preemptable" else "reclaim"
             ratio = self.lost_ratio[kind]
             most = ratio * max(ssn.now - preemptor.creation, 0.0) if ratio > 0 else math.inf
@@ -193,7 +195,12 @@ class MinRuntimePlugin(Plugin):
                     out.append(t)
             return out
 
-        ssn.hooks.add_victim_guard(guard)
+        hooks.add_victim_guard(guard)
+
+    def on_session_open(self, ssn: Session) -> None:
+        #: this session's minimum runtimes per (queue, kind) and pods' start times
+        self._mins: dict[tuple[str, str], float] = {}
+        self._starts: dict[str, float] = {}
 
 
 class _PodTimes:

@@ -42,6 +42,7 @@ from batch.api.topology import RACK_LABEL, SPINE_LABEL, member_matches as _match
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.nodes import BoolVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -160,21 +161,38 @@ class NetworkTopologyPlugin(Plugin):
         arguments.get_int("hypernode.gradient.evict.max-hypernodes", 8)
         self.pinned: dict[str, Domain] = {}
         self.domains: list[Domain] = []
+        #: the auto domains last built, with the nodes they were built from (``_auto_domains``)
+        self._auto: tuple[tuple[object, int, int], list[Domain]] | None = None
 
     # -- session --------------------------------------------------------------------------
+    keeps_callbacks = True
+
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         nd = ssn.nodes
         if ssn.cache.hypernodes:
             self.domains = build_domains(ssn.cache.hypernodes, nd)
+            self.domains.sort(key=lambda d: (d.tier, d.name))
         else:
-            self.domains = auto_domains(self.auto_keys, nd)
-        self.domains.sort(key=lambda d: (d.tier, d.name))
+            self.domains = self._auto_domains(nd)
         self.pinned = {}
         self._memo: dict[str, tuple[int, Domain | None]] = {}
         self.chosen: dict[str, str] = {}
-        ssn.hooks.add_dynamic_predicate(self._predicate)
-        ssn.hooks.add_topology_preemption(self)
+
+    def register_kept(self, hooks: Hooks) -> None:
+        hooks.add_dynamic_predicate(self._predicate)
+        hooks.add_topology_preemption(self)
+
+    def _auto_domains(self, nd: SessionNodes) -> list[Domain]:
+        """``auto_domains`` in order, kept while the nodes' labels and membership are those
+        they were built from (``NodeArrays.meta_gen``; domains are never changed once built)."""
+        key = (nd.arrays, nd.arrays.meta_gen, nd.n)
+        kept = self._auto
+        if kept is None or kept[0] != key:
+            domains = auto_domains(self.auto_keys, nd)
+            domains.sort(key=lambda d: (d.tier, d.name))
+            kept = self._auto = (key, domains)
+        return list(kept[1])
 
     @staticmethod
     def spec(job: JobInfo) -> Mapping[str, Any] | None:

@@ -21,9 +21,9 @@ import numpy as np
 from batch.model.info import TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import MAX_WEIGHT, Arg, Arguments
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.nodes import FloatVec, SessionNodes
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import Session
 from batch.scheduler.pluginlib.matching import term_mask, tolerates
 
 MAX_SCORE = 100
@@ -138,7 +138,9 @@ class NodeOrderPlugin(Plugin):
         self.image = a.get_float("imagelocality.weight", 1)
         self.spread = a.get_float("podtopologyspread.weight", 2)
 
-    def on_session_open(self, ssn: Session) -> None:
+    keeps_callbacks = True
+
+    def register_kept(self, hooks: Hooks) -> None:
         least, most, bal = self.least, self.most, self.balanced
 
         def dynamic(tmpl: TaskTemplate, nd: SessionNodes, idx: Any) -> Any:
@@ -163,9 +165,9 @@ class NodeOrderPlugin(Plugin):
             return out
 
         if least or most or bal:
-            ssn.hooks.add_batch_node_order_fn(dynamic)
+            hooks.add_batch_node_order_fn(dynamic)
         if self.node_affinity or self.taint:
-            ssn.hooks.add_static_node_order_fn(self.static)
+            hooks.add_static_node_order_fn(self.static)
 
     def static(self, tmpl: TaskTemplate, nd: SessionNodes, ok: BoolVec) -> FloatVec:
         out: FloatVec = np.zeros(nd.n)

@@ -28,6 +28,7 @@ from batch.model.status import ALLOCATED_STATUS
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
@@ -70,6 +71,8 @@ class OvercommitPlugin(Plugin):
         #: the cluster's total and its scaled budget, as last computed (``_scaled_total``)
         self._scaled: tuple[bytes, IntVec] | None = None
 
+    keeps_callbacks = True
+
     def on_session_open(self, ssn: Session) -> None:
         nd = ssn.nodes
         self.total = ssn.total_resource
@@ -80,9 +83,11 @@ class OvercommitPlugin(Plugin):
         sums.refresh(ssn.jobs, inqueue_contribution, follow=ssn.skip_settled)
         self.inqueue = sums.grand.copy()
 
+    def register_kept(self, hooks: Hooks) -> None:
         def enqueueable(job: JobInfo) -> int:
             if job.min_resources is None:
                 return PERMIT
+            ssn = self.ssn
             mr = job.min_resources
             dims = np.flatnonzero(mr[1:] > 0) + 1
             need = self.inqueue[dims] + mr[dims]
@@ -99,8 +104,8 @@ class OvercommitPlugin(Plugin):
             if job.min_resources is not None:
                 self.inqueue = self.inqueue + np.maximum(job.min_resources - job.gated_req, 0)
 
-        ssn.hooks.add_job_enqueueable_fn(enqueueable)
-        ssn.hooks.add_job_enqueued_fn(enqueued)
+        hooks.add_job_enqueueable_fn(enqueueable)
+        hooks.add_job_enqueued_fn(enqueued)
 
     def _scaled_total(self, total: IntVec) -> IntVec:
         """``total`` x the factor, exactly and without int64 overflow (memory totals reach

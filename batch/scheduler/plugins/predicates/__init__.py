@@ -22,6 +22,7 @@ import numpy as np
 from batch.model.info import TaskInfo, TaskTemplate
 from batch.model.nodes import BoolVec
 from batch.scheduler.framework.arguments import Arg, Arguments
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.nodes import SessionNodes
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -79,11 +80,16 @@ class PredicatesPlugin(Plugin):
         for key in _IGNORED:
             arguments.get_bool(key, False)
 
+    keeps_callbacks = True
+
+    def register_kept(self, hooks: Hooks) -> None:
+        hooks.add_batch_predicate(self.static_filters)
+        if self.node_ports or self.pod_affinity:
+            hooks.add_dynamic_predicate(self.dynamic_filters)
+
     def on_session_open(self, ssn: Session) -> None:
-        ssn.hooks.add_batch_predicate(self.static_filters)
         if self.node_ports or self.pod_affinity:
             self.affinity = PodAffinity(ssn)
-            ssn.hooks.add_dynamic_predicate(self.dynamic_filters)
 
     def static_filters(self, tmpl: TaskTemplate, nd: SessionNodes) -> list[tuple[str, BoolVec]]:
         arrays = nd.arrays

@@ -8,22 +8,24 @@ job, or tasks of the same job with a lower task priority. JobStarving: ready + w
 from __future__ import annotations
 
 from batch.model.info import JobInfo, TaskInfo
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
-from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT
 
 
 class PriorityPlugin(Plugin):
     name = "priority"
     ARGUMENTS = ()
+    keeps_callbacks = True
 
-    def on_session_open(self, ssn: Session) -> None:
-        ssn.hooks.add_task_order_key(lambda t: -t.priority)
-        ssn.hooks.add_job_order_key(lambda j: -j.priority)
+    def register_kept(self, hooks: Hooks) -> None:
+        hooks.add_task_order_key(lambda t: -t.priority)
+        hooks.add_job_order_key(lambda j: -j.priority)
 
         def preemptable(
             preemptor: TaskInfo, candidates: list[TaskInfo]
         ) -> tuple[list[TaskInfo], int]:
+            ssn = self.ssn
             pjob = ssn.jobs.get(preemptor.job_id or "")
             victims: list[TaskInfo] = []
             for t in candidates:
@@ -37,9 +39,9 @@ class PriorityPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        ssn.hooks.add_preemptable_fn(preemptable)
+        hooks.add_preemptable_fn(preemptable)
 
         def starving(job: JobInfo) -> bool:
             return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
 
-        ssn.hooks.add_job_starving_fn(starving)
+        hooks.add_job_starving_fn(starving)
