@@ -306,6 +306,16 @@ class Session:
         else:
             task.status = status
 
+    def set_status_placed(self, task: TaskInfo, status: TaskStatus) -> None:
+        """``set_status`` for a task this session placed (Allocated -> Binding at commit): its
+        state before the session is journaled already (rollback restores a task's first
+        entry only), so nothing is journaled again."""
+        job = self._job_of(task)
+        if job is not None:
+            job.set_status(task, status)
+        else:
+            task.status = status
+
     def set_phase(self, job: JobInfo, phase: str) -> None:
         self.phase_journal.append((job, job.phase))
         if job.uid not in self._versions:
