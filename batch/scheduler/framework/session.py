@@ -124,6 +124,9 @@ class Session:
         self.plugins: list[SessionPlugin] = []
         self._placer: Placer | None = None
         self._open_plugins(plugins)
+        # the session's changes are undone at close: the change log keeps them aside, so the
+        # state kept across sessions need not look at the jobs again (``rollback``)
+        cache.changes.hold()
         self.timings["open"] = time.perf_counter() - t0
 
     def _take_jobs(self, cache: ClusterCache) -> None:
@@ -397,4 +400,10 @@ class Session:
         self.phase_journal.clear()
         for job, version in self._versions.values():
             job.restore_version(version)
+        # every job the session changed is back at its version from before: none is marked
+        self.cache.changes.release(self._versions.keys())
         self._versions.clear()
+
+    def touched_uids(self) -> list[str]:
+        """The jobs this session changed so far (its rollback restores them)."""
+        return list(self._versions)
