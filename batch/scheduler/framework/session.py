@@ -99,6 +99,8 @@ class Session:
         self.phase_journal: list[tuple[JobInfo, str]] = []
         #: job uid -> (job, its version before this session first changed it)
         self._versions: dict[str, tuple[JobInfo, int]] = {}
+        #: the jobs of ``_versions`` that were not open, in that order (``active_jobs``)
+        self._touched: list[JobInfo] = []
         self.binds: list[Bind] = []
         self.pipelines: list[Pipeline] = []
         self.evictions: list[Eviction] = []
@@ -147,10 +149,8 @@ class Session:
         and close's reasons skip it without testing it."""
         if not self.skip_settled:
             return list(self.jobs.values())
-        jobs, open_uids = self.jobs, self._open_uids
-        touched = [
-            j for j, _v in self._versions.values() if j.uid in jobs and j.uid not in open_uids
-        ]
+        jobs = self.jobs
+        touched = [j for j in self._touched if j.uid in jobs]
         if not touched:
             return list(self._open_jobs)
         pos = {uid: i for i, uid in enumerate(jobs)}
@@ -210,7 +210,13 @@ class Session:
         self.journal.append((task, status, task.node_name, task.node_idx))
         job = self._job_of(task)
         if job is not None and job.uid not in self._versions:
-            self._versions[job.uid] = (job, job.version)
+            self._first_change(job)
+
+    def _first_change(self, job: JobInfo) -> None:
+        """Keep ``job``'s version from before the session (and note it when it was not open)."""
+        self._versions[job.uid] = (job, job.version)
+        if job.uid not in self._open_uids:
+            self._touched.append(job)
 
     def place(self, task: TaskInfo, idx: int, status: TaskStatus) -> None:
         """Pending ``task`` -> Allocated/Pipelined on node ``idx`` (fires allocate handlers)."""
@@ -322,7 +328,7 @@ class Session:
     def set_phase(self, job: JobInfo, phase: str) -> None:
         self.phase_journal.append((job, job.phase))
         if job.uid not in self._versions:
-            self._versions[job.uid] = (job, job.version)
+            self._first_change(job)
         job.phase = phase
         job.touch()
 
@@ -403,6 +409,7 @@ class Session:
         # every job the session changed is back at its version from before: none is marked
         self.cache.changes.release(self._versions.keys())
         self._versions.clear()
+        self._touched.clear()
 
     def touched_uids(self) -> list[str]:
         """The jobs this session changed so far (its rollback restores them)."""
