@@ -303,3 +303,40 @@ def test_kept_largest_node_follows_allocatable_changes() -> None:
         never = d.pending_reasons.get(uid)
         assert (never is not None and never.kind == "NeverFits") == (gpu == 2), (gpu, never)
     assert generations[0] < generations[1] < generations[2]
+
+
+def test_a_settled_job_a_session_changed_and_undid_is_looked_at_again() -> None:
+    """Reclaim evicts a pod of a settled job in a session whose decisions are not dispatched;
+    the session's rollback leaves the change log without a mark for it (``ChangeLog.hold``),
+    so its close must find the job among the jobs it changed, and the next close must look at
+    it again by itself: once the reclaimer is gone, the job's status is its own again, as a
+    fresh cache says."""
+    history: list[Event | Decisions] = [("Queue", "ADDED", f.queue("root"))]
+    history += [("Queue", "ADDED", f.queue(q, weight=1)) for q in QUEUES[:2]]
+    history.append(("Node", "ADDED", f.node("n0", cpu="4", gpu=2)))
+    history.append(("PodGroup", "ADDED", f.podgroup("x", queue="qa", phase="Running")))
+    history += [
+        (
+            "Pod",
+            "ADDED",
+            f.pod(f"x-{i}", group="x", cpu="1", gpu=1, node_name="n0", phase="Running"),
+        )
+        for i in range(2)
+    ]
+    history.append(("PodGroup", "ADDED", f.podgroup("y", queue="qb", phase="Inqueue")))
+    cache = ClusterCache()
+    for event in history:
+        _replay(cache, event)
+    run_session(cache, CONFIGS[1], now=NOW - 1)  # statuses kept from here on
+    came: Event = ("Pod", "ADDED", f.pod("y-0", group="y", cpu="1", gpu=1))
+    _replay(cache, came)
+    history.append(came)
+    first = run_session(cache, CONFIGS[1], now=NOW)  # x, settled, is changed in the session
+    assert len(first.evictions) == 1  # reclaim takes a pod of x for y
+    assert _comparable(first) == _comparable(_fresh(history, 1, NOW))
+    gone: Event = ("Pod", "DELETED", f.pod("y-0", group="y", cpu="1", gpu=1))
+    _replay(cache, gone)
+    history.append(gone)
+    second = run_session(cache, CONFIGS[1], now=NOW + 1)
+    assert not second.evictions
+    assert _comparable(second) == _comparable(_fresh(history, 1, NOW + 1))

@@ -178,7 +178,7 @@ class StatusBook:
     last computed with the version and condition answers it was computed from, the statuses
     of the last session in its job order, and per queue the number of PodGroups per phase."""
 
-    __slots__ = ("config", "cursor", "kept", "out", "phase_of", "q_counts")
+    __slots__ = ("config", "cursor", "kept", "out", "phase_of", "q_counts", "revisit")
 
     KEY = "close-status"
 
@@ -191,6 +191,9 @@ class StatusBook:
         #: job uid -> (queue, phase count key, status key, JobInfo.ordinal)
         self.phase_of: dict[str, tuple[str, str, tuple[str, str], int]] = {}
         self.q_counts: dict[str, dict[str, int]] = {}
+        #: the jobs the last session changed: its rollback undid them without a change-log
+        #: mark (``ChangeLog.hold``), and their statuses were worked out in its state
+        self.revisit: list[str] = []
 
     @classmethod
     def of(cls, ssn: Session) -> StatusBook:
@@ -241,7 +244,12 @@ def close_jobs(ssn: Session) -> list[JobInfo] | None:
         got: list[JobInfo] | None = ssn.scratch["close-jobs"]
         return got
     book = StatusBook.of(ssn)
-    changed = book.cursor.changed()
+    # the jobs this session changed are active jobs: without them (held) in the log, and
+    # looked at again next time, when they are back in their state from before
+    changed = book.cursor.changed(held=False)
+    if changed is not None and book.revisit:
+        changed = list(dict.fromkeys([*changed, *book.revisit]))
+    book.revisit = []
     visit: list[JobInfo] | None = None
     same_config, book.config = book.config is ssn.config, ssn.config
     if ssn.skip_settled and same_config and not ssn.jobs_rebuilt and changed is not None:
@@ -395,6 +403,8 @@ def close_session(ssn: Session) -> Decisions:
             d.plugin_timings = ssn.plugin_timings
             d.queue_metrics = ssn.queue_metrics
         finally:
+            book = StatusBook.of(ssn)
+            book.revisit = [*book.revisit, *ssn.touched_uids()]
             ssn.rollback(undone)
         if after:
             q_alloc = _queue_allocated(ssn, session_alloc_delta(undone))

@@ -104,6 +104,8 @@ class Session:
         self.phase_journal: list[tuple[JobInfo, str]] = []
         #: job uid -> (job, its version before this session first changed it)
         self._versions: dict[str, tuple[JobInfo, int]] = {}
+        #: the jobs of ``_versions`` that were not open, in that order (``active_jobs``)
+        self._touched: list[JobInfo] = []
         self.binds: list[Bind] = []
         self.pipelines: list[Pipeline] = []
         self.evictions: list[Eviction] = []
@@ -129,6 +131,9 @@ class Session:
         self.plugins: list[SessionPlugin] = []
         self._placer: Placer | None = None
         self._open_plugins(plugins)
+        # the session's changes are undone at close: the change log keeps them aside, so the
+        # state kept across sessions need not look at the jobs again (``rollback``)
+        cache.changes.hold()
         self.timings["open"] = time.perf_counter() - t0
 
     def _take_jobs(self, cache: ClusterCache) -> None:
@@ -149,10 +154,8 @@ class Session:
         and close's reasons skip it without testing it."""
         if not self.skip_settled:
             return list(self.jobs.values())
-        jobs, open_uids = self.jobs, self._open_uids
-        touched = [
-            j for j, _v in self._versions.values() if j.uid in jobs and j.uid not in open_uids
-        ]
+        jobs = self.jobs
+        touched = [j for j in self._touched if j.uid in jobs]
         if not touched:
             return list(self._open_jobs)
         pos = {uid: i for i, uid in enumerate(jobs)}
@@ -220,7 +223,13 @@ class Session:
         self.journal.append((task, status, task.node_name, task.node_idx))
         job = self._job_of(task)
         if job is not None and job.uid not in self._versions:
-            self._versions[job.uid] = (job, job.version)
+            self._first_change(job)
+
+    def _first_change(self, job: JobInfo) -> None:
+        """Keep ``job``'s version from before the session (and note it when it was not open)."""
+        self._versions[job.uid] = (job, job.version)
+        if job.uid not in self._open_uids:
+            self._touched.append(job)
 
     def place(self, task: TaskInfo, idx: int, status: TaskStatus) -> None:
         """Pending ``task`` -> Allocated/Pipelined on node ``idx`` (fires allocate handlers)."""
@@ -319,10 +328,20 @@ class Session:
         else:
             task.status = status
 
+    def set_status_placed(self, task: TaskInfo, status: TaskStatus) -> None:
+        """``set_status`` for a task this session placed (Allocated -> Binding at commit): its
+        state before the session is journaled already (rollback restores a task's first
+        entry only), so nothing is journaled again."""
+        job = self._job_of(task)
+        if job is not None:
+            job.set_status(task, status)
+        else:
+            task.status = status
+
     def set_phase(self, job: JobInfo, phase: str) -> None:
         self.phase_journal.append((job, job.phase))
         if job.uid not in self._versions:
-            self._versions[job.uid] = (job, job.version)
+            self._first_change(job)
         job.phase = phase
         job.touch()
 
@@ -400,4 +419,11 @@ class Session:
         self.phase_journal.clear()
         for job, version in self._versions.values():
             job.restore_version(version)
+        # every job the session changed is back at its version from before: none is marked
+        self.cache.changes.release(self._versions.keys())
         self._versions.clear()
+        self._touched.clear()
+
+    def touched_uids(self) -> list[str]:
+        """The jobs this session changed so far (its rollback restores them)."""
+        return list(self._versions)

@@ -67,7 +67,7 @@ class Statement:
             elif op.kind == "pipeline":
                 ssn.record_pipeline(op.task)
             else:
-                ssn.set_status(op.task, TaskStatus.BINDING)
+                ssn.set_status_placed(op.task, TaskStatus.BINDING)
                 ssn.record_bind(op.task)
         self.ops.clear()
 

@@ -140,7 +140,7 @@ class _Pass:
                 job.uid, r.kind, r.message, r.short_by, dict(r.shortfall), dict(r.details)
             )
         )
-        self.worksheet[job.uid].clear()
+        del self.worksheet[job.uid]  # popped, never pushed again: its tasks are done with
         return True
 
 

@@ -55,7 +55,9 @@ class DrfPlugin(Plugin):
             hit = cache.get(j.uid)
             if hit is not None and hit[0] == j.alloc_version:
                 return hit[1]
-            s = share(j.allocated) if j.alloc_version else 0.0
+            # nothing allocated (a backlog's jobs, also after a session undid its placements):
+            # the share is 0.0 without the vector arithmetic
+            s = share(j.allocated) if j.alloc_version and j.allocated.any() else 0.0
             cache[j.uid] = (j.alloc_version, s)
             return s
 
