@@ -95,11 +95,17 @@ PODGROUP = RESOURCES["PodGroup"]
 NODE = RESOURCES["Node"]
 NODE_SHAPE: dict[str, Any] = {"cpu": "32", "memory": "256Gi", "pods": 110}
 REQUESTS = {"cpu": "100m", "memory": "128Mi"}
-SCHEDULERS = ("tephra", "kube", "volcano", "plain")
+SCHEDULERS = ("tephra", "kube", "volcano", "plain", "plain-protobuf")
 #: how the report names each (and `--schedulers` takes either)
-NAMES = {"tephra": "tephra", "kube": "kube-scheduler", "volcano": "volcano", "plain": PLAIN_NAME}
+NAMES = {
+    "tephra": "tephra",
+    "kube": "kube-scheduler",
+    "volcano": "volcano",
+    "plain": PLAIN_NAME,
+    "plain-protobuf": f"{PLAIN_NAME} (protobuf)",
+}
 #: the pods' schedulerName (Tephra and Volcano both answer to "volcano")
-POD_SCHEDULER = {"kube": "default-scheduler", "plain": PLAIN_NAME}
+POD_SCHEDULER = {"kube": "default-scheduler", "plain": PLAIN_NAME, "plain-protobuf": PLAIN_NAME}
 
 
 def grouped(scheduler: str) -> bool:
@@ -355,12 +361,15 @@ def tephra_command(plane: ControlPlane, port: int, args: argparse.Namespace, tag
     return cmd
 
 
-def plain_command(plane: ControlPlane, port: int, args: argparse.Namespace, _tag: str) -> list[str]:
+def plain_command(
+    plane: ControlPlane, port: int, args: argparse.Namespace, *, protobuf: bool
+) -> list[str]:
     """The plain binder (benchmarks/plain_binder.py): the apiserver's ceiling for the binds and
     events, with Tephra's bind concurrency."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "plain_binder.py")]
     cmd += ["--kubeconfig", str(plane.kubeconfig), "--port", str(port)]
-    return [*cmd, "--concurrency", str(args.bind_concurrency)]
+    cmd += ["--concurrency", str(args.bind_concurrency)]
+    return [*cmd, "--protobuf"] if protobuf else cmd
 
 
 def kube_command(plane: ControlPlane, port: int, args: argparse.Namespace) -> list[str]:
@@ -415,9 +424,11 @@ def start_scheduler(
     if scheduler == "volcano":
         return start_volcano(plane, args, tag).proc, 0
     port = free_port()
-    if scheduler in ("tephra", "plain"):
-        cmd = (tephra_command if scheduler == "tephra" else plain_command)(plane, port, args, tag)
-        url, ctx = f"http://127.0.0.1:{port}/readyz", None
+    url, ctx = f"http://127.0.0.1:{port}/readyz", None
+    if scheduler == "tephra":
+        cmd = tephra_command(plane, port, args, tag)
+    elif scheduler in ("plain", "plain-protobuf"):
+        cmd = plain_command(plane, port, args, protobuf=scheduler == "plain-protobuf")
     else:
         cmd = kube_command(plane, port, args)
         url, ctx = f"https://127.0.0.1:{port}/readyz", ssl._create_unverified_context()
@@ -942,6 +953,7 @@ def print_report(results: list[Result]) -> None:
             ("kube", "Tephra/kube-scheduler"),
             ("volcano", "Tephra/Volcano"),
             ("plain", "Tephra/plain-binder (the ceiling)"),
+            ("plain-protobuf", "Tephra/plain-binder (protobuf)"),
         ):
             them = by_key.get((nodes, workload, other))
             if them is not None and them.pods_per_s:

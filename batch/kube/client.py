@@ -99,7 +99,11 @@ class KubeClient:
         content_type: str,
         timeout: float,
     ) -> dict[str, Any]:
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        data = (
+            body
+            if body is None or isinstance(body, bytes)
+            else json.dumps(body, separators=(",", ":"))
+        )
         headers = await self._auth()
         if data is not None:
             headers = {**(headers or {}), "Content-Type": content_type}

@@ -397,7 +397,8 @@ class StatusWriter:
         recent[key] = now
         return True
 
-    async def _post_event(self, ev: EventSpec) -> bool:
+    def event_body(self, ev: EventSpec) -> dict[str, Any]:
+        """The Event `ev` is posted as, stamped now."""
         involved = object_reference(
             api_version=ev.api_version or _API_VERSIONS.get(ev.kind, "v1"),
             kind=ev.kind,
@@ -406,7 +407,7 @@ class StatusWriter:
             uid=ev.uid,
             resource_version=ev.resource_version,
         )
-        body = event_body(
+        return event_body(
             involved,
             reason=ev.reason,
             message=ev.message,
@@ -414,6 +415,9 @@ class StatusWriter:
             component=self.component,
             stamp=_now(),
         )
+
+    async def _post_event(self, ev: EventSpec) -> bool:
+        body = self.event_body(ev)
         namespace = ev.namespace or "default"
         try:
             await self.client.create(RESOURCES["Event"], body, namespace)

@@ -95,3 +95,30 @@ def test_the_table_is_what_the_generator_makes() -> None:
     table = json.loads((ROOT / "batch" / "sandbox" / "proto_fields.json").read_text())
     for name, fields in table["messages"].items():
         assert sorted(messages[name]) == fields, name
+
+
+def test_encoding_is_the_decoders_inverse_for_bindings_and_events() -> None:
+    """What a client sends as protobuf (benchmarks/plain_binder.py --protobuf): the decoder,
+    checked against kubectl above, reads back the object that was encoded."""
+    from batch.api.events import event_body, object_reference
+    from batch.sandbox.protobuf import encode_protobuf
+
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"a": "b"}},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+    }
+    involved = object_reference(api_version="v1", kind="Pod", namespace="ns", name="p", uid="u")
+    event = event_body(
+        involved,
+        reason="Scheduled",
+        message="Successfully assigned ns/p to n1",
+        type="Normal",
+        component="tephra-scheduler",
+        stamp="2026-12-06T18:00:00Z",
+    )
+    for obj in (binding, event):
+        assert decode_protobuf(encode_protobuf(obj)) == obj
+    raw = encode_protobuf(binding)
+    assert raw.startswith(b"k8s\x00") and b"n1" in raw
