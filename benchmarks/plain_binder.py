@@ -56,9 +56,9 @@ async def serve_ready(port: int, ready: asyncio.Event) -> web.AppRunner:
 class ProtobufWrites:
     """The binder's two writes as protobuf bodies."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, events: StatusWriter) -> None:
         self.client = client
-        self.events = StatusWriter(client, component=NAME)
+        self.events = events  # builds the Event bodies
 
     async def bind(self, req: BindRequest) -> None:
         binding = {
@@ -91,7 +91,7 @@ async def bind_all(client: KubeClient, concurrency: int, port: int, protobuf: bo
 
     binder = Binder(client, concurrency=concurrency)
     events = StatusWriter(client, component=NAME)
-    proto = ProtobufWrites(client)
+    proto = ProtobufWrites(client, events)
 
     async def worker() -> None:
         while True:

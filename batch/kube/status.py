@@ -255,16 +255,11 @@ class StatusWriter:
         `latest(key)`, asked as each PodGroup's turn comes, may answer a newer status to write
         instead (one offered since the writes began): a round that waits for the wire writes
         each PodGroup once, with what is newest then, not an old status and the new one next."""
-        jobs = []
-        for (ns, name), status in desired.items():
-            if (ns, name) not in self.podgroups:
-                continue  # deleted meanwhile, or not yet seen
-            if latest is None:
-                patch = status_patch(self.podgroups[(ns, name)], status)
-                if patch:
-                    jobs.append(self._write_podgroup(ns, name, patch))
-            else:
-                jobs.append(self._write_latest(ns, name, status, latest))
+        jobs = [
+            self._write_latest(ns, name, status, latest)
+            for (ns, name), status in desired.items()
+            if (ns, name) in self.podgroups  # else deleted meanwhile, or not yet seen
+        ]
         return await self._run(jobs)
 
     async def _write_latest(
@@ -272,10 +267,10 @@ class StatusWriter:
         namespace: str,
         name: str,
         status: Mapping[str, Any],
-        latest: Callable[[tuple[str, str]], Mapping[str, Any] | None],
+        latest: Callable[[tuple[str, str]], Mapping[str, Any] | None] | None,
     ) -> bool:
         key = (namespace, name)
-        status = latest(key) or status
+        status = (latest(key) if latest is not None else None) or status
         known = self.podgroups.get(key)
         if known is None:
             return False  # deleted meanwhile
