@@ -10,6 +10,7 @@ from typing import Any
 from batch.kube.client import ApiError
 from batch.kube.dispatch import Dropped, InFlight, StatusQueue
 from batch.kube.status import EventSpec, StatusWriter
+from tests.kube.answers import wait_amid_answers
 
 
 class _Requests:
@@ -90,19 +91,8 @@ def test_a_full_pipeline_answering_all_the_time_still_lets_a_busy_session_throug
         flight = InFlight(workers=1, limit=1)
         reqs = _Requests()
         reqs.submit(flight, "a")
-        answering = True
-
-        async def answers() -> None:  # another bind answered at every turn of the loop
-            while answering:
-                flight._changed.set()
-                await asyncio.sleep(0)
-
-        churn = asyncio.create_task(answers())
-        room = asyncio.create_task(flight.room(timeout=0.2))
-        done, _ = await asyncio.wait({room}, timeout=30)
-        answering = False
-        await churn
-        assert room in done, "room() never gave up while answers kept coming"
+        room = await wait_amid_answers(flight, flight.room(timeout=0.2))
+        assert room is not None, "room() never gave up while answers kept coming"
         assert room.result() is False  # no room: the session runs beside the binds
         assert flight.outstanding == 1
         reqs.release["a"].set()

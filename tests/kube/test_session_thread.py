@@ -22,6 +22,7 @@ from batch.model import fixtures
 from batch.sandbox.nodes import make_nodes
 from batch.scheduler.framework.decisions import Decisions
 from batch.scheduler.framework.session import Session
+from tests.kube.answers import wait_amid_answers
 
 
 def test_the_loop_runs_and_the_cache_holds_still_while_a_session_runs() -> None:
@@ -92,21 +93,10 @@ def test_a_session_comes_between_binds_that_answer_all_the_time() -> None:
             requests=flight,
             statuses=StatusQueue(StatusWriter(None)),  # type: ignore[arg-type]
         )
-        answering = True
-
-        async def answers() -> None:  # another bind answered at every turn of the loop
-            while answering:
-                flight._changed.set()
-                await asyncio.sleep(0)
-
-        churn = asyncio.create_task(answers())
-        room = asyncio.create_task(service._room(out, asyncio.Event()))
-        done, _ = await asyncio.wait({room}, timeout=30)
-        answering = False
-        await churn
+        room = await wait_amid_answers(flight, service._room(out, asyncio.Event()))
         never.set()
         await flight.close(1.0)
-        return room in done
+        return room is not None
 
     assert asyncio.run(main()), "no session while binds kept answering"
 
