@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from batch.kube.binder import Binder, BindRequest
+from batch.kube.binder import Binder, BindRequest, binding, binding_path
 from batch.kube.client import KubeClient
 from batch.kube.config import load_access
 from batch.kube.informer import Reflector
@@ -61,14 +61,7 @@ class ProtobufWrites:
         self.events = events  # builds the Event bodies
 
     async def bind(self, req: BindRequest) -> None:
-        binding = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": req.pod, "namespace": req.namespace, "uid": req.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": req.node},
-        }
-        path = RESOURCES["Pod"].path(namespace=req.namespace, name=req.pod, sub="binding")
-        await self.post(path, binding)
+        await self.post(binding_path(req), binding(req))
 
     async def event(self, req: BindRequest) -> None:
         spec = scheduled_event(req.namespace, req.pod, req.uid, req.node)

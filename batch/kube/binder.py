@@ -71,6 +71,21 @@ async def _bounded(items: Sequence[T], limit: int, fn: Callable[[T], Awaitable[R
     return list(await asyncio.gather(*(one(item) for item in items)))
 
 
+def binding(req: BindRequest) -> dict[str, Any]:
+    """The Binding object that binds `req`'s pod to its node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": req.pod, "namespace": req.namespace, "uid": req.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": req.node},
+    }
+
+
+def binding_path(req: BindRequest) -> str:
+    """Where `binding(req)` is posted: the pod's binding subresource."""
+    return _POD.path(namespace=req.namespace, name=req.pod, sub="binding")
+
+
 class Binder:
     """Posts Binding objects with bounded concurrency."""
 
@@ -97,16 +112,8 @@ class Binder:
 
     async def _post(self, req: BindRequest) -> tuple[tuple[BindRequest, BindOutcome, str], bool]:
         """One Binding POST: its answer, and whether a failure is transient (worth a re-send)."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": req.pod, "namespace": req.namespace, "uid": req.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": req.node},
-        }
         try:
-            await self.client.request(
-                "POST", _POD.path(namespace=req.namespace, name=req.pod, sub="binding"), body=body
-            )
+            await self.client.request("POST", binding_path(req), body=binding(req))
         except ApiError as exc:
             if exc.status == 409:
                 return (req, BindOutcome.CONFLICT, str(exc)), False
