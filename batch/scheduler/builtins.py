@@ -29,6 +29,7 @@ from batch.scheduler.plugins.overcommit import OvercommitPlugin
 from batch.scheduler.plugins.predicates import PredicatesPlugin
 from batch.scheduler.plugins.priority import PriorityPlugin
 from batch.scheduler.plugins.proportion import ProportionPlugin
+from batch.scheduler.plugins.requeue import RequeuePlugin
 from batch.scheduler.plugins.reservation import NominatedPlugin, ReservationPlugin
 from batch.scheduler.plugins.sjf import SjfPlugin
 from batch.scheduler.plugins.sla import SlaPlugin
@@ -56,6 +57,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     PredicatesPlugin,
     PriorityPlugin,
     ProportionPlugin,
+    RequeuePlugin,
     ReservationPlugin,
     NominatedPlugin,
     SjfPlugin,

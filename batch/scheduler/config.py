@@ -252,6 +252,9 @@ actions: "enqueue, allocate, preempt, reclaim, gangreclaim, backfill"
 tiers:
 - plugins:
   - name: priority
+  - name: requeue
+    arguments:
+      admissionTimeout: 5m
   - name: gang
   - name: conformance
   - name: minruntime

@@ -58,18 +58,26 @@ class Live:
         }
         self.co.create_cluster_custom_object(*Q, "queues", body)
 
-    def job(self, name: str, queue: str, replicas: int, gpus: int, min_available: int = 0) -> None:
-        """A VCJob of ``replicas`` pods of ``gpus`` GPUs each that run until deleted."""
+    def job(
+        self,
+        name: str,
+        queue: str,
+        replicas: int,
+        gpus: int,
+        min_available: int = 0,
+        node: str = "",
+    ) -> None:
+        """A VCJob of ``replicas`` pods of ``gpus`` GPUs each that run until deleted (on
+        ``node`` if given)."""
         container = {
             "name": "main",
             "image": "busybox",
             "resources": {"requests": {"cpu": "1", GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
         }
-        task = {
-            "name": "worker",
-            "replicas": replicas,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-        }
+        pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+        if node:
+            pod["nodeSelector"] = {"kubernetes.io/hostname": node}
+        task = {"name": "worker", "replicas": replicas, "template": {"spec": pod}}
         spec = {
             "minAvailable": min_available or replicas,
             "schedulerName": "volcano",
@@ -139,6 +147,8 @@ def live(tmp_path: Path) -> Iterator[Live]:
     conf = tmp_path / "volcano-scheduler.conf"
     text = TEPHRA_DEFAULT_CONFIG.replace("MinRuntime: 5m", "MinRuntime: 0s")
     assert text.count("MinRuntime: 0s") == 2
+    text = text.replace("admissionTimeout: 5m", "admissionTimeout: 2s")
+    assert "admissionTimeout: 2s" in text
     conf.write_text(text)
     options = SandboxOptions(schedule_period=0.2, max_grace_seconds=0.3, scheduler_conf=conf)
     nodes = make_nodes(count=NODES, gpus=8, cpu="64", memory="256Gi")
@@ -272,6 +282,46 @@ def test_three_queues_converge_to_their_weights(live: Live) -> None:
     else:
         raise AssertionError(f"still evicting after three windows: {live.state()}")
     assert settled(), live.gpus_by_queue()
+
+
+def test_an_admitted_gang_that_cannot_start_gives_its_admission_back(live: Live) -> None:
+    """CI's convergence failure, made deterministic. Weights 1:2:3 on 32 GPUs: w3 runs a
+    2 x 8-GPU gang (its share, 16), w1 four 1-GPU jobs, two on each other node (below its 5.3),
+    so 12 GPUs are free, 6 on each of two nodes. w2 (holding nothing, share 10.7) submits a
+    2 x 8-GPU gang, then a 2 x 4-GPU one. The big gang is admitted on w2's share but no node
+    has 8 free GPUs and no queue is above its share to reclaim from; its admission held the
+    overcommit budget and kept w2's small gang out for ever, with 12 GPUs idle. Now, once
+    admitted for the timeout without a pod placed while another PodGroup waits for
+    admission, it goes back to Pending behind w2's other jobs, and the small gang runs."""
+    for q, w in {"w1": 1, "w2": 2, "w3": 3}.items():
+        live.queue(q, w)
+    for i in range(4):
+        live.job(f"w1-one{i}", "w1", 1, 1, node=f"node-{2 + i % 2}")
+    wait_for(lambda: live.gpus_by_queue() == {"w1": 4}, what="w1's jobs run")
+    live.job("w3-big0", "w3", 2, 8)
+    wait_for(lambda: live.gpus_by_queue() == {"w1": 4, "w3": 16}, what="w3's gang runs")
+    live.job("w2-big0", "w2", 2, 8)
+    wait_for(
+        lambda: live.podgroup("w2-big0").get("status", {}).get("phase") == "Inqueue",
+        what="w2's big gang admitted",
+        explain=live.state,
+    )
+    live.job("w2-mid0", "w2", 2, 4)
+    wait_for(
+        lambda: live.podgroup("w2-big0")["status"]["phase"] == "Pending",
+        what="the big gang's admission given back",
+        timeout=120,
+        explain=live.state,
+    )
+    took = _sessions_until(live, "w2's small gang bound", lambda: live.bound("w2-mid0") == 2)
+    assert took <= SESSIONS, took
+    assert live.gpus_by_queue() == {"w1": 4, "w2": 8, "w3": 16}, live.state()
+    _no_evictions_for(live, SESSIONS)
+    big = live.podgroup("w2-big0")
+    assert big["status"]["phase"] == "Pending", live.state()
+    events = live.core.list_namespaced_event("default").items
+    said = [e.message for e in events if e.involved_object.name == big["metadata"]["name"]]
+    assert any("admission given back: admitted" in m for m in said if m), said
 
 
 def test_a_queue_that_ran_a_big_gang_alone_gives_it_back(live: Live) -> None:

@@ -7,20 +7,41 @@ JobEnqueued (plugins count their minResources as "inqueue"). A rejected job does
 rest of its queue. A gang that can never fit the cluster or its queue (a pod larger than every
 node, minResources beyond the cluster or the queue's capability: framework/feasibility.py) is
 not even put to JobEnqueueable: it stays Pending with that reason and takes none of the queue's
-share.
+share. A PodGroup whose admission the requeue plugin gave back is held out of admission for a
+while, then tried after its queue's other pending PodGroups until admitted again
+(framework/admissions.py).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from batch.model.info import JobInfo, QueueInfo
 from batch.scheduler.actionlib.pq import PriorityQueue
+from batch.scheduler.framework.admissions import Admissions, held_admissions
 from batch.scheduler.framework.arguments import Arg
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.feasibility import never_fits
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
+
+
+def _later_if_given_back(ssn: Session, held: Mapping[str, float]) -> Callable[[JobInfo], Any]:
+    """JobOrder, with the PodGroups whose admission was given back after the others."""
+    jkey = ssn.dispatch.job_order_key()
+    if not held:
+        return jkey
+    return lambda job: (job.uid in held, jkey(job))
+
+
+def _not_put(ssn: Session, job: JobInfo, held: Mapping[str, float]) -> PendingReason | None:
+    """Why ``job`` is not even put to JobEnqueueable: its admission was given back and is held,
+    or it can never fit."""
+    if held and held.get(job.uid, 0.0) > ssn.now:
+        return Admissions.of(ssn.cache).held_reason(job)
+    return never_fits(ssn, job)
 
 
 class Enqueue(Action):
@@ -36,7 +57,8 @@ class Enqueue(Action):
 
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
-        jkey = ssn.dispatch.job_order_key()
+        held = held_admissions(ssn.cache)
+        jkey = _later_if_given_back(ssn, held)
         per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         for job in ssn.active_jobs():  # a Pending PodGroup is never settled
             if not job.is_pending():
@@ -54,9 +76,9 @@ class Enqueue(Action):
             if not jobs:
                 continue
             job = jobs.pop()
-            impossible = never_fits(ssn, job)
-            if impossible is not None:
-                ssn.set_reason(impossible)
+            not_now = _not_put(ssn, job, held)
+            if not_now is not None:
+                ssn.set_reason(not_now)
                 if jobs:
                     queues.push(queue)
                 continue

@@ -1,0 +1,148 @@
+"""requeue: an admission that cannot be used is given back (Tephra's; Volcano has none).
+
+Volcano's enqueue admits a gang on its queue's share and the cluster's overcommit budget, not on
+the shape of the free capacity: a 2 x 8-GPU gang is admitted beside 12 free GPUs split 6 + 6
+over two nodes. If no queue is above its share, reclaim finds nothing for it either, and the
+gang stays Inqueue for ever while its minResources hold the budget that keeps every later
+PodGroup, its own queue's small gangs too, out of admission: GPUs idle while work waits.
+
+The plugin times every admitted PodGroup from its admission, or from the last session that
+found it ready or pipelined. Once it has stood still for ``admissionTimeout`` in a session that
+refused admission to a PodGroup its admission may keep out (one that overcommit's cluster budget
+refused, or one of its own queue), it is put back to Pending (event and pending reason
+``Requeued``). enqueue then holds it out of admission for the timeout, twice that after a second
+give-back without having moved in between, and so on up to an hour (Kueue's requeue backoff),
+and afterwards tries it after its queue's other pending PodGroups until it is admitted again
+(framework/admissions.py). The hold lets the PodGroups it kept out in, whichever queue goes
+first. Its pods stay (the job controller creates pods once, at the first admission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import KeysView
+
+from batch.api.durations import format_duration
+from batch.model.cache import ClusterCache
+from batch.model.info import JobInfo
+from batch.scheduler.framework.admissions import Admissions
+from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
+from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.hooks import Hooks
+from batch.scheduler.framework.registry import Plugin
+from batch.scheduler.framework.session import Session
+from batch.scheduler.pluginlib.durations import parse_duration
+
+DEFAULT_TIMEOUT = "5m"
+MAX_HOLD = 3600.0  # seconds: the longest an admission given back is held
+
+
+def _timeout(arguments: Arguments) -> float:
+    try:
+        return parse_duration(arguments.get_str("admissionTimeout", DEFAULT_TIMEOUT))
+    except ValueError as exc:
+        raise ConfigError(f"plugin requeue: argument 'admissionTimeout': {exc}") from None
+
+
+class RequeuePlugin(Plugin):
+    name = "requeue"
+    ARGUMENTS = (
+        Arg(
+            "admissionTimeout",
+            "duration",
+            DEFAULT_TIMEOUT,
+            "an admitted PodGroup with no pod placed or pipelined for this long, while another "
+            "waits for admission, goes back to Pending behind its queue's other pending ones",
+        ),
+    )
+    time_dependent = True  # an admission's time runs out
+    keeps_callbacks = True
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        self.timeout = _timeout(arguments)
+
+    @classmethod
+    def next_change(cls, cache: ClusterCache, arguments: Arguments, since: float) -> float | None:
+        """The first admission's time running out, or hold ending, after ``since``."""
+        book = Admissions.kept(cache)
+        if book is None:
+            return None
+        timeout = _timeout(arguments)
+        ends = [t + timeout for t in book.since.values()]
+        ends.extend(book.held.values())
+        return min((t for t in ends if t > since), default=None)
+
+    def register_kept(self, hooks: Hooks) -> None:
+        def enqueued(job: JobInfo) -> None:
+            self.book.since[job.uid] = self.ssn.now
+            self.book.held.pop(job.uid, None)
+
+        hooks.add_job_enqueued_fn(enqueued)
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.book = book = Admissions.of(ssn.cache)
+        if not book.scanned:  # admitted before this scheduler started: timed from now
+            book.scanned = True
+            for job in ssn.jobs.values():
+                if job.phase == "Inqueue":
+                    book.since.setdefault(job.uid, ssn.now)
+
+    def on_session_close(self, ssn: Session) -> None:
+        book, jobs, now = self.book, ssn.jobs, ssn.now
+        overdue: list[JobInfo] = []
+        for uid, since in list(book.since.items()):
+            job = jobs.get(uid)
+            if job is None or job.phase != "Inqueue":
+                del book.since[uid]
+            elif job.is_pipelined():  # ready counts: it moved
+                book.since[uid] = now
+                book.given.pop(uid, None)
+            elif now - since >= self.timeout:
+                overdue.append(job)
+        if overdue:
+            budget, queues = _refused(ssn)
+            for job in overdue:
+                if budget or job.queue in queues:
+                    self._give_back(ssn, job, now - book.since.pop(job.uid))
+        if len(book.held) + len(book.given) > 64 + len(jobs):
+            _forget_departed(book, jobs.keys())
+
+    def _give_back(self, ssn: Session, job: JobInfo, waited: float) -> None:
+        book = self.book
+        n = book.given[job.uid] = book.given.get(job.uid, 0) + 1
+        book.held[job.uid] = ssn.now + min(self.timeout * 2 ** min(n - 1, 32), MAX_HOLD)
+        message = (
+            f"admission given back: admitted {format_duration(waited)} with no pod placed "
+            "while PodGroups it may keep out wait for admission"
+        )
+        last = ssn.reasons.get(job.uid)
+        if last is not None:
+            message += f" (last: {last.message})"
+        ssn.set_phase(job, "Pending")
+        ssn.set_reason(
+            PendingReason(
+                job.uid,
+                "Requeued",
+                f"{message}; {book.held_reason(job).message}",
+                details={"waited": waited, "held_until": book.held[job.uid]},
+            )
+        )
+        ssn.event(job, "Warning", "Requeued", message)
+
+
+def _refused(ssn: Session) -> tuple[bool, set[str]]:
+    """Did overcommit's cluster budget refuse some PodGroup admission this session, and the
+    queues of the PodGroups refused admission."""
+    budget, jobs = False, ssn.jobs
+    queues: set[str] = set()
+    for uid, reason in ssn.reasons.items():
+        if reason.kind == "NotEnqueued" and uid in jobs:
+            queues.add(jobs[uid].queue)
+            budget = budget or reason.details.get("rejected_by") == "overcommit"
+    return budget, queues
+
+
+def _forget_departed(book: Admissions, present: KeysView[str]) -> None:
+    for table in (book.held, book.given):
+        for uid in [u for u in table if u not in present]:
+            del table[uid]
