@@ -20,6 +20,7 @@ protobuf answers 415: `ProtobufCreates` then logs it once and sends JSON from th
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,12 @@ MESSAGES: dict[str, dict[str, tuple[int, str, str]]] = {
 KINDS = {("v1", "Binding"): _CORE + "Binding", ("v1", "Event"): _CORE + "Event"}
 
 
+_SMALL = [bytes((i,)) for i in range(0x80)]  # the one-byte varints: most keys and lengths
+
+
 def _varint(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _SMALL[n]
     n &= (1 << 64) - 1  # a negative int64/int32 is its two's complement, ten bytes
     out = bytearray()
     while True:
@@ -107,7 +113,8 @@ def _delimited(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def _time(value: Any) -> bytes:
+@functools.lru_cache(maxsize=64)  # an event's two stamps, and a second's events, are one
+def _time(value: str) -> bytes:
     """A meta/v1 Time or MicroTime: seconds, then nanoseconds when there are any."""
     at = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     if at.tzinfo is None:
@@ -126,7 +133,7 @@ def _field(number: int, typ: str, value: Any) -> bytes:
             raise ValueError(f"field {number}: not an integer: {value!r}")
         return _varint(number << 3) + _varint(value)
     if typ in (TIME, MICRO_TIME):
-        return _delimited(number, _time(value))
+        return _delimited(number, _time(str(value)))
     if not isinstance(value, Mapping):
         raise ValueError(f"field {number}: not an object: {value!r}")
     return _delimited(number, _message(typ, value))
