@@ -8,7 +8,9 @@ kubelets of `--nodes` Nodes, and this driver, which creates the same pods once p
 v1.10's `vc-scheduler` (built by `scripts/build-oracle.sh volcano`), each a process of its own
 started just before its pods and stopped after them; `plain` (benchmarks/plain_binder.py) binds
 each pod to the next node as soon as it sees it, with no scheduling work: the ceiling the
-machine and the control plane put on a scheduler's binds and `Scheduled` events. Workloads:
+machine and the control plane put on a scheduler's binds and `Scheduled` events (`tephra` and
+`plain-protobuf` send those two as protobuf, as client-go does; `tephra-json` and `plain` as
+JSON). Workloads:
 `--gangs` gangs of `--gang-size` pods (a PodGroup each for Tephra and Volcano, created before
 the clock starts as Volcano's controller would; plain pods for kube-scheduler: no gang, its best
 case) and `--pods` single pods (a one-member PodGroup each, as Volcano's controller makes for
@@ -95,10 +97,11 @@ PODGROUP = RESOURCES["PodGroup"]
 NODE = RESOURCES["Node"]
 NODE_SHAPE: dict[str, Any] = {"cpu": "32", "memory": "256Gi", "pods": 110}
 REQUESTS = {"cpu": "100m", "memory": "128Mi"}
-SCHEDULERS = ("tephra", "kube", "volcano", "plain", "plain-protobuf")
+SCHEDULERS = ("tephra", "tephra-json", "kube", "volcano", "plain", "plain-protobuf")
 #: how the report names each (and `--schedulers` takes either)
 NAMES = {
     "tephra": "tephra",
+    "tephra-json": "tephra (JSON)",
     "kube": "kube-scheduler",
     "volcano": "volcano",
     "plain": PLAIN_NAME,
@@ -111,7 +114,7 @@ POD_SCHEDULER = {"kube": "default-scheduler", "plain": PLAIN_NAME, "plain-protob
 def grouped(scheduler: str) -> bool:
     """Whether the scheduler's pods come in PodGroups (kube-scheduler's and the plain
     binder's do not)."""
-    return scheduler in ("tephra", "volcano")
+    return scheduler in ("tephra", "tephra-json", "volcano")
 
 
 @dataclass(frozen=True)
@@ -349,8 +352,13 @@ async def wait_schedulable(client: KubeClient, count: int, timeout: float = 900.
 
 
 # ---------------------------------------------------------------------------- the schedulers
-def tephra_command(plane: ControlPlane, port: int, args: argparse.Namespace, tag: str) -> list[str]:
+def tephra_command(
+    plane: ControlPlane, port: int, args: argparse.Namespace, tag: str, *, json: bool = False
+) -> list[str]:
+    """`tephra scheduler`; `json`: its Bindings and Events as JSON, not protobuf (`tephra-json`)."""
     cmd = [TEPHRA, "scheduler", "--kubeconfig", str(plane.kubeconfig)]
+    if json:
+        cmd += ["--kube-api-content-type", "application/json"]
     cmd += ["--schedule-period", args.schedule_period, "--bind-concurrency"]
     cmd += [str(args.bind_concurrency), "--metrics-port", str(port), "--healthz-port", str(port)]
     profile = os.environ.get("TEPHRA_BENCH_PROFILE")
@@ -425,8 +433,8 @@ def start_scheduler(
         return start_volcano(plane, args, tag).proc, 0
     port = free_port()
     url, ctx = f"http://127.0.0.1:{port}/readyz", None
-    if scheduler == "tephra":
-        cmd = tephra_command(plane, port, args, tag)
+    if scheduler in ("tephra", "tephra-json"):
+        cmd = tephra_command(plane, port, args, tag, json=scheduler == "tephra-json")
     elif scheduler in ("plain", "plain-protobuf"):
         cmd = plain_command(plane, port, args, protobuf=scheduler == "plain-protobuf")
     else:
@@ -704,7 +712,7 @@ async def measure(
         if clock.done.is_set():
             await wait_trailed(clock, args.trail_timeout - args.settle)
         result.load.append(round(os.getloadavg()[0], 2))
-        if result.scheduler == "tephra":
+        if result.scheduler in ("tephra", "tephra-json"):
             await asyncio.to_thread(save_metrics, port, plane.workdir / f"{ns}.metrics")
         await asyncio.to_thread(stop_process, proc)
     return started, create_s
@@ -777,7 +785,7 @@ async def run_one(
 # ---------------------------------------------------------------------------- one size
 def side_of(scheduler: str) -> str | None:
     """Whose CRDs a scheduler runs on: "volcano", "tephra", or None (kube-scheduler: any)."""
-    return {"tephra": "tephra", "volcano": "volcano"}.get(scheduler)
+    return {"tephra": "tephra", "tephra-json": "tephra", "volcano": "volcano"}.get(scheduler)
 
 
 def tephra_crds() -> list[dict[str, Any]]:
@@ -950,6 +958,7 @@ def print_report(results: list[Result]) -> None:
             continue
         ratios = []
         for other, label in (
+            ("tephra-json", "Tephra/Tephra (JSON)"),
             ("kube", "Tephra/kube-scheduler"),
             ("volcano", "Tephra/Volcano"),
             ("plain", "Tephra/plain-binder (the ceiling)"),

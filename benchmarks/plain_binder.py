@@ -12,8 +12,9 @@ Not a scheduler: no capacity check (round robin over the Nodes listed at the sta
 benchmark's nodes hold 110 pods each and it creates at most 20 a node), no gangs.
 
 `--protobuf` sends the Binding and the Event as protobuf, as client-go does (the answers are
-still read as JSON): what the wire format costs the apiserver, measured in one run against the
-JSON binder (`e2e_real.py --schedulers plain plain-protobuf`).
+still read as JSON), through the same `ProtobufCreates` as `tephra scheduler`'s default: what
+the wire format costs the apiserver, measured in one run against the JSON binder
+(`e2e_real.py --schedulers plain plain-protobuf`).
 
     python benchmarks/plain_binder.py --kubeconfig K --port P [--concurrency 128] [--protobuf]
 """
@@ -27,14 +28,14 @@ from typing import Any
 
 from aiohttp import web
 
-from batch.kube.binder import Binder, BindRequest, binding, binding_path
+from batch.kube.binder import Binder, BindRequest
 from batch.kube.client import KubeClient
 from batch.kube.config import load_access
 from batch.kube.informer import Reflector
 from batch.kube.podcond import scheduled_event
+from batch.kube.protobuf import ProtobufCreates
 from batch.kube.resource import RESOURCES
 from batch.kube.status import StatusWriter
-from batch.sandbox.protobuf import MEDIA_TYPE, encode_protobuf
 
 NAME = "plain-binder"
 
@@ -53,25 +54,6 @@ async def serve_ready(port: int, ready: asyncio.Event) -> web.AppRunner:
     return runner
 
 
-class ProtobufWrites:
-    """The binder's two writes as protobuf bodies."""
-
-    def __init__(self, client: KubeClient, events: StatusWriter) -> None:
-        self.client = client
-        self.events = events  # builds the Event bodies
-
-    async def bind(self, req: BindRequest) -> None:
-        await self.post(binding_path(req), binding(req))
-
-    async def event(self, req: BindRequest) -> None:
-        spec = scheduled_event(req.namespace, req.pod, req.uid, req.node)
-        body = self.events.event_body(spec)
-        await self.post(RESOURCES["Event"].path(namespace=req.namespace), body)
-
-    async def post(self, path: str, body: dict[str, Any]) -> None:
-        await self.client.request("POST", path, body=encode_protobuf(body), content_type=MEDIA_TYPE)
-
-
 async def bind_all(client: KubeClient, concurrency: int, port: int, protobuf: bool) -> None:
     nodes = (await client.list(RESOURCES["Node"])).get("items") or []
     ring = itertools.cycle([str(n["metadata"]["name"]) for n in nodes])
@@ -82,18 +64,14 @@ async def bind_all(client: KubeClient, concurrency: int, port: int, protobuf: bo
         if etype == "ADDED" and spec.get("schedulerName") == NAME and not spec.get("nodeName"):
             queue.put_nowait(pod)
 
-    binder = Binder(client, concurrency=concurrency)
-    events = StatusWriter(client, component=NAME)
-    proto = ProtobufWrites(client, events)
+    creates = ProtobufCreates(protobuf)
+    binder = Binder(client, concurrency=concurrency, protobuf=creates)
+    events = StatusWriter(client, component=NAME, protobuf=creates)
 
     async def worker() -> None:
         while True:
             meta = (await queue.get())["metadata"]
             req = BindRequest(meta["namespace"], meta["name"], meta["uid"], next(ring), "")
-            if protobuf:
-                await proto.bind(req)
-                await proto.event(req)
-                continue
             await binder.bind_one(req)
             await events.post_event(scheduled_event(req.namespace, req.pod, req.uid, req.node))
 

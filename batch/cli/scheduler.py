@@ -11,6 +11,7 @@ import click
 from batch.api.durations import DurationError, parse_duration
 from batch.cli.kubecontext import context_option, with_context
 from batch.cli.metrics import parse_bind_address, serve_metrics
+from batch.kube.protobuf import JSON, MEDIA_TYPE
 
 if TYPE_CHECKING:
     from batch.kube.service import SchedulerOptions
@@ -70,6 +71,13 @@ def _duration(text: str) -> float:
 @click.option(
     "--bind-concurrency", type=int, default=64, show_default=True, help="binds in flight at once"
 )
+@click.option(
+    "--kube-api-content-type",
+    type=click.Choice([MEDIA_TYPE, JSON]),
+    default=MEDIA_TYPE,
+    show_default=True,
+    help="how Bindings and Events are sent; a 415 answer to protobuf turns to JSON",
+)
 @context_option
 @click.option("-v", "--verbose", count=True)
 def scheduler(
@@ -85,6 +93,7 @@ def scheduler(
     healthz_port: int,
     db_url: str | None,
     bind_concurrency: int,
+    kube_api_content_type: str,
     kube_context: str | None,
     verbose: int,
 ) -> None:
@@ -109,6 +118,7 @@ def scheduler(
         healthz_port=healthz_port,
         db_url=db_url,
         bind_concurrency=bind_concurrency,
+        kube_api_content_type=kube_api_content_type,
     )
     address = metrics_bind_address or f":{metrics_port}"
     where = parse_bind_address(address)

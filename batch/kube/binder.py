@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.dispatch import Dropped
+from batch.kube.protobuf import ProtobufCreates
 
 __all__ = ["BindOutcome", "BindRequest", "Binder", "EvictRequest", "Evictor"]
 
@@ -87,14 +88,22 @@ def binding_path(req: BindRequest) -> str:
 
 
 class Binder:
-    """Posts Binding objects with bounded concurrency."""
+    """Posts Binding objects with bounded concurrency, as protobuf while `protobuf` is on
+    (shared with the event writer: a 415 turns both to JSON)."""
 
     #: pauses before re-sending a bind that failed transiently (one re-send per pause)
     retry_delays: tuple[float, ...] = (0.05, 0.2, 0.5)
 
-    def __init__(self, client: KubeClient, *, concurrency: int = 64) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        concurrency: int = 64,
+        protobuf: ProtobufCreates | None = None,
+    ) -> None:
         self.client = client
         self.concurrency = concurrency
+        self.protobuf = protobuf or ProtobufCreates(False)
 
     async def bind_one(
         self, req: BindRequest, *, guard: Callable[[], bool] | None = None
@@ -112,8 +121,10 @@ class Binder:
 
     async def _post(self, req: BindRequest) -> tuple[tuple[BindRequest, BindOutcome, str], bool]:
         """One Binding POST: its answer, and whether a failure is transient (worth a re-send)."""
+        path, body = binding_path(req), binding(req)
         try:
-            await self.client.request("POST", binding_path(req), body=binding(req))
+            if not await self.protobuf.post(self.client, path, body):
+                await self.client.request("POST", path, body=body)
         except ApiError as exc:
             if exc.status == 409:
                 return (req, BindOutcome.CONFLICT, str(exc)), False

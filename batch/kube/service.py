@@ -56,6 +56,7 @@ from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.podcond import PodConditions, scheduled_event
+from batch.kube.protobuf import MEDIA_TYPE, ProtobufCreates
 from batch.kube.session_gauges import SessionGauges
 from batch.kube.status import EventSpec, StatusWriter
 from batch.kube.usage_feed import UsageFeed
@@ -140,6 +141,10 @@ class SchedulerOptions:
     healthz_port: int | None = None
     bind_concurrency: int = 64
     db_url: str | None = None
+    #: how Bindings and Events are sent (`--kube-api-content-type`, as kube-scheduler's):
+    #: protobuf, which the apiserver decodes faster (docs/benchmarks.md, "The wire format"),
+    #: or application/json; a 415 answer to protobuf turns to JSON on its own
+    kube_api_content_type: str = MEDIA_TYPE
 
 
 def load_scheduler_conf(path: Path | None) -> SchedulerConfig:
@@ -617,10 +622,12 @@ class SchedulerService:
     def _outbox(self, client: KubeClient, elector: LeaderElector | None) -> Outbox:
         concurrency = self.options.bind_concurrency
         failures = self.metrics.status_write_failures
+        protobuf = ProtobufCreates.for_content_type(self.options.kube_api_content_type)
         writer = StatusWriter(
             client,
             concurrency=STATUS_CONCURRENCY,
             on_failed=lambda kind: failures.labels(kind=kind).inc(),
+            protobuf=protobuf,
         )
         requests = InFlight(
             workers=concurrency,
@@ -628,7 +635,7 @@ class SchedulerService:
             on_dropped=self._dropped,
         )
         return Outbox(
-            binder=Binder(client, concurrency=concurrency),
+            binder=Binder(client, concurrency=concurrency, protobuf=protobuf),
             evictor=Evictor(client),
             requests=requests,
             statuses=StatusQueue(

@@ -26,6 +26,7 @@ from batch.api.events import event_body, identity, object_reference
 from batch.api.fairshare import FAIR_SHARE_ANNOTATION, same_figures
 from batch.api.mergepatch import apply_merge_patch, merge_patch
 from batch.kube.client import RESOURCES, ApiError, KubeClient
+from batch.kube.protobuf import ProtobufCreates
 from batch.kube.statuspath import status_paths
 
 __all__ = ["EventSpec", "StatusWriter", "status_patch"]
@@ -113,8 +114,11 @@ class StatusWriter:
         component: str = "tephra-scheduler",
         event_interval: float = 60.0,
         on_failed: Callable[[str], None] | None = None,
+        protobuf: ProtobufCreates | None = None,
     ) -> None:
         self.client = client
+        #: whether events go as protobuf (shared with the binder: a 415 turns both to JSON)
+        self.protobuf = protobuf or ProtobufCreates(False)
         self.concurrency = concurrency
         self.component = component
         self.event_interval = event_interval
@@ -414,8 +418,10 @@ class StatusWriter:
     async def _post_event(self, ev: EventSpec) -> bool:
         body = self.event_body(ev)
         namespace = ev.namespace or "default"
+        events = RESOURCES["Event"]
         try:
-            await self.client.create(RESOURCES["Event"], body, namespace)
+            if not await self.protobuf.post(self.client, events.path(namespace=namespace), body):
+                await self.client.create(events, body, namespace)
         except Exception as exc:
             log.debug("event post failed: %r", exc)
             return False

@@ -25,7 +25,7 @@ from typing import Any
 from batch.sandbox.decode import check_depth
 from batch.sandbox.errors import ApiError
 
-__all__ = ["MEDIA_TYPE", "decode_protobuf", "encode_protobuf"]
+__all__ = ["MEDIA_TYPE", "decode_protobuf"]
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"
@@ -228,68 +228,3 @@ def decode_protobuf(raw: bytes) -> dict[str, Any]:
         raise _bad(f"{kind} is not an object")
     out: dict[str, Any] = check_depth({"apiVersion": api_version, "kind": kind, **obj})
     return out
-
-
-# ------------------------------------------------------------------------------- encoding
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1  # a negative int64/int32 is its two's complement, ten bytes
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _delimited(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _encode_field(number: int, typ: str, value: Any) -> bytes:
-    if typ == "string":
-        return _delimited(number, str(value).encode())
-    if typ in ("int32", "int64", "uint32", "uint64", "bool"):
-        return _varint(number << 3) + _varint(int(value))
-    if typ in ("double", "float", "bytes"):
-        raise ValueError(f"encoding {typ} fields is not supported")
-    return _delimited(number, _encode_message(typ, value))
-
-
-def _encode_message(typ: str, value: Any) -> bytes:
-    if typ in _TIME:
-        at = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        seconds = int(at.timestamp())
-        nanos = at.microsecond * 1000
-        return (
-            _varint(1 << 3)
-            + _varint(seconds)
-            + (_varint(2 << 3) + _varint(nanos) if nanos else b"")
-        )
-    spec = _table()[1].get(typ)
-    if spec is None:
-        raise ValueError(f"no definition of {typ}")
-    out = bytearray()
-    for number, (name, label, ftype) in sorted(spec.items()):
-        item = value.get(name)
-        if item is None:
-            continue
-        if label == "m":
-            for key, val in item.items():
-                entry = _delimited(1, str(key).encode()) + _encode_field(2, ftype, val)
-                out += _delimited(number, entry)
-        elif label == "r":
-            for one in item:
-                out += _encode_field(number, ftype, one)
-        else:
-            out += _encode_field(number, ftype, item)
-    return bytes(out)
-
-
-def encode_protobuf(obj: dict[str, Any]) -> bytes:
-    """The protobuf body of a built-in kind's object (`decode_protobuf`'s inverse), as client-go
-    sends it: strings, integers, maps, messages and times (what Bindings and Events hold)."""
-    api_version, kind = str(obj["apiVersion"]), str(obj["kind"])
-    message = _table()[0][f"{api_version}/{kind}"]
-    type_meta = _delimited(1, api_version.encode()) + _delimited(2, kind.encode())
-    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
-    return _MAGIC + _delimited(1, type_meta) + _delimited(2, _encode_message(message, body))

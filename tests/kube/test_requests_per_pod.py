@@ -24,6 +24,7 @@ from batch.kube.client import KubeClient
 from batch.kube.service import SchedulerComponent, SchedulerOptions
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.options import SandboxOptions
+from batch.sandbox.protobuf import decode_protobuf
 from batch.sandbox.testing import SandboxHandle, run_sandbox
 from tests.kube.test_service import GROUP, pod, podgroup
 from tests.waiting import wait_for
@@ -149,6 +150,8 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     async def logged(self: KubeClient, method: str, path: str, **kw: Any) -> dict[str, Any]:
         answer = await request(self, method, path, **kw)
         body = kw.get("body") or {}
+        if isinstance(body, bytes):  # a protobuf Binding or Event (the scheduler's default)
+            body = decode_protobuf(body)
         if path.endswith("/binding"):
             done.append("bind")
         elif _what(path) == "events" and (body.get("involvedObject") or {}).get("kind") == "Pod":

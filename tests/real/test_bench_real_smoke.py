@@ -1,6 +1,7 @@
-"""Smoke run of benchmarks/e2e_real.py at tiny size: every scheduler, and the plain binder that
-measures the ceiling, binds every pod (Volcano's vc-scheduler too where it is built: it adds
-about 7 s, its CRD switch and two short runs)."""
+"""Smoke run of benchmarks/e2e_real.py at tiny size: every scheduler (Tephra in protobuf and in
+JSON), and the plain binder that measures the ceiling, binds every pod (Volcano's vc-scheduler
+too where it is built: it adds about 7 s, its CRD switch and two short runs); and of
+benchmarks/wire_format.py, whose rounds bind every pod in both formats."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_quick_benchmark_binds_every_pod_with_every_scheduler(tmp_path: Path) ->
     out = tmp_path / "results.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "e2e_real.py"), "--quick"]
     cmd += ["--bin-dir", str(kube_bin()), "--json", str(out)]
-    schedulers = ["tephra", "kube", "plain"]
+    schedulers = ["tephra", "tephra-json", "kube", "plain"]
     volcano = _volcano()
     if volcano is not None:
         schedulers.append("volcano")
@@ -50,5 +51,19 @@ def test_quick_benchmark_binds_every_pod_with_every_scheduler(tmp_path: Path) ->
         assert r["requests"].get("POST pods/binding", 0) >= 100, r["requests"]
     assert "Tephra/kube-scheduler pods/s" in done.stdout
     assert "Tephra/plain-binder (the ceiling) pods/s" in done.stdout
+    assert "Tephra/Tephra (JSON) pods/s" in done.stdout
     if volcano is not None:
         assert "Tephra/Volcano pods/s" in done.stdout
+
+
+def test_wire_format_rounds_bind_every_pod_in_both_formats(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(REPO / "benchmarks" / "wire_format.py"), "--pods", "40"]
+    cmd += ["--rounds", "1", "--concurrency", "8"]
+    env = {**os.environ, "TMPDIR": str(tmp_path), "TEPHRA_KUBE_BIN": str(kube_bin())}
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, check=False, cwd=REPO, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    rounds = [line.split() for line in done.stdout.splitlines() if line[:6].strip().isdigit()]
+    assert sorted(r[1] for r in rounds) == ["json", "protobuf"], done.stdout
+    assert "protobuf/JSON: pods/s" in done.stdout

@@ -98,10 +98,10 @@ def test_the_table_is_what_the_generator_makes() -> None:
 
 
 def test_encoding_is_the_decoders_inverse_for_bindings_and_events() -> None:
-    """What a client sends as protobuf (benchmarks/plain_binder.py --protobuf): the decoder,
-    checked against kubectl above, reads back the object that was encoded."""
+    """What Tephra's scheduler sends as protobuf (batch.kube.protobuf): the decoder, checked
+    against kubectl above, reads back the object that was encoded."""
     from batch.api.events import event_body, object_reference
-    from batch.sandbox.protobuf import encode_protobuf
+    from batch.kube.protobuf import encode_protobuf
 
     binding = {
         "apiVersion": "v1",
