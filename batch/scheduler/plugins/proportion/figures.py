@@ -28,6 +28,10 @@ FILLS_KEPT = 64
 
 ROWS = 5  # allocated, pending requests, inqueue, elastic, unstarted demand
 
+#: a QueueAttr's deserved share until the water-filling sets it (one array for all of them)
+_NO_SHARE = np.zeros(0)
+_NO_SHARE.flags.writeable = False
+
 
 def queue_contribution(job: JobInfo) -> IntVec:
     """What ``job`` adds to its queue's figures (rows: allocated, pending requests, the inqueue
@@ -262,6 +266,7 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
             request=request[i],
             inqueue=inqueue[i],
             elastic=elastic[i],
+            deserved=_NO_SHARE,
             held=held[i] if held is not None else None,
         )
     return QueueFigures(attrs, request)
