@@ -232,6 +232,25 @@ def test_scalar_share_arithmetic_matches_the_vector_form(
     assert _ratio(x, y) == vec
 
 
+@given(
+    st.one_of(
+        st.floats(0, 4.2e9),
+        st.integers(0, 4 * 10**9).map(float),
+        st.tuples(st.integers(0, 4 * 10**9), st.sampled_from([0.9999989, 0.9999995, 0.999999])).map(
+            sum
+        ),
+        st.floats(-1e9, 0),
+    )
+)
+def test_gang_condition_time_matches_datetime(ts: float) -> None:
+    """gang's condition time keeps each day's date; it equals datetime's formatting."""
+    from datetime import UTC, datetime
+
+    from batch.scheduler.plugins.gang import iso
+
+    assert iso(ts) == datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _reference_reasons(ssn: Session, reasons: dict[str, PendingReason]) -> None:
     """fill_reasons as one pass over the active jobs, then over the jobs with a reason."""
     with_reason = [ssn.jobs[uid] for uid in reasons if uid in ssn.jobs]

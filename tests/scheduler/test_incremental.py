@@ -180,6 +180,14 @@ def test_job_sums_follow_versions_and_departures() -> None:
     sums.refresh(cache.jobs, lambda j: j.pending_req)
     assert sums.sums["qa"][cpu] == 3000 and sums.grand[cpu] == 3000
     assert sums.stamps["qa"] > stamp  # a changed sum has a new stamp
+    # a new version with the same contribution moves no sum: the stamp stays
+    (job,) = cache.jobs.values()
+    stamp, version = sums.stamps["qa"], job.version
+    cache.apply("PodGroup", "MODIFIED", f.podgroup("g0", queue="qa", phase="Running"))
+    assert job.version != version
+    sums.refresh(cache.jobs, lambda j: j.pending_req)
+    assert sums.sums["qa"][cpu] == 3000 and sums.grand[cpu] == 3000
+    assert sums.stamps["qa"] == stamp
     # the job moves to another queue, then leaves: its contribution moves, then goes
     stamp = sums.stamps["qa"]
     cache.apply("PodGroup", "MODIFIED", f.podgroup("g0", queue="qb", phase="Inqueue"))

@@ -7,7 +7,9 @@ which dominated sessions in which almost nothing changed (the simulator runs 140
 the Philly trace). ``JobSums`` keeps each job's last contribution with the ``JobInfo.version``
 it was computed at; a session recomputes only the jobs whose version moved (their tasks,
 statuses or PodGroup changed, including inside the previous session and its rollback) and those
-that left. Sums are int64, so the incremental result is exactly the recomputed one.
+that left, and moves a sum only when a contribution changed (a pod that starts running changes
+its job's version, not what the job adds to most sums). Sums are int64, so the incremental
+result is exactly the recomputed one.
 
 The instance lives in ``ClusterCache.derived`` under its owner's key, so it follows the cache
 (one per scheduler, per simulated policy, per test cluster) and never outlives it.
@@ -100,14 +102,17 @@ class JobSums:
     ) -> None:
         entries = self._entries
         e = entries.get(uid)
+        if e is not None and e.version == job.version:
+            return
+        value = contribution(job)
+        if value is not None and value.shape != self.shape:
+            raise ValueError(f"contribution of {uid} has shape {value.shape}, not {self.shape}")
         if e is not None:
-            if e.version == job.version:
+            if e.group == job.queue and _same(e.value, value):
+                e.version = job.version  # a new version, the same contribution: no sum moves
                 return
             self._drop(e)
-        value = contribution(job)
         if value is not None:
-            if value.shape != self.shape:
-                raise ValueError(f"contribution of {uid} has shape {value.shape}, not {self.shape}")
             value = value.copy()  # kept for subtraction: never a vector the job mutates
         e = entries[uid] = _Entry(job.version, job.queue, value)
         self.counts[e.group] = self.counts.get(e.group, 0) + 1
@@ -133,3 +138,11 @@ class JobSums:
             np.subtract(acc, e.value, out=acc)
         if not left:
             self.sums.pop(e.group, None)
+
+
+def _same(kept: Vec | None, value: Vec | None) -> bool:
+    """Is ``value`` the contribution ``kept`` (both None, or equal vectors of one shape and
+    type)?"""
+    if kept is None or value is None:
+        return kept is value
+    return kept.dtype == value.dtype and kept.tobytes() == value.tobytes()

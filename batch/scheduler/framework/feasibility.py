@@ -48,6 +48,8 @@ _KEPT = "feasibility"
 _PARENTS = "feasibility.parents"
 _WORLDS = "feasibility.worlds"
 _FITS = "feasibility.fits"
+#: at most this many keys that fit (per queue) and queues are kept (``_fits_in``)
+_FITS_KEPT = 4096
 
 
 def _largest(ssn: Session) -> IntVec | None:
@@ -201,10 +203,14 @@ def _by_packing(ssn: Session, job: JobInfo, shapes: dict[object, IntVec]) -> Pen
     )
 
 
-def _judge(ssn: Session, job: JobInfo, largest: IntVec) -> PendingReason | None:
-    """The verdict on ``job``. Every input of it but the job's identity is in ``key`` (the
-    session's nodes and queues are fixed meanwhile): a job whose key was judged to fit this
-    session fits too, unjudged (20,000 single pods of one shape were 20,000 verdicts)."""
+def _judge(
+    ssn: Session, job: JobInfo, largest: IntVec, world: tuple[Any, ...]
+) -> PendingReason | None:
+    """The verdict on ``job``. Every input of it but the job's identity is in ``key``, and
+    whatever else it reads of the cluster is in ``world`` (``_world``): a job whose key was
+    judged to fit in the same world fits too, unjudged (20,000 single pods of one shape were
+    20,000 verdicts; the simulator's sessions judge one new gang each, mostly of a shape judged
+    before). The keys that fit are kept across sessions (``_FITS``, for one world at a time)."""
     shapes = _pod_shapes(job)
     mr = job.min_resources
     key = (
@@ -214,15 +220,31 @@ def _judge(ssn: Session, job: JobInfo, largest: IntVec) -> PendingReason | None:
         tuple(sorted(job.min_task_member.items())),
         tuple((tid, req.tobytes()) for tid, req in shapes.items()),
     )
-    fits: set[tuple[Any, ...]] = ssn.scratch.setdefault(_FITS, set())
+    fits = _fits_in(ssn, job.queue, world)
     if key in fits:
         return None
     verdict = (
         _by_node(ssn, job, largest, shapes) or _by_totals(ssn, job) or _by_packing(ssn, job, shapes)
     )
     if verdict is None:
+        if len(fits) >= _FITS_KEPT:
+            fits.clear()
         fits.add(key)
     return verdict
+
+
+def _fits_in(ssn: Session, queue: str, world: tuple[Any, ...]) -> set[tuple[Any, ...]]:
+    """The keys judged to fit among jobs of ``queue`` in ``world`` (kept across sessions per
+    queue while its world stays the same)."""
+    kept: dict[str, tuple[tuple[Any, ...], set[tuple[Any, ...]]]] = ssn.cache.derived.setdefault(
+        _FITS, {}
+    )
+    got = kept.get(queue)
+    if got is None or got[0] != world:
+        if got is None and len(kept) >= _FITS_KEPT:
+            kept.clear()
+        got = kept[queue] = (world, set())
+    return got[1]
 
 
 def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
@@ -242,7 +264,7 @@ def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
     if hit is not None and hit[0] == job.version and hit[1] == world:
         verdict = hit[2]
     else:
-        verdict = _judge(ssn, job, largest)
+        verdict = _judge(ssn, job, largest, world)
         if len(kept) > 4 * max(len(ssn.jobs), 1024):
             kept.clear()
         kept[job.uid] = (job.version, world, verdict)
@@ -251,14 +273,17 @@ def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
 
 
 def _world(ssn: Session, queue: str, largest: IntVec) -> tuple[Any, ...]:
-    """What a kept verdict on a job of ``queue`` depends on besides the job: the nodes, the
-    cluster's total and the capabilities over the queue (the same for the whole session: kept
-    per queue in its scratch)."""
+    """What a kept verdict on a job of ``queue`` depends on besides the job: the nodes (their
+    metadata and allocatable), the cluster's total and the capabilities over the queue (the
+    same for the whole session: kept per queue in its scratch)."""
     worlds: dict[str, tuple[Any, ...]] = ssn.scratch.setdefault(_WORLDS, {})
     got = worlds.get(queue)
     if got is None:
+        arrays = ssn.nodes.arrays
         got = worlds[queue] = (
-            ssn.nodes.arrays.meta_gen,
+            arrays.meta_gen,
+            arrays.alloc_gen,
+            ssn.nodes.n,
             ssn.total_resource.tobytes(),
             largest.tobytes(),
             tuple((q.name, tuple(sorted(q.capability.items()))) for q in _capped_line(ssn, queue)),

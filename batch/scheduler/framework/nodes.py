@@ -32,17 +32,31 @@ class SessionNodes:
         self.dims = len(cache.resources)
         self.alloc = arrays.alloc[:, :n]
         self.used = arrays.used[:, :n].copy()
-        self.releasing = arrays.releasing[:, :n].copy()
-        self.pipelined = arrays.pipelined[:, :n].copy()
+        # releasing and pipelined change only in sessions that evict or pipeline: until then
+        # (``own_future``) they are read-only views of the cache's, which no session changes
+        releasing = arrays.releasing[:, :n]
+        pipelined = arrays.pipelined[:, :n]
+        releasing.flags.writeable = pipelined.flags.writeable = False
+        self.releasing = releasing
+        self.pipelined = pipelined
+        self._own_future = False
         self.idle = self.alloc - self.used
-        self.valid: BoolVec = (arrays.schedulable[:n] & arrays.present[:n]).copy()
-        self.has_future = bool(self.releasing.any() or self.pipelined.any())
+        self.valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
+        self.has_future = bool(releasing.any() or pipelined.any())
         self.log: list[int] = []  # node indexes changed in this session, in order
         self._ports: dict[tuple[str, str, int], npt.NDArray[np.int32]] = {}
         self.placed: dict[int, list[TaskInfo]] = {}  # in-session additions per node
         self.placed_anti = 0  # in-session placed tasks with required pod anti-affinity
         self._free: tuple[int, IntVec] | None = None
         self._cols: dict[int, tuple[int, tuple[list[int], list[int], list[int]]]] = {}
+
+    def own_future(self) -> None:
+        """Make ``releasing`` and ``pipelined`` the session's own copies (before changing
+        either)."""
+        if not self._own_future:
+            self.releasing = self.releasing.copy()
+            self.pipelined = self.pipelined.copy()
+            self._own_future = True
 
     def name(self, idx: int) -> str:
         return self.arrays.name_of(idx)

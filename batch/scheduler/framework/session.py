@@ -237,6 +237,7 @@ class Session:
         self._journal(task, task.status)
         req = task.req
         if status is TaskStatus.PIPELINED:
+            nd.own_future()
             nd.pipelined[:, idx] += req
             nd.has_future = True
         else:
@@ -265,6 +266,7 @@ class Session:
         self._journal(task, task.status)
         req = task.req
         if task.status is TaskStatus.PIPELINED:
+            nd.own_future()
             nd.pipelined[:, idx] -= req
         else:
             nd.used[:, idx] -= req
@@ -293,6 +295,7 @@ class Session:
         old = task.status
         self._journal(task, old)
         if task.node_idx >= 0:
+            nd.own_future()
             nd.releasing[:, task.node_idx] += task.req
             nd.has_future = True
             nd.log.append(task.node_idx)
@@ -309,6 +312,7 @@ class Session:
         nd = self.nodes
         self._journal(task, task.status)
         if task.node_idx >= 0:
+            nd.own_future()
             nd.releasing[:, task.node_idx] -= task.req
             nd.log.append(task.node_idx)
         job = self.jobs.get(task.job_id) if task.job_id else None

@@ -139,7 +139,8 @@ def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:
     for name, gangs in parts.items():
         a = attrs[name]
         assert a.held is not None
-        held = np.maximum(a.held - np.sum(gangs, axis=0), 0.0)
+        lent = gangs[0] if len(gangs) == 1 else np.sum(gangs, axis=0)  # mostly one
+        held = np.maximum(a.held - lent, 0.0)
         for part in gangs:
             if nearer_on(held, part, a.deserved, np.flatnonzero(part[1:] > 0) + 1):
                 held = held + part
