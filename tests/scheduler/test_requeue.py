@@ -9,7 +9,9 @@ import pytest
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config
+from batch.scheduler.cycle import open_session
 from batch.scheduler.framework.admissions import Admissions
+from batch.scheduler.framework.feasibility import starts_now
 
 from .evict_util import running
 from .util import BASIC, NOW, cluster, gang
@@ -77,6 +79,18 @@ def test_a_gang_that_cannot_start_gives_its_admission_back_after_the_timeout() -
     assert "overused" in d.pending_reasons["default/big"].message
 
 
+def test_a_held_gang_that_could_start_now_is_put_to_admission_before_its_hold_ends() -> None:
+    sched = Scheduler(_fragmented(), load_config(REQUEUE))
+    _session(sched, NOW)
+    d = _session(sched, NOW + 60)
+    assert d.pending_reasons["default/big"].details["held_until"] == NOW + 120
+    pod = f.pod("held-0", group="held", cpu="2", node_name="n0", phase="Running")
+    sched.cache.apply("Pod", "DELETED", pod)
+    d = _session(sched, NOW + 61)  # n0 is idle: big could start there
+    assert _phase(d, "big") in ("Inqueue", "Running")
+    assert "default/big" not in Admissions.of(sched.cache).held
+
+
 def test_a_gang_of_another_queue_admitted_first_is_held_back_longer_each_time() -> None:
     """``big`` (queue a, alone) comes first in queue order and stands still; ``small`` (queue
     b) is refused by overcommit's budget. Given back without a hold, ``big`` would be admitted
@@ -133,3 +147,20 @@ def test_a_gang_pipelined_on_resources_being_released_keeps_its_admission() -> N
     c.apply("Pod", "DELETED", pod)
     d = _session(sched, NOW + 600)
     assert ("big-0", "n0") in [(b.name, b.node) for b in d.binds]
+
+
+@pytest.mark.parametrize(("cpus", "starts"), [(("2", "2"), True), (("3", "1"), False)])
+def test_starts_now_places_pods_of_several_requests_on_the_idle_nodes(
+    cpus: tuple[str, str], starts: bool
+) -> None:
+    """Two nodes with 2 idle cpus each: pods of 2 + 2 cpus start now, of 3 + 1 do not."""
+    c = cluster(2, cpu="4")
+    running(c, "held", ["n0", "n1"], per_node=1, cpu="2")
+    gang(c, "g", 0, min_member=2)
+    for i, cpu in enumerate(cpus):
+        c.apply("Pod", "ADDED", f.pod(f"g-{i}", group="g", cpu=cpu, memory=f"{i + 1}Gi"))
+    ssn = open_session(c, load_config(BASIC), now=NOW)
+    try:
+        assert starts_now(ssn, ssn.jobs["default/g"]) is starts
+    finally:
+        ssn.release()

@@ -188,8 +188,7 @@ def _by_packing(ssn: Session, job: JobInfo, shapes: dict[object, IntVec]) -> Pen
     dims = [d for d in range(1, n) if req[d] > 0]
     if not dims:
         return None
-    alloc = nd.alloc[dims][:, nd.valid]
-    fit = int((alloc // req[dims][:, None]).min(axis=0).sum())
+    fit = _pods_held(nd.alloc[dims][:, nd.valid], req[dims])
     if fit >= job.min_available:
         return None
     names = ", ".join(f"{_shown(ssn, d, int(req[d]))} {ssn.resources.names[d]}" for d in dims)
@@ -201,6 +200,34 @@ def _by_packing(ssn: Session, job: JobInfo, shapes: dict[object, IntVec]) -> Pen
         dims,
         ssn,
     )
+
+
+def _pods_held(capacity: npt.NDArray[Any], req: IntVec) -> int:
+    """How many pods of ``req`` the nodes' ``capacity`` (resources x nodes) holds."""
+    return int((np.maximum(capacity, 0) // req[:, None]).min(axis=0).sum())
+
+
+def starts_now(ssn: Session, job: JobInfo) -> bool:
+    """Could minAvailable of the gang's unbound pods start on the nodes' idle capacity as it is
+    now (selectors and taints aside)? Pods of one request: counted; of several: placed in
+    decreasing order of their largest amount, each on the first node it fits."""
+    nd = ssn.nodes
+    reqs = [t.init_req for t in job.tasks.values() if not t.node_name]
+    if not reqs:
+        return False
+    dims = [d for d in range(1, min(len(reqs[0]), nd.idle.shape[0])) if reqs[0][d] > 0]
+    idle = nd.idle[:, nd.valid]
+    if all(np.array_equal(r, reqs[0]) for r in reqs):
+        return not dims or _pods_held(idle[dims], reqs[0][dims]) >= job.min_available
+    idle = idle.copy()
+    placed = 0
+    for req in sorted(reqs, key=lambda r: -int(r[1:].max(initial=0))):
+        n = min(len(req), idle.shape[0])
+        fits = np.flatnonzero((idle[:n] >= req[:n, None]).all(axis=0))
+        if fits.size:
+            idle[:n, fits[0]] -= req[:n]
+            placed += 1
+    return placed >= job.min_available
 
 
 def _judge(

@@ -23,7 +23,7 @@ from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.framework.admissions import Admissions, held_admissions
 from batch.scheduler.framework.arguments import Arg
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.feasibility import never_fits
+from batch.scheduler.framework.feasibility import never_fits, starts_now
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 
@@ -37,9 +37,9 @@ def _later_if_given_back(ssn: Session, held: Mapping[str, float]) -> Callable[[J
 
 
 def _not_put(ssn: Session, job: JobInfo, held: Mapping[str, float]) -> PendingReason | None:
-    """Why ``job`` is not even put to JobEnqueueable: its admission was given back and is held,
-    or it can never fit."""
-    if held and held.get(job.uid, 0.0) > ssn.now:
+    """Why ``job`` is not even put to JobEnqueueable: its admission was given back and is held
+    (unless it could start on the idle nodes now), or it can never fit."""
+    if held and held.get(job.uid, 0.0) > ssn.now and not starts_now(ssn, job):
         return Admissions.of(ssn.cache).held_reason(job)
     return never_fits(ssn, job)
 

@@ -11,10 +11,11 @@ found it ready or pipelined. Once it has stood still for ``admissionTimeout`` in
 refused admission to a PodGroup its admission may keep out (one that overcommit's cluster budget
 refused, or one of its own queue), it is put back to Pending (event and pending reason
 ``Requeued``). enqueue then holds it out of admission for the timeout, twice that after a second
-give-back without having moved in between, and so on up to an hour (Kueue's requeue backoff),
-and afterwards tries it after its queue's other pending PodGroups until it is admitted again
-(framework/admissions.py). The hold lets the PodGroups it kept out in, whichever queue goes
-first. Its pods stay (the job controller creates pods once, at the first admission).
+give-back without having moved in between, and so on up to ``maxAdmissionHold`` (as Kueue's
+requeue backoff), unless it could start on the idle nodes as they are; afterwards it is tried
+after its queue's other pending PodGroups until it is admitted again (framework/admissions.py).
+The hold lets the PodGroups it kept out in, whichever queue goes first. Its pods stay (the job
+controller creates pods once, at the first admission).
 """
 
 from __future__ import annotations
@@ -33,14 +34,18 @@ from batch.scheduler.framework.session import Session
 from batch.scheduler.pluginlib.durations import parse_duration
 
 DEFAULT_TIMEOUT = "5m"
-MAX_HOLD = 3600.0  # seconds: the longest an admission given back is held
+DEFAULT_MAX_HOLD = "4h"
+
+
+def _duration(arguments: Arguments, key: str, default: str) -> float:
+    try:
+        return parse_duration(arguments.get_str(key, default))
+    except ValueError as exc:
+        raise ConfigError(f"plugin requeue: argument {key!r}: {exc}") from None
 
 
 def _timeout(arguments: Arguments) -> float:
-    try:
-        return parse_duration(arguments.get_str("admissionTimeout", DEFAULT_TIMEOUT))
-    except ValueError as exc:
-        raise ConfigError(f"plugin requeue: argument 'admissionTimeout': {exc}") from None
+    return _duration(arguments, "admissionTimeout", DEFAULT_TIMEOUT)
 
 
 class RequeuePlugin(Plugin):
@@ -53,6 +58,13 @@ class RequeuePlugin(Plugin):
             "an admitted PodGroup with no pod placed or pipelined for this long, while another "
             "waits for admission, goes back to Pending behind its queue's other pending ones",
         ),
+        Arg(
+            "maxAdmissionHold",
+            "duration",
+            DEFAULT_MAX_HOLD,
+            "the longest a PodGroup whose admission was given back is held out of admission "
+            "(the hold starts at admissionTimeout and doubles at each give-back)",
+        ),
     )
     time_dependent = True  # an admission's time runs out
     keeps_callbacks = True
@@ -60,6 +72,7 @@ class RequeuePlugin(Plugin):
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
         self.timeout = _timeout(arguments)
+        self.max_hold = _duration(arguments, "maxAdmissionHold", DEFAULT_MAX_HOLD)
 
     @classmethod
     def next_change(cls, cache: ClusterCache, arguments: Arguments, since: float) -> float | None:
@@ -110,7 +123,7 @@ class RequeuePlugin(Plugin):
     def _give_back(self, ssn: Session, job: JobInfo, waited: float) -> None:
         book = self.book
         n = book.given[job.uid] = book.given.get(job.uid, 0) + 1
-        book.held[job.uid] = ssn.now + min(self.timeout * 2 ** min(n - 1, 32), MAX_HOLD)
+        book.held[job.uid] = ssn.now + min(self.timeout * 2 ** min(n - 1, 32), self.max_hold)
         message = (
             f"admission given back: admitted {format_duration(waited)} with no pod placed "
             "while PodGroups it may keep out wait for admission"
