@@ -65,7 +65,7 @@ def test_a_gang_that_cannot_start_gives_its_admission_back_after_the_timeout() -
     d = _session(sched, NOW + 60)
     assert _phase(d, "big") == "Pending"
     why = d.pending_reasons["default/big"]
-    assert why.kind == "Requeued" and "admission given back: admitted 1m" in why.message
+    assert why.kind == "Requeued" and "admission given back after 1m" in why.message
     assert [e.reason for e in d.events if e.name == "big"].count("Requeued") == 1
     d = _session(sched, NOW + 61)  # big is held out of admission: small is admitted
     assert sorted(b.name for b in d.binds) == ["small-0", "small-1"]

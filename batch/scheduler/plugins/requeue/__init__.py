@@ -125,8 +125,8 @@ class RequeuePlugin(Plugin):
         n = book.given[job.uid] = book.given.get(job.uid, 0) + 1
         book.held[job.uid] = ssn.now + min(self.timeout * 2 ** min(n - 1, 32), self.max_hold)
         message = (
-            f"admission given back: admitted {format_duration(waited)} with no pod placed "
-            "while PodGroups it may keep out wait for admission"
+            f"admission given back after {format_duration(waited)} with no pod placed or "
+            "pipelined while PodGroups it may keep out wait for admission"
         )
         last = ssn.reasons.get(job.uid)
         if last is not None:
