@@ -90,15 +90,19 @@ def plain(tmp_path: Path) -> Iterator[Live]:
 
 def _both_want_the_cluster(live: Live) -> None:
     """Two weight-1 queues, each submitting 8 jobs of one 4-GPU pod (32 of the 40 GPUs each).
-    light's first: whatever sessions see in between, light never holds more than its decayed
-    share and heavy's jobs come to a cluster where light's demand is known (usage steers free
-    room; it never evicts a queue below its plain weights' share). The same order without the
-    argument gives 20 : 20, so the order alone does not make the difference."""
+    light's first, and running before heavy's come: heavy's jobs then meet a cluster where
+    light's demand is known (usage steers free room; it never evicts a queue below its plain
+    weights' share). Without that wait, on a loaded machine the job controller could still be
+    creating light's last pods when heavy's were placeable, and heavy took that room (CI: heavy
+    12, light 28). The same order without the argument gives 20 : 20, so the order alone does
+    not make the difference."""
     live.queue("heavy", 1)
     live.queue("light", 1)
-    for q in ("light", "heavy"):
-        for i in range(8):
-            live.job(f"{q}-{i}", q, 1, 4)
+    for i in range(8):
+        live.job(f"light-{i}", "light", 1, 4)
+    wait_for(lambda: live.gpus_by_queue() == {"light": 32}, what="light's jobs run")
+    for i in range(8):
+        live.job(f"heavy-{i}", "heavy", 1, 4)
 
 
 def _settled(live: Live, want: dict[str, int]) -> None:
