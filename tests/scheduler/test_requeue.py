@@ -1,6 +1,7 @@
 """The requeue plugin: an admitted gang that cannot be placed gives its admission back once it
-has stood still for ``admissionTimeout`` while another PodGroup waits for admission, and is
-then tried after its queue's other pending PodGroups (plugins/requeue)."""
+has stood still for ``admissionTimeout`` while a PodGroup it may keep out waits for admission;
+it is held out of admission for a doubling backoff (unless it could start on the idle nodes
+now) and then tried after its queue's other pending PodGroups (plugins/requeue)."""
 
 from __future__ import annotations
 
