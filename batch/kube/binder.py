@@ -121,10 +121,8 @@ class Binder:
 
     async def _post(self, req: BindRequest) -> tuple[tuple[BindRequest, BindOutcome, str], bool]:
         """One Binding POST: its answer, and whether a failure is transient (worth a re-send)."""
-        path, body = binding_path(req), binding(req)
         try:
-            if not await self.protobuf.post(self.client, path, body):
-                await self.client.request("POST", path, body=body)
+            await self.protobuf.create(self.client, binding_path(req), binding(req))
         except ApiError as exc:
             if exc.status == 409:
                 return (req, BindOutcome.CONFLICT, str(exc)), False

@@ -177,7 +177,7 @@ def encode_protobuf(obj: Mapping[str, Any]) -> bytes:
 class ProtobufCreates:
     """Whether a scheduler's Binding and Event creates go as protobuf, shared by its binder and
     its event writer. The first 415 (an apiserver or proxy that refuses protobuf) turns it off
-    for good, logged once; that create is then re-sent as JSON by the caller."""
+    for good, logged once; that create is then re-sent as JSON."""
 
     def __init__(self, enabled: bool = False) -> None:
         self.enabled = enabled
@@ -189,10 +189,15 @@ class ProtobufCreates:
             raise ValueError(f"unknown content type {content_type!r}: {MEDIA_TYPE} or {JSON}")
         return cls(content_type == MEDIA_TYPE)
 
-    async def post(self, client: KubeClient, path: str, body: Mapping[str, Any]) -> bool:
-        """POST `body` to `path` as protobuf when on: True when sent so, False when the caller
-        must send it as JSON (off, refused with 415 just now, or a body with no encoding).
-        Any other failure is raised as the JSON POST's would be."""
+    async def create(self, client: KubeClient, path: str, body: Mapping[str, Any]) -> None:
+        """POST `body` to `path`: as protobuf while on, else (off, refused with 415 just now,
+        or a body with no encoding) as JSON. Any other failure is raised as the JSON POST's
+        would be."""
+        if not await self._protobuf(client, path, body):
+            await client.request("POST", path, body=body)
+
+    async def _protobuf(self, client: KubeClient, path: str, body: Mapping[str, Any]) -> bool:
+        """POST `body` as protobuf when on: True when sent so, False when it must go as JSON."""
         if not self.enabled or not encodable(body):
             return False
         try:

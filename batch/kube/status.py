@@ -418,10 +418,9 @@ class StatusWriter:
     async def _post_event(self, ev: EventSpec) -> bool:
         body = self.event_body(ev)
         namespace = ev.namespace or "default"
-        events = RESOURCES["Event"]
+        path = RESOURCES["Event"].path(namespace=namespace)
         try:
-            if not await self.protobuf.post(self.client, events.path(namespace=namespace), body):
-                await self.client.create(events, body, namespace)
+            await self.protobuf.create(self.client, path, body)
         except Exception as exc:
             log.debug("event post failed: %r", exc)
             return False

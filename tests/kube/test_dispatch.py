@@ -204,6 +204,11 @@ class _Server:
         self.events.append(str(body.get("reason")))
         return {}
 
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Any:
+        """Events are POSTed by path (``ProtobufCreates``): answered as ``create``."""
+        assert method == "POST" and path.endswith("/events")
+        return await self.create(None, body, path)
+
 
 def _queue(server: _Server) -> StatusQueue:
     writer = StatusWriter(server)  # type: ignore[arg-type]
