@@ -243,12 +243,12 @@ def test_scalar_share_arithmetic_matches_the_vector_form(
     )
 )
 def test_gang_condition_time_matches_datetime(ts: float) -> None:
-    """gang's condition time keeps each day's date; it equals datetime's formatting."""
+    """The condition time (format_epoch) keeps each day's date; it equals datetime's formatting."""
     from datetime import UTC, datetime
 
-    from batch.scheduler.plugins.gang import iso
+    from batch.api.timestamps import format_epoch
 
-    assert iso(ts) == datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert format_epoch(ts) == datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _reference_reasons(ssn: Session, reasons: dict[str, PendingReason]) -> None:

@@ -11,10 +11,9 @@ Without the plugin nothing is ever timed or held (Volcano's enqueue).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Final
 
-from batch.api.timestamps import format_time
+from batch.api.timestamps import format_epoch
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.scheduler.framework.decisions import PendingReason
@@ -53,7 +52,7 @@ class Admissions:
 
     def held_reason(self, job: JobInfo) -> PendingReason:
         """Why ``job`` is not put to admission now."""
-        until = format_time(datetime.fromtimestamp(self.held[job.uid], tz=UTC))
+        until = format_epoch(self.held[job.uid])
         return PendingReason(
             job.uid,
             "Requeued",

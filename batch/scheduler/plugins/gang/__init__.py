@@ -13,36 +13,15 @@ Warning event ``Unschedulable`` for not-ready jobs in phase Pending/Inqueue/Unkn
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from batch.api.timestamps import format_epoch
 from batch.model.info import JobInfo, TaskInfo
 from batch.scheduler.framework.close import close_jobs
 from batch.scheduler.framework.hooks import Hooks, ValidateResult
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.votes import PERMIT, REJECT
-
-#: day number since the epoch -> its "YYYY-MM-DDT" (``iso``)
-_DAYS: dict[int, str] = {}
-
-
-def iso(ts: float) -> str:
-    """``ts`` as RFC 3339 seconds in UTC, as ``datetime.fromtimestamp(ts, UTC).strftime``
-    gives it (every session close asks: the date part is kept per day, the time worked out).
-    A fraction within a microsecond of the next second (which ``datetime`` rounds up) and times
-    before the epoch take ``datetime`` itself."""
-    sec = int(ts)
-    if ts < 0 or ts - sec >= 0.999999:
-        return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    day, rest = divmod(sec, 86400)
-    date = _DAYS.get(day)
-    if date is None:
-        if len(_DAYS) > 4096:
-            _DAYS.clear()
-        date = _DAYS[day] = datetime.fromtimestamp(day * 86400, tz=UTC).strftime("%Y-%m-%dT")
-    hour, rest = divmod(rest, 3600)
-    return f"{date}{hour:02d}:{rest // 60:02d}:{rest % 60:02d}Z"
 
 
 class GangPlugin(Plugin):
@@ -106,7 +85,7 @@ class GangPlugin(Plugin):
         hooks.add_unified_evictable_fn(lambda _, c: (list(c), PERMIT))
 
     def on_session_close(self, ssn: Session) -> None:
-        now = iso(ssn.now)
+        now = format_epoch(ssn.now)
         # every ready job gets the same condition, and unready jobs that say the same thing
         # share one as well: one object each (close copies what it keeps)
         scheduled = {
