@@ -119,6 +119,20 @@ def test_a_gang_of_another_queue_admitted_first_is_held_back_longer_each_time() 
     assert d.pending_reasons["default/big"].details["held_until"] == NOW + 180 + 120
 
 
+def test_the_admission_is_kept_when_no_waiting_podgroup_could_start_either() -> None:
+    """``small`` waits for admission, refused by the budget ``big`` holds, but its 3-cpu pods
+    fit no node's 2 idle cpus either: giving ``big``'s admission back would let nothing start
+    and only cost ``big`` its place, so it is kept (on a full cluster every waiter is such)."""
+    c = _fragmented()
+    c.apply("PodGroup", "DELETED", {"metadata": {"name": "small", "namespace": "default"}})
+    gang(c, "small", 2, phase="Pending", cpu="3", min_resources={"cpu": "6"})
+    sched = Scheduler(c, load_config(REQUEUE))
+    for t in (0, 60, 600, 3600):
+        d = _session(sched, NOW + t)
+        assert (_phase(d, "big"), _phase(d, "small")) == ("Inqueue", "Pending")
+        assert d.pending_reasons["default/small"].details["rejected_by"] == "overcommit"
+
+
 @pytest.mark.parametrize("conf", [BASIC, REQUEUE], ids=["volcano", "requeue"])
 def test_without_the_plugin_or_a_waiting_podgroup_the_admission_is_kept(conf: str) -> None:
     """Volcano's enqueue keeps the admission for ever; the plugin keeps it while nobody waits."""
@@ -160,6 +174,27 @@ def test_starts_now_places_pods_of_several_requests_on_the_idle_nodes(
     gang(c, "g", 0, min_member=2)
     for i, cpu in enumerate(cpus):
         c.apply("Pod", "ADDED", f.pod(f"g-{i}", group="g", cpu=cpu, memory=f"{i + 1}Gi"))
+    ssn = open_session(c, load_config(BASIC), now=NOW)
+    try:
+        assert starts_now(ssn, ssn.jobs["default/g"]) is starts
+    finally:
+        ssn.release()
+
+
+@pytest.mark.parametrize(
+    ("tasks", "cpus", "starts"),
+    [({"w": 2}, "4", True), ({"w": 2}, "6", False), ({"a": 1, "b": 1}, "4", False)],
+)
+def test_starts_now_counts_a_gang_without_pods_as_its_one_task_share_of_min_resources(
+    tasks: dict[str, int], cpus: str, starts: bool
+) -> None:
+    """A VCJob's PodGroup waits for admission before its pods exist: 2 pods sharing 4 cpus
+    start on the two nodes' 2 + 2 idle cpus, sharing 6 do not, and a gang of two tasks is not
+    guessed at."""
+    c = cluster(2, cpu="4")
+    running(c, "held", ["n0", "n1"], per_node=1, cpu="2")
+    pg = f.podgroup("g", min_member=2, min_resources={"cpu": cpus}, min_task_member=tasks)
+    c.apply("PodGroup", "ADDED", pg)
     ssn = open_session(c, load_config(BASIC), now=NOW)
     try:
         assert starts_now(ssn, ssn.jobs["default/g"]) is starts

@@ -210,9 +210,14 @@ def _pods_held(capacity: npt.NDArray[Any], req: IntVec) -> int:
 def starts_now(ssn: Session, job: JobInfo) -> bool:
     """Could minAvailable of the gang's unbound pods start on the nodes' idle capacity as it is
     now (selectors and taints aside)? Pods of one request: counted; of several: placed in
-    decreasing order of their largest amount, each on the first node it fits."""
+    decreasing order of their largest amount, each on the first node it fits. A gang without
+    its pods yet counts as minMember pods of its one task's share of minResources (no answer
+    but False for a gang of several tasks)."""
     nd = ssn.nodes
     reqs = [t.init_req for t in job.tasks.values() if not t.node_name]
+    if not job.tasks:
+        shape = _pod_shapes(job).get(None)
+        reqs = [] if shape is None else [shape] * job.min_available
     if not reqs:
         return False
     dims = [d for d in range(1, min(len(reqs[0]), nd.idle.shape[0])) if reqs[0][d] > 0]

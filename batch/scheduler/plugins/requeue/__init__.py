@@ -6,16 +6,17 @@ over two nodes. If no queue is above its share, reclaim finds nothing for it eit
 gang stays Inqueue for ever while its minResources hold the budget that keeps every later
 PodGroup, its own queue's small gangs too, out of admission: GPUs idle while work waits.
 
-The plugin times every admitted PodGroup from its admission, or from the last session that
-found it ready or pipelined. Once it has stood still for ``admissionTimeout`` in a session that
-refused admission to a PodGroup its admission may keep out (one that overcommit's cluster budget
-refused, or one of its own queue), it is put back to Pending (event and pending reason
-``Requeued``). enqueue then holds it out of admission for the timeout, twice that after a second
-give-back without having moved in between, and so on up to ``maxAdmissionHold`` (as Kueue's
-requeue backoff), unless it could start on the idle nodes as they are; afterwards it is tried
-after its queue's other pending PodGroups until it is admitted again (framework/admissions.py).
-The hold lets the PodGroups it kept out in, whichever queue goes first. Its pods stay (the job
-controller creates pods once, at the first admission).
+The plugin times every admitted PodGroup from its admission, or from the last session that found it
+ready or pipelined. Once it has stood still for ``admissionTimeout`` in a session that refused
+admission to a PodGroup its admission may keep out (one that overcommit's cluster budget refused,
+or one of its own queue) and that could start on the idle nodes as they are, it is put back to
+Pending (event and pending reason ``Requeued``). A waiter that could not start either gains nothing
+from it (on a full cluster every waiter is such a one). enqueue then holds it out of admission for
+the timeout, twice that after a second give-back without having moved in between, and so on up to
+``maxAdmissionHold`` (as Kueue's requeue backoff), unless it could start on the idle nodes as they
+are; afterwards it is tried after its queue's other pending PodGroups until it is admitted again
+(framework/admissions.py). The hold lets the PodGroups it kept out in, whichever queue goes first.
+Its pods stay (the job controller creates pods once, at the first admission).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from batch.model.info import JobInfo
 from batch.scheduler.framework.admissions import Admissions
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.feasibility import starts_now
 from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -56,7 +58,8 @@ class RequeuePlugin(Plugin):
             "duration",
             DEFAULT_TIMEOUT,
             "an admitted PodGroup with no pod placed or pipelined for this long, while another "
-            "waits for admission, goes back to Pending behind its queue's other pending ones",
+            "that could start waits for admission, goes back to Pending behind its queue's "
+            "other pending ones",
         ),
         Arg(
             "maxAdmissionHold",
@@ -113,9 +116,9 @@ class RequeuePlugin(Plugin):
             elif now - since >= self.timeout:
                 overdue.append(job)
         if overdue:
-            budget, queues = _refused(ssn)
+            kept_out = _KeptOut(ssn)
             for job in overdue:
-                if budget or job.queue in queues:
+                if kept_out.keeps(job):
                     self._give_back(ssn, job, now - book.since.pop(job.uid))
         if len(book.held) + len(book.given) > 64 + len(jobs):
             _forget_departed(book, jobs.keys())
@@ -143,16 +146,34 @@ class RequeuePlugin(Plugin):
         ssn.event(job, "Warning", "Requeued", message)
 
 
-def _refused(ssn: Session) -> tuple[bool, set[str]]:
-    """Did overcommit's cluster budget refuse some PodGroup admission this session, and the
-    queues of the PodGroups refused admission."""
-    budget, jobs = False, ssn.jobs
-    queues: set[str] = set()
-    for uid, reason in ssn.reasons.items():
-        if reason.kind == "NotEnqueued" and uid in jobs:
-            queues.add(jobs[uid].queue)
-            budget = budget or reason.details.get("rejected_by") == "overcommit"
-    return budget, queues
+class _KeptOut:
+    """The PodGroups refused admission this session that could start on the idle nodes as
+    they are: the ones a standing admission keeps out to no purpose. A refused PodGroup that
+    could not start either gains nothing from a give-back, and the admitted gang would lose
+    its place (on a full cluster every refused PodGroup is such a one)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.refused: list[tuple[JobInfo, bool]] = []
+        for uid, reason in ssn.reasons.items():
+            job = ssn.jobs.get(uid)
+            if reason.kind == "NotEnqueued" and job is not None:
+                self.refused.append((job, reason.details.get("rejected_by") == "overcommit"))
+        self._starts: dict[str, bool] = {}
+
+    def keeps(self, admitted: JobInfo) -> bool:
+        """Does ``admitted``'s admission keep out one that could start now: one refused by
+        overcommit's cluster budget, or one of its own queue?"""
+        return any(
+            (by_budget or job.queue == admitted.queue) and self._starts_now(job)
+            for job, by_budget in self.refused
+        )
+
+    def _starts_now(self, job: JobInfo) -> bool:
+        starts = self._starts.get(job.uid)
+        if starts is None:
+            starts = self._starts[job.uid] = starts_now(self.ssn, job)
+        return starts
 
 
 def _forget_departed(book: Admissions, present: KeysView[str]) -> None:
