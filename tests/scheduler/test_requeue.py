@@ -9,10 +9,12 @@ import pytest
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
+from batch.model.info import JobInfo
 from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config
 from batch.scheduler.cycle import open_session
 from batch.scheduler.framework.admissions import Admissions
 from batch.scheduler.framework.feasibility import starts_now
+from batch.scheduler.framework.session import Session
 
 from .evict_util import running
 from .util import BASIC, NOW, cluster, gang
@@ -200,3 +202,28 @@ def test_starts_now_counts_a_gang_without_pods_as_its_one_task_share_of_min_reso
         assert starts_now(ssn, ssn.jobs["default/g"]) is starts
     finally:
         ssn.release()
+
+
+def test_refused_podgroups_of_one_shape_are_judged_once_a_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fifty waiters of one shape, none of which could start: one ``starts_now`` a session,
+    not one per waiter and per overdue admission (thousands of refused single pods)."""
+    from batch.scheduler.plugins import requeue
+
+    c = _fragmented()
+    c.apply("PodGroup", "DELETED", {"metadata": {"name": "small", "namespace": "default"}})
+    for i in range(50):
+        gang(c, f"w{i}", 1, phase="Pending", cpu="3", min_resources={"cpu": "3"})
+    calls: list[str] = []
+
+    def counted(ssn: Session, job: JobInfo) -> bool:
+        calls.append(job.uid)
+        return starts_now(ssn, job)
+
+    monkeypatch.setattr(requeue, "starts_now", counted)
+    sched = Scheduler(c, load_config(REQUEUE))
+    _session(sched, NOW)
+    d = _session(sched, NOW + 60)
+    assert _phase(d, "big") == "Inqueue"
+    assert len(calls) == 1

@@ -214,10 +214,7 @@ def starts_now(ssn: Session, job: JobInfo) -> bool:
     its pods yet counts as minMember pods of its one task's share of minResources (no answer
     but False for a gang of several tasks)."""
     nd = ssn.nodes
-    reqs = [t.init_req for t in job.tasks.values() if not t.node_name]
-    if not job.tasks:
-        shape = _pod_shapes(job).get(None)
-        reqs = [] if shape is None else [shape] * job.min_available
+    reqs = _to_start(job)
     if not reqs:
         return False
     dims = [d for d in range(1, min(len(reqs[0]), nd.idle.shape[0])) if reqs[0][d] > 0]
@@ -233,6 +230,19 @@ def starts_now(ssn: Session, job: JobInfo) -> bool:
             idle[:n, fits[0]] -= req[:n]
             placed += 1
     return placed >= job.min_available
+
+
+def start_shape(job: JobInfo) -> tuple[int, tuple[bytes, ...]]:
+    """All that ``starts_now`` reads of ``job``: jobs of one start shape get one answer."""
+    return job.min_available, tuple(sorted(r.tobytes() for r in _to_start(job)))
+
+
+def _to_start(job: JobInfo) -> list[IntVec]:
+    reqs = [t.init_req for t in job.tasks.values() if not t.node_name]
+    if not job.tasks:
+        shape = _pod_shapes(job).get(None)
+        reqs = [] if shape is None else [shape] * job.min_available
+    return reqs
 
 
 def _judge(

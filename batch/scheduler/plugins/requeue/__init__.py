@@ -21,6 +21,7 @@ Its pods stay (the job controller creates pods once, at the first admission).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import KeysView
 
 from batch.api.durations import format_duration
@@ -29,7 +30,7 @@ from batch.model.info import JobInfo
 from batch.scheduler.framework.admissions import Admissions
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.feasibility import starts_now
+from batch.scheduler.framework.feasibility import start_shape, starts_now
 from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -150,29 +151,41 @@ class _KeptOut:
     """The PodGroups refused admission this session that could start on the idle nodes as
     they are: the ones a standing admission keeps out to no purpose. A refused PodGroup that
     could not start either gains nothing from a give-back, and the admitted gang would lose
-    its place (on a full cluster every refused PodGroup is such a one)."""
+    its place (on a full cluster every refused PodGroup is such a one). Each verdict is made
+    once a session: per start shape, and per list of refused PodGroups (the budget's, and each
+    queue's), so thousands of refused single pods cost one ``starts_now`` a shape."""
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.refused: list[tuple[JobInfo, bool]] = []
+        self.by_budget: list[JobInfo] = []
+        self.by_queue: dict[str, list[JobInfo]] = defaultdict(list)
         for uid, reason in ssn.reasons.items():
             job = ssn.jobs.get(uid)
             if reason.kind == "NotEnqueued" and job is not None:
-                self.refused.append((job, reason.details.get("rejected_by") == "overcommit"))
-        self._starts: dict[str, bool] = {}
+                self.by_queue[job.queue].append(job)
+                if reason.details.get("rejected_by") == "overcommit":
+                    self.by_budget.append(job)
+        self._lists: dict[str | None, bool] = {}
+        self._shapes: dict[object, bool] = {}
 
     def keeps(self, admitted: JobInfo) -> bool:
         """Does ``admitted``'s admission keep out one that could start now: one refused by
         overcommit's cluster budget, or one of its own queue?"""
-        return any(
-            (by_budget or job.queue == admitted.queue) and self._starts_now(job)
-            for job, by_budget in self.refused
+        return self._some_start(None, self.by_budget) or self._some_start(
+            admitted.queue, self.by_queue.get(admitted.queue, [])
         )
 
-    def _starts_now(self, job: JobInfo) -> bool:
-        starts = self._starts.get(job.uid)
+    def _some_start(self, key: str | None, jobs: list[JobInfo]) -> bool:
+        verdict = self._lists.get(key)
+        if verdict is None:
+            verdict = self._lists[key] = any(map(self._starts, jobs))
+        return verdict
+
+    def _starts(self, job: JobInfo) -> bool:
+        shape = start_shape(job)
+        starts = self._shapes.get(shape)
         if starts is None:
-            starts = self._starts[job.uid] = starts_now(self.ssn, job)
+            starts = self._shapes[shape] = starts_now(self.ssn, job)
         return starts
 
 
