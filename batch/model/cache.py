@@ -32,6 +32,7 @@ from batch.model.parse import (
     meta_of,
     node_facts,
     parse_time,
+    pod_uid,
     queue_facts,
     scheduling_resources,
 )
@@ -40,6 +41,11 @@ from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
 from batch.model.usage import QueueUsage
 
 log = logging.getLogger(__name__)
+
+#: a Pod update that changes only what a binding or a status update writes reuses the facts of
+#: the pod's previous object instead of parsing it again (``PodFacts.updated``; off: always parse,
+#: which tests/model/test_pod_updates.py compares with)
+REUSE_POD_FACTS = True
 
 KINDS = frozenset({"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode", "Namespace"})
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -65,6 +71,8 @@ class ClusterCache:
         self.resources = ResourceIndex()
         self.nodes = NodeArrays(self.resources.capacity)
         self.tasks: dict[str, TaskInfo] = {}
+        #: the facts each task was made from (the facts of its ``raw`` object)
+        self._pod_facts: dict[str, PodFacts] = {}
         self.jobs: dict[str, JobInfo] = {}
         self.queues: dict[str, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
@@ -297,14 +305,18 @@ class ClusterCache:
 
     # -- kinds ---------------------------------------------------------------------------
     def _pod(self, obj: Mapping[str, Any], deleted: bool) -> None:
-        f = PodFacts(obj)
+        if deleted:
+            uid = pod_uid(meta_of(obj))
+            old = self.tasks.get(uid)
+            if old is not None:
+                self._remove_task(old)
+            self.assumed.pop(uid, None)
+            self.assumed_evict.discard(uid)
+            return
+        f = self._facts(obj)
         old = self.tasks.get(f.uid)
         if old is not None:
             self._remove_task(old)
-        if deleted:
-            self.assumed.pop(f.uid, None)
-            self.assumed_evict.discard(f.uid)
-            return
         if f.node_name:
             self.assumed.pop(f.uid, None)
         assumed = self.assumed.get(f.uid)
@@ -342,6 +354,7 @@ class ClusterCache:
             raw=obj,
         )
         self.tasks[task.uid] = task
+        self._pod_facts[task.uid] = f
         if tmpl.pod_anti_affinity:
             self.anti_affinity_tasks.add(task.uid)
         if task.nominated_node:
@@ -352,9 +365,22 @@ class ClusterCache:
             job.min_resources = job.effective_min_resources()
         self._place(task)
 
+    def _facts(self, obj: Mapping[str, Any]) -> PodFacts:
+        """``PodFacts(obj)``, from the facts of the pod's previous object when they tell."""
+        if REUSE_POD_FACTS:
+            uid = pod_uid(meta_of(obj))
+            old = self.tasks.get(uid)
+            facts = self._pod_facts.get(uid)
+            if old is not None and old.raw is not None and facts is not None:
+                f = facts.updated(old.raw, obj)
+                if f is not None:
+                    return f
+        return PodFacts(obj)
+
     def _remove_task(self, task: TaskInfo) -> None:
         self._unplace(task)
         self.tasks.pop(task.uid, None)
+        self._pod_facts.pop(task.uid, None)
         self.anti_affinity_tasks.discard(task.uid)
         self.nominated_tasks.discard(task.uid)
         if task.job_id:

@@ -7,6 +7,7 @@ through ``batch.api.resources.to_internal`` so the model holds exact integers.
 from __future__ import annotations
 
 import json
+import marshal
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,6 +85,45 @@ def _host_ports(spec: Mapping[str, Any]) -> list[tuple[str, str, int]]:
     return sorted(set(out))
 
 
+def pod_uid(meta: Mapping[str, Any]) -> str:
+    """A pod's uid from its metadata (``namespace/name`` when it has none)."""
+    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same JSON value: equal, with the same types and key order all
+    through. ``==`` alone equates 2, 2.0 and True, which parse differently (``priority``,
+    ``hostPort``, ``json.dumps`` of a term); equal ``marshal`` bytes decode to one value. Only
+    ever says False wrongly (a string interned on one side, an object shared on one side, a
+    type marshal does not take), which costs a full parse, never a wrong fact."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b) and marshal.dumps(a) == marshal.dumps(b)
+    except (ValueError, TypeError):
+        return False
+
+
+#: the metadata a pod's facts are read from, besides ``deletionTimestamp``
+_FACT_META = ("uid", "namespace", "name", "labels", "creationTimestamp", "annotations")
+#: what ``PodFacts.updated`` reads afresh: a binding and a status update change only these
+_STATUS_SPEC = "nodeName"
+
+
+def _same_spec(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """``new`` and ``old`` pod specs say the same apart from ``nodeName``."""
+    if new is old:
+        return True
+    a = [(k, v) for k, v in new.items() if k != _STATUS_SPEC]
+    b = [(k, v) for k, v in old.items() if k != _STATUS_SPEC]
+    if len(a) != len(b):
+        return False
+    for (ka, va), (kb, vb) in zip(a, b, strict=True):
+        if type(ka) is not str or ka != kb or not same_json(va, vb):
+            return False
+    return True
+
+
 class PodFacts:
     """Everything the cache needs from one pod object."""
 
@@ -125,7 +165,7 @@ class PodFacts:
         status = as_mapping(obj.get("status"))
         ann = as_mapping(meta.get("annotations"))
         labels = as_mapping(meta.get("labels"))
-        self.uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        self.uid = pod_uid(meta)
         self.namespace = str(meta.get("namespace") or "default")
         self.name = str(meta.get("name") or "")
         self.labels: Mapping[str, str] = labels
@@ -192,6 +232,32 @@ class PodFacts:
             tuple(sorted(self.init_req.items())),
             constraints,
         )
+
+    def updated(self, old: Mapping[str, Any], obj: Mapping[str, Any]) -> PodFacts | None:
+        """The facts of ``obj``, a later version of the pod ``old`` these facts were read from,
+        when it differs from ``old`` only where a binding or a status update writes (status,
+        ``spec.nodeName``, ``metadata.deletionTimestamp``, fields no fact is read from); else
+        None (then parse ``obj`` in full). Equal to ``PodFacts(obj)`` field for field, without
+        parsing the spec again (tests/model/test_pod_updates.py)."""
+        meta = meta_of(obj)
+        old_meta = meta_of(old)
+        if meta is not old_meta:
+            for key in _FACT_META:
+                if not same_json(meta.get(key), old_meta.get(key)):
+                    return None
+        spec = as_mapping(obj.get("spec"))
+        if not _same_spec(spec, as_mapping(old.get("spec"))):
+            return None
+        status = as_mapping(obj.get("status"))
+        new = PodFacts.__new__(PodFacts)
+        for name in PodFacts.__slots__:
+            setattr(new, name, getattr(self, name))
+        new.labels = as_mapping(meta.get("labels"))
+        new.deleting = bool(meta.get("deletionTimestamp"))
+        new.node_name = str(spec.get("nodeName") or "")
+        new.phase = str(status.get("phase") or "Pending")
+        new.nominated_node = str(status.get("nominatedNodeName") or "")
+        return new
 
 
 def node_facts(
