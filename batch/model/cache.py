@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from batch.api.quantity import QuantityError
-from batch.api.views import podgroup_view
+from batch.api.views import as_mapping, podgroup_view
 from batch.model.changes import ChangeLog
 from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
 from batch.model.nodes import NodeArrays
@@ -34,6 +34,7 @@ from batch.model.parse import (
     parse_time,
     pod_uid,
     queue_facts,
+    same_json,
     scheduling_resources,
 )
 from batch.model.resources import ResourceIndex, pad
@@ -42,10 +43,13 @@ from batch.model.usage import QueueUsage
 
 log = logging.getLogger(__name__)
 
-#: a Pod update that changes only what a binding or a status update writes reuses the facts of
-#: the pod's previous object instead of parsing it again (``PodFacts.updated``; off: always parse,
-#: which tests/model/test_pod_updates.py compares with)
-REUSE_POD_FACTS = True
+#: a Pod or PodGroup update that changes only what a binding or a status update writes keeps
+#: what was read from the previous object instead of parsing it again (``PodFacts.updated``,
+#: ``ClusterCache._podgroup_status``; off: always parse, which tests/model/test_updates.py
+#: compares with)
+REUSE_FACTS = True
+#: the PodGroup metadata the cache reads
+_PODGROUP_META = ("namespace", "name", "creationTimestamp", "annotations")
 
 KINDS = frozenset({"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode", "Namespace"})
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -367,7 +371,7 @@ class ClusterCache:
 
     def _facts(self, obj: Mapping[str, Any]) -> PodFacts:
         """``PodFacts(obj)``, from the facts of the pod's previous object when they tell."""
-        if REUSE_POD_FACTS:
+        if REUSE_FACTS:
             uid = pod_uid(meta_of(obj))
             old = self.tasks.get(uid)
             facts = self._pod_facts.get(uid)
@@ -419,16 +423,21 @@ class ClusterCache:
                     self._place(waiter)
 
     def _podgroup(self, obj: Mapping[str, Any], deleted: bool) -> None:
-        v = podgroup_view(obj)
-        job_id = f"{v.namespace}/{v.name}"
-        job = self.jobs.get(job_id)
         if deleted:
+            meta = meta_of(obj)
+            job_id = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            job = self.jobs.get(job_id)
             if job is not None:
                 job.podgroup = None
                 job.touch()
                 if not job.tasks:
                     self._drop_job(job_id)
             return
+        if REUSE_FACTS and self._podgroup_status(obj):
+            return
+        v = podgroup_view(obj)
+        job_id = f"{v.namespace}/{v.name}"
+        job = self.jobs.get(job_id)
         if job is None:
             job = self._new_job(job_id, v.namespace, v.name)
         if v.min_resources is not None:
@@ -449,6 +458,36 @@ class ClusterCache:
         job.network_topology = v.network_topology
         job.conditions = [dict(c) for c in v.conditions]
         job.touch()
+
+    def _podgroup_status(self, obj: Mapping[str, Any]) -> bool:
+        """Apply PodGroup ``obj`` when it differs from the job's last PodGroup only in its
+        status and in metadata the cache does not read (what the session's phases and the
+        controllers' status writes change): everything read from the spec stays as it is.
+        False (nothing done) otherwise."""
+        meta = meta_of(obj)
+        job = self.jobs.get(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
+        old = None if job is None else job.podgroup
+        if job is None or old is None:
+            return False
+        old_meta = meta_of(old)
+        if meta is not old_meta:
+            for key in _PODGROUP_META:
+                if not same_json(meta.get(key), old_meta.get(key)):
+                    return False
+        if not same_json(obj.get("spec"), old.get("spec")):
+            return False
+        status = as_mapping(obj.get("status"))
+        conditions = status.get("conditions")
+        job.podgroup = obj
+        job.phase = str(status.get("phase") or "") or "Pending"
+        job.network_topology = as_mapping(obj.get("spec")).get("networkTopology")
+        job.conditions = (
+            [dict(c) for c in conditions if isinstance(c, Mapping)]
+            if isinstance(conditions, list)
+            else []
+        )
+        job.touch()
+        return True
 
     def _new_job(self, uid: str, namespace: str, name: str) -> JobInfo:
         job = self.jobs[uid] = JobInfo(

@@ -93,15 +93,19 @@ def pod_uid(meta: Mapping[str, Any]) -> str:
 def same_json(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are the same JSON value: equal, with the same types and key order all
     through. ``==`` alone equates 2, 2.0 and True, which parse differently (``priority``,
-    ``hostPort``, ``json.dumps`` of a term); equal ``marshal`` bytes decode to one value. Only
-    ever says False wrongly (a string interned on one side, an object shared on one side, a
-    type marshal does not take), which costs a full parse, never a wrong fact."""
+    ``hostPort``, ``json.dumps`` of a term); equal ``marshal`` bytes decode to one value
+    (format 2: by content only, without the back-references and interning marks of later
+    formats). Says False for a type marshal does not take, which costs a full parse, never a
+    wrong fact."""
     if a is b:
         return True
     try:
-        return bool(a == b) and marshal.dumps(a) == marshal.dumps(b)
+        return bool(a == b) and marshal.dumps(a, _MARSHAL) == marshal.dumps(b, _MARSHAL)
     except (ValueError, TypeError):
         return False
+
+
+_MARSHAL = 2
 
 
 #: the metadata a pod's facts are read from, besides ``deletionTimestamp``
@@ -238,7 +242,7 @@ class PodFacts:
         when it differs from ``old`` only where a binding or a status update writes (status,
         ``spec.nodeName``, ``metadata.deletionTimestamp``, fields no fact is read from); else
         None (then parse ``obj`` in full). Equal to ``PodFacts(obj)`` field for field, without
-        parsing the spec again (tests/model/test_pod_updates.py)."""
+        parsing the spec again (tests/model/test_updates.py)."""
         meta = meta_of(obj)
         old_meta = meta_of(old)
         if meta is not old_meta:

@@ -1,12 +1,14 @@
-"""A Pod update reuses the facts of the pod's previous object (``PodFacts.updated``) only when
-they are exactly what parsing the new object gives: compared field for field with
-``PodFacts(obj)``, and the cache's whole state with the reuse switched off, on random pods and
-random updates (bindings, status updates, deletion marks, and edits of what facts are read
-from, including values that are ``==`` but of another type)."""
+"""A Pod or PodGroup update keeps what was read from the previous object (``PodFacts.updated``,
+``ClusterCache._podgroup_status``) only when that is exactly what parsing the new object gives:
+pod facts compared field for field with ``PodFacts(obj)``, and the cache's whole state with the
+reuse switched off, on random objects and random updates (bindings, status updates, deletion
+marks, and edits of what is read, including values that are ``==`` but of another type)."""
 
 from __future__ import annotations
 
 import copy
+import itertools
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +21,7 @@ from batch.model.parse import PodFacts, same_json
 from batch.sim.objects import running_status
 
 NODES = ("n0", "n1")
+_VERSIONS = itertools.count(1)
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -149,19 +152,86 @@ def _edit(draw: st.DrawFn, old: dict[str, Any]) -> dict[str, Any]:
 
 
 @st.composite
-def _histories(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
+def _podgroups(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"queue": draw(st.sampled_from(["", "q1"]))}
+    if draw(st.booleans()):
+        spec["minMember"] = draw(st.sampled_from([1, 2, 2.0, True]))
+    if draw(st.booleans()):
+        spec["minResources"] = draw(
+            st.dictionaries(
+                st.sampled_from(["cpu", "nvidia.com/gpu", "requests.cpu"]), _quantity, max_size=2
+            )
+        )
+    if draw(st.booleans()):
+        spec["minTaskMember"] = {"worker": draw(st.sampled_from([1, 2]))}
+    if draw(st.booleans()):
+        spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": draw(_number)}
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    if draw(st.booleans()):
+        meta["annotations"] = {"x": draw(st.sampled_from(["1", "2"]))}
+    if draw(st.booleans()):
+        meta["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+
+
+def _edit_podgroup(draw: st.DrawFn, old: dict[str, Any]) -> dict[str, Any]:
+    new = _podgroup_edit(draw, old)
+    if new is not old and "resourceVersion" in new["metadata"]:
+        # as the API server writes it (podgroup_view keeps one view per uid and version)
+        new = {**new, "metadata": {**new["metadata"], "resourceVersion": str(next(_VERSIONS))}}
+    return new
+
+
+def _podgroup_edit(draw: st.DrawFn, old: dict[str, Any]) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["phase", "conditions", "fresh", "spec", "annotation", "same"]))
+    if kind == "phase":  # the simulator's engine writes the session's phases so
+        phase = draw(st.sampled_from(["Pending", "Inqueue", "Running", "", None]))
+        return {**old, "status": {**old["status"], "phase": phase}}
+    if kind == "conditions":
+        cond = {
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": draw(st.sampled_from(["a", "b"])),
+        }
+        return {**old, "status": {**old["status"], "conditions": [cond]}}
+    if kind == "same":
+        return old
+    new = copy.deepcopy(old)
+    if kind == "fresh":  # a watch decodes every object anew
+        new["metadata"]["resourceVersion"] = "0"
+        new["status"]["phase"] = "Running"
+    elif kind == "spec":
+        new["spec"]["minMember"] = draw(st.sampled_from([1, 2, 2.0, True]))
+    else:
+        new["metadata"]["annotations"] = {"x": draw(st.sampled_from(["1", "2", 1]))}
+    return new
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, event, object) of up to three pods and the two PodGroups they may belong to."""
     n = draw(st.integers(1, 3))
     current = [draw(_pods(i)) for i in range(n)]
-    events: list[tuple[str, dict[str, Any]]] = [("ADDED", p) for p in current]
-    for _ in range(draw(st.integers(1, 12))):
-        i = draw(st.integers(0, n - 1))
-        if draw(st.integers(0, 9)) == 0:
-            events.append(("DELETED", current[i]))
+    groups = [draw(_podgroups(name)) for name in ("pg0", "pg1")]
+    events = [("PodGroup", "ADDED", groups[0])] + [("Pod", "ADDED", p) for p in current]
+    for _ in range(draw(st.integers(1, 14))):
+        i = draw(st.integers(0, n + 1))
+        if i >= n:  # a PodGroup
+            g, event = i - n, "MODIFIED" if draw(st.integers(0, 5)) else "DELETED"
+            if event == "DELETED":
+                events.append(("PodGroup", "DELETED", groups[g]))
+                groups[g] = draw(_podgroups(groups[g]["metadata"]["name"]))
+                event = "ADDED"
+            else:
+                groups[g] = _edit_podgroup(draw, groups[g])
+            events.append(("PodGroup", event, groups[g]))
+        elif draw(st.integers(0, 9)) == 0:
+            events.append(("Pod", "DELETED", current[i]))
             current[i] = draw(_pods(i))
-            events.append(("ADDED", current[i]))
-            continue
-        current[i] = _edit(draw, current[i])
-        events.append(("MODIFIED", current[i]))
+            events.append(("Pod", "ADDED", current[i]))
+        else:
+            current[i] = _edit(draw, current[i])
+            events.append(("Pod", "MODIFIED", current[i]))
     return events
 
 
@@ -192,6 +262,17 @@ def _state(c: ClusterCache) -> Any:
     jobs = [
         (
             uid,
+            id(j.podgroup),
+            j.queue,
+            j.min_available,
+            j.min_task_member,
+            None if j.spec_min_resources is None else j.spec_min_resources.tolist(),
+            repr(j.phase),
+            j.priority_class_name,
+            j.creation,
+            repr(j.annotations),
+            repr(j.network_topology),
+            repr(j.conditions),
             list(j.tasks),
             j.counts,
             j.role_counts,
@@ -222,19 +303,21 @@ def _state(c: ClusterCache) -> Any:
 
 @contextmanager
 def _reuse(on: bool) -> Iterator[None]:
-    was = cache_mod.REUSE_POD_FACTS
-    cache_mod.REUSE_POD_FACTS = on
+    was = cache_mod.REUSE_FACTS
+    cache_mod.REUSE_FACTS = on
     try:
         yield
     finally:
-        cache_mod.REUSE_POD_FACTS = was
+        cache_mod.REUSE_FACTS = was
 
 
 @settings(max_examples=300, deadline=None)
 @given(_histories())
-def test_reused_facts_are_the_parsed_facts(events: list[tuple[str, dict[str, Any]]]) -> None:
+def test_reused_facts_are_the_parsed_facts(events: list[tuple[str, str, dict[str, Any]]]) -> None:
     last: dict[str, tuple[dict[str, Any], PodFacts]] = {}
-    for event, obj in events:
+    for kind, event, obj in events:
+        if kind != "Pod":
+            continue
         uid = obj["metadata"]["uid"]
         if event == "DELETED":
             last.pop(uid, None)
@@ -251,24 +334,19 @@ def test_reused_facts_are_the_parsed_facts(events: list[tuple[str, dict[str, Any
 @settings(max_examples=200, deadline=None)
 @given(_histories())
 def test_cache_with_reused_facts_is_the_parsing_cache(
-    events: list[tuple[str, dict[str, Any]]],
+    events: list[tuple[str, str, dict[str, Any]]],
 ) -> None:
     fast, slow = ClusterCache(), ClusterCache()
     for c in (fast, slow):
-        c.apply(
-            "PodGroup",
-            "ADDED",
-            {"metadata": {"name": "pg0", "namespace": "ns"}, "spec": {"minMember": 2}},
-        )
         for name in NODES:
             c.apply("Node", "ADDED", _node(name))
-    for event, obj in events:
+    for kind, event, obj in events:
         with _reuse(True):
-            fast.apply("Pod", event, obj)
+            fast.apply(kind, event, obj)
         with _reuse(False):
-            slow.apply("Pod", event, obj)
+            slow.apply(kind, event, obj)
         assert _state(fast) == _state(slow)
-        if event == "MODIFIED" and obj["spec"].get("nodeName") in NODES:
+        if kind == "Pod" and event == "MODIFIED" and obj["spec"].get("nodeName") in NODES:
             uid = obj["metadata"]["uid"]
             if uid in fast.tasks:  # a bind the session assumed first, then the watch shows it
                 for c in (fast, slow):
@@ -302,3 +380,35 @@ def test_bindings_and_status_updates_reuse_the_facts() -> None:
     assert not same_json({"a": 1}, {"a": True}) and not same_json([1, 2], [1.0, 2])
     assert not same_json({"a": 1, "b": 2}, {"b": 2, "a": 1})
     assert same_json({"a": [1, "x"]}, {"a": [1, "x"]})
+
+
+def test_phase_updates_keep_the_podgroup_facts() -> None:
+    """The simulator's phase write (spec shared) and a watch's status update (decoded anew)
+    take the shortcut; a new minMember does not."""
+    c = ClusterCache()
+    pg: dict[str, Any] = {
+        "metadata": {"name": "pg", "namespace": "ns", "uid": "u", "resourceVersion": "1"},
+        "spec": {"minMember": 2, "minResources": {"cpu": "2"}},
+        "status": {"phase": "Pending"},
+    }
+    c.apply("PodGroup", "ADDED", pg)
+    inqueue = {**pg, "status": {**pg["status"], "phase": "Inqueue"}}
+    assert c._podgroup_status(inqueue) and c.jobs["ns/pg"].phase == "Inqueue"
+    fresh = copy.deepcopy(inqueue)
+    fresh["metadata"]["resourceVersion"] = "2"
+    fresh["status"] = {"phase": "Running", "conditions": [{"type": "Scheduled"}]}
+    assert c._podgroup_status(fresh) and c.jobs["ns/pg"].conditions == [{"type": "Scheduled"}]
+    bigger = copy.deepcopy(fresh)
+    bigger["spec"]["minMember"] = 3
+    assert not c._podgroup_status(bigger)
+
+
+def test_same_json_reads_content_only() -> None:
+    """Shared or interned strings and objects referred to twice do not make equal values
+    unequal (marshal's later formats mark them)."""
+    a: dict[str, Any] = {"k": "ab" + str(len("x")), "l": [1.5, None, True]}
+    b = copy.deepcopy(a)
+    b["k"] = sys.intern("ab1")
+    keep = [a, a["l"], a["l"]]
+    assert same_json(a, b) and keep
+    assert not same_json(a, {**b, "l": [1.5, None, 1]})
