@@ -44,7 +44,7 @@ from batch.model.usage import QueueUsage
 log = logging.getLogger(__name__)
 
 #: a Pod or PodGroup update that changes only what a binding or a status update writes keeps
-#: what was read from the previous object instead of parsing it again (``PodFacts.updated``,
+#: what was read from the previous object instead of parsing it again (``PodFacts.restatus``,
 #: ``ClusterCache._podgroup_status``; off: always parse, which tests/model/test_updates.py
 #: compares with)
 REUSE_FACTS = True
@@ -318,9 +318,11 @@ class ClusterCache:
             self.assumed_evict.discard(uid)
             return
         f = self._facts(obj)
+        schedulable = f.scheduler_name in self.scheduler_names
+        job_id = f"{f.namespace}/{f.group}" if (schedulable and f.group) else None
         old = self.tasks.get(f.uid)
-        if old is not None:
-            self._remove_task(old)
+        if old is not None:  # the job's minimum is figured again once the task is back in it
+            self._remove_task(old, refigure=old.job_id != job_id)
         if f.node_name:
             self.assumed.pop(f.uid, None)
         assumed = self.assumed.get(f.uid)
@@ -331,8 +333,6 @@ class ClusterCache:
             assumed_node=assumed,
         )
         tmpl = self._template(f)
-        schedulable = f.scheduler_name in self.scheduler_names
-        job_id = f"{f.namespace}/{f.group}" if (schedulable and f.group) else None
         task = TaskInfo(
             uid=f.uid,
             namespace=f.namespace,
@@ -375,13 +375,16 @@ class ClusterCache:
             uid = pod_uid(meta_of(obj))
             old = self.tasks.get(uid)
             facts = self._pod_facts.get(uid)
-            if old is not None and old.raw is not None and facts is not None:
-                f = facts.updated(old.raw, obj)
-                if f is not None:
-                    return f
+            if (
+                old is not None
+                and old.raw is not None
+                and facts is not None
+                and facts.restatus(old.raw, obj)
+            ):
+                return facts
         return PodFacts(obj)
 
-    def _remove_task(self, task: TaskInfo) -> None:
+    def _remove_task(self, task: TaskInfo, *, refigure: bool = True) -> None:
         self._unplace(task)
         self.tasks.pop(task.uid, None)
         self._pod_facts.pop(task.uid, None)
@@ -391,7 +394,8 @@ class ClusterCache:
             job = self.jobs.get(task.job_id)
             if job is not None:
                 job.remove_task(task)
-                job.min_resources = job.effective_min_resources()
+                if refigure:
+                    job.min_resources = job.effective_min_resources()
                 if not job.tasks and job.podgroup is None:
                     self._drop_job(job.uid)
 

@@ -110,7 +110,7 @@ _MARSHAL = 2
 
 #: the metadata a pod's facts are read from, besides ``deletionTimestamp``
 _FACT_META = ("uid", "namespace", "name", "labels", "creationTimestamp", "annotations")
-#: what ``PodFacts.updated`` reads afresh: a binding and a status update change only these
+#: what ``PodFacts.restatus`` reads afresh: a binding and a status update change only these
 _STATUS_SPEC = "nodeName"
 
 
@@ -237,31 +237,29 @@ class PodFacts:
             constraints,
         )
 
-    def updated(self, old: Mapping[str, Any], obj: Mapping[str, Any]) -> PodFacts | None:
-        """The facts of ``obj``, a later version of the pod ``old`` these facts were read from,
-        when it differs from ``old`` only where a binding or a status update writes (status,
-        ``spec.nodeName``, ``metadata.deletionTimestamp``, fields no fact is read from); else
-        None (then parse ``obj`` in full). Equal to ``PodFacts(obj)`` field for field, without
-        parsing the spec again (tests/model/test_updates.py)."""
+    def restatus(self, old: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+        """Make these facts, read from the pod object ``old``, the facts of ``obj``, a later
+        version of it, when it differs from ``old`` only where a binding or a status update
+        writes (status, ``spec.nodeName``, ``metadata.deletionTimestamp``, fields no fact is
+        read from): then they equal ``PodFacts(obj)`` field for field, without parsing the spec
+        again (tests/model/test_updates.py). False, and nothing changed, otherwise (parse
+        ``obj`` in full)."""
         meta = meta_of(obj)
         old_meta = meta_of(old)
         if meta is not old_meta:
             for key in _FACT_META:
                 if not same_json(meta.get(key), old_meta.get(key)):
-                    return None
+                    return False
         spec = as_mapping(obj.get("spec"))
         if not _same_spec(spec, as_mapping(old.get("spec"))):
-            return None
+            return False
         status = as_mapping(obj.get("status"))
-        new = PodFacts.__new__(PodFacts)
-        for name in PodFacts.__slots__:
-            setattr(new, name, getattr(self, name))
-        new.labels = as_mapping(meta.get("labels"))
-        new.deleting = bool(meta.get("deletionTimestamp"))
-        new.node_name = str(spec.get("nodeName") or "")
-        new.phase = str(status.get("phase") or "Pending")
-        new.nominated_node = str(status.get("nominatedNodeName") or "")
-        return new
+        self.labels = as_mapping(meta.get("labels"))
+        self.deleting = bool(meta.get("deletionTimestamp"))
+        self.node_name = str(spec.get("nodeName") or "")
+        self.phase = str(status.get("phase") or "Pending")
+        self.nominated_node = str(status.get("nominatedNodeName") or "")
+        return True
 
 
 def node_facts(

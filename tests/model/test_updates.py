@@ -1,4 +1,4 @@
-"""A Pod or PodGroup update keeps what was read from the previous object (``PodFacts.updated``,
+"""A Pod or PodGroup update keeps what was read from the previous object (``PodFacts.restatus``,
 ``ClusterCache._podgroup_status``) only when that is exactly what parsing the new object gives:
 pod facts compared field for field with ``PodFacts(obj)``, and the cache's whole state with the
 reuse switched off, on random objects and random updates (bindings, status updates, deletion
@@ -325,9 +325,11 @@ def test_reused_facts_are_the_parsed_facts(events: list[tuple[str, str, dict[str
         parsed = PodFacts(obj)
         if uid in last:
             old, facts = last[uid]
-            got = facts.updated(old, obj)
-            if got is not None:
-                assert _facts(got) == _facts(parsed)
+            before = _facts(facts)
+            if facts.restatus(old, obj):
+                assert _facts(facts) == _facts(parsed)
+            else:
+                assert _facts(facts) == before
         last[uid] = (obj, parsed)
 
 
@@ -369,14 +371,14 @@ def test_bindings_and_status_updates_reuse_the_facts() -> None:
     }
     facts = PodFacts(pod)
     bound = {**pod, "spec": {**pod["spec"], "nodeName": "n0"}, "status": running_status(1.0)}
-    assert facts.updated(pod, bound) is not None
+    assert facts.restatus(pod, bound)
     fresh = copy.deepcopy(bound)
     fresh["metadata"]["resourceVersion"] = "7"
     fresh["status"]["phase"] = "Succeeded"
-    assert facts.updated(bound, fresh) is not None
+    assert facts.restatus(bound, fresh)
     float_priority = copy.deepcopy(pod)
     float_priority["spec"]["priority"] = 2.0
-    assert float_priority == pod and facts.updated(pod, float_priority) is None
+    assert float_priority == pod and not PodFacts(pod).restatus(pod, float_priority)
     assert not same_json({"a": 1}, {"a": True}) and not same_json([1, 2], [1.0, 2])
     assert not same_json({"a": 1, "b": 2}, {"b": 2, "a": 1})
     assert same_json({"a": [1, "x"]}, {"a": [1, "x"]})
@@ -412,3 +414,34 @@ def test_same_json_reads_content_only() -> None:
     keep = [a, a["l"], a["l"]]
     assert same_json(a, b) and keep
     assert not same_json(a, {**b, "l": [1.5, None, 1]})
+
+
+def test_a_pod_leaving_its_gang_refigures_the_gang_minimum() -> None:
+    """The task is re-added to its job after the update, which figures the job's minimum then;
+    a job it leaves gets its minimum figured when the task leaves."""
+    pg = {"metadata": {"name": "pg0", "namespace": "ns"}, "spec": {"minResources": {"cpu": "1"}}}
+    pod: dict[str, Any] = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u",
+            "annotations": {"scheduling.k8s.io/group-name": "pg0"},
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [{"name": "m", "resources": {"requests": {"cpu": "1", "memory": "1"}}}],
+        },
+    }
+    moved = copy.deepcopy(pod)
+    moved["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "pg1"
+    c = ClusterCache()
+    c.apply("PodGroup", "ADDED", pg)
+    c.apply("Pod", "ADDED", pod)
+    memory = c.resources.index("memory")
+    assert c.jobs["ns/pg0"].min_resources is not None
+    assert c.jobs["ns/pg0"].min_resources[memory] == 1  # raised on what the pods ask for
+    bound = {**pod, "spec": {**pod["spec"], "nodeName": "n0"}, "status": running_status(1.0)}
+    c.apply("Pod", "MODIFIED", bound)
+    assert c.jobs["ns/pg0"].min_resources[memory] == 1
+    c.apply("Pod", "MODIFIED", moved)
+    assert c.jobs["ns/pg0"].min_resources[memory] == 0
