@@ -128,6 +128,11 @@ def _same_spec(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     return True
 
 
+#: a pod's placement constraints when it has none (most pods), and their key
+_NONE: list[Any] = [{}, None, [], [], [], [], [], ""]
+_NO_CONSTRAINTS = json.dumps(_NONE, sort_keys=True, default=str)
+
+
 class PodFacts:
     """Everything the cache needs from one pod object."""
 
@@ -217,19 +222,18 @@ class PodFacts:
         ]
         self.tolerations = [dict(t) for t in _list(spec.get("tolerations"))]
         self.host_ports = _host_ports(spec)
-        constraints = json.dumps(
-            [
-                self.selector,
-                self.required_terms,
-                self.preferred_terms,
-                self.tolerations,
-                self.host_ports,
-                self.pod_affinity,
-                self.pod_anti_affinity,
-                self.namespace if (self.pod_affinity or self.pod_anti_affinity) else "",
-            ],
-            sort_keys=True,
-            default=str,
+        parts = [
+            self.selector,
+            self.required_terms,
+            self.preferred_terms,
+            self.tolerations,
+            self.host_ports,
+            self.pod_affinity,
+            self.pod_anti_affinity,
+            self.namespace if (self.pod_affinity or self.pod_anti_affinity) else "",
+        ]
+        constraints = (
+            _NO_CONSTRAINTS if parts == _NONE else json.dumps(parts, sort_keys=True, default=str)
         )
         self.template_key = (
             tuple(sorted(self.req.items())),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -445,3 +446,17 @@ def test_a_pod_leaving_its_gang_refigures_the_gang_minimum() -> None:
     assert c.jobs["ns/pg0"].min_resources[memory] == 1
     c.apply("Pod", "MODIFIED", moved)
     assert c.jobs["ns/pg0"].min_resources[memory] == 0
+
+
+def test_a_pod_without_constraints_keys_them_as_written_out() -> None:
+    """The constraint key of a pod with none is a constant: the one json.dumps writes."""
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "m"}]}}
+    parts = [{}, None, [], [], [], [], [], ""]
+    assert PodFacts(pod).template_key[2] == json.dumps(parts, sort_keys=True, default=str)
+    pod["spec"]["tolerations"] = []
+    assert PodFacts(pod).template_key[2] == json.dumps(parts, sort_keys=True, default=str)
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}
+    }
+    parts[1] = []
+    assert PodFacts(pod).template_key[2] == json.dumps(parts, sort_keys=True, default=str)
