@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from batch.api.quantity import QuantityError
-from batch.api.views import podgroup_view
+from batch.api.views import as_mapping, podgroup_view
 from batch.model.changes import ChangeLog
 from batch.model.info import JobInfo, QueueInfo, TaskInfo, TaskTemplate
 from batch.model.nodes import NodeArrays
@@ -32,7 +32,9 @@ from batch.model.parse import (
     meta_of,
     node_facts,
     parse_time,
+    pod_uid,
     queue_facts,
+    same_json,
     scheduling_resources,
 )
 from batch.model.resources import ResourceIndex, pad
@@ -40,6 +42,14 @@ from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
 from batch.model.usage import QueueUsage
 
 log = logging.getLogger(__name__)
+
+#: a Pod or PodGroup update that changes only what a binding or a status update writes keeps
+#: what was read from the previous object instead of parsing it again (``PodFacts.restatus``,
+#: ``ClusterCache._podgroup_status``; off: always parse, which tests/model/test_updates.py
+#: compares with)
+REUSE_FACTS = True
+#: the PodGroup metadata the cache reads
+_PODGROUP_META = ("namespace", "name", "creationTimestamp", "annotations")
 
 KINDS = frozenset({"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode", "Namespace"})
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -65,6 +75,8 @@ class ClusterCache:
         self.resources = ResourceIndex()
         self.nodes = NodeArrays(self.resources.capacity)
         self.tasks: dict[str, TaskInfo] = {}
+        #: the facts each task was made from (the facts of its ``raw`` object)
+        self._pod_facts: dict[str, PodFacts] = {}
         self.jobs: dict[str, JobInfo] = {}
         self.queues: dict[str, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
@@ -297,14 +309,20 @@ class ClusterCache:
 
     # -- kinds ---------------------------------------------------------------------------
     def _pod(self, obj: Mapping[str, Any], deleted: bool) -> None:
-        f = PodFacts(obj)
-        old = self.tasks.get(f.uid)
-        if old is not None:
-            self._remove_task(old)
         if deleted:
-            self.assumed.pop(f.uid, None)
-            self.assumed_evict.discard(f.uid)
+            uid = pod_uid(meta_of(obj))
+            old = self.tasks.get(uid)
+            if old is not None:
+                self._remove_task(old)
+            self.assumed.pop(uid, None)
+            self.assumed_evict.discard(uid)
             return
+        f = self._facts(obj)
+        schedulable = f.scheduler_name in self.scheduler_names
+        job_id = f"{f.namespace}/{f.group}" if (schedulable and f.group) else None
+        old = self.tasks.get(f.uid)
+        if old is not None:  # the job's minimum is figured again once the task is back in it
+            self._remove_task(old, refigure=old.job_id != job_id)
         if f.node_name:
             self.assumed.pop(f.uid, None)
         assumed = self.assumed.get(f.uid)
@@ -315,8 +333,6 @@ class ClusterCache:
             assumed_node=assumed,
         )
         tmpl = self._template(f)
-        schedulable = f.scheduler_name in self.scheduler_names
-        job_id = f"{f.namespace}/{f.group}" if (schedulable and f.group) else None
         task = TaskInfo(
             uid=f.uid,
             namespace=f.namespace,
@@ -342,6 +358,7 @@ class ClusterCache:
             raw=obj,
         )
         self.tasks[task.uid] = task
+        self._pod_facts[task.uid] = f
         if tmpl.pod_anti_affinity:
             self.anti_affinity_tasks.add(task.uid)
         if task.nominated_node:
@@ -352,16 +369,33 @@ class ClusterCache:
             job.min_resources = job.effective_min_resources()
         self._place(task)
 
-    def _remove_task(self, task: TaskInfo) -> None:
+    def _facts(self, obj: Mapping[str, Any]) -> PodFacts:
+        """``PodFacts(obj)``, from the facts of the pod's previous object when they tell."""
+        if REUSE_FACTS:
+            uid = pod_uid(meta_of(obj))
+            old = self.tasks.get(uid)
+            facts = self._pod_facts.get(uid)
+            if (
+                old is not None
+                and old.raw is not None
+                and facts is not None
+                and facts.restatus(old.raw, obj)
+            ):
+                return facts
+        return PodFacts(obj)
+
+    def _remove_task(self, task: TaskInfo, *, refigure: bool = True) -> None:
         self._unplace(task)
         self.tasks.pop(task.uid, None)
+        self._pod_facts.pop(task.uid, None)
         self.anti_affinity_tasks.discard(task.uid)
         self.nominated_tasks.discard(task.uid)
         if task.job_id:
             job = self.jobs.get(task.job_id)
             if job is not None:
                 job.remove_task(task)
-                job.min_resources = job.effective_min_resources()
+                if refigure:
+                    job.min_resources = job.effective_min_resources()
                 if not job.tasks and job.podgroup is None:
                     self._drop_job(job.uid)
 
@@ -393,16 +427,21 @@ class ClusterCache:
                     self._place(waiter)
 
     def _podgroup(self, obj: Mapping[str, Any], deleted: bool) -> None:
-        v = podgroup_view(obj)
-        job_id = f"{v.namespace}/{v.name}"
-        job = self.jobs.get(job_id)
         if deleted:
+            meta = meta_of(obj)
+            job_id = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            job = self.jobs.get(job_id)
             if job is not None:
                 job.podgroup = None
                 job.touch()
                 if not job.tasks:
                     self._drop_job(job_id)
             return
+        if REUSE_FACTS and self._podgroup_status(obj):
+            return
+        v = podgroup_view(obj)
+        job_id = f"{v.namespace}/{v.name}"
+        job = self.jobs.get(job_id)
         if job is None:
             job = self._new_job(job_id, v.namespace, v.name)
         if v.min_resources is not None:
@@ -423,6 +462,36 @@ class ClusterCache:
         job.network_topology = v.network_topology
         job.conditions = [dict(c) for c in v.conditions]
         job.touch()
+
+    def _podgroup_status(self, obj: Mapping[str, Any]) -> bool:
+        """Apply PodGroup ``obj`` when it differs from the job's last PodGroup only in its
+        status and in metadata the cache does not read (what the session's phases and the
+        controllers' status writes change): everything read from the spec stays as it is.
+        False (nothing done) otherwise."""
+        meta = meta_of(obj)
+        job = self.jobs.get(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
+        old = None if job is None else job.podgroup
+        if job is None or old is None:
+            return False
+        old_meta = meta_of(old)
+        if meta is not old_meta:
+            for key in _PODGROUP_META:
+                if not same_json(meta.get(key), old_meta.get(key)):
+                    return False
+        if not same_json(obj.get("spec"), old.get("spec")):
+            return False
+        status = as_mapping(obj.get("status"))
+        conditions = status.get("conditions")
+        job.podgroup = obj
+        job.phase = str(status.get("phase") or "") or "Pending"
+        job.network_topology = as_mapping(obj.get("spec")).get("networkTopology")
+        job.conditions = (
+            [dict(c) for c in conditions if isinstance(c, Mapping)]
+            if isinstance(conditions, list)
+            else []
+        )
+        job.touch()
+        return True
 
     def _new_job(self, uid: str, namespace: str, name: str) -> JobInfo:
         job = self.jobs[uid] = JobInfo(

@@ -7,6 +7,7 @@ through ``batch.api.resources.to_internal`` so the model holds exact integers.
 from __future__ import annotations
 
 import json
+import marshal
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,6 +85,54 @@ def _host_ports(spec: Mapping[str, Any]) -> list[tuple[str, str, int]]:
     return sorted(set(out))
 
 
+def pod_uid(meta: Mapping[str, Any]) -> str:
+    """A pod's uid from its metadata (``namespace/name`` when it has none)."""
+    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same JSON value: equal, with the same types and key order all
+    through. ``==`` alone equates 2, 2.0 and True, which parse differently (``priority``,
+    ``hostPort``, ``json.dumps`` of a term); equal ``marshal`` bytes decode to one value
+    (format 2: by content only, without the back-references and interning marks of later
+    formats). Says False for a type marshal does not take, which costs a full parse, never a
+    wrong fact."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b) and marshal.dumps(a, _MARSHAL) == marshal.dumps(b, _MARSHAL)
+    except (ValueError, TypeError):
+        return False
+
+
+_MARSHAL = 2
+
+
+#: the metadata a pod's facts are read from, besides ``deletionTimestamp``
+_FACT_META = ("uid", "namespace", "name", "labels", "creationTimestamp", "annotations")
+#: what ``PodFacts.restatus`` reads afresh: a binding and a status update change only these
+_STATUS_SPEC = "nodeName"
+
+
+def _same_spec(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """``new`` and ``old`` pod specs say the same apart from ``nodeName``."""
+    if new is old:
+        return True
+    a = [(k, v) for k, v in new.items() if k != _STATUS_SPEC]
+    b = [(k, v) for k, v in old.items() if k != _STATUS_SPEC]
+    if len(a) != len(b):
+        return False
+    for (ka, va), (kb, vb) in zip(a, b, strict=True):
+        if type(ka) is not str or ka != kb or not same_json(va, vb):
+            return False
+    return True
+
+
+#: a pod's placement constraints when it has none (most pods), and their key
+_NONE: list[Any] = [{}, None, [], [], [], [], [], ""]
+_NO_CONSTRAINTS = json.dumps(_NONE, sort_keys=True, default=str)
+
+
 class PodFacts:
     """Everything the cache needs from one pod object."""
 
@@ -125,7 +174,7 @@ class PodFacts:
         status = as_mapping(obj.get("status"))
         ann = as_mapping(meta.get("annotations"))
         labels = as_mapping(meta.get("labels"))
-        self.uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        self.uid = pod_uid(meta)
         self.namespace = str(meta.get("namespace") or "default")
         self.name = str(meta.get("name") or "")
         self.labels: Mapping[str, str] = labels
@@ -173,25 +222,48 @@ class PodFacts:
         ]
         self.tolerations = [dict(t) for t in _list(spec.get("tolerations"))]
         self.host_ports = _host_ports(spec)
-        constraints = json.dumps(
-            [
-                self.selector,
-                self.required_terms,
-                self.preferred_terms,
-                self.tolerations,
-                self.host_ports,
-                self.pod_affinity,
-                self.pod_anti_affinity,
-                self.namespace if (self.pod_affinity or self.pod_anti_affinity) else "",
-            ],
-            sort_keys=True,
-            default=str,
+        parts = [
+            self.selector,
+            self.required_terms,
+            self.preferred_terms,
+            self.tolerations,
+            self.host_ports,
+            self.pod_affinity,
+            self.pod_anti_affinity,
+            self.namespace if (self.pod_affinity or self.pod_anti_affinity) else "",
+        ]
+        constraints = (
+            _NO_CONSTRAINTS if parts == _NONE else json.dumps(parts, sort_keys=True, default=str)
         )
         self.template_key = (
             tuple(sorted(self.req.items())),
             tuple(sorted(self.init_req.items())),
             constraints,
         )
+
+    def restatus(self, old: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+        """Make these facts, read from the pod object ``old``, the facts of ``obj``, a later
+        version of it, when it differs from ``old`` only where a binding or a status update
+        writes (status, ``spec.nodeName``, ``metadata.deletionTimestamp``, fields no fact is
+        read from): then they equal ``PodFacts(obj)`` field for field, without parsing the spec
+        again (tests/model/test_updates.py). False, and nothing changed, otherwise (parse
+        ``obj`` in full)."""
+        meta = meta_of(obj)
+        old_meta = meta_of(old)
+        if meta is not old_meta:
+            for key in _FACT_META:
+                if not same_json(meta.get(key), old_meta.get(key)):
+                    return False
+        spec = as_mapping(obj.get("spec"))
+        if not _same_spec(spec, as_mapping(old.get("spec"))):
+            return False
+        status = as_mapping(obj.get("status"))
+        self.labels = as_mapping(meta.get("labels"))
+        self.deleting = bool(meta.get("deletionTimestamp"))
+        self.node_name = str(spec.get("nodeName") or "")
+        self.phase = str(status.get("phase") or "Pending")
+        self.nominated_node = str(status.get("nominatedNodeName") or "")
+        return True
 
 
 def node_facts(
