@@ -81,16 +81,27 @@ def _gang_failure(ssn: Session, job: JobInfo, placed: int) -> PendingReason:
     )
 
 
+#: ``ClusterCache.derived`` key: job uid -> (JobInfo.version, its one pending task, its shape)
+_SHAPES = "allocate-shapes"
+
+
 class _Pass:
     """One allocate pass: the jobs to try per queue (JobOrder), their pending tasks, and the
     outcomes of failed attempts by shape (``Allocate._shape``) with the change-log position
     they were computed at."""
 
-    __slots__ = ("fail_memo", "fail_pos", "memo_ok", "per_queue", "ssn", "worksheet")
+    __slots__ = ("fail_memo", "fail_pos", "memo_ok", "per_queue", "shapes", "ssn", "worksheet")
 
-    def __init__(self, ssn: Session, memo_ok: bool) -> None:
+    def __init__(self, ssn: Session, memo_ok: bool, keep_shapes: bool = False) -> None:
         self.ssn = ssn
         self.memo_ok = memo_ok
+        #: one-task jobs' shapes kept across sessions (``Allocate._shape``), or None
+        self.shapes: dict[str, tuple[int, TaskInfo, tuple[object, ...] | None]] | None = None
+        if memo_ok and keep_shapes:
+            shapes = ssn.cache.derived.get(_SHAPES)
+            if not isinstance(shapes, dict) or len(shapes) > 2 * len(ssn.jobs) + 64:
+                shapes = ssn.cache.derived[_SHAPES] = {}  # new, or holding departed jobs
+            self.shapes = shapes
         self.per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         self.worksheet: dict[str, deque[TaskInfo]] = {}
         self.fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
@@ -103,21 +114,29 @@ class _Pass:
         ssn = self.ssn
         enqueue_on = "enqueue" in ssn.config.actions
         by_queue: dict[str, list[JobInfo]] = {}
+        job_valid, worksheet = ssn.dispatch.job_valid, self.worksheet
+        pending = TaskStatus.PENDING
         for job in ssn.active_jobs():
-            if job.is_pending():
+            if job.podgroup is None or job.phase in ("Pending", ""):  # JobInfo.is_pending
                 if enqueue_on:
                     continue
                 ssn.set_phase(job, "Inqueue")
-            if not job.counts[TaskStatus.PENDING] and job.is_ready():
+            if not job.counts[pending] and job.is_ready():
                 continue  # nothing to place, and close drops any reason a ready job gets
-            vr = ssn.dispatch.job_valid(job)
+            vr = job_valid(job)
             if vr is not None:
                 ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))
                 continue
-            tasks = pending_tasks(ssn, job, best_effort=False)
-            if not tasks:
-                continue
-            self.worksheet[job.uid] = deque(tasks)
+            if len(job.tasks) == 1:  # pending_tasks of a one-task job, without the sort
+                (t,) = job.tasks.values()
+                if t.status is not pending or t.gated or t.best_effort:
+                    continue
+                worksheet[job.uid] = deque((t,))
+            else:
+                tasks = pending_tasks(ssn, job, best_effort=False)
+                if not tasks:
+                    continue
+                worksheet[job.uid] = deque(tasks)
             lst = by_queue.get(job.queue)
             if lst is None:
                 lst = by_queue[job.queue] = []
@@ -179,6 +198,9 @@ class Allocate(Action):
     #: after a replayed failure, go on with the same queue's next jobs while it would pop again
     #: anyway (exact; tests switch it off to compare)
     drain_replays: ClassVar[bool] = True
+    #: keep a one-task job's shape across sessions while its version stands (exact; tests
+    #: switch it off to compare)
+    keep_shapes: ClassVar[bool] = True
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -199,7 +221,7 @@ class Allocate(Action):
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
         ssn.placer.sample = self.sample
-        run = _Pass(ssn, self._memo_ok(ssn))
+        run = _Pass(ssn, self._memo_ok(ssn), self.keep_shapes)
         run.collect()
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
         queues.extend(ssn.queues[name] for name in run.per_queue)
@@ -319,6 +341,23 @@ class Allocate(Action):
             tasks = run.worksheet[job.uid]
         if not run.memo_ok or job.network_topology is not None:
             return None
+        shapes = run.shapes
+        if shapes is not None and len(tasks) == 1:
+            # everything below is the job's (its version) and its one task's
+            (task,) = tasks
+            hit = shapes.get(job.uid)
+            if hit is not None and hit[0] == job.version and hit[1] is task:
+                return hit[2]
+            shape = Allocate._shape_of(queue, job, tasks)
+            shapes[job.uid] = (job.version, task, shape)
+            return shape
+        return Allocate._shape_of(queue, job, tasks)
+
+    @staticmethod
+    def _shape_of(
+        queue: QueueInfo, job: JobInfo, tasks: Collection[TaskInfo]
+    ) -> tuple[object, ...] | None:
+        """``_shape`` worked out (None: a task that is never memoized)."""
         tids = []
         for t in tasks:
             if t.nominated_node or t.template.volatile:
