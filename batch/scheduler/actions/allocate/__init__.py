@@ -81,27 +81,16 @@ def _gang_failure(ssn: Session, job: JobInfo, placed: int) -> PendingReason:
     )
 
 
-#: ``ClusterCache.derived`` key: job uid -> (JobInfo.version, its one pending task, its shape)
-_SHAPES = "allocate-shapes"
-
-
 class _Pass:
     """One allocate pass: the jobs to try per queue (JobOrder), their pending tasks, and the
     outcomes of failed attempts by shape (``Allocate._shape``) with the change-log position
     they were computed at."""
 
-    __slots__ = ("fail_memo", "fail_pos", "memo_ok", "per_queue", "shapes", "ssn", "worksheet")
+    __slots__ = ("fail_memo", "fail_pos", "memo_ok", "per_queue", "ssn", "worksheet")
 
-    def __init__(self, ssn: Session, memo_ok: bool, keep_shapes: bool = False) -> None:
+    def __init__(self, ssn: Session, memo_ok: bool) -> None:
         self.ssn = ssn
         self.memo_ok = memo_ok
-        #: one-task jobs' shapes kept across sessions (``Allocate._shape``), or None
-        self.shapes: dict[str, tuple[int, TaskInfo, tuple[object, ...] | None]] | None = None
-        if memo_ok and keep_shapes:
-            shapes = ssn.cache.derived.get(_SHAPES)
-            if not isinstance(shapes, dict) or len(shapes) > 2 * len(ssn.jobs) + 64:
-                shapes = ssn.cache.derived[_SHAPES] = {}  # new, or holding departed jobs
-            self.shapes = shapes
         self.per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         self.worksheet: dict[str, deque[TaskInfo]] = {}
         self.fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
@@ -198,9 +187,6 @@ class Allocate(Action):
     #: after a replayed failure, go on with the same queue's next jobs while it would pop again
     #: anyway (exact; tests switch it off to compare)
     drain_replays: ClassVar[bool] = True
-    #: keep a one-task job's shape across sessions while its version stands (exact; tests
-    #: switch it off to compare)
-    keep_shapes: ClassVar[bool] = True
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -221,7 +207,7 @@ class Allocate(Action):
     def execute(self, ssn: Session) -> None:
         t0 = time.perf_counter()
         ssn.placer.sample = self.sample
-        run = _Pass(ssn, self._memo_ok(ssn), self.keep_shapes)
+        run = _Pass(ssn, self._memo_ok(ssn))
         run.collect()
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
         queues.extend(ssn.queues[name] for name in run.per_queue)
@@ -341,23 +327,6 @@ class Allocate(Action):
             tasks = run.worksheet[job.uid]
         if not run.memo_ok or job.network_topology is not None:
             return None
-        shapes = run.shapes
-        if shapes is not None and len(tasks) == 1:
-            # everything below is the job's (its version) and its one task's
-            (task,) = tasks
-            hit = shapes.get(job.uid)
-            if hit is not None and hit[0] == job.version and hit[1] is task:
-                return hit[2]
-            shape = Allocate._shape_of(queue, job, tasks)
-            shapes[job.uid] = (job.version, task, shape)
-            return shape
-        return Allocate._shape_of(queue, job, tasks)
-
-    @staticmethod
-    def _shape_of(
-        queue: QueueInfo, job: JobInfo, tasks: Collection[TaskInfo]
-    ) -> tuple[object, ...] | None:
-        """``_shape`` worked out (None: a task that is never memoized)."""
         tids = []
         for t in tasks:
             if t.nominated_node or t.template.volatile:
