@@ -47,9 +47,10 @@ class PriorityQueue(Generic[T]):
         return bool(run) and not (h and h[0] < run[-1])
 
     def pop(self) -> T:
-        if self._run_first():
-            return self._run.pop()[2]
-        return heapq.heappop(self._h)[2]
+        run, h = self._run, self._h
+        if run and not (h and h[0] < run[-1]):  # _run_first, inline: the hot path
+            return run.pop()[2]
+        return heapq.heappop(h)[2]
 
     def pops_next(self, item: T) -> bool:
         """Would ``item``, pushed now, be the next to pop? (its key now is smaller than every

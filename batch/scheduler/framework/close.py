@@ -10,6 +10,7 @@ also added to ancestors.
 
 from __future__ import annotations
 
+import operator
 import time
 from typing import Any
 
@@ -30,6 +31,7 @@ SHARE_STATUSES = True
 SUM_AFTER_ROLLBACK = True
 #: ``ClusterCache.derived`` key: queue name -> (what its last status said, that status)
 _QUEUE_STATUS = "close-queue-status"
+_ORDINAL = operator.attrgetter("ordinal")
 _PHASE_COUNT_KEY = {
     "Pending": "pending",
     "Inqueue": "inqueue",
@@ -259,7 +261,7 @@ def close_jobs(ssn: Session) -> list[JobInfo] | None:
         active = ssn.active_jobs()
         seen = {j.uid for j in active}
         visit = [*active, *(jobs[u] for u in changed if u in jobs and u not in seen)]
-        visit.sort(key=lambda j: j.ordinal)
+        visit.sort(key=_ORDINAL)
     else:
         book.clear()
     ssn.scratch["close-jobs"] = visit
@@ -285,11 +287,11 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
     shared: dict[tuple[Any, ...], dict[str, Any]] = {}
     conds_of = ssn.podgroup_conditions
     if visit is not None:  # a plugin other than gang may have given other jobs conditions
-        seen = {j.uid for j in visit}
         jobs = ssn.jobs
-        extra = [jobs[u] for u in conds_of if u in jobs and u not in seen]
+        others = conds_of.keys() - {j.uid for j in visit}  # mostly none: one C pass
+        extra = [jobs[u] for u in conds_of if u in others and u in jobs] if others else []
         if extra:
-            visit = sorted([*visit, *extra], key=lambda j: j.ordinal)
+            visit = sorted([*visit, *extra], key=_ORDINAL)
     new: list[tuple[str, str]] | None = None if visit is None else []
     kept_out = book.out
     for job in ssn.jobs.values() if visit is None else visit:

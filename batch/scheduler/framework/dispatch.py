@@ -12,6 +12,7 @@ the first tier with an answer decides (or, strictly, every plugin filters in tur
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -31,6 +32,9 @@ from batch.scheduler.framework.nodes import FloatVec
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
 
 T = TypeVar("T")
+
+#: the order fallback of jobs and queues: (creation, uid)
+_CREATION_UID = operator.attrgetter("creation", "uid")
 
 
 def _order_key(entries: list[Order[T]], fallback: Callable[[T], Any]) -> Callable[[T], Any]:
@@ -92,15 +96,11 @@ class Dispatch:
         return key
 
     def job_order_key(self) -> Callable[[JobInfo], Any]:
-        k: Callable[[JobInfo], Any] = self._cached_key(
-            self.hooks.job_order, lambda j: (j.creation, j.uid)
-        )
+        k: Callable[[JobInfo], Any] = self._cached_key(self.hooks.job_order, _CREATION_UID)
         return k
 
     def queue_order_key(self) -> Callable[[QueueInfo], Any]:
-        k: Callable[[QueueInfo], Any] = self._cached_key(
-            self.hooks.queue_order, lambda q: (q.creation, q.uid)
-        )
+        k: Callable[[QueueInfo], Any] = self._cached_key(self.hooks.queue_order, _CREATION_UID)
         return k
 
     def task_order_key(self) -> Callable[[TaskInfo], Any]:
@@ -117,11 +117,19 @@ class Dispatch:
         return 1 if ka < kb else (-1 if kb < ka else 0)
 
     # -- queues --------------------------------------------------------------------------
+    # the hot answers below loop instead of any()/all() over a generator (same short-circuit,
+    # without a generator per call: they are asked for every job and placement)
     def overused(self, queue: QueueInfo) -> bool:
-        return any(fn(queue) for fn in self.hooks.overused.flat())
+        for fn in self.hooks.overused.flat():  # noqa: SIM110
+            if fn(queue):
+                return True
+        return False
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return all(fn(queue, task) for fn in self.hooks.allocatable.flat())
+        for fn in self.hooks.allocatable.flat():  # noqa: SIM110
+            if not fn(queue, task):
+                return False
+        return True
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         return all(fn(queue, tasks) for fn in self.hooks.preemptive.flat())
@@ -150,7 +158,10 @@ class Dispatch:
 
     # -- jobs ----------------------------------------------------------------------------
     def job_ready(self, job: JobInfo) -> bool:
-        return all(fn(job) for fn in self.hooks.job_ready.flat())
+        for fn in self.hooks.job_ready.flat():  # noqa: SIM110
+            if not fn(job):
+                return False
+        return True
 
     def _vote(self, point: Point[Callable[[JobInfo], int]], job: JobInfo) -> tuple[bool, str]:
         for tier in point.tiers:

@@ -49,6 +49,9 @@ class SessionNodes:
         self.placed_anti = 0  # in-session placed tasks with required pod anti-affinity
         self._free: tuple[int, IntVec] | None = None
         self._cols: dict[int, tuple[int, tuple[list[int], list[int], list[int]]]] = {}
+        #: allocatable columns as Python ints: a session never changes ``alloc`` (the
+        #: cache's), so each is read once (``cols``' callers only read what it returns)
+        self._alloc_cols: dict[int, list[int]] = {}
 
     def own_future(self) -> None:
         """Make ``releasing`` and ``pipelined`` the session's own copies (before changing
@@ -67,7 +70,9 @@ class SessionNodes:
         hit = self._cols.get(idx)
         if hit is not None and hit[0] == pos:
             return hit[1]
-        alloc = self.alloc[:, idx].tolist()
+        alloc = self._alloc_cols.get(idx)
+        if alloc is None:
+            alloc = self._alloc_cols[idx] = self.alloc[:, idx].tolist()
         used = self.used[:, idx].tolist()
         if self.has_future:
             fut = (self.idle[:, idx] + self.releasing[:, idx] - self.pipelined[:, idx]).tolist()

@@ -234,7 +234,11 @@ class Session:
     def place(self, task: TaskInfo, idx: int, status: TaskStatus) -> None:
         """Pending ``task`` -> Allocated/Pipelined on node ``idx`` (fires allocate handlers)."""
         nd = self.nodes
-        self._journal(task, task.status)
+        job = self.jobs.get(task.job_id) if task.job_id else None
+        # _journal, with the job looked up once
+        self.journal.append((task, task.status, task.node_name, task.node_idx))
+        if job is not None and job.uid not in self._versions:
+            self._first_change(job)
         req = task.req
         if status is TaskStatus.PIPELINED:
             nd.own_future()
@@ -249,7 +253,6 @@ class Session:
         nd.placed.setdefault(idx, []).append(task)
         if task.template.pod_anti_affinity:
             nd.placed_anti += 1
-        job = self._job_of(task)
         if job is not None:
             job.set_status(task, status)
         else:

@@ -51,6 +51,11 @@ class DrfPlugin(Plugin):
             return dominant_share(alloc, self.total, self.dims)
 
         def job_key(j: JobInfo) -> float:
+            c = j.counts
+            if not (c[2] or c[4] or c[5] or c[6]):
+                # no task Allocated, Binding, Bound or Running: ``allocated`` (their sum) is
+                # zero, so is the share (a backlog's jobs, also after a session undid them)
+                return 0.0
             cache = self._shares
             hit = cache.get(j.uid)
             if hit is not None and hit[0] == j.alloc_version:

@@ -102,18 +102,19 @@ class GangPlugin(Plugin):
         conditions, reasons = ssn.podgroup_conditions, ssn.reasons
         visit = close_jobs(ssn)  # the others are ready, and would be given `scheduled` again
         for job in ssn.jobs.values() if visit is None else visit:
-            if job.is_ready():
+            ready = job.ready_task_num()
+            if ready + job.pending_best_effort >= job.min_available:  # JobInfo.is_ready
                 cond = scheduled
             else:
                 reason = reasons.get(job.uid)
                 said = (
-                    max(job.min_available - job.ready_task_num(), 0),
+                    max(job.min_available - ready, 0),
                     # before admission the gang's pods do not exist yet: it still has minMember
                     max(len(job.tasks), job.min_available),
                     reason.message if reason is not None else "pod group is not ready",
                 )
                 cond = unschedulable.get(said) or _unschedulable(ssn.uid, now, said, unschedulable)
-                if job.phase in ("Pending", "Inqueue", "Unknown", ""):
+                if job.phase in _WARN_PHASES:
                     ssn.event(job, "Warning", "Unschedulable", cond["message"])
             kept = conditions.get(job.uid)
             if kept is None:
@@ -122,6 +123,10 @@ class GangPlugin(Plugin):
                 kept.append(cond)
             if cond is scheduled and _unschedulable_true(job.conditions):
                 kept.append(cleared)
+
+
+#: the phases whose unready gangs get a Warning event
+_WARN_PHASES = frozenset(("Pending", "Inqueue", "Unknown", ""))
 
 
 def _unschedulable_true(conditions: list[dict[str, Any]]) -> bool:
