@@ -33,6 +33,7 @@ from batch.model.parse import (
     node_facts,
     parse_time,
     pod_uid,
+    podgroup_id,
     queue_facts,
     same_json,
     scheduling_resources,
@@ -428,8 +429,7 @@ class ClusterCache:
 
     def _podgroup(self, obj: Mapping[str, Any], deleted: bool) -> None:
         if deleted:
-            meta = meta_of(obj)
-            job_id = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            job_id = podgroup_id(meta_of(obj))
             job = self.jobs.get(job_id)
             if job is not None:
                 job.podgroup = None
@@ -469,7 +469,7 @@ class ClusterCache:
         controllers' status writes change): everything read from the spec stays as it is.
         False (nothing done) otherwise."""
         meta = meta_of(obj)
-        job = self.jobs.get(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
+        job = self.jobs.get(podgroup_id(meta))
         old = None if job is None else job.podgroup
         if job is None or old is None:
             return False

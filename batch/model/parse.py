@@ -90,6 +90,11 @@ def pod_uid(meta: Mapping[str, Any]) -> str:
     return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
 
 
+def podgroup_id(meta: Mapping[str, Any]) -> str:
+    """The job id (``namespace/name``) of the PodGroup with metadata ``meta``."""
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
 def same_json(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are the same JSON value: equal, with the same types and key order all
     through. ``==`` alone equates 2, 2.0 and True, which parse differently (``priority``,
