@@ -75,11 +75,11 @@ OUTCOMES_VIEW = table(
     column("finished_at", UTCDateTime()),
     column("run_seconds", Float),
 )
-#: the rollups (``UsageDay``, ``WaitDay``, ``OutcomeDay`` in batch.ledger.models)
 #: what the usage report asks of the pods themselves: did any finish after a window's end
 POD_FINISHES = table(
     "pod_attempts", column("pod_uid", String), column("finished_at", UTCDateTime())
 )
+#: the rollups (``UsageDay``, ``WaitDay``, ``OutcomeDay`` in batch.ledger.models)
 USAGE_DAYS = table(
     "usage_days",
     column("day", Date),
