@@ -14,6 +14,10 @@ from batch.scheduler.framework.session import Session
 
 
 def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[TaskInfo]:
+    if len(job.tasks) == 1:  # most jobs of a big backlog: no list to build, nothing to sort
+        (t,) = job.tasks.values()
+        ok = t.status is TaskStatus.PENDING and not t.gated and t.best_effort == best_effort
+        return [t] if ok else []
     tasks = [
         t
         for t in job.tasks.values()

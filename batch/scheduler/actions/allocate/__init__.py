@@ -104,28 +104,21 @@ class _Pass:
         enqueue_on = "enqueue" in ssn.config.actions
         by_queue: dict[str, list[JobInfo]] = {}
         job_valid, worksheet = ssn.dispatch.job_valid, self.worksheet
-        pending = TaskStatus.PENDING
         for job in ssn.active_jobs():
-            if job.podgroup is None or job.phase in ("Pending", ""):  # JobInfo.is_pending
+            if job.is_pending():
                 if enqueue_on:
                     continue
                 ssn.set_phase(job, "Inqueue")
-            if not job.counts[pending] and job.is_ready():
+            if not job.counts[TaskStatus.PENDING] and job.is_ready():
                 continue  # nothing to place, and close drops any reason a ready job gets
             vr = job_valid(job)
             if vr is not None:
                 ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))
                 continue
-            if len(job.tasks) == 1:  # pending_tasks of a one-task job, without the sort
-                (t,) = job.tasks.values()
-                if t.status is not pending or t.gated or t.best_effort:
-                    continue
-                worksheet[job.uid] = deque((t,))
-            else:
-                tasks = pending_tasks(ssn, job, best_effort=False)
-                if not tasks:
-                    continue
-                worksheet[job.uid] = deque(tasks)
+            tasks = pending_tasks(ssn, job, best_effort=False)
+            if not tasks:
+                continue
+            worksheet[job.uid] = deque(tasks)
             lst = by_queue.get(job.queue)
             if lst is None:
                 lst = by_queue[job.queue] = []

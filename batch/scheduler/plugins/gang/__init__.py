@@ -102,13 +102,12 @@ class GangPlugin(Plugin):
         conditions, reasons = ssn.podgroup_conditions, ssn.reasons
         visit = close_jobs(ssn)  # the others are ready, and would be given `scheduled` again
         for job in ssn.jobs.values() if visit is None else visit:
-            ready = job.ready_task_num()
-            if ready + job.pending_best_effort >= job.min_available:  # JobInfo.is_ready
+            if job.is_ready():
                 cond = scheduled
             else:
                 reason = reasons.get(job.uid)
                 said = (
-                    max(job.min_available - ready, 0),
+                    max(job.min_available - job.ready_task_num(), 0),
                     # before admission the gang's pods do not exist yet: it still has minMember
                     max(len(job.tasks), job.min_available),
                     reason.message if reason is not None else "pod group is not ready",
