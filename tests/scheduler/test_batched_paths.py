@@ -24,7 +24,7 @@ from batch.scheduler import Decisions, load_config, run_session
 from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.actions.allocate import Allocate
 from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
-from batch.scheduler.framework import close
+from batch.scheduler.framework import close, placement
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.session import Session
 
@@ -447,3 +447,71 @@ def test_classes_of_single_pod_jobs_decide_as_each_job_alone(
     finally:
         close.SUM_AFTER_ROLLBACK = True
     assert fast == slow
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 5),
+    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    jobs=st.one_of(jobs_st, single_pod_jobs_st),
+    busy=st.booleans(),
+    config_index=st.integers(0, 1),
+    after=st.sampled_from([1, 2, placement.LEVELS_AFTER]),
+)
+def test_scores_from_levels_decide_as_recomputing_each_node(
+    nodes: int,
+    weights: list[int],
+    jobs: list[tuple[Any, ...]],
+    busy: bool,
+    config_index: int,
+    after: int,
+) -> None:
+    """A template's nodes scored from its ``Levels`` (one vector step per level, from the
+    first own placement on with ``after`` 1) decide as recomputing every changed node."""
+    c = _cluster(nodes, weights, jobs, busy)
+    cfg = CONFIGS[config_index]
+    default = placement.LEVELS_AFTER
+    placement.LEVELS_AFTER = after
+    try:
+        fast = [_exact(run_session(c, cfg, now=NOW + r)) for r in range(2)]
+    finally:
+        placement.LEVELS_AFTER = default
+    placement.Placer.use_levels = False
+    try:
+        slow = [_exact(run_session(c, cfg, now=NOW + r)) for r in range(2)]
+    finally:
+        placement.Placer.use_levels = True
+    assert fast == slow
+
+
+def test_levels_serve_a_template_placed_many_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The level path is taken (not only allowed): 40 single-pod jobs of one shape on 4
+    nodes place from levels after the first few, and bind where recomputing would."""
+    jobs = [(0, 1, 1, 0, 1, 0)] * 40
+    c = _cluster(4, [1, 1, 1], jobs, False)
+    cfg = CONFIGS[0]
+    calls: list[int] = []
+    real = placement.Placer._level
+    monkeypatch.setattr(placement, "LEVELS_AFTER", 2)
+    monkeypatch.setattr(
+        placement.Placer,
+        "_level",
+        lambda self, st, tab, j: calls.append(j) or real(self, st, tab, j),
+    )
+    fast = _exact(run_session(c, cfg, now=NOW))
+    assert calls and max(calls) >= 2
+    monkeypatch.setattr(placement.Placer, "use_levels", False)
+    assert _exact(run_session(c, cfg, now=NOW)) == fast
+    assert len(fast["binds"]) == 16  # 4 cpu per node, 1 cpu per pod
+
+
+def test_levels_notice_another_templates_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small pods, then big ones, then small ones again on the same nodes: a node that took
+    a big pod leaves the small template's levels (recomputed as before), so no node is
+    overfilled and every bind is the one recomputing each node gives."""
+    jobs = [(0, 1, 1, 0, 1, 0)] * 4 + [(0, 1, 1, 0, 3, 1)] * 3 + [(0, 1, 1, 0, 1, 2)] * 8
+    c = _cluster(4, [1, 1, 1], jobs, False)
+    monkeypatch.setattr(placement, "LEVELS_AFTER", 1)
+    fast = _exact(run_session(c, CONFIGS[0], now=NOW))
+    monkeypatch.setattr(placement.Placer, "use_levels", False)
+    assert _exact(run_session(c, CONFIGS[0], now=NOW)) == fast

@@ -119,6 +119,8 @@ PredicateHook: TypeAlias = BatchPredicateHook | DynamicPredicateHook | ScalarPre
 @dataclass(slots=True, frozen=True)
 class BatchScoreHook:
     fn: BatchScore
+    #: node i's score reads only node i's ``alloc`` and ``used`` columns and the template
+    local: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -380,8 +382,11 @@ class Hooks:
     def add_pre_predicate_fn(self, fn: Callable[[TaskInfo], str | None]) -> None:
         self._add(self.pre_predicate, fn)
 
-    def add_batch_node_order_fn(self, fn: BatchScore) -> None:
-        self._add(self.node_order, BatchScoreHook(fn))
+    def add_batch_node_order_fn(self, fn: BatchScore, *, local: bool = False) -> None:
+        """``local``: a node's score reads only that node's ``alloc`` and ``used`` columns (and
+        the template), so the engine may work it out for shifted ``used`` columns (the scores
+        after more pods of one template, ``placement.Levels``)."""
+        self._add(self.node_order, BatchScoreHook(fn, local))
 
     def add_static_node_order_fn(self, fn: StaticScore) -> None:
         self._add(self.node_order, StaticScoreHook(fn))

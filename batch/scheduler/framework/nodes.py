@@ -44,6 +44,8 @@ class SessionNodes:
         self.valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
         self.has_future = bool(releasing.any() or pipelined.any())
         self.log: list[int] = []  # node indexes changed in this session, in order
+        #: per log entry, the template placed there by ``Session.place`` (-1: another change)
+        self.log_tids: list[int] = []
         self._ports: dict[tuple[str, str, int], npt.NDArray[np.int32]] = {}
         self.placed: dict[int, list[TaskInfo]] = {}  # in-session additions per node
         self.placed_anti = 0  # in-session placed tasks with required pod anti-affinity
@@ -60,6 +62,11 @@ class SessionNodes:
             self.releasing = self.releasing.copy()
             self.pipelined = self.pipelined.copy()
             self._own_future = True
+
+    def changed(self, idx: int, tid: int = -1) -> None:
+        """Log a change of node ``idx`` (``tid``: one more pod of that template placed)."""
+        self.log.append(idx)
+        self.log_tids.append(tid)
 
     def name(self, idx: int) -> str:
         return self.arrays.name_of(idx)

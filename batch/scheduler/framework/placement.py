@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,13 +46,35 @@ def resource_reason(name: str) -> str:
     return "Too many pods" if name == "pods" else f"Insufficient {name}"
 
 
+#: a template's own placements caught up one node at a time before it gets ``Levels``
+LEVELS_AFTER = 16
+
+
+class Levels:
+    """A template's node scores and Idle fits after j more of its own pods on each node,
+    over the node state when built (``base``): level j of every node is one vector step
+    (the scores of shifted ``used`` columns), made when a node first reaches it. ``lv[i]`` is
+    how many of the template's pods the session placed on node i since (-1: node i changed
+    otherwise, and is recomputed as before)."""
+
+    __slots__ = ("base", "fit", "lv", "score")
+
+    def __init__(self, used: Any, n: int) -> None:
+        self.base = used.copy()
+        self.lv: list[int] = [0] * n
+        self.score: dict[int, FloatVec] = {}
+        self.fit: dict[int, BoolVec] = {}
+
+
 class TemplateState:
     __slots__ = (
         "dims",
         "fitv",
         "has_future",
+        "levels",
         "m_fut",
         "m_idle",
+        "own",
         "pos",
         "score",
         "static_ok",
@@ -74,10 +96,16 @@ class TemplateState:
         self.m_fut: FloatVec = np.zeros(0)
         self.pos = 0
         self.has_future = False
+        self.own = 0  # own placements caught up one node at a time (see LEVELS_AFTER)
+        self.levels: Levels | None = None
 
 
 class Placer:
     """Per-session placement engine (``ssn.placer``)."""
+
+    #: scores of a template's nodes after its own placements from ``Levels`` (exact; tests
+    #: switch it off to compare)
+    use_levels: ClassVar[bool] = True
 
     def __init__(self, nodes: SessionNodes, hooks: Hooks, cache: ClusterCache) -> None:
         self.cache = cache
@@ -97,9 +125,11 @@ class Placer:
         self.batch_scores: list[BatchScore] = []
         self.static_scores: list[StaticScore] = []
         self.scalar_scores: list[ScalarScore] = []
+        self.local_scores = True  # every batch score is ``local`` (BatchScoreHook)
         for score in hooks.node_order.flat():
             if isinstance(score, BatchScoreHook):
                 self.batch_scores.append(score.fn)
+                self.local_scores = self.local_scores and score.local
             elif isinstance(score, StaticScoreHook):
                 self.static_scores.append(score.fn)
             else:
@@ -125,14 +155,62 @@ class Placer:
             if nd.has_future and not st.has_future:
                 self._full(st)
             elif len(new) <= 4:
-                for i in set(new):
-                    self._one(st, i)
-                st.pos = len(log)
+                self._catch_up(st)
             elif len(new) * 8 > nd.n:
                 self._full(st)
             else:
                 self._partial(st, np.unique(np.asarray(new, dtype=np.intp)))
         return st
+
+    def _catch_up(self, st: TemplateState) -> None:
+        """Refresh the few nodes changed since ``st.pos``: from the template's ``Levels`` where
+        a node changed only by the template's own placements, else one node at a time."""
+        nd = self.nodes
+        start, end = st.pos, len(nd.log)
+        lv_tab = st.levels
+        if lv_tab is None:
+            for i in set(nd.log[start:end]):
+                self._one(st, i)
+            st.own += nd.log_tids[start:end].count(st.tmpl.tid)
+            st.pos = end
+            if st.own >= LEVELS_AFTER and self._levels_ok():
+                st.levels = Levels(nd.used, nd.n)
+            return
+        lv, mine = lv_tab.lv, st.tmpl.tid
+        touched = set()
+        for k in range(start, end):
+            i = nd.log[k]
+            lv[i] = lv[i] + 1 if nd.log_tids[k] == mine and lv[i] >= 0 else -1
+            touched.add(i)
+        for i in touched:
+            j = lv[i]
+            if j < 0:
+                self._one(st, i)
+                continue
+            if j not in lv_tab.score:
+                self._level(st, lv_tab, j)
+            score = float(lv_tab.score[j][i])
+            st.score[i] = score
+            st.m_idle[i] = score if lv_tab.fit[j][i] else NEG
+        st.pos = end
+
+    def _levels_ok(self) -> bool:
+        return self.use_levels and self.local_scores and not self.nodes.has_future
+
+    def _level(self, st: TemplateState, tab: Levels, j: int) -> None:
+        """Level ``j`` of ``tab``: every node's score and Idle fit with ``j`` more of the
+        template's pods on top of ``tab.base`` (the ``local`` scores of shifted columns)."""
+        nd = self.nodes
+        used = tab.base + j * st.tmpl.req[:, None]
+        kept, nd.used = nd.used, used
+        try:
+            tab.score[j] = self._scores(st, slice(None))
+        finally:
+            nd.used = kept
+        fit = st.static_ok.copy()
+        for d, v in zip(st.dims, st.fitv, strict=True):
+            fit &= nd.alloc[d] - used[d] >= v
+        tab.fit[j] = fit
 
     def _one(self, st: TemplateState, i: int) -> None:
         """Recompute node ``i`` for ``st`` with Python scalars (the per-placement fast path)."""
@@ -217,6 +295,7 @@ class Placer:
         st.m_fut = np.where(fut, st.score, NEG) if fut is not None else np.full(nd.n, NEG)
         st.has_future = nd.has_future
         st.pos = len(nd.log)
+        st.levels = None
 
     def _partial(self, st: TemplateState, idx: Any) -> None:
         nd = self.nodes
@@ -227,6 +306,7 @@ class Placer:
         if fut is not None:
             st.m_fut[idx] = np.where(fut, score, NEG)
         st.pos = len(nd.log)
+        st.levels = None
 
     # -- selection ---------------------------------------------------------------------------
     def _dynamic_fail(self, task: TaskInfo) -> BoolVec | None:

@@ -247,7 +247,7 @@ class Session:
         else:
             nd.used[:, idx] += req
             nd.idle[:, idx] -= req
-        nd.log.append(idx)
+        nd.changed(idx, task.template.tid)
         if task.template.host_ports:
             nd.add_ports(idx, task.template.host_ports, 1)
         nd.placed.setdefault(idx, []).append(task)
@@ -274,7 +274,7 @@ class Session:
         else:
             nd.used[:, idx] -= req
             nd.idle[:, idx] += req
-        nd.log.append(idx)
+        nd.changed(idx)
         if task.template.host_ports:
             nd.add_ports(idx, task.template.host_ports, -1)
         lst = nd.placed.get(idx)
@@ -301,7 +301,7 @@ class Session:
             nd.own_future()
             nd.releasing[:, task.node_idx] += task.req
             nd.has_future = True
-            nd.log.append(task.node_idx)
+            nd.changed(task.node_idx)
         job = self.jobs.get(task.job_id) if task.job_id else None
         if job is not None:
             job.set_status(task, TaskStatus.RELEASING)
@@ -317,7 +317,7 @@ class Session:
         if task.node_idx >= 0:
             nd.own_future()
             nd.releasing[:, task.node_idx] -= task.req
-            nd.log.append(task.node_idx)
+            nd.changed(task.node_idx)
         job = self.jobs.get(task.job_id) if task.job_id else None
         if job is not None:
             job.set_status(task, status)

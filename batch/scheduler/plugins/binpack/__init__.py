@@ -114,4 +114,4 @@ class BinpackPlugin(Plugin):
             out: FloatVec = np.where(overflow, 0.0, acc / wsum * scale)
             return out
 
-        hooks.add_batch_node_order_fn(score)
+        hooks.add_batch_node_order_fn(score, local=True)

@@ -165,7 +165,7 @@ class NodeOrderPlugin(Plugin):
             return out
 
         if least or most or bal:
-            hooks.add_batch_node_order_fn(dynamic)
+            hooks.add_batch_node_order_fn(dynamic, local=True)
         if self.node_affinity or self.taint:
             hooks.add_static_node_order_fn(self.static)
 
