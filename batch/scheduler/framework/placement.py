@@ -16,6 +16,7 @@ scored candidates to the first k feasible nodes from a rotating start, like kube
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -55,15 +56,30 @@ class Levels:
     over the node state when built (``base``): level j of every node is one vector step
     (the scores of shifted ``used`` columns), made when a node first reaches it. ``lv[i]`` is
     how many of the template's pods the session placed on node i since (-1: node i changed
-    otherwise, and is recomputed as before)."""
+    otherwise, and is recomputed as before). ``heap`` holds (-value, node) for every value a
+    node's Idle entry took since (the current one is its smallest entry that still matches):
+    its head is argmax's answer, lowest node first on ties, without a pass over all nodes."""
 
-    __slots__ = ("base", "fit", "lv", "score")
+    __slots__ = ("base", "fit", "heap", "lv", "score")
 
-    def __init__(self, used: Any, n: int) -> None:
+    def __init__(self, used: Any, m_idle: FloatVec) -> None:
         self.base = used.copy()
-        self.lv: list[int] = [0] * n
+        self.lv: list[int] = [0] * len(m_idle)
         self.score: dict[int, FloatVec] = {}
         self.fit: dict[int, BoolVec] = {}
+        idx = np.flatnonzero(m_idle > NEG)
+        self.heap = list(zip((-m_idle[idx]).tolist(), idx.tolist(), strict=True))
+        heapq.heapify(self.heap)
+
+    def best(self, m_idle: FloatVec) -> int | None:
+        """The node argmax over ``m_idle`` picks (None when no node fits)."""
+        h = self.heap
+        while h:
+            neg, i = h[0]
+            if m_idle[i] == -neg:
+                return i
+            heapq.heappop(h)
+        return None
 
 
 class TemplateState:
@@ -174,7 +190,7 @@ class Placer:
             st.own += nd.log_tids[start:end].count(st.tmpl.tid)
             st.pos = end
             if st.own >= LEVELS_AFTER and self._levels_ok():
-                st.levels = Levels(nd.used, nd.n)
+                st.levels = Levels(nd.used, st.m_idle)
             return
         lv, mine = lv_tab.lv, st.tmpl.tid
         touched = set()
@@ -182,16 +198,19 @@ class Placer:
             i = nd.log[k]
             lv[i] = lv[i] + 1 if nd.log_tids[k] == mine and lv[i] >= 0 else -1
             touched.add(i)
+        m_idle, heap = st.m_idle, lv_tab.heap
         for i in touched:
             j = lv[i]
             if j < 0:
                 self._one(st, i)
-                continue
-            if j not in lv_tab.score:
-                self._level(st, lv_tab, j)
-            score = float(lv_tab.score[j][i])
-            st.score[i] = score
-            st.m_idle[i] = score if lv_tab.fit[j][i] else NEG
+            else:
+                if j not in lv_tab.score:
+                    self._level(st, lv_tab, j)
+                score = float(lv_tab.score[j][i])
+                st.score[i] = score
+                m_idle[i] = score if lv_tab.fit[j][i] else NEG
+            if m_idle[i] > NEG:
+                heapq.heappush(heap, (-float(m_idle[i]), i))
         st.pos = end
 
     def _levels_ok(self) -> bool:
@@ -343,6 +362,10 @@ class Placer:
         st = self.state(task.template)
         extra = self._dynamic_fail(task)
         nd = self.nodes
+        levels = st.levels
+        if levels is not None and extra is None and not task.nominated_node and self._plain():
+            best = levels.best(st.m_idle)  # levels exist only without FutureIdle
+            return None if best is None else (best, True)
         for idle_gradient, base in ((True, st.m_idle), (False, st.m_fut)):
             if not idle_gradient and not nd.has_future:
                 break
@@ -362,6 +385,12 @@ class Placer:
             if arr[i] > NEG:
                 return i, idle_gradient
         return None
+
+    def _plain(self) -> bool:
+        """Node choice is argmax over the summed scores (no sampling, no scalar callbacks)."""
+        return self.sample is None and not (
+            self.scalar_preds or self.scalar_scores or self.best_node
+        )
 
     def fits_node(self, task: TaskInfo, idx: int, *, future: bool = True) -> str | None:
         """None when ``task`` passes every predicate on node ``idx`` and fits its Idle (or, with
