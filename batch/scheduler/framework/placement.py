@@ -156,6 +156,11 @@ class Placer:
         self.start = 0
         self._explain: dict[int, tuple[int, str, dict[str, int]]] = {}
 
+    @property
+    def scalar_callbacks(self) -> bool:
+        """A callback scores or filters one node at a time (``_slow_pick`` chooses then)."""
+        return bool(self.scalar_preds or self.scalar_scores or self.best_node)
+
     # -- template state --------------------------------------------------------------------
     def state(self, tmpl: TaskTemplate) -> TemplateState:
         st = self.states.get(tmpl.tid)
@@ -363,7 +368,8 @@ class Placer:
         extra = self._dynamic_fail(task)
         nd = self.nodes
         levels = st.levels
-        if levels is not None and extra is None and not task.nominated_node and self._plain():
+        plain = self.sample is None and not self.scalar_callbacks  # argmax decides
+        if levels is not None and extra is None and not task.nominated_node and plain:
             best = levels.best(st.m_idle)  # levels exist only without FutureIdle
             return None if best is None else (best, True)
         for idle_gradient, base in ((True, st.m_idle), (False, st.m_fut)):
@@ -376,7 +382,7 @@ class Placer:
                     return ni, idle_gradient
             if self.sample is not None:
                 arr = self._sampled(arr)
-            if self.scalar_preds or self.scalar_scores or self.best_node:
+            if self.scalar_callbacks:
                 got = self._slow_pick(task, arr)
                 if got is not None:
                     return got, idle_gradient
@@ -385,12 +391,6 @@ class Placer:
             if arr[i] > NEG:
                 return i, idle_gradient
         return None
-
-    def _plain(self) -> bool:
-        """Node choice is argmax over the summed scores (no sampling, no scalar callbacks)."""
-        return self.sample is None and not (
-            self.scalar_preds or self.scalar_scores or self.best_node
-        )
 
     def fits_node(self, task: TaskInfo, idx: int, *, future: bool = True) -> str | None:
         """None when ``task`` passes every predicate on node ``idx`` and fits its Idle (or, with

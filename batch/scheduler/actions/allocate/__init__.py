@@ -238,9 +238,7 @@ class Allocate(Action):
         return (
             self.use_memo
             and self.sample is None
-            and not placer.scalar_preds
-            and not placer.scalar_scores
-            and not placer.best_node
+            and not placer.scalar_callbacks
             and not ssn.hooks.pre_predicate
             and not placer.dyn_preds_active()
         )
