@@ -197,9 +197,10 @@ def component_cpu(pids: dict[str, int]) -> dict[str, float]:
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def apiserver_requests(plane: ControlPlane) -> Counter[str]:
+def apiserver_requests(plane: ControlPlane, save: Path | None = None) -> Counter[str]:
     """The apiserver's `apiserver_request_total` by "VERB resource[/subresource]" (every
-    client's: the emulator's lease renewals and pod statuses too)."""
+    client's: the emulator's lease renewals and pod statuses too); its whole `/metrics` also
+    go to `save` when given (for `benchmarks/apiserver_split.py`)."""
     counts: Counter[str] = Counter()
     try:
         with urllib.request.urlopen(
@@ -209,6 +210,8 @@ def apiserver_requests(plane: ControlPlane) -> Counter[str]:
     except OSError as exc:
         log(f"  apiserver metrics unavailable: {exc!r}")
         return counts
+    if save is not None:
+        save.write_text(text)
     for line in text.splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
@@ -219,6 +222,16 @@ def apiserver_requests(plane: ControlPlane) -> Counter[str]:
             what += "/" + labels["subresource"]
         counts[f"{labels.get('verb', '')} {what}"] += int(float(value))
     return counts
+
+
+def apiserver_profile(plane: ControlPlane, seconds: int, path: Path) -> None:
+    """The apiserver's CPU profile over the next `seconds` (`go tool pprof` reads it)."""
+    url = f"{plane.server}/debug/pprof/profile?seconds={seconds}"
+    try:
+        with urllib.request.urlopen(url, context=plane.ssl_context(), timeout=seconds + 30) as a:
+            path.write_bytes(a.read())
+    except OSError as exc:
+        log(f"  apiserver profile unavailable: {exc!r}")
 
 
 def free_port() -> int:
@@ -683,13 +696,20 @@ async def measure(
     # after its readiness ends), the scheduler's own CPU from its readiness (not its imports).
     pids = {name: p.pid for name, p in plane.processes.items()}
     pids.update(emulator=emulator)
-    requests0 = await asyncio.to_thread(apiserver_requests, plane)
+    saved = plane.workdir / f"{result.scheduler}-{result.workload}-apiserver"
+    requests0 = await asyncio.to_thread(apiserver_requests, plane, saved.with_suffix(".0"))
+    profile = int(os.environ.get("TEPHRA_BENCH_APISERVER_PPROF") or 0)
     cpu0 = component_cpu(pids)
     proc, port = await asyncio.to_thread(start_scheduler, plane, result.scheduler, args, ns)
     pids.update(scheduler=proc.pid)
     cpu0.update(component_cpu({"scheduler": proc.pid}))
     result.load = [round(os.getloadavg()[0], 2)]
     started = time.perf_counter()
+    pprof = None
+    if profile:  # TEPHRA_BENCH_APISERVER_PPROF=SECONDS: the apiserver's CPU from the start
+        pprof = asyncio.create_task(
+            asyncio.to_thread(apiserver_profile, plane, profile, saved.with_suffix(".pprof"))
+        )
     try:
         if result.mode == "stream":
             await create_all(client, POD, ns, bodies, args.concurrency, clock.created)
@@ -698,7 +718,7 @@ async def measure(
             await asyncio.wait_for(clock.done.wait(), args.timeout)
     finally:
         cpu1 = component_cpu(pids)
-        requests1 = await asyncio.to_thread(apiserver_requests, plane)
+        requests1 = await asyncio.to_thread(apiserver_requests, plane, saved.with_suffix(".1"))
         result.cpu = {name: round(cpu1[name] - cpu0[name], 2) for name in pids}
         result.requests = dict(sorted((requests1 - requests0).items()))
         result.scheduler_cpu_s = round(result.cpu["scheduler"], 1)
@@ -706,12 +726,14 @@ async def measure(
         if clock.done.is_set() and args.settle > 0:  # the writes that trail the last bind
             await asyncio.sleep(args.settle)
             cpu2 = component_cpu(pids)
-            requests2 = await asyncio.to_thread(apiserver_requests, plane)
+            requests2 = await asyncio.to_thread(apiserver_requests, plane, saved.with_suffix(".2"))
             result.settled_cpu = {name: round(cpu2[name] - cpu0[name], 2) for name in pids}
             result.settled_requests = dict(sorted((requests2 - requests0).items()))
         if clock.done.is_set():
             await wait_trailed(clock, args.trail_timeout - args.settle)
         result.load.append(round(os.getloadavg()[0], 2))
+        if pprof is not None:
+            await pprof
         if result.scheduler in ("tephra", "tephra-json"):
             await asyncio.to_thread(save_metrics, port, plane.workdir / f"{ns}.metrics")
         await asyncio.to_thread(stop_process, proc)
