@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from batch.model import cache as cache_mod
+from batch.model import cache as cache_mod, parse as parse_mod
 from batch.model.cache import ClusterCache
 from batch.model.parse import PodFacts, same_json
 from batch.sim.objects import running_status
@@ -76,6 +76,11 @@ def _pods(draw: st.DrawFn, i: int) -> dict[str, Any]:
         ]
     if draw(st.booleans()):
         spec["nodeName"] = draw(st.sampled_from(NODES))
+    if draw(st.integers(0, 3)) == 0:  # the template key then holds the namespace
+        term = {"labelSelector": {"matchLabels": {"a": "x"}}, "topologyKey": "zone"}
+        spec["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -304,12 +309,35 @@ def _state(c: ClusterCache) -> Any:
 
 @contextmanager
 def _reuse(on: bool) -> Iterator[None]:
-    was = cache_mod.REUSE_FACTS
-    cache_mod.REUSE_FACTS = on
+    """Every shortcut of the watch path on, or all of them off."""
+    was = cache_mod.REUSE_FACTS, parse_mod.MEMO_SPECS
+    cache_mod.REUSE_FACTS = parse_mod.MEMO_SPECS = on
     try:
         yield
     finally:
-        cache_mod.REUSE_FACTS = was
+        cache_mod.REUSE_FACTS, parse_mod.MEMO_SPECS = was
+
+
+@settings(max_examples=300, deadline=None)
+@given(_histories())
+def test_facts_from_the_spec_memo_are_the_parsed_facts(
+    events: list[tuple[str, str, dict[str, Any]]],
+) -> None:
+    """Pods whose specs are equal, or equal but for the types of ``==`` values (2, 2.0,
+    True) or their key order, parsed one after the other through one memo."""
+    parse_mod._spec_memo.clear()
+    for kind, _event, obj in events:
+        if kind != "Pod":
+            continue
+        reordered = {**obj, "spec": dict(reversed(obj["spec"].items()))}
+        elsewhere = {**obj, "metadata": {**obj["metadata"], "namespace": "other"}}
+        for pod in (obj, reordered, elsewhere):
+            with _reuse(True):
+                memo = PodFacts(pod)
+            with _reuse(False):
+                parsed = PodFacts(pod)
+            assert _facts(memo) == _facts(parsed)
+    assert parse_mod._spec_memo
 
 
 @settings(max_examples=300, deadline=None)
