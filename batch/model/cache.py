@@ -319,9 +319,11 @@ class ClusterCache:
             self.assumed_evict.discard(uid)
             return
         f = self._facts(obj)
+        old = self.tasks.get(f.uid)
+        if old is not None and self._pod_facts.get(f.uid) is f and self._restatus_task(old, f, obj):
+            return
         schedulable = f.scheduler_name in self.scheduler_names
         job_id = f"{f.namespace}/{f.group}" if (schedulable and f.group) else None
-        old = self.tasks.get(f.uid)
         if old is not None:  # the job's minimum is figured again once the task is back in it
             self._remove_task(old, refigure=old.job_id != job_id)
         if f.node_name:
@@ -384,6 +386,72 @@ class ClusterCache:
             ):
                 return facts
         return PodFacts(obj)
+
+    def _restatus_task(self, task: TaskInfo, f: PodFacts, obj: Mapping[str, Any]) -> bool:
+        """Update ``task`` in place to pod ``obj``, whose facts ``f`` are the task's own facts
+        moved on by ``PodFacts.restatus`` (so only its status, node, nomination and labels may
+        differ), leaving the cache exactly as taking the task out and adding it anew would:
+        the same container orders (the task goes to the end of ``tasks``, its job's tasks and
+        the facts), node sums, counters and ``alloc_version``; only the vector round trips
+        that cancel are left out (and the gang's minimum, which depends on the requests
+        alone). False, and nothing done, where that is not known to be exact (no job, a job
+        the removal would drop, host ports)."""
+        uid = task.uid
+        job = self.jobs.get(task.job_id) if task.job_id else None
+        tmpl = task.template
+        if (
+            job is None
+            or job.tasks.get(uid) is not task
+            or (job.podgroup is None and len(job.tasks) == 1)
+            or tmpl.host_ports
+        ):
+            return False
+        if f.node_name:
+            self.assumed.pop(uid, None)
+        assumed = self.assumed.get(uid)
+        status = pod_task_status(
+            f.phase,
+            node_name=f.node_name,
+            deleting=f.deleting or uid in self.assumed_evict,
+            assumed_node=assumed,
+        )
+        node_name = f.node_name or (assumed or "")
+        idx = task.node_idx
+        stays = (
+            idx >= 0
+            and node_name == task.node_name
+            and status in ON_NODE_STATUS
+            and (status is TaskStatus.RELEASING) is (task.status is TaskStatus.RELEASING)
+            and self.nodes.by_name.get(node_name) == idx
+        )
+        if stays:  # the node's sums lose and regain the same request
+            on_node = self.node_tasks[idx]
+            on_node.discard(uid)
+        else:
+            self._unplace(task)
+        tasks, facts = self.tasks, self._pod_facts
+        del tasks[uid], facts[uid]
+        self.anti_affinity_tasks.discard(uid)
+        self.nominated_tasks.discard(uid)
+        task.req, task.init_req = tmpl.req, tmpl.fit  # the same figures (``_check_dims``)
+        del job.tasks[uid]
+        job.restatus_task(task, status)
+        task.node_name = node_name
+        task.nominated_node = f.nominated_node
+        task.labels = f.labels
+        task.raw = obj
+        tasks[uid] = task
+        facts[uid] = f
+        if tmpl.pod_anti_affinity:
+            self.anti_affinity_tasks.add(uid)
+        if task.nominated_node:
+            self.nominated_tasks.add(uid)
+        job.tasks[uid] = task
+        if stays:
+            on_node.add(uid)
+        else:
+            self._place(task)
+        return True
 
     def _remove_task(self, task: TaskInfo, *, refigure: bool = True) -> None:
         self._unplace(task)

@@ -186,6 +186,19 @@ class JobInfo:
         if self.tasks.pop(task.uid, None) is not None:
             self._account(task, -1)
 
+    def restatus_task(self, task: TaskInfo, status: TaskStatus) -> None:
+        """What ``remove_task(task)``, a new ``status`` and ``add_task(task)`` leave in the
+        counters, for a task whose request, role and flags stay (a watch's status update; the
+        caller keeps the task's place in ``tasks``): the vector updates that cancel are left
+        out (``total_req``, and ``allocated`` or ``pending_req`` when the task stays in or out
+        of them), ``alloc_version`` moves as the removal and the addition move it, and the
+        job gets one new version."""
+        bumps = _IS_ALLOC[task.status] + _IS_ALLOC[status]
+        self.touch()
+        before = self.alloc_version
+        self.restore_status(task, status)
+        self.alloc_version = before + bumps
+
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` to ``status`` keeping every counter exact (hot path)."""
         if task.status is not status:

@@ -237,6 +237,9 @@ def _histories(draw: st.DrawFn) -> list[tuple[str, str, dict[str, Any]]]:
             events.append(("Pod", "ADDED", current[i]))
         else:
             current[i] = _edit(draw, current[i])
+            node = current[i]["spec"].get("nodeName")
+            if node and draw(st.booleans()):  # a session's bind first, then the watch shows it
+                events.append(("Pod", "ASSUME", current[i]))
             events.append(("Pod", "MODIFIED", current[i]))
     return events
 
@@ -268,6 +271,7 @@ def _state(c: ClusterCache) -> Any:
     jobs = [
         (
             uid,
+            j.ordinal,
             id(j.podgroup),
             j.queue,
             j.min_available,
@@ -282,6 +286,8 @@ def _state(c: ClusterCache) -> Any:
             list(j.tasks),
             j.counts,
             j.role_counts,
+            j.role_best_effort,
+            j.alloc_version,
             j.pending_best_effort,
             j.gated_pending,
             j.allocated.tolist(),
@@ -300,10 +306,13 @@ def _state(c: ClusterCache) -> Any:
         list(c.resources.names),
         n.used.tolist(),
         n.releasing.tolist(),
-        [sorted(s) for s in c.node_tasks],
-        sorted(c.anti_affinity_tasks),
-        sorted(c.nominated_tasks),
-        dict(c.assumed),
+        [list(s) for s in c.node_tasks],  # in the sets' own order
+        list(c.anti_affinity_tasks),
+        list(c.nominated_tasks),
+        list(c._pod_facts),
+        {name: list(s) for name, s in c._waiting_node.items()},
+        list(c.assumed.items()),
+        list(c.changes._last),
     )
 
 
@@ -326,8 +335,8 @@ def test_facts_from_the_spec_memo_are_the_parsed_facts(
     """Pods whose specs are equal, or equal but for the types of ``==`` values (2, 2.0,
     True) or their key order, parsed one after the other through one memo."""
     parse_mod._spec_memo.clear()
-    for kind, _event, obj in events:
-        if kind != "Pod":
+    for kind, event, obj in events:
+        if kind != "Pod" or event == "ASSUME":
             continue
         reordered = {**obj, "spec": dict(reversed(obj["spec"].items()))}
         elsewhere = {**obj, "metadata": {**obj["metadata"], "namespace": "other"}}
@@ -345,7 +354,7 @@ def test_facts_from_the_spec_memo_are_the_parsed_facts(
 def test_reused_facts_are_the_parsed_facts(events: list[tuple[str, str, dict[str, Any]]]) -> None:
     last: dict[str, tuple[dict[str, Any], PodFacts]] = {}
     for kind, event, obj in events:
-        if kind != "Pod":
+        if kind != "Pod" or event == "ASSUME":
             continue
         uid = obj["metadata"]["uid"]
         if event == "DELETED":
@@ -372,6 +381,11 @@ def test_cache_with_reused_facts_is_the_parsing_cache(
         for name in NODES:
             c.apply("Node", "ADDED", _node(name))
     for kind, event, obj in events:
+        if event == "ASSUME":
+            for c in (fast, slow):
+                c.assume_bind(obj["metadata"]["uid"], obj["spec"]["nodeName"])
+            assert _state(fast) == _state(slow)
+            continue
         with _reuse(True):
             fast.apply(kind, event, obj)
         with _reuse(False):
