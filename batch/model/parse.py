@@ -138,7 +138,7 @@ _NONE: list[Any] = [{}, None, [], [], [], [], [], ""]
 _NO_CONSTRAINTS = json.dumps(_NONE, sort_keys=True, default=str)
 
 
-#: facts read from a pod's spec are kept by the spec's ``marshal`` bytes (``_spec_key``): pods of
+#: facts read from a pod's spec are kept by the spec's ``marshal`` bytes (``spec_key``): pods of
 #: one template share their spec's content, and equal bytes are one JSON value, types and key
 #: order included (``same_json``), so the facts are those parsing gives (off: parse every spec,
 #: which tests/model/test_updates.py compares with)
@@ -147,8 +147,9 @@ _SPEC_MEMO_SIZE = 4096
 _spec_memo: dict[bytes, _SpecFacts] = {}
 
 
-def _spec_key(spec: Any) -> bytes | None:
-    """The memo key of pod spec ``spec`` (None when marshal does not take it: parse it)."""
+def spec_key(spec: Any) -> bytes | None:
+    """The memo key of spec ``spec``: its ``marshal`` bytes (None when it is not a dict or
+    marshal does not take it: parse it)."""
     if type(spec) is not dict:
         return None
     try:
@@ -293,7 +294,7 @@ class PodFacts:
         self.preemptable = str(pre).lower() != "false" if pre is not None else True
         self.phase = str(status.get("phase") or "Pending")
         self.nominated_node = str(status.get("nominatedNodeName") or "")
-        key = _spec_key(raw_spec) if MEMO_SPECS else None
+        key = spec_key(raw_spec) if MEMO_SPECS else None
         got = None if key is None else _spec_memo.get(key)
         if got is None:
             got = _SpecFacts(as_mapping(raw_spec))
