@@ -134,6 +134,8 @@ class JobInfo:
     #: the cache's insertion order
     changes: ChangeLog | None = None
     ordinal: int = 0
+    #: (``spec_min_resources``, its zero dimensions but pods), for ``effective_min_resources``
+    spec_zeros: tuple[IntVec, IntVec] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.allocated) < self.dims:
@@ -266,11 +268,13 @@ class JobInfo:
         spec = self.spec_min_resources
         if spec is None or not self.tasks:
             return spec
-        left_out = (spec == 0) & (self.total_req > 0)
-        left_out[0] = False  # pods
-        if not left_out.any():
+        zeros = self.spec_zeros
+        if zeros is None or zeros[0] is not spec:  # spec vectors are replaced, never changed
+            zeros = self.spec_zeros = (spec, np.flatnonzero(spec[1:] == 0) + 1)  # not pods
+        asked = self.total_req[zeros[1]] > 0
+        if not np.count_nonzero(asked):
             return spec
-        dims = np.flatnonzero(left_out)
+        dims = zeros[1][asked]
         reqs = np.array([t.req[dims] for t in self.tasks.values()], dtype=np.int64)
         least = np.sort(reqs, axis=0)[: max(self.min_available, 1)].sum(axis=0)
         out = spec.copy()
