@@ -37,8 +37,9 @@ from batch.model.parse import (
     queue_facts,
     same_json,
     scheduling_resources,
+    spec_key,
 )
-from batch.model.resources import ResourceIndex, pad
+from batch.model.resources import IntVec, ResourceIndex, pad
 from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
 from batch.model.usage import QueueUsage
 
@@ -51,6 +52,10 @@ log = logging.getLogger(__name__)
 REUSE_FACTS = True
 #: the PodGroup metadata the cache reads
 _PODGROUP_META = ("namespace", "name", "creationTimestamp", "annotations")
+#: what the cache reads from a PodGroup's spec (``ClusterCache._podgroup_specs``): queue,
+#: minimum members, minTaskMember, minResources as a vector (None when unset), priority class
+_PodGroupSpec = tuple[str, int, dict[str, int], "IntVec | None", str]
+_PODGROUP_SPECS = 4096
 
 KINDS = frozenset({"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "HyperNode", "Namespace"})
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -78,6 +83,8 @@ class ClusterCache:
         self.tasks: dict[str, TaskInfo] = {}
         #: the facts each task was made from (the facts of its ``raw`` object)
         self._pod_facts: dict[str, PodFacts] = {}
+        #: what was read from PodGroup specs, by their marshal bytes (``parse.spec_key``)
+        self._podgroup_specs: dict[bytes, _PodGroupSpec] = {}
         self.jobs: dict[str, JobInfo] = {}
         self.queues: dict[str, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
@@ -319,9 +326,11 @@ class ClusterCache:
             self.assumed_evict.discard(uid)
             return
         f = self._facts(obj)
+        old = self.tasks.get(f.uid)
+        if old is not None and self._pod_facts.get(f.uid) is f and self._restatus_task(old, f, obj):
+            return
         schedulable = f.scheduler_name in self.scheduler_names
         job_id = f"{f.namespace}/{f.group}" if (schedulable and f.group) else None
-        old = self.tasks.get(f.uid)
         if old is not None:  # the job's minimum is figured again once the task is back in it
             self._remove_task(old, refigure=old.job_id != job_id)
         if f.node_name:
@@ -385,6 +394,72 @@ class ClusterCache:
                 return facts
         return PodFacts(obj)
 
+    def _restatus_task(self, task: TaskInfo, f: PodFacts, obj: Mapping[str, Any]) -> bool:
+        """Update ``task`` in place to pod ``obj``, whose facts ``f`` are the task's own facts
+        moved on by ``PodFacts.restatus`` (so only its status, node, nomination and labels may
+        differ), leaving the cache exactly as taking the task out and adding it anew would:
+        the same container orders (the task goes to the end of ``tasks``, its job's tasks and
+        the facts), node sums, counters and ``alloc_version``; only the vector round trips
+        that cancel are left out (and the gang's minimum, which depends on the requests
+        alone). False, and nothing done, where that is not known to be exact (no job, a job
+        the removal would drop, host ports)."""
+        uid = task.uid
+        job = self.jobs.get(task.job_id) if task.job_id else None
+        tmpl = task.template
+        if (
+            job is None
+            or job.tasks.get(uid) is not task
+            or (job.podgroup is None and len(job.tasks) == 1)
+            or tmpl.host_ports
+        ):
+            return False
+        if f.node_name:
+            self.assumed.pop(uid, None)
+        assumed = self.assumed.get(uid)
+        status = pod_task_status(
+            f.phase,
+            node_name=f.node_name,
+            deleting=f.deleting or uid in self.assumed_evict,
+            assumed_node=assumed,
+        )
+        node_name = f.node_name or (assumed or "")
+        idx = task.node_idx
+        stays = (
+            idx >= 0
+            and node_name == task.node_name
+            and status in ON_NODE_STATUS
+            and (status is TaskStatus.RELEASING) is (task.status is TaskStatus.RELEASING)
+            and self.nodes.by_name.get(node_name) == idx
+        )
+        if stays:  # the node's sums lose and regain the same request
+            on_node = self.node_tasks[idx]
+            on_node.discard(uid)
+        else:
+            self._unplace(task)
+        tasks, facts = self.tasks, self._pod_facts
+        del tasks[uid], facts[uid]
+        self.anti_affinity_tasks.discard(uid)
+        self.nominated_tasks.discard(uid)
+        task.req, task.init_req = tmpl.req, tmpl.fit  # the same figures (``_check_dims``)
+        del job.tasks[uid]
+        job.restatus_task(task, status)
+        task.node_name = node_name
+        task.nominated_node = f.nominated_node
+        task.labels = f.labels
+        task.raw = obj
+        tasks[uid] = task
+        facts[uid] = f
+        if tmpl.pod_anti_affinity:
+            self.anti_affinity_tasks.add(uid)
+        if task.nominated_node:
+            self.nominated_tasks.add(uid)
+        job.tasks[uid] = task
+        if stays:
+            on_node.add(uid)
+        else:
+            self._place(task)
+        return True
+
     def _remove_task(self, task: TaskInfo, *, refigure: bool = True) -> None:
         self._unplace(task)
         self.tasks.pop(task.uid, None)
@@ -437,8 +512,15 @@ class ClusterCache:
                 if not job.tasks:
                     self._drop_job(job_id)
             return
-        if REUSE_FACTS and self._podgroup_status(obj):
-            return
+        key = None
+        if REUSE_FACTS:
+            if self._podgroup_status(obj):
+                return
+            key = spec_key(obj.get("spec"))
+            kept = None if key is None else self._podgroup_specs.get(key)
+            if kept is not None:
+                self._podgroup_from(obj, kept)
+                return
         v = podgroup_view(obj)
         job_id = f"{v.namespace}/{v.name}"
         job = self.jobs.get(job_id)
@@ -461,6 +543,52 @@ class ClusterCache:
         job.annotations = dict(v.annotations)
         job.network_topology = v.network_topology
         job.conditions = [dict(c) for c in v.conditions]
+        job.touch()
+        if key is not None:
+            if len(self._podgroup_specs) >= _PODGROUP_SPECS:
+                self._podgroup_specs.clear()
+            spec_min = job.spec_min_resources
+            self._podgroup_specs[key] = (
+                v.queue,
+                job.min_available,
+                dict(v.min_task_member),
+                None if spec_min is None else spec_min.copy(),
+                v.priority_class_name,
+            )
+
+    def _podgroup_from(self, obj: Mapping[str, Any], kept: _PodGroupSpec) -> None:
+        """Apply PodGroup ``obj`` whose spec is the same JSON as one read before (``kept``
+        what was read from it): the metadata and status are read as ``podgroup_view`` reads
+        them, the rest is what parsing the spec gave (tests/model/test_updates.py)."""
+        meta = meta_of(obj)
+        status = as_mapping(obj.get("status"))
+        namespace = str(meta.get("namespace") or "default")
+        name = str(meta.get("name") or "")
+        job_id = f"{namespace}/{name}"
+        job = self.jobs.get(job_id) or self._new_job(job_id, namespace, name)
+        queue, min_available, min_task_member, spec_min, priority_class_name = kept
+        if spec_min is not None:
+            self._check_dims()
+            vec = pad(spec_min, self.resources.capacity)
+            job.spec_min_resources = vec.copy() if vec is spec_min else vec
+        else:
+            job.spec_min_resources = None
+        job.podgroup = obj
+        job.queue = queue or self.default_queue
+        job.min_available = min_available
+        job.min_resources = job.effective_min_resources()
+        job.min_task_member = dict(min_task_member)
+        job.phase = str(status.get("phase") or "") or "Pending"
+        job.priority_class_name = priority_class_name
+        job.creation = parse_time(str(meta.get("creationTimestamp") or ""))
+        job.annotations = {str(k): str(a) for k, a in as_mapping(meta.get("annotations")).items()}
+        job.network_topology = as_mapping(obj.get("spec")).get("networkTopology")
+        conditions = status.get("conditions")
+        job.conditions = (
+            [dict(c) for c in conditions if isinstance(c, Mapping)]
+            if isinstance(conditions, list)
+            else []
+        )
         job.touch()
 
     def _podgroup_status(self, obj: Mapping[str, Any]) -> bool:

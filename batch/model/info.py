@@ -134,6 +134,8 @@ class JobInfo:
     #: the cache's insertion order
     changes: ChangeLog | None = None
     ordinal: int = 0
+    #: (``spec_min_resources``, its zero dimensions but pods), for ``effective_min_resources``
+    spec_zeros: tuple[IntVec, IntVec] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.allocated) < self.dims:
@@ -185,6 +187,19 @@ class JobInfo:
     def remove_task(self, task: TaskInfo) -> None:
         if self.tasks.pop(task.uid, None) is not None:
             self._account(task, -1)
+
+    def restatus_task(self, task: TaskInfo, status: TaskStatus) -> None:
+        """What ``remove_task(task)``, a new ``status`` and ``add_task(task)`` leave in the
+        counters, for a task whose request, role and flags stay (a watch's status update; the
+        caller keeps the task's place in ``tasks``): the vector updates that cancel are left
+        out (``total_req``, and ``allocated`` or ``pending_req`` when the task stays in or out
+        of them), ``alloc_version`` moves as the removal and the addition move it, and the
+        job gets one new version."""
+        bumps = _IS_ALLOC[task.status] + _IS_ALLOC[status]
+        self.touch()
+        before = self.alloc_version
+        self.restore_status(task, status)
+        self.alloc_version = before + bumps
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` to ``status`` keeping every counter exact (hot path)."""
@@ -253,11 +268,13 @@ class JobInfo:
         spec = self.spec_min_resources
         if spec is None or not self.tasks:
             return spec
-        left_out = (spec == 0) & (self.total_req > 0)
-        left_out[0] = False  # pods
-        if not left_out.any():
+        zeros = self.spec_zeros
+        if zeros is None or zeros[0] is not spec:  # spec vectors are replaced, never changed
+            zeros = self.spec_zeros = (spec, np.flatnonzero(spec[1:] == 0) + 1)  # not pods
+        asked = self.total_req[zeros[1]] > 0
+        if not np.count_nonzero(asked):
             return spec
-        dims = np.flatnonzero(left_out)
+        dims = zeros[1][asked]
         reqs = np.array([t.req[dims] for t in self.tasks.values()], dtype=np.int64)
         least = np.sort(reqs, axis=0)[: max(self.min_available, 1)].sum(axis=0)
         out = spec.copy()

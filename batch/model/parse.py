@@ -138,6 +138,104 @@ _NONE: list[Any] = [{}, None, [], [], [], [], [], ""]
 _NO_CONSTRAINTS = json.dumps(_NONE, sort_keys=True, default=str)
 
 
+#: facts read from a pod's spec are kept by the spec's ``marshal`` bytes (``spec_key``): pods of
+#: one template share their spec's content, and equal bytes are one JSON value, types and key
+#: order included (``same_json``), so the facts are those parsing gives (off: parse every spec,
+#: which tests/model/test_updates.py compares with)
+MEMO_SPECS = True
+_SPEC_MEMO_SIZE = 4096
+_spec_memo: dict[bytes, _SpecFacts] = {}
+
+
+def spec_key(spec: Any) -> bytes | None:
+    """The memo key of spec ``spec``: its ``marshal`` bytes (None when it is not a dict or
+    marshal does not take it: parse it)."""
+    if type(spec) is not dict:
+        return None
+    try:
+        return marshal.dumps(spec, _MARSHAL)
+    except (ValueError, TypeError):
+        return None
+
+
+class _SpecFacts:
+    """What ``PodFacts`` reads from a pod's spec (shared by the facts of equal specs: none of
+    it is changed after parsing)."""
+
+    __slots__ = (
+        "best_effort",
+        "gated",
+        "host_ports",
+        "init_req",
+        "node_name",
+        "pod_affinity",
+        "pod_anti_affinity",
+        "preemption_policy",
+        "preferred_terms",
+        "priority",
+        "priority_class_name",
+        "req",
+        "required_terms",
+        "scheduler_name",
+        "selector",
+        "template_key",
+        "tolerations",
+    )
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+        self.node_name = str(spec.get("nodeName") or "")
+        prio = spec.get("priority")
+        self.priority = int(prio) if isinstance(prio, int) else 1
+        self.priority_class_name = str(spec.get("priorityClassName") or "")
+        self.preemption_policy = str(spec.get("preemptionPolicy") or "")
+        self.gated = bool(_list(spec.get("schedulingGates")))
+        self.req, self.init_req = pod_requests(spec)
+        self.best_effort = not any(v > 0 for v in self.req.values())
+        self.selector = {str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()}
+        aff = as_mapping(spec.get("affinity"))
+        na = as_mapping(aff.get("nodeAffinity"))
+        req_na = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+        self.required_terms: list[dict[str, Any]] | None = (
+            [dict(t) for t in _list(as_mapping(req_na).get("nodeSelectorTerms"))]
+            if req_na is not None
+            else None
+        )
+        self.preferred_terms = [
+            dict(t) for t in _list(na.get("preferredDuringSchedulingIgnoredDuringExecution"))
+        ]
+        pa = as_mapping(aff.get("podAffinity"))
+        paa = as_mapping(aff.get("podAntiAffinity"))
+        self.pod_affinity = [
+            dict(t) for t in _list(pa.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        ]
+        self.pod_anti_affinity = [
+            dict(t) for t in _list(paa.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        ]
+        self.tolerations = [dict(t) for t in _list(spec.get("tolerations"))]
+        self.host_ports = _host_ports(spec)
+        self.template_key: tuple[Any, ...] = (
+            tuple(sorted(self.req.items())),
+            tuple(sorted(self.init_req.items())),
+            self.constraints(""),
+        )
+
+    def constraints(self, namespace: str) -> str:
+        """The placement constraints' part of the template key (the namespace counts only
+        with inter-pod terms)."""
+        parts = [
+            self.selector,
+            self.required_terms,
+            self.preferred_terms,
+            self.tolerations,
+            self.host_ports,
+            self.pod_affinity,
+            self.pod_anti_affinity,
+            namespace if (self.pod_affinity or self.pod_anti_affinity) else "",
+        ]
+        return _NO_CONSTRAINTS if parts == _NONE else json.dumps(parts, sort_keys=True, default=str)
+
+
 class PodFacts:
     """Everything the cache needs from one pod object."""
 
@@ -175,7 +273,7 @@ class PodFacts:
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         meta = meta_of(obj)
-        spec = as_mapping(obj.get("spec"))
+        raw_spec = obj.get("spec")
         status = as_mapping(obj.get("status"))
         ann = as_mapping(meta.get("annotations"))
         labels = as_mapping(meta.get("labels"))
@@ -194,56 +292,36 @@ class PodFacts:
             self.task_index = -1
         pre = ann.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY))
         self.preemptable = str(pre).lower() != "false" if pre is not None else True
-        self.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-        self.node_name = str(spec.get("nodeName") or "")
         self.phase = str(status.get("phase") or "Pending")
         self.nominated_node = str(status.get("nominatedNodeName") or "")
-        prio = spec.get("priority")
-        self.priority = int(prio) if isinstance(prio, int) else 1
-        self.priority_class_name = str(spec.get("priorityClassName") or "")
-        self.preemption_policy = str(spec.get("preemptionPolicy") or "")
-        self.gated = bool(_list(spec.get("schedulingGates")))
-        self.req, self.init_req = pod_requests(spec)
-        self.best_effort = not any(v > 0 for v in self.req.values())
-        self.selector = {str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()}
-        aff = as_mapping(spec.get("affinity"))
-        na = as_mapping(aff.get("nodeAffinity"))
-        req_na = na.get("requiredDuringSchedulingIgnoredDuringExecution")
-        self.required_terms: list[dict[str, Any]] | None = (
-            [dict(t) for t in _list(as_mapping(req_na).get("nodeSelectorTerms"))]
-            if req_na is not None
-            else None
-        )
-        self.preferred_terms = [
-            dict(t) for t in _list(na.get("preferredDuringSchedulingIgnoredDuringExecution"))
-        ]
-        pa = as_mapping(aff.get("podAffinity"))
-        paa = as_mapping(aff.get("podAntiAffinity"))
-        self.pod_affinity = [
-            dict(t) for t in _list(pa.get("requiredDuringSchedulingIgnoredDuringExecution"))
-        ]
-        self.pod_anti_affinity = [
-            dict(t) for t in _list(paa.get("requiredDuringSchedulingIgnoredDuringExecution"))
-        ]
-        self.tolerations = [dict(t) for t in _list(spec.get("tolerations"))]
-        self.host_ports = _host_ports(spec)
-        parts = [
-            self.selector,
-            self.required_terms,
-            self.preferred_terms,
-            self.tolerations,
-            self.host_ports,
-            self.pod_affinity,
-            self.pod_anti_affinity,
-            self.namespace if (self.pod_affinity or self.pod_anti_affinity) else "",
-        ]
-        constraints = (
-            _NO_CONSTRAINTS if parts == _NONE else json.dumps(parts, sort_keys=True, default=str)
-        )
+        key = spec_key(raw_spec) if MEMO_SPECS else None
+        got = None if key is None else _spec_memo.get(key)
+        if got is None:
+            got = _SpecFacts(as_mapping(raw_spec))
+            if key is not None:
+                if len(_spec_memo) >= _SPEC_MEMO_SIZE:
+                    _spec_memo.clear()
+                _spec_memo[key] = got
+        self.scheduler_name = got.scheduler_name
+        self.node_name = got.node_name
+        self.priority = got.priority
+        self.priority_class_name = got.priority_class_name
+        self.preemption_policy = got.preemption_policy
+        self.gated = got.gated
+        self.req = got.req
+        self.init_req = got.init_req
+        self.best_effort = got.best_effort
+        self.selector = got.selector
+        self.required_terms = got.required_terms
+        self.preferred_terms = got.preferred_terms
+        self.pod_affinity = got.pod_affinity
+        self.pod_anti_affinity = got.pod_anti_affinity
+        self.tolerations = got.tolerations
+        self.host_ports = got.host_ports
         self.template_key = (
-            tuple(sorted(self.req.items())),
-            tuple(sorted(self.init_req.items())),
-            constraints,
+            got.template_key
+            if not (got.pod_affinity or got.pod_anti_affinity)
+            else (*got.template_key[:2], got.constraints(self.namespace))
         )
 
     def restatus(self, old: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:

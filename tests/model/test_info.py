@@ -3,8 +3,14 @@ groups."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
+from batch.model.info import JobInfo, TaskInfo, TaskTemplate
 from batch.model.status import READY_STATUS, VALID_STATUS, TaskStatus
 
 
@@ -63,3 +69,76 @@ def test_restore_status_counts_as_set_status_without_a_new_version() -> None:
     job.restore_version(before[3])
     assert list(job.counts) == before[0] and job.version == before[3]
     assert (job.allocated == before[1]).all() and (job.pending_req == before[2]).all()
+
+
+def _task(uid: str, status: TaskStatus, req: Any) -> TaskInfo:
+    tmpl = TaskTemplate(
+        key=(uid,),
+        fit=req,
+        req=req,
+        node_selector={},
+        required_terms=None,
+        preferred_terms=[],
+        tolerations=[],
+        host_ports=[],
+        pod_affinity=[],
+        pod_anti_affinity=[],
+        namespace="ns",
+    )
+    return TaskInfo(
+        uid=uid,
+        namespace="ns",
+        name=uid,
+        job_id="ns/j",
+        status=status,
+        node_name="",
+        req=req,
+        init_req=req,
+        template=tmpl,
+    )
+
+
+def _effective_min_resources(job: JobInfo) -> Any:
+    """``JobInfo.effective_min_resources`` as first written (the reference)."""
+    spec = job.spec_min_resources
+    if spec is None or not job.tasks:
+        return spec
+    left_out = (spec == 0) & (job.total_req > 0)
+    left_out[0] = False
+    if not left_out.any():
+        return spec
+    dims = np.flatnonzero(left_out)
+    reqs = np.array([t.req[dims] for t in job.tasks.values()], dtype=np.int64)
+    least = np.sort(reqs, axis=0)[: max(job.min_available, 1)].sum(axis=0)
+    out = spec.copy()
+    out[dims] = least
+    return out
+
+
+_amount = st.sampled_from([0, 0, 1, 3])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(_amount, min_size=4, max_size=4), min_size=1, max_size=3),
+    st.lists(st.lists(_amount, min_size=4, max_size=4), min_size=0, max_size=4),
+    st.integers(0, 3),
+)
+def test_effective_min_resources_is_the_formula(
+    specs: list[list[int]], reqs: list[list[int]], min_available: int
+) -> None:
+    """Through specs replaced one after the other and tasks added one by one, the gang's
+    minimum (with its kept zero dimensions) is what the formula gives each time."""
+    job = JobInfo(uid="ns/j", namespace="ns", name="j", dims=4, min_available=min_available)
+    for i, req in enumerate([[0, 0, 0, 0], *reqs]):
+        if i:
+            vec = np.array([1, *req[1:]], dtype=np.int64)
+            job.add_task(_task(f"t{i}", TaskStatus.PENDING, vec))
+        for spec in specs:
+            job.spec_min_resources = np.array(spec, dtype=np.int64)
+            want = _effective_min_resources(job)
+            got = job.effective_min_resources()
+            assert (want is None) == (got is None)
+            if want is not None and got is not None:
+                assert got.tolist() == want.tolist()
+                assert (got is job.spec_min_resources) == (want is job.spec_min_resources)

@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from batch.model import cache as cache_mod
+from batch.model import cache as cache_mod, parse as parse_mod
 from batch.model.cache import ClusterCache
 from batch.model.parse import PodFacts, same_json
 from batch.sim.objects import running_status
@@ -76,6 +76,11 @@ def _pods(draw: st.DrawFn, i: int) -> dict[str, Any]:
         ]
     if draw(st.booleans()):
         spec["nodeName"] = draw(st.sampled_from(NODES))
+    if draw(st.integers(0, 3)) == 0:  # the template key then holds the namespace
+        term = {"labelSelector": {"matchLabels": {"a": "x"}}, "topologyKey": "zone"}
+        spec["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -232,6 +237,9 @@ def _histories(draw: st.DrawFn) -> list[tuple[str, str, dict[str, Any]]]:
             events.append(("Pod", "ADDED", current[i]))
         else:
             current[i] = _edit(draw, current[i])
+            node = current[i]["spec"].get("nodeName")
+            if node and draw(st.booleans()):  # a session's bind first, then the watch shows it
+                events.append(("Pod", "ASSUME", current[i]))
             events.append(("Pod", "MODIFIED", current[i]))
     return events
 
@@ -263,6 +271,7 @@ def _state(c: ClusterCache) -> Any:
     jobs = [
         (
             uid,
+            j.ordinal,
             id(j.podgroup),
             j.queue,
             j.min_available,
@@ -277,6 +286,8 @@ def _state(c: ClusterCache) -> Any:
             list(j.tasks),
             j.counts,
             j.role_counts,
+            j.role_best_effort,
+            j.alloc_version,
             j.pending_best_effort,
             j.gated_pending,
             j.allocated.tolist(),
@@ -295,21 +306,47 @@ def _state(c: ClusterCache) -> Any:
         list(c.resources.names),
         n.used.tolist(),
         n.releasing.tolist(),
-        [sorted(s) for s in c.node_tasks],
-        sorted(c.anti_affinity_tasks),
-        sorted(c.nominated_tasks),
-        dict(c.assumed),
+        [list(s) for s in c.node_tasks],  # in the sets' own order
+        list(c.anti_affinity_tasks),
+        list(c.nominated_tasks),
+        list(c._pod_facts),
+        {name: list(s) for name, s in c._waiting_node.items()},
+        list(c.assumed.items()),
+        list(c.changes._last),
     )
 
 
 @contextmanager
 def _reuse(on: bool) -> Iterator[None]:
-    was = cache_mod.REUSE_FACTS
-    cache_mod.REUSE_FACTS = on
+    """Every shortcut of the watch path on, or all of them off."""
+    was = cache_mod.REUSE_FACTS, parse_mod.MEMO_SPECS
+    cache_mod.REUSE_FACTS = parse_mod.MEMO_SPECS = on
     try:
         yield
     finally:
-        cache_mod.REUSE_FACTS = was
+        cache_mod.REUSE_FACTS, parse_mod.MEMO_SPECS = was
+
+
+@settings(max_examples=300, deadline=None)
+@given(_histories())
+def test_facts_from_the_spec_memo_are_the_parsed_facts(
+    events: list[tuple[str, str, dict[str, Any]]],
+) -> None:
+    """Pods whose specs are equal, or equal but for the types of ``==`` values (2, 2.0,
+    True) or their key order, parsed one after the other through one memo."""
+    parse_mod._spec_memo.clear()
+    for kind, event, obj in events:
+        if kind != "Pod" or event == "ASSUME":
+            continue
+        reordered = {**obj, "spec": dict(reversed(obj["spec"].items()))}
+        elsewhere = {**obj, "metadata": {**obj["metadata"], "namespace": "other"}}
+        for pod in (obj, reordered, elsewhere):
+            with _reuse(True):
+                memo = PodFacts(pod)
+            with _reuse(False):
+                parsed = PodFacts(pod)
+            assert _facts(memo) == _facts(parsed)
+    assert parse_mod._spec_memo
 
 
 @settings(max_examples=300, deadline=None)
@@ -317,7 +354,7 @@ def _reuse(on: bool) -> Iterator[None]:
 def test_reused_facts_are_the_parsed_facts(events: list[tuple[str, str, dict[str, Any]]]) -> None:
     last: dict[str, tuple[dict[str, Any], PodFacts]] = {}
     for kind, event, obj in events:
-        if kind != "Pod":
+        if kind != "Pod" or event == "ASSUME":
             continue
         uid = obj["metadata"]["uid"]
         if event == "DELETED":
@@ -344,6 +381,11 @@ def test_cache_with_reused_facts_is_the_parsing_cache(
         for name in NODES:
             c.apply("Node", "ADDED", _node(name))
     for kind, event, obj in events:
+        if event == "ASSUME":
+            for c in (fast, slow):
+                c.assume_bind(obj["metadata"]["uid"], obj["spec"]["nodeName"])
+            assert _state(fast) == _state(slow)
+            continue
         with _reuse(True):
             fast.apply(kind, event, obj)
         with _reuse(False):
