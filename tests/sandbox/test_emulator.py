@@ -16,9 +16,11 @@ import pytest
 from kubernetes import client
 
 from batch.kube.config import ClusterAccess
+from batch.sandbox.emulator import Kubelets
 from batch.sandbox.emulator_http import EmulatorThread, HttpTransport
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.options import FaultOptions, SandboxOptions
+from batch.sandbox.store import Obj
 from batch.sandbox.testing import SandboxHandle, run_sandbox
 from tests.waiting import wait_for
 
@@ -387,3 +389,48 @@ def test_one_client_carries_everything_without_a_node_pool() -> None:
     asyncio.run(transport.renew_lease("node-0", "n", {}))
     asyncio.run(transport.pod_status("default", "p", "u", {}))
     assert pool.calls == ["POST leases", "PATCH pods/status"]
+
+
+class _Heartbeats:
+    """A kubelet transport whose Lease renewals wait until `want` of them are in flight at once."""
+
+    def __init__(self, want: int) -> None:
+        self.want = want
+        self.in_flight = 0
+        self.most = 0
+        self.all_in = asyncio.Event()
+
+    async def node_status(self, name: str, uid: str, patch: Obj) -> Obj:
+        return {"metadata": {"name": name, "uid": uid}, "status": patch}
+
+    async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        if self.in_flight >= self.want:
+            self.all_in.set()
+        await self.all_in.wait()
+        self.in_flight -= 1
+
+
+def test_every_nodes_heartbeat_goes_out_at_once() -> None:
+    """The heartbeats of a round are not sent 64 at a time, each batch waiting for its slowest
+    answer (1,000 Nodes' rounds took several times the period behind a loaded apiserver and
+    Leases lapsed): all go out together and the transport's connection pool bounds them."""
+    nodes = 200
+    transport = _Heartbeats(want=nodes)
+    kubelets = Kubelets(cast(Any, transport), heartbeat_seconds=0.01)
+
+    async def beat() -> None:
+        kubelets.start(asyncio.get_running_loop())
+        for i in range(nodes):
+            kubelets.on_node("ADDED", {"metadata": {"name": f"node-{i}", "uid": f"u{i}"}})
+        await kubelets.idle()  # each Node posted and its Lease created: one at a time here
+        transport.all_in.clear()
+        transport.most = 0
+        try:
+            await asyncio.wait_for(transport.all_in.wait(), 30)
+        finally:
+            await kubelets.shutdown()
+
+    asyncio.run(beat())
+    assert transport.most == nodes
