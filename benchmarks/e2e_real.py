@@ -1028,7 +1028,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--emulator-node-connections",
         type=int,
-        default=32,
+        default=128,
         help="the emulator's Lease renewals and Node statuses, a pool of their own",
     )
     p.add_argument("--heartbeat-seconds", type=float, default=15.0)
