@@ -33,8 +33,11 @@ and watches bound pods (`spec.nodeName!=`).
 
 No client is rate limited: kube-scheduler's configuration raises its client QPS/burst; Tephra,
 the emulator and the driver have no limiter and wide connection pools (`--bind-concurrency`,
-`--emulator-connections`, `--concurrency`). Between runs every pod and PodGroup is deleted, so
-each scheduler starts on an empty cluster.
+`--emulator-connections`, `--concurrency`). The emulator renews its Nodes' Leases over a pool
+of its own (`--emulator-node-connections`), as each real kubelet has its own connection: a
+scheduler with hundreds of binds in flight cannot crowd the renewals out until the Leases lapse
+and the node lifecycle controller marks the Nodes NotReady. Between runs every pod and
+PodGroup is deleted, so each scheduler starts on an empty cluster.
 
     .venv/bin/python benchmarks/e2e_real.py                     # 1,000 and 5,000 nodes
     .venv/bin/python benchmarks/e2e_real.py --nodes 1000 --pods 5000 --gangs 100
@@ -303,6 +306,7 @@ def serve_emulator(args: argparse.Namespace) -> None:
             max_grace_seconds=1.0,
             heartbeat_seconds=args.heartbeat_seconds,
             max_connections=args.emulator_connections,
+            node_connections=args.emulator_node_connections,
         )
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -324,6 +328,7 @@ def emulator_process(plane: ControlPlane, nodes: int, args: argparse.Namespace) 
     cmd += ["--ready-file", str(ready), "--nodes", str(nodes)]
     cmd += ["--heartbeat-seconds", str(args.heartbeat_seconds)]
     cmd += ["--emulator-connections", str(args.emulator_connections)]
+    cmd += ["--emulator-node-connections", str(args.emulator_node_connections)]
     with (plane.workdir / "emulator.log").open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
@@ -1017,7 +1022,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bind-concurrency", type=int, default=128, help="Tephra's binds in flight")
     p.add_argument("--schedule-period", default="0.2s", help="Tephra's session period")
     p.add_argument("--kube-qps", type=int, default=5000, help="kube-scheduler's client QPS")
-    p.add_argument("--emulator-connections", type=int, default=128)
+    p.add_argument(
+        "--emulator-connections", type=int, default=128, help="the emulator's pod writes"
+    )
+    p.add_argument(
+        "--emulator-node-connections",
+        type=int,
+        default=128,
+        help="the emulator's Lease renewals and Node statuses, a pool of their own",
+    )
     p.add_argument("--heartbeat-seconds", type=float, default=15.0)
     p.add_argument("--timeout", type=float, default=900.0, help="per run, after the creates")
     p.add_argument(

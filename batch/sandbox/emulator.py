@@ -336,15 +336,19 @@ class Kubelets:
         await self.transport.renew_lease(name, node["metadata"]["uid"], spec)
 
     async def _heartbeat_loop(self) -> None:
+        """Every Node's heartbeat each `heartbeat` seconds, all at once: the transport's pool
+        bounds the requests in flight, and no Node waits for the slowest of a batch before it
+        (a round that took longer than the period starts the next one at once)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
-            await asyncio.sleep(self.heartbeat)
-            names = sorted(self.nodes)
-            for i in range(0, len(names), 64):
-                batch = names[i : i + 64]
-                await asyncio.gather(
-                    *(self._guard(self._heartbeat_one(n)) for n in batch),
-                    return_exceptions=True,
-                )
+            due += self.heartbeat
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            due = max(due, loop.time())
+            await asyncio.gather(
+                *(self._guard(self._heartbeat_one(n)) for n in sorted(self.nodes)),
+                return_exceptions=True,
+            )
 
     async def _heartbeat_one(self, name: str) -> None:
         node = self.nodes.get(name)

@@ -71,16 +71,21 @@ def _on_uid(err: ApiError) -> bool:
 
 
 class HttpTransport:
-    """Kubelet writes as HTTP requests of `KubeClient` (see `batch.sandbox.emulator.Transport`)."""
+    """Kubelet writes as HTTP requests of `KubeClient` (see `batch.sandbox.emulator.Transport`).
 
-    def __init__(self, client: KubeClient) -> None:
+    `node_client` carries the Node heartbeats (Leases and `nodes/status`), `client` the rest:
+    with a pool of their own, a flood of pod status writes cannot hold the renewals back until
+    the Leases lapse (a real kubelet has its own connection). Default: `client` for both."""
+
+    def __init__(self, client: KubeClient, node_client: KubeClient | None = None) -> None:
         self.client = client
+        self.node_client = node_client or client
         self._leased: set[str] = set()  # Nodes whose Lease this transport created or found
 
     async def node_status(self, name: str, uid: str, patch: Obj) -> Obj | None:
         body = {"metadata": {"uid": uid}, "status": patch}
         return await _quiet(
-            lambda: self.client.patch(_NODE, name, body, sub="status", patch_type="strategic")
+            lambda: self.node_client.patch(_NODE, name, body, sub="status", patch_type="strategic")
         )
 
     async def pod_status(self, ns: str, name: str, uid: str, patch: Obj) -> Obj | None:
@@ -96,20 +101,20 @@ class HttpTransport:
         if name not in self._leased:
             body = lease_body(name, node_uid, spec)
             created = await _quiet(
-                lambda: self.client.create(_LEASE, body, namespace=LEASE_NAMESPACE)
+                lambda: self.node_client.create(_LEASE, body, namespace=LEASE_NAMESPACE)
             )
             self._leased.add(name)
             if created is not None:
                 return
         patched = await _quiet(
-            lambda: self.client.patch(_LEASE, name, {"spec": spec}, namespace=LEASE_NAMESPACE)
+            lambda: self.node_client.patch(_LEASE, name, {"spec": spec}, namespace=LEASE_NAMESPACE)
         )
         if patched is None:
             self._leased.discard(name)  # gone meanwhile: created again at the next renewal
 
     async def delete_lease(self, name: str) -> None:
         self._leased.discard(name)
-        await _quiet(lambda: self.client.delete(_LEASE, name, LEASE_NAMESPACE))
+        await _quiet(lambda: self.node_client.delete(_LEASE, name, LEASE_NAMESPACE))
 
     async def create_event(self, body: Obj) -> None:
         ns = body["metadata"]["namespace"]
@@ -140,13 +145,17 @@ class ApiEmulator:
         max_grace_seconds: float = 2.0,
         heartbeat_seconds: float = 10.0,
         max_connections: int = 64,
+        node_connections: int = 8,
         node_selector: str | None = None,
     ) -> None:
         """`node_selector` (a label selector): be the kubelet of the matching Nodes only, and
-        of the pods bound to them, leaving other Nodes to other kubelets."""
+        of the pods bound to them, leaving other Nodes to other kubelets. `max_connections`
+        carry the pods' writes and the watches, `node_connections` more the Nodes' heartbeats
+        (Lease renewals and `nodes/status`), so pod writes cannot crowd them out."""
         self.client = KubeClient(access, max_connections=max_connections)
+        self.node_client = KubeClient(access, max_connections=node_connections)
         self.kubelets = Kubelets(
-            HttpTransport(self.client),
+            HttpTransport(self.client, self.node_client),
             max_grace_seconds=max_grace_seconds,
             heartbeat_seconds=heartbeat_seconds,
             every_node=node_selector is None,
@@ -167,6 +176,7 @@ class ApiEmulator:
     async def start(self, timeout: float = 60.0) -> None:
         """Open the client, list+watch Nodes and bound Pods, and wait until both are synced."""
         await self.client.open()
+        await self.node_client.open()
         self.kubelets.start(asyncio.get_running_loop())
         self._reflectors = ReflectorSet(
             [
@@ -187,6 +197,7 @@ class ApiEmulator:
             self._reflectors = None
         await self.kubelets.shutdown()
         await self.client.close()
+        await self.node_client.close()
 
     async def create_nodes(
         self, count: int, *, prefix: str = "node", concurrency: int = 32, **shape: Any

@@ -7,17 +7,20 @@ sandbox started without its own emulator.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
 
 from batch.kube.config import ClusterAccess
-from batch.sandbox.emulator_http import EmulatorThread
+from batch.sandbox.emulator import Kubelets
+from batch.sandbox.emulator_http import EmulatorThread, HttpTransport
 from batch.sandbox.nodes import make_nodes
 from batch.sandbox.options import FaultOptions, SandboxOptions
+from batch.sandbox.store import Obj
 from batch.sandbox.testing import SandboxHandle, run_sandbox
 from tests.waiting import wait_for
 
@@ -321,3 +324,113 @@ def test_completions_and_deletions_are_synced_after_an_outage() -> None:
             "deletion synced",
             timeout=30,
         )
+
+
+class _Pool:
+    """A stand-in `KubeClient` that records its calls; `held` blocks them (a pool whose every
+    connection is taken by writes the apiserver is slow to answer)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.held = asyncio.Event()
+        self.held.set()
+
+    async def _call(self, verb: str, res: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(f"{verb} {res.plural}{'/' + kwargs['sub'] if 'sub' in kwargs else ''}")
+        await self.held.wait()
+        return {}
+
+    async def patch(self, res: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return await self._call("PATCH", res, *args, **kwargs)
+
+    async def create(self, res: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return await self._call("POST", res, *args, **kwargs)
+
+    async def delete(self, res: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return await self._call("DELETE", res, *args, **kwargs)
+
+
+def test_node_heartbeats_have_a_pool_of_their_own() -> None:
+    """A flood of pod status writes holding every connection of the emulator's pool does not
+    hold back its Lease renewals and Node statuses: those go over a pool of their own, as each
+    real kubelet has its own connection (otherwise the Leases lapse under a bind flood and the
+    node lifecycle controller marks the Nodes NotReady)."""
+    pods, nodes = _Pool(), _Pool()
+    transport = HttpTransport(cast(Any, pods), cast(Any, nodes))
+    pods.held.clear()
+
+    async def flood_then_heartbeat() -> None:
+        flood = [
+            asyncio.create_task(transport.pod_status("default", f"p{i}", "u", {})) for i in range(3)
+        ]
+        await asyncio.sleep(0)
+        spec = {"holderIdentity": "node-0"}
+        await asyncio.wait_for(transport.renew_lease("node-0", "n", spec), 5)  # created
+        await asyncio.wait_for(transport.renew_lease("node-0", "n", spec), 5)  # renewed
+        await asyncio.wait_for(transport.node_status("node-0", "n", {}), 5)
+        await asyncio.wait_for(transport.delete_lease("node-0"), 5)
+        assert not any(t.done() for t in flood)  # the pod writes are still held
+        pods.held.set()
+        await asyncio.gather(*flood)
+
+    asyncio.run(flood_then_heartbeat())
+    assert nodes.calls == [
+        "POST leases",
+        "PATCH leases",
+        "PATCH nodes/status",
+        "DELETE leases",
+    ]
+    assert pods.calls == ["PATCH pods/status"] * 3
+
+
+def test_one_client_carries_everything_without_a_node_pool() -> None:
+    pool = _Pool()
+    transport = HttpTransport(cast(Any, pool))
+    asyncio.run(transport.renew_lease("node-0", "n", {}))
+    asyncio.run(transport.pod_status("default", "p", "u", {}))
+    assert pool.calls == ["POST leases", "PATCH pods/status"]
+
+
+class _Heartbeats:
+    """A kubelet transport whose Lease renewals wait until `want` of them are in flight at once."""
+
+    def __init__(self, want: int) -> None:
+        self.want = want
+        self.in_flight = 0
+        self.most = 0
+        self.all_in = asyncio.Event()
+
+    async def node_status(self, name: str, uid: str, patch: Obj) -> Obj:
+        return {"metadata": {"name": name, "uid": uid}, "status": patch}
+
+    async def renew_lease(self, name: str, node_uid: str, spec: Obj) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        if self.in_flight >= self.want:
+            self.all_in.set()
+        await self.all_in.wait()
+        self.in_flight -= 1
+
+
+def test_every_nodes_heartbeat_goes_out_at_once() -> None:
+    """The heartbeats of a round are not sent 64 at a time, each batch waiting for its slowest
+    answer (1,000 Nodes' rounds took several times the period behind a loaded apiserver and
+    Leases lapsed): all go out together and the transport's connection pool bounds them."""
+    nodes = 200
+    transport = _Heartbeats(want=nodes)
+    kubelets = Kubelets(cast(Any, transport), heartbeat_seconds=0.01)
+
+    async def beat() -> None:
+        kubelets.start(asyncio.get_running_loop())
+        for i in range(nodes):
+            kubelets.on_node("ADDED", {"metadata": {"name": f"node-{i}", "uid": f"u{i}"}})
+        await kubelets.idle()  # each Node posted and its Lease created: one at a time here
+        transport.all_in.clear()
+        transport.most = 0
+        try:
+            await asyncio.wait_for(transport.all_in.wait(), 30)
+        finally:
+            await kubelets.shutdown()
+
+    asyncio.run(beat())
+    assert transport.most == nodes
