@@ -517,56 +517,45 @@ class ClusterCache:
             if self._podgroup_status(obj):
                 return
             key = spec_key(obj.get("spec"))
-            kept = None if key is None else self._podgroup_specs.get(key)
-            if kept is not None:
-                self._podgroup_from(obj, kept)
-                return
+        kept = None if key is None else self._podgroup_specs.get(key)
+        job = self._podgroup_job(meta_of(obj))
+        if kept is not None:
+            self._set_podgroup(job, obj, kept)
+            return
         v = podgroup_view(obj)
-        job_id = f"{v.namespace}/{v.name}"
-        job = self.jobs.get(job_id)
-        if job is None:
-            job = self._new_job(job_id, v.namespace, v.name)
+        vec = None
         if v.min_resources is not None:
             vec = self.resources.vector(scheduling_resources(v.min_resources))
-            self._check_dims()
-            job.spec_min_resources = pad(vec, self.resources.capacity)
-        else:
-            job.spec_min_resources = None
-        job.podgroup = obj
-        job.queue = v.queue or self.default_queue
-        job.min_available = 1 if v.min_member is None else v.min_member
-        job.min_resources = job.effective_min_resources()
-        job.min_task_member = dict(v.min_task_member)
-        job.phase = v.phase
-        job.priority_class_name = v.priority_class_name
-        job.creation = parse_time(v.created)
-        job.annotations = dict(v.annotations)
-        job.network_topology = v.network_topology
-        job.conditions = [dict(c) for c in v.conditions]
-        job.touch()
+        read = (
+            v.queue,
+            1 if v.min_member is None else v.min_member,
+            dict(v.min_task_member),
+            vec,
+            v.priority_class_name,
+        )
+        self._set_podgroup(job, obj, read)
         if key is not None:
             if len(self._podgroup_specs) >= _PODGROUP_SPECS:
                 self._podgroup_specs.clear()
-            spec_min = job.spec_min_resources
-            self._podgroup_specs[key] = (
-                v.queue,
-                job.min_available,
-                dict(v.min_task_member),
-                None if spec_min is None else spec_min.copy(),
-                v.priority_class_name,
-            )
+            self._podgroup_specs[key] = read
 
-    def _podgroup_from(self, obj: Mapping[str, Any], kept: _PodGroupSpec) -> None:
-        """Apply PodGroup ``obj`` whose spec is the same JSON as one read before (``kept``
-        what was read from it): the metadata and status are read as ``podgroup_view`` reads
-        them, the rest is what parsing the spec gave (tests/model/test_updates.py)."""
+    def _podgroup_job(self, meta: Mapping[str, Any]) -> JobInfo:
+        """The job of the PodGroup with metadata ``meta`` (a new one the first time)."""
+        job_id = podgroup_id(meta)
+        got = self.jobs.get(job_id)
+        if got is not None:
+            return got
+        namespace = str(meta.get("namespace") or "default")
+        return self._new_job(job_id, namespace, str(meta.get("name") or ""))
+
+    def _set_podgroup(self, job: JobInfo, obj: Mapping[str, Any], read: _PodGroupSpec) -> None:
+        """Make ``job`` the job of PodGroup ``obj``, whose spec gave ``read`` (parsed now, or
+        kept from an earlier PodGroup with the same spec JSON: ``_podgroup_specs``, whose
+        objects no job shares). The metadata and status are read as ``podgroup_view`` reads
+        them (tests/model/test_updates.py compares both ways)."""
         meta = meta_of(obj)
         status = as_mapping(obj.get("status"))
-        namespace = str(meta.get("namespace") or "default")
-        name = str(meta.get("name") or "")
-        job_id = f"{namespace}/{name}"
-        job = self.jobs.get(job_id) or self._new_job(job_id, namespace, name)
-        queue, min_available, min_task_member, spec_min, priority_class_name = kept
+        queue, min_available, min_task_member, spec_min, priority_class_name = read
         if spec_min is not None:
             self._check_dims()
             vec = pad(spec_min, self.resources.capacity)
