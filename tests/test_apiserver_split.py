@@ -3,22 +3,16 @@ by request (verb, resource, subresource) and by watched resource."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _split() -> ModuleType:
-    path = REPO / "benchmarks" / "apiserver_split.py"
-    spec = importlib.util.spec_from_file_location("apiserver_split", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "benchmarks" / "apiserver_split.py", "apiserver_split")
 
 
 BEFORE = """\

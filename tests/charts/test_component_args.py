@@ -8,7 +8,6 @@ crash-loop the pods of a real install.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.charts.helmtools import CHART_DIR, Doc, find, name_of, one, render
+from tests.scripts import load_script
 
 TEPHRA = Path(sys.executable).with_name("tephra")
 
@@ -43,13 +43,7 @@ def test_deployment_args_parse(docs: list[Doc], component: str) -> None:
 
 
 def test_hook_job_args_parse(docs: list[Doc]) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "tephra_webhook_certs_args", CHART_DIR / "files" / "webhook-certs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module: Any = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module: Any = load_script(CHART_DIR / "files" / "webhook-certs.py", "tephra_webhook_certs_args")
     jobs = find(docs, "Job")
     assert len(jobs) == 2
     for job in jobs:
@@ -73,12 +67,7 @@ def test_webhook_serves_every_registered_path_with_the_hook_certificate(
     import urllib.request
     import uuid
 
-    spec = importlib.util.spec_from_file_location(
-        "tephra_webhook_certs_serve", CHART_DIR / "files" / "webhook-certs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    certs: Any = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(certs)
+    certs: Any = load_script(CHART_DIR / "files" / "webhook-certs.py", "tephra_webhook_certs_serve")
     namespace = "tephra-system"
     service = name_of("webhook")
     for name, content in certs.generate(

@@ -10,7 +10,6 @@ Their script is run here instead, against the same API, exactly as the Jobs run 
 from __future__ import annotations
 
 import base64
-import importlib.util
 import logging
 import os
 import subprocess
@@ -25,6 +24,7 @@ import pytest
 import yaml
 
 from tests.charts.helmtools import CHART_DIR, NAMESPACE, RELEASE, name_of, run_helm
+from tests.scripts import load_script
 
 pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("helm-install")]
 
@@ -80,12 +80,7 @@ def _helm(helm: Path, env: dict[str, str], *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def certs_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tephra_webhook_certs_install", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "tephra_webhook_certs_install")
 
 
 def _certs(

@@ -7,10 +7,8 @@ with the CA as the only trust anchor, as the API server would.
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import ssl
-import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.charts.helmtools import CHART_DIR
+from tests.scripts import load_script
 
 SCRIPT = CHART_DIR / "files" / "webhook-certs.py"
 SERVICE, NAMESPACE = "tephra-webhook", "tephra-system"
@@ -28,12 +27,7 @@ SERVICE, NAMESPACE = "tephra-webhook", "tephra-system"
 
 @pytest.fixture(scope="module")
 def certs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tephra_webhook_certs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "tephra_webhook_certs")
 
 
 def _names(certs: ModuleType) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ import pytest
 
 from batch.sandbox.errors import ApiError
 from batch.sandbox.protobuf import decode_protobuf
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,10 +84,7 @@ def test_the_table_is_what_the_generator_makes() -> None:
     cache = _proto_cache()
     if cache is None:
         pytest.skip("no Go module cache with k8s.io/api@v0.37.2 (scripts/build-kube.sh fills it)")
-    spec = importlib.util.spec_from_file_location("gen", ROOT / "scripts" / "gen-sandbox-proto.py")
-    assert spec is not None and spec.loader is not None
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_script(ROOT / "scripts" / "gen-sandbox-proto.py", "gen")
     messages: dict[str, list[list[object]]] = {}
     for module in gen.MODULES:
         for proto in sorted((cache / module).rglob("generated.proto")):
