@@ -18,7 +18,6 @@ only when one of them is given; by default every feasible node is scored.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Collection
 from typing import ClassVar
 
@@ -92,7 +91,8 @@ class _Pass:
         self.ssn = ssn
         self.memo_ok = memo_ok
         self.per_queue: dict[str, PriorityQueue[JobInfo]] = {}
-        self.worksheet: dict[str, deque[TaskInfo]] = {}
+        #: job uid -> its tasks still to try, the next one last (``list.pop``)
+        self.worksheet: dict[str, list[TaskInfo]] = {}
         self.fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
         #: the newest change-log position a failure was stored at (-1: none)
         self.fail_pos = -1
@@ -118,7 +118,8 @@ class _Pass:
             tasks = pending_tasks(ssn, job, best_effort=False)
             if not tasks:
                 continue
-            worksheet[job.uid] = deque(tasks)
+            tasks.reverse()  # a fresh list: the next task last
+            worksheet[job.uid] = tasks
             lst = by_queue.get(job.queue)
             if lst is None:
                 lst = by_queue[job.queue] = []
@@ -318,15 +319,22 @@ class Allocate(Action):
             tasks = run.worksheet[job.uid]
         if not run.memo_ok or job.network_topology is not None:
             return None
-        tids = []
-        for t in tasks:
+        if len(tasks) == 1:  # most jobs of a big backlog: no list to build
+            (t,) = tasks
             if t.nominated_node or t.template.volatile:
                 return None
-            tids.append(t.template.tid)
+            tids: tuple[int, ...] = (t.template.tid,)
+        else:
+            tl = []
+            for t in tasks:
+                if t.nominated_node or t.template.volatile:
+                    return None
+                tl.append(t.template.tid)
+            tids = tuple(tl)
         return (
             queue.name,
             job.min_available,
-            tuple(tids),
+            tids,
             tuple(t.role for t in tasks) if job.min_task_member else None,
             tuple(sorted(job.min_task_member.items())) if job.min_task_member else (),
             tuple(job.counts),  # decides the ready, waiting and valid task numbers
@@ -339,7 +347,7 @@ class Allocate(Action):
         ssn: Session,
         queue: QueueInfo,
         job: JobInfo,
-        tasks: deque[TaskInfo],
+        tasks: list[TaskInfo],
         stmt: Statement,
         jobs: PriorityQueue[JobInfo],
     ) -> int:
@@ -347,7 +355,7 @@ class Allocate(Action):
         failed_roles: set[str] = set()
         placed = 0
         while tasks:
-            task = tasks.popleft()
+            task = tasks.pop()
             if task.status is not TaskStatus.PENDING:
                 continue
             if not ssn.dispatch.allocatable(queue, task):
