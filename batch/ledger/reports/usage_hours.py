@@ -35,6 +35,7 @@ from batch.ledger.reports.shared import (
     Filters,
     Report,
     _day_param,
+    _gc_paused,
     _in,
     _pg,
     _prepare,
@@ -82,7 +83,8 @@ def usage(conn: Connection, f: Filters, *, by: Sequence[str] = USAGE_GROUPS) -> 
     shown = [_day_text(conn, k) if g == "day" else k for g, k in zip(groups, keys, strict=True)]
     stmt = select(*shown, both.c.pods, both.c.gpu_h, both.c.cpu_h).order_by(*keys, both.c.part)
     stmt = stmt.execution_options(**{BINARY_RESULTS: True})
-    rows = _added(_serially(conn, stmt), len(groups))
+    with _gc_paused():
+        rows = _added(_serially(conn, stmt), len(groups))
     return Report("usage (hours)", [*groups, "pods", "gpu_hours", "cpu_core_hours"], rows)
 
 
