@@ -20,6 +20,10 @@ from sqlalchemy.exc import ArgumentError
 from batch.api.errors import UserError
 
 ENV_URL = "TEPHRA_DB_URL"
+#: An execution option: on PostgreSQL (an engine from ``make_engine``), the statement's rows come
+#: back in the binary format, which psycopg turns into floats and integers faster than text (0.1
+#: s of the usage report's ~100,000 rows over a month). The values are the same.
+BINARY_RESULTS = "tephra_binary_results"
 
 
 class LedgerConfigError(UserError):
@@ -113,4 +117,16 @@ def make_engine(url: str | None = None, *, create_dirs: bool = True, **kwargs: A
         return engine
     connect_args.setdefault("connect_timeout", 5)
     kwargs.setdefault("pool_pre_ping", True)
-    return create_engine(resolved, connect_args=connect_args, **kwargs)
+    engine = create_engine(resolved, connect_args=connect_args, **kwargs)
+    event.listen(engine, "before_cursor_execute", _binary_results)
+    return engine
+
+
+def _binary_results(
+    _conn: Any, cursor: Any, _statement: str, _params: Any, context: Any, _many: bool
+) -> None:
+    """``BINARY_RESULTS``: ask psycopg for binary rows (``Cursor.format``) for this statement.
+    The format's enum is taken from the cursor's own (text) format: this module imports no
+    driver (reports import it, and they stay off the driver)."""
+    if context is not None and context.execution_options.get(BINARY_RESULTS):
+        cursor.format = type(cursor.format).BINARY

@@ -23,6 +23,7 @@ from batch.ledger.jobrollups import backfill, bucket_bounds, bucket_of
 from batch.ledger.models import OutcomeDay, WaitDay
 from batch.ledger.prune import prune
 from batch.ledger.reports import Filters, outcomes, outcomes_raw, wait_times, wait_times_raw
+from batch.ledger.reports.waits import _QueueWaits
 from tests.ledger.test_rollups import _clear, _write
 
 T0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -187,3 +188,24 @@ def test_a_window_in_naive_times_is_utc(engine: Engine) -> None:
     with engine.begin() as conn:
         _same_reports(conn, naive)
         assert [r[:2] for r in wait_times(conn, naive).rows] == [("qa", 3)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    settled=st.lists(st.one_of(st.integers(0, 40), st.integers(0, 5000)), max_size=60),
+    raw=st.lists(st.one_of(st.integers(0, 40), st.floats(0, 5000)), max_size=12),
+)
+def test_the_ranks_read_need_only_the_exact_waits_wanted(
+    settled: list[int], raw: list[float]
+) -> None:
+    """Settled waits counted per bucket plus raw waits: the value at each rank read equals the
+    sorted waits' one, from the exact waits at the ranks ``wanted`` names alone."""
+    q = _QueueWaits(raw=[float(v) for v in raw])
+    per_bucket: dict[int, list[float]] = {}
+    for value in settled:
+        per_bucket.setdefault(bucket_of(value), []).append(float(value))
+        q.rolled[bucket_of(value)] = q.rolled.get(bucket_of(value), 0) + 1
+    exact = {b: {i: sorted(per_bucket[b])[i] for i in ranks} for b, ranks in q.wanted().items()}
+    every = sorted([*map(float, settled), *q.raw])
+    for rank in q.ranks():
+        assert q.value_at(rank, exact) == every[rank]
