@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -160,6 +161,10 @@ class Result:
     settled_requests: dict[str, int] = field(default_factory=dict)
     #: what trails the binds: pods' `Scheduled` events and PodGroups' Running status
     trail: Trail | None = None
+    #: pods/s by the apiserver's clock: to the last pod's PodScheduled transition (1 s steps),
+    #: and how long after it the driver's watch showed the last pod bound (`bind_clock`)
+    api_pods_per_s: float = 0.0
+    watch_lag_s: float = 0.0
 
 
 @dataclass
@@ -745,6 +750,27 @@ async def measure(
     return started, create_s
 
 
+async def bind_clock(
+    client: KubeClient, ns: str, result: Result, clock: Clock, started: float
+) -> None:
+    """The run by the apiserver's clock: each bound pod's PodScheduled condition, which the
+    binding sets (whole seconds). A driver whose watch falls behind (its own CPU, or the
+    apiserver's pod watch) sees the last bind late, and counts the pods/s low by as much."""
+    wall = time.time() - time.perf_counter()  # perf_counter -> wall clock
+    pods = (await client.list(POD, namespace=ns))["items"]
+    stamps = [
+        dt.datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+        for p in pods
+        for c in (p.get("status") or {}).get("conditions") or []
+        if c.get("type") == "PodScheduled" and c.get("status") == "True"
+    ]
+    if len(stamps) < len(clock.bound) or not clock.bound:
+        return
+    last = max(stamps) + 0.5  # the middle of its second
+    result.api_pods_per_s = round(len(stamps) / max(last - (started + wall), 1e-9), 1)
+    result.watch_lag_s = round(max(clock.bound.values()) + wall - last, 1)
+
+
 async def wait_trailed(clock: Clock, timeout: float) -> None:
     """Until every bound pod has its event and every PodGroup is Running, or `timeout` s."""
     deadline = time.perf_counter() + timeout
@@ -800,6 +826,7 @@ async def run_one(
         summarize(result, clock, started, created)
         if clock.done.is_set():
             result.trail = trail_of(clock, args.settle)
+            await bind_clock(c, ns, result, clock, started)
         if clock.errors:
             log(f"  driver watch errors: {clock.errors[:3]}")
         if clean_after:
@@ -967,6 +994,22 @@ def print_trails(results: list[Result]) -> None:
     print()
 
 
+def print_bind_clock(results: list[Result]) -> None:
+    """Per run: pods/s to the last PodScheduled transition (the apiserver's clock, whole
+    seconds), and how many seconds later the driver's watch saw the last pod bound."""
+    runs = [r for r in results if r.api_pods_per_s]
+    if not runs:
+        return
+    print("by the apiserver's clock: pods/s to the last PodScheduled, the driver's watch lag")
+    for r in runs:
+        name = NAMES.get(r.scheduler, r.scheduler)
+        print(
+            f"{r.nodes:>6} {r.workload:<8} {name:<15} {r.api_pods_per_s:>8.1f} pods/s, "
+            f"watch {r.watch_lag_s:+.1f} s"
+        )
+    print()
+
+
 def print_report(results: list[Result]) -> None:
     modes = {r.mode for r in results}
     if "backlog" in modes:
@@ -978,6 +1021,7 @@ def print_report(results: list[Result]) -> None:
         print(format_row(r))
     print()
     print_trails(results)
+    print_bind_clock(results)
     print_costs(results)
     by_key = {(r.nodes, r.workload, r.scheduler): r for r in results}
     for (nodes, workload, scheduler), r in by_key.items():
