@@ -49,6 +49,7 @@ from batch.scheduler.framework.votes import PERMIT, REJECT
 from .attrs import QueueAttr, claimed_share, kept_share
 from .borrowing import lend_borrowers, may_borrow
 from .figures import FILLS_KEPT, QueueVectors, admitted_gap, queue_attrs
+from .scalarfill import fill_scalar
 from .tree import QueueTree
 from .usage import UsageFigure, usage_decay_of, usage_figures
 
@@ -107,7 +108,15 @@ def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
     inside the loop, even above its request, without taking it from what is left, so with
     guarantees the shares can add up to more than the cluster (guaranteed 8 of 9 GPUs, two
     other queues asking 1 each: 8 + 1 + 1).
+
+    For a few queues this runs on Python floats with the same result (scalarfill.py).
     """
+    got = fill_scalar(attrs, request, total)
+    return got if got is not None else fill_rows_numpy(attrs, request, total)
+
+
+def fill_rows_numpy(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
+    """``fill_rows`` as numpy rounds over all queues and resources."""
     weight = np.array([a.weight for a in attrs], dtype=np.float64)
     cap = np.stack([a.real_capability for a in attrs])
     guarantee = np.stack([a.guarantee for a in attrs])
