@@ -21,8 +21,9 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
-from batch.scheduler.framework import shares
+from batch.scheduler.framework import nodes, shares
 from batch.scheduler.framework.aggregate import JobSums
+from batch.scheduler.framework.nodes import SessionNodes
 from batch.scheduler.framework.session import Session
 from batch.scheduler.plugins import proportion
 from batch.scheduler.plugins.proportion import scalarfill
@@ -357,9 +358,11 @@ def test_a_settled_job_a_session_changed_and_undid_is_looked_at_again() -> None:
 
 @contextmanager
 def _shortcuts_off() -> Iterator[None]:
-    """Session open's exact shortcuts switched off: proportion's callbacks registered at every
-    open, its water-filling and the share comparisons in numpy."""
+    """Session open's exact shortcuts switched off: the schedulable nodes and their total
+    figured at every open, proportion's callbacks registered at every open, its water-filling
+    and the share comparisons in numpy."""
     switches = [
+        (nodes, "KEEP_VALID"),
         (proportion, "KEEP_CALLBACKS"),
         (scalarfill, "SCALAR_FILL"),
         (shares, "SCALAR_SHARES"),
@@ -423,3 +426,31 @@ def test_kept_queue_order_reads_the_open_sessions_shares() -> None:
     with _shortcuts_off():
         plain = run_session(cache, CONFIGS[1], now=NOW)
     assert _with_events(kept) == _with_events(plain)
+
+
+def test_kept_schedulable_nodes_follow_readiness_allocatable_and_membership() -> None:
+    """The schedulable mask and total kept across sessions (``nodes.KEEP_VALID``) are figured
+    again when a node turns unready (nothing else changes), changes allocatable, leaves, comes
+    back, or the node table grows."""
+    cache = ClusterCache()
+    for event in _cluster():
+        _replay(cache, event)
+    changes: list[Event] = [
+        ("Node", "MODIFIED", f.node("n1", cpu="4", gpu=2, ready=False)),
+        ("Node", "MODIFIED", f.node("n1", cpu="4", gpu=2)),
+        ("Node", "MODIFIED", f.node("n2", cpu="8", gpu=2)),
+        ("Node", "DELETED", f.node("n0", cpu="4", gpu=2)),
+        ("Node", "ADDED", f.node("n0", cpu="2", gpu=1)),
+        *(("Node", "ADDED", f.node(f"m{i}", cpu="1", gpu=0)) for i in range(40)),
+    ]
+    for event in [None, *changes]:
+        if event is not None:
+            _replay(cache, event)
+        kept = SessionNodes(cache)
+        nodes.KEEP_VALID = False
+        try:
+            fresh = SessionNodes(cache)
+        finally:
+            nodes.KEEP_VALID = True
+        assert kept.valid.tolist() == fresh.valid.tolist(), event
+        assert kept.total.tolist() == fresh.total.tolist(), event
