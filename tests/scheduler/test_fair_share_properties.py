@@ -12,16 +12,14 @@ exactly the flat shares. A gang that can never fit must not change any other job
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo
 from batch.scheduler import load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
-from batch.scheduler.framework import shares
-from batch.scheduler.plugins.proportion import QueueAttr, fill_rows, fill_rows_numpy, scalarfill
-from batch.scheduler.plugins.proportion.scalarfill import fill_scalar
+from batch.scheduler.plugins.proportion import QueueAttr, fill_rows
 from batch.scheduler.plugins.proportion.tree import QueueTree, TreeFill
 
 from .util import NOW
@@ -249,119 +247,3 @@ def test_a_flat_tree_gives_exactly_the_flat_shares(
     cluster = np.array([0.0, float(total)])
     got = tree.fill(attrs, request, cluster, fill_rows)
     assert np.array_equal(got, fill_rows(attrs, request, cluster))
-
-
-_amount = st.one_of(
-    st.just(0.0),
-    st.integers(0, 64).map(float),
-    st.floats(0, 1e6, allow_nan=False, allow_infinity=False),
-)
-
-
-@st.composite
-def _fill_inputs(draw: st.DrawFn) -> tuple[list[QueueAttr], np.ndarray, np.ndarray]:
-    """Random queues for ``fill_rows``: whole or fractional weights (usage-decayed ones are
-    fractional), some resources nobody asks for, guarantees, capabilities that bind."""
-    k = draw(st.integers(1, 12))
-    m = draw(st.integers(2, 6))
-    whole = draw(st.booleans())
-    weight = st.integers(0, 5) if whole else st.floats(0, 10, allow_nan=False)
-    unused = draw(st.sets(st.integers(1, m - 1)))
-    total = np.array([draw(_amount) for _ in range(m)])
-
-    def row(values: st.SearchStrategy[float], keep: bool = False) -> np.ndarray:
-        return np.array([0.0 if j in unused and not keep else draw(values) for j in range(m)])
-
-    guaranteed = draw(st.booleans())
-    attrs = []
-    for i in range(k):
-        cap = row(st.one_of(st.just(INF), _amount), keep=True)
-        g = row(_amount) if guaranteed and draw(st.booleans()) else np.zeros(m)
-        attrs.append(
-            QueueAttr(
-                queue=QueueInfo(name=f"q{i}", uid=f"q{i}"),
-                weight=draw(weight),
-                guarantee=g,
-                capability=cap,
-                real_capability=cap,
-                allocated=np.zeros(m),
-                request=np.zeros(m),
-                inqueue=np.zeros(m),
-                elastic=np.zeros(m),
-            )
-        )
-    request = np.stack([row(_amount) for _ in range(k)])
-    return attrs, request, total
-
-
-@settings(max_examples=600, deadline=None)
-@given(_fill_inputs())
-def test_scalar_water_fill_gives_numpys_bits(
-    inputs: tuple[list[QueueAttr], np.ndarray, np.ndarray],
-) -> None:
-    """The water-filling on Python floats (scalarfill.py) gives exactly the bits of numpy's
-    rounds, sign of zero included, whenever it applies."""
-    attrs, request, total = inputs
-    got = fill_scalar(attrs, request, total)
-    assert got is not None
-    want = fill_rows_numpy(attrs, request, total)
-    assert got.tobytes() == want.tobytes()
-
-
-def test_scalar_water_fill_leaves_odd_inputs_to_numpy() -> None:
-    attrs = [_attr("q0", 1, 0, 64.0, 64.0)]
-    one_column = np.zeros((1, 1))
-    assert fill_scalar(attrs, one_column, np.zeros(1)) is None
-    assert fill_scalar(attrs, np.zeros((1, 2)), np.array([0.0, -1.0])) is None
-    scalarfill.SCALAR_FILL = False
-    try:
-        assert fill_scalar(attrs, np.zeros((1, 2)), np.array([0.0, 8.0])) is None
-    finally:
-        scalarfill.SCALAR_FILL = True
-
-
-_component = st.one_of(
-    st.integers(0, 64).map(float),
-    st.floats(-1e3, 1e6, allow_nan=False),
-    st.sampled_from([INF, -INF, np.nan, TOL, -TOL, 0.05]),
-    st.sampled_from([0.0, 0.4, 0.5, 0.9, 1.0, 1.1]),  # on the tolerance's edges
-)
-
-
-@settings(max_examples=800, deadline=None)
-@given(
-    st.integers(1, 6).flatmap(
-        lambda m: st.tuples(
-            *(st.lists(_component, min_size=m, max_size=m) for _ in range(3)),
-            st.lists(st.integers(0, m - 1), max_size=m),
-            st.integers(0, 2),
-        )
-    )
-)
-@example(([0.0, 0.0], [0.0, 0.9], [0.0, 0.5], [1], 0))  # past the share by what it falls short
-@example(([0.0, 1.1], [0.0, 1.0], [0.0, 0.0], [1], 0))  # at the tolerance
-def test_scalar_share_comparisons_equal_the_vector_forms(
-    case: tuple[list[float], list[float], list[float], list[int], int],
-) -> None:
-    """``le_on``, ``le_common`` and ``nearer_on`` on Python floats (``SCALAR_SHARES``) answer
-    as their numpy forms, tolerance edges, infinities and NaN included."""
-    a, b, c, picked, shorter = case
-    va, vb, vc = np.array(a), np.array(b), np.array(c)
-    dims = np.array(sorted(set(picked)), dtype=np.intp)
-    vb_short = vb[: max(len(vb) - shorter, 1)]
-
-    def answers() -> tuple[bool, bool, bool, bool]:
-        return (
-            shares.le_on(va, vb, dims),
-            shares.le_common(va, vb_short),
-            shares.nearer_on(va, vb, vc, dims),
-            shares.nearer_on(va, vb.astype(np.int64) if np.isfinite(vb).all() else vb, vc, dims),
-        )
-
-    with np.errstate(invalid="ignore"):  # inf - inf in the vector forms
-        fast = answers()
-        shares.SCALAR_SHARES = False
-        try:
-            assert fast == answers()
-        finally:
-            shares.SCALAR_SHARES = True

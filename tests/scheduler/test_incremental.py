@@ -11,8 +11,6 @@ but never ran a session before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -21,12 +19,8 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
-from batch.scheduler.framework import nodes, shares
 from batch.scheduler.framework.aggregate import JobSums
-from batch.scheduler.framework.nodes import SessionNodes
 from batch.scheduler.framework.session import Session
-from batch.scheduler.plugins import proportion
-from batch.scheduler.plugins.proportion import scalarfill
 
 from .util import BASIC, NOW
 
@@ -354,103 +348,3 @@ def test_a_settled_job_a_session_changed_and_undid_is_looked_at_again() -> None:
     second = run_session(cache, CONFIGS[1], now=NOW + 1)
     assert not second.evictions
     assert _comparable(second) == _comparable(_fresh(history, 1, NOW + 1))
-
-
-@contextmanager
-def _shortcuts_off() -> Iterator[None]:
-    """Session open's exact shortcuts switched off: the schedulable nodes and their total
-    figured at every open, proportion's callbacks registered at every open, its water-filling
-    and the share comparisons in numpy."""
-    switches = [
-        (nodes, "KEEP_VALID"),
-        (proportion, "KEEP_CALLBACKS"),
-        (scalarfill, "SCALAR_FILL"),
-        (shares, "SCALAR_SHARES"),
-    ]
-    was = [getattr(m, name) for m, name in switches]
-    for m, name in switches:
-        setattr(m, name, False)
-    try:
-        yield
-    finally:
-        for (m, name), value in zip(switches, was, strict=True):
-            setattr(m, name, value)
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    steps=st.lists(st.tuples(step(), st.booleans()), min_size=1, max_size=25),
-    config_index=st.integers(0, 1),
-)
-def test_open_shortcuts_decide_as_switched_off(
-    steps: list[tuple[Event, bool]], config_index: int
-) -> None:
-    """One ``Scheduler`` with every shortcut of session open on (callbacks kept, figures on
-    Python floats) decides, reports and emits events exactly as a session with them off, after
-    every step of a random history on one cache."""
-    cache = ClusterCache()
-    for event in _base():
-        _replay(cache, event)
-    sched = Scheduler(cache, CONFIGS[config_index])
-    for i, (event, dispatch) in enumerate(steps):
-        _replay(cache, event)
-        kept = sched.run_once(NOW + i)
-        with _shortcuts_off():
-            plain = run_session(cache, CONFIGS[config_index], now=NOW + i)
-        assert _with_events(kept) == _with_events(plain), (i, event)
-        if dispatch:
-            _replay(cache, kept)
-
-
-def test_kept_queue_order_reads_the_open_sessions_shares() -> None:
-    """A pod waiting in each of two queues: the queue further below its share (qb, holding
-    nothing) goes first, also when proportion's callbacks were registered before its first
-    session opened (kept: they read the session's figures, not the figures at
-    registration)."""
-    cache = ClusterCache()
-    events: list[Event] = [("Queue", "ADDED", f.queue("root"))]
-    events += [("Queue", "ADDED", f.queue(q)) for q in QUEUES[:2]]
-    events.append(("Node", "ADDED", f.node("n0", cpu="8", gpu=0)))
-    events.append(("PodGroup", "ADDED", f.podgroup("x", queue="qa", phase="Running")))
-    events += [
-        ("Pod", "ADDED", f.pod(f"x-{i}", group="x", cpu="1", node_name="n0", phase="Running"))
-        for i in range(2)
-    ]
-    for group, queue in (("w", "qa"), ("y", "qb")):
-        events.append(("PodGroup", "ADDED", f.podgroup(group, queue=queue, phase="Inqueue")))
-        events.append(("Pod", "ADDED", f.pod(f"{group}-0", group=group, cpu="1")))
-    for event in events:
-        _replay(cache, event)
-    kept = Scheduler(cache, CONFIGS[1]).run_once(NOW)
-    assert [b.name for b in kept.binds] == ["y-0", "w-0"]
-    with _shortcuts_off():
-        plain = run_session(cache, CONFIGS[1], now=NOW)
-    assert _with_events(kept) == _with_events(plain)
-
-
-def test_kept_schedulable_nodes_follow_readiness_allocatable_and_membership() -> None:
-    """The schedulable mask and total kept across sessions (``nodes.KEEP_VALID``) are figured
-    again when a node turns unready (nothing else changes), changes allocatable, leaves, comes
-    back, or the node table grows."""
-    cache = ClusterCache()
-    for event in _cluster():
-        _replay(cache, event)
-    changes: list[Event] = [
-        ("Node", "MODIFIED", f.node("n1", cpu="4", gpu=2, ready=False)),
-        ("Node", "MODIFIED", f.node("n1", cpu="4", gpu=2)),
-        ("Node", "MODIFIED", f.node("n2", cpu="8", gpu=2)),
-        ("Node", "DELETED", f.node("n0", cpu="4", gpu=2)),
-        ("Node", "ADDED", f.node("n0", cpu="2", gpu=1)),
-        *(("Node", "ADDED", f.node(f"m{i}", cpu="1", gpu=0)) for i in range(40)),
-    ]
-    for event in [None, *changes]:
-        if event is not None:
-            _replay(cache, event)
-        kept = SessionNodes(cache)
-        nodes.KEEP_VALID = False
-        try:
-            fresh = SessionNodes(cache)
-        finally:
-            nodes.KEEP_VALID = True
-        assert kept.valid.tolist() == fresh.valid.tolist(), event
-        assert kept.total.tolist() == fresh.total.tolist(), event

@@ -20,12 +20,6 @@ from batch.model.resources import IntVec
 FloatVec = npt.NDArray[np.float64]
 BoolVec = npt.NDArray[np.bool_]
 
-#: keep the schedulable-node mask and the cluster's total allocatable across sessions while no
-#: node's metadata, readiness, membership or allocatable changes (off: both at every open)
-KEEP_VALID = True
-#: ``ClusterCache.derived`` key of what ``KEEP_VALID`` keeps
-_KEPT = "session-nodes.valid"
-
 
 class SessionNodes:
     """The session's node view: mutable copies of used/releasing/pipelined, shared metadata."""
@@ -47,7 +41,7 @@ class SessionNodes:
         self.pipelined = pipelined
         self._own_future = False
         self.idle = self.alloc - self.used
-        self.valid, self.total = _valid_and_total(cache, arrays, n)
+        self.valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
         self.has_future = bool(releasing.any() or pipelined.any())
         self.log: list[int] = []  # node indexes changed in this session, in order
         #: per log entry, the template placed there by ``Session.place`` (-1: another change)
@@ -129,25 +123,3 @@ class SessionNodes:
                 )
                 self._ports[p] = own
             own[idx] += sign
-
-
-def _valid_and_total(cache: ClusterCache, arrays: NodeArrays, n: int) -> tuple[BoolVec, IntVec]:
-    """The schedulable nodes (present and ready) and their allocatable summed per dimension,
-    read-only; kept in ``cache.derived`` for the node arrays' generations (``meta_gen`` moves
-    with readiness and membership, ``alloc_gen`` with any allocatable) and the very arrays
-    (they are replaced when the node table grows)."""
-    key = (arrays.meta_gen, arrays.alloc_gen, n, arrays.schedulable, arrays.present, arrays.alloc)
-    kept = cache.derived.get(_KEPT) if KEEP_VALID else None
-    if isinstance(kept, tuple) and _same_key(kept[0], key):
-        return kept[1], kept[2]
-    valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
-    total: IntVec = np.add.reduce(arrays.alloc[:, :n], axis=1, where=valid)
-    valid.flags.writeable = total.flags.writeable = False
-    if KEEP_VALID:
-        cache.derived[_KEPT] = (key, valid, total)
-    return valid, total
-
-
-def _same_key(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    """The generations equal and the arrays the same objects."""
-    return a[:3] == b[:3] and all(x is y for x, y in zip(a[3:], b[3:], strict=True))

@@ -90,7 +90,7 @@ class Session:
         self.resources = cache.resources
         self.nodes = SessionNodes(cache)
         nd = self.nodes
-        self.total_resource: IntVec = nd.total
+        self.total_resource: IntVec = nd.valid_sum(nd.alloc)
         self.queues: dict[str, QueueInfo] = cache.queues
         self.jobs: dict[str, JobInfo] = {}
         self.reasons: dict[str, PendingReason] = {}

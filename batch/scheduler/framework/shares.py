@@ -37,29 +37,14 @@ def le(a: F, b: F) -> bool:
     return bool((a[1:] <= b[1:] + TOL).all())
 
 
-#: compare float vectors of a handful of resources as Python floats (``_floats``): the same
-#: IEEE operations as the vector forms, without numpy's per-call overhead (off: vector forms)
-SCALAR_SHARES = True
-
-
-def _floats(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> bool:
-    """Take the Python-float path for ``a`` and ``b`` (float64 vectors)?"""
-    return SCALAR_SHARES and a.dtype == _F64 and b.dtype == _F64 and a.ndim == 1 == b.ndim
-
-
 def le_common(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> bool:
     """``LessEqual`` on the resources both vectors have (a job's vectors may be shorter than a
     session's queue figures when a resource appeared since)."""
     n = min(len(a), len(b))
-    if _floats(a, b):
-        return all(x <= y + TOL for x, y in zip(a[1:n].tolist(), b[1:n].tolist(), strict=True))
     return bool((a[1:n] <= b[1:n] + TOL).all())
 
 
 def le_on(a: F, b: F, dims: npt.NDArray[np.intp]) -> bool:
-    if _floats(a, b):
-        al, bl = a.tolist(), b.tolist()
-        return all(al[i] <= bl[i] + TOL for i in dims.tolist())
     return bool((a[dims] <= b[dims] + TOL).all())
 
 
@@ -68,14 +53,6 @@ def nearer_on(held: F, need: F, deserved: F, dims: npt.NDArray[np.intp]) -> bool
     every resource of ``dims``? Within its share, or past it by less than it now falls short:
     shares are rounded to the nearest gang, not down (a queue owed 6.7 GPUs whose gangs take 8
     is owed its gang; one owed 4 is not, 8 would leave it as far past its share)."""
-    if _floats(held, need) and _floats(deserved, deserved):
-        hl, nl, dl = held.tolist(), need.tolist(), deserved.tolist()
-        for i in dims.tolist():
-            h, d = hl[i], dl[i]
-            after = h + nl[i]
-            if not (after <= d + TOL or after - d < d - h - TOL):
-                return False
-        return True
     h, n, d = held[dims], need[dims], deserved[dims]
     after = h + n
     return bool(((after <= d + TOL) | (after - d < d - h - TOL)).all())

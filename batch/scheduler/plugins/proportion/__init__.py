@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,6 @@ from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import (
@@ -50,7 +49,6 @@ from batch.scheduler.framework.votes import PERMIT, REJECT
 from .attrs import QueueAttr, claimed_share, kept_share
 from .borrowing import lend_borrowers, may_borrow
 from .figures import FILLS_KEPT, QueueVectors, admitted_gap, queue_attrs
-from .scalarfill import fill_scalar
 from .tree import QueueTree
 from .usage import UsageFigure, usage_decay_of, usage_figures
 
@@ -109,15 +107,7 @@ def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
     inside the loop, even above its request, without taking it from what is left, so with
     guarantees the shares can add up to more than the cluster (guaranteed 8 of 9 GPUs, two
     other queues asking 1 each: 8 + 1 + 1).
-
-    For a few queues this runs on Python floats with the same result (scalarfill.py).
     """
-    got = fill_scalar(attrs, request, total)
-    return got if got is not None else fill_rows_numpy(attrs, request, total)
-
-
-def fill_rows_numpy(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
-    """``fill_rows`` as numpy rounds over all queues and resources."""
     weight = np.array([a.weight for a in attrs], dtype=np.float64)
     cap = np.stack([a.real_capability for a in attrs])
     guarantee = np.stack([a.guarantee for a in attrs])
@@ -185,32 +175,32 @@ def over_capability(
     return REJECT
 
 
-def _register_queue_points(p: _Open, hooks: Hooks) -> None:
-    """QueueOrder, Overused and Allocatable (of the session open in ``p``)."""
+def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
+    """QueueOrder, Overused and Allocatable."""
 
     def queue_key(q: QueueInfo) -> tuple[int, float]:
-        a = p.attrs.get(q.name)
+        a = attrs.get(q.name)
         return (-q.priority, a.order_share() if a is not None else 0.0)
 
-    hooks.add_queue_order_key(queue_key)
+    ssn.hooks.add_queue_order_key(queue_key)
 
     def overused(q: QueueInfo) -> bool:
-        a = p.attrs.get(q.name)
+        a = attrs.get(q.name)
         if a is None:
             return False
         if a._overused is None:
             a._overused = le(a.deserved, a.allocated)
         return a._overused
 
-    hooks.add_overused_fn(overused)
+    ssn.hooks.add_overused_fn(overused)
+
+    dims_by_tid: dict[int, list[int]] = {}
 
     def allocatable(q: QueueInfo, t: TaskInfo) -> bool:
-        attrs = p.attrs
         a = attrs.get(q.name)
         if a is None or not q.is_open():
             return False
         tmpl = t.template
-        dims_by_tid = p.dims_by_tid
         dims = dims_by_tid.get(tmpl.tid)
         if dims is None:
             dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
@@ -218,13 +208,12 @@ def _register_queue_points(p: _Open, hooks: Hooks) -> None:
         alloc, des = a.allocated, a.deserved
         if all(alloc[d] + rl[d] <= des[d] + TOL for d in dims):
             return True
-        ssn = p.ssn
         job = ssn.jobs.get(t.job_id or "")
         if a.held is None or job is None:
             return False
         return nearer_with(a, job, t) or borrow_fits(ssn, a, job, t, attrs)
 
-    hooks.add_allocatable_fn(allocatable)
+    ssn.hooks.add_allocatable_fn(allocatable)
 
 
 def nearer_with(a: QueueAttr, job: JobInfo, task: TaskInfo) -> bool:
@@ -264,12 +253,11 @@ def borrow_fits(
     return may_borrow(ssn, a, need, attrs, placing=True)
 
 
-def _register_victim_points(p: _Open, hooks: Hooks) -> None:
+def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     """Preemptive, Reclaimable and the at-deserved rule of the evicting actions."""
 
     def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
-        ssn = p.ssn
-        a = p.attrs.get(q.name)
+        a = attrs.get(q.name)
         if a is None or not q.is_open():
             return False
         total_req = ssn.resources.zeros()
@@ -284,10 +272,9 @@ def _register_victim_points(p: _Open, hooks: Hooks) -> None:
         fair = a.held is not None and ssn.action == "gangreclaim"
         return fair and nearer_on(a.allocated, total_req.astype(np.float64), claim, dims)
 
-    hooks.add_preemptive_fn(preemptive)
+    ssn.hooks.add_preemptive_fn(preemptive)
 
     def reclaimable(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
-        ssn, attrs = p.ssn, p.attrs
         copies: dict[str, F] = {}
         victims: list[TaskInfo] = []
         for t in candidates:
@@ -306,23 +293,22 @@ def _register_victim_points(p: _Open, hooks: Hooks) -> None:
             copies[job.queue] = alloc
         return victims, PERMIT
 
-    hooks.add_reclaimable_fn(reclaimable)
+    ssn.hooks.add_reclaimable_fn(reclaimable)
 
     def at_deserved(queue: str) -> bool:
         # reclaimable above takes victims only from a queue whose allocated is not <= deserved
-        a = p.attrs.get(queue)
+        a = attrs.get(queue)
         return a is None or le(a.allocated, kept_share(a))
 
-    hooks.add_queue_at_deserved_fn(at_deserved)
-    hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
+    ssn.hooks.add_queue_at_deserved_fn(at_deserved)
+    ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
 
 
-def _register_admission(p: _Open, hooks: Hooks, *, fair: bool) -> None:
+def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool) -> None:
     """JobEnqueueable (the queue's real capability; with fair shares, its deserved share)
     and JobEnqueued (the admitted gang's minResources join the queue's inqueue)."""
 
     def enqueueable(job: JobInfo) -> int:
-        ssn, attrs = p.ssn, p.attrs
         q = ssn.queues[job.queue]
         a = attrs.get(job.queue)
         if not q.is_open():
@@ -343,10 +329,10 @@ def _register_admission(p: _Open, hooks: Hooks, *, fair: bool) -> None:
             return REJECT
         return PERMIT
 
-    hooks.add_job_enqueueable_fn(enqueueable)
+    ssn.hooks.add_job_enqueueable_fn(enqueueable)
 
     def enqueued(job: JobInfo) -> None:
-        a = p.attrs.get(job.queue)
+        a = attrs.get(job.queue)
         if a is None or job.min_resources is None:
             return
         add = np.maximum(job.min_resources - job.gated_req, 0).astype(np.float64)
@@ -356,9 +342,9 @@ def _register_admission(p: _Open, hooks: Hooks, *, fair: bool) -> None:
             a.held = a.held + add
             a.changed()
 
-    hooks.add_job_enqueued_fn(enqueued)
+    ssn.hooks.add_job_enqueued_fn(enqueued)
     if fair:
-        hooks.add_held_beyond_share_fn(lambda job: held_beyond_share(p.attrs, job))
+        ssn.hooks.add_held_beyond_share_fn(lambda job: held_beyond_share(attrs, job))
 
 
 def at_share(
@@ -439,18 +425,6 @@ def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
     ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
 
-class _Open(Protocol):
-    """What the kept callbacks read of the session open now: the plugin's."""
-
-    ssn: Session
-    attrs: dict[str, QueueAttr]
-    dims_by_tid: dict[int, list[int]]
-
-
-#: register proportion's callbacks (but the event handlers) once per ``Hooks`` and let them
-#: read the session from the plugin (off: registered at every session open)
-KEEP_CALLBACKS = True
-
 #: ``ClusterCache.derived`` key: the water-filling results kept for one set of effective weights
 USAGE_FILLS = "proportion-usage-fills"
 
@@ -524,9 +498,6 @@ class ProportionPlugin(Plugin):
         #: fair shares down a tree (None: flat); its inner queues without jobs publish their
         #: subtree's sums (``QueueTree.inner_figures``)
         self.tree: QueueTree | None = None
-        #: the session's queue figures, and the resources each pod template asks for
-        self.attrs: dict[str, QueueAttr] = {}
-        self.dims_by_tid: dict[int, list[int]] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
@@ -545,26 +516,13 @@ class ProportionPlugin(Plugin):
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
-        self.dims_by_tid = {}
         self.tree = tree
         self.total = total
-        if not KEEP_CALLBACKS:
-            self._register(ssn.hooks)
+        _register_queue_points(ssn, attrs)
+        _register_victim_points(ssn, attrs)
+        ssn.hooks.add_deserved_fn(self.deserved)
+        _register_admission(ssn, attrs, fair=self.fair)
         _register_handlers(ssn, attrs)
-
-    keeps_callbacks = True
-
-    def register_kept(self, hooks: Hooks) -> None:
-        if KEEP_CALLBACKS:
-            self._register(hooks)
-
-    def _register(self, hooks: Hooks) -> None:
-        """The callbacks that read the session and its queue figures from the plugin (kept
-        across sessions by a ``Scheduler``'s hooks, or registered at every open)."""
-        _register_queue_points(self, hooks)
-        _register_victim_points(self, hooks)
-        hooks.add_deserved_fn(self.deserved)
-        _register_admission(self, hooks, fair=self.fair)
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)
