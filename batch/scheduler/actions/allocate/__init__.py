@@ -319,22 +319,15 @@ class Allocate(Action):
             tasks = run.worksheet[job.uid]
         if not run.memo_ok or job.network_topology is not None:
             return None
-        if len(tasks) == 1:  # most jobs of a big backlog: no list to build
-            (t,) = tasks
+        tids = []
+        for t in tasks:
             if t.nominated_node or t.template.volatile:
                 return None
-            tids: tuple[int, ...] = (t.template.tid,)
-        else:
-            tl = []
-            for t in tasks:
-                if t.nominated_node or t.template.volatile:
-                    return None
-                tl.append(t.template.tid)
-            tids = tuple(tl)
+            tids.append(t.template.tid)
         return (
             queue.name,
             job.min_available,
-            tids,
+            tuple(tids),
             tuple(t.role for t in tasks) if job.min_task_member else None,
             tuple(sorted(job.min_task_member.items())) if job.min_task_member else (),
             tuple(job.counts),  # decides the ready, waiting and valid task numbers
