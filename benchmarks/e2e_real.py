@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import os
 import re
@@ -74,6 +73,7 @@ import aiohttp
 import yaml
 from plain_binder import NAME as PLAIN_NAME  # this script's directory is on sys.path
 
+from batch.api.timestamps import epoch_seconds
 from batch.api.yamlio import load_yaml_file
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import load_access
@@ -759,7 +759,7 @@ async def bind_clock(
     wall = time.time() - time.perf_counter()  # perf_counter -> wall clock
     pods = (await client.list(POD, namespace=ns))["items"]
     stamps = [
-        dt.datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+        epoch_seconds(c.get("lastTransitionTime"))
         for p in pods
         for c in (p.get("status") or {}).get("conditions") or []
         if c.get("type") == "PodScheduled" and c.get("status") == "True"
