@@ -31,3 +31,9 @@ def bucket_bounds(bucket: int) -> tuple[int | None, int]:
         return (None if bucket == 0 else bucket), bucket + 1
     e, m = divmod(bucket - _EXACT, _SUB)
     return (_SUB + m) << e, (_SUB + m + 1) << e
+
+
+def seconds_to_us(value: float) -> int:
+    """A view's seconds (microsecond-exact on PostgreSQL, millisecond on SQLite) as whole
+    microseconds, as the rollup sums them and the reports add the raw rows to it."""
+    return round(value * 1_000_000)

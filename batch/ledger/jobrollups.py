@@ -37,7 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from batch.ledger.buckets import ENDED, bucket_bounds, bucket_of
+from batch.ledger.buckets import ENDED, bucket_bounds, bucket_of, seconds_to_us
 from batch.ledger.columns import NONE, OUTCOMES_VIEW, WAITS_VIEW
 from batch.ledger.models import OutcomeDay, WaitDay
 
@@ -60,11 +60,6 @@ _PHASES = {name.capitalize(): i for i, name in enumerate(OUTCOME_COLUMNS)}
 WaitKey = tuple[dt.date, str, str, int]
 OutcomeKey = tuple[dt.date, str, str]
 Amounts = list[int]
-
-
-def seconds_to_us(value: float) -> int:
-    """A view's seconds (microsecond-exact on PostgreSQL, millisecond on SQLite) as an integer."""
-    return round(value * 1_000_000)
 
 
 def _day(stamp: dt.datetime) -> dt.date:

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import ColumnElement
 
-from batch.ledger.buckets import ENDED, bucket_bounds, bucket_of
+from batch.ledger.buckets import ENDED, bucket_bounds, bucket_of, seconds_to_us
 from batch.ledger.columns import (
     NONE,
     WAIT_DAYS,
@@ -157,7 +157,9 @@ def _add_partial_day(
     else:
         stmt = _where(select(w.queue, w.wait_seconds), *conds, w.still_waiting == 0)
         rows = [
-            (queue, None, 1, None) if wait is None else (queue, bucket_of(wait), 1, _us(wait))
+            (queue, None, 1, None)
+            if wait is None
+            else (queue, bucket_of(wait), 1, seconds_to_us(float(wait)))
             for queue, wait in conn.execute(stmt).all()
         ]
     for queue, bucket, jobs, wait_us in rows:
@@ -167,11 +169,6 @@ def _add_partial_day(
             q.started += int(jobs)
             q.rolled[int(bucket)] = q.rolled.get(int(bucket), 0) + int(jobs)
             q.rolled_us += int(wait_us)
-
-
-def _us(seconds: float) -> int:
-    """A view's seconds as whole microseconds, as the rollup sums them (``seconds_to_us``)."""
-    return round(float(seconds) * 1_000_000)
 
 
 def _add_rolled_waits(
