@@ -12,10 +12,11 @@ session opens or the action executes, so a kept instance decides as a new one.
 
 from __future__ import annotations
 
-import gc
+import contextlib
 import time
 
 import batch.scheduler.builtins  # noqa: F401 (fills ACTIONS and PLUGINS)
+from batch.gcpause import gc_paused
 from batch.model.cache import ClusterCache
 from batch.scheduler.config import SchedulerConfig
 from batch.scheduler.framework.arguments import Arguments
@@ -91,10 +92,7 @@ def run_session(
     """
     if kit is not None and kit.config is not config:
         raise ValueError("run_session: the kit was built from another configuration")
-    was_enabled = gc.isenabled()
-    if pause_gc:
-        gc.disable()
-    try:
+    with gc_paused() if pause_gc else contextlib.nullcontext():
         ssn = open_session(cache, config, now=now, uid=uid, kit=kit)
         actions = kit.actions if kit is not None else _build_actions(config)
         try:
@@ -108,9 +106,6 @@ def run_session(
             ssn.release()
             raise
         return close_session(ssn)
-    finally:
-        if pause_gc and was_enabled:
-            gc.enable()
 
 
 def _build_actions(config: SchedulerConfig) -> list[tuple[str, Action]]:

@@ -5,10 +5,8 @@ SQL helpers.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,20 +80,6 @@ def _prepare(conn: Connection) -> None:
         conn.exec_driver_sql("SET LOCAL jit = off")
         # Sorts for percentiles and per-day groups stay in memory instead of spilling to disk.
         conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a report builds ~100,000 rows: the tuples it
-    allocates set off collections that walk every tracked object, a third of the usage report's
-    time in Python over a month. The rows hold no cycles; collection resumes afterwards."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _day_param(conn: Connection, value: dt.datetime) -> Any:
