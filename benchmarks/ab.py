@@ -12,12 +12,13 @@ from each run's output and prints every pair and the means.
         benchmarks/cycle.py --nodes 1000 --pods 10000 --gang 1
 
 Each run has its tree on ``PYTHONPATH``, works in it, and sees ``TEPHRA_TRACES_DIR`` (default:
-../shared/traces beside this checkout) so that a ``git archive`` copy finds the traces.
+the traces this checkout finds, ``traces_root``) so that a ``git archive`` copy finds them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -25,9 +26,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from batch.sim.errors import SimInputError
+from batch.sim.traces.common import traces_root
+
 #: ``benchmarks/sim.py``'s CPU figure (the default metric)
 REPLAY_CPU = r"replay CPU:\s+([0-9.]+)"
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
 def order(rounds: int) -> list[tuple[int, int]]:
@@ -45,7 +48,8 @@ def figure(output: str, metric: str) -> float:
 
 def _start(tree: Path, command: list[str]) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    env.setdefault("TEPHRA_TRACES_DIR", str(TRACES))
+    with contextlib.suppress(SimInputError):  # a benchmark without traces needs none
+        env.setdefault("TEPHRA_TRACES_DIR", str(traces_root()))
     return subprocess.Popen(
         [sys.executable, *command],
         cwd=tree,
