@@ -139,6 +139,7 @@ class PodGroupAction(enum.Enum):
     UPDATE = "update"  # Tephra's own PodGroup, out of date: merge-patch with `body`
     ADOPT = "adopt"  # a PodGroup somebody else owns (the operator): use it, write nothing
     WAIT = "wait"  # the operator is expected to create it: do nothing yet, retry later
+    REPLACE = "replace"  # Tephra's, made for an earlier workload of this name: delete it
     NOTHING = "nothing"  # Tephra's own PodGroup, up to date
 
 
@@ -148,6 +149,15 @@ class PodGroupDecision:
     name: str
     body: dict[str, Any] | None = None
     reason: str = ""
+
+
+def _owned_by_another(existing: Mapping[str, Any], gang: GangSpec) -> bool:
+    """Whether ``existing`` names a controller other than the gang's workload (by uid)."""
+    if gang.owner is None:
+        return False
+    refs = (existing.get("metadata") or {}).get("ownerReferences") or []
+    owners = {str(r.get("uid")) for r in refs if r.get("controller")}
+    return bool(owners) and gang.owner.uid not in owners
 
 
 def decide_podgroup(
@@ -173,6 +183,10 @@ def decide_podgroup(
       pods without a PodGroup are not scheduled meanwhile); else CREATE
       (:func:`podgroup_manifest`).
     * one exists without Tephra's fingerprint annotation: ADOPT (the operator owns it).
+    * Tephra's, owned by an earlier workload of the same name (deleted and created again
+      before the garbage collector removed the old group): REPLACE. Kept, it would name the
+      gang until the collector deletes it, and the pods would then wait for a group no event
+      brings back.
     * Tephra's, but its spec no longer matches the fingerprint Tephra wrote: somebody else
       (an operator that updates existing groups, e.g. training-operator) took it over: ADOPT.
     * Tephra's and unchanged since: UPDATE when the desired spec differs (the queue of an
@@ -200,6 +214,10 @@ def decide_podgroup(
     current_spec: Mapping[str, Any] = existing.get("spec") or {}
     if not written:
         return PodGroupDecision(PodGroupAction.ADOPT, name, reason="PodGroup made by its operator")
+    if _owned_by_another(existing, gang):
+        return PodGroupDecision(
+            PodGroupAction.REPLACE, name, reason="PodGroup of an earlier workload of this name"
+        )
     if spec_fingerprint(current_spec) != written:
         return PodGroupDecision(
             PodGroupAction.ADOPT, name, reason="PodGroup changed by another writer; handed over"

@@ -213,7 +213,7 @@ def reconcile_adapter_pod(
     delete theirs when the job ends and the pods that stay behind must not re-create one that
     would then hold the queue's resources."""
     result = ReconcileResult()
-    if podgroup is None and (workload_finished or _pod_done(pod)):
+    if podgroup is None and (workload_finished or pod_done(pod)):
         result.notes.append("finished: no PodGroup re-created")
         return result
     created = parse_time(meta(workload).get("creationTimestamp"))
@@ -232,6 +232,14 @@ def reconcile_adapter_pod(
         result.requeue(max(1.0, gang.adopt_grace_seconds - age))
         result.notes.append(decision.reason)
         return result
+    if decision.action is PodGroupAction.REPLACE and podgroup is not None:
+        uid = meta(podgroup).get("uid")
+        result.actions.append(
+            DeleteObject(ObjectRef(c.SCHED_API, "PodGroup", gang.namespace, decision.name, uid))
+        )
+        result.requeue(1.0)  # the deletion's event also brings the pods back; this is a floor
+        result.notes.append(decision.reason)
+        return result
     if decision.action is PodGroupAction.CREATE and decision.body is not None:
         result.actions.append(CreateObject(decision.body))
     elif decision.action is PodGroupAction.UPDATE and decision.body is not None:
@@ -248,7 +256,8 @@ def reconcile_adapter_pod(
     return result
 
 
-def _pod_done(pod: Mapping[str, Any]) -> bool:
+def pod_done(pod: Mapping[str, Any]) -> bool:
+    """Finished, or on its way out: no PodGroup is made again for it."""
     phase = (pod.get("status") or {}).get("phase")
     return phase in ("Succeeded", "Failed") or bool(meta(pod).get("deletionTimestamp"))
 

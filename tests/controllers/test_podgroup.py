@@ -5,9 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from batch.api.integration import GangSpec, WorkloadKind, WorkloadObservation, WorkloadRef
+from batch.api.integration import (
+    GangSpec,
+    OwnerRef,
+    WorkloadKind,
+    WorkloadObservation,
+    WorkloadRef,
+)
 from batch.controllers import constants as c
 from batch.controllers.effects import CreateObject, DeleteObject, PatchObject, PatchStatus
+from batch.controllers.gang import podgroup_manifest
 from batch.controllers.podgroup import (
     CREATED_BY,
     CREATED_BY_CONTROLLER,
@@ -300,6 +307,45 @@ def test_no_podgroup_recreated_for_a_finished_pod_or_workload() -> None:
         running, adapter=FakeAdapter(), gang=gang, podgroup=None, now=NOW, workload=workload
     )  # type: ignore[arg-type]
     assert res.of_type(CreateObject)
+
+
+def test_a_group_of_an_earlier_workload_of_the_same_name_is_replaced() -> None:
+    """A workload deleted and created again under its name, before the garbage collector removed
+    its old PodGroup: that group (owned by the old uid) is deleted, that incarnation only, and
+    the pod comes back to make the new one. Kept, it would vanish under the pods later."""
+    ref = WorkloadRef(
+        api_version="example.com/v1", kind="Trainer", namespace="ns", name="t", gang_name="t"
+    )
+    gang = GangSpec(
+        name="t",
+        namespace="ns",
+        min_member=2,
+        workload=ref,
+        adapter="fake",
+        owner=OwnerRef("example.com/v1", "Trainer", "t", "new-uid"),
+    )
+    workload = {"metadata": {"name": "t", "uid": "new-uid", "creationTimestamp": "2025-12-31Z"}}
+    made = podgroup_manifest(gang)
+    mine = {**made, "metadata": {**made["metadata"], "uid": "pg-1"}}
+
+    def group_actions(group: dict[str, Any]) -> list[Any]:
+        res = reconcile_adapter_pod(
+            pod("t-worker-0"),
+            adapter=FakeAdapter(),  # type: ignore[arg-type]
+            gang=gang,
+            podgroup=group,
+            now=NOW,
+            workload=workload,
+        )
+        assert res.requeue_after is not None or group is mine
+        return [a for a in res.actions if a.ref.kind == "PodGroup"]
+
+    assert group_actions(mine) == []  # its own group, up to date
+    owner = {**mine["metadata"]["ownerReferences"][0], "uid": "old-uid"}
+    stale = {**mine, "metadata": {**mine["metadata"], "ownerReferences": [owner]}}
+    (delete,) = group_actions(stale)
+    assert isinstance(delete, DeleteObject)
+    assert (delete.ref.name, delete.ref.uid) == ("t", "pg-1")
 
 
 def test_workload_observation_finished_follows_the_latest_phase() -> None:

@@ -181,6 +181,34 @@ def test_pytorchjob_gets_its_gang(cluster: Cluster) -> None:
     assert [g["metadata"]["name"] for g in owned] == [name]
 
 
+def test_a_deleted_podgroup_is_made_again_for_the_waiting_pods(cluster: Cluster) -> None:
+    """The gang's PodGroup deleted (by a user, or by the garbage collector because it was an
+    earlier workload's of the same name) while the workload's pods wait: the pods are reconciled
+    again and the group comes back, owned by the workload. Nothing else would bring it back:
+    the pods do not change."""
+    ns = cluster.namespace("pytorch-regroup")
+    job = copy.deepcopy(load_workload("pytorch/pytorch_job_sendrecv.yaml", "PyTorchJob"))
+    for rspec in job["spec"]["pytorchReplicaSpecs"].values():
+        with_scheduler(rspec["template"])
+        rspec["template"]["spec"]["nodeSelector"] = {"no-such-node": "true"}  # stay Pending
+    job = cluster.create(job, ns)
+    for pod in kubeflow_pods(job, "pytorchReplicaSpecs", "pytorchjob-controller"):
+        cluster.create_pod(pod, ns)
+    name = "pytorch-dist-basic-sendrecv"
+    first = wait_for(lambda: cluster.podgroup(name, ns), f"PodGroup {name}")
+    cluster.co.delete_namespaced_custom_object(*PG, ns, "podgroups", name)
+    again = wait_for(
+        lambda: (
+            (g := cluster.podgroup(name, ns))
+            and g["metadata"]["uid"] != first["metadata"]["uid"]
+            and g
+        ),
+        f"PodGroup {name} made again",
+    )
+    assert again["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    assert again["spec"]["minMember"] == 4
+
+
 def test_mpijob_gets_its_gang_with_resources(cluster: Cluster) -> None:
     ns = cluster.namespace("mpi-gang")
     job = copy.deepcopy(load_workload("mpi/tensorflow-mnist.yaml", "MPIJob"))

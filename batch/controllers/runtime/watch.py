@@ -20,6 +20,7 @@ from batch.controllers.podgroup import (
     CREATED_BY_CONTROLLER,
     controller_owner,
     is_vcjob_pod,
+    pod_done,
     wants_group,
 )
 from batch.controllers.queue import parent_of
@@ -106,6 +107,8 @@ class Watched:
                 self.pg_cache.pop((ns, str(m.get("name"))), None)
             else:
                 self.pg_cache[(ns, str(m.get("name")))] = dict(pg)
+        if etype == "DELETED":
+            self._regroup(ns, str(m.get("name")))
         owner = controller_owner(pg)
         if (
             owner
@@ -117,6 +120,16 @@ class Watched:
             self.keys.enqueue(("pg", ns, str(m.get("name"))))
         queue = str((pg.get("spec") or {}).get("queue") or c.DEFAULT_QUEUE)
         self.keys.enqueue(("queue", "", queue))
+
+    def _regroup(self, ns: str, group: str) -> None:
+        """A PodGroup was deleted: its pods that still run or wait are reconciled again, so an
+        adapter's gang is made again (for a workload that is not finished) instead of the pods
+        waiting for ever on a group no event brings back."""
+        if not self.settings.adapters:
+            return
+        for pod in list(self.group_pods.get((ns, group), {}).values()):
+            if not pod_done(pod):
+                self.keys.enqueue(("pod", ns, str(pod["metadata"].get("name"))))
 
     def seed_podgroups(self, groups: Iterable[dict[str, Any]]) -> None:
         """The start's list of PodGroups: from now on the watch keeps `pg_cache` complete."""
