@@ -19,6 +19,7 @@ import aiohttp
 from batch.kube.config import ClusterAccess
 from batch.kube.postlane import PostLane
 from batch.kube.resource import RESOURCES, ApiError, Resource
+from batch.kube.wirejson import decode_json
 
 __all__ = ["RESOURCES", "ApiError", "KubeClient", "Resource"]
 
@@ -245,7 +246,7 @@ class KubeClient:
             if resp.status >= 400:
                 raw = await resp.read()
                 try:
-                    body = json.loads(raw)
+                    body = decode_json(raw)
                 except ValueError:
                     body = {}
                 if resp.status == 401 and self.access.credentials is not None:
@@ -259,7 +260,7 @@ class KubeClient:
                 line = line.strip()
                 if not line:
                     continue
-                event = json.loads(line)
+                event = decode_json(line)
                 etype = event.get("type", "")
                 obj = event.get("object") or {}
                 if etype == "ERROR":
@@ -275,7 +276,7 @@ class KubeClient:
 def _answer(status: int, raw: bytes, method: str, path: str) -> dict[str, Any]:
     """An answer's JSON body; an `ApiError` for a status >= 400."""
     try:
-        payload = json.loads(raw) if raw else {}
+        payload = decode_json(raw) if raw else {}
     except ValueError:
         payload = {"message": raw[:200].decode(errors="replace")}
     if status >= 400:
