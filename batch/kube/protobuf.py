@@ -194,7 +194,7 @@ class ProtobufCreates:
         or a body with no encoding) as JSON. Any other failure is raised as the JSON POST's
         would be."""
         if not await self._protobuf(client, path, body):
-            await client.request("POST", path, body=body)
+            await client.request("POST", path, body=body, answer=False)
 
     async def _protobuf(self, client: KubeClient, path: str, body: Mapping[str, Any]) -> bool:
         """POST `body` as protobuf when on: True when sent so, False when it must go as JSON."""
@@ -206,7 +206,7 @@ class ProtobufCreates:
             log.warning("sending %s as JSON: %s", body.get("kind"), exc)
             return False
         try:
-            await client.request("POST", path, body=raw, content_type=MEDIA_TYPE)
+            await client.request("POST", path, body=raw, content_type=MEDIA_TYPE, answer=False)
         except ApiError as exc:
             if exc.status != 415:
                 raise

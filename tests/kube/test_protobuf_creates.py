@@ -143,12 +143,21 @@ class _Api:
     def __init__(self, proto_status: int = 201) -> None:
         self.proto_status = proto_status
         self.posts: list[tuple[str, str, Any]] = []
+        self.answers_read: list[bool] = []
 
     async def request(
-        self, method: str, path: str, *, body: Any = None, content_type: str = JSON, **_: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = JSON,
+        answer: bool = True,
+        **_: Any,
     ) -> dict[str, Any]:
         assert method == "POST"
         self.posts.append((path, content_type, body))
+        self.answers_read.append(answer)
         if content_type == MEDIA_TYPE:
             assert isinstance(body, bytes)
             if self.proto_status >= 400:
@@ -189,12 +198,14 @@ def test_binds_and_events_go_as_protobuf_when_on() -> None:
     assert decode_protobuf(raw) == binding(BindRequest("ns", "p-0", "u-0", "node-1"))
     assert api.posts[1][0] == "/api/v1/namespaces/ns/events"
     assert decode_protobuf(api.posts[1][2])["reason"] == "Scheduled"
+    assert api.answers_read == [False] * 4  # posted for their effect: answers not decoded
 
 
 def test_json_when_off() -> None:
     api = _Api()
     assert _bind_and_tell(api, ProtobufCreates(False), 2) == [BindOutcome.BOUND] * 2
     assert api.types() == [JSON] * 4
+    assert api.answers_read == [False] * 4
 
 
 def test_a_415_falls_back_to_json_once_logged(caplog: pytest.LogCaptureFixture) -> None:
@@ -222,3 +233,15 @@ def test_other_refusals_of_protobuf_are_the_binds_own(status: int) -> None:
     assert outcome is BindOutcome.FAILED and str(status) in message
     assert set(api.types()) == {MEDIA_TYPE}
     assert len(api.posts) == (1 + len(binder.retry_delays) if status == 500 else 1)
+
+
+def test_a_creates_answer_is_read_only_when_it_refuses() -> None:
+    """Bindings and Events are posted for their effect: a success's body is not decoded (one
+    decode less per write), a refusal's still is, for its message."""
+    from batch.kube.client import _answer
+
+    assert _answer(201, b"<not read>", "POST", "/b", decode=False) == {}
+    assert _answer(201, b'{"kind": "Status"}', "POST", "/b") == {"kind": "Status"}
+    with pytest.raises(ApiError) as refused:
+        _answer(409, b'{"message": "already bound"}', "POST", "/b", decode=False)
+    assert refused.value.status == 409 and "already bound" in str(refused.value)
