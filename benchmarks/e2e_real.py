@@ -77,6 +77,7 @@ from batch.api.timestamps import epoch_seconds
 from batch.api.yamlio import load_yaml_file
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.config import load_access
+from batch.kube.limits import BIND_CONCURRENCY
 from batch.sandbox.control_plane import ControlPlane, control_plane
 from batch.sandbox.emulator_http import ApiEmulator, schedulable
 from batch.sandbox.real_components import (
@@ -1063,7 +1064,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="backlog: create every pod, then start the scheduler; stream: create while it runs",
     )
     p.add_argument("--concurrency", type=int, default=64, help="driver's requests in flight")
-    p.add_argument("--bind-concurrency", type=int, default=128, help="Tephra's binds in flight")
+    p.add_argument(
+        "--bind-concurrency",
+        type=int,
+        default=BIND_CONCURRENCY,
+        help="Tephra's binds in flight (default: Tephra's own)",
+    )
     p.add_argument("--schedule-period", default="0.2s", help="Tephra's session period")
     p.add_argument("--kube-qps", type=int, default=5000, help="kube-scheduler's client QPS")
     p.add_argument(

@@ -11,6 +11,7 @@ import click
 from batch.api.durations import DurationError, parse_duration
 from batch.cli.kubecontext import context_option, with_context
 from batch.cli.metrics import parse_bind_address, serve_metrics
+from batch.kube.limits import BIND_CONCURRENCY
 from batch.kube.protobuf import JSON, MEDIA_TYPE
 
 if TYPE_CHECKING:
@@ -69,7 +70,11 @@ def _duration(text: str) -> float:
     help="ledger database URL (records preemptions and queue usage)",
 )
 @click.option(
-    "--bind-concurrency", type=int, default=64, show_default=True, help="binds in flight at once"
+    "--bind-concurrency",
+    type=int,
+    default=BIND_CONCURRENCY,
+    show_default=True,
+    help="binds in flight at once",
 )
 @click.option(
     "--kube-api-content-type",

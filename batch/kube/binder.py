@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from batch.kube.client import RESOURCES, ApiError, KubeClient
 from batch.kube.dispatch import Dropped
+from batch.kube.limits import BIND_CONCURRENCY
 from batch.kube.protobuf import ProtobufCreates
 
 __all__ = ["BindOutcome", "BindRequest", "Binder", "EvictRequest", "Evictor"]
@@ -98,7 +99,7 @@ class Binder:
         self,
         client: KubeClient,
         *,
-        concurrency: int = 64,
+        concurrency: int = BIND_CONCURRENCY,
         protobuf: ProtobufCreates | None = None,
     ) -> None:
         self.client = client

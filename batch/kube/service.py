@@ -54,6 +54,7 @@ from batch.kube.fairshare import fair_share_annotations
 from batch.kube.informer import Reflector, ReflectorSet
 from batch.kube.leader import LeaderElector
 from batch.kube.ledger_hook import SchedulerLedger
+from batch.kube.limits import BIND_CONCURRENCY
 from batch.kube.metrics import SchedulerMetrics
 from batch.kube.podcond import PodConditions, scheduled_event
 from batch.kube.protobuf import MEDIA_TYPE, ProtobufCreates
@@ -139,7 +140,7 @@ class SchedulerOptions:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     metrics_port: int | None = None
     healthz_port: int | None = None
-    bind_concurrency: int = 64
+    bind_concurrency: int = BIND_CONCURRENCY
     db_url: str | None = None
     #: how Bindings and Events are sent (`--kube-api-content-type`, as kube-scheduler's):
     #: protobuf, which the apiserver decodes faster (docs/benchmarks.md, "The wire format"),
