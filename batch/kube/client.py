@@ -19,7 +19,6 @@ import aiohttp
 from batch.kube.config import ClusterAccess
 from batch.kube.postlane import PostLane
 from batch.kube.resource import RESOURCES, ApiError, Resource
-from batch.kube.wirejson import decode_json
 
 __all__ = ["RESOURCES", "ApiError", "KubeClient", "Resource"]
 
@@ -251,7 +250,7 @@ class KubeClient:
             if resp.status >= 400:
                 raw = await resp.read()
                 try:
-                    body = decode_json(raw)
+                    body = json.loads(raw)
                 except ValueError:
                     body = {}
                 if resp.status == 401 and self.access.credentials is not None:
@@ -265,7 +264,7 @@ class KubeClient:
                 line = line.strip()
                 if not line:
                     continue
-                event = decode_json(line)
+                event = json.loads(line)
                 etype = event.get("type", "")
                 obj = event.get("object") or {}
                 if etype == "ERROR":
@@ -283,7 +282,7 @@ def _answer(status: int, raw: bytes, method: str, path: str, decode: bool = True
     if status < 400 and not decode:
         return {}
     try:
-        payload = decode_json(raw) if raw else {}
+        payload = json.loads(raw) if raw else {}
     except ValueError:
         payload = {"message": raw[:200].decode(errors="replace")}
     if status >= 400:
