@@ -167,3 +167,55 @@ def test_a_job_that_became_ready_is_ordered_anew(config_index: int) -> None:
         assert got == want
         binds.append([b.name for b in d.binds])
     assert binds == [["j1-1"], ["j2-0"]]
+
+
+PREEMPT = """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def test_a_job_that_starts_starving_preempts() -> None:
+    """A high-priority job without pods is not starving; once it has a pending pod (a new
+    version) it is, and preempt evicts a low-priority pod for it, kept answers or not."""
+    cfg = load_config(PREEMPT)
+    kept, asked = ClusterCache(), ClusterCache()
+    events: list[Event] = [("Queue", "ADDED", f.queue("root")), ("Queue", "ADDED", f.queue("q"))]
+    events += [("PriorityClass", "ADDED", f.priority_class(n, v)) for n, v in (("hi", 100),)]
+    events.append(("PriorityClass", "ADDED", f.priority_class("lo", -5)))
+    events.append(("Node", "ADDED", f.node("n0", cpu="2")))
+    events.append(("PodGroup", "ADDED", f.podgroup("low", queue="q", priority_class="lo")))
+    for i in range(2):
+        pod = f.pod(f"low-{i}", group="low", cpu="1", node_name="n0", phase="Running")
+        events.append(("Pod", "ADDED", pod))
+    events.append(
+        ("PodGroup", "ADDED", f.podgroup("high", queue="q", phase="Inqueue", priority_class="hi"))
+    )
+    later: list[Event] = [("Pod", "ADDED", f.pod("high-0", group="high", cpu="1"))]
+    evicted = []
+    for step_events in (events, later):
+        for event in step_events:
+            _replay(kept, event)
+            _replay(asked, event)
+        was = jobmemo.KEEP
+        try:
+            got = run_session(kept, cfg, now=NOW)
+            jobmemo.KEEP = False
+            want = run_session(asked, cfg, now=NOW)
+        finally:
+            jobmemo.KEEP = was
+        assert {**_comparable(got), "events": got.events} == {
+            **_comparable(want),
+            "events": want.events,
+        }
+        evicted.append(len(want.evictions))
+    assert evicted == [0, 1]
