@@ -30,18 +30,37 @@ def pending_tasks(ssn: Session, job: JobInfo, *, best_effort: bool) -> list[Task
 
 def starving_jobs(ssn: Session) -> list[JobInfo]:
     """Admitted, valid, starving jobs with pending ungated tasks."""
+    dispatch, hooks = ssn.dispatch, ssn.hooks
+    # the verdict reads the job and JobStarving and JobValid: kept by job version when those
+    # are pure per job (``framework/jobmemo.py``), asked again for jobs that changed
+    table = dispatch.job_table("starving_jobs", hooks.job_starving, hooks.job_valid)
+    queues = ssn.queues
     out = []
     for job in ssn.active_jobs():
-        if job.is_pending() or job.queue not in ssn.queues:
+        if job.queue not in queues:
             continue
-        if job.counts[TaskStatus.PENDING] - job.gated_pending <= 0:
+        if table is None:
+            if _starving(ssn, job):
+                out.append(job)
             continue
-        if not ssn.dispatch.job_starving(job):
-            continue
-        if ssn.dispatch.job_valid(job) is not None:
-            continue
-        out.append(job)
+        hit = table.get(job.uid)
+        v = job.version
+        if hit is None or hit[0] != v:
+            hit = table[job.uid] = (v, _starving(ssn, job))
+        if hit[1]:
+            out.append(job)
     return out
+
+
+def _starving(ssn: Session, job: JobInfo) -> bool:
+    """Admitted, with pending ungated tasks, starving and valid."""
+    if job.is_pending():
+        return False
+    if job.counts[TaskStatus.PENDING] - job.gated_pending <= 0:
+        return False
+    if not ssn.dispatch.job_starving(job):
+        return False
+    return ssn.dispatch.job_valid(job) is None
 
 
 def preemptor_tasks(ssn: Session, job: JobInfo) -> list[TaskInfo]:

@@ -28,6 +28,7 @@ from batch.scheduler.framework.hooks import (
     VictimGuard,
     Victims,
 )
+from batch.scheduler.framework.jobmemo import JobMemos, Table
 from batch.scheduler.framework.nodes import FloatVec
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
 
@@ -65,6 +66,23 @@ def _order_key(entries: list[Order[T]], fallback: Callable[[T], Any]) -> Callabl
     return functools.cmp_to_key(cmp)
 
 
+def _kept(key: Callable[[T], Any], table: Table) -> Callable[[T], Any]:
+    """``key``, answered from ``table`` (uid -> (version, key)) for a job at the version it
+    was computed at, and kept there otherwise."""
+    get = table.get
+
+    def kept(job: Any) -> Any:
+        hit = get(job.uid)
+        v = job.version
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        k = key(job)
+        table[job.uid] = (v, k)
+        return k
+
+    return kept
+
+
 def _any_of(fns: list[Callable[[T], bool]]) -> Callable[[T], bool] | None:
     if not fns:
         return None
@@ -76,9 +94,13 @@ def _any_of(fns: list[Callable[[T], bool]]) -> Callable[[T], bool] | None:
 class Dispatch:
     """The combined answer of a session's plugins at each extension point."""
 
-    def __init__(self, hooks: Hooks) -> None:
+    def __init__(self, hooks: Hooks, memos: JobMemos | None = None) -> None:
         self.hooks = hooks
+        #: answers kept across sessions for points whose callbacks are pure per job
+        self.memos = memos
         self._keys: dict[str, tuple[int, Callable[[Any], Any]]] = {}
+        #: per point: (its version, its kept answers or None)
+        self._tables: dict[str, tuple[int, Table | None]] = {}
         self._victim_points: dict[str, Point[Victims]] = {
             "preemptable": hooks.preemptable,
             "reclaimable": hooks.reclaimable,
@@ -95,9 +117,37 @@ class Dispatch:
             self._keys[point.name] = (point.version, key)
         return key
 
+    def _table(self, point: Point[Any]) -> Table | None:
+        """``point``'s kept answers (``jobmemo``), None when they are not kept."""
+        return self.job_table(point.name, point)
+
+    def job_table(self, name: str, *points: Point[Any]) -> Table | None:
+        """Kept per-job answers ``name`` (uid -> (version, answer), ``jobmemo``) that read
+        only the job and the answers of ``points``; None when they may not be kept (a
+        callback of ``points`` is not pure per job, or the switch is off)."""
+        version = sum(p.version for p in points)
+        got = self._tables.get(name)
+        if got is not None and got[0] == version:
+            return got[1]
+        memos = self.memos
+        if memos is None or self.hooks.registering():
+            return None
+        table = memos.table(name, points)
+        self._tables[name] = (version, table)
+        return table
+
     def job_order_key(self) -> Callable[[JobInfo], Any]:
-        k: Callable[[JobInfo], Any] = self._cached_key(self.hooks.job_order, _CREATION_UID)
-        return k
+        point = self.hooks.job_order
+        k: Callable[[JobInfo], Any] = self._cached_key(point, _CREATION_UID)
+        table = self._table(point)
+        if table is None:
+            return k
+        got = self._keys.get("job_order/kept")
+        if got is not None and got[0] == point.version:
+            return got[1]
+        kept = _kept(k, table)
+        self._keys["job_order/kept"] = (point.version, kept)
+        return kept
 
     def queue_order_key(self) -> Callable[[QueueInfo], Any]:
         k: Callable[[QueueInfo], Any] = self._cached_key(self.hooks.queue_order, _CREATION_UID)
@@ -188,17 +238,38 @@ class Dispatch:
             fn(job)
 
     def job_valid(self, job: JobInfo) -> ValidateResult | None:
-        for fn in self.hooks.job_valid.flat():
-            r = fn(job)
-            if r is not None and not r.passed:
+        point = self.hooks.job_valid
+        table = self._table(point)
+        if table is not None:
+            hit = table.get(job.uid)
+            if hit is not None and hit[0] == job.version:
+                r: ValidateResult | None = hit[1]
                 return r
-        return None
+        r = None
+        for fn in point.flat():
+            got = fn(job)
+            if got is not None and not got.passed:
+                r = got
+                break
+        if table is not None:
+            table[job.uid] = (job.version, r)
+        return r
 
     def job_starving(self, job: JobInfo) -> bool:
-        for tier in self.hooks.job_starving.tiers:
+        point = self.hooks.job_starving
+        table = self._table(point)
+        if table is not None:
+            hit = table.get(job.uid)
+            if hit is not None and hit[0] == job.version:
+                return bool(hit[1])
+        r = False
+        for tier in point.tiers:
             if tier:
-                return all(fn(job) for _, fn in tier)
-        return False
+                r = all(fn(job) for _, fn in tier)
+                break
+        if table is not None:
+            table[job.uid] = (job.version, r)
+        return r
 
     def target_job(self, jobs: list[JobInfo]) -> JobInfo | None:
         for fn in self.hooks.target_job.flat():

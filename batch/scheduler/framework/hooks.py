@@ -55,6 +55,12 @@ TaskCmp = Callable[[TaskInfo, TaskInfo], int]
 VictimQueueCmp = Callable[[QueueInfo, QueueInfo, QueueInfo], int]
 #: which evicting point a victim floor or guard is about
 VICTIM_POINTS = ("preemptable", "reclaimable")
+#: what a plugin declares of a job callback's answers (``Hooks.add_job_order_key`` and the
+#: other job points): False (the default) — they may read session state; True — they read only
+#: the job, in the state its ``JobInfo.version`` names, and its ``priority``; a function — they
+#: read that and what the function returns (a hashable token, asked once a session). Answers
+#: declared so are kept across sessions by job version (``framework/jobmemo.py``).
+Pure: TypeAlias = bool | Callable[[], object]
 
 
 @dataclass(slots=True, frozen=True)
@@ -148,7 +154,7 @@ class Point(Generic[F]):
     """One extension point: (plugin name, callback) per tier, in the order of the plugins
     that registered them (registration order within a plugin)."""
 
-    __slots__ = ("_flat", "gate", "name", "ranks", "tiers", "version")
+    __slots__ = ("_flat", "gate", "name", "pure", "ranks", "tiers", "version")
 
     def __init__(self, name: str, ntiers: int, *, gate: str | None = None) -> None:
         self.name = name
@@ -157,22 +163,43 @@ class Point(Generic[F]):
         self.tiers: list[list[tuple[str, F]]] = [[] for _ in range(ntiers)]
         #: per tier, the rank (``Hooks.begin``) of the plugin that registered each entry
         self.ranks: list[list[int]] = [[] for _ in range(ntiers)]
+        #: per tier, what each entry's plugin declared of its answers (``Pure``)
+        self.pure: list[list[Pure]] = [[] for _ in range(ntiers)]
         self._flat: list[F] | None = None
         self.version = 0
 
-    def add(self, tier: int, plugin: str, fn: F, rank: int = 0) -> None:
+    def add(self, tier: int, plugin: str, fn: F, rank: int = 0, pure: Pure = False) -> None:
         """Add ``fn`` after the entries of plugins ranked up to ``rank`` (kept entries of
         later plugins stay after it)."""
         ranks = self.ranks[tier]
         if not ranks or ranks[-1] <= rank:
             self.tiers[tier].append((plugin, fn))
             ranks.append(rank)
+            self.pure[tier].append(pure)
         else:
             at = bisect_right(ranks, rank)
             self.tiers[tier].insert(at, (plugin, fn))
             ranks.insert(at, rank)
+            self.pure[tier].insert(at, pure)
         self._flat = None
         self.version += 1
+
+    def purity(self) -> tuple[tuple[object, ...], tuple[object, ...]] | None:
+        """When every entry declared its answers pure per job (``Pure``): which entries these
+        are (plugin, rank, code, tier by tier) and the tokens the declared ones give now;
+        None when an entry did not declare it."""
+        entries: list[object] = []
+        tokens: list[object] = []
+        for ti, (tier, ranks, pure) in enumerate(
+            zip(self.tiers, self.ranks, self.pure, strict=True)
+        ):
+            for (plugin, fn), rank, p in zip(tier, ranks, pure, strict=True):
+                if p is False:
+                    return None
+                entries.append((ti, plugin, rank, _code_of(fn)))
+                if p is not True:
+                    tokens.append(p())
+        return tuple(entries), tuple(tokens)
 
     def flat(self) -> list[F]:
         """Every callback, tier by tier."""
@@ -185,15 +212,24 @@ class Point(Generic[F]):
 
     def clear(self, kept: Container[int] = ()) -> None:
         """Drop every entry but those of the plugins ranked in ``kept``."""
-        for tier, ranks in zip(self.tiers, self.ranks, strict=True):
+        for tier, ranks, pure in zip(self.tiers, self.ranks, self.pure, strict=True):
             if any(r in kept for r in ranks):
                 tier[:] = [e for e, r in zip(tier, ranks, strict=True) if r in kept]
+                pure[:] = [p for p, r in zip(pure, ranks, strict=True) if r in kept]
                 ranks[:] = [r for r in ranks if r in kept]
             else:
                 tier.clear()
                 ranks.clear()
+                pure.clear()
         self._flat = None
         self.version += 1
+
+
+def _code_of(fn: object) -> object:
+    """What tells two sessions' callbacks apart: the code of the function (a closure made
+    again each session has the same), through an order's wrapper."""
+    inner = getattr(fn, "fn", fn)
+    return getattr(inner, "__code__", type(inner))
 
 
 def _victim_points(name: str, ntiers: int) -> dict[str, Point[Any]]:
@@ -307,7 +343,7 @@ class Hooks:
         self._kept[self._rank] = plugin
         self._keeping = False
 
-    def _add(self, point: Point[F], fn: F) -> None:
+    def _add(self, point: Point[F], fn: F, pure: Pure = False) -> None:
         if self._cur is None:
             raise RuntimeError("extension points can only be registered during on_session_open")
         tier, option, gates = self._cur
@@ -316,7 +352,7 @@ class Hooks:
         if enabled is None:
             enabled = gates[gate] = option.enabled(gate)
         if enabled:
-            point.add(tier, option.name, fn, self._rank)
+            point.add(tier, option.name, fn, self._rank, pure)
             if not self._keeping:
                 self._filled.append(point)
 
@@ -345,8 +381,9 @@ class Hooks:
         self._rank = -1
 
     # -- orders --------------------------------------------------------------------------
-    def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:
-        self._add(self.job_order, OrderKey(fn))
+    def add_job_order_key(self, fn: Callable[[JobInfo], Any], *, pure: Pure = False) -> None:
+        """``pure``: see ``Pure`` (the key may then be kept across sessions by job version)."""
+        self._add(self.job_order, OrderKey(fn), pure)
 
     def add_job_order_fn(self, fn: JobCmp) -> None:
         self._add(self.job_order, OrderCmp(fn))
@@ -468,8 +505,10 @@ class Hooks:
     def add_job_pipelined_fn(self, fn: Callable[[JobInfo], int]) -> None:
         self._add(self.job_pipelined, fn)
 
-    def add_job_valid_fn(self, fn: Callable[[JobInfo], ValidateResult | None]) -> None:
-        self._add(self.job_valid, fn)
+    def add_job_valid_fn(
+        self, fn: Callable[[JobInfo], ValidateResult | None], *, pure: Pure = False
+    ) -> None:
+        self._add(self.job_valid, fn, pure)
 
     def add_job_enqueueable_fn(self, fn: Callable[[JobInfo], int]) -> None:
         self._add(self.job_enqueueable, fn)
@@ -477,8 +516,8 @@ class Hooks:
     def add_job_enqueued_fn(self, fn: Callable[[JobInfo], None]) -> None:
         self._add(self.job_enqueued, fn)
 
-    def add_job_starving_fn(self, fn: Callable[[JobInfo], bool]) -> None:
-        self._add(self.job_starving, fn)
+    def add_job_starving_fn(self, fn: Callable[[JobInfo], bool], *, pure: Pure = False) -> None:
+        self._add(self.job_starving, fn, pure)
 
     def add_target_job_fn(self, fn: Callable[[list[JobInfo]], JobInfo | None]) -> None:
         self._add(self.target_job, fn)

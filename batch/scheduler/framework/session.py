@@ -28,6 +28,7 @@ from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
+from batch.scheduler.framework import jobmemo
 from batch.scheduler.framework.decisions import (
     Bind,
     Event,
@@ -127,7 +128,12 @@ class Session:
         if hooks is None or hooks.in_use or len(hooks.job_order.tiers) != ntiers:
             hooks = Hooks(ntiers)
         self.hooks = hooks
-        self.dispatch = Dispatch(self.hooks)
+        memos = None
+        if jobmemo.KEEP:
+            memos = jobmemo.JobMemos.of(
+                cache.derived, config, rebuilt=self.jobs_rebuilt, jobs=len(self.jobs)
+            )
+        self.dispatch = Dispatch(self.hooks, memos)
         self.plugins: list[SessionPlugin] = []
         self._placer: Placer | None = None
         self._open_plugins(plugins)

@@ -103,17 +103,22 @@ class _Pass:
         ssn = self.ssn
         enqueue_on = "enqueue" in ssn.config.actions
         by_queue: dict[str, list[JobInfo]] = {}
-        job_valid, worksheet = ssn.dispatch.job_valid, self.worksheet
+        worksheet = self.worksheet
+        # which jobs to try reads the job and JobValid: kept by job version when JobValid is
+        # pure per job (``framework/jobmemo.py``); without ``enqueue`` this pass changes jobs
+        table = ssn.dispatch.job_table("allocate", ssn.hooks.job_valid) if enqueue_on else None
         for job in ssn.active_jobs():
-            if job.is_pending():
-                if enqueue_on:
-                    continue
-                ssn.set_phase(job, "Inqueue")
-            if not job.counts[TaskStatus.PENDING] and job.is_ready():
-                continue  # nothing to place, and close drops any reason a ready job gets
-            vr = job_valid(job)
-            if vr is not None:
-                ssn.set_reason(PendingReason(job.uid, "InvalidJob", vr.message or vr.reason))
+            if table is None:
+                verdict = self._verdict(job, enqueue_on)
+            else:
+                hit = table.get(job.uid)
+                v = job.version
+                if hit is None or hit[0] != v:
+                    hit = table[job.uid] = (v, self._verdict(job, enqueue_on))
+                verdict = hit[1]
+            if verdict is not True:
+                if isinstance(verdict, str):
+                    ssn.set_reason(PendingReason(job.uid, "InvalidJob", verdict))
                 continue
             tasks = pending_tasks(ssn, job, best_effort=False)
             if not tasks:
@@ -128,6 +133,20 @@ class _Pass:
         for name, lst in by_queue.items():
             pq = self.per_queue[name] = PriorityQueue(jkey)
             pq.extend(lst)
+
+    def _verdict(self, job: JobInfo, enqueue_on: bool) -> bool | str | None:
+        """True: try ``job``; a message: it is not valid; None: leave it (not admitted, or
+        nothing to place)."""
+        if job.is_pending():
+            if enqueue_on:
+                return None
+            self.ssn.set_phase(job, "Inqueue")
+        if not job.counts[TaskStatus.PENDING] and job.is_ready():
+            return None  # nothing to place, and close drops any reason a ready job gets
+        vr = self.ssn.dispatch.job_valid(job)
+        if vr is not None:
+            return vr.message or vr.reason
+        return True
 
     def replay(self, shape: tuple[object, ...], job: JobInfo) -> bool:
         """Give ``job`` the reason of an identical failed attempt at this change-log position

@@ -66,7 +66,9 @@ class DrfPlugin(Plugin):
             cache[j.uid] = (j.alloc_version, s)
             return s
 
-        hooks.add_job_order_key(job_key)
+        # the share reads the job and the cluster total of the session (``self.total`` is
+        # set again at each open: the token asks for the session's one)
+        hooks.add_job_order_key(job_key, pure=lambda: self.total.tobytes())  # noqa: PLW0108
 
         def preemptable(
             preemptor: TaskInfo, candidates: list[TaskInfo]

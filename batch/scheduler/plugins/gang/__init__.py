@@ -48,13 +48,13 @@ class GangPlugin(Plugin):
                 )
             return None
 
-        hooks.add_job_valid_fn(valid)
-        hooks.add_job_order_key(lambda j: 1 if j.is_ready() else 0)
+        hooks.add_job_valid_fn(valid, pure=True)
+        hooks.add_job_order_key(lambda j: 1 if j.is_ready() else 0, pure=True)
         hooks.add_job_ready_fn(lambda j: j.is_ready() and j.check_task_ready())
         hooks.add_job_pipelined_fn(
             lambda j: PERMIT if (j.is_pipelined() and j.check_task_pipelined()) else REJECT
         )
-        hooks.add_job_starving_fn(lambda j: j.is_starving())
+        hooks.add_job_starving_fn(lambda j: j.is_starving(), pure=True)
 
         def victims(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             jobs = self.ssn.jobs

@@ -20,7 +20,7 @@ class PriorityPlugin(Plugin):
 
     def register_kept(self, hooks: Hooks) -> None:
         hooks.add_task_order_key(lambda t: -t.priority)
-        hooks.add_job_order_key(lambda j: -j.priority)
+        hooks.add_job_order_key(lambda j: -j.priority, pure=True)
 
         def preemptable(
             preemptor: TaskInfo, candidates: list[TaskInfo]
@@ -44,4 +44,4 @@ class PriorityPlugin(Plugin):
         def starving(job: JobInfo) -> bool:
             return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
 
-        hooks.add_job_starving_fn(starving)
+        hooks.add_job_starving_fn(starving, pure=True)
