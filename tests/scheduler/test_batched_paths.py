@@ -515,3 +515,76 @@ def test_levels_notice_another_templates_placement(monkeypatch: pytest.MonkeyPat
     fast = _exact(run_session(c, CONFIGS[0], now=NOW))
     monkeypatch.setattr(placement.Placer, "use_levels", False)
     assert _exact(run_session(c, CONFIGS[0], now=NOW)) == fast
+
+
+@contextmanager
+def _lean_close(on: bool) -> Iterator[None]:
+    """gang's close by class and close's lean status loop on or off inside."""
+    from batch.scheduler.plugins import gang
+
+    gang.CLASS_CLOSE = close.LEAN_STATUSES = on
+    try:
+        yield
+    finally:
+        gang.CLASS_CLOSE = close.LEAN_STATUSES = True
+
+
+def _closed(d: Decisions) -> dict[str, Any]:
+    return {**_exact(d), "new": d.podgroup_status_new}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(step(), st.booleans()), min_size=1, max_size=20),
+    config_index=st.integers(0, 1),
+)
+def test_lean_close_decides_as_the_per_job_close(
+    steps: list[tuple[Event, bool]], config_index: int
+) -> None:
+    """On random histories, two caches fed the same events and decisions, one closed by the
+    lean loops and one by the per-job ones: every session's decisions (events, reasons,
+    statuses and which are new, in order) are equal, kept statuses and conditions from
+    dispatched sessions included."""
+    cfg = [load_config(BASIC), CONFIGS[1]][config_index]
+    lean, each = ClusterCache(), ClusterCache()
+    for event in _base():
+        _replay(lean, event)
+        _replay(each, event)
+    for i, (event, dispatch) in enumerate(steps):
+        _replay(lean, event)
+        _replay(each, event)
+        got = run_session(lean, cfg, now=NOW + i, uid=f"s{i}")
+        with _lean_close(False):
+            want = run_session(each, cfg, now=NOW + i, uid=f"s{i}")
+        assert _closed(got) == _closed(want)
+        if dispatch:
+            _replay(lean, got)
+            _replay(each, want)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 3),
+    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    jobs=jobs_st,
+    config_index=st.integers(0, 1),
+    sessions=st.integers(1, 3),
+)
+def test_lean_close_on_many_alike_jobs(
+    nodes: int,
+    weights: list[int],
+    jobs: list[tuple[Any, ...]],
+    config_index: int,
+    sessions: int,
+) -> None:
+    """Many jobs of a few classes, some sessions in a row, each dispatched: the lean close
+    decides as the per-job one."""
+    cfg = CONFIGS[config_index]
+    lean, each = (_cluster(nodes, weights, jobs, True) for _ in range(2))
+    for i in range(sessions):
+        got = run_session(lean, cfg, now=NOW + i, uid=f"s{i}")
+        with _lean_close(False):
+            want = run_session(each, cfg, now=NOW + i, uid=f"s{i}")
+        assert _closed(got) == _closed(want)
+        _replay(lean, got)
+        _replay(each, want)
