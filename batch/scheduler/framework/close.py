@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from batch.model.changes import Cursor
@@ -27,8 +26,6 @@ UNSCHEDULABLE = "Unschedulable"
 SCHEDULED = "Scheduled"
 #: give jobs with equal status inputs one status object (exact; tests switch it off to compare)
 SHARE_STATUSES = True
-#: ``_podgroup_statuses`` by its lean loop (exact; tests switch it off to compare)
-LEAN_STATUSES = True
 #: sum queues' ``allocated`` after the rollback plus the session's delta, so jobs the session
 #: changed and undid are not summed again (exact; tests switch it off to compare)
 SUM_AFTER_ROLLBACK = True
@@ -296,14 +293,8 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
         if extra:
             visit = sorted([*visit, *extra], key=_ORDINAL)
     new: list[tuple[str, str]] | None = None if visit is None else []
-    jobs_seen = ssn.jobs.values() if visit is None else visit
-    if LEAN_STATUSES:
-        _lean_statuses(ssn, book, jobs_seen, new)
-        d.podgroup_status = dict(book.out)
-        d.podgroup_status_new = new
-        return book.q_counts
     kept_out = book.out
-    for job in jobs_seen:
+    for job in ssn.jobs.values() if visit is None else visit:
         new_conds = conds_of.get(job.uid) or []
         said = _said_all(new_conds, said_of, said_lists)
         kept = memo.get(job.uid)
@@ -319,46 +310,6 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
     d.podgroup_status = dict(book.out)
     d.podgroup_status_new = new
     return book.q_counts
-
-
-def _lean_statuses(
-    ssn: Session, book: StatusBook, jobs: Iterable[JobInfo], new: list[tuple[str, str]] | None
-) -> None:
-    """``_podgroup_statuses``'s loop, with what it calls per job inlined: a job whose kept
-    status is still its own and already counted under its queue and phase costs a few
-    lookups (one job after another of a class meets the same condition objects)."""
-    said_of: dict[int, tuple[Any, ...]] = {}
-    said_lists: dict[int, list[tuple[Any, ...]]] = {}
-    shared: dict[tuple[Any, ...], dict[str, Any]] = {}
-    conds_of, memo, kept_out, phase_of = ssn.podgroup_conditions, book.kept, book.out, book.phase_of
-    phase_key = _PHASE_COUNT_KEY.get
-    for job in jobs:
-        uid = job.uid
-        new_conds = conds_of.get(uid) or []
-        if len(new_conds) == 1:
-            said = said_lists.get(id(new_conds[0]))
-            if said is None:
-                said = _said_all(new_conds, said_of, said_lists)
-        else:
-            said = _said_all(new_conds, said_of, said_lists)
-        kept = memo.get(uid)
-        if kept is not None and kept[0] == job.version and kept[1] == said:
-            status = kept[2]
-        else:
-            status = _fresh_status(ssn, job, new_conds, shared)
-            memo[uid] = (job.version, said, status)
-        key = (job.namespace, job.name)
-        if kept_out.get(key) is status:
-            old = phase_of.get(uid)
-            if (
-                old is not None
-                and old[0] == job.queue
-                and old[1] == phase_key(status["phase"], "unknown")
-            ):
-                continue  # ``StatusBook.count`` would change nothing
-        elif new is not None:
-            new.append(key)
-        book.count(job, key, status)
 
 
 def _queue_statuses(

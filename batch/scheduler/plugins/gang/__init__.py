@@ -13,13 +13,11 @@ Warning event ``Unschedulable`` for not-ready jobs in phase Pending/Inqueue/Unkn
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from batch.api.timestamps import format_epoch
 from batch.model.info import JobInfo, TaskInfo
 from batch.scheduler.framework.close import close_jobs
-from batch.scheduler.framework.decisions import Event
 from batch.scheduler.framework.hooks import Hooks, ValidateResult
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -100,14 +98,10 @@ class GangPlugin(Plugin):
         }
         # a ready gang's Unschedulable condition from before turns False (issue 34.4)
         cleared = {**scheduled, "type": "Unschedulable", "status": "False"}
-        visit = close_jobs(ssn)  # the others are ready, and would be given `scheduled` again
-        jobs = ssn.jobs.values() if visit is None else visit
-        if CLASS_CLOSE:
-            _close_by_class(ssn, jobs, scheduled, cleared)
-            return
         unschedulable: dict[tuple[int, int, str], dict[str, Any]] = {}
         conditions, reasons = ssn.podgroup_conditions, ssn.reasons
-        for job in jobs:
+        visit = close_jobs(ssn)  # the others are ready, and would be given `scheduled` again
+        for job in ssn.jobs.values() if visit is None else visit:
             if job.is_ready():
                 cond = scheduled
             else:
@@ -128,51 +122,6 @@ class GangPlugin(Plugin):
                 kept.append(cond)
             if cond is scheduled and _unschedulable_true(job.conditions):
                 kept.append(cleared)
-
-
-#: give each class of unready jobs (same shortfall, size and reason) its condition and event
-#: text once, looked up by one key per job (exact; tests switch it off to compare)
-CLASS_CLOSE = True
-
-
-def _close_by_class(
-    ssn: Session, jobs: Iterable[JobInfo], scheduled: dict[str, Any], cleared: dict[str, Any]
-) -> None:
-    """``on_session_close``'s loop with a job's counters read once and its event made here."""
-    conditions, reasons, add_event = ssn.podgroup_conditions, ssn.reasons, ssn.events.append
-    classes: dict[tuple[int, int, str], dict[str, Any]] = {}
-    now, no_reason = scheduled["lastTransitionTime"], "pod group is not ready"
-    for job in jobs:
-        ready = job.ready_task_num()
-        size = job.min_available
-        if ready + job.pending_best_effort >= size:  # JobInfo.is_ready
-            cond = scheduled
-        else:
-            reason = reasons.get(job.uid)
-            said = (
-                max(size - ready, 0),
-                len(job.tasks) if len(job.tasks) > size else size,
-                no_reason if reason is None else reason.message,
-            )
-            cond = classes.get(said) or _unschedulable(ssn.uid, now, said, classes)
-            if job.phase in _WARN_PHASES:
-                add_event(
-                    Event(
-                        "PodGroup",
-                        job.namespace,
-                        job.name,
-                        "Warning",
-                        "Unschedulable",
-                        cond["message"],
-                    )
-                )
-        kept = conditions.get(job.uid)
-        if kept is None:
-            conditions[job.uid] = [cond]
-        else:
-            kept.append(cond)
-        if cond is scheduled and job.conditions and _unschedulable_true(job.conditions):
-            conditions[job.uid].append(cleared)
 
 
 #: the phases whose unready gangs get a Warning event
