@@ -8,8 +8,11 @@ treat them separately (Volcano skips them unless topology-aware preemption is on
 
 from __future__ import annotations
 
+import functools
+
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import TaskStatus
+from batch.scheduler.framework.jobmemo import answer
 from batch.scheduler.framework.session import Session
 
 
@@ -35,19 +38,12 @@ def starving_jobs(ssn: Session) -> list[JobInfo]:
     # are pure per job (``framework/jobmemo.py``), asked again for jobs that changed
     table = dispatch.job_table("starving_jobs", hooks.job_starving, hooks.job_valid)
     queues = ssn.queues
+    starving = functools.partial(_starving, ssn)
     out = []
     for job in ssn.active_jobs():
         if job.queue not in queues:
             continue
-        if table is None:
-            if _starving(ssn, job):
-                out.append(job)
-            continue
-        hit = table.get(job.uid)
-        v = job.version
-        if hit is None or hit[0] != v:
-            hit = table[job.uid] = (v, _starving(ssn, job))
-        if hit[1]:
+        if starving(job) if table is None else answer(table, starving, job):
             out.append(job)
     return out
 

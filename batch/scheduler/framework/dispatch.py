@@ -28,7 +28,7 @@ from batch.scheduler.framework.hooks import (
     VictimGuard,
     Victims,
 )
-from batch.scheduler.framework.jobmemo import JobMemos, Table
+from batch.scheduler.framework.jobmemo import JobMemos, Table, answer
 from batch.scheduler.framework.nodes import FloatVec
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
 
@@ -64,23 +64,6 @@ def _order_key(entries: list[Order[T]], fallback: Callable[[T], Any]) -> Callabl
         return -1 if fa < fb else (1 if fb < fa else 0)
 
     return functools.cmp_to_key(cmp)
-
-
-def _kept(key: Callable[[T], Any], table: Table) -> Callable[[T], Any]:
-    """``key``, answered from ``table`` (uid -> (version, key)) for a job at the version it
-    was computed at, and kept there otherwise."""
-    get = table.get
-
-    def kept(job: Any) -> Any:
-        hit = get(job.uid)
-        v = job.version
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        k = key(job)
-        table[job.uid] = (v, k)
-        return k
-
-    return kept
 
 
 def _any_of(fns: list[Callable[[T], bool]]) -> Callable[[T], bool] | None:
@@ -145,7 +128,7 @@ class Dispatch:
         got = self._keys.get("job_order/kept")
         if got is not None and got[0] == point.version:
             return got[1]
-        kept = _kept(k, table)
+        kept = functools.partial(answer, table, k)
         self._keys["job_order/kept"] = (point.version, kept)
         return kept
 
@@ -238,38 +221,25 @@ class Dispatch:
             fn(job)
 
     def job_valid(self, job: JobInfo) -> ValidateResult | None:
-        point = self.hooks.job_valid
-        table = self._table(point)
-        if table is not None:
-            hit = table.get(job.uid)
-            if hit is not None and hit[0] == job.version:
-                r: ValidateResult | None = hit[1]
+        table = self._table(self.hooks.job_valid)
+        return self._job_valid(job) if table is None else answer(table, self._job_valid, job)
+
+    def _job_valid(self, job: JobInfo) -> ValidateResult | None:
+        for fn in self.hooks.job_valid.flat():
+            r = fn(job)
+            if r is not None and not r.passed:
                 return r
-        r = None
-        for fn in point.flat():
-            got = fn(job)
-            if got is not None and not got.passed:
-                r = got
-                break
-        if table is not None:
-            table[job.uid] = (job.version, r)
-        return r
+        return None
 
     def job_starving(self, job: JobInfo) -> bool:
-        point = self.hooks.job_starving
-        table = self._table(point)
-        if table is not None:
-            hit = table.get(job.uid)
-            if hit is not None and hit[0] == job.version:
-                return bool(hit[1])
-        r = False
-        for tier in point.tiers:
+        table = self._table(self.hooks.job_starving)
+        return self._starving(job) if table is None else answer(table, self._starving, job)
+
+    def _starving(self, job: JobInfo) -> bool:
+        for tier in self.hooks.job_starving.tiers:
             if tier:
-                r = all(fn(job) for _, fn in tier)
-                break
-        if table is not None:
-            table[job.uid] = (job.version, r)
-        return r
+                return all(fn(job) for _, fn in tier)
+        return False
 
     def target_job(self, jobs: list[JobInfo]) -> JobInfo | None:
         for fn in self.hooks.target_job.flat():

@@ -18,12 +18,15 @@ afresh. A point with an undeclared callback is asked every time, as before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+from batch.model.info import JobInfo
 from batch.scheduler.framework.hooks import Point
 
-__all__ = ["KEEP", "JobMemos"]
+__all__ = ["KEEP", "JobMemos", "answer"]
+
+T = TypeVar("T")
 
 #: keep pure per-job answers across sessions (exact; tests switch it off to compare)
 KEEP = True
@@ -32,6 +35,19 @@ KEY = "job-memos"
 
 #: uid -> (the job's version, the answer)
 Table = dict[str, tuple[int, Any]]
+
+
+def answer(table: Table, compute: Callable[[JobInfo], T], job: JobInfo) -> T:
+    """``compute(job)``, from ``table`` when it was kept at the job's version, else computed
+    and kept (``functools.partial(answer, table, compute)`` is a kept form of ``compute``)."""
+    hit = table.get(job.uid)
+    v = job.version
+    if hit is not None and hit[0] == v:
+        got: T = hit[1]
+        return got
+    got = compute(job)
+    table[job.uid] = (v, got)
+    return got
 
 
 class _Table:

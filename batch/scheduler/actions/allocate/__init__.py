@@ -17,6 +17,7 @@ only when one of them is given; by default every feasible node is scored.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Collection
 from typing import ClassVar
@@ -30,6 +31,7 @@ from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.actionlib.selection import pending_tasks
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.jobmemo import answer
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
@@ -107,15 +109,9 @@ class _Pass:
         # which jobs to try reads the job and JobValid: kept by job version when JobValid is
         # pure per job (``framework/jobmemo.py``); without ``enqueue`` this pass changes jobs
         table = ssn.dispatch.job_table("allocate", ssn.hooks.job_valid) if enqueue_on else None
+        verdict_of = functools.partial(self._verdict, enqueue_on=enqueue_on)
         for job in ssn.active_jobs():
-            if table is None:
-                verdict = self._verdict(job, enqueue_on)
-            else:
-                hit = table.get(job.uid)
-                v = job.version
-                if hit is None or hit[0] != v:
-                    hit = table[job.uid] = (v, self._verdict(job, enqueue_on))
-                verdict = hit[1]
+            verdict = verdict_of(job) if table is None else answer(table, verdict_of, job)
             if verdict is not True:
                 if isinstance(verdict, str):
                     ssn.set_reason(PendingReason(job.uid, "InvalidJob", verdict))
