@@ -265,7 +265,8 @@ def test_queue_metrics_amount_is_one_entry_of_amounts() -> None:
 
 class Keeper(Plugin):
     """Test plugin: a job-order callback kept across sessions (``keeps_callbacks``) that reads
-    the session it answers for from ``self.ssn``."""
+    the session it answers for from ``self.ssn``, and one registered anew at every session open
+    (as drf's hierarchy does)."""
 
     name: ClassVar[str] = "keeper"
     keeps_callbacks = True
@@ -274,6 +275,10 @@ class Keeper(Plugin):
     def register_kept(self, hooks: Hooks) -> None:
         type(self).registered += 1
         hooks.add_job_order_key(lambda j: ("keeper", self.ssn.uid))
+
+    def on_session_open(self, ssn: Session) -> None:
+        uid = ssn.uid
+        ssn.hooks.add_job_order_key(lambda j: ("keeper-now", uid))
 
 
 class Namer(Plugin):
@@ -294,7 +299,8 @@ for n in ("na", "nb", "nc"):
 def test_kept_callbacks_stay_in_configuration_order_across_sessions() -> None:
     """A kit's hooks register a keeping plugin's callbacks once; every session sees them, in
     the configuration's order among the other plugins' (registered anew each session), and
-    they answer for the session open now."""
+    they answer for the session open now. The keeping plugin's callbacks of one session go
+    with that session."""
     from batch.scheduler import Scheduler
 
     c = cluster(1)
@@ -310,7 +316,8 @@ def test_kept_callbacks_stay_in_configuration_order_across_sessions() -> None:
         sched.run_once(NOW + i)
         ssn = Session(c, cfg, sched.kit.plugins, now=NOW + i, uid=f"s{i}", hooks=hooks)
         said = [[fn.fn(None) for _, fn in tier] for tier in hooks.job_order.tiers]  # type: ignore[union-attr]
-        assert said == [[("na", f"s{i}"), ("keeper", f"s{i}"), ("nb", f"s{i}")], [("nc", f"s{i}")]]
+        now = [("keeper", f"s{i}"), ("keeper-now", f"s{i}")]
+        assert said == [[("na", f"s{i}"), *now, ("nb", f"s{i}")], [("nc", f"s{i}")]]
         ssn.release()
     assert Keeper.registered == 1
     assert [len(t) for t in hooks.job_order.tiers] == [1, 0]  # released: the kept one stays

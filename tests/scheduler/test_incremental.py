@@ -24,7 +24,11 @@ from batch.scheduler.framework.session import Session
 
 from .util import BASIC, NOW
 
-CONFIGS = [load_config(BASIC), load_config(TEPHRA_DEFAULT_CONFIG)]
+#: drf's hierarchy registers callbacks every session beside its kept ones (not with proportion)
+HDRF = BASIC.replace("- name: drf\n", "- name: drf\n    enableHierarchy: true\n").replace(
+    "  - name: proportion\n", ""
+)
+CONFIGS = [load_config(BASIC), load_config(TEPHRA_DEFAULT_CONFIG), load_config(HDRF)]
 QUEUES = ["qa", "qb", "qc"]
 GROUPS = [f"g{i}" for i in range(5)]
 NODES = ["n0", "n1", "n2"]
@@ -265,7 +269,7 @@ def _with_events(d: Decisions) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(st.tuples(step(), st.booleans(), st.integers(0, 2)), min_size=1, max_size=25),
-    config_index=st.integers(0, 1),
+    config_index=st.integers(0, 2),
 )
 def test_kept_scheduler_decides_as_a_fresh_session(
     steps: list[tuple[Event, bool, int]], config_index: int

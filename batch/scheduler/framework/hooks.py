@@ -14,7 +14,7 @@ a callback for a switched-off point is dropped at registration (``PluginOption.e
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
@@ -154,7 +154,7 @@ class Point(Generic[F]):
     """One extension point: (plugin name, callback) per tier, in the order of the plugins
     that registered them (registration order within a plugin)."""
 
-    __slots__ = ("_flat", "gate", "name", "pure", "ranks", "tiers", "version")
+    __slots__ = ("_flat", "gate", "kept", "name", "pure", "ranks", "tiers", "version")
 
     def __init__(self, name: str, ntiers: int, *, gate: str | None = None) -> None:
         self.name = name
@@ -165,22 +165,22 @@ class Point(Generic[F]):
         self.ranks: list[list[int]] = [[] for _ in range(ntiers)]
         #: per tier, what each entry's plugin declared of its answers (``Pure``)
         self.pure: list[list[Pure]] = [[] for _ in range(ntiers)]
+        #: per tier, which entries ``clear`` keeps (registered in a ``Hooks.keep`` window)
+        self.kept: list[list[bool]] = [[] for _ in range(ntiers)]
         self._flat: list[F] | None = None
         self.version = 0
 
-    def add(self, tier: int, plugin: str, fn: F, rank: int = 0, pure: Pure = False) -> None:
+    def add(
+        self, tier: int, plugin: str, fn: F, rank: int = 0, pure: Pure = False, kept: bool = False
+    ) -> None:
         """Add ``fn`` after the entries of plugins ranked up to ``rank`` (kept entries of
-        later plugins stay after it)."""
+        later plugins stay after it); ``kept``: ``clear`` leaves it."""
         ranks = self.ranks[tier]
-        if not ranks or ranks[-1] <= rank:
-            self.tiers[tier].append((plugin, fn))
-            ranks.append(rank)
-            self.pure[tier].append(pure)
-        else:
-            at = bisect_right(ranks, rank)
-            self.tiers[tier].insert(at, (plugin, fn))
-            ranks.insert(at, rank)
-            self.pure[tier].insert(at, pure)
+        at = len(ranks) if not ranks or ranks[-1] <= rank else bisect_right(ranks, rank)
+        self.tiers[tier].insert(at, (plugin, fn))
+        ranks.insert(at, rank)
+        self.pure[tier].insert(at, pure)
+        self.kept[tier].insert(at, kept)
         self._flat = None
         self.version += 1
 
@@ -210,19 +210,27 @@ class Point(Generic[F]):
     def __bool__(self) -> bool:
         return bool(self.flat())
 
-    def clear(self, kept: Container[int] = ()) -> None:
-        """Drop every entry but those of the plugins ranked in ``kept``."""
-        for tier, ranks, pure in zip(self.tiers, self.ranks, self.pure, strict=True):
-            if any(r in kept for r in ranks):
-                tier[:] = [e for e, r in zip(tier, ranks, strict=True) if r in kept]
-                pure[:] = [p for p, r in zip(pure, ranks, strict=True) if r in kept]
-                ranks[:] = [r for r in ranks if r in kept]
-            else:
-                tier.clear()
-                ranks.clear()
-                pure.clear()
+    def clear(self) -> None:
+        """Drop every entry but the kept ones: a kept plugin's callbacks of one session (drf's
+        hierarchy) go with it as any other plugin's."""
+        for i, kept in enumerate(self.kept):
+            if all(kept):
+                continue
+            some = any(kept)
+            _keep_only(self.tiers[i], kept, some)
+            _keep_only(self.ranks[i], kept, some)
+            _keep_only(self.pure[i], kept, some)
+            _keep_only(kept, kept, some)
         self._flat = None
         self.version += 1
+
+
+def _keep_only(values: list[T], kept: list[bool], some: bool) -> None:
+    """Leave the ``values`` whose ``kept`` flag is set (``some``: any is)."""
+    if some:
+        values[:] = [v for v, k in zip(values, kept, strict=True) if k]
+    else:
+        values.clear()
 
 
 def _code_of(fn: object) -> object:
@@ -352,7 +360,7 @@ class Hooks:
         if enabled is None:
             enabled = gates[gate] = option.enabled(gate)
         if enabled:
-            point.add(tier, option.name, fn, self._rank, pure)
+            point.add(tier, option.name, fn, self._rank, pure, self._keeping)
             if not self._keeping:
                 self._filled.append(point)
 
@@ -372,9 +380,8 @@ class Hooks:
     def clear(self) -> None:
         """Drop every callback but the kept ones (``keep``; plugins' closures reference the
         session); the points are ready for the next session's plugins."""
-        kept = self._kept
         for point in set(self._filled):
-            point.clear(kept)
+            point.clear()
         self._filled.clear()
         self.handlers.clear()
         self.in_use = False
