@@ -23,11 +23,12 @@ from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.close import close_session
 from batch.scheduler.framework.decisions import Decisions
 from batch.scheduler.framework.hooks import Hooks
+from batch.scheduler.framework.instances import forget_session
 from batch.scheduler.framework.registry import (
-    ACTIONS,
     PLUGINS,
     Action,
     Plugin,
+    build_actions,
     build_plugins,
     changes_by,
 )
@@ -44,9 +45,7 @@ class Kit:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.plugins: list[list[Plugin]] = build_plugins(config)
-        self.actions: list[tuple[str, Action]] = [
-            (name, ACTIONS[name](config.action_arguments(name))) for name in config.actions
-        ]
+        self.actions: list[tuple[str, Action]] = build_actions(config)
         #: the extension points, emptied when a session is released, refilled at the next open
         self.hooks = Hooks(len(config.tiers))
         self.timed: list[tuple[type[Plugin], Arguments]] = [
@@ -94,22 +93,22 @@ def run_session(
         raise ValueError("run_session: the kit was built from another configuration")
     with gc_paused() if pause_gc else contextlib.nullcontext():
         ssn = open_session(cache, config, now=now, uid=uid, kit=kit)
-        actions = kit.actions if kit is not None else _build_actions(config)
+        actions = kit.actions if kit is not None else build_actions(config)
         try:
-            for name, action in actions:
-                t0 = time.perf_counter()
-                ssn.action = name
-                action.execute(ssn)
-                ssn.timings.setdefault(name, time.perf_counter() - t0)
-        except BaseException:
-            ssn.rollback()
-            ssn.release()
-            raise
-        return close_session(ssn)
-
-
-def _build_actions(config: SchedulerConfig) -> list[tuple[str, Action]]:
-    return [(name, ACTIONS[name](config.action_arguments(name))) for name in config.actions]
+            try:
+                for name, action in actions:
+                    t0 = time.perf_counter()
+                    ssn.action = name
+                    action.execute(ssn)
+                    ssn.timings.setdefault(name, time.perf_counter() - t0)
+            except BaseException:
+                ssn.rollback()
+                ssn.release()
+                raise
+            return close_session(ssn)
+        finally:
+            for _, action in actions:
+                forget_session(action)
 
 
 def apply_decisions(cache: ClusterCache, decisions: Decisions) -> None:

@@ -11,7 +11,7 @@ import pytest
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import TaskStatus
 from batch.scheduler import load_config
-from batch.scheduler.cycle import open_session
+from batch.scheduler.cycle import open_session, run_session
 from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin, register_plugin
@@ -19,6 +19,7 @@ from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
 
+from .evict_util import pending, running
 from .util import NOW, cluster, gang
 
 
@@ -321,3 +322,31 @@ def test_kept_callbacks_stay_in_configuration_order_across_sessions() -> None:
         ssn.release()
     assert Keeper.registered == 1
     assert [len(t) for t in hooks.job_order.tiers] == [1, 0]  # released: the kept one stays
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_session_is_freed_by_reference_counting_when_it_returns(kept: bool) -> None:
+    """Nothing holds a session once its decisions are returned: neither the plugins and actions
+    a ``Scheduler`` keeps (predicates' pod affinity, reclaim's and preempt's indexes, every
+    kept plugin's ``ssn``) nor, for a session's own plugins, a reference cycle through its
+    hooks that only the cyclic collector would free."""
+    import gc
+
+    from batch.scheduler import Scheduler
+    from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
+
+    c = cluster(2, cpu="4", queues=("a", "b"))
+    running(c, "b-elastic", ["n0", "n1"], per_node=4, queue="b")  # reclaim evicts for a's gang
+    pending(c, "a-job", 2, cpu="2", queue="a")
+    cfg = load_config(TEPHRA_DEFAULT_CONFIG)
+    sched = Scheduler(c, cfg)
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(2):
+            d = sched.run_once(NOW + i) if kept else run_session(c, cfg, now=NOW + i)
+            assert d.evictions  # the evicting actions had work
+            alive = [o for o in gc.get_objects() if isinstance(o, Session)]
+            assert not alive, [gc.get_referrers(s) for s in alive]
+    finally:
+        gc.enable()

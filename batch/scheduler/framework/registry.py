@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from batch.scheduler.framework.arguments import Arg, Arguments
+from batch.scheduler.framework.instances import constructed
 
 if TYPE_CHECKING:
     from batch.model.cache import ClusterCache
@@ -104,8 +105,18 @@ def register_action(cls: type[Action]) -> type[Action]:
 def build_plugins(config: SchedulerConfig) -> list[list[Plugin]]:
     """The configured plugins built from the table, one list per tier (what ``Session`` opens)."""
     return [
-        [PLUGINS[opt.name](Arguments(f"plugin {opt.name}", opt.arguments)) for opt in tier.plugins]
+        [
+            constructed(PLUGINS[opt.name](Arguments(f"plugin {opt.name}", opt.arguments)))
+            for opt in tier.plugins
+        ]
         for tier in config.tiers
+    ]
+
+
+def build_actions(config: SchedulerConfig) -> list[tuple[str, Action]]:
+    """The configured actions built from the table, in the configuration's order."""
+    return [
+        (name, constructed(ACTIONS[name](config.action_arguments(name)))) for name in config.actions
     ]
 
 

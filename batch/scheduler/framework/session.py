@@ -39,6 +39,7 @@ from batch.scheduler.framework.decisions import (
 )
 from batch.scheduler.framework.dispatch import Dispatch
 from batch.scheduler.framework.hooks import Hooks
+from batch.scheduler.framework.instances import forget_session
 from batch.scheduler.framework.jobindex import JobIndex
 from batch.scheduler.framework.nodes import SessionNodes
 from batch.scheduler.framework.placement import Placer
@@ -395,6 +396,8 @@ class Session:
         copies, template arrays, journal) would wait for Python's cyclic collector.
         """
         self.hooks.clear()
+        for plugin in self.plugins:
+            forget_session(plugin)
         self.plugins.clear()
         self._placer = None
         self.scratch.clear()

@@ -1,0 +1,37 @@
+"""What a session leaves on the plugin and action instances that outlive it.
+
+A ``Scheduler`` keeps its configuration's plugin and action instances across sessions
+(``cycle.Kit``); every plugin and action sets its per-session state anew when a session opens
+or the action runs. What a session set on them must go with the session: a kept instance would
+otherwise hold the last session (its events, reasons, node copies and journal) until the next
+one replaced it, and a session's own plugins could hold it in a reference cycle (session,
+hooks, plugin, session) that only Python's cyclic collector frees.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+__all__ = ["constructed", "forget_session"]
+
+T = TypeVar("T")
+
+#: the instance attribute naming what a plugin or action held when built (``constructed``)
+_BUILT = "_built_attributes"
+
+
+def constructed(obj: T) -> T:
+    """``obj``, a plugin or action just built, with the names of its attributes noted: what
+    ``forget_session`` leaves on it."""
+    obj.__dict__[_BUILT] = frozenset(obj.__dict__)
+    return obj
+
+
+def forget_session(obj: object) -> None:
+    """Drop every attribute set on ``obj`` since it was built (``constructed``; an object not
+    built that way keeps everything)."""
+    attributes = obj.__dict__
+    built = attributes.get(_BUILT)
+    if built is not None:
+        for name in [n for n in attributes if n not in built]:
+            del attributes[name]
