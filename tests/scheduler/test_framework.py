@@ -324,12 +324,29 @@ def test_kept_callbacks_stay_in_configuration_order_across_sessions() -> None:
     assert [len(t) for t in hooks.job_order.tiers] == [1, 0]  # released: the kept one stays
 
 
+#: configurations whose plugins and actions keep per-session state: the Tephra default (pod
+#: affinity, preempt's and reclaim's indexes), drf's hierarchy (its per-session callbacks), and
+#: capacity with the opt-in plugins (their own session views)
+_MANY = (
+    "actions: enqueue, allocate, reclaim, preempt, backfill\ntiers: [{plugins: [{name: priority},"
+    " {name: gang}, {name: conformance}, {name: sla}, {name: tiresias}]}, {plugins: ["
+    "{name: capacity}, {name: predicates}, {name: nodeorder}, {name: reservation},"
+    " {name: nominated}, {name: network-topology-aware}, {name: minruntime}, {name: requeue}]}]"
+)
+_HDRF = (
+    "actions: enqueue, allocate, preempt, reclaim, backfill\ntiers: [{plugins: [{name: priority},"
+    " {name: gang}, {name: conformance}]}, {plugins: [{name: drf, enableHierarchy: true},"
+    " {name: predicates}, {name: nodeorder}, {name: binpack}]}]"
+)
+
+
+@pytest.mark.parametrize("conf", ["tephra", _HDRF, _MANY], ids=["tephra", "hdrf", "many"])
 @pytest.mark.parametrize("kept", [False, True])
-def test_a_session_is_freed_by_reference_counting_when_it_returns(kept: bool) -> None:
+def test_a_session_is_freed_by_reference_counting_when_it_returns(kept: bool, conf: str) -> None:
     """Nothing holds a session once its decisions are returned: neither the plugins and actions
     a ``Scheduler`` keeps (predicates' pod affinity, reclaim's and preempt's indexes, every
-    kept plugin's ``ssn``) nor, for a session's own plugins, a reference cycle through its
-    hooks that only the cyclic collector would free."""
+    kept plugin's ``ssn``) nor, within the session, a reference cycle through its callbacks
+    (its hooks, the dispatch's combined keys) that only the cyclic collector would free."""
     import gc
 
     from batch.scheduler import Scheduler
@@ -338,14 +355,15 @@ def test_a_session_is_freed_by_reference_counting_when_it_returns(kept: bool) ->
     c = cluster(2, cpu="4", queues=("a", "b"))
     running(c, "b-elastic", ["n0", "n1"], per_node=4, queue="b")  # reclaim evicts for a's gang
     pending(c, "a-job", 2, cpu="2", queue="a")
-    cfg = load_config(TEPHRA_DEFAULT_CONFIG)
+    cfg = load_config(TEPHRA_DEFAULT_CONFIG if conf == "tephra" else conf)
     sched = Scheduler(c, cfg)
     gc.collect()
     gc.disable()
     try:
-        for i in range(2):
+        for i in range(3):
+            pending(c, f"more-{i}", 1, cpu="2", queue="a")  # something new: the session runs
             d = sched.run_once(NOW + i) if kept else run_session(c, cfg, now=NOW + i)
-            assert d.evictions  # the evicting actions had work
+            assert d.evictions or conf is _MANY  # the evicting actions had work
             alive = [o for o in gc.get_objects() if isinstance(o, Session)]
             assert not alive, [gc.get_referrers(s) for s in alive]
     finally:

@@ -90,6 +90,12 @@ class Dispatch:
             "unified_evictable": hooks.unified_evictable,
         }
 
+    def release(self) -> None:
+        """Drop the combined answers: they close over the session's callbacks, which may
+        reference the session (a cycle only the cyclic collector would free)."""
+        self._keys.clear()
+        self._tables.clear()
+
     # -- orders --------------------------------------------------------------------------
     def _cached_key(self, point: Point[Order[T]], fallback: Callable[[T], Any]) -> Any:
         got = self._keys.get(point.name)

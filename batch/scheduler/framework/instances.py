@@ -23,7 +23,8 @@ _BUILT = "_built_attributes"
 def constructed(obj: T) -> T:
     """``obj``, a plugin or action just built, with the names of its attributes noted: what
     ``forget_session`` leaves on it."""
-    obj.__dict__[_BUILT] = frozenset(obj.__dict__)
+    attributes = obj.__dict__
+    attributes[_BUILT] = frozenset([*attributes, _BUILT])
     return obj
 
 

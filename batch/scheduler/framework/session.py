@@ -396,6 +396,7 @@ class Session:
         copies, template arrays, journal) would wait for Python's cyclic collector.
         """
         self.hooks.clear()
+        self.dispatch.release()
         for plugin in self.plugins:
             forget_session(plugin)
         self.plugins.clear()
