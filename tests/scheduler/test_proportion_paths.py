@@ -3,7 +3,8 @@
 The water-filling on Python floats (``FLOAT_FILL_MAX``, floatfill.py) must give the numpy
 form's deserved shares bit for bit: compared directly on random queues (weights, guarantees,
 capabilities, requests, with ties and zeros), and through whole sessions with the switch on and
-off.
+off. Callbacks registered once per ``Hooks`` (``ProportionPlugin.keeps_callbacks``) must decide
+as the plain path, on random histories with kept schedulers.
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo
-from batch.scheduler import Decisions, apply_decisions, load_config, run_session
+from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.plugins import proportion
 from batch.scheduler.plugins.proportion import QueueAttr
 
 from .test_batched_paths import _cluster, jobs_st
+from .test_incremental import Event, _base, _replay, step
 from .util import BASIC, NOW
 
 INF = float("inf")
@@ -169,3 +172,83 @@ def test_sessions_with_the_float_fill_decide_as_with_the_vector_form(
         assert _exact(got) == _exact(want), i
         apply_decisions(floats, got)
         apply_decisions(vectors, want)
+
+
+@contextmanager
+def _plain(switch: str) -> Iterator[None]:
+    """The plain path of ``switch``: proportion's callbacks registered at every open."""
+    owner: Any = {"callbacks": proportion.ProportionPlugin}[switch]
+    name = {"callbacks": "keeps_callbacks"}[switch]
+    setattr(owner, name, False)
+    try:
+        yield
+    finally:
+        setattr(owner, name, True)
+
+
+#: a queue's capability or guarantee changes (what the shares read)
+_queue_spec = st.builds(
+    lambda name, cap, guarantee, weight: (
+        "Queue",
+        "MODIFIED",
+        f.queue(
+            name,
+            weight=weight,
+            capability=None if cap is None else {"cpu": cap},
+            guarantee=None if guarantee is None else {"cpu": guarantee},
+        ),
+    ),
+    st.sampled_from(["qa", "qb"]),
+    st.sampled_from([None, "1", "2", "6"]),
+    st.sampled_from([None, None, "1", "3"]),
+    st.integers(1, 3),
+)
+
+#: a gang asking for more than a small capability, not admitted yet
+_gang = st.builds(
+    lambda group, queue, cpu: (
+        "PodGroup",
+        "MODIFIED",
+        f.podgroup(group, queue=queue, phase="Pending", min_member=1, min_resources={"cpu": cpu}),
+    ),
+    st.sampled_from(["g0", "g1"]),
+    st.sampled_from(["qa", "qb"]),
+    st.sampled_from(["2", "6"]),
+)
+
+
+@pytest.mark.parametrize("switch", ["callbacks"])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(st.one_of(step(), _queue_spec, _gang), st.booleans(), st.integers(0, 2)),
+        min_size=1,
+        max_size=20,
+    ),
+    config_index=st.integers(0, 1),
+)
+def test_kept_open_state_decides_as_the_plain_path(
+    switch: str, steps: list[tuple[Event, bool, int]], config_index: int
+) -> None:
+    """Two ``Scheduler``s (hooks kept across sessions) on two caches fed the same random
+    history (pods, PodGroups, queues' weights, capabilities and guarantees, and nodes changing):
+    with proportion's callbacks registered once (reading the open session from the
+    plugin), every session decides, reports and emits exactly what it does on the plain path."""
+    kept_cache, plain_cache = ClusterCache(), ClusterCache()
+    for event in _base():
+        _replay(kept_cache, event)
+        _replay(plain_cache, event)
+    kept_sched = Scheduler(kept_cache, CONFIGS[config_index])
+    plain_sched = Scheduler(plain_cache, CONFIGS[config_index])
+    for i, (event, dispatch, idle) in enumerate(steps):
+        _replay(kept_cache, event)
+        _replay(plain_cache, event)
+        for k in range(idle + 1):  # sessions with nothing new in between
+            now = NOW + i + k / 10
+            got = kept_sched.run_once(now)
+            with _plain(switch):
+                want = plain_sched.run_once(now)
+            assert _exact(got) == _exact(want), (i, k, event)
+        if dispatch:
+            _replay(kept_cache, got)
+            _replay(plain_cache, want)
