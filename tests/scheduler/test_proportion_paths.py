@@ -3,8 +3,9 @@
 The water-filling on Python floats (``FLOAT_FILL_MAX``, floatfill.py) must give the numpy
 form's deserved shares bit for bit: compared directly on random queues (weights, guarantees,
 capabilities, requests, with ties and zeros), and through whole sessions with the switch on and
-off. Callbacks registered once per ``Hooks`` (``ProportionPlugin.keeps_callbacks``) must decide
-as the plain path, on random histories with kept schedulers.
+off. Callbacks registered once per ``Hooks`` (``ProportionPlugin.keeps_callbacks``) and the
+feasibility worlds kept across sessions (``feasibility.KEEP_WORLDS``) must decide as the plain
+paths, on random histories with kept schedulers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo
 from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
+from batch.scheduler.framework import feasibility
 from batch.scheduler.plugins import proportion
 from batch.scheduler.plugins.proportion import QueueAttr
 
@@ -176,9 +178,10 @@ def test_sessions_with_the_float_fill_decide_as_with_the_vector_form(
 
 @contextmanager
 def _plain(switch: str) -> Iterator[None]:
-    """The plain path of ``switch``: proportion's callbacks registered at every open."""
-    owner: Any = {"callbacks": proportion.ProportionPlugin}[switch]
-    name = {"callbacks": "keeps_callbacks"}[switch]
+    """The plain path of ``switch``: proportion's callbacks registered at every open, or the
+    feasibility worlds worked out every session."""
+    owner: Any = {"callbacks": proportion.ProportionPlugin, "worlds": feasibility}[switch]
+    name = {"callbacks": "keeps_callbacks", "worlds": "KEEP_WORLDS"}[switch]
     setattr(owner, name, False)
     try:
         yield
@@ -186,7 +189,7 @@ def _plain(switch: str) -> Iterator[None]:
         setattr(owner, name, True)
 
 
-#: a queue's capability or guarantee changes (what the shares read)
+#: a queue's capability or guarantee changes (what the feasibility worlds and the shares read)
 _queue_spec = st.builds(
     lambda name, cap, guarantee, weight: (
         "Queue",
@@ -217,7 +220,7 @@ _gang = st.builds(
 )
 
 
-@pytest.mark.parametrize("switch", ["callbacks"])
+@pytest.mark.parametrize("switch", ["callbacks", "worlds"])
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
@@ -233,7 +236,8 @@ def test_kept_open_state_decides_as_the_plain_path(
     """Two ``Scheduler``s (hooks kept across sessions) on two caches fed the same random
     history (pods, PodGroups, queues' weights, capabilities and guarantees, and nodes changing):
     with proportion's callbacks registered once (reading the open session from the
-    plugin), every session decides, reports and emits exactly what it does on the plain path."""
+    plugin), or the feasibility worlds kept across sessions, every session decides, reports
+    and emits exactly what it does on the plain path."""
     kept_cache, plain_cache = ClusterCache(), ClusterCache()
     for event in _base():
         _replay(kept_cache, event)
