@@ -5,7 +5,8 @@ form's deserved shares bit for bit: compared directly on random queues (weights,
 capabilities, requests, with ties and zeros), and through whole sessions with the switch on and
 off. Callbacks registered once per ``Hooks`` (``ProportionPlugin.keeps_callbacks``) and the
 feasibility worlds kept across sessions (``feasibility.KEEP_WORLDS``) must decide as the plain
-paths, on random histories with kept schedulers.
+paths, on random histories with kept schedulers; so must ``shares.nearer_on`` on Python floats
+(``SCALAR_NEARER``), which is also compared with its vector form on random vectors.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo
 from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
-from batch.scheduler.framework import feasibility
+from batch.scheduler.framework import feasibility, shares
+from batch.scheduler.framework.shares import TOL
 from batch.scheduler.plugins import proportion
 from batch.scheduler.plugins.proportion import QueueAttr
 
@@ -178,10 +180,16 @@ def test_sessions_with_the_float_fill_decide_as_with_the_vector_form(
 
 @contextmanager
 def _plain(switch: str) -> Iterator[None]:
-    """The plain path of ``switch``: proportion's callbacks registered at every open, or the
-    feasibility worlds worked out every session."""
-    owner: Any = {"callbacks": proportion.ProportionPlugin, "worlds": feasibility}[switch]
-    name = {"callbacks": "keeps_callbacks", "worlds": "KEEP_WORLDS"}[switch]
+    """The plain path of ``switch``: proportion's callbacks registered at every open, the
+    feasibility worlds worked out every session, or ``nearer_on``'s vector form."""
+    owner: Any = {
+        "callbacks": proportion.ProportionPlugin,
+        "worlds": feasibility,
+        "nearer": shares,
+    }[switch]
+    name = {"callbacks": "keeps_callbacks", "worlds": "KEEP_WORLDS", "nearer": "SCALAR_NEARER"}[
+        switch
+    ]
     setattr(owner, name, False)
     try:
         yield
@@ -220,7 +228,7 @@ _gang = st.builds(
 )
 
 
-@pytest.mark.parametrize("switch", ["callbacks", "worlds"])
+@pytest.mark.parametrize("switch", ["callbacks", "worlds", "nearer"])
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
@@ -236,8 +244,8 @@ def test_kept_open_state_decides_as_the_plain_path(
     """Two ``Scheduler``s (hooks kept across sessions) on two caches fed the same random
     history (pods, PodGroups, queues' weights, capabilities and guarantees, and nodes changing):
     with proportion's callbacks registered once (reading the open session from the
-    plugin), or the feasibility worlds kept across sessions, every session decides, reports
-    and emits exactly what it does on the plain path."""
+    plugin), the feasibility worlds kept across sessions, or ``nearer_on`` on Python floats,
+    every session decides, reports and emits exactly what it does on the plain path."""
     kept_cache, plain_cache = ClusterCache(), ClusterCache()
     for event in _base():
         _replay(kept_cache, event)
@@ -256,3 +264,36 @@ def test_kept_open_state_decides_as_the_plain_path(
         if dispatch:
             _replay(kept_cache, got)
             _replay(plain_cache, want)
+
+
+_near = st.one_of(
+    st.integers(0, 200).map(lambda x: x / 20),
+    st.floats(0, 1e13, allow_nan=False, allow_infinity=False),
+    st.just(INF),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.integers(2, 6).flatmap(lambda n: st.tuples(*[st.lists(_near, min_size=n, max_size=n)] * 3)),
+    st.data(),
+)
+def test_scalar_nearer_on_equals_the_vector_form(
+    vectors: tuple[list[float], list[float], list[float]], data: st.DataObject
+) -> None:
+    held, need, deserved = (np.array(v) for v in vectors)
+    dims = np.array(data.draw(st.lists(st.integers(1, len(held) - 1), unique=True)), dtype=np.intp)
+    for i in dims:  # needs at a boundary of either rule, give or take a few ulps (ties)
+        h, d = held[i], deserved[i]
+        with np.errstate(invalid="ignore", over="ignore"):
+            edge = data.draw(st.sampled_from([None, d + TOL - h, 2 * d - h - TOL - h]))
+        if edge is not None and np.isfinite(edge):
+            need[i] = max(float(edge) + data.draw(st.integers(-2, 2)) * np.spacing(edge), 0.0)
+    scalar = shares.nearer_on(held, need, deserved, dims)
+    shares.SCALAR_NEARER = False
+    try:
+        with np.errstate(invalid="ignore"):  # inf - inf: both forms compare the NaN alike
+            vector = shares.nearer_on(held, need, deserved, dims)
+    finally:
+        shares.SCALAR_NEARER = True
+    assert scalar == vector
