@@ -27,7 +27,7 @@ from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework import feasibility, shares
 from batch.scheduler.framework.shares import TOL
 from batch.scheduler.plugins import proportion
-from batch.scheduler.plugins.proportion import QueueAttr
+from batch.scheduler.plugins.proportion import QueueAttr, figures
 
 from .test_batched_paths import _cluster, jobs_st
 from .test_incremental import Event, _base, _replay, step
@@ -181,15 +181,20 @@ def test_sessions_with_the_float_fill_decide_as_with_the_vector_form(
 @contextmanager
 def _plain(switch: str) -> Iterator[None]:
     """The plain path of ``switch``: proportion's callbacks registered at every open, the
-    feasibility worlds worked out every session, or ``nearer_on``'s vector form."""
+    feasibility worlds worked out every session, ``nearer_on``'s vector form, or the queues'
+    figures taken by indexing."""
     owner: Any = {
         "callbacks": proportion.ProportionPlugin,
         "worlds": feasibility,
         "nearer": shares,
+        "rows": figures,
     }[switch]
-    name = {"callbacks": "keeps_callbacks", "worlds": "KEEP_WORLDS", "nearer": "SCALAR_NEARER"}[
-        switch
-    ]
+    name = {
+        "callbacks": "keeps_callbacks",
+        "worlds": "KEEP_WORLDS",
+        "nearer": "SCALAR_NEARER",
+        "rows": "ROW_VIEWS",
+    }[switch]
     setattr(owner, name, False)
     try:
         yield
@@ -228,7 +233,7 @@ _gang = st.builds(
 )
 
 
-@pytest.mark.parametrize("switch", ["callbacks", "worlds", "nearer"])
+@pytest.mark.parametrize("switch", ["callbacks", "worlds", "nearer", "rows"])
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
