@@ -317,8 +317,11 @@ def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
 def _world(ssn: Session, queue: str, largest: IntVec) -> tuple[Any, ...]:
     """What a kept verdict on a job of ``queue`` depends on besides the job: the nodes (their
     metadata and allocatable), the cluster's total and the capabilities over the queue (the
-    same for the whole session: kept per queue in its scratch)."""
-    worlds: dict[str, tuple[Any, ...]] = ssn.scratch.setdefault(_WORLDS, {})
+    same for the whole session: kept per queue in its scratch, and with ``KEEP_WORLDS`` across
+    sessions while all of it and the queues are the same)."""
+    worlds: dict[str, tuple[Any, ...]] | None = ssn.scratch.get(_WORLDS)
+    if worlds is None:
+        worlds = ssn.scratch[_WORLDS] = _kept_worlds(ssn, largest) if KEEP_WORLDS else {}
     got = worlds.get(queue)
     if got is None:
         arrays = ssn.nodes.arrays
@@ -331,6 +334,33 @@ def _world(ssn: Session, queue: str, largest: IntVec) -> tuple[Any, ...]:
             tuple((q.name, tuple(sorted(q.capability.items()))) for q in _capped_line(ssn, queue)),
         )
     return got
+
+
+#: keep the queues' worlds (``_world``) across sessions (False: worked out every session)
+KEEP_WORLDS = True
+_KEPT_WORLDS = "feasibility.kept-worlds"
+
+
+def _kept_worlds(ssn: Session, largest: IntVec) -> dict[str, tuple[Any, ...]]:
+    """The worlds last worked out, while the nodes' generations and count, the cluster's
+    total, the largest node and the queue objects (replaced, never changed, when a queue
+    changes; kept alive here so that their ids are not reused) are the ones they were worked
+    out for; else a new, empty dict."""
+    arrays = ssn.nodes.arrays
+    queues = tuple(ssn.queues.values())
+    key = (
+        arrays.meta_gen,
+        arrays.alloc_gen,
+        ssn.nodes.n,
+        ssn.total_resource.tobytes(),
+        largest.tobytes(),
+        tuple(map(id, queues)),
+    )
+    kept = ssn.cache.derived.get(_KEPT_WORLDS)
+    if not (isinstance(kept, tuple) and kept[0] == key):
+        kept = ssn.cache.derived[_KEPT_WORLDS] = (key, queues, {})
+    worlds: dict[str, tuple[Any, ...]] = kept[2]
+    return worlds
 
 
 def waits_unstarted(job: JobInfo) -> bool:

@@ -53,9 +53,26 @@ def nearer_on(held: F, need: F, deserved: F, dims: npt.NDArray[np.intp]) -> bool
     every resource of ``dims``? Within its share, or past it by less than it now falls short:
     shares are rounded to the nearest gang, not down (a queue owed 6.7 GPUs whose gangs take 8
     is owed its gang; one owed 4 is not, 8 would leave it as far past its share)."""
+    if SCALAR_NEARER and held.dtype == need.dtype == deserved.dtype == _F64:
+        return _nearer_floats(held.tolist(), need.tolist(), deserved.tolist(), dims.tolist())
     h, n, d = held[dims], need[dims], deserved[dims]
     after = h + n
     return bool(((after <= d + TOL) | (after - d < d - h - TOL)).all())
+
+
+#: ``nearer_on`` on Python floats for float vectors (False: the vector form always)
+SCALAR_NEARER = True
+
+
+def _nearer_floats(h: list[float], n: list[float], d: list[float], dims: list[int]) -> bool:
+    """``nearer_on``'s vector form, resource by resource: the same IEEE additions,
+    subtractions and comparisons without its per-call overhead (fair admission and borrowing
+    ask it for every waiting gang)."""
+    for i in dims:
+        after = h[i] + n[i]
+        if not (after <= d[i] + TOL or after - d[i] < d[i] - h[i] - TOL):
+            return False
+    return True
 
 
 def vec_of(ssn: Session, amounts: dict[str, int], *, missing: float = 0.0) -> F:

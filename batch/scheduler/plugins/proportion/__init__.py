@@ -33,6 +33,7 @@ from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import (
@@ -49,6 +50,7 @@ from batch.scheduler.framework.votes import PERMIT, REJECT
 from .attrs import QueueAttr, claimed_share, kept_share
 from .borrowing import lend_borrowers, may_borrow
 from .figures import FILLS_KEPT, QueueVectors, admitted_gap, queue_attrs
+from .floatfill import fill_floats, specs, whole_weights
 from .tree import QueueTree
 from .usage import UsageFigure, usage_decay_of, usage_figures
 
@@ -107,10 +109,39 @@ def fill_rows(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
     inside the loop, even above its request, without taking it from what is left, so with
     guarantees the shares can add up to more than the cluster (guaranteed 8 of 9 GPUs, two
     other queues asking 1 each: 8 + 1 + 1).
+
+    Up to ``FLOAT_FILL_MAX`` queues with whole-number weights, the same arithmetic runs on
+    Python floats (floatfill.py; the same results bit for bit, cheaper on small matrices).
     """
+    if len(attrs) <= FLOAT_FILL_MAX and whole_weights([a.weight for a in attrs]):
+        return _fill_rows_floats(attrs, request, total)
+    return _fill_rows_vectors(attrs, request, total)
+
+
+#: ``fill_rows`` on Python floats (floatfill.py) for at most this many queues (0: never)
+FLOAT_FILL_MAX = 64
+
+
+def _fill_rows_floats(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
+    live = specs([a.real_capability for a in attrs], [a.guarantee for a in attrs]).live(
+        total, request
+    )
+    deserved = np.zeros_like(request)
+    if live.cols:
+        deserved[:, live.at] = fill_floats(
+            [float(a.weight) for a in attrs],
+            live.cap,
+            live.guarantee,
+            request[:, live.cols].tolist(),
+            live.total,
+        )
+    return deserved
+
+
+def _fill_rows_vectors(attrs: Sequence[QueueAttr], request: F, total: F) -> F:
     weight = np.array([a.weight for a in attrs], dtype=np.float64)
-    cap = np.stack([a.real_capability for a in attrs])
-    guarantee = np.stack([a.guarantee for a in attrs])
+    spec = specs([a.real_capability for a in attrs], [a.guarantee for a in attrs])
+    cap, guarantee = spec.cap, spec.guarantee
     deserved = np.zeros_like(request)
     meet = np.zeros(len(attrs), dtype=bool)
     remaining = total.copy()
@@ -175,32 +206,32 @@ def over_capability(
     return REJECT
 
 
-def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
-    """QueueOrder, Overused and Allocatable."""
+def _register_queue_points(hooks: Hooks, p: ProportionPlugin) -> None:
+    """QueueOrder, Overused and Allocatable (reading the open session's ``p.attrs``)."""
 
     def queue_key(q: QueueInfo) -> tuple[int, float]:
-        a = attrs.get(q.name)
+        a = p.attrs.get(q.name)
         return (-q.priority, a.order_share() if a is not None else 0.0)
 
-    ssn.hooks.add_queue_order_key(queue_key)
+    hooks.add_queue_order_key(queue_key)
 
     def overused(q: QueueInfo) -> bool:
-        a = attrs.get(q.name)
+        a = p.attrs.get(q.name)
         if a is None:
             return False
         if a._overused is None:
             a._overused = le(a.deserved, a.allocated)
         return a._overused
 
-    ssn.hooks.add_overused_fn(overused)
-
-    dims_by_tid: dict[int, list[int]] = {}
+    hooks.add_overused_fn(overused)
 
     def allocatable(q: QueueInfo, t: TaskInfo) -> bool:
+        attrs = p.attrs
         a = attrs.get(q.name)
         if a is None or not q.is_open():
             return False
         tmpl = t.template
+        dims_by_tid = p.dims_by_tid
         dims = dims_by_tid.get(tmpl.tid)
         if dims is None:
             dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
@@ -208,12 +239,12 @@ def _register_queue_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         alloc, des = a.allocated, a.deserved
         if all(alloc[d] + rl[d] <= des[d] + TOL for d in dims):
             return True
-        job = ssn.jobs.get(t.job_id or "")
+        job = p.ssn.jobs.get(t.job_id or "")
         if a.held is None or job is None:
             return False
-        return nearer_with(a, job, t) or borrow_fits(ssn, a, job, t, attrs)
+        return nearer_with(a, job, t) or borrow_fits(p.ssn, a, job, t, attrs)
 
-    ssn.hooks.add_allocatable_fn(allocatable)
+    hooks.add_allocatable_fn(allocatable)
 
 
 def nearer_with(a: QueueAttr, job: JobInfo, task: TaskInfo) -> bool:
@@ -253,11 +284,13 @@ def borrow_fits(
     return may_borrow(ssn, a, need, attrs, placing=True)
 
 
-def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
-    """Preemptive, Reclaimable and the at-deserved rule of the evicting actions."""
+def _register_victim_points(hooks: Hooks, p: ProportionPlugin) -> None:
+    """Preemptive, Reclaimable and the at-deserved rule of the evicting actions (reading the
+    open session's ``p.attrs``)."""
 
     def preemptive(q: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
-        a = attrs.get(q.name)
+        ssn = p.ssn
+        a = p.attrs.get(q.name)
         if a is None or not q.is_open():
             return False
         total_req = ssn.resources.zeros()
@@ -272,9 +305,10 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         fair = a.held is not None and ssn.action == "gangreclaim"
         return fair and nearer_on(a.allocated, total_req.astype(np.float64), claim, dims)
 
-    ssn.hooks.add_preemptive_fn(preemptive)
+    hooks.add_preemptive_fn(preemptive)
 
     def reclaimable(_: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        ssn, attrs = p.ssn, p.attrs
         copies: dict[str, F] = {}
         victims: list[TaskInfo] = []
         for t in candidates:
@@ -293,22 +327,25 @@ def _register_victim_points(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
             copies[job.queue] = alloc
         return victims, PERMIT
 
-    ssn.hooks.add_reclaimable_fn(reclaimable)
+    hooks.add_reclaimable_fn(reclaimable)
 
     def at_deserved(queue: str) -> bool:
         # reclaimable above takes victims only from a queue whose allocated is not <= deserved
-        a = attrs.get(queue)
+        a = p.attrs.get(queue)
         return a is None or le(a.allocated, kept_share(a))
 
-    ssn.hooks.add_queue_at_deserved_fn(at_deserved)
-    ssn.hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
+    hooks.add_queue_at_deserved_fn(at_deserved)
+    hooks.add_victim_queue_floor_fn("reclaimable", at_deserved)
 
 
-def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool) -> None:
+def _register_admission(hooks: Hooks, p: ProportionPlugin) -> None:
     """JobEnqueueable (the queue's real capability; with fair shares, its deserved share)
-    and JobEnqueued (the admitted gang's minResources join the queue's inqueue)."""
+    and JobEnqueued (the admitted gang's minResources join the queue's inqueue), reading the
+    open session's ``p.attrs``."""
+    fair = p.fair
 
     def enqueueable(job: JobInfo) -> int:
+        ssn, attrs = p.ssn, p.attrs
         q = ssn.queues[job.queue]
         a = attrs.get(job.queue)
         if not q.is_open():
@@ -329,10 +366,10 @@ def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool
             return REJECT
         return PERMIT
 
-    ssn.hooks.add_job_enqueueable_fn(enqueueable)
+    hooks.add_job_enqueueable_fn(enqueueable)
 
     def enqueued(job: JobInfo) -> None:
-        a = attrs.get(job.queue)
+        a = p.attrs.get(job.queue)
         if a is None or job.min_resources is None:
             return
         add = np.maximum(job.min_resources - job.gated_req, 0).astype(np.float64)
@@ -342,9 +379,9 @@ def _register_admission(ssn: Session, attrs: dict[str, QueueAttr], *, fair: bool
             a.held = a.held + add
             a.changed()
 
-    ssn.hooks.add_job_enqueued_fn(enqueued)
+    hooks.add_job_enqueued_fn(enqueued)
     if fair:
-        ssn.hooks.add_held_beyond_share_fn(lambda job: held_beyond_share(attrs, job))
+        hooks.add_held_beyond_share_fn(lambda job: held_beyond_share(p.attrs, job))
 
 
 def at_share(
@@ -498,6 +535,20 @@ class ProportionPlugin(Plugin):
         #: fair shares down a tree (None: flat); its inner queues without jobs publish their
         #: subtree's sums (``QueueTree.inner_figures``)
         self.tree: QueueTree | None = None
+        #: the open session's queues (what the callbacks read)
+        self.attrs: dict[str, QueueAttr] = {}
+        #: the open session's resources each task template asks for (Allocatable)
+        self.dims_by_tid: dict[int, list[int]] = {}
+
+    #: the callbacks (all but the event handlers) are registered once per ``Hooks`` and read
+    #: the open session from the plugin (False: registered again at every open, as before)
+    keeps_callbacks = True
+
+    def register_kept(self, hooks: Hooks) -> None:
+        _register_queue_points(hooks, self)
+        _register_victim_points(hooks, self)
+        hooks.add_deserved_fn(self.deserved)
+        _register_admission(hooks, self)
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource.astype(np.float64)
@@ -516,12 +567,12 @@ class ProportionPlugin(Plugin):
         if self.fair:
             lend_borrowers(ssn, attrs)
         self.attrs = attrs
+        self.dims_by_tid = {}
         self.tree = tree
         self.total = total
-        _register_queue_points(ssn, attrs)
-        _register_victim_points(ssn, attrs)
-        ssn.hooks.add_deserved_fn(self.deserved)
-        _register_admission(ssn, attrs, fair=self.fair)
+        if not self.keeps_callbacks:
+            self.ssn = ssn
+            self.register_kept(ssn.hooks)
         _register_handlers(ssn, attrs)
 
     def on_session_close(self, ssn: Session) -> None:

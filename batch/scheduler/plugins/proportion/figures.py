@@ -252,6 +252,46 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
     allocated, pending, inqueue, elastic, unstarted = (m[:, r] for r in range(ROWS))
     request = allocated + pending + (unstarted if fair else 0.0)
     held = allocated + inqueue if fair else None
+    if not ROW_VIEWS:
+        return QueueFigures(_attrs_indexed(ssn, names, vectors, m, request, held), request)
+    queues = ssn.queues
+    attrs: dict[str, QueueAttr] = {}
+    rows = zip(
+        names, allocated, request, inqueue, elastic, names if held is None else held, strict=True
+    )
+    for name, al, rq, iq, el, hd in rows:  # each matrix's rows, as views
+        q = queues[name]
+        guarantee, cap, real = vectors[name]
+        attrs[name] = QueueAttr(
+            q,
+            q.weight,
+            guarantee,
+            cap,
+            real,
+            al,
+            rq,
+            iq,
+            el,
+            _NO_SHARE,
+            None if held is None else hd,
+        )
+    return QueueFigures(attrs, request)
+
+
+#: ``queue_attrs`` takes each queue's vectors by iterating over the matrices' rows (False: by
+#: indexing them one queue at a time; the same views)
+ROW_VIEWS = True
+
+
+def _attrs_indexed(
+    ssn: Session,
+    names: Sequence[str],
+    vectors: dict[str, tuple[F, F, F]],
+    m: F,
+    request: F,
+    held: F | None,
+) -> dict[str, QueueAttr]:
+    allocated, inqueue, elastic = m[:, 0], m[:, 2], m[:, 3]
     attrs: dict[str, QueueAttr] = {}
     for i, name in enumerate(names):
         q = ssn.queues[name]
@@ -269,4 +309,4 @@ def queue_attrs(ssn: Session, kept: QueueVectors, *, fair: bool) -> QueueFigures
             deserved=_NO_SHARE,
             held=held[i] if held is not None else None,
         )
-    return QueueFigures(attrs, request)
+    return attrs
