@@ -77,6 +77,10 @@ class NodeArrays:
         self.ports: dict[tuple[str, str, int], Int32Vec] = {}
         self.meta_gen = 0  # bumps when labels/taints/readiness/membership change
         self.alloc_gen = 0  # bumps when a node's allocatable (or the resource dimensions) change
+        #: slots whose allocatable, used, releasing or pipelined columns changed, in order
+        #: (``touch``; read with ``touched_since``); ``touched_base``: entries dropped in front
+        self.touched: list[int] = []
+        self.touched_base = 0
 
     # -- capacity -------------------------------------------------------------------------
     def _grow_nodes(self) -> None:
@@ -117,6 +121,28 @@ class NodeArrays:
         self.dims = dims
         self.alloc_gen += 1
 
+    # -- change record --------------------------------------------------------------------
+    def touch(self, idx: int) -> None:
+        """Record that slot ``idx``'s resource columns changed (state kept across sessions
+        refreshes only such slots, ``touched_since``)."""
+        touched = self.touched
+        touched.append(idx)
+        if len(touched) > 8 * self.cap:  # forget the older half (their readers start afresh)
+            drop = len(touched) // 2
+            del touched[:drop]
+            self.touched_base += drop
+
+    @property
+    def stamp(self) -> int:
+        """The position in the change record now (what ``touched_since`` is given later)."""
+        return self.touched_base + len(self.touched)
+
+    def touched_since(self, stamp: int) -> set[int] | None:
+        """Slots touched after ``stamp`` (None: no longer known, recompute everything)."""
+        if stamp < self.touched_base:
+            return None
+        return set(self.touched[stamp - self.touched_base :])
+
     # -- membership -----------------------------------------------------------------------
     def slot_for(self, name: str) -> int:
         idx = self.by_name.get(name)
@@ -141,6 +167,7 @@ class NodeArrays:
         if not np.array_equal(self.alloc[:, idx], column):
             self.alloc[:, idx] = column
             self.alloc_gen += 1
+            self.touch(idx)
         changed = (
             old is None
             or old.labels != meta.labels
@@ -189,6 +216,7 @@ class NodeArrays:
         self.unschedulable[idx] = False
         self.alloc[:, idx] = 0
         self.alloc_gen += 1
+        self.touch(idx)
         self.used[:, idx] = 0
         self.releasing[:, idx] = 0
         self.pipelined[:, idx] = 0
