@@ -43,7 +43,11 @@ class SessionNodes:
         self.idle = self.alloc - self.used
         self.valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
         self.has_future = bool(releasing.any() or pipelined.any())
+        #: ``has_future`` and the cache's node change record (``NodeArrays.stamp``) at open
+        self.open_future = self.has_future
+        self.open_stamp = arrays.stamp
         self.log: list[int] = []  # node indexes changed in this session, in order
+        self._moved: tuple[int, set[int]] = (0, set())
         #: per log entry, the template placed there by ``Session.place`` (-1: another change)
         self.log_tids: list[int] = []
         self._ports: dict[tuple[str, str, int], npt.NDArray[np.int32]] = {}
@@ -67,6 +71,15 @@ class SessionNodes:
         """Log a change of node ``idx`` (``tid``: one more pod of that template placed)."""
         self.log.append(idx)
         self.log_tids.append(tid)
+
+    def moved(self) -> set[int]:
+        """The node indexes this session changed so far (``log`` as a set; do not modify)."""
+        pos, seen = self._moved
+        log = self.log
+        if pos < len(log):
+            seen.update(log[pos:])
+            self._moved = (len(log), seen)
+        return seen
 
     def name(self, idx: int) -> str:
         return self.arrays.name_of(idx)
