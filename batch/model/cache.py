@@ -254,6 +254,7 @@ class ClusterCache:
         n.used[:, idx] += task.req
         if task.status is TaskStatus.RELEASING:
             n.releasing[:, idx] += task.req
+            n.future_gen += 1
         n.touch(idx)
         if task.template.host_ports:
             n.add_ports(idx, task.template.host_ports, 1)
@@ -273,6 +274,7 @@ class ClusterCache:
         n.used[:, idx] -= task.req
         if task.status is TaskStatus.RELEASING:
             n.releasing[:, idx] -= task.req
+            n.future_gen += 1
         n.touch(idx)
         if task.template.host_ports:
             n.add_ports(idx, task.template.host_ports, -1)

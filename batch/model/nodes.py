@@ -81,6 +81,9 @@ class NodeArrays:
         #: (``touch``; read with ``touched_since``); ``touched_base``: entries dropped in front
         self.touched: list[int] = []
         self.touched_base = 0
+        #: bumps when any releasing or pipelined amount changes (``has_future``)
+        self.future_gen = 0
+        self._has_future: tuple[int, int, bool] = (-1, -1, False)
 
     # -- capacity -------------------------------------------------------------------------
     def _grow_nodes(self) -> None:
@@ -118,6 +121,7 @@ class NodeArrays:
             out = np.zeros((dims, self.cap), dtype=np.int64)
             out[: old.shape[0]] = old
             setattr(self, name, out)
+        self.future_gen += 1
         self.dims = dims
         self.alloc_gen += 1
 
@@ -131,6 +135,15 @@ class NodeArrays:
             drop = len(touched) // 2
             del touched[:drop]
             self.touched_base += drop
+
+    def has_future(self, n: int) -> bool:
+        """Does any of the first ``n`` slots hold releasing or pipelined amounts? (Kept by
+        ``future_gen``, which every writer of those matrices bumps.)"""
+        gen, count, got = self._has_future
+        if gen != self.future_gen or count != n:
+            got = bool(self.releasing[:, :n].any() or self.pipelined[:, :n].any())
+            self._has_future = (self.future_gen, n, got)
+        return got
 
     @property
     def stamp(self) -> int:
@@ -220,6 +233,7 @@ class NodeArrays:
         self.used[:, idx] = 0
         self.releasing[:, idx] = 0
         self.pipelined[:, idx] = 0
+        self.future_gen += 1
         for cnt in self.ports.values():
             cnt[idx] = 0
         self.free.append(idx)

@@ -4,10 +4,12 @@
 masks over all nodes in ``ClusterCache.derived`` and refreshes only the nodes whose columns
 changed since (``NodeArrays.touched_since``) or that the session changed itself. These tests
 drive two caches through the same random history (nodes changing capacity, taints, labels and
-readiness, leaving and coming back; pods of a few repeating shapes binding, running, finishing
-and leaving; binds and evictions dispatched between sessions), one ``Scheduler`` on each, with
-``placement.KEEP_TEMPLATES`` on for one and off for the other, and demand the same binds,
-pipelines, evictions, statuses, reasons and events (in order) from every session.
+readiness, leaving and coming back; pods of a few repeating shapes binding, running, being
+deleted (Releasing), finishing and leaving; binds and evictions dispatched between sessions),
+one ``Scheduler`` on each, with ``placement.KEEP_TEMPLATES`` and ``nodes.KEEP`` (FutureIdle's
+presence and the allocatable total answered from generations) on for one and off for the other,
+and demand the same binds, pipelines, evictions, statuses, reasons and events (in order) from
+every session.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config
 from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
-from batch.scheduler.framework import placement
+from batch.scheduler.framework import nodes, placement
 
 from .test_incremental import _with_events
 from .util import NOW
@@ -55,7 +57,7 @@ CONFIGS = [
 ]
 QUEUES = ["qa", "qb"]
 GROUPS = [f"g{i}" for i in range(6)]
-NODES = [f"n{i}" for i in range(7)]
+NODE_NAMES = [f"n{i}" for i in range(7)]
 #: pod shapes (cpu, gpu, zone selector): few, so templates repeat
 SHAPES = [("1", None, None), ("2", 1, None), ("1", 2, None), ("3", None, "a"), ("1", 1, "b")]
 
@@ -82,7 +84,7 @@ def _node(draw: st.DrawFn, name: str, etype: str) -> Event:
 def _base() -> list[Event]:
     events: list[Event] = [("Queue", "ADDED", f.queue("root"))]
     events += [("Queue", "ADDED", f.queue(q, weight=i + 1)) for i, q in enumerate(QUEUES)]
-    for i, name in enumerate(NODES):
+    for i, name in enumerate(NODE_NAMES):
         labels = {"kubernetes.io/hostname": name, "zone": "ab"[i % 2]}
         events.append(("Node", "ADDED", f.node(name, cpu="8", gpu=4, labels=labels)))
     events += [
@@ -96,7 +98,7 @@ def _base() -> list[Event]:
 def step(draw: st.DrawFn) -> Event:
     kind = draw(st.sampled_from(["pod"] * 8 + ["delete-pod", "podgroup", "node"]))
     if kind == "node":
-        name = draw(st.sampled_from(NODES))
+        name = draw(st.sampled_from(NODE_NAMES))
         etype = draw(st.sampled_from(["MODIFIED", "MODIFIED", "MODIFIED", "DELETED", "ADDED"]))
         return _node(draw, name, etype)
     group = draw(st.sampled_from(GROUPS))
@@ -112,21 +114,31 @@ def step(draw: st.DrawFn) -> Event:
     if kind == "delete-pod":
         return ("Pod", "DELETED", f.pod(name, group=group))
     phase = draw(st.sampled_from(["Pending", "Pending", "Running", "Running", "Succeeded"]))
-    node = None if phase == "Pending" else draw(st.sampled_from(NODES))
+    node = None if phase == "Pending" else draw(st.sampled_from(NODE_NAMES))
     cpu, gpu, zone = draw(st.sampled_from(SHAPES))
     spec = {"nodeSelector": {"zone": zone}} if zone else None
-    pod = f.pod(name, group=group, cpu=cpu, gpu=gpu, phase=phase, node_name=node, spec=spec)
+    deleting = phase == "Running" and draw(st.booleans())  # Releasing: FutureIdle differs
+    pod = f.pod(
+        name,
+        group=group,
+        cpu=cpu,
+        gpu=gpu,
+        phase=phase,
+        node_name=node,
+        spec=spec,
+        deleting=deleting,
+    )
     return ("Pod", "MODIFIED", pod)
 
 
 @contextmanager
 def _keeping(on: bool) -> Iterator[None]:
-    kept = placement.KEEP_TEMPLATES
-    placement.KEEP_TEMPLATES = on
+    kept = placement.KEEP_TEMPLATES, nodes.KEEP
+    placement.KEEP_TEMPLATES = nodes.KEEP = on
     try:
         yield
     finally:
-        placement.KEEP_TEMPLATES = kept
+        placement.KEEP_TEMPLATES, nodes.KEEP = kept
 
 
 def _history(steps: list[tuple[Event, bool, int]], config_index: int, keep: bool) -> list[Any]:
@@ -247,4 +259,35 @@ def test_a_node_changed_in_the_cache_and_in_the_session_is_refreshed_later() -> 
 
     fresh = run(keep=False)
     assert [b for b in fresh[2]["binds"] if b[0] == "b-0"] == [("b-0", "n0")]
+    assert run(keep=True) == fresh
+
+
+def test_a_pod_turning_releasing_between_sessions_is_pipelined_on() -> None:
+    """FutureIdle's presence is kept by generation: a session after a pod began releasing
+    pipelines onto what it frees, as a session computing it afresh does."""
+
+    def run(keep: bool) -> list[Any]:
+        cache = ClusterCache()
+        for event in [
+            ("Queue", "ADDED", f.queue("root")),
+            ("Queue", "ADDED", f.queue("qa")),
+            ("Node", "ADDED", f.node("n0", cpu="4")),
+            ("PodGroup", "ADDED", f.podgroup("bg", queue="qa", phase="Running")),
+            ("Pod", "ADDED", f.pod("bg-0", group="bg", cpu="4", node_name="n0", phase="Running")),
+        ]:
+            cache.apply(*event)
+        sched = Scheduler(cache, CONFIGS[0])
+        out = []
+        with _keeping(keep):
+            out.append(_with_events(sched.run_once(NOW)))
+            deleting = f.pod("bg-0", group="bg", cpu="4", node_name="n0", phase="Running")
+            deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+            cache.apply("Pod", "MODIFIED", deleting)
+            cache.apply("PodGroup", "ADDED", f.podgroup("w", queue="qa", phase="Inqueue"))
+            cache.apply("Pod", "ADDED", f.pod("w-0", group="w", cpu="2"))
+            out.append(_with_events(sched.run_once(NOW + 1)))
+        return out
+
+    fresh = run(keep=False)
+    assert fresh[1]["pipelines"] == [("w-0", "n0")]
     assert run(keep=True) == fresh

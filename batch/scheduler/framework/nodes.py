@@ -20,6 +20,11 @@ from batch.model.resources import IntVec
 FloatVec = npt.NDArray[np.float64]
 BoolVec = npt.NDArray[np.bool_]
 
+#: answer ``has_future`` and ``alloc_total`` from what the cache kept (by the generations of
+#: what they read) rather than from a pass over the node matrices (tests switch it off)
+KEEP = True
+_ALLOC_TOTAL = "nodes.alloc_total"
+
 
 class SessionNodes:
     """The session's node view: mutable copies of used/releasing/pipelined, shared metadata."""
@@ -42,7 +47,11 @@ class SessionNodes:
         self._own_future = False
         self.idle = self.alloc - self.used
         self.valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
-        self.has_future = bool(releasing.any() or pipelined.any())
+        if KEEP:
+            self.has_future = arrays.has_future(n)
+        else:
+            self.has_future = bool(releasing.any() or pipelined.any())
+        self._derived = cache.derived
         #: ``has_future`` and the cache's node change record (``NodeArrays.stamp``) at open
         self.open_future = self.has_future
         self.open_stamp = arrays.stamp
@@ -106,6 +115,19 @@ class SessionNodes:
         """Σ over schedulable nodes of a (dims, nodes) matrix, per dimension (no copy of the
         selected columns, unlike ``m[:, valid].sum(axis=1)``)."""
         out: IntVec = np.add.reduce(m, axis=1, where=self.valid)
+        return out
+
+    def alloc_total(self) -> IntVec:
+        """Σ over schedulable nodes of allocatable, per dimension (``valid_sum(alloc)``), kept
+        in the cache's derived store by node membership, metadata and allocatable generation."""
+        if not KEEP:
+            return self.valid_sum(self.alloc)
+        arrays = self.arrays
+        key = (arrays, arrays.meta_gen, arrays.alloc_gen, self.n, self.dims)
+        kept = self._derived.get(_ALLOC_TOTAL)
+        if kept is None or kept[0] != key:
+            kept = self._derived[_ALLOC_TOTAL] = (key, self.valid_sum(self.alloc))
+        out: IntVec = kept[1].copy()
         return out
 
     def future_idle(self) -> IntVec:
