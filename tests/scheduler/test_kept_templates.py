@@ -291,3 +291,25 @@ def test_a_pod_turning_releasing_between_sessions_is_pipelined_on() -> None:
     fresh = run(keep=False)
     assert fresh[1]["pipelines"] == [("w-0", "n0")]
     assert run(keep=True) == fresh
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    changes=st.lists(st.tuples(st.integers(0, 4), st.booleans(), st.integers(1, 8)), max_size=12)
+)
+def test_kept_node_sums_match_the_masked_sums(changes: list[tuple[int, bool, int]]) -> None:
+    """``alloc_total`` and ``valid_sum`` answer as the sum over the schedulable nodes' columns
+    while nodes turn ready and not ready, change capacity and hold pods."""
+    cache = ClusterCache()
+    cache.apply("Queue", "ADDED", f.queue("root"))
+    cache.apply("PodGroup", "ADDED", f.podgroup("bg", phase="Running"))
+    for i in range(5):
+        cache.apply("Node", "ADDED", f.node(f"n{i}", cpu="8"))
+        pod = f.pod(f"bg-{i}", group="bg", cpu="1", node_name=f"n{i}", phase="Running")
+        cache.apply("Pod", "ADDED", pod)
+    for i, ready, cpu in [(0, True, 8), *changes]:
+        cache.apply("Node", "MODIFIED", f.node(f"n{i}", cpu=str(cpu), ready=ready))
+        nd = nodes.SessionNodes(cache)
+        valid = nd.valid
+        assert (nd.alloc_total() == nd.alloc[:, valid].sum(axis=1)).all()
+        assert (nd.valid_sum(nd.used) == nd.used[:, valid].sum(axis=1)).all()

@@ -8,6 +8,7 @@ placement engine can refresh only those.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,7 +52,11 @@ class SessionNodes:
             self.has_future = arrays.has_future(n)
         else:
             self.has_future = bool(releasing.any() or pipelined.any())
-        self._derived = cache.derived
+        #: every slot below ``n`` is schedulable (``valid_sum`` needs no mask)
+        self.all_valid = False
+        self._total: IntVec | None = None
+        if KEEP:
+            self._keep_total(cache.derived)
         #: ``has_future`` and the cache's node change record (``NodeArrays.stamp``) at open
         self.open_future = self.has_future
         self.open_stamp = arrays.stamp
@@ -114,20 +119,28 @@ class SessionNodes:
     def valid_sum(self, m: IntVec) -> IntVec:
         """Σ over schedulable nodes of a (dims, nodes) matrix, per dimension (no copy of the
         selected columns, unlike ``m[:, valid].sum(axis=1)``)."""
-        out: IntVec = np.add.reduce(m, axis=1, where=self.valid)
+        if self.all_valid:
+            out: IntVec = np.add.reduce(m, axis=1)
+        else:
+            out = np.add.reduce(m, axis=1, where=self.valid)
         return out
 
-    def alloc_total(self) -> IntVec:
-        """Σ over schedulable nodes of allocatable, per dimension (``valid_sum(alloc)``), kept
-        in the cache's derived store by node membership, metadata and allocatable generation."""
-        if not KEEP:
-            return self.valid_sum(self.alloc)
+    def _keep_total(self, derived: dict[str, object]) -> None:
+        """``alloc_total`` and ``all_valid`` from ``derived``, kept there by node membership,
+        metadata and allocatable generation (what ``valid`` and ``alloc`` follow)."""
         arrays = self.arrays
         key = (arrays, arrays.meta_gen, arrays.alloc_gen, self.n, self.dims)
-        kept = self._derived.get(_ALLOC_TOTAL)
+        kept: Any = derived.get(_ALLOC_TOTAL)
         if kept is None or kept[0] != key:
-            kept = self._derived[_ALLOC_TOTAL] = (key, self.valid_sum(self.alloc))
-        out: IntVec = kept[1].copy()
+            kept = (key, self.valid_sum(self.alloc), bool(self.valid.all()))
+            derived[_ALLOC_TOTAL] = kept
+        self._total, self.all_valid = kept[1], kept[2]
+
+    def alloc_total(self) -> IntVec:
+        """Σ over schedulable nodes of allocatable, per dimension (``valid_sum(alloc)``)."""
+        if self._total is None:
+            return self.valid_sum(self.alloc)
+        out: IntVec = self._total.copy()
         return out
 
     def future_idle(self) -> IntVec:
