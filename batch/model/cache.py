@@ -254,6 +254,8 @@ class ClusterCache:
         n.used[:, idx] += task.req
         if task.status is TaskStatus.RELEASING:
             n.releasing[:, idx] += task.req
+            n.future_gen += 1
+        n.touch(idx)
         if task.template.host_ports:
             n.add_ports(idx, task.template.host_ports, 1)
         if idx >= len(self.node_tasks):
@@ -272,6 +274,8 @@ class ClusterCache:
         n.used[:, idx] -= task.req
         if task.status is TaskStatus.RELEASING:
             n.releasing[:, idx] -= task.req
+            n.future_gen += 1
+        n.touch(idx)
         if task.template.host_ports:
             n.add_ports(idx, task.template.host_ports, -1)
         self.node_tasks[idx].discard(task.uid)

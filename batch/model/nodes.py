@@ -77,6 +77,13 @@ class NodeArrays:
         self.ports: dict[tuple[str, str, int], Int32Vec] = {}
         self.meta_gen = 0  # bumps when labels/taints/readiness/membership change
         self.alloc_gen = 0  # bumps when a node's allocatable (or the resource dimensions) change
+        #: slots whose allocatable, used, releasing or pipelined columns changed, in order
+        #: (``touch``; read with ``touched_since``); ``touched_base``: entries dropped in front
+        self.touched: list[int] = []
+        self.touched_base = 0
+        #: bumps when any releasing or pipelined amount changes (``has_future``)
+        self.future_gen = 0
+        self._has_future: tuple[int, int, bool] = (-1, -1, False)
 
     # -- capacity -------------------------------------------------------------------------
     def _grow_nodes(self) -> None:
@@ -114,8 +121,40 @@ class NodeArrays:
             out = np.zeros((dims, self.cap), dtype=np.int64)
             out[: old.shape[0]] = old
             setattr(self, name, out)
+        self.future_gen += 1
         self.dims = dims
         self.alloc_gen += 1
+
+    # -- change record --------------------------------------------------------------------
+    def touch(self, idx: int) -> None:
+        """Record that slot ``idx``'s resource columns changed (state kept across sessions
+        refreshes only such slots, ``touched_since``)."""
+        touched = self.touched
+        touched.append(idx)
+        if len(touched) > 8 * self.cap:  # forget the older half (their readers start afresh)
+            drop = len(touched) // 2
+            del touched[:drop]
+            self.touched_base += drop
+
+    def has_future(self, n: int) -> bool:
+        """Does any of the first ``n`` slots hold releasing or pipelined amounts? (Kept by
+        ``future_gen``, which every writer of those matrices bumps.)"""
+        gen, count, got = self._has_future
+        if gen != self.future_gen or count != n:
+            got = bool(self.releasing[:, :n].any() or self.pipelined[:, :n].any())
+            self._has_future = (self.future_gen, n, got)
+        return got
+
+    @property
+    def stamp(self) -> int:
+        """The position in the change record now (what ``touched_since`` is given later)."""
+        return self.touched_base + len(self.touched)
+
+    def touched_since(self, stamp: int) -> set[int] | None:
+        """Slots touched after ``stamp`` (None: no longer known, recompute everything)."""
+        if stamp < self.touched_base:
+            return None
+        return set(self.touched[stamp - self.touched_base :])
 
     # -- membership -----------------------------------------------------------------------
     def slot_for(self, name: str) -> int:
@@ -141,6 +180,7 @@ class NodeArrays:
         if not np.array_equal(self.alloc[:, idx], column):
             self.alloc[:, idx] = column
             self.alloc_gen += 1
+            self.touch(idx)
         changed = (
             old is None
             or old.labels != meta.labels
@@ -189,9 +229,11 @@ class NodeArrays:
         self.unschedulable[idx] = False
         self.alloc[:, idx] = 0
         self.alloc_gen += 1
+        self.touch(idx)
         self.used[:, idx] = 0
         self.releasing[:, idx] = 0
         self.pipelined[:, idx] = 0
+        self.future_gen += 1
         for cnt in self.ports.values():
             cnt[idx] = 0
         self.free.append(idx)

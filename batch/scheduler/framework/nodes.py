@@ -8,6 +8,7 @@ placement engine can refresh only those.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,11 @@ from batch.model.resources import IntVec
 
 FloatVec = npt.NDArray[np.float64]
 BoolVec = npt.NDArray[np.bool_]
+
+#: answer ``has_future`` and ``alloc_total`` from what the cache kept (by the generations of
+#: what they read) rather than from a pass over the node matrices (tests switch it off)
+KEEP = True
+_ALLOC_TOTAL = "nodes.alloc_total"
 
 
 class SessionNodes:
@@ -42,8 +48,20 @@ class SessionNodes:
         self._own_future = False
         self.idle = self.alloc - self.used
         self.valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
-        self.has_future = bool(releasing.any() or pipelined.any())
+        if KEEP:
+            self.has_future = arrays.has_future(n)
+        else:
+            self.has_future = bool(releasing.any() or pipelined.any())
+        #: every slot below ``n`` is schedulable (``valid_sum`` needs no mask)
+        self.all_valid = False
+        self._total: IntVec | None = None
+        if KEEP:
+            self._keep_total(cache.derived)
+        #: ``has_future`` and the cache's node change record (``NodeArrays.stamp``) at open
+        self.open_future = self.has_future
+        self.open_stamp = arrays.stamp
         self.log: list[int] = []  # node indexes changed in this session, in order
+        self._moved: tuple[int, set[int]] = (0, set())
         #: per log entry, the template placed there by ``Session.place`` (-1: another change)
         self.log_tids: list[int] = []
         self._ports: dict[tuple[str, str, int], npt.NDArray[np.int32]] = {}
@@ -67,6 +85,15 @@ class SessionNodes:
         """Log a change of node ``idx`` (``tid``: one more pod of that template placed)."""
         self.log.append(idx)
         self.log_tids.append(tid)
+
+    def moved(self) -> set[int]:
+        """The node indexes this session changed so far (``log`` as a set; do not modify)."""
+        pos, seen = self._moved
+        log = self.log
+        if pos < len(log):
+            seen.update(log[pos:])
+            self._moved = (len(log), seen)
+        return seen
 
     def name(self, idx: int) -> str:
         return self.arrays.name_of(idx)
@@ -92,7 +119,28 @@ class SessionNodes:
     def valid_sum(self, m: IntVec) -> IntVec:
         """Σ over schedulable nodes of a (dims, nodes) matrix, per dimension (no copy of the
         selected columns, unlike ``m[:, valid].sum(axis=1)``)."""
-        out: IntVec = np.add.reduce(m, axis=1, where=self.valid)
+        if self.all_valid:
+            out: IntVec = np.add.reduce(m, axis=1)
+        else:
+            out = np.add.reduce(m, axis=1, where=self.valid)
+        return out
+
+    def _keep_total(self, derived: dict[str, object]) -> None:
+        """``alloc_total`` and ``all_valid`` from ``derived``, kept there by node membership,
+        metadata and allocatable generation (what ``valid`` and ``alloc`` follow)."""
+        arrays = self.arrays
+        key = (arrays, arrays.meta_gen, arrays.alloc_gen, self.n, self.dims)
+        kept: Any = derived.get(_ALLOC_TOTAL)
+        if kept is None or kept[0] != key:
+            kept = (key, self.valid_sum(self.alloc), bool(self.valid.all()))
+            derived[_ALLOC_TOTAL] = kept
+        self._total, self.all_valid = kept[1], kept[2]
+
+    def alloc_total(self) -> IntVec:
+        """Σ over schedulable nodes of allocatable, per dimension (``valid_sum(alloc)``)."""
+        if self._total is None:
+            return self.valid_sum(self.alloc)
+        out: IntVec = self._total.copy()
         return out
 
     def future_idle(self) -> IntVec:

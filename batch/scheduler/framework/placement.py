@@ -50,6 +50,12 @@ def resource_reason(name: str) -> str:
 #: a template's own placements caught up one node at a time before it gets ``Levels``
 LEVELS_AFTER = 16
 
+#: keep each template's from-scratch state (``KeptTemplates``) across sessions and refresh
+#: only the nodes changed since (exact; tests switch it off to compare)
+KEEP_TEMPLATES = True
+#: templates ``KeptTemplates`` holds at most (the least recently used go first)
+KEPT_LIMIT = 256
+
 
 class Levels:
     """A template's node scores and Idle fits after j more of its own pods on each node,
@@ -115,6 +121,68 @@ class TemplateState:
         self.own = 0  # own placements caught up one node at a time (see LEVELS_AFTER)
         self.levels: Levels | None = None
 
+    def copy(self) -> TemplateState:
+        """A state to change on its own: fresh score and fit vectors, the static mask,
+        reasons and score shared (nothing changes those in place)."""
+        out = TemplateState.__new__(TemplateState)
+        out.tmpl, out.dims, out.fitv = self.tmpl, self.dims, self.fitv
+        out.static_ok, out.static_reasons = self.static_ok, self.static_reasons
+        out.static_score = self.static_score
+        out.score, out.m_idle, out.m_fut = self.score.copy(), self.m_idle.copy(), self.m_fut.copy()
+        out.pos, out.has_future, out.own, out.levels = self.pos, self.has_future, 0, None
+        return out
+
+
+class KeptTemplates:
+    """Per template, what a session's ``Placer`` computes from scratch (static mask, reasons
+    and score; scores and fit masks over all nodes), kept in ``ClusterCache.derived`` across
+    sessions that share ``key`` (the predicate and score callbacks, the node membership,
+    metadata and allocatable generations, the resource names): each entry is exact for the
+    cache's node state at ``NodeArrays`` stamp ``stamp`` but on the nodes in ``dirty``. A
+    session refreshes the nodes touched since (``NodeArrays.touched_since``) that it has not
+    changed itself (their columns are the cache's), then copies the entry and refreshes the
+    nodes it changed. Only with ``local`` batch scores (a node's score reads its own columns)."""
+
+    KEY = "placement.templates"
+
+    __slots__ = ("entries", "key")
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        #: template id -> (state, stamp, dirty nodes), least recently used first
+        self.entries: dict[int, tuple[TemplateState, int, set[int]]] = {}
+
+    @classmethod
+    def of(cls, derived: dict[str, Any], key: tuple[Any, ...]) -> KeptTemplates:
+        kept = derived.get(cls.KEY)
+        if not isinstance(kept, cls) or kept.key != key:
+            kept = derived[cls.KEY] = cls(key)
+        return kept
+
+    def state(self, placer: Placer, tmpl: TaskTemplate) -> TemplateState:
+        nd = placer.nodes
+        moved = nd.moved()
+        got = self.entries.pop(tmpl.tid, None)
+        redo = None
+        if got is not None and got[0].tmpl is tmpl and got[0].has_future == nd.has_future:
+            touched = nd.arrays.touched_since(got[1])
+            if touched is not None and max(touched, default=-1) < nd.n:
+                redo = touched | got[2]
+        if got is None or redo is None:
+            st = placer.fresh_state(tmpl)
+            kept, dirty = st.copy(), set(moved)
+        else:
+            kept = got[0]
+            placer.refresh(kept, redo - moved)
+            dirty = redo & moved
+            st = kept.copy()
+            placer.refresh(st, moved)
+        st.pos = len(nd.log)
+        self.entries[tmpl.tid] = (kept, nd.open_stamp, dirty)
+        if len(self.entries) > KEPT_LIMIT:
+            del self.entries[next(iter(self.entries))]
+        return st
+
 
 class Placer:
     """Per-session placement engine (``ssn.placer``)."""
@@ -155,6 +223,24 @@ class Placer:
         self.sample: tuple[int, int, int] | None = None  # (minNodes, minPct, pct)
         self.start = 0
         self._explain: dict[int, tuple[int, str, dict[str, int]]] = {}
+        self.kept = self._kept_templates(nodes, cache)
+
+    def _kept_templates(self, nd: SessionNodes, cache: ClusterCache) -> KeptTemplates | None:
+        if not (KEEP_TEMPLATES and self.local_scores):
+            return None
+        arrays = nd.arrays
+        key = (
+            tuple(self.batch_preds),
+            tuple(self.static_scores),
+            tuple(self.batch_scores),
+            arrays,
+            arrays.meta_gen,
+            arrays.alloc_gen,
+            nd.n,
+            nd.dims,
+            cache.resources.version,
+        )
+        return KeptTemplates.of(cache.derived, key)
 
     @property
     def scalar_callbacks(self) -> bool:
@@ -166,9 +252,11 @@ class Placer:
         st = self.states.get(tmpl.tid)
         nd = self.nodes
         if st is None:
-            st = self.states[tmpl.tid] = TemplateState(tmpl)
-            self._static(st)
-            self._full(st)
+            kept = self.kept
+            if kept is not None and nd.has_future == nd.open_future:
+                st = self.states[tmpl.tid] = kept.state(self, tmpl)
+            else:
+                st = self.states[tmpl.tid] = self.fresh_state(tmpl)
             return st
         log = nd.log
         if st.pos < len(log) or (nd.has_future and not st.has_future):
@@ -182,6 +270,22 @@ class Placer:
             else:
                 self._partial(st, np.unique(np.asarray(new, dtype=np.intp)))
         return st
+
+    def fresh_state(self, tmpl: TaskTemplate) -> TemplateState:
+        """``tmpl``'s state computed from scratch over all nodes."""
+        st = TemplateState(tmpl)
+        self._static(st)
+        self._full(st)
+        return st
+
+    def refresh(self, st: TemplateState, idx: set[int]) -> None:
+        """Recompute the nodes ``idx`` of ``st`` (its scores and fit masks) from the session's
+        columns: one at a time when few, else with vector steps (``_partial``)."""
+        if len(idx) * 8 > self.nodes.n:
+            self._partial(st, np.asarray(sorted(idx), dtype=np.intp))
+        else:
+            for i in idx:
+                self._one(st, i)
 
     def _catch_up(self, st: TemplateState) -> None:
         """Refresh the few nodes changed since ``st.pos``: from the template's ``Levels`` where

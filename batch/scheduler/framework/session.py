@@ -92,7 +92,7 @@ class Session:
         self.resources = cache.resources
         self.nodes = SessionNodes(cache)
         nd = self.nodes
-        self.total_resource: IntVec = nd.valid_sum(nd.alloc)
+        self.total_resource: IntVec = nd.alloc_total()
         self.queues: dict[str, QueueInfo] = cache.queues
         self.jobs: dict[str, JobInfo] = {}
         self.reasons: dict[str, PendingReason] = {}
