@@ -27,6 +27,7 @@ from .util import NOW
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
     (hooks_mod, "CLEAR_TO_SNAPSHOT"),
+    (hooks_mod, "PURITY_BY_VERSION"),
 ]
 
 #: a step of a random history: a watch event of ``test_incremental``, or a queue under another
@@ -123,3 +124,45 @@ def test_point_clear_from_snapshot_leaves_the_kept_entries(
             slow.clear()
         assert _state(fast) == _state(slow)
         assert fast.version == slow.version
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sessions=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 2), st.integers(0, 4), st.booleans(), st.integers(0, 2)),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_point_purity_by_version_answers_as_worked_out_anew(
+    sessions: list[list[tuple[int, int, bool, int]]],
+) -> None:
+    """Registrations of pure, impure and token-declaring callbacks, clears and tokens that
+    move: ``purity`` answers as when worked out from the entries every time."""
+    point: Point[Any] = Point("p", 3)
+    now = [0]
+
+    def token() -> object:
+        return now[0]
+
+    def both() -> tuple[Any, Any]:
+        fast = point.purity()
+        with _off({1}):
+            slow = point.purity()
+        return fast, slow
+
+    for s, regs in enumerate(sessions):
+        for tier, rank, kept, how in regs:
+            pure: Any = (False, True, token)[how]
+            point.add(tier, f"plugin{rank}", lambda j, s=s: s, rank, pure=pure, kept=kept)
+            fast, slow = both()
+            assert fast == slow
+            now[0] += 1
+            fast, slow = both()
+            assert fast == slow
+        point.clear()
+        fast, slow = both()
+        assert fast == slow

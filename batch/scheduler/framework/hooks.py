@@ -64,6 +64,9 @@ Pure: TypeAlias = bool | Callable[[], object]
 #: ``Point.clear`` puts back a snapshot of each tier's kept entries, and only in the tiers
 #: that were given entries since (exact; tests switch it off to compare)
 CLEAR_TO_SNAPSHOT = True
+#: ``Point.purity`` works out which entries a point holds once per point version (it asks the
+#: tokens every time; exact; tests switch it off to compare)
+PURITY_BY_VERSION = True
 
 
 @dataclass(slots=True, frozen=True)
@@ -160,6 +163,7 @@ class Point(Generic[F]):
     __slots__ = (
         "_base",
         "_flat",
+        "_purity",
         "gate",
         "kept",
         "name",
@@ -185,6 +189,12 @@ class Point(Generic[F]):
         #: per tier, its kept entries (``tiers``, ``ranks``, ``pure``, ``kept``), as ``clear``
         #: leaves them; None until a ``clear`` works it out (a kept ``add`` forgets it)
         self._base: list[tuple[tuple[Any, ...], ...]] | None = None
+        #: (version, ``_entries()`` at that version): what ``purity`` asks of the entries
+        self._purity: tuple[int, tuple[object, ...] | None, tuple[Callable[[], object], ...]] = (
+            -1,
+            None,
+            (),
+        )
 
     def add(
         self, tier: int, plugin: str, fn: F, rank: int = 0, pure: Pure = False, kept: bool = False
@@ -206,6 +216,33 @@ class Point(Generic[F]):
         """When every entry declared its answers pure per job (``Pure``): which entries these
         are (plugin, rank, code, tier by tier) and the tokens the declared ones give now;
         None when an entry did not declare it."""
+        if not PURITY_BY_VERSION:
+            return self._purity_now()
+        got = self._purity
+        if got[0] != self.version:
+            got = self._purity = (self.version, *self._entries())
+        entries, tokens = got[1], got[2]
+        if entries is None:
+            return None
+        return entries, tuple([p() for p in tokens]) if tokens else ()
+
+    def _entries(self) -> tuple[tuple[object, ...] | None, tuple[Callable[[], object], ...]]:
+        """``purity``'s entries (None when one is not pure) and the token functions, in order."""
+        entries: list[object] = []
+        tokens: list[Callable[[], object]] = []
+        for ti, (tier, ranks, pure) in enumerate(
+            zip(self.tiers, self.ranks, self.pure, strict=True)
+        ):
+            for (plugin, fn), rank, p in zip(tier, ranks, pure, strict=True):
+                if p is False:
+                    return None, ()
+                entries.append((ti, plugin, rank, _code_of(fn)))
+                if p is not True:
+                    tokens.append(p)
+        return tuple(entries), tuple(tokens)
+
+    def _purity_now(self) -> tuple[tuple[object, ...], tuple[object, ...]] | None:
+        """``purity`` worked out from the entries every time."""
         entries: list[object] = []
         tokens: list[object] = []
         for ti, (tier, ranks, pure) in enumerate(
