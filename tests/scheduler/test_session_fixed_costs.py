@@ -18,15 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, Scheduler
-from batch.scheduler.cycle import Kit, open_session
-from batch.scheduler.framework import (
-    dispatch as dispatch_mod,
-    hooks as hooks_mod,
-)
-from batch.scheduler.framework.close import close_session
-from batch.scheduler.framework.dispatch import Dispatch
+from batch.scheduler.framework import hooks as hooks_mod
 from batch.scheduler.framework.hooks import Point
-from batch.scheduler.framework.session import Session
 
 from .test_incremental import CONFIGS, QUEUES, Event, _base, _comparable, _replay, step
 from .util import NOW
@@ -35,7 +28,6 @@ from .util import NOW
 SWITCHES: list[tuple[Any, str]] = [
     (hooks_mod, "CLEAR_TO_SNAPSHOT"),
     (hooks_mod, "PURITY_BY_VERSION"),
-    (dispatch_mod, "KEEP_ORDER_KEYS"),
 ]
 
 #: a step of a random history: a watch event of ``test_incremental``, or a queue under another
@@ -174,41 +166,3 @@ def test_point_purity_by_version_answers_as_worked_out_anew(
         point.clear()
         fast, slow = both()
         assert fast == slow
-
-
-def _orders(d: Dispatch, ssn: Session) -> tuple[list[Any], ...]:
-    jobs = list(ssn.jobs.values())
-    return (
-        [d.queue_order_key()(q) for q in ssn.queues.values()],
-        [d.job_order_key()(j) for j in jobs],
-        [d.task_order_key()(t) for j in jobs for t in j.tasks.values()],
-    )
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    steps=st.lists(st.tuples(step(), st.booleans()), min_size=1, max_size=15),
-    config_index=st.integers(0, len(CONFIGS) - 1),
-)
-def test_kept_order_keys_answer_as_new_ones(
-    steps: list[tuple[Event, bool]], config_index: int
-) -> None:
-    """A kit's sessions (hooks reused) answer queue, job and task order keys as a dispatch
-    that builds them anew (the kept job answers aside: ``jobmemo`` has its own tests)."""
-    cache = ClusterCache()
-    for event in _base():
-        _replay(cache, event)
-    config = CONFIGS[config_index]
-    kit = Kit(config)
-    for i, (event, dispatch) in enumerate(steps):
-        _replay(cache, event)
-        ssn = open_session(cache, config, now=NOW + i, kit=kit)
-        got = _orders(ssn.dispatch, ssn)
-        with _off({2}):
-            want = _orders(Dispatch(ssn.hooks, None), ssn)
-        assert got == want, i
-        for _, action in kit.actions:
-            action.execute(ssn)
-        d = close_session(ssn)
-        if dispatch:
-            _replay(cache, d)

@@ -34,10 +34,6 @@ from batch.scheduler.framework.votes import ABSTAIN, PERMIT, REJECT
 
 T = TypeVar("T")
 
-#: combined order keys are kept with the hooks across sessions, by point version (a point's
-#: entries are the same objects while its version stays; exact; tests switch it off)
-KEEP_ORDER_KEYS = True
-
 #: the order fallback of jobs and queues: (creation, uid)
 _CREATION_UID = operator.attrgetter("creation", "uid")
 
@@ -78,16 +74,6 @@ def _any_of(fns: list[Callable[[T], bool]]) -> Callable[[T], bool] | None:
     return lambda x: any(fn(x) for fn in fns)
 
 
-def _partial_of(fn: object, *args: object) -> bool:
-    """Is ``fn`` ``functools.partial`` of these very ``args`` (a kept key may have been made
-    for another session's table)?"""
-    return (
-        isinstance(fn, functools.partial)
-        and len(fn.args) == len(args)
-        and all(a is b for a, b in zip(fn.args, args, strict=True))
-    )
-
-
 class Dispatch:
     """The combined answer of a session's plugins at each extension point."""
 
@@ -95,10 +81,7 @@ class Dispatch:
         self.hooks = hooks
         #: answers kept across sessions for points whose callbacks are pure per job
         self.memos = memos
-        #: point name -> (its version, the combined key): the hooks' when kept with them
-        self._keys: dict[str, tuple[int, Callable[[Any], Any]]] = (
-            hooks.order_keys if KEEP_ORDER_KEYS else {}
-        )
+        self._keys: dict[str, tuple[int, Callable[[Any], Any]]] = {}
         #: per point: (its version, its kept answers or None)
         self._tables: dict[str, tuple[int, Table | None]] = {}
         self._victim_points: dict[str, Point[Victims]] = {
@@ -143,7 +126,7 @@ class Dispatch:
         if table is None:
             return k
         got = self._keys.get("job_order/kept")
-        if got is not None and got[0] == point.version and _partial_of(got[1], table, k):
+        if got is not None and got[0] == point.version:
             return got[1]
         kept = functools.partial(answer, table, k)
         self._keys["job_order/kept"] = (point.version, kept)

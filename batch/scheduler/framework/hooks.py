@@ -391,8 +391,6 @@ class Hooks:
         self._gates: dict[int, tuple[PluginOption, dict[str, bool]]] = {}
         #: a session registered callbacks here and has not been released (``clear``) yet
         self.in_use = False
-        #: ``Dispatch``'s combined order keys, by point name: (point version, key)
-        self.order_keys: dict[str, tuple[int, Any]] = {}
 
     # -- the registration window -------------------------------------------------------
     @contextmanager
