@@ -115,8 +115,10 @@ class QueueMetrics:
 
     def amount(self, vector: Any, name: str) -> int:
         """``amounts(vector).get(name, 0)`` without formatting the other resources."""
-        names = self.names
-        i = names.index(name) if name in names else 0
+        try:
+            i = self.names.index(name)
+        except ValueError:
+            i = 0
         if vector is None or not 0 < i < len(vector):
             return 0
         value = float(vector[i])

@@ -114,7 +114,7 @@ class Dispatch:
         """Kept per-job answers ``name`` (uid -> (version, answer), ``jobmemo``) that read
         only the job and the answers of ``points``; None when they may not be kept (a
         callback of ``points`` is not pure per job, or the switch is off)."""
-        version = sum(p.version for p in points)
+        version = points[0].version if len(points) == 1 else sum([p.version for p in points])
         got = self._tables.get(name)
         if got is not None and got[0] == version:
             return got[1]

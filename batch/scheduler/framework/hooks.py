@@ -61,6 +61,12 @@ VICTIM_POINTS = ("preemptable", "reclaimable")
 #: read that and what the function returns (a hashable token, asked once a session). Answers
 #: declared so are kept across sessions by job version (``framework/jobmemo.py``).
 Pure: TypeAlias = bool | Callable[[], object]
+#: ``Point.clear`` puts back a snapshot of each tier's kept entries, and only in the tiers
+#: that were given entries since (exact; tests switch it off to compare)
+CLEAR_TO_SNAPSHOT = True
+#: ``Point.purity`` works out which entries a point holds once per point version (it asks the
+#: tokens every time; exact; tests switch it off to compare)
+PURITY_BY_VERSION = True
 
 
 @dataclass(slots=True, frozen=True)
@@ -154,7 +160,18 @@ class Point(Generic[F]):
     """One extension point: (plugin name, callback) per tier, in the order of the plugins
     that registered them (registration order within a plugin)."""
 
-    __slots__ = ("_flat", "gate", "kept", "name", "pure", "ranks", "tiers", "version")
+    __slots__ = (
+        "_base",
+        "_flat",
+        "_purity",
+        "gate",
+        "kept",
+        "name",
+        "pure",
+        "ranks",
+        "tiers",
+        "version",
+    )
 
     def __init__(self, name: str, ntiers: int, *, gate: str | None = None) -> None:
         self.name = name
@@ -169,6 +186,15 @@ class Point(Generic[F]):
         self.kept: list[list[bool]] = [[] for _ in range(ntiers)]
         self._flat: list[F] | None = None
         self.version = 0
+        #: per tier, its kept entries (``tiers``, ``ranks``, ``pure``, ``kept``), as ``clear``
+        #: leaves them; None until a ``clear`` works it out (a kept ``add`` forgets it)
+        self._base: list[tuple[tuple[Any, ...], ...]] | None = None
+        #: (version, ``_entries()`` at that version): what ``purity`` asks of the entries
+        self._purity: tuple[int, tuple[object, ...] | None, tuple[Callable[[], object], ...]] = (
+            -1,
+            None,
+            (),
+        )
 
     def add(
         self, tier: int, plugin: str, fn: F, rank: int = 0, pure: Pure = False, kept: bool = False
@@ -183,11 +209,40 @@ class Point(Generic[F]):
         self.kept[tier].insert(at, kept)
         self._flat = None
         self.version += 1
+        if kept:
+            self._base = None
 
     def purity(self) -> tuple[tuple[object, ...], tuple[object, ...]] | None:
         """When every entry declared its answers pure per job (``Pure``): which entries these
         are (plugin, rank, code, tier by tier) and the tokens the declared ones give now;
         None when an entry did not declare it."""
+        if not PURITY_BY_VERSION:
+            return self._purity_now()
+        got = self._purity
+        if got[0] != self.version:
+            got = self._purity = (self.version, *self._entries())
+        entries, tokens = got[1], got[2]
+        if entries is None:
+            return None
+        return entries, tuple([p() for p in tokens]) if tokens else ()
+
+    def _entries(self) -> tuple[tuple[object, ...] | None, tuple[Callable[[], object], ...]]:
+        """``purity``'s entries (None when one is not pure) and the token functions, in order."""
+        entries: list[object] = []
+        tokens: list[Callable[[], object]] = []
+        for ti, (tier, ranks, pure) in enumerate(
+            zip(self.tiers, self.ranks, self.pure, strict=True)
+        ):
+            for (plugin, fn), rank, p in zip(tier, ranks, pure, strict=True):
+                if p is False:
+                    return None, ()
+                entries.append((ti, plugin, rank, _code_of(fn)))
+                if p is not True:
+                    tokens.append(p)
+        return tuple(entries), tuple(tokens)
+
+    def _purity_now(self) -> tuple[tuple[object, ...], tuple[object, ...]] | None:
+        """``purity`` worked out from the entries every time."""
         entries: list[object] = []
         tokens: list[object] = []
         for ti, (tier, ranks, pure) in enumerate(
@@ -213,6 +268,9 @@ class Point(Generic[F]):
     def clear(self) -> None:
         """Drop every entry but the kept ones: a kept plugin's callbacks of one session (drf's
         hierarchy) go with it as any other plugin's."""
+        if CLEAR_TO_SNAPSHOT:
+            self._restore()
+            return
         for i, kept in enumerate(self.kept):
             if all(kept):
                 continue
@@ -223,6 +281,30 @@ class Point(Generic[F]):
             _keep_only(kept, kept, some)
         self._flat = None
         self.version += 1
+
+    def _restore(self) -> None:
+        """``clear`` by the snapshot of the kept entries: entries are only ever added between
+        two clears, so a tier as long as its snapshot holds just those."""
+        base = self._base
+        if base is None:
+            base = self._base = [
+                tuple(_kept_of(vs, kept) for vs in (tier, ranks, pure, kept))
+                for tier, ranks, pure, kept in zip(
+                    self.tiers, self.ranks, self.pure, self.kept, strict=True
+                )
+            ]
+        for i, (fns, ranks, pure, kept) in enumerate(base):
+            if len(self.tiers[i]) != len(fns):
+                self.tiers[i][:] = fns
+                self.ranks[i][:] = ranks
+                self.pure[i][:] = pure
+                self.kept[i][:] = kept
+        self._flat = None
+        self.version += 1
+
+
+def _kept_of(values: list[Any], kept: list[bool]) -> tuple[Any, ...]:
+    return tuple(v for v, k in zip(values, kept, strict=True) if k)
 
 
 def _keep_only(values: list[T], kept: list[bool], some: bool) -> None:

@@ -161,6 +161,8 @@ class Session:
         and close's reasons skip it without testing it."""
         if not self.skip_settled:
             return list(self.jobs.values())
+        if not self._touched:  # nothing changed yet (most calls): no pass over it
+            return list(self._open_jobs)
         jobs = self.jobs
         touched = [j for j in self._touched if j.uid in jobs]
         if not touched:

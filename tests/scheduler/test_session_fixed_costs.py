@@ -1,0 +1,168 @@
+"""Shortcuts of a session's fixed costs (open, close, release) decide as the long way round.
+
+Each shortcut that keeps something across sessions or skips rebuilding it (``SWITCHES``) has a
+module-level switch; these tests drive two kept schedulers through the same random histories
+of watch events, one with the shortcuts and one without, and demand the same binds,
+pipelines, evictions, statuses (transition IDs and times included), reasons, queue statuses,
+queue metrics and events, session after session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
+from batch.scheduler import Decisions, Scheduler
+from batch.scheduler.framework import hooks as hooks_mod
+from batch.scheduler.framework.hooks import Point
+
+from .test_incremental import CONFIGS, QUEUES, Event, _base, _comparable, _replay, step
+from .util import NOW
+
+#: (module, switch name) of every shortcut compared here
+SWITCHES: list[tuple[Any, str]] = [
+    (hooks_mod, "CLEAR_TO_SNAPSHOT"),
+    (hooks_mod, "PURITY_BY_VERSION"),
+]
+
+#: a step of a random history: a watch event of ``test_incremental``, or a queue under another
+#: (its ``allocated`` is summed into its parent's and root's)
+history_step = st.one_of(
+    step(),
+    st.builds(
+        lambda w: ("Queue", "ADDED", f.queue(QUEUES[2], weight=w, parent=QUEUES[0])),
+        st.integers(1, 3),
+    ),
+)
+
+
+@contextmanager
+def _off(which: set[int]) -> Iterator[None]:
+    was = [getattr(m, n) for m, n in SWITCHES]
+    for i in which:
+        m, n = SWITCHES[i]
+        setattr(m, n, False)
+    try:
+        yield
+    finally:
+        for (m, n), v in zip(SWITCHES, was, strict=True):
+            setattr(m, n, v)
+
+
+def _exact(d: Decisions) -> dict[str, Any]:
+    return {
+        **_comparable(d),
+        "podgroup_status": d.podgroup_status,
+        "podgroup_status_new": d.podgroup_status_new,
+        "events": d.events,
+    }
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(history_step, st.booleans(), st.integers(0, 2)), min_size=1, max_size=20
+    ),
+    config_index=st.integers(0, len(CONFIGS) - 1),
+    off=st.sets(st.integers(0, len(SWITCHES) - 1), min_size=1),
+)
+def test_shortcuts_decide_as_the_long_way(
+    steps: list[tuple[Event, bool, int]], config_index: int, off: set[int]
+) -> None:
+    fast_cache, slow_cache = ClusterCache(), ClusterCache()
+    for event in _base():
+        _replay(fast_cache, event)
+        _replay(slow_cache, event)
+    fast = Scheduler(fast_cache, CONFIGS[config_index])
+    slow = Scheduler(slow_cache, CONFIGS[config_index])
+    for i, (event, dispatch, idle) in enumerate(steps):
+        _replay(fast_cache, event)
+        _replay(slow_cache, event)
+        for k in range(idle + 1):  # sessions with nothing new in between
+            now = NOW + i + k / 10
+            got = fast.run_once(now)
+            with _off(off):
+                want = slow.run_once(now)
+            assert _exact(got) == _exact(want), (i, k, event)
+        if dispatch:
+            _replay(fast_cache, got)
+            _replay(slow_cache, want)
+
+
+#: a session's registrations: (tier, rank, kept) per callback, in registration order
+session_st = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 4), st.booleans()), min_size=0, max_size=8
+)
+
+
+def _state(p: Point[Any]) -> tuple[Any, ...]:
+    return (p.tiers, p.ranks, p.pure, p.kept, p.flat())
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions=st.lists(session_st, min_size=1, max_size=6))
+def test_point_clear_from_snapshot_leaves_the_kept_entries(
+    sessions: list[list[tuple[int, int, bool]]],
+) -> None:
+    """Random registrations (kept or not, any tier and rank) and clears leave a point exactly
+    as filtering every entry by its kept flag does."""
+    fast: Point[Any] = Point("p", 3)
+    slow: Point[Any] = Point("p", 3)
+    for s, regs in enumerate(sessions):
+        for n, (tier, rank, kept) in enumerate(regs):
+            fn = (s, n)
+            fast.add(tier, f"plugin{rank}", fn, rank, pure=n % 2 == 0, kept=kept)
+            slow.add(tier, f"plugin{rank}", fn, rank, pure=n % 2 == 0, kept=kept)
+            assert _state(fast) == _state(slow)
+        fast.clear()
+        with _off({0}):
+            slow.clear()
+        assert _state(fast) == _state(slow)
+        assert fast.version == slow.version
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sessions=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 2), st.integers(0, 4), st.booleans(), st.integers(0, 2)),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_point_purity_by_version_answers_as_worked_out_anew(
+    sessions: list[list[tuple[int, int, bool, int]]],
+) -> None:
+    """Registrations of pure, impure and token-declaring callbacks, clears and tokens that
+    move: ``purity`` answers as when worked out from the entries every time."""
+    point: Point[Any] = Point("p", 3)
+    now = [0]
+
+    def token() -> object:
+        return now[0]
+
+    def both() -> tuple[Any, Any]:
+        fast = point.purity()
+        with _off({1}):
+            slow = point.purity()
+        return fast, slow
+
+    for s, regs in enumerate(sessions):
+        for tier, rank, kept, how in regs:
+            pure: Any = (False, True, token)[how]
+            point.add(tier, f"plugin{rank}", lambda j, s=s: s, rank, pure=pure, kept=kept)
+            fast, slow = both()
+            assert fast == slow
+            now[0] += 1
+            fast, slow = both()
+            assert fast == slow
+        point.clear()
+        fast, slow = both()
+        assert fast == slow
