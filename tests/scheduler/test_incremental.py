@@ -11,6 +11,8 @@ but never ran a session before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -137,6 +139,35 @@ def _replay(cache: ClusterCache, event: Event | Decisions) -> None:
         apply_decisions(cache, event)  # what the service does after dispatching a session
     else:
         cache.apply(*event)
+
+
+def kept_against_plain(
+    steps: list[tuple[Event, bool, int]],
+    config: Any,
+    plain: Callable[[], AbstractContextManager[object]],
+    exact: Callable[[Decisions], Any],
+) -> None:
+    """Two kept ``Scheduler``s on caches that receive the same random history (``step``s, a
+    flag to dispatch the session's decisions, a number of sessions with nothing new after it),
+    the second's sessions run inside ``plain()`` (a shortcut's switch off): every session's
+    ``exact`` output is the same."""
+    caches = ClusterCache(), ClusterCache()
+    for event in _base():
+        for cache in caches:
+            _replay(cache, event)
+    fast, slow = (Scheduler(cache, config) for cache in caches)
+    for i, (event, dispatch, idle) in enumerate(steps):
+        for cache in caches:
+            _replay(cache, event)
+        for k in range(idle + 1):  # sessions with nothing new in between
+            now = NOW + i + k / 10
+            got = fast.run_once(now)
+            with plain():
+                want = slow.run_once(now)
+            assert exact(got) == exact(want), (i, k, event)
+        if dispatch:
+            _replay(caches[0], got)
+            _replay(caches[1], want)
 
 
 def _fresh(history: list[Event | Decisions], config_index: int, now: float) -> Decisions:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.info import QueueInfo
-from batch.scheduler import Decisions, Scheduler, apply_decisions, load_config, run_session
+from batch.scheduler import Decisions, apply_decisions, load_config, run_session
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework import feasibility, shares
 from batch.scheduler.framework.shares import TOL
@@ -30,7 +30,7 @@ from batch.scheduler.plugins import proportion
 from batch.scheduler.plugins.proportion import QueueAttr, figures
 
 from .test_batched_paths import _cluster, jobs_st
-from .test_incremental import Event, _base, _replay, step
+from .test_incremental import Event, kept_against_plain, step
 from .util import BASIC, NOW
 
 INF = float("inf")
@@ -251,24 +251,7 @@ def test_kept_open_state_decides_as_the_plain_path(
     with proportion's callbacks registered once (reading the open session from the
     plugin), the feasibility worlds kept across sessions, or ``nearer_on`` on Python floats,
     every session decides, reports and emits exactly what it does on the plain path."""
-    kept_cache, plain_cache = ClusterCache(), ClusterCache()
-    for event in _base():
-        _replay(kept_cache, event)
-        _replay(plain_cache, event)
-    kept_sched = Scheduler(kept_cache, CONFIGS[config_index])
-    plain_sched = Scheduler(plain_cache, CONFIGS[config_index])
-    for i, (event, dispatch, idle) in enumerate(steps):
-        _replay(kept_cache, event)
-        _replay(plain_cache, event)
-        for k in range(idle + 1):  # sessions with nothing new in between
-            now = NOW + i + k / 10
-            got = kept_sched.run_once(now)
-            with _plain(switch):
-                want = plain_sched.run_once(now)
-            assert _exact(got) == _exact(want), (i, k, event)
-        if dispatch:
-            _replay(kept_cache, got)
-            _replay(plain_cache, want)
+    kept_against_plain(steps, CONFIGS[config_index], lambda: _plain(switch), _exact)
 
 
 _near = st.one_of(

@@ -16,13 +16,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
-from batch.model.cache import ClusterCache
-from batch.scheduler import Decisions, Scheduler
+from batch.scheduler import Decisions
 from batch.scheduler.framework import hooks as hooks_mod
 from batch.scheduler.framework.hooks import Point
 
-from .test_incremental import CONFIGS, QUEUES, Event, _base, _comparable, _replay, step
-from .util import NOW
+from .test_incremental import CONFIGS, QUEUES, Event, _comparable, kept_against_plain, step
 
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
@@ -74,24 +72,7 @@ def _exact(d: Decisions) -> dict[str, Any]:
 def test_shortcuts_decide_as_the_long_way(
     steps: list[tuple[Event, bool, int]], config_index: int, off: set[int]
 ) -> None:
-    fast_cache, slow_cache = ClusterCache(), ClusterCache()
-    for event in _base():
-        _replay(fast_cache, event)
-        _replay(slow_cache, event)
-    fast = Scheduler(fast_cache, CONFIGS[config_index])
-    slow = Scheduler(slow_cache, CONFIGS[config_index])
-    for i, (event, dispatch, idle) in enumerate(steps):
-        _replay(fast_cache, event)
-        _replay(slow_cache, event)
-        for k in range(idle + 1):  # sessions with nothing new in between
-            now = NOW + i + k / 10
-            got = fast.run_once(now)
-            with _off(off):
-                want = slow.run_once(now)
-            assert _exact(got) == _exact(want), (i, k, event)
-        if dispatch:
-            _replay(fast_cache, got)
-            _replay(slow_cache, want)
+    kept_against_plain(steps, CONFIGS[config_index], lambda: _off(off), _exact)
 
 
 #: a session's registrations: (tier, rank, kept) per callback, in registration order
