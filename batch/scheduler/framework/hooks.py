@@ -216,10 +216,8 @@ class Point(Generic[F]):
         """When every entry declared its answers pure per job (``Pure``): which entries these
         are (plugin, rank, code, tier by tier) and the tokens the declared ones give now;
         None when an entry did not declare it."""
-        if not PURITY_BY_VERSION:
-            return self._purity_now()
         got = self._purity
-        if got[0] != self.version:
+        if got[0] != self.version or not PURITY_BY_VERSION:
             got = self._purity = (self.version, *self._entries())
         entries, tokens = got[1], got[2]
         if entries is None:
@@ -239,21 +237,6 @@ class Point(Generic[F]):
                 entries.append((ti, plugin, rank, _code_of(fn)))
                 if p is not True:
                     tokens.append(p)
-        return tuple(entries), tuple(tokens)
-
-    def _purity_now(self) -> tuple[tuple[object, ...], tuple[object, ...]] | None:
-        """``purity`` worked out from the entries every time."""
-        entries: list[object] = []
-        tokens: list[object] = []
-        for ti, (tier, ranks, pure) in enumerate(
-            zip(self.tiers, self.ranks, self.pure, strict=True)
-        ):
-            for (plugin, fn), rank, p in zip(tier, ranks, pure, strict=True):
-                if p is False:
-                    return None
-                entries.append((ti, plugin, rank, _code_of(fn)))
-                if p is not True:
-                    tokens.append(p())
         return tuple(entries), tuple(tokens)
 
     def flat(self) -> list[F]:
