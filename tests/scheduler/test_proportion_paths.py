@@ -29,7 +29,7 @@ from batch.scheduler.framework.shares import TOL
 from batch.scheduler.plugins import proportion
 from batch.scheduler.plugins.proportion import QueueAttr, figures
 
-from .test_batched_paths import _cluster, jobs_st
+from .test_batched_paths import _cluster, _exact as _decided, jobs_st
 from .test_incremental import Event, kept_against_plain, step
 from .util import BASIC, NOW
 
@@ -115,13 +115,7 @@ def _vector_fill() -> Iterator[None]:
 def _exact(d: Decisions) -> dict[str, Any]:
     """Everything a session decided and published, orders included."""
     return {
-        "binds": d.binds,
-        "pipelines": d.pipelines,
-        "evictions": d.evictions,
-        "events": d.events,
-        "reasons": [(k, r.kind, r.message, r.details) for k, r in d.pending_reasons.items()],
-        "podgroup_status": list(d.podgroup_status.items()),
-        "queue_status": list(d.queue_status.items()),
+        **_decided(d),
         "queue_metrics": {
             q: (m.deserved.tobytes(), m.request.tobytes(), m.share, m.overused)
             for q, m in d.queue_metrics.items()
