@@ -55,7 +55,7 @@ PYTEST_ENV = TEPHRA_KUBE_BIN="$$(scripts/build-kube.sh)" \
 	TEPHRA_KUBERAY_BIN="$$(scripts/build-oracle.sh kuberay)"
 
 pytest: $(STAMP) services kube oracles
-	$(PYTEST_ENV) $(BIN)/pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PYTEST_ENV) $(BIN)/pytest -n 2 --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 coverage: $(STAMP) services kube oracles
 	$(PYTEST_ENV) $(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
