@@ -1,4 +1,5 @@
-"""batch.gcpause: the cyclic collector off inside the block, as it was after it."""
+"""batch.gcpause: the cyclic collector off (or its collections spaced out) inside the block, as
+it was after it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import gc
 
 import pytest
 
-from batch.gcpause import gc_paused
+from batch.gcpause import gc_paused, gc_spaced
 from batch.model.cache import ClusterCache
 from batch.scheduler import HELM_DEFAULT_CONFIG, load_config, run_session
 
@@ -49,3 +50,34 @@ def test_a_session_pauses_the_collector_unless_told_not_to(
     run_session(ClusterCache(), config, now=1.8e9, pause_gc=False)
     assert seen == [False, True]
     assert gc.isenabled()
+
+
+def test_spaced_collections_inside_and_the_old_thresholds_after_even_after_an_error() -> None:
+    before = gc.get_threshold()
+    with gc_spaced(40_000, 30, 90):
+        assert gc.get_threshold() == (40_000, 30, 90)
+        assert gc.isenabled()  # still collecting: a replay's cycles are found
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), gc_spaced():
+        raise RuntimeError("boom")
+    assert gc.get_threshold() == before
+
+
+def test_a_replay_runs_with_spaced_collections(monkeypatch: pytest.MonkeyPatch) -> None:
+    from batch.sim.engine import Simulation
+    from batch.sim.runner import run_policy
+    from tests.sim.conftest import cluster, job, policy, workload
+
+    seen: list[tuple[int, int, int]] = []
+    real = Simulation.run
+
+    def spy(self: Simulation) -> object:
+        seen.append(gc.get_threshold())
+        return real(self)
+
+    monkeypatch.setattr(Simulation, "run", spy)
+    before = gc.get_threshold()
+    done = run_policy(workload([job("a", submit=0.0, run=60.0)], cluster(1)), policy("tephra"))
+    assert [r.finish is not None for r in done.result.jobs] == [True]
+    assert seen == [(50_000, 20, 100)]
+    assert gc.get_threshold() == before

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from batch.gcpause import gc_spaced
 from batch.sim.backend import SchedulerBackend
 from batch.sim.engine import ProgressFn, SimResult, Simulation
 from batch.sim.metrics import summarize
@@ -47,7 +48,11 @@ def run_policy(
     t0 = time.perf_counter()
     backend = (backend_factory or _default_factory)(policy.conf)
     sim = Simulation(workload, backend, options=policy.options, progress=progress)
-    result = sim.run()
+    # a replay is ~10^5 sessions of short-lived objects beside a live cluster model: at Python's
+    # default thresholds the collector walked that model ~10 times a second (about 4 % of the
+    # replay, docs/sim.md#speed-gc); reference counting frees nearly all of it anyway
+    with gc_spaced():
+        result = sim.run()
     series = result.metrics.series()
     summary = summarize(result.jobs, result.metrics, series)
     summary.update(
