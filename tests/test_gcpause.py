@@ -3,11 +3,14 @@ it was after it."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 
-from batch.gcpause import gc_paused, gc_spaced
+from batch.gcpause import SPACED, gc_paused, gc_spaced, space_collections
 from batch.model.cache import ClusterCache
 from batch.scheduler import HELM_DEFAULT_CONFIG, load_config, run_session
 
@@ -54,7 +57,7 @@ def test_a_session_pauses_the_collector_unless_told_not_to(
 
 def test_spaced_collections_inside_and_the_old_thresholds_after_even_after_an_error() -> None:
     before = gc.get_threshold()
-    with gc_spaced(40_000, 30, 90):
+    with gc_spaced((40_000, 30, 90)):
         assert gc.get_threshold() == (40_000, 30, 90)
         assert gc.isenabled()  # still collecting: a replay's cycles are found
     assert gc.get_threshold() == before
@@ -79,5 +82,46 @@ def test_a_replay_runs_with_spaced_collections(monkeypatch: pytest.MonkeyPatch) 
     before = gc.get_threshold()
     done = run_policy(workload([job("a", submit=0.0, run=60.0)], cluster(1)), policy("tephra"))
     assert [r.finish is not None for r in done.result.jobs] == [True]
-    assert seen == [(50_000, 20, 100)]
+    assert seen == [SPACED]
     assert gc.get_threshold() == before
+
+
+@pytest.fixture
+def thresholds() -> Iterator[tuple[int, int, int]]:
+    """The process's thresholds, put back after the test."""
+    before = gc.get_threshold()
+    yield before
+    gc.set_threshold(*before)
+
+
+def test_a_service_spaces_collections_for_good_but_never_closer(
+    thresholds: tuple[int, int, int],
+) -> None:
+    gc.set_threshold(700, 10, 10)
+    space_collections()
+    assert gc.get_threshold() == SPACED
+    gc.set_threshold(100_000, 50, 200)  # further apart already: left alone
+    space_collections()
+    assert gc.get_threshold() == (100_000, 50, 200)
+
+
+def test_the_scheduler_process_runs_with_spaced_collections(
+    monkeypatch: pytest.MonkeyPatch, thresholds: tuple[int, int, int]
+) -> None:
+    import batch.kube.service as service_module
+    from batch.cli.scheduler import scheduler
+    from tests.cli.test_scheduler_lease_exit import _Service
+
+    seen: list[tuple[int, int, int]] = []
+
+    class Spy(_Service):
+        lose = False
+
+        async def run(self, stop: asyncio.Event) -> None:
+            seen.append(gc.get_threshold())
+
+    gc.set_threshold(700, 10, 10)
+    monkeypatch.setattr(service_module, "SchedulerService", Spy)
+    args = ["--metrics-bind-address", "0", "--healthz-port", "0"]
+    assert CliRunner().invoke(scheduler, args).exit_code == 0
+    assert seen == [SPACED]

@@ -140,8 +140,10 @@ def _run(options: SchedulerOptions, metrics_address: str) -> None:
     import asyncio
     import signal
 
+    from batch.gcpause import space_collections
     from batch.kube.service import SchedulerService
 
+    space_collections()  # the cluster cache is a large live model fed by bursts of events
     service = SchedulerService(options)
     serve_metrics(lambda: [service.metrics.registry], metrics_address)
 

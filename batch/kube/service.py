@@ -68,7 +68,7 @@ from batch.scheduler import Scheduler
 from batch.scheduler.config import ConfigError, SchedulerConfig, load_config
 from batch.scheduler.framework.decisions import Decisions, Event
 
-__all__ = ["SchedulerOptions", "SchedulerService", "load_scheduler_conf", "run_scheduler"]
+__all__ = ["SchedulerOptions", "SchedulerService", "load_scheduler_conf"]
 
 log = logging.getLogger(__name__)
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -691,23 +691,6 @@ class SchedulerService:
     async def _stop_http(runners: list[web.AppRunner]) -> None:
         for runner in runners:
             await runner.cleanup()
-
-
-def run_scheduler(options: SchedulerOptions) -> int:
-    """Run a scheduler until SIGINT/SIGTERM; returns the process exit code."""
-    import signal
-
-    service = SchedulerService(options)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await service.run(stop)
-
-    asyncio.run(main())
-    return 1 if service.lost_leadership else 0
 
 
 class SchedulerComponent:

@@ -9,12 +9,12 @@ a function on the sandbox's loop when direct access to the store is needed.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import Iterable
 from typing import Any
 
 from batch.api.yamlio import load_yaml_file
+from batch.gcpause import space_collections
 from batch.sandbox.core import Core
 from batch.sandbox.crds import load_crds
 from batch.sandbox.emulator_core import NodeEmulator
@@ -81,10 +81,7 @@ class Sandbox:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # A store of 100k pods is millions of long-lived dicts: collect the young generation
-        # less often (the default 700 allocations makes the collector a visible cost).
-        if gc.get_threshold()[0] < 20_000:
-            gc.set_threshold(20_000, 20, 20)
+        space_collections()  # a store of 100k pods is millions of long-lived dicts
         opts = self.options
         self.gc.start(loop)
         if opts.install_crds:
