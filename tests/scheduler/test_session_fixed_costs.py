@@ -13,11 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions
-from batch.scheduler.framework import hooks as hooks_mod
+from batch.scheduler.framework import aggregate, hooks as hooks_mod
+from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.hooks import Point
 
 from .test_incremental import CONFIGS, QUEUES, Event, _comparable, kept_against_plain, step
@@ -26,6 +29,7 @@ from .test_incremental import CONFIGS, QUEUES, Event, _comparable, kept_against_
 SWITCHES: list[tuple[Any, str]] = [
     (hooks_mod, "CLEAR_TO_SNAPSHOT"),
     (hooks_mod, "PURITY_BY_VERSION"),
+    (aggregate, "MOVE_IN_PLACE"),
 ]
 
 #: a step of a random history: a watch event of ``test_incremental``, or a queue under another
@@ -147,3 +151,60 @@ def test_point_purity_by_version_answers_as_worked_out_anew(
         point.clear()
         fast, slow = both()
         assert fast == slow
+
+
+#: one change of a job kept in ``JobSums``: (job, its queue, its contribution or None; a job
+#: whose contribution is [0, 0, 7] leaves)
+sums_change = st.tuples(
+    st.integers(0, 4),
+    st.sampled_from(QUEUES),
+    st.one_of(
+        st.none(),
+        st.just([0, 0, 7]),
+        st.lists(st.integers(-(2**40), 2**40), min_size=3, max_size=3),
+    ),
+)
+
+
+class _Job:
+    """What ``JobSums`` reads of a job."""
+
+    def __init__(self, uid: str, queue: str, version: int) -> None:
+        self.uid, self.queue, self.version = uid, queue, version
+
+
+@settings(max_examples=200, deadline=None)
+@given(changes=st.lists(st.lists(sums_change, max_size=6), min_size=1, max_size=8))
+def test_job_sums_moved_in_place_as_dropped_and_added(
+    changes: list[list[tuple[int, str, list[int] | None]]],
+) -> None:
+    """Jobs whose contributions change, move between queues, turn None and leave: the sums,
+    counts and grand total moved in place are those of dropping and adding, and a queue's
+    stamp moves whenever its sum does."""
+    fast = JobSums.of(ClusterCache(), "t", (3,))
+    slow = JobSums.of(ClusterCache(), "t", (3,))
+    values: dict[str, tuple[str, list[int] | None]] = {}
+
+    def contribution(job: Any) -> Any:
+        v = values[job.uid][1]
+        return None if v is None else np.array(v, dtype=np.int64)
+
+    for n, batch in enumerate(changes):
+        for i, queue, value in batch:
+            values[f"j{i}"] = (queue, value)
+        jobs: Any = {
+            uid: _Job(uid, q, n * 10 + i)
+            for i, (uid, (q, v)) in enumerate(values.items())
+            if v != [0, 0, 7]
+        }
+        stamps = dict(fast.stamps)
+        old = {q: v.tolist() for q, v in fast.sums.items()}
+        fast.refresh(jobs, contribution)
+        with _off({SWITCHES.index((aggregate, "MOVE_IN_PLACE"))}):
+            slow.refresh(jobs, contribution)
+        got = {q: v.tolist() for q, v in fast.sums.items()}
+        assert got == {q: v.tolist() for q, v in slow.sums.items()}
+        assert fast.counts == slow.counts and fast.grand.tolist() == slow.grand.tolist()
+        for q, v in got.items():
+            if old.get(q) != v:
+                assert fast.stamps.get(q) != stamps.get(q), q
