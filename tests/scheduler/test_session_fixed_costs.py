@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions
-from batch.scheduler.framework import aggregate, hooks as hooks_mod
+from batch.scheduler.framework import aggregate, hooks as hooks_mod, session as session_mod
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.hooks import Point
 
@@ -30,6 +30,7 @@ SWITCHES: list[tuple[Any, str]] = [
     (hooks_mod, "CLEAR_TO_SNAPSHOT"),
     (hooks_mod, "PURITY_BY_VERSION"),
     (aggregate, "MOVE_IN_PLACE"),
+    (session_mod, "FOLD_OPEN"),
 ]
 
 #: a step of a random history: a watch event of ``test_incremental``, or a queue under another
