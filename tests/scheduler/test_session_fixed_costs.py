@@ -19,11 +19,25 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions
-from batch.scheduler.framework import aggregate, hooks as hooks_mod, session as session_mod
+from batch.scheduler.framework import (
+    aggregate,
+    hooks as hooks_mod,
+    nodes as nodes_mod,
+    session as session_mod,
+)
 from batch.scheduler.framework.aggregate import JobSums
+from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.hooks import Point
+from batch.scheduler.plugins import drf as drf_mod
 
-from .test_incremental import CONFIGS, QUEUES, Event, _comparable, kept_against_plain, step
+from .test_incremental import (
+    CONFIGS,
+    QUEUES,
+    Event,
+    _comparable,
+    kept_against_plain,
+    step,
+)
 
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
@@ -31,6 +45,8 @@ SWITCHES: list[tuple[Any, str]] = [
     (hooks_mod, "PURITY_BY_VERSION"),
     (aggregate, "MOVE_IN_PLACE"),
     (session_mod, "FOLD_OPEN"),
+    (nodes_mod, "KEEP_VALID"),
+    (drf_mod, "KEEP_DIMS"),
 ]
 
 #: a step of a random history: a watch event of ``test_incremental``, or a queue under another
@@ -69,7 +85,9 @@ def _exact(d: Decisions) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
-        st.tuples(history_step, st.booleans(), st.integers(0, 2)), min_size=1, max_size=20
+        st.tuples(history_step, st.booleans(), st.integers(0, 2)),
+        min_size=1,
+        max_size=20,
     ),
     config_index=st.integers(0, len(CONFIGS) - 1),
     off=st.sets(st.integers(0, len(SWITCHES) - 1), min_size=1),
@@ -82,7 +100,9 @@ def test_shortcuts_decide_as_the_long_way(
 
 #: a session's registrations: (tier, rank, kept) per callback, in registration order
 session_st = st.lists(
-    st.tuples(st.integers(0, 2), st.integers(0, 4), st.booleans()), min_size=0, max_size=8
+    st.tuples(st.integers(0, 2), st.integers(0, 4), st.booleans()),
+    min_size=0,
+    max_size=8,
 )
 
 
@@ -209,3 +229,43 @@ def test_job_sums_moved_in_place_as_dropped_and_added(
         for q, v in got.items():
             if old.get(q) != v:
                 assert fast.stamps.get(q) != stamps.get(q), q
+
+
+node_event = st.tuples(
+    st.sampled_from(["n0", "n1", "n2"]),
+    st.sampled_from(["ADDED", "MODIFIED", "MODIFIED", "DELETED"]),
+    st.booleans(),
+    st.sampled_from(["2", "4"]),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(events=st.lists(node_event, min_size=1, max_size=12))
+def test_kept_node_mask_follows_readiness_and_membership(
+    events: list[tuple[str, str, bool, str]],
+) -> None:
+    """Nodes that turn ready or not, leave and come back: a session's kept ``valid`` and
+    total are those worked out afresh (the random histories above make a node unready only
+    with a taint, which hides it from placements anyway)."""
+    cache = ClusterCache()
+    for name, etype, ready, cpu in events:
+        cache.apply("Node", etype, f.node(name, cpu=cpu, gpu=1, ready=ready))
+        got = nodes_mod.SessionNodes(cache)
+        with _off({SWITCHES.index((nodes_mod, "KEEP_VALID"))}):
+            want = nodes_mod.SessionNodes(cache)
+        assert got.valid.tolist() == want.valid.tolist()
+        assert got.alloc_total().tolist() == want.alloc_total().tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(totals=st.lists(st.lists(st.integers(0, 3), min_size=4, max_size=4), min_size=1))
+def test_kept_drf_dims_follow_the_cluster_total(totals: list[list[int]]) -> None:
+    """Cluster totals that gain and lose resources (the random histories above never take a
+    resource away from every node): the kept dims are those worked out afresh."""
+    plugin = drf_mod.DrfPlugin(Arguments("plugin drf"))
+    for total in totals:
+        vec = np.array(total, dtype=np.int64)
+        got = plugin._dims(vec)
+        with _off({SWITCHES.index((drf_mod, "KEEP_DIMS"))}):
+            want = plugin._dims(vec)
+        assert got.tolist() == want.tolist()
