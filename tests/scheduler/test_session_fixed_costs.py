@@ -24,6 +24,7 @@ from batch.scheduler.framework import (
     hooks as hooks_mod,
     nodes as nodes_mod,
     session as session_mod,
+    shares as shares_mod,
 )
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.arguments import Arguments
@@ -47,6 +48,7 @@ SWITCHES: list[tuple[Any, str]] = [
     (session_mod, "FOLD_OPEN"),
     (nodes_mod, "KEEP_VALID"),
     (drf_mod, "KEEP_DIMS"),
+    (shares_mod, "KEEP_POSITIVE_DIMS"),
 ]
 
 #: a step of a random history: a watch event of ``test_incremental``, or a queue under another
@@ -268,4 +270,26 @@ def test_kept_drf_dims_follow_the_cluster_total(totals: list[list[int]]) -> None
         got = plugin._dims(vec)
         with _off({SWITCHES.index((drf_mod, "KEEP_DIMS"))}):
             want = plugin._dims(vec)
+        assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    vectors=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([0, 1, -1, 2, 0.5, -0.0]), min_size=4, max_size=4),
+            st.booleans(),
+        ),
+        min_size=1,
+    )
+)
+def test_kept_positive_dims_are_worked_out_afresh(
+    vectors: list[tuple[list[float], bool]],
+) -> None:
+    """Integer and float vectors, asked again and again: the kept answers are the fresh ones."""
+    for values, whole in vectors:
+        v = np.array([int(x) for x in values] if whole else values)
+        got = shares_mod.positive_dims(v)
+        with _off({SWITCHES.index((shares_mod, "KEEP_POSITIVE_DIMS"))}):
+            want = shares_mod.positive_dims(v)
         assert got.tolist() == want.tolist()
