@@ -13,19 +13,42 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
+from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions
-from batch.scheduler.framework import hooks as hooks_mod
+from batch.scheduler.framework import (
+    aggregate,
+    hooks as hooks_mod,
+    nodes as nodes_mod,
+    session as session_mod,
+    shares as shares_mod,
+)
+from batch.scheduler.framework.aggregate import JobSums
+from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.hooks import Point
+from batch.scheduler.plugins import drf as drf_mod
 
-from .test_incremental import CONFIGS, QUEUES, Event, _comparable, kept_against_plain, step
+from .test_incremental import (
+    CONFIGS,
+    QUEUES,
+    Event,
+    _comparable,
+    kept_against_plain,
+    step,
+)
 
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
     (hooks_mod, "CLEAR_TO_SNAPSHOT"),
     (hooks_mod, "PURITY_BY_VERSION"),
+    (aggregate, "MOVE_IN_PLACE"),
+    (session_mod, "FOLD_OPEN"),
+    (nodes_mod, "KEEP_VALID"),
+    (drf_mod, "KEEP_DIMS"),
+    (shares_mod, "KEEP_POSITIVE_DIMS"),
 ]
 
 #: a step of a random history: a watch event of ``test_incremental``, or a queue under another
@@ -64,7 +87,9 @@ def _exact(d: Decisions) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
-        st.tuples(history_step, st.booleans(), st.integers(0, 2)), min_size=1, max_size=20
+        st.tuples(history_step, st.booleans(), st.integers(0, 2)),
+        min_size=1,
+        max_size=20,
     ),
     config_index=st.integers(0, len(CONFIGS) - 1),
     off=st.sets(st.integers(0, len(SWITCHES) - 1), min_size=1),
@@ -77,7 +102,9 @@ def test_shortcuts_decide_as_the_long_way(
 
 #: a session's registrations: (tier, rank, kept) per callback, in registration order
 session_st = st.lists(
-    st.tuples(st.integers(0, 2), st.integers(0, 4), st.booleans()), min_size=0, max_size=8
+    st.tuples(st.integers(0, 2), st.integers(0, 4), st.booleans()),
+    min_size=0,
+    max_size=8,
 )
 
 
@@ -147,3 +174,122 @@ def test_point_purity_by_version_answers_as_worked_out_anew(
         point.clear()
         fast, slow = both()
         assert fast == slow
+
+
+#: one change of a job kept in ``JobSums``: (job, its queue, its contribution or None; a job
+#: whose contribution is [0, 0, 7] leaves)
+sums_change = st.tuples(
+    st.integers(0, 4),
+    st.sampled_from(QUEUES),
+    st.one_of(
+        st.none(),
+        st.just([0, 0, 7]),
+        st.lists(st.integers(-(2**40), 2**40), min_size=3, max_size=3),
+    ),
+)
+
+
+class _Job:
+    """What ``JobSums`` reads of a job."""
+
+    def __init__(self, uid: str, queue: str, version: int) -> None:
+        self.uid, self.queue, self.version = uid, queue, version
+
+
+@settings(max_examples=200, deadline=None)
+@given(changes=st.lists(st.lists(sums_change, max_size=6), min_size=1, max_size=8))
+def test_job_sums_moved_in_place_as_dropped_and_added(
+    changes: list[list[tuple[int, str, list[int] | None]]],
+) -> None:
+    """Jobs whose contributions change, move between queues, turn None and leave: the sums,
+    counts and grand total moved in place are those of dropping and adding, and a queue's
+    stamp moves whenever its sum does."""
+    fast = JobSums.of(ClusterCache(), "t", (3,))
+    slow = JobSums.of(ClusterCache(), "t", (3,))
+    values: dict[str, tuple[str, list[int] | None]] = {}
+
+    def contribution(job: Any) -> Any:
+        v = values[job.uid][1]
+        return None if v is None else np.array(v, dtype=np.int64)
+
+    for n, batch in enumerate(changes):
+        for i, queue, value in batch:
+            values[f"j{i}"] = (queue, value)
+        jobs: Any = {
+            uid: _Job(uid, q, n * 10 + i)
+            for i, (uid, (q, v)) in enumerate(values.items())
+            if v != [0, 0, 7]
+        }
+        stamps = dict(fast.stamps)
+        old = {q: v.tolist() for q, v in fast.sums.items()}
+        fast.refresh(jobs, contribution)
+        with _off({SWITCHES.index((aggregate, "MOVE_IN_PLACE"))}):
+            slow.refresh(jobs, contribution)
+        got = {q: v.tolist() for q, v in fast.sums.items()}
+        assert got == {q: v.tolist() for q, v in slow.sums.items()}
+        assert fast.counts == slow.counts and fast.grand.tolist() == slow.grand.tolist()
+        for q, v in got.items():
+            if old.get(q) != v:
+                assert fast.stamps.get(q) != stamps.get(q), q
+
+
+node_event = st.tuples(
+    st.sampled_from(["n0", "n1", "n2"]),
+    st.sampled_from(["ADDED", "MODIFIED", "MODIFIED", "DELETED"]),
+    st.booleans(),
+    st.sampled_from(["2", "4"]),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(events=st.lists(node_event, min_size=1, max_size=12))
+def test_kept_node_mask_follows_readiness_and_membership(
+    events: list[tuple[str, str, bool, str]],
+) -> None:
+    """Nodes that turn ready or not, leave and come back: a session's kept ``valid`` and
+    total are those worked out afresh (the random histories above make a node unready only
+    with a taint, which hides it from placements anyway)."""
+    cache = ClusterCache()
+    for name, etype, ready, cpu in events:
+        cache.apply("Node", etype, f.node(name, cpu=cpu, gpu=1, ready=ready))
+        got = nodes_mod.SessionNodes(cache)
+        with _off({SWITCHES.index((nodes_mod, "KEEP_VALID"))}):
+            want = nodes_mod.SessionNodes(cache)
+        assert got.valid.tolist() == want.valid.tolist()
+        assert got.alloc_total().tolist() == want.alloc_total().tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(totals=st.lists(st.lists(st.integers(0, 3), min_size=4, max_size=4), min_size=1))
+def test_kept_drf_dims_follow_the_cluster_total(totals: list[list[int]]) -> None:
+    """Cluster totals that gain and lose resources (the random histories above never take a
+    resource away from every node): the kept dims are those worked out afresh."""
+    plugin = drf_mod.DrfPlugin(Arguments("plugin drf"))
+    for total in totals:
+        vec = np.array(total, dtype=np.int64)
+        got = plugin._dims(vec)
+        with _off({SWITCHES.index((drf_mod, "KEEP_DIMS"))}):
+            want = plugin._dims(vec)
+        assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    vectors=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([0, 1, -1, 2, 0.5, -0.0]), min_size=4, max_size=4),
+            st.booleans(),
+        ),
+        min_size=1,
+    )
+)
+def test_kept_positive_dims_are_worked_out_afresh(
+    vectors: list[tuple[list[float], bool]],
+) -> None:
+    """Integer and float vectors, asked again and again: the kept answers are the fresh ones."""
+    for values, whole in vectors:
+        v = np.array([int(x) for x in values] if whole else values)
+        got = shares_mod.positive_dims(v)
+        with _off({SWITCHES.index((shares_mod, "KEEP_POSITIVE_DIMS"))}):
+            want = shares_mod.positive_dims(v)
+        assert got.tolist() == want.tolist()

@@ -31,6 +31,10 @@ __all__ = ["JobSums"]
 
 Vec = npt.NDArray[np.int64]
 
+#: a job whose contribution changed within its queue moves the sums by the difference, in
+#: place (False: its old contribution is taken out and the new one added as a new entry)
+MOVE_IN_PLACE = True
+
 
 @dataclass(slots=True)
 class _Entry:
@@ -108,9 +112,12 @@ class JobSums:
         if value is not None and value.shape != self.shape:
             raise ValueError(f"contribution of {uid} has shape {value.shape}, not {self.shape}")
         if e is not None:
-            if e.group == job.queue and _same(e.value, value):
-                e.version = job.version  # a new version, the same contribution: no sum moves
-                return
+            if e.group == job.queue:
+                if _same(e.value, value):
+                    e.version = job.version  # a new version, the same contribution: no sum moves
+                    return
+                if MOVE_IN_PLACE and self._move(e, job.version, value):
+                    return
             self._drop(e)
         if value is not None:
             value = value.copy()  # kept for subtraction: never a vector the job mutates
@@ -124,6 +131,22 @@ class JobSums:
                 self.sums[e.group] = value.copy()
             else:
                 np.add(acc, value, out=acc)
+
+    def _move(self, e: _Entry, version: int, value: Vec | None) -> bool:
+        """Move ``e``'s queue from its kept contribution to ``value`` (another one, of the same
+        type) by the difference: int64 sums, so exactly what taking one out and adding the
+        other gives. False (nothing done) when either is None or the types differ."""
+        old = e.value
+        if old is None or value is None or old.dtype != value.dtype:
+            return False
+        delta = value - old
+        np.add(old, delta, out=old)  # the entry's own copy (``_update``) becomes ``value``
+        e.version = version
+        self.stamps[e.group] = self.stamps.get(e.group, 0) + 1
+        np.add(self.grand, delta, out=self.grand)
+        acc = self.sums[e.group]
+        np.add(acc, delta, out=acc)
+        return True
 
     def _drop(self, e: _Entry) -> None:
         left = self.counts[e.group] - 1

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -309,6 +309,17 @@ def _victim_points(name: str, ntiers: int) -> dict[str, Point[Any]]:
     return {p: Point(f"{p}_{name}", ntiers, gate=p) for p in VICTIM_POINTS}
 
 
+class Opening(Protocol):
+    """What ``Hooks.open_plugin`` needs of a plugin (``session.SessionPlugin``)."""
+
+    keeps_callbacks: ClassVar[bool]
+    ssn: Any
+
+    def register_kept(self, hooks: Hooks) -> None: ...
+
+    def on_session_open(self, ssn: Any) -> None: ...
+
+
 class Hooks:
     """The typed extension points of one session and the registration API plugins use."""
 
@@ -415,6 +426,29 @@ class Hooks:
         this session's only again."""
         self._kept[self._rank] = plugin
         self._keeping = False
+
+    def open_plugin(self, tier: int, option: PluginOption, plugin: Opening, ssn: object) -> None:
+        """``plugin``'s open in its window, in one call: ``begin``; for a plugin that keeps
+        callbacks, ``plugin.ssn`` set and, unless ``kept`` here already, its ``register_kept``
+        between ``keep`` and ``kept_by``; its ``on_session_open``; ``end``."""
+        self._rank += 1
+        gates = self._gates.get(id(option))
+        if gates is None or gates[0] is not option:
+            gates = self._gates[id(option)] = (option, {})
+        self._cur = (tier, option, gates[1])
+        self.in_use = True
+        try:
+            if plugin.keeps_callbacks:
+                plugin.ssn = ssn
+                if self._kept.get(self._rank) is not plugin:
+                    self._keeping = True
+                    plugin.register_kept(self)
+                    self._kept[self._rank] = plugin
+                    self._keeping = False
+            plugin.on_session_open(ssn)
+        finally:
+            self._cur = None
+            self._keeping = False
 
     def _add(self, point: Point[F], fn: F, pure: Pure = False) -> None:
         if self._cur is None:

@@ -25,6 +25,9 @@ BoolVec = npt.NDArray[np.bool_]
 #: what they read) rather than from a pass over the node matrices (tests switch it off)
 KEEP = True
 _ALLOC_TOTAL = "nodes.alloc_total"
+#: keep ``valid`` across sessions by the node metadata generation (tests switch it off)
+KEEP_VALID = True
+_VALID = "nodes.valid"
 
 
 class SessionNodes:
@@ -47,7 +50,7 @@ class SessionNodes:
         self.pipelined = pipelined
         self._own_future = False
         self.idle = self.alloc - self.used
-        self.valid: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
+        self.valid: BoolVec = self._valid(cache.derived) if KEEP_VALID else self._mask()
         if KEEP:
             self.has_future = arrays.has_future(n)
         else:
@@ -72,6 +75,25 @@ class SessionNodes:
         #: allocatable columns as Python ints: a session never changes ``alloc`` (the
         #: cache's), so each is read once (``cols``' callers only read what it returns)
         self._alloc_cols: dict[int, list[int]] = {}
+
+    def _mask(self) -> BoolVec:
+        """The nodes that are present and schedulable (``valid``)."""
+        arrays, n = self.arrays, self.n
+        mask: BoolVec = arrays.schedulable[:n] & arrays.present[:n]
+        return mask
+
+    def _valid(self, derived: dict[str, object]) -> BoolVec:
+        """``_mask`` kept (read-only) in ``derived`` while node membership and metadata (what
+        readiness follows: ``NodeArrays.meta_gen``) and the node count are the same."""
+        arrays = self.arrays
+        key = (arrays, arrays.meta_gen, self.n)
+        kept: Any = derived.get(_VALID)
+        if kept is None or kept[0] != key:
+            mask = self._mask()
+            mask.flags.writeable = False
+            kept = derived[_VALID] = (key, mask)
+        valid: BoolVec = kept[1]
+        return valid
 
     def own_future(self) -> None:
         """Make ``releasing`` and ``pipelined`` the session's own copies (before changing

@@ -48,6 +48,11 @@ if TYPE_CHECKING:
     from batch.scheduler.framework.conf import PluginOption, SchedulerConfig
 
 
+#: each plugin's open is one ``Hooks.open_plugin`` call, timed by one clock reading (False:
+#: the window's steps called one by one, each plugin timed by two readings)
+FOLD_OPEN = True
+
+
 class SessionPlugin(Protocol):
     """What a session needs of a plugin (``registry.Plugin`` is the base class of them all)."""
 
@@ -173,7 +178,24 @@ class Session:
     def _open_plugins(self, plugins: Sequence[Sequence[SessionPlugin]]) -> None:
         """Let the configured plugins, tier by tier, register their callbacks; a plugin that
         keeps callbacks registers those once per ``Hooks`` (a kit's: ``cycle.Kit``) and is
-        given the session they answer for."""
+        given the session they answer for (``Hooks.open_plugin``)."""
+        if not FOLD_OPEN:
+            self._open_plugins_stepwise(plugins)
+            return
+        tiers = zip(self.config.tiers, plugins, strict=True)
+        hooks, timings, clock = self.hooks, self.plugin_timings, time.perf_counter
+        t = clock()
+        for ti, (tier, built) in enumerate(tiers):
+            for opt, plugin in zip(tier.plugins, built, strict=True):
+                plugin.option = opt
+                self.plugins.append(plugin)
+                hooks.open_plugin(ti, opt, plugin, self)
+                now = clock()
+                timings[(opt.name, "OnSessionOpen")] = now - t
+                t = now
+
+    def _open_plugins_stepwise(self, plugins: Sequence[Sequence[SessionPlugin]]) -> None:
+        """``_open_plugins`` a step of the registration window at a time (``FOLD_OPEN`` off)."""
         tiers = zip(self.config.tiers, plugins, strict=True)
         hooks, timings, clock = self.hooks, self.plugin_timings, time.perf_counter
         for ti, (tier, built) in enumerate(tiers):

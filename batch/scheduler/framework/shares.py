@@ -25,6 +25,31 @@ INF = np.inf
 _F64 = np.dtype(np.float64)
 
 
+#: ``positive_dims`` answers from a memo by the vector's type and bytes (False: worked out at
+#: every call)
+KEEP_POSITIVE_DIMS = True
+_POSITIVE: dict[tuple[str, bytes], npt.NDArray[np.intp]] = {}
+#: at most this many vectors' answers are kept
+_POSITIVE_KEPT = 4096
+
+
+def positive_dims(v: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The resources, pods (index 0) left out, that ``v`` has more than 0 of, as indexes
+    (``np.flatnonzero(v[1:] > 0) + 1``, read-only): a gang's minimum, asked at every admission,
+    is one of a few shapes, so the answers are kept by the vector's type and bytes."""
+    if not KEEP_POSITIVE_DIMS:
+        return np.flatnonzero(v[1:] > 0) + 1
+    key = (v.dtype.char, v.tobytes())
+    got = _POSITIVE.get(key)
+    if got is None:
+        got = np.flatnonzero(v[1:] > 0) + 1
+        got.flags.writeable = False
+        if len(_POSITIVE) >= _POSITIVE_KEPT:
+            _POSITIVE.clear()
+        _POSITIVE[key] = got
+    return got
+
+
 def le(a: F, b: F) -> bool:
     """Volcano's ``LessEqual`` with the 0.1 tolerance, all dimensions except pods.
 

@@ -31,6 +31,7 @@ from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.shares import positive_dims
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 DEFAULT_FACTOR = 1.2
@@ -89,7 +90,7 @@ class OvercommitPlugin(Plugin):
                 return PERMIT
             ssn = self.ssn
             mr = job.min_resources
-            dims = np.flatnonzero(mr[1:] > 0) + 1
+            dims = positive_dims(mr)
             need = self.inqueue[dims] + mr[dims]
             if bool((need <= self.idle[dims]).all()):
                 return PERMIT

@@ -43,6 +43,7 @@ from batch.scheduler.framework.shares import (
     le,
     le_on,
     nearer_on,
+    positive_dims,
     publish_shares,
 )
 from batch.scheduler.framework.votes import PERMIT, REJECT
@@ -354,7 +355,7 @@ def _register_admission(hooks: Hooks, p: ProportionPlugin) -> None:
         if job.min_resources is None or a is None:
             return PERMIT
         mr = job.min_resources.astype(np.float64)
-        dims = np.flatnonzero(mr[1:] > 0) + 1
+        dims = positive_dims(mr)
         want = mr + a.allocated + a.inqueue - a.elastic
         if a.lent is not None:  # gangs it is not owed wait for room nobody is: none of its own
             want -= a.lent
@@ -423,7 +424,7 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
     for b in attrs.values():
         if b.lent is not None:
             spare += b.lent
-    if nearer_on(a.held, want, a.deserved, np.flatnonzero(want[1:] > 0) + 1):
+    if nearer_on(a.held, want, a.deserved, positive_dims(want)):
         for b in attrs.values():
             if b is not a and b.held is not None:
                 beyond = np.maximum(b.held - kept_share(b), 0.0)

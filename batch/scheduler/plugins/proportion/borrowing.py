@@ -30,7 +30,7 @@ from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.feasibility import waits_unstarted
 from batch.scheduler.framework.session import Session
-from batch.scheduler.framework.shares import TOL, F, le_common, nearer_on
+from batch.scheduler.framework.shares import TOL, F, le_common, nearer_on, positive_dims
 
 if TYPE_CHECKING:
     from batch.scheduler.plugins.proportion.attrs import QueueAttr
@@ -142,7 +142,7 @@ def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:
         lent = gangs[0] if len(gangs) == 1 else np.sum(gangs, axis=0)  # mostly one
         held = np.maximum(a.held - lent, 0.0)
         for part in gangs:
-            if nearer_on(held, part, a.deserved, np.flatnonzero(part[1:] > 0) + 1):
+            if nearer_on(held, part, a.deserved, positive_dims(part)):
                 held = held + part
             else:
                 a.lent = part if a.lent is None else a.lent + part
