@@ -27,9 +27,7 @@ from batch.scheduler.framework import (
     shares as shares_mod,
 )
 from batch.scheduler.framework.aggregate import JobSums
-from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.hooks import Point
-from batch.scheduler.plugins import drf as drf_mod
 
 from .test_incremental import (
     CONFIGS,
@@ -47,7 +45,6 @@ SWITCHES: list[tuple[Any, str]] = [
     (aggregate, "MOVE_IN_PLACE"),
     (session_mod, "FOLD_OPEN"),
     (nodes_mod, "KEEP_VALID"),
-    (drf_mod, "KEEP_DIMS"),
     (shares_mod, "KEEP_POSITIVE_DIMS"),
 ]
 
@@ -257,20 +254,6 @@ def test_kept_node_mask_follows_readiness_and_membership(
             want = nodes_mod.SessionNodes(cache)
         assert got.valid.tolist() == want.valid.tolist()
         assert got.alloc_total().tolist() == want.alloc_total().tolist()
-
-
-@settings(max_examples=100, deadline=None)
-@given(totals=st.lists(st.lists(st.integers(0, 3), min_size=4, max_size=4), min_size=1))
-def test_kept_drf_dims_follow_the_cluster_total(totals: list[list[int]]) -> None:
-    """Cluster totals that gain and lose resources (the random histories above never take a
-    resource away from every node): the kept dims are those worked out afresh."""
-    plugin = drf_mod.DrfPlugin(Arguments("plugin drf"))
-    for total in totals:
-        vec = np.array(total, dtype=np.int64)
-        got = plugin._dims(vec)
-        with _off({SWITCHES.index((drf_mod, "KEEP_DIMS"))}):
-            want = plugin._dims(vec)
-        assert got.tolist() == want.tolist()
 
 
 @settings(max_examples=200, deadline=None)

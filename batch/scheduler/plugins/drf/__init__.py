@@ -10,22 +10,16 @@ queues along their ``volcano.sh/hierarchy`` paths (see ``hierarchy.py``).
 
 from __future__ import annotations
 
-import numpy as np
-
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.resources import IntVec
-from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.hooks import Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
+from batch.scheduler.framework.shares import positive_dims
 from batch.scheduler.framework.votes import PERMIT
 from batch.scheduler.plugins.drf.hierarchy import HierarchicalDrf
 
 SHARE_DELTA = 1e-6
-
-#: keep the resources the cluster has some of across sessions while its total is the same
-#: (False: worked out at every open)
-KEEP_DIMS = True
 
 
 def dominant_share(allocated: IntVec, total: IntVec, dims: IntVec) -> float:
@@ -40,27 +34,9 @@ class DrfPlugin(Plugin):
 
     keeps_callbacks = True
 
-    def __init__(self, arguments: Arguments) -> None:
-        super().__init__(arguments)
-        #: the last cluster total (its bytes) and the resources it has some of (``_dims``)
-        self._kept_dims: tuple[bytes, IntVec] | None = None
-
-    def _dims(self, total: IntVec) -> IntVec:
-        """The resources (pods left out) the cluster has some of, as indexes; with
-        ``KEEP_DIMS``, kept (read-only) while the cluster total is the same."""
-        if not KEEP_DIMS:
-            return np.flatnonzero(total[1:] > 0) + 1
-        key = total.tobytes()
-        kept = self._kept_dims
-        if kept is None or kept[0] != key:
-            dims: IntVec = np.flatnonzero(total[1:] > 0) + 1
-            dims.flags.writeable = False
-            kept = self._kept_dims = (key, dims)
-        return kept[1]
-
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total_resource
-        dims = self._dims(total)
+        dims = positive_dims(total)  # kept while the total is the same
         self.total = total
         self.dims = dims
         #: this session's job shares: uid -> (the job's alloc_version, its share)
