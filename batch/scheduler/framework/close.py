@@ -20,6 +20,7 @@ from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import Decisions, PendingReason
+from batch.scheduler.framework.queuestatus import QueueBook
 from batch.scheduler.framework.session import Session
 
 UNSCHEDULABLE = "Unschedulable"
@@ -29,6 +30,9 @@ SHARE_STATUSES = True
 #: sum queues' ``allocated`` after the rollback plus the session's delta, so jobs the session
 #: changed and undid are not summed again (exact; tests switch it off to compare)
 SUM_AFTER_ROLLBACK = True
+#: work out only the statuses of queues whose figures moved (``QueueBook``; exact; tests
+#: switch it off to compare)
+QUEUES_THAT_MOVED = True
 #: ``ClusterCache.derived`` key: queue name -> (what its last status said, that status)
 _QUEUE_STATUS = "close-queue-status"
 _ORDINAL = operator.attrgetter("ordinal")
@@ -39,6 +43,7 @@ _PHASE_COUNT_KEY = {
     "Unknown": "unknown",
     "Completed": "completed",
 }
+_NO_COUNTS = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
 
 
 def job_phase(job: JobInfo, *, unschedulable_now: bool) -> str:
@@ -180,7 +185,7 @@ class StatusBook:
     last computed with the version and condition answers it was computed from, the statuses
     of the last session in its job order, and per queue the number of PodGroups per phase."""
 
-    __slots__ = ("config", "cursor", "kept", "out", "phase_of", "q_counts", "revisit")
+    __slots__ = ("config", "cursor", "kept", "moved", "out", "phase_of", "q_counts", "revisit")
 
     KEY = "close-status"
 
@@ -193,6 +198,8 @@ class StatusBook:
         #: job uid -> (queue, phase count key, status key, JobInfo.ordinal)
         self.phase_of: dict[str, tuple[str, str, tuple[str, str], int]] = {}
         self.q_counts: dict[str, dict[str, int]] = {}
+        #: the queues whose ``q_counts`` moved since ``QueueBook`` last looked
+        self.moved: set[str] = set()
         #: the jobs the last session changed: its rollback undid them without a change-log
         #: mark (``ChangeLog.hold``), and their statuses were worked out in its state
         self.revisit: list[str] = []
@@ -216,11 +223,13 @@ class StatusBook:
             if old[0] == job.queue and old[1] == phase:
                 return
             self.q_counts[old[0]][old[1]] -= 1
+            self.moved.add(old[0])
         self.phase_of[job.uid] = (job.queue, phase, key, job.ordinal)
         counts = self.q_counts.get(job.queue)
         if counts is None:
             counts = self.q_counts[job.queue] = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
         counts[phase] += 1
+        self.moved.add(job.queue)
 
     def follow(self, uid: str, job: JobInfo | None) -> None:
         """``uid`` changed: forget its status if it left, or was re-created (the new job
@@ -233,6 +242,7 @@ class StatusBook:
         old = self.phase_of.pop(uid, None)
         if old is not None:
             self.q_counts[old[0]][old[1]] -= 1
+            self.moved.add(old[0])
             del self.out[old[2]]
 
 
@@ -363,12 +373,17 @@ def session_alloc_delta(undone: dict[tuple[str, int], list[Any]]) -> dict[str, I
     return out
 
 
-def _queue_allocated(ssn: Session, delta: dict[str, IntVec]) -> dict[str, IntVec]:
+def _allocated_sums(ssn: Session) -> JobSums:
+    """Per queue, Σ of its jobs' ``allocated`` in the jobs' state now (kept: ``JobSums``)."""
+    allocated = JobSums.of(ssn.cache, "close-allocated", (ssn.resources.capacity,))
+    allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
+    return allocated
+
+
+def _queue_allocated(allocated: JobSums, delta: dict[str, IntVec]) -> dict[str, IntVec]:
     """Per queue, Σ of its jobs' ``allocated`` after the session, worked out after the
     rollback: the kept sums (``JobSums``: a job the session changed and undid is back at the
     version it was summed at) plus the session's ``delta``."""
-    allocated = JobSums.of(ssn.cache, "close-allocated", (ssn.resources.capacity,))
-    allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
     if not delta:
         return allocated.sums
     out = dict(allocated.sums)
@@ -376,6 +391,21 @@ def _queue_allocated(ssn: Session, delta: dict[str, IntVec]) -> dict[str, IntVec
         acc = out.get(queue)
         out[queue] = vec if acc is None else acc + vec
     return out
+
+
+def _queue_status(
+    ssn: Session, sums: JobSums, delta: dict[str, IntVec], q_counts: dict[str, dict[str, int]]
+) -> dict[str, dict[str, Any]]:
+    """Every queue's status, from its jobs' ``sums`` plus the session's ``delta`` and the
+    PodGroups per phase (``q_counts``)."""
+    moved = StatusBook.of(ssn).moved
+    if not QUEUES_THAT_MOVED:
+        moved.clear()
+        return _queue_statuses(ssn, _queue_allocated(sums, delta), q_counts)
+    book = ssn.cache.derived.get(QueueBook.KEY)
+    if not isinstance(book, QueueBook):
+        book = ssn.cache.derived[QueueBook.KEY] = QueueBook()
+    return book.statuses(ssn.queues, ssn.resources, sums, delta, q_counts, moved, _NO_COUNTS)
 
 
 def close_session(ssn: Session) -> Decisions:
@@ -400,7 +430,7 @@ def close_session(ssn: Session) -> Decisions:
             q_counts = _podgroup_statuses(ssn, d)
             after = SUM_AFTER_ROLLBACK
             if not after:  # the slow path: sum the session's own state (its jobs moved)
-                q_alloc = _queue_allocated(ssn, {})
+                sums, delta = _allocated_sums(ssn), {}
             d.timings = ssn.timings
             d.plugin_timings = ssn.plugin_timings
             d.queue_metrics = ssn.queue_metrics
@@ -409,8 +439,8 @@ def close_session(ssn: Session) -> Decisions:
             book.revisit = [*book.revisit, *ssn.touched_uids()]
             ssn.rollback(undone)
         if after:
-            q_alloc = _queue_allocated(ssn, session_alloc_delta(undone))
-        d.queue_status = _queue_statuses(ssn, q_alloc, q_counts)
+            sums, delta = _allocated_sums(ssn), session_alloc_delta(undone)
+        d.queue_status = _queue_status(ssn, sums, delta, q_counts)
     finally:
         ssn.release()
         ssn.closed = True

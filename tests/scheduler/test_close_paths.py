@@ -1,0 +1,97 @@
+"""Session close's shortcuts decide and report exactly what its plain paths do.
+
+Close keeps state across sessions (``close.QueueBook``: queue statuses worked out only for the
+queues whose figures moved) and takes per-class steps; each is behind a module-level switch.
+These tests run two kept ``Scheduler``s on caches fed the same random history (pods, PodGroups,
+queues added, removed and re-parented, nodes), one with the switch on and one with it off, and
+demand the same binds, evictions, statuses (PodGroup and queue, in order), reasons and events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from batch.model import fixtures as f
+from batch.scheduler import Decisions
+from batch.scheduler.framework import close
+
+from .test_batched_paths import _exact
+from .test_incremental import CONFIGS, Event, kept_against_plain, step
+
+#: a queue tree that changes: qc under qa, qb or the root, qa under the root or qb
+_tree = st.one_of(
+    st.builds(
+        lambda parent, weight: ("Queue", "ADDED", f.queue("qc", weight=weight, parent=parent)),
+        st.sampled_from([None, "qa", "qb"]),
+        st.integers(1, 3),
+    ),
+    st.builds(
+        lambda parent: ("Queue", "MODIFIED", f.queue("qa", weight=1, parent=parent)),
+        st.sampled_from([None, "qb"]),
+    ),
+)
+
+SWITCHES = {"queues": "QUEUES_THAT_MOVED"}
+
+
+@contextmanager
+def _plain(switch: str) -> Iterator[None]:
+    name = SWITCHES[switch]
+    setattr(close, name, False)
+    try:
+        yield
+    finally:
+        setattr(close, name, True)
+
+
+def _with_identity(d: Decisions) -> dict[str, Any]:
+    """``_exact``, and which queue statuses are one object (the plain path shares them)."""
+    return {**_exact(d), "shared": _shared(d)}
+
+
+def _shared(d: Decisions) -> list[tuple[int, int]]:
+    statuses = list(d.queue_status.values())
+    return [(i, j) for i, a in enumerate(statuses) for j, b in enumerate(statuses[:i]) if a is b]
+
+
+@pytest.mark.parametrize("switch", sorted(SWITCHES))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(st.one_of(step(), step(), _tree), st.booleans(), st.integers(0, 2)),
+        min_size=1,
+        max_size=25,
+    ),
+    config_index=st.integers(0, 2),
+)
+def test_close_shortcuts_decide_as_the_plain_path(
+    switch: str, steps: list[tuple[Event, bool, int]], config_index: int
+) -> None:
+    """Kept schedulers with the shortcut on and off, on the same random history, decide,
+    report and emit the same, in the same order."""
+    kept_against_plain(steps, CONFIGS[config_index], lambda: _plain(switch), _with_identity)
+
+
+def test_a_queue_placed_in_by_the_last_session_alone_is_restated() -> None:
+    """A session places a gang in qa and is not dispatched; a pod of the gang goes, and the
+    next session places nothing: qa's (and root's) ``allocated`` drop back, though neither its
+    jobs' sums nor its phase counts moved (only the last session's delta did)."""
+    pods: list[tuple[Event, bool, int]] = [
+        (("Pod", "ADDED", f.pod(f"g0-{i}", group="g0", cpu="1")), False, 0) for i in range(2)
+    ]
+    gone: tuple[Event, bool, int] = (("Pod", "DELETED", f.pod("g0-1", group="g0")), False, 0)
+    seen: list[Decisions] = []
+
+    def exact(d: Decisions) -> dict[str, Any]:
+        seen.append(d)
+        return _with_identity(d)
+
+    kept_against_plain([*pods, gone], CONFIGS[0], lambda: _plain("queues"), exact)
+    placed, after = seen[2], seen[4]  # the fast scheduler's sessions after each step
+    assert placed.binds and placed.queue_status["qa"]["allocated"]["cpu"] == "2"
+    assert not after.binds and after.queue_status["qa"]["allocated"]["cpu"] == "0"
