@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model import fixtures as f
 from batch.scheduler import Decisions
 from batch.scheduler.framework import close
+from batch.scheduler.framework.instances import constructed, forget_sessions
 
 from .test_batched_paths import _exact
 from .test_incremental import CONFIGS, Event, kept_against_plain, step
@@ -95,3 +96,40 @@ def test_a_queue_placed_in_by_the_last_session_alone_is_restated() -> None:
     placed, after = seen[2], seen[4]  # the fast scheduler's sessions after each step
     assert placed.binds and placed.queue_status["qa"]["allocated"]["cpu"] == "2"
     assert not after.binds and after.queue_status["qa"]["allocated"]["cpu"] == "0"
+
+
+class _Thing:
+    pass
+
+
+@given(
+    built=st.lists(st.sampled_from("abcdef"), unique=True),
+    later=st.lists(st.tuples(st.sampled_from("abcdefgh"), st.booleans())),
+    count=st.integers(1, 3),
+)
+def test_forgetting_sessions_leaves_what_was_built(
+    built: list[str], later: list[tuple[str, bool]], count: int
+) -> None:
+    """After any attributes set or deleted in a session, each instance keeps exactly those of
+    its built attributes still set (with their values now), and one not built through
+    ``constructed`` keeps everything."""
+    things = []
+    for _ in range(count):
+        thing = _Thing()
+        for name in built:
+            setattr(thing, name, name.upper())
+        things.append(constructed(thing))
+    bare = _Thing()
+    for thing in [*things, bare]:
+        for name, keep in later:
+            if keep:
+                setattr(thing, name, 1)
+            elif hasattr(thing, name):
+                delattr(thing, name)
+    want = [
+        {n: v for n, v in vars(t).items() if n in built or n == "_built_attributes"} for t in things
+    ]
+    everything = dict(vars(bare))
+    forget_sessions([*things, bare])
+    assert [vars(t) for t in things] == want
+    assert vars(bare) == everything
