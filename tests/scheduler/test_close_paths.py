@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model import fixtures as f
 from batch.scheduler import Decisions
 from batch.scheduler.framework import close
+from batch.scheduler.framework.decisions import Bind, Event as DecisionEvent, Eviction, Pipeline
 from batch.scheduler.framework.instances import constructed, forget_sessions
 
 from .test_batched_paths import _exact
@@ -133,3 +134,20 @@ def test_forgetting_sessions_leaves_what_was_built(
     forget_sessions([*things, bare])
     assert [vars(t) for t in things] == want
     assert vars(bare) == everything
+
+
+_text = st.sampled_from(["", "a", "b", "default", "n0"])
+
+
+@given(st.lists(st.tuples(_text, _text, _text, _text, _text, _text), max_size=8))
+def test_decision_records_hash_and_compare_by_their_fields(
+    fields: list[tuple[str, str, str, str, str, str]],
+) -> None:
+    """Binds, pipelines, evictions and events built from the same fields are equal and hash
+    alike (as frozen ones did), so a set of them counts the distinct field tuples."""
+    for kind, width in ((Bind, 5), (Pipeline, 5), (Eviction, 6), (DecisionEvent, 6)):
+        made = [kind(*f[:width]) for f in fields]
+        again = [kind(*f[:width]) for f in fields]
+        assert made == again
+        assert [hash(r) for r in made] == [hash(r) for r in again]
+        assert len(set(made)) == len({f[:width] for f in fields})
