@@ -17,13 +17,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
-from batch.scheduler import Decisions
+from batch.scheduler import Decisions, apply_decisions, run_session
 from batch.scheduler.framework import close
 from batch.scheduler.framework.decisions import Bind, Event as DecisionEvent, Eviction, Pipeline
 from batch.scheduler.framework.instances import constructed, forget_sessions
+from batch.scheduler.plugins import gang
 
-from .test_batched_paths import _exact
+from .test_batched_paths import CONFIGS as ALIKE_CONFIGS, _cluster, _exact, jobs_st
 from .test_incremental import CONFIGS, Event, kept_against_plain, step
+from .util import NOW
 
 #: a queue tree that changes: qc under qa, qb or the root, qa under the root or qb
 _tree = st.one_of(
@@ -38,22 +40,27 @@ _tree = st.one_of(
     ),
 )
 
-SWITCHES = {"queues": "QUEUES_THAT_MOVED"}
+SWITCHES = {
+    "queues": (close, "QUEUES_THAT_MOVED"),
+    "statuses": (close, "ONE_PASS"),
+    "gang": (gang, "ONE_PASS"),
+}
 
 
 @contextmanager
 def _plain(switch: str) -> Iterator[None]:
-    name = SWITCHES[switch]
-    setattr(close, name, False)
+    module, name = SWITCHES[switch]
+    setattr(module, name, False)
     try:
         yield
     finally:
-        setattr(close, name, True)
+        setattr(module, name, True)
 
 
 def _with_identity(d: Decisions) -> dict[str, Any]:
-    """``_exact``, and which queue statuses are one object (the plain path shares them)."""
-    return {**_exact(d), "shared": _shared(d)}
+    """``_exact``, which statuses are new and which queue statuses are one object (the plain
+    path shares them)."""
+    return {**_exact(d), "new": d.podgroup_status_new, "shared": _shared(d)}
 
 
 def _shared(d: Decisions) -> list[tuple[int, int]]:
@@ -151,3 +158,35 @@ def test_decision_records_hash_and_compare_by_their_fields(
         assert made == again
         assert [hash(r) for r in made] == [hash(r) for r in again]
         assert len(set(made)) == len({f[:width] for f in fields})
+
+
+@pytest.mark.parametrize("switch", ["statuses", "gang"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 4),
+    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    jobs=jobs_st,
+    busy=st.booleans(),
+    config_index=st.integers(0, 1),
+)
+def test_close_of_many_alike_jobs_decides_as_the_plain_path(
+    switch: str,
+    nodes: int,
+    weights: list[int],
+    jobs: list[tuple[Any, ...]],
+    busy: bool,
+    config_index: int,
+) -> None:
+    """Many small jobs with equal counters, most left unready (the burst's case): three
+    sessions in a row on one cache (the second's binds applied before the third), each
+    compared with the plain path's on a twin cache."""
+    caches = [_cluster(nodes, weights, jobs, busy) for _ in range(2)]
+    cfg = ALIKE_CONFIGS[config_index]
+    for r in range(3):
+        fast = run_session(caches[0], cfg, now=NOW + r)
+        with _plain(switch):
+            slow = run_session(caches[1], cfg, now=NOW + r)
+        assert _with_identity(fast) == _with_identity(slow), r
+        if r == 1:  # the binds land: the third session sees them bound
+            apply_decisions(caches[0], fast)
+            apply_decisions(caches[1], slow)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from batch.model.changes import Cursor
@@ -33,6 +34,9 @@ SUM_AFTER_ROLLBACK = True
 #: work out only the statuses of queues whose figures moved (``QueueBook``; exact; tests
 #: switch it off to compare)
 QUEUES_THAT_MOVED = True
+#: work out PodGroup statuses in one pass with the per-job calls folded in (``_restatus``;
+#: exact; tests switch it off to compare)
+ONE_PASS = True
 #: ``ClusterCache.derived`` key: queue name -> (what its last status said, that status)
 _QUEUE_STATUS = "close-queue-status"
 _ORDINAL = operator.attrgetter("ordinal")
@@ -304,6 +308,11 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
             visit = sorted([*visit, *extra], key=_ORDINAL)
     new: list[tuple[str, str]] | None = None if visit is None else []
     kept_out = book.out
+    if ONE_PASS:
+        _restatus(ssn, ssn.jobs.values() if visit is None else visit, book, new)
+        d.podgroup_status = dict(book.out)
+        d.podgroup_status_new = new
+        return book.q_counts
     for job in ssn.jobs.values() if visit is None else visit:
         new_conds = conds_of.get(job.uid) or []
         said = _said_all(new_conds, said_of, said_lists)
@@ -320,6 +329,39 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
     d.podgroup_status = dict(book.out)
     d.podgroup_status_new = new
     return book.q_counts
+
+
+def _restatus(
+    ssn: Session, jobs: Iterable[JobInfo], book: StatusBook, new: list[tuple[str, str]] | None
+) -> None:
+    """``_podgroup_statuses``' loop over ``jobs`` as one pass: what a job's conditions say
+    looked up by its lone condition, and ``StatusBook.count`` folded in (its phase counts
+    moved only when the job's queue or phase did). The statuses are the plain loop's."""
+    said_of: dict[int, tuple[Any, ...]] = {}  # id(condition) -> what it says
+    said_lists: dict[int, list[tuple[Any, ...]]] = {}
+    shared: dict[tuple[Any, ...], dict[str, Any]] = {}
+    conds_of, memo, out, phase_of = ssn.podgroup_conditions, book.kept, book.out, book.phase_of
+    phase_key = _PHASE_COUNT_KEY.get
+    for job in jobs:
+        uid = job.uid
+        new_conds = conds_of.get(uid) or []
+        said = said_lists.get(id(new_conds[0])) if len(new_conds) == 1 else None
+        if said is None:
+            said = _said_all(new_conds, said_of, said_lists)
+        kept = memo.get(uid)
+        if kept is not None and kept[0] == job.version and kept[1] == said:
+            status = kept[2]
+        else:
+            status = _fresh_status(ssn, job, new_conds, shared)
+            memo[uid] = (job.version, said, status)
+        key = (job.namespace, job.name)
+        if new is not None and out.get(key) is not status:
+            new.append(key)
+        old = phase_of.get(uid)
+        if old is None or old[0] != job.queue or old[1] != phase_key(status["phase"], "unknown"):
+            book.count(job, key, status)  # its queue's phase counts move
+        else:
+            out[key] = status
 
 
 def _queue_statuses(
