@@ -23,7 +23,7 @@ from batch.scheduler.framework.arguments import Arguments
 from batch.scheduler.framework.close import close_session
 from batch.scheduler.framework.decisions import Decisions
 from batch.scheduler.framework.hooks import Hooks
-from batch.scheduler.framework.instances import forget_session
+from batch.scheduler.framework.instances import forget_sessions
 from batch.scheduler.framework.registry import (
     PLUGINS,
     Action,
@@ -107,8 +107,7 @@ def run_session(
                 raise
             return close_session(ssn)
         finally:
-            for _, action in actions:
-                forget_session(action)
+            forget_sessions([action for _, action in actions])
 
 
 def apply_decisions(cache: ClusterCache, decisions: Decisions) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from batch.model.changes import Cursor
@@ -20,6 +21,7 @@ from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import Decisions, PendingReason
+from batch.scheduler.framework.queuestatus import QueueBook
 from batch.scheduler.framework.session import Session
 
 UNSCHEDULABLE = "Unschedulable"
@@ -29,6 +31,12 @@ SHARE_STATUSES = True
 #: sum queues' ``allocated`` after the rollback plus the session's delta, so jobs the session
 #: changed and undid are not summed again (exact; tests switch it off to compare)
 SUM_AFTER_ROLLBACK = True
+#: work out only the statuses of queues whose figures moved (``QueueBook``; exact; tests
+#: switch it off to compare)
+QUEUES_THAT_MOVED = True
+#: work out PodGroup statuses in one pass with the per-job calls folded in (``_restatus``;
+#: exact; tests switch it off to compare)
+ONE_PASS = True
 #: ``ClusterCache.derived`` key: queue name -> (what its last status said, that status)
 _QUEUE_STATUS = "close-queue-status"
 _ORDINAL = operator.attrgetter("ordinal")
@@ -39,6 +47,7 @@ _PHASE_COUNT_KEY = {
     "Unknown": "unknown",
     "Completed": "completed",
 }
+_NO_COUNTS = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
 
 
 def job_phase(job: JobInfo, *, unschedulable_now: bool) -> str:
@@ -180,7 +189,7 @@ class StatusBook:
     last computed with the version and condition answers it was computed from, the statuses
     of the last session in its job order, and per queue the number of PodGroups per phase."""
 
-    __slots__ = ("config", "cursor", "kept", "out", "phase_of", "q_counts", "revisit")
+    __slots__ = ("config", "cursor", "kept", "moved", "out", "phase_of", "q_counts", "revisit")
 
     KEY = "close-status"
 
@@ -193,6 +202,8 @@ class StatusBook:
         #: job uid -> (queue, phase count key, status key, JobInfo.ordinal)
         self.phase_of: dict[str, tuple[str, str, tuple[str, str], int]] = {}
         self.q_counts: dict[str, dict[str, int]] = {}
+        #: the queues whose ``q_counts`` moved since ``QueueBook`` last looked
+        self.moved: set[str] = set()
         #: the jobs the last session changed: its rollback undid them without a change-log
         #: mark (``ChangeLog.hold``), and their statuses were worked out in its state
         self.revisit: list[str] = []
@@ -216,11 +227,13 @@ class StatusBook:
             if old[0] == job.queue and old[1] == phase:
                 return
             self.q_counts[old[0]][old[1]] -= 1
+            self.moved.add(old[0])
         self.phase_of[job.uid] = (job.queue, phase, key, job.ordinal)
         counts = self.q_counts.get(job.queue)
         if counts is None:
             counts = self.q_counts[job.queue] = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
         counts[phase] += 1
+        self.moved.add(job.queue)
 
     def follow(self, uid: str, job: JobInfo | None) -> None:
         """``uid`` changed: forget its status if it left, or was re-created (the new job
@@ -233,6 +246,7 @@ class StatusBook:
         old = self.phase_of.pop(uid, None)
         if old is not None:
             self.q_counts[old[0]][old[1]] -= 1
+            self.moved.add(old[0])
             del self.out[old[2]]
 
 
@@ -294,6 +308,11 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
             visit = sorted([*visit, *extra], key=_ORDINAL)
     new: list[tuple[str, str]] | None = None if visit is None else []
     kept_out = book.out
+    if ONE_PASS:
+        _restatus(ssn, ssn.jobs.values() if visit is None else visit, book, new)
+        d.podgroup_status = dict(book.out)
+        d.podgroup_status_new = new
+        return book.q_counts
     for job in ssn.jobs.values() if visit is None else visit:
         new_conds = conds_of.get(job.uid) or []
         said = _said_all(new_conds, said_of, said_lists)
@@ -310,6 +329,39 @@ def _podgroup_statuses(ssn: Session, d: Decisions) -> dict[str, dict[str, int]]:
     d.podgroup_status = dict(book.out)
     d.podgroup_status_new = new
     return book.q_counts
+
+
+def _restatus(
+    ssn: Session, jobs: Iterable[JobInfo], book: StatusBook, new: list[tuple[str, str]] | None
+) -> None:
+    """``_podgroup_statuses``' loop over ``jobs`` as one pass: what a job's conditions say
+    looked up by its lone condition, and ``StatusBook.count`` folded in (its phase counts
+    moved only when the job's queue or phase did). The statuses are the plain loop's."""
+    said_of: dict[int, tuple[Any, ...]] = {}  # id(condition) -> what it says
+    said_lists: dict[int, list[tuple[Any, ...]]] = {}
+    shared: dict[tuple[Any, ...], dict[str, Any]] = {}
+    conds_of, memo, out, phase_of = ssn.podgroup_conditions, book.kept, book.out, book.phase_of
+    phase_key = _PHASE_COUNT_KEY.get
+    for job in jobs:
+        uid = job.uid
+        new_conds = conds_of.get(uid) or []
+        said = said_lists.get(id(new_conds[0])) if len(new_conds) == 1 else None
+        if said is None:
+            said = _said_all(new_conds, said_of, said_lists)
+        kept = memo.get(uid)
+        if kept is not None and kept[0] == job.version and kept[1] == said:
+            status = kept[2]
+        else:
+            status = _fresh_status(ssn, job, new_conds, shared)
+            memo[uid] = (job.version, said, status)
+        key = (job.namespace, job.name)
+        if new is not None and out.get(key) is not status:
+            new.append(key)
+        old = phase_of.get(uid)
+        if old is None or old[0] != job.queue or old[1] != phase_key(status["phase"], "unknown"):
+            book.count(job, key, status)  # its queue's phase counts move
+        else:
+            out[key] = status
 
 
 def _queue_statuses(
@@ -363,12 +415,17 @@ def session_alloc_delta(undone: dict[tuple[str, int], list[Any]]) -> dict[str, I
     return out
 
 
-def _queue_allocated(ssn: Session, delta: dict[str, IntVec]) -> dict[str, IntVec]:
+def _allocated_sums(ssn: Session) -> JobSums:
+    """Per queue, Σ of its jobs' ``allocated`` in the jobs' state now (kept: ``JobSums``)."""
+    allocated = JobSums.of(ssn.cache, "close-allocated", (ssn.resources.capacity,))
+    allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
+    return allocated
+
+
+def _queue_allocated(allocated: JobSums, delta: dict[str, IntVec]) -> dict[str, IntVec]:
     """Per queue, Σ of its jobs' ``allocated`` after the session, worked out after the
     rollback: the kept sums (``JobSums``: a job the session changed and undid is back at the
     version it was summed at) plus the session's ``delta``."""
-    allocated = JobSums.of(ssn.cache, "close-allocated", (ssn.resources.capacity,))
-    allocated.refresh(ssn.jobs, _allocated, follow=ssn.skip_settled)
     if not delta:
         return allocated.sums
     out = dict(allocated.sums)
@@ -376,6 +433,21 @@ def _queue_allocated(ssn: Session, delta: dict[str, IntVec]) -> dict[str, IntVec
         acc = out.get(queue)
         out[queue] = vec if acc is None else acc + vec
     return out
+
+
+def _queue_status(
+    ssn: Session, sums: JobSums, delta: dict[str, IntVec], q_counts: dict[str, dict[str, int]]
+) -> dict[str, dict[str, Any]]:
+    """Every queue's status, from its jobs' ``sums`` plus the session's ``delta`` and the
+    PodGroups per phase (``q_counts``)."""
+    moved = StatusBook.of(ssn).moved
+    if not QUEUES_THAT_MOVED:
+        moved.clear()
+        return _queue_statuses(ssn, _queue_allocated(sums, delta), q_counts)
+    book = ssn.cache.derived.get(QueueBook.KEY)
+    if not isinstance(book, QueueBook):
+        book = ssn.cache.derived[QueueBook.KEY] = QueueBook()
+    return book.statuses(ssn.queues, ssn.resources, sums, delta, q_counts, moved, _NO_COUNTS)
 
 
 def close_session(ssn: Session) -> Decisions:
@@ -400,7 +472,7 @@ def close_session(ssn: Session) -> Decisions:
             q_counts = _podgroup_statuses(ssn, d)
             after = SUM_AFTER_ROLLBACK
             if not after:  # the slow path: sum the session's own state (its jobs moved)
-                q_alloc = _queue_allocated(ssn, {})
+                sums, delta = _allocated_sums(ssn), {}
             d.timings = ssn.timings
             d.plugin_timings = ssn.plugin_timings
             d.queue_metrics = ssn.queue_metrics
@@ -409,8 +481,8 @@ def close_session(ssn: Session) -> Decisions:
             book.revisit = [*book.revisit, *ssn.touched_uids()]
             ssn.rollback(undone)
         if after:
-            q_alloc = _queue_allocated(ssn, session_alloc_delta(undone))
-        d.queue_status = _queue_statuses(ssn, q_alloc, q_counts)
+            sums, delta = _allocated_sums(ssn), session_alloc_delta(undone)
+        d.queue_status = _queue_status(ssn, sums, delta, q_counts)
     finally:
         ssn.release()
         ssn.closed = True

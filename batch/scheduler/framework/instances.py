@@ -10,9 +10,10 @@ hooks, plugin, session) that only Python's cyclic collector frees.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TypeVar
 
-__all__ = ["constructed", "forget_session"]
+__all__ = ["constructed", "forget_session", "forget_sessions"]
 
 T = TypeVar("T")
 
@@ -31,8 +32,15 @@ def constructed(obj: T) -> T:
 def forget_session(obj: object) -> None:
     """Drop every attribute set on ``obj`` since it was built (``constructed``; an object not
     built that way keeps everything)."""
-    attributes = obj.__dict__
-    built = attributes.get(_BUILT)
-    if built is not None:
-        for name in [n for n in attributes if n not in built]:
-            del attributes[name]
+    forget_sessions((obj,))
+
+
+def forget_sessions(objs: Iterable[object]) -> None:
+    """``forget_session`` of each of ``objs``, in one call (a session releases some twenty
+    instances; which attributes go is one set difference each)."""
+    for obj in objs:
+        attributes = obj.__dict__
+        built = attributes.get(_BUILT)
+        if built is not None:
+            for name in attributes.keys() - built:
+                del attributes[name]

@@ -39,7 +39,7 @@ from batch.scheduler.framework.decisions import (
 )
 from batch.scheduler.framework.dispatch import Dispatch
 from batch.scheduler.framework.hooks import Hooks
-from batch.scheduler.framework.instances import forget_session
+from batch.scheduler.framework.instances import forget_sessions
 from batch.scheduler.framework.jobindex import JobIndex
 from batch.scheduler.framework.nodes import SessionNodes
 from batch.scheduler.framework.placement import Placer
@@ -421,8 +421,7 @@ class Session:
         """
         self.hooks.clear()
         self.dispatch.release()
-        for plugin in self.plugins:
-            forget_session(plugin)
+        forget_sessions(self.plugins)
         self.plugins.clear()
         self._placer = None
         self.scratch.clear()

@@ -13,11 +13,13 @@ Warning event ``Unschedulable`` for not-ready jobs in phase Pending/Inqueue/Unkn
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from batch.api.timestamps import format_epoch
 from batch.model.info import JobInfo, TaskInfo
 from batch.scheduler.framework.close import close_jobs
+from batch.scheduler.framework.decisions import Event
 from batch.scheduler.framework.hooks import Hooks, ValidateResult
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
@@ -101,7 +103,11 @@ class GangPlugin(Plugin):
         unschedulable: dict[tuple[int, int, str], dict[str, Any]] = {}
         conditions, reasons = ssn.podgroup_conditions, ssn.reasons
         visit = close_jobs(ssn)  # the others are ready, and would be given `scheduled` again
-        for job in ssn.jobs.values() if visit is None else visit:
+        jobs = ssn.jobs.values() if visit is None else visit
+        if ONE_PASS:
+            _conditions(ssn, jobs, scheduled, cleared, now)
+            return
+        for job in jobs:
             if job.is_ready():
                 cond = scheduled
             else:
@@ -126,6 +132,49 @@ class GangPlugin(Plugin):
 
 #: the phases whose unready gangs get a Warning event
 _WARN_PHASES = frozenset(("Pending", "Inqueue", "Unknown", ""))
+#: close in one pass with the per-job calls folded in (``_conditions``; exact: tests switch it
+#: off and compare)
+ONE_PASS = True
+
+
+def _conditions(
+    ssn: Session,
+    jobs: Iterable[JobInfo],
+    scheduled: dict[str, Any],
+    cleared: dict[str, Any],
+    now: str,
+) -> None:
+    """``on_session_close``'s loop over ``jobs`` as one pass: each job's ready count read once
+    (``JobInfo.is_ready`` is ready tasks plus pending best-effort ones against minAvailable),
+    the Warning event appended as ``Session.event`` does, and a job's earlier conditions only
+    looked at when it has some. The conditions and events are the plain loop's."""
+    unschedulable: dict[tuple[int, int, str], dict[str, Any]] = {}
+    conditions, reasons, events, session = ssn.podgroup_conditions, ssn.reasons, ssn.events, ssn.uid
+    for job in jobs:
+        ready, minimum = job.ready_task_num(), job.min_available
+        if ready + job.pending_best_effort >= minimum:
+            cond = scheduled
+        else:
+            reason = reasons.get(job.uid)
+            size = len(job.tasks)
+            said = (
+                minimum - ready,  # > 0: the job is not ready
+                size if size > minimum else minimum,
+                reason.message if reason is not None else "pod group is not ready",
+            )
+            cond = unschedulable.get(said) or _unschedulable(session, now, said, unschedulable)
+            if job.phase in _WARN_PHASES:
+                message = cond["message"]
+                events.append(
+                    Event("PodGroup", job.namespace, job.name, "Warning", "Unschedulable", message)
+                )
+        kept = conditions.get(job.uid)
+        if kept is None:
+            kept = conditions[job.uid] = [cond]
+        else:
+            kept.append(cond)
+        if cond is scheduled and job.conditions and _unschedulable_true(job.conditions):
+            kept.append(cleared)
 
 
 def _unschedulable_true(conditions: list[dict[str, Any]]) -> bool:
