@@ -21,7 +21,7 @@ from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.aggregate import JobSums
 from batch.scheduler.framework.decisions import Decisions, PendingReason
-from batch.scheduler.framework.queuestatus import QueueBook
+from batch.scheduler.framework.queuestatus import QueueBook, queue_status
 from batch.scheduler.framework.session import Session
 
 UNSCHEDULABLE = "Unschedulable"
@@ -388,17 +388,7 @@ def _queue_statuses(
     none = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
     out: dict[str, dict[str, Any]] = {}
     for qname in queues:
-        qvec = total.get(qname)
-        counts = q_counts.get(qname, none)
-        key = (res, res.version, qvec.tobytes() if qvec is not None else None, *counts.values())
-        hit = kept.get(qname)
-        if hit is not None and hit[0] == key:
-            out[qname] = hit[1]
-            continue
-        status: dict[str, Any] = {"allocated": res.to_list(res.zeros() if qvec is None else qvec)}
-        status.update(counts)
-        kept[qname] = (key, status)
-        out[qname] = status
+        out[qname] = queue_status(kept, qname, res, total.get(qname), q_counts.get(qname, none))
     return out
 
 

@@ -431,12 +431,7 @@ class Hooks:
         """``plugin``'s open in its window, in one call: ``begin``; for a plugin that keeps
         callbacks, ``plugin.ssn`` set and, unless ``kept`` here already, its ``register_kept``
         between ``keep`` and ``kept_by``; its ``on_session_open``; ``end``."""
-        self._rank += 1
-        gates = self._gates.get(id(option))
-        if gates is None or gates[0] is not option:
-            gates = self._gates[id(option)] = (option, {})
-        self._cur = (tier, option, gates[1])
-        self.in_use = True
+        self.begin(tier, option)
         try:
             if plugin.keeps_callbacks:
                 plugin.ssn = ssn

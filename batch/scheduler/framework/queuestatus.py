@@ -23,7 +23,27 @@ from batch.model.info import QueueInfo
 from batch.model.resources import IntVec, ResourceIndex
 from batch.scheduler.framework.aggregate import JobSums
 
-__all__ = ["QueueBook"]
+__all__ = ["QueueBook", "queue_status"]
+
+
+def queue_status(
+    kept: dict[str, tuple[Any, dict[str, Any]]],
+    qname: str,
+    res: ResourceIndex,
+    qvec: IntVec | None,
+    counts: Mapping[str, int],
+) -> dict[str, Any]:
+    """The status of queue ``qname`` with ``allocated`` ``qvec`` (None: nothing) and its
+    PodGroups per phase (``counts``): the one ``kept`` for the same figures, else a new one
+    (kept; statuses are never changed once made)."""
+    key = (res, res.version, qvec.tobytes() if qvec is not None else None, *counts.values())
+    hit = kept.get(qname)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    status: dict[str, Any] = {"allocated": res.to_list(res.zeros() if qvec is None else qvec)}
+    status.update(counts)
+    kept[qname] = (key, status)
+    return status
 
 
 class QueueBook:
@@ -189,15 +209,4 @@ class QueueBook:
         kept, out, total, present = self.kept, self.out, self.total, self.present
         for qname in queues if touched is None else [q for q in touched if q in queues]:
             qvec = total.get(qname) if present.get(qname) else None
-            counts = q_counts.get(qname, none)
-            key = (res, res.version, qvec.tobytes() if qvec is not None else None, *counts.values())
-            hit = kept.get(qname)
-            if hit is not None and hit[0] == key:
-                out[qname] = hit[1]
-                continue
-            status: dict[str, Any] = {
-                "allocated": res.to_list(res.zeros() if qvec is None else qvec)
-            }
-            status.update(counts)
-            kept[qname] = (key, status)
-            out[qname] = status
+            out[qname] = queue_status(kept, qname, res, qvec, q_counts.get(qname, none))
