@@ -385,10 +385,10 @@ def _queue_statuses(
     kept: dict[str, tuple[Any, dict[str, Any]]] = ssn.cache.derived.setdefault(_QUEUE_STATUS, {})
     if len(kept) > 2 * len(queues) + 64:  # forget departed queues
         kept.clear()
-    none = dict.fromkeys(_PHASE_COUNT_KEY.values(), 0)
     out: dict[str, dict[str, Any]] = {}
     for qname in queues:
-        out[qname] = queue_status(kept, qname, res, total.get(qname), q_counts.get(qname, none))
+        qvec, counts = total.get(qname), q_counts.get(qname, _NO_COUNTS)
+        out[qname] = queue_status(kept, qname, res, qvec, counts)
     return out
 
 

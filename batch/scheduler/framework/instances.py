@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
-__all__ = ["constructed", "forget_session", "forget_sessions"]
+__all__ = ["constructed", "forget_sessions"]
 
 T = TypeVar("T")
 
@@ -23,21 +23,16 @@ _BUILT = "_built_attributes"
 
 def constructed(obj: T) -> T:
     """``obj``, a plugin or action just built, with the names of its attributes noted: what
-    ``forget_session`` leaves on it."""
+    ``forget_sessions`` leaves on it."""
     attributes = obj.__dict__
     attributes[_BUILT] = frozenset([*attributes, _BUILT])
     return obj
 
 
-def forget_session(obj: object) -> None:
-    """Drop every attribute set on ``obj`` since it was built (``constructed``; an object not
-    built that way keeps everything)."""
-    forget_sessions((obj,))
-
-
 def forget_sessions(objs: Iterable[object]) -> None:
-    """``forget_session`` of each of ``objs``, in one call (a session releases some twenty
-    instances; which attributes go is one set difference each)."""
+    """Drop from each of ``objs`` every attribute set on it since it was built
+    (``constructed``; an object not built that way keeps everything): a session releases
+    some twenty instances, one set difference each."""
     for obj in objs:
         attributes = obj.__dict__
         built = attributes.get(_BUILT)
