@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.session import Session
 
 from .test_incremental import Event, _base, _replay, step
-from .util import BASIC, NOW
+from .util import BASIC, NOW, switched
 
 CONFIGS = [load_config(HELM_DEFAULT_CONFIG), load_config(TEPHRA_DEFAULT_CONFIG)]
 
@@ -102,13 +102,8 @@ def _exact(d: Decisions) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def _switched(name: str) -> Iterator[None]:
-    setattr(Allocate, name, False)
-    try:
-        yield
-    finally:
-        setattr(Allocate, name, True)
+def _switched(name: str) -> AbstractContextManager[None]:
+    return switched(False, (Allocate, name))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,8 +9,7 @@ demand the same binds, evictions, statuses (PodGroup and queue, in order), reaso
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from batch.scheduler.plugins import gang
 
 from .test_batched_paths import CONFIGS as ALIKE_CONFIGS, _cluster, _exact, jobs_st
 from .test_incremental import CONFIGS, Event, kept_against_plain, step
-from .util import NOW
+from .util import NOW, switched
 
 #: a queue tree that changes: qc under qa, qb or the root, qa under the root or qb
 _tree = st.one_of(
@@ -47,14 +46,8 @@ SWITCHES = {
 }
 
 
-@contextmanager
-def _plain(switch: str) -> Iterator[None]:
-    module, name = SWITCHES[switch]
-    setattr(module, name, False)
-    try:
-        yield
-    finally:
-        setattr(module, name, True)
+def _plain(switch: str) -> AbstractContextManager[None]:
+    return switched(False, SWITCHES[switch])
 
 
 def _with_identity(d: Decisions) -> dict[str, Any]:

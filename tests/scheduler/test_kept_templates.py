@@ -15,8 +15,7 @@ every session.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework import nodes, placement
 
 from .test_incremental import _with_events
-from .util import NOW
+from .util import NOW, switched
 
 #: nodeorder with every dynamic score on and soft taints weighed (static scores)
 SCORED = """
@@ -136,14 +135,8 @@ def step(draw: st.DrawFn) -> Event:
     return ("Pod", "MODIFIED", pod)
 
 
-@contextmanager
-def _keeping(on: bool) -> Iterator[None]:
-    kept = placement.KEEP_TEMPLATES, nodes.KEEP
-    placement.KEEP_TEMPLATES = nodes.KEEP = on
-    try:
-        yield
-    finally:
-        placement.KEEP_TEMPLATES, nodes.KEEP = kept
+def _keeping(on: bool) -> AbstractContextManager[None]:
+    return switched(on, (placement, "KEEP_TEMPLATES"), (nodes, "KEEP"))
 
 
 def _history(steps: list[tuple[Event, bool, int]], config_index: int, keep: bool) -> list[Any]:

@@ -9,8 +9,7 @@ queue metrics and events, session after session.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -37,6 +36,7 @@ from .test_incremental import (
     kept_against_plain,
     step,
 )
+from .util import switched
 
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
@@ -59,17 +59,8 @@ history_step = st.one_of(
 )
 
 
-@contextmanager
-def _off(which: set[int]) -> Iterator[None]:
-    was = [getattr(m, n) for m, n in SWITCHES]
-    for i in which:
-        m, n = SWITCHES[i]
-        setattr(m, n, False)
-    try:
-        yield
-    finally:
-        for (m, n), v in zip(SWITCHES, was, strict=True):
-            setattr(m, n, v)
+def _off(which: set[int]) -> AbstractContextManager[None]:
+    return switched(False, *(SWITCHES[i] for i in sorted(which)))
 
 
 def _exact(d: Decisions) -> dict[str, Any]:

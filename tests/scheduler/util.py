@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,3 +100,17 @@ def bound_jobs(d: Decisions) -> dict[str, int]:
     for b in d.binds:
         out[b.job_id] = out.get(b.job_id, 0) + 1
     return out
+
+
+@contextmanager
+def switched(value: object, *switches: tuple[object, str]) -> Iterator[None]:
+    """Every ``(owner, name)`` switch of ``switches`` set to ``value`` inside the block, each
+    back to what it was after it (a module's or a class's shortcut, to compare its paths)."""
+    was = [getattr(owner, name) for owner, name in switches]
+    for owner, name in switches:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for (owner, name), v in zip(switches, was, strict=True):
+            setattr(owner, name, v)
