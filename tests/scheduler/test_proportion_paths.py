@@ -11,8 +11,7 @@ paths, on random histories with kept schedulers; so must ``shares.nearer_on`` on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from batch.scheduler.plugins.proportion import QueueAttr, figures
 
 from .test_batched_paths import _cluster, _exact as _decided, jobs_st
 from .test_incremental import Event, kept_against_plain, step
-from .util import BASIC, NOW
+from .util import BASIC, NOW, switched
 
 INF = float("inf")
 
@@ -103,13 +102,9 @@ def test_float_fill_equals_the_vector_form_bit_for_bit(
     assert proportion.fill_rows(attrs, request, total).tobytes() == vectors.tobytes()
 
 
-@contextmanager
-def _vector_fill() -> Iterator[None]:
-    proportion.FLOAT_FILL_MAX = 0
-    try:
-        yield
-    finally:
-        proportion.FLOAT_FILL_MAX = 64
+def _vector_fill() -> AbstractContextManager[None]:
+    """Water-filling in its numpy form only."""
+    return switched(0, (proportion, "FLOAT_FILL_MAX"))
 
 
 def _exact(d: Decisions) -> dict[str, Any]:
@@ -172,8 +167,7 @@ def test_sessions_with_the_float_fill_decide_as_with_the_vector_form(
         apply_decisions(vectors, want)
 
 
-@contextmanager
-def _plain(switch: str) -> Iterator[None]:
+def _plain(switch: str) -> AbstractContextManager[None]:
     """The plain path of ``switch``: proportion's callbacks registered at every open, the
     feasibility worlds worked out every session, ``nearer_on``'s vector form, or the queues'
     figures taken by indexing."""
@@ -189,11 +183,7 @@ def _plain(switch: str) -> Iterator[None]:
         "nearer": "SCALAR_NEARER",
         "rows": "ROW_VIEWS",
     }[switch]
-    setattr(owner, name, False)
-    try:
-        yield
-    finally:
-        setattr(owner, name, True)
+    return switched(False, (owner, name))
 
 
 #: a queue's capability or guarantee changes (what the feasibility worlds and the shares read)
