@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
-from batch.scheduler import Decisions
+from batch.scheduler import Decisions, load_config
+from batch.scheduler.cycle import open_session
 from batch.scheduler.framework import (
     aggregate,
     hooks as hooks_mod,
@@ -36,7 +37,7 @@ from .test_incremental import (
     kept_against_plain,
     step,
 )
-from .util import switched
+from .util import BASIC, NOW, switched
 
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
@@ -44,6 +45,7 @@ SWITCHES: list[tuple[Any, str]] = [
     (hooks_mod, "PURITY_BY_VERSION"),
     (aggregate, "MOVE_IN_PLACE"),
     (session_mod, "FOLD_OPEN"),
+    (session_mod, "KEEP_ACTIVE"),
     (nodes_mod, "KEEP_VALID"),
     (shares_mod, "KEEP_POSITIVE_DIMS"),
 ]
@@ -267,3 +269,35 @@ def test_kept_positive_dims_are_worked_out_afresh(
         with _off({SWITCHES.index((shares_mod, "KEEP_POSITIVE_DIMS"))}):
             want = shares_mod.positive_dims(v)
         assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kinds=st.lists(st.booleans(), min_size=1, max_size=12),
+    ops=st.lists(st.one_of(st.integers(0, 11), st.none()), max_size=20),
+)
+def test_kept_active_jobs_follow_each_touch(kinds: list[bool], ops: list[int | None]) -> None:
+    """Jobs settled at open (True: running) or not, touched one by one (an in-session phase)
+    with ``active_jobs`` asked between the touches (None): each answer is the one worked out
+    afresh from a position table of every job, in order."""
+    c = ClusterCache()
+    c.apply("Queue", "ADDED", f.queue("root"))
+    c.apply("Queue", "ADDED", f.queue("default"))
+    c.apply("Node", "ADDED", f.node("n0", cpu="64", memory="64Gi"))
+    for i, running in enumerate(kinds):
+        c.apply("PodGroup", "ADDED", f.podgroup(f"j{i}", phase="Running" if running else "Inqueue"))
+        node = {"node_name": "n0", "phase": "Running"} if running else {}
+        c.apply("Pod", "ADDED", f.pod(f"j{i}-0", group=f"j{i}", cpu="1", **node))
+    ssn = open_session(c, load_config(BASIC), now=NOW)
+    jobs = list(ssn.jobs.values())
+    try:
+        for op in [*ops, None]:
+            if op is not None:
+                ssn.set_phase(jobs[op % len(jobs)], "Running")
+                continue
+            kept = ssn.active_jobs()
+            with _off({SWITCHES.index((session_mod, "KEEP_ACTIVE"))}):
+                assert ssn.active_jobs() == kept
+    finally:
+        ssn.rollback()
+        ssn.release()

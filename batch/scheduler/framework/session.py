@@ -18,6 +18,7 @@ imports (hooks, dispatch, placement, nodes) never import it back.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
 #: each plugin's open is one ``Hooks.open_plugin`` call, timed by one clock reading (False:
 #: the window's steps called one by one, each plugin timed by two readings)
 FOLD_OPEN = True
+#: ``active_jobs`` once per change of the touched jobs, merged by ``JobInfo.ordinal`` (the
+#: ``jobs`` order) instead of by a position table of every job (exact; tests switch it off)
+KEEP_ACTIVE = True
+_ORDINAL = operator.attrgetter("ordinal")
 
 
 class SessionPlugin(Protocol):
@@ -113,6 +118,8 @@ class Session:
         self._versions: dict[str, tuple[JobInfo, int]] = {}
         #: the jobs of ``_versions`` that were not open, in that order (``active_jobs``)
         self._touched: list[JobInfo] = []
+        #: ``active_jobs`` with touched jobs: (how many were touched then, the jobs)
+        self._active: tuple[int, list[JobInfo]] = (0, [])
         self.binds: list[Bind] = []
         self.pipelines: list[Pipeline] = []
         self.evictions: list[Eviction] = []
@@ -168,12 +175,27 @@ class Session:
             return list(self.jobs.values())
         if not self._touched:  # nothing changed yet (most calls): no pass over it
             return list(self._open_jobs)
+        if KEEP_ACTIVE:
+            return list(self._active_kept())
         jobs = self.jobs
         touched = [j for j in self._touched if j.uid in jobs]
         if not touched:
             return list(self._open_jobs)
         pos = {uid: i for i, uid in enumerate(jobs)}
         return sorted([*self._open_jobs, *touched], key=lambda j: pos[j.uid])
+
+    def _active_kept(self) -> list[JobInfo]:
+        """``active_jobs`` as the session's touched jobs now make it, worked out once per
+        change of them (``_touched`` only grows until the rollback): the open jobs are in
+        ``jobs`` order already, which is the order of their ordinals (``JobIndex``), so the
+        sort merges the touched ones in."""
+        n = len(self._touched)
+        if self._active[0] != n:
+            jobs = self.jobs
+            touched = [j for j in self._touched if j.uid in jobs]
+            merged = sorted([*self._open_jobs, *touched], key=_ORDINAL) if touched else []
+            self._active = (n, merged)
+        return self._active[1] or self._open_jobs
 
     def _open_plugins(self, plugins: Sequence[Sequence[SessionPlugin]]) -> None:
         """Let the configured plugins, tier by tier, register their callbacks; a plugin that
@@ -463,6 +485,7 @@ class Session:
         self.cache.changes.release(self._versions.keys())
         self._versions.clear()
         self._touched.clear()
+        self._active = (0, [])
 
     def touched_uids(self) -> list[str]:
         """The jobs this session changed so far (its rollback restores them)."""
