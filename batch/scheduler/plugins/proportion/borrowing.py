@@ -28,7 +28,7 @@ import numpy as np
 
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
-from batch.scheduler.framework.feasibility import waits_unstarted
+from batch.scheduler.framework.feasibility import nothing_placed, waits_unstarted
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import TOL, F, le_common, nearer_on, positive_dims
 
@@ -115,7 +115,7 @@ def unowed_idle(
 
 def unplaced_gang(job: JobInfo) -> bool:
     """An admitted gang with nothing placed yet."""
-    return job.min_resources is not None and job.phase == "Inqueue" and not job.allocated[1:].any()
+    return job.min_resources is not None and job.phase == "Inqueue" and nothing_placed(job)
 
 
 def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:

@@ -1,0 +1,90 @@
+"""Shortcuts of the passes over every job that Tephra's own preset (preempt, reclaim,
+gangreclaim, proportion's borrowing) adds decide as the plain paths.
+
+Each shortcut of ``SWITCHES`` has a module-level switch: two kept schedulers run the same random
+histories of watch events (jobs, pods, queues and nodes changing between sessions), one with
+some switches off, and must decide alike, session after session, under every configuration of
+``test_incremental`` (the Tephra preset among them). Direct tests hold each shortcut to its
+plain answer where the histories rarely tell them apart.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from batch.model.info import JobInfo
+from batch.model.status import TaskStatus
+from batch.scheduler.framework import feasibility
+
+from ..model.test_info import _task
+from .test_incremental import CONFIGS, Event, kept_against_plain, step
+from .test_session_fixed_costs import _exact
+from .util import switched
+
+#: (module, switch name) of every shortcut compared here
+SWITCHES: list[tuple[Any, str]] = [
+    (feasibility, "COUNT_FIRST"),
+]
+
+
+def _off(which: set[int]) -> AbstractContextManager[None]:
+    return switched(False, *(SWITCHES[i] for i in sorted(which)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(step(), st.booleans(), st.integers(0, 2)),
+        min_size=1,
+        max_size=20,
+    ),
+    config_index=st.integers(0, len(CONFIGS) - 1),
+    off=st.sets(st.integers(0, len(SWITCHES) - 1), min_size=1),
+)
+def test_preset_shortcuts_decide_as_the_plain_paths(
+    steps: list[tuple[Event, bool, int]], config_index: int, off: set[int]
+) -> None:
+    kept_against_plain(steps, CONFIGS[config_index], lambda: _off(off), _exact)
+
+
+_statuses = st.sampled_from(list(TaskStatus))
+#: a pod's request: pods dimension 1, resources often zero (a pod asking for nothing placed
+#: leaves ``allocated`` at zero on every resource)
+_req = st.lists(st.sampled_from([0, 0, 1, 2, 1000]), min_size=3, max_size=3).map(
+    lambda r: np.array([1, *r], dtype=np.int64)
+)
+
+
+def _job(
+    tasks: list[tuple[TaskStatus, np.ndarray]], moves: list[tuple[int, TaskStatus]]
+) -> JobInfo:
+    """A job with ``tasks`` added, then ``moves`` (task index, new status) applied."""
+    job = JobInfo(uid="ns/j", namespace="ns", name="j", dims=4)
+    made = [_task(f"t{i}", status, req) for i, (status, req) in enumerate(tasks)]
+    for t in made:
+        job.add_task(t)
+    for i, status in moves:
+        if made:
+            job.set_status(made[i % len(made)], status)
+    return job
+
+
+_tasks = st.lists(st.tuples(_statuses, _req), max_size=5)
+_moves = st.lists(st.tuples(st.integers(0, 4), _statuses), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tasks=_tasks, moves=_moves)
+def test_nothing_placed_by_counts_is_the_vector(
+    tasks: list[tuple[TaskStatus, np.ndarray]], moves: list[tuple[int, TaskStatus]]
+) -> None:
+    """Told by the task counts or read from ``allocated``, through tasks added and moved
+    between statuses (requests of zero included), "nothing placed" is the same answer."""
+    job = _job(tasks, moves)
+    with switched(True, SWITCHES[0]):
+        fast = feasibility.nothing_placed(job)
+    assert fast == (not job.allocated[1:].any())
