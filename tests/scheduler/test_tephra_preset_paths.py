@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
 from batch.scheduler.framework import feasibility
+from batch.scheduler.plugins.proportion import borrowing
 
 from ..model.test_info import _task
 from .test_incremental import CONFIGS, Event, kept_against_plain, step
@@ -28,6 +29,7 @@ from .util import switched
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
     (feasibility, "COUNT_FIRST"),
+    (borrowing, "NEED_PER_INPUT"),
 ]
 
 
@@ -88,3 +90,32 @@ def test_nothing_placed_by_counts_is_the_vector(
     with switched(True, SWITCHES[0]):
         fast = feasibility.nothing_placed(job)
     assert fast == (not job.allocated[1:].any())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(_tasks, _moves, st.sampled_from(["Pending", "Inqueue", "Running"])),
+        min_size=2,
+        max_size=2,
+    ),
+    mrs=st.lists(st.one_of(st.none(), _req), min_size=2, max_size=2),
+)
+def test_a_need_input_names_the_need(
+    pairs: list[tuple[list[tuple[TaskStatus, np.ndarray]], list[tuple[int, TaskStatus]], str]],
+    mrs: list[np.ndarray | None],
+) -> None:
+    """Two jobs with the same ``_need_input`` need the same (bit for bit); a job without one
+    needs nothing."""
+    jobs = []
+    for (tasks, moves, phase), mr in zip(pairs, mrs, strict=True):
+        job = _job(tasks, moves)
+        job.phase, job.min_resources = phase, mr
+        jobs.append(job)
+    keys = [borrowing._need_input(j) for j in jobs]
+    needs = [borrowing._need(j) for j in jobs]
+    for key, need in zip(keys, needs, strict=True):
+        assert (key is None) == (need is None)
+    if keys[0] is not None and keys[0] == keys[1]:
+        assert needs[0] is not None and needs[1] is not None
+        assert needs[0].tobytes() == needs[1].tobytes()
