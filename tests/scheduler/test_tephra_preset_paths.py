@@ -16,20 +16,24 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
-from batch.scheduler.framework import feasibility
+from batch.scheduler.cycle import open_session
+from batch.scheduler.framework import feasibility, session as session_mod
+from batch.scheduler.framework.session import Session
 from batch.scheduler.plugins.proportion import borrowing
 
 from ..model.test_info import _task
-from .test_incremental import CONFIGS, Event, kept_against_plain, step
+from .test_incremental import CONFIGS, Event, _base, kept_against_plain, step
 from .test_session_fixed_costs import _exact
-from .util import switched
+from .util import NOW, switched
 
 #: (module, switch name) of every shortcut compared here
 SWITCHES: list[tuple[Any, str]] = [
     (feasibility, "COUNT_FIRST"),
     (borrowing, "NEED_PER_INPUT"),
+    (session_mod, "BY_ORDINAL"),
 ]
 
 
@@ -119,3 +123,34 @@ def test_a_need_input_names_the_need(
     if keys[0] is not None and keys[0] == keys[1]:
         assert needs[0] is not None and needs[1] is not None
         assert needs[0].tobytes() == needs[1].tobytes()
+
+
+def _session_after(steps: list[Event]) -> Session:
+    cache = ClusterCache()
+    for event in [*_base(), *steps]:
+        cache.apply(*event)
+    return open_session(cache, CONFIGS[1], now=NOW)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(step(), min_size=1, max_size=25),
+    touch=st.lists(st.integers(0, 40), max_size=8),
+)
+def test_active_jobs_by_ordinal_is_the_jobs_order(steps: list[Event], touch: list[int]) -> None:
+    """After random histories (jobs deleted and re-created under their ids), with jobs the
+    session changed (settled ones among them, in any order), ``active_jobs`` is the same list
+    ordered by ordinal as by place in the session's jobs."""
+    ssn = _session_after(steps)
+    jobs = list(ssn.jobs.values())
+    for i in touch:
+        if jobs:
+            job = jobs[i % len(jobs)]
+            ssn.set_phase(job, "Running" if job.phase != "Running" else "Inqueue")
+        with switched(True, SWITCHES[2]):
+            fast = ssn.active_jobs()
+        with switched(False, SWITCHES[2]):
+            slow = ssn.active_jobs()
+        assert [j.uid for j in fast] == [j.uid for j in slow]
+    ssn.rollback()
+    ssn.release()

@@ -18,6 +18,7 @@ imports (hooks, dispatch, placement, nodes) never import it back.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -51,6 +52,12 @@ if TYPE_CHECKING:
 #: each plugin's open is one ``Hooks.open_plugin`` call, timed by one clock reading (False:
 #: the window's steps called one by one, each plugin timed by two readings)
 FOLD_OPEN = True
+
+#: ``active_jobs`` orders by ``JobInfo.ordinal``, which is the order of ``jobs`` (the index
+#: keeps the cache's insertion order; False: by each job's place in ``jobs``, a dict of every
+#: job built per call; tests compare both)
+BY_ORDINAL = True
+_ORDINAL = operator.attrgetter("ordinal")
 
 
 class SessionPlugin(Protocol):
@@ -172,6 +179,8 @@ class Session:
         touched = [j for j in self._touched if j.uid in jobs]
         if not touched:
             return list(self._open_jobs)
+        if BY_ORDINAL:  # ``jobs`` is in the cache's insertion order (``JobIndex``)
+            return sorted([*self._open_jobs, *touched], key=_ORDINAL)
         pos = {uid: i for i, uid in enumerate(jobs)}
         return sorted([*self._open_jobs, *touched], key=lambda j: pos[j.uid])
 
