@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
+from batch.scheduler.actionlib import queue_floor
+from batch.scheduler.actionlib.queue_floor import QueueLedger
 from batch.scheduler.cycle import open_session
 from batch.scheduler.framework import feasibility, session as session_mod
 from batch.scheduler.framework.session import Session
@@ -34,6 +36,7 @@ SWITCHES: list[tuple[Any, str]] = [
     (feasibility, "COUNT_FIRST"),
     (borrowing, "NEED_PER_INPUT"),
     (session_mod, "BY_ORDINAL"),
+    (queue_floor, "SKIP_IDLE_JOBS"),
 ]
 
 
@@ -152,5 +155,21 @@ def test_active_jobs_by_ordinal_is_the_jobs_order(steps: list[Event], touch: lis
         with switched(False, SWITCHES[2]):
             slow = ssn.active_jobs()
         assert [j.uid for j in fast] == [j.uid for j in slow]
+    ssn.rollback()
+    ssn.release()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step(), min_size=1, max_size=30))
+def test_ledger_without_idle_jobs_is_the_plain_one(steps: list[Event]) -> None:
+    """The queue ledger's sums are the same leaving out jobs that hold nothing."""
+    ssn = _session_after(steps)
+    got = []
+    for on in (True, False):
+        with switched(on, SWITCHES[3]):
+            ledger = QueueLedger(ssn)
+            ledger.active = False
+        got.append({q: v.tolist() for q, v in ledger.alloc.items()})
+    assert got[0] == got[1]
     ssn.rollback()
     ssn.release()
