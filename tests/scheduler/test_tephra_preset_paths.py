@@ -19,15 +19,16 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
-from batch.scheduler.actionlib import queue_floor
+from batch.scheduler.actionlib import queue_floor, victims
 from batch.scheduler.actionlib.queue_floor import QueueLedger
+from batch.scheduler.actionlib.victims import NodeTasks
 from batch.scheduler.cycle import open_session
 from batch.scheduler.framework import feasibility, session as session_mod
 from batch.scheduler.framework.session import Session
 from batch.scheduler.plugins.proportion import borrowing
 
 from ..model.test_info import _task
-from .test_incremental import CONFIGS, Event, _base, kept_against_plain, step
+from .test_incremental import CONFIGS, QUEUES, Event, _base, kept_against_plain, step
 from .test_session_fixed_costs import _exact
 from .util import NOW, switched
 
@@ -37,6 +38,7 @@ SWITCHES: list[tuple[Any, str]] = [
     (borrowing, "NEED_PER_INPUT"),
     (session_mod, "BY_ORDINAL"),
     (queue_floor, "SKIP_IDLE_JOBS"),
+    (victims, "BULK_START"),
 ]
 
 
@@ -170,6 +172,42 @@ def test_ledger_without_idle_jobs_is_the_plain_one(steps: list[Event]) -> None:
             ledger = QueueLedger(ssn)
             ledger.active = False
         got.append({q: v.tolist() for q, v in ledger.alloc.items()})
+    assert got[0] == got[1]
+    ssn.rollback()
+    ssn.release()
+
+
+#: a history's jobs (by index among the session's, sorted by uid) and queues to exhaust
+_exhaust = {"jobs": st.sets(st.integers(0, 6)), "groups": st.sets(st.sampled_from(QUEUES))}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step(), min_size=1, max_size=30), **_exhaust)
+def test_victim_sums_after_start_are_the_plain_ones(
+    steps: list[Event], jobs: set[int], groups: set[str]
+) -> None:
+    """Exhausted jobs and groups (any of them) leave the victim sums, the candidates and the
+    exhausted sets of ``NodeTasks.start`` the same, taken out together or one by one."""
+    ssn = _session_after(steps)
+    uids = sorted(ssn.jobs)
+    exhausted = {uids[i % len(uids)] for i in jobs} if uids else set()
+    got = []
+    for on in (True, False):
+        with switched(on, SWITCHES[4]):
+            index = NodeTasks(ssn, group_of=lambda t, j: j.queue)
+            index.job_exhausted = lambda j: j.uid in exhausted
+            index.group_exhausted = lambda g: g in groups
+            index.start()
+            index.close()
+        got.append(
+            (
+                index.per_group.tolist(),
+                index.total.tolist(),
+                sorted(index.counted),
+                sorted(index.ex_jobs),
+                sorted(index.ex_groups),
+            )
+        )
     assert got[0] == got[1]
     ssn.rollback()
     ssn.release()
