@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
@@ -28,7 +29,7 @@ from batch.scheduler.framework.session import Session
 from batch.scheduler.plugins.proportion import borrowing
 
 from ..model.test_info import _task
-from .test_incremental import CONFIGS, QUEUES, Event, _base, kept_against_plain, step
+from .test_incremental import CONFIGS, NODES, QUEUES, Event, _base, kept_against_plain, step
 from .test_session_fixed_costs import _exact
 from .util import NOW, switched
 
@@ -39,6 +40,7 @@ SWITCHES: list[tuple[Any, str]] = [
     (session_mod, "BY_ORDINAL"),
     (queue_floor, "SKIP_IDLE_JOBS"),
     (victims, "BULK_START"),
+    (feasibility, "HOIST"),
 ]
 
 
@@ -211,3 +213,22 @@ def test_victim_sums_after_start_are_the_plain_ones(
     assert got[0] == got[1]
     ssn.rollback()
     ssn.release()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step(), min_size=1, max_size=30), shrink=st.booleans())
+def test_inadmissible_jobs_hoisted_are_the_plain_ones(steps: list[Event], shrink: bool) -> None:
+    """The gangs that can never fit (many of them once the cluster shrinks to one node) are
+    the same judged with the session's tables looked up once or per job."""
+    if shrink:
+        steps = [*steps, *(("Node", "DELETED", f.node(n, cpu="4", gpu=2)) for n in NODES[1:])]
+    got = []
+    for on in (True, False):
+        ssn = _session_after(steps)
+        with switched(on, SWITCHES[5]):
+            got.append(
+                {uid: why.message for uid, why in feasibility.inadmissible_jobs(ssn).items()}
+            )
+        ssn.rollback()
+        ssn.release()
+    assert got[0] == got[1]

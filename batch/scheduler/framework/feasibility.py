@@ -303,13 +303,29 @@ def never_fits(ssn: Session, job: JobInfo) -> PendingReason | None:
     largest = _largest(ssn)
     if largest is None:
         return None
-    got: dict[str, PendingReason | None] = ssn.scratch.setdefault(_SESSION, {})
+    return _verdict(ssn, job, largest, *_verdict_tables(ssn))
+
+
+#: uid -> this session's verdict; uid -> (version, world, verdict) kept across sessions
+_Got = dict[str, PendingReason | None]
+_Kept = dict[str, tuple[int, object, PendingReason | None]]
+
+
+def _verdict_tables(ssn: Session) -> tuple[_Got, _Kept]:
+    return ssn.scratch.setdefault(_SESSION, {}), ssn.cache.derived.setdefault(_KEPT, {})
+
+
+def _verdict(
+    ssn: Session,
+    job: JobInfo,
+    largest: IntVec,
+    got: _Got,
+    kept: _Kept,
+) -> PendingReason | None:
+    """``never_fits`` with what it reads of the session looked up once by the caller."""
     if job.uid in got:
         return got[job.uid]
     world = _world(ssn, job.queue, largest)
-    kept: dict[str, tuple[int, object, PendingReason | None]] = ssn.cache.derived.setdefault(
-        _KEPT, {}
-    )
     hit = kept.get(job.uid)
     if hit is not None and hit[0] == job.version and hit[1] == world:
         verdict = hit[2]
@@ -397,14 +413,21 @@ def nothing_placed(job: JobInfo) -> bool:
     return holds_nothing(job) or not any(job.allocated.tolist()[1:])
 
 
+#: ``inadmissible_jobs`` looks up the largest node and the verdict tables once, not per job
+#: (False: ``never_fits`` per job; tests compare both)
+HOIST = True
+
+
 def inadmissible_jobs(ssn: Session) -> dict[str, PendingReason]:
     """The session's unstarted gangs (``waits_unstarted``) that can never fit, with why."""
     out: dict[str, PendingReason] = {}
-    if _largest(ssn) is None:
+    largest = _largest(ssn)
+    if largest is None:
         return out
+    got, kept = _verdict_tables(ssn)
     for job in ssn.active_jobs():  # an unstarted gang is never settled
         if waits_unstarted(job):
-            why = never_fits(ssn, job)
+            why = _verdict(ssn, job, largest, got, kept) if HOIST else never_fits(ssn, job)
             if why is not None:
                 out[job.uid] = why
     return out
