@@ -20,9 +20,14 @@ import numpy.typing as npt
 from batch.model.info import TaskInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
+from batch.scheduler.framework.feasibility import holds_nothing
 from batch.scheduler.framework.session import Session
 
 Vec = npt.NDArray[np.int64]
+
+#: the ledger's sums leave out jobs that hold nothing (no task in an allocated status: their
+#: ``allocated`` is zero) instead of adding their zeros (False: every job; tests compare both)
+SKIP_IDLE_JOBS = True
 
 
 class QueueLedger:
@@ -38,7 +43,10 @@ class QueueLedger:
         self.alloc: dict[str, Vec] = {}
         for job in ssn.jobs.values():
             cur = self.alloc.get(job.queue)
-            self.alloc[job.queue] = job.allocated.copy() if cur is None else cur + job.allocated
+            if cur is None:
+                self.alloc[job.queue] = job.allocated.copy()
+            elif not (SKIP_IDLE_JOBS and holds_nothing(job)):  # adding zero: a backlog's jobs
+                self.alloc[job.queue] = cur + job.allocated
         self.active = True
 
         def on_alloc(t: TaskInfo) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 
 from batch.model.info import JobInfo
 from batch.model.status import TaskStatus
-from batch.scheduler.framework.feasibility import waits_unstarted
+from batch.scheduler.framework.feasibility import nothing_placed, waits_unstarted
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import TOL, F, le_common, nearer_on, positive_dims
 
@@ -51,19 +51,49 @@ def _need(job: JobInfo) -> F | None:
     return None
 
 
+#: work out a need once per distinct input of ``_need`` (minResources, or pending requests
+#: and count) instead of once per job (False: per job; exact either way, tests compare both)
+NEED_PER_INPUT = True
+
+
+def _need_input(job: JobInfo) -> tuple[object, ...] | None:
+    """All that ``_need`` reads of ``job``, as a key (None: it needs nothing)."""
+    mr = job.min_resources
+    if waits_unstarted(job) and mr is not None:
+        return (mr.tobytes(),)
+    pending = job.counts[TaskStatus.PENDING]
+    if pending:
+        return (job.pending_req.tobytes(), pending)
+    return None
+
+
+def _jobs_needing(ssn: Session) -> dict[str, list[JobInfo]]:
+    """Per queue, the active jobs that need something, or with ``NEED_PER_INPUT`` the first of
+    each distinct input (``_need_input``), in job order."""
+    if not NEED_PER_INPUT:
+        got: dict[str, list[JobInfo]] = {}
+        for job in ssn.active_jobs():
+            got.setdefault(job.queue, []).append(job)
+        return got
+    firsts: dict[str, dict[object, JobInfo]] = {}
+    for job in ssn.active_jobs():
+        key = _need_input(job)
+        if key is not None:
+            firsts.setdefault(job.queue, {}).setdefault(key, job)
+    return {name: list(jobs.values()) for name, jobs in firsts.items()}
+
+
 def waiting_needs(ssn: Session) -> dict[str, list[F]]:
     """Per queue, what its jobs with work left need next, each distinct need once, smallest
     first (once per session)."""
     got: dict[str, list[F]] | None = ssn.scratch.get(_NEEDS)
     if got is None:
         got = {}
-        for job in ssn.active_jobs():
-            need = _need(job)
-            if need is not None:
-                got.setdefault(job.queue, []).append(need)
-        for name, needs in got.items():  # each shape once: a backlog is many of a few
-            unique = {v.tobytes(): v for v in needs}
-            got[name] = sorted(unique.values(), key=lambda v: float(v[1:].sum()))
+        for name, jobs in _jobs_needing(ssn).items():
+            needs = [n for n in map(_need, jobs) if n is not None]
+            if needs:  # each shape once: a backlog is many of a few
+                unique = {v.tobytes(): v for v in needs}
+                got[name] = sorted(unique.values(), key=lambda v: float(v[1:].sum()))
         ssn.scratch[_NEEDS] = got
     return got
 
@@ -115,7 +145,7 @@ def unowed_idle(
 
 def unplaced_gang(job: JobInfo) -> bool:
     """An admitted gang with nothing placed yet."""
-    return job.min_resources is not None and job.phase == "Inqueue" and not job.allocated[1:].any()
+    return job.min_resources is not None and job.phase == "Inqueue" and nothing_placed(job)
 
 
 def lend_borrowers(ssn: Session, attrs: Mapping[str, QueueAttr]) -> None:
