@@ -38,7 +38,7 @@ from .util import NOW, switched
 SWITCHES: list[tuple[Any, str]] = [
     (feasibility, "COUNT_FIRST"),
     (borrowing, "NEED_PER_INPUT"),
-    (session_mod, "BY_ORDINAL"),
+    (session_mod, "KEEP_ACTIVE"),
     (queue_floor, "SKIP_IDLE_JOBS"),
     (victims, "BULK_START"),
     (feasibility, "HOIST"),
@@ -146,10 +146,10 @@ def _session_after(steps: list[Event]) -> Session:
     steps=st.lists(step(), min_size=1, max_size=25),
     touch=st.lists(st.integers(0, 40), max_size=8),
 )
-def test_active_jobs_by_ordinal_is_the_jobs_order(steps: list[Event], touch: list[int]) -> None:
+def test_kept_active_jobs_are_in_the_jobs_order(steps: list[Event], touch: list[int]) -> None:
     """After random histories (jobs deleted and re-created under their ids), with jobs the
-    session changed (settled ones among them, in any order), ``active_jobs`` is the same list
-    ordered by ordinal as by place in the session's jobs."""
+    session changed (settled ones among them, in any order), ``active_jobs`` kept and merged by
+    ordinal is the same list as ordered by place in the session's jobs."""
     ssn = _session_after(steps)
     jobs = list(ssn.jobs.values())
     for i in touch:

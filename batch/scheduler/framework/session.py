@@ -57,12 +57,6 @@ FOLD_OPEN = True
 KEEP_ACTIVE = True
 _ORDINAL = operator.attrgetter("ordinal")
 
-#: ``active_jobs`` orders by ``JobInfo.ordinal``, which is the order of ``jobs`` (the index
-#: keeps the cache's insertion order; False: by each job's place in ``jobs``, a dict of every
-#: job built per call; tests compare both)
-BY_ORDINAL = True
-_ORDINAL = operator.attrgetter("ordinal")
-
 
 class SessionPlugin(Protocol):
     """What a session needs of a plugin (``registry.Plugin`` is the base class of them all)."""
@@ -187,8 +181,6 @@ class Session:
         touched = [j for j in self._touched if j.uid in jobs]
         if not touched:
             return list(self._open_jobs)
-        if BY_ORDINAL:  # ``jobs`` is in the cache's insertion order (``JobIndex``)
-            return sorted([*self._open_jobs, *touched], key=_ORDINAL)
         pos = {uid: i for i, uid in enumerate(jobs)}
         return sorted([*self._open_jobs, *touched], key=lambda j: pos[j.uid])
 
