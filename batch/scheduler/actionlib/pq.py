@@ -41,6 +41,14 @@ class PriorityQueue(Generic[T]):
         entries.sort(reverse=True)
         self._run = entries
 
+    def take_run(self, run: list[tuple[Any, int, T]]) -> None:
+        """Make ``run`` (entries sorted largest first; the list becomes the queue's) the run of
+        this empty queue: the pops of ``extend`` of its items when no two keys tie, which
+        leaves the entries' second elements, not insertion numbers here, never deciding."""
+        assert not self._run and not self._h
+        self._run = run
+        self._n = len(run)
+
     def _run_first(self) -> bool:
         """Does the run (not the heap) hold the next entry? (False when both are empty)"""
         run, h = self._run, self._h

@@ -138,6 +138,10 @@ class Dispatch:
         self._keys["job_order/kept"] = (point.version, kept)
         return kept
 
+    def job_order_table(self) -> Table | None:
+        """The kept JobOrder keys (``job_order_key`` reads them), None when they are not kept."""
+        return self._table(self.hooks.job_order)
+
     def queue_order_key(self) -> Callable[[QueueInfo], Any]:
         k: Callable[[QueueInfo], Any] = self._cached_key(self.hooks.queue_order, _CREATION_UID)
         return k

@@ -61,11 +61,14 @@ class _Table:
 class JobMemos:
     """Per extension point, the kept answers of one configuration (in ``cache.derived``)."""
 
-    __slots__ = ("config", "tables")
+    __slots__ = ("config", "derived", "tables")
 
     def __init__(self, config: object) -> None:
         self.config = config
         self.tables: dict[str, _Table] = {}
+        #: what actions build from these answers and keep as long as them, by name (each
+        #: checks that the tables it read are still the ones it was built from)
+        self.derived: dict[str, Any] = {}
 
     @classmethod
     def of(cls, derived: dict[str, Any], config: object, *, rebuilt: bool, jobs: int) -> JobMemos:

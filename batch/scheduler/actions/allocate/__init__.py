@@ -27,6 +27,7 @@ import numpy as np
 from batch.api.resources import format_resource_list
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.status import TaskStatus
+from batch.scheduler.actionlib.keptruns import Entry, KeptRuns
 from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.actionlib.selection import pending_tasks
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
@@ -110,7 +111,24 @@ class _Pass:
         # pure per job (``framework/jobmemo.py``); without ``enqueue`` this pass changes jobs
         table = ssn.dispatch.job_table("allocate", ssn.hooks.job_valid) if enqueue_on else None
         verdict_of = functools.partial(self._verdict, enqueue_on=enqueue_on)
+        # each queue's order kept from the last session (``actionlib/keptruns.py``): a job
+        # kept at its version is valid, has pending tasks (a single task is its worksheet) and
+        # needs no key; ``by_queue`` gets the others
+        kept = KeptRuns.of(ssn, table) if table is not None else None
+        index = kept.index if kept is not None else {}
+        stale: list[tuple[str, Entry]] = []
+        hits = 0
         for job in ssn.active_jobs():
+            got = index.get(job.uid)
+            if got is not None and got[1][2] is job and got[1][1] == job.version:
+                hits += 1
+                one = len(job.tasks) == 1
+                tasks = [*job.tasks.values()] if one else pending_tasks(ssn, job, best_effort=False)
+                tasks.reverse()
+                worksheet[job.uid] = tasks
+                if job.queue not in by_queue:
+                    by_queue[job.queue] = []
+                continue
             verdict = verdict_of(job) if table is None else answer(table, verdict_of, job)
             if verdict is not True:
                 if isinstance(verdict, str):
@@ -124,9 +142,16 @@ class _Pass:
             lst = by_queue.get(job.queue)
             if lst is None:
                 lst = by_queue[job.queue] = []
+            if got is not None:
+                stale.append(got)
             lst.append(job)
         jkey = ssn.dispatch.job_order_key()
+        if kept is not None:
+            kept.update(by_queue, stale, hits, worksheet, jkey)
         for name, lst in by_queue.items():
+            if kept is not None:
+                self.per_queue[name] = kept.queue(name, jkey)
+                continue
             pq = self.per_queue[name] = PriorityQueue(jkey)
             pq.extend(lst)
 
