@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -19,17 +19,21 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
+from batch.model.info import JobInfo
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler import Decisions, load_config, run_session
 from batch.scheduler.actionlib.pq import PriorityQueue
+from batch.scheduler.actionlib.selection import jobs_by_queue
 from batch.scheduler.actions.allocate import Allocate
 from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework import close, placement
 from batch.scheduler.framework.decisions import PendingReason
 from batch.scheduler.framework.session import Session
 
-from .test_incremental import Event, _base, _replay, step
+from .test_incremental import QUEUES, Event, _base, _replay, step
 from .util import BASIC, NOW, switched
+
+T = TypeVar("T")
 
 CONFIGS = [load_config(HELM_DEFAULT_CONFIG), load_config(TEPHRA_DEFAULT_CONFIG)]
 
@@ -151,7 +155,7 @@ def test_drain_replays_a_queue_of_identical_jobs(monkeypatch: pytest.MonkeyPatch
         assert _exact(run_session(c, CONFIGS[0], now=NOW)) == _exact(d)
 
 
-def _pops(pq: PriorityQueue[int]) -> Iterator[int]:
+def _pops(pq: PriorityQueue[T]) -> Iterator[T]:
     while pq:
         yield pq.pop()
 
@@ -195,6 +199,22 @@ def test_priority_queue_matches_a_heap_of_single_pushes(ops: list[tuple[str, Any
         assert len(pq) == len(ref) and bool(pq) == bool(ref)
         assert sorted(pq.items()) == sorted(i for _, i in ref)
     assert list(_pops(pq)) == [i for _, i in sorted(ref)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(jobs=st.lists(st.tuples(st.sampled_from(QUEUES), st.integers(0, 3)), max_size=12))
+def test_jobs_by_queue_pop_as_pushed(jobs: list[tuple[str, int]]) -> None:
+    """Jobs of random queues and JobOrder keys (ties likely) pop from ``jobs_by_queue``'s
+    per-queue priority queues (one ``extend`` each) as from queues they were pushed into one by
+    one, and the queues come in the order of their first job."""
+    made = [JobInfo(f"ns/j{i}", "ns", f"j{i}", dims=4, queue=q) for i, (q, _) in enumerate(jobs)]
+    keys = {job.uid: k for job, (_, k) in zip(made, jobs, strict=True)}
+    pushed: dict[str, PriorityQueue[JobInfo]] = {}
+    for job in made:
+        pushed.setdefault(job.queue, PriorityQueue(lambda j: keys[j.uid])).push(job)
+    extended = jobs_by_queue(made, lambda j: keys[j.uid])
+    got, want = ({q: [j.uid for j in _pops(pq)] for q, pq in g.items()} for g in (extended, pushed))
+    assert list(got.items()) == list(want.items())
 
 
 _amounts = st.lists(

@@ -23,7 +23,6 @@ from batch.model.status import TaskStatus
 from batch.scheduler.actionlib import queue_floor, victims
 from batch.scheduler.actionlib.queue_floor import QueueLedger
 from batch.scheduler.actionlib.victims import NodeTasks
-from batch.scheduler.actions import reclaim
 from batch.scheduler.cycle import open_session
 from batch.scheduler.framework import feasibility, session as session_mod
 from batch.scheduler.framework.session import Session
@@ -42,7 +41,6 @@ SWITCHES: list[tuple[Any, str]] = [
     (queue_floor, "SKIP_IDLE_JOBS"),
     (victims, "BULK_START"),
     (feasibility, "HOIST"),
-    (reclaim, "EXTEND"),
 ]
 
 
@@ -234,19 +232,3 @@ def test_inadmissible_jobs_hoisted_are_the_plain_ones(steps: list[Event], shrink
         ssn.rollback()
         ssn.release()
     assert got[0] == got[1]
-
-
-@settings(max_examples=200, deadline=None)
-@given(jobs=st.lists(st.tuples(st.sampled_from(QUEUES), st.integers(0, 3)), max_size=12))
-def test_reclaim_queues_fill_as_pushed(jobs: list[tuple[str, int]]) -> None:
-    """Starving jobs of random queues and JobOrder keys (ties likely) pop from reclaim's
-    per-queue priority queues in the same order, the queues in the same order, filled by one
-    ``extend`` each or pushed one by one."""
-    made = [JobInfo(f"ns/j{i}", "ns", f"j{i}", dims=4, queue=q) for i, (q, _) in enumerate(jobs)]
-    keys = {job.uid: k for job, (_, k) in zip(made, jobs, strict=True)}
-    got = []
-    for on in (True, False):
-        with switched(on, SWITCHES[6]):
-            per_queue = reclaim._per_queue(made, lambda j: keys[j.uid])
-        got.append({q: [pq.pop().uid for _ in range(len(pq))] for q, pq in per_queue.items()})
-    assert list(got[0].items()) == list(got[1].items())

@@ -39,7 +39,7 @@ from batch.scheduler.actionlib.bundles import (
 )
 from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.actionlib.queue_floor import FloorArgs, QueueFloor, QueueLedger
-from batch.scheduler.actionlib.selection import has_topology, starving_jobs
+from batch.scheduler.actionlib.selection import has_topology, jobs_by_queue, starving_jobs
 from batch.scheduler.actionlib.victims import (
     TIME_BUDGET,
     Budget,
@@ -146,17 +146,11 @@ class GangEviction:
         t0 = time.perf_counter()
         ssn = self.ssn
         dispatch = ssn.dispatch
-        by_queue: dict[str, list[JobInfo]] = {}
-        for job in starving_jobs(ssn):
-            by_queue.setdefault(job.queue, []).append(job)
-        if by_queue and self.floor is not None:
+        starving = jobs_by_queue(starving_jobs(ssn), dispatch.job_order_key())
+        if starving and self.floor is not None:
             self.ledger = QueueLedger(ssn)  # walks every job: only when there is work
         queues: PriorityQueue[QueueInfo] = PriorityQueue(dispatch.queue_order_key())
-        queues.extend(ssn.queues[name] for name in by_queue)
-        starving: dict[str, PriorityQueue[JobInfo]] = {}
-        for name, jobs in by_queue.items():
-            starving[name] = PriorityQueue(dispatch.job_order_key())
-            starving[name].extend(jobs)
+        queues.extend(ssn.queues[name] for name in starving)
         budget = Budget(self.args.time_budget, 0)
         while queues and not budget.exhausted:
             queue = queues.pop()

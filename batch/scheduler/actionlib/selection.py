@@ -9,9 +9,12 @@ treat them separately (Volcano skips them unless topology-aware preemption is on
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from batch.model.info import JobInfo, TaskInfo
 from batch.model.status import TaskStatus
+from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.framework.jobmemo import answer
 from batch.scheduler.framework.session import Session
 
@@ -69,3 +72,18 @@ def preemptor_tasks(ssn: Session, job: JobInfo) -> list[TaskInfo]:
 def has_topology(job: JobInfo) -> bool:
     nt = job.network_topology
     return bool(nt) and isinstance(nt, dict) and bool(nt)
+
+
+def jobs_by_queue(
+    jobs: Iterable[JobInfo], key: Callable[[JobInfo], Any]
+) -> dict[str, PriorityQueue[JobInfo]]:
+    """Per queue, in the order of its first job, a priority queue of its ``jobs`` by ``key``
+    (JobOrder): filled by one ``extend`` each, so it pops as pushing them one by one would."""
+    grouped: dict[str, list[JobInfo]] = {}
+    for job in jobs:
+        grouped.setdefault(job.queue, []).append(job)
+    out: dict[str, PriorityQueue[JobInfo]] = {}
+    for name, queued in grouped.items():
+        pq = out[name] = PriorityQueue(key)
+        pq.extend(queued)
+    return out

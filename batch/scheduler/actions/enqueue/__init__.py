@@ -20,6 +20,7 @@ from typing import Any
 
 from batch.model.info import JobInfo, QueueInfo
 from batch.scheduler.actionlib.pq import PriorityQueue
+from batch.scheduler.actionlib.selection import jobs_by_queue
 from batch.scheduler.framework.admissions import Admissions, held_admissions
 from batch.scheduler.framework.arguments import Arg
 from batch.scheduler.framework.decisions import PendingReason
@@ -59,14 +60,8 @@ class Enqueue(Action):
         t0 = time.perf_counter()
         held = held_admissions(ssn.cache)
         jkey = _later_if_given_back(ssn, held)
-        per_queue: dict[str, PriorityQueue[JobInfo]] = {}
-        for job in ssn.active_jobs():  # a Pending PodGroup is never settled
-            if not job.is_pending():
-                continue
-            pq = per_queue.get(job.queue)
-            if pq is None:
-                pq = per_queue[job.queue] = PriorityQueue(jkey)
-            pq.push(job)
+        # a Pending PodGroup is never settled
+        per_queue = jobs_by_queue((j for j in ssn.active_jobs() if j.is_pending()), jkey)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
         for name in per_queue:
             queues.push(ssn.queues[name])

@@ -26,8 +26,6 @@ Arguments: ``predicateErrorCacheEnable``, ``victimSelection``, ``timeBudgetSecon
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +39,7 @@ from batch.scheduler.actionlib.queue_floor import (
     QueueLedger,
     parse_floor_arguments,
 )
-from batch.scheduler.actionlib.selection import has_topology, starving_jobs
+from batch.scheduler.actionlib.selection import has_topology, jobs_by_queue, starving_jobs
 from batch.scheduler.actionlib.victims import (
     COMMON_ARGS,
     Budget,
@@ -62,31 +60,6 @@ from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.statement import Statement
 
 RUNNING = frozenset({TaskStatus.RUNNING})
-
-#: each queue's starving jobs go into its priority queue by one ``extend`` (one sort), not
-#: a heap push each (False: pushed one by one; the same pops, tests compare both)
-EXTEND = True
-
-
-def _per_queue(
-    jobs: list[JobInfo], jkey: Callable[[JobInfo], Any]
-) -> dict[str, PriorityQueue[JobInfo]]:
-    """Per queue (in the order of their first job), its ``jobs`` in JobOrder."""
-    per_queue: dict[str, PriorityQueue[JobInfo]] = {}
-    if EXTEND:
-        by_queue: dict[str, list[JobInfo]] = {}
-        for job in jobs:
-            by_queue.setdefault(job.queue, []).append(job)
-        for name, queued in by_queue.items():
-            per_queue[name] = PriorityQueue(jkey)
-            per_queue[name].extend(queued)
-        return per_queue
-    for job in jobs:
-        pq = per_queue.get(job.queue)
-        if pq is None:
-            pq = per_queue[job.queue] = PriorityQueue(jkey)
-        pq.push(job)
-    return per_queue
 
 
 class Reclaim(Action):
@@ -129,7 +102,7 @@ class Reclaim(Action):
         index.start()
         self.causes: dict[str, tuple[str, str]] = {}
         jkey = ssn.dispatch.job_order_key()
-        per_queue = _per_queue(jobs, jkey)
+        per_queue = jobs_by_queue(jobs, jkey)
         qpq: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
         for name in per_queue:
             qpq.push(queues[name])
