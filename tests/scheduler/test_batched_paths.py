@@ -52,6 +52,34 @@ jobs_st = st.lists(
 )
 
 
+single_pod_jobs_st = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # queue
+        st.just(1),  # one pod
+        st.just(1),  # minMember
+        st.integers(0, 1),  # gpu: two shapes per queue, so classes interleave
+        st.just(1),  # cpu
+        st.integers(0, 2),  # creation second (ties on purpose)
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+def cluster_st(
+    max_nodes: int = 4, jobs: st.SearchStrategy[list[tuple[Any, ...]]] = jobs_st, busy: bool = True
+) -> dict[str, st.SearchStrategy[Any]]:
+    """``_cluster``'s arguments as strategies: ``@given(**cluster_st(), ...)``."""
+    out: dict[str, st.SearchStrategy[Any]] = {
+        "nodes": st.integers(1, max_nodes),
+        "weights": st.lists(st.integers(1, 3), min_size=3, max_size=3),
+        "jobs": jobs,
+    }
+    if busy:
+        out["busy"] = st.booleans()
+    return out
+
+
 def _cluster(
     nodes: int, weights: list[int], jobs: list[tuple[Any, ...]], busy: bool
 ) -> ClusterCache:
@@ -112,10 +140,7 @@ def _switched(name: str) -> AbstractContextManager[None]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 4),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=jobs_st,
-    busy=st.booleans(),
+    **cluster_st(),
     config_index=st.integers(0, 1),
 )
 def test_draining_replays_decides_as_popping_each_job(
@@ -309,9 +334,7 @@ def test_close_shortcuts_match_the_reference(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 3),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=jobs_st,
+    **cluster_st(max_nodes=3, busy=False),
     config_index=st.integers(0, 1),
 )
 def test_close_shortcuts_on_many_alike_jobs(
@@ -354,9 +377,7 @@ def _checking_reasons() -> Iterator[list[tuple[list[Any], list[Any]]]]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 3),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=jobs_st,
+    **cluster_st(max_nodes=3, busy=False),
     config_index=st.integers(0, 1),
 )
 def test_rollback_leaves_every_job_as_its_tasks_say(
@@ -423,26 +444,9 @@ def test_queue_sums_after_rollback_match_sums_of_the_session_state(
             _replay(cache, kept)
 
 
-single_pod_jobs_st = st.lists(
-    st.tuples(
-        st.integers(0, 2),  # queue
-        st.just(1),  # one pod
-        st.just(1),  # minMember
-        st.integers(0, 1),  # gpu: two shapes per queue, so classes interleave
-        st.just(1),  # cpu
-        st.integers(0, 2),  # creation second (ties on purpose)
-    ),
-    min_size=1,
-    max_size=60,
-)
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 5),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=single_pod_jobs_st,
-    busy=st.booleans(),
+    **cluster_st(max_nodes=5, jobs=single_pod_jobs_st),
     config_index=st.integers(0, 1),
 )
 def test_classes_of_single_pod_jobs_decide_as_each_job_alone(
@@ -466,10 +470,7 @@ def test_classes_of_single_pod_jobs_decide_as_each_job_alone(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 5),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=st.one_of(jobs_st, single_pod_jobs_st),
-    busy=st.booleans(),
+    **cluster_st(max_nodes=5, jobs=st.one_of(jobs_st, single_pod_jobs_st)),
     config_index=st.integers(0, 1),
     after=st.sampled_from([1, 2, placement.LEVELS_AFTER]),
 )

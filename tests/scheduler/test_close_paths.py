@@ -22,7 +22,7 @@ from batch.scheduler.framework.decisions import Bind, Event as DecisionEvent, Ev
 from batch.scheduler.framework.instances import constructed, forget_sessions
 from batch.scheduler.plugins import gang
 
-from .test_batched_paths import CONFIGS as ALIKE_CONFIGS, _cluster, _exact, jobs_st
+from .test_batched_paths import CONFIGS as ALIKE_CONFIGS, _cluster, _exact, cluster_st
 from .test_incremental import CONFIGS, Event, kept_against_plain, step
 from .util import NOW, switched
 
@@ -156,10 +156,7 @@ def test_decision_records_hash_and_compare_by_their_fields(
 @pytest.mark.parametrize("switch", ["statuses", "gang"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 4),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=jobs_st,
-    busy=st.booleans(),
+    **cluster_st(),
     config_index=st.integers(0, 1),
 )
 def test_close_of_many_alike_jobs_decides_as_the_plain_path(

@@ -28,7 +28,7 @@ from batch.scheduler.framework.shares import TOL
 from batch.scheduler.plugins import proportion
 from batch.scheduler.plugins.proportion import QueueAttr, figures
 
-from .test_batched_paths import _cluster, _exact as _decided, jobs_st
+from .test_batched_paths import _cluster, _exact as _decided, cluster_st
 from .test_incremental import Event, kept_against_plain, step
 from .util import BASIC, NOW, switched
 
@@ -139,9 +139,7 @@ def _caches(
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 4),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=jobs_st,
+    **cluster_st(busy=False),
     config_index=st.integers(0, 1),
     tree=st.booleans(),
     sessions=st.integers(1, 3),
