@@ -41,7 +41,8 @@ class Backfill(Action):
                         unpiped.add(t.uid)
         if unpiped:
             ssn.pipelines[:] = [p for p in ssn.pipelines if p.uid not in unpiped]
-        jobs: list[JobInfo] = [j for j in active if not j.is_pending() and j.pending_best_effort]
+        # the count first: most jobs have no best-effort task, and it spares them a call
+        jobs: list[JobInfo] = [j for j in active if j.pending_best_effort and not j.is_pending()]
         jobs.sort(key=lambda j: (qkey(ssn.queues[j.queue]), jkey(j)))
         for job in jobs:
             if ssn.dispatch.job_valid(job) is not None:
