@@ -122,12 +122,16 @@ def fill_reasons(ssn: Session) -> None:
 
     Jobs that have a reason only lose it (when ready with nothing pending); jobs without one
     get one, in ``active_jobs`` order."""
-    reasons, jobs = ssn.reasons, ssn.jobs
+    reasons, get = ssn.reasons, ssn.jobs.get
     pending = TaskStatus.PENDING
-    for uid in [u for u in reasons if u in jobs]:
-        job = jobs[uid]
-        if not job.counts[pending] and job.is_ready():
-            del reasons[uid]
+    # one pass over the reasons, each job looked up once (most have tasks pending)
+    settled = [
+        u
+        for u in reasons
+        if (job := get(u)) is not None and not job.counts[pending] and job.is_ready()
+    ]
+    for uid in settled:
+        del reasons[uid]
     for job in ssn.active_jobs():
         if job.uid not in reasons and not job.is_ready():
             reasons[job.uid] = _missing_reason(job)
