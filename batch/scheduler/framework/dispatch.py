@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
 from batch.model.resources import IntVec
 from batch.scheduler.framework.hooks import (
+    DeferredQueues,
     Hooks,
     Order,
     OrderKey,
@@ -145,6 +146,27 @@ class Dispatch:
     def queue_order_key(self) -> Callable[[QueueInfo], Any]:
         k: Callable[[QueueInfo], Any] = self._cached_key(self.hooks.queue_order, _CREATION_UID)
         return k
+
+    def deferred_queues(self) -> tuple[DeferredQueues, Callable[[QueueInfo], Any]] | None:
+        """The session's one ``DeferredQueues`` and the QueueOrder key it answers, when it
+        stands for every QueueOrder, Overused and Allocatable callback and every event handler
+        (else None: another plugin answers or follows placements too)."""
+        hooks = self.hooks
+        if len(hooks.deferred_queues) != 1 or len(hooks.handlers) != 1:
+            return None
+        deferred = hooks.deferred_queues[0]
+        key, overused, allocatable, handler = deferred.stands_for()
+        orders = hooks.queue_order.flat()
+        if not (
+            hooks.handlers[0] is handler
+            and len(orders) == 1
+            and isinstance(orders[0], OrderKey)
+            and orders[0].fn is key
+            and hooks.overused.flat() == [overused]
+            and hooks.allocatable.flat() == [allocatable]
+        ):
+            return None
+        return deferred, _order_key([OrderKey(deferred.key)], _CREATION_UID)
 
     def task_order_key(self) -> Callable[[TaskInfo], Any]:
         k: Callable[[TaskInfo], Any] = self._cached_key(self.hooks.task_order, TaskInfo.sort_key)

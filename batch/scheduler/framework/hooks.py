@@ -156,6 +156,34 @@ class EventHandler:
     on_deallocate: Callable[[TaskInfo], None]
 
 
+class DeferredQueues(Protocol):
+    """A fair-share plugin's queue answers with its allocation handler's work deferred:
+    allocate asks these instead of the QueueOrder key, Overused and Allocatable callbacks and
+    the event handler they stand for (``stands_for``), calls ``allocated`` instead of the
+    handler's ``on_allocate`` and ``flush`` before anything else reads or changes the plugin's
+    queues. Exact: the same answers, and after ``flush`` the same state, as the handler called
+    after each placement (``Dispatch.deferred_queues``)."""
+
+    def stands_for(
+        self,
+    ) -> tuple[
+        Callable[[QueueInfo], Any],
+        Callable[[QueueInfo], bool],
+        Callable[[QueueInfo, TaskInfo], bool],
+        EventHandler,
+    ]: ...
+
+    def key(self, queue: QueueInfo) -> Any: ...
+
+    def overused(self, queue: QueueInfo) -> bool: ...
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool: ...
+
+    def allocated(self, task: TaskInfo) -> None: ...
+
+    def flush(self) -> None: ...
+
+
 class Point(Generic[F]):
     """One extension point: (plugin name, callback) per tier, in the order of the plugins
     that registered them (registration order within a plugin)."""
@@ -370,6 +398,8 @@ class Hooks:
         self.topology_preemption: Point[TopologyPreemption] = Point("topology_preemption", n)
         #: not tiered, not switchable; actions add their own during execute as well
         self.handlers: list[EventHandler] = []
+        #: per session, like ``handlers`` (``add_deferred_queues``)
+        self.deferred_queues: list[DeferredQueues] = []
         #: the registration window: tier, the plugin's option, its gates' answers (``_gates``)
         self._cur: tuple[int, PluginOption, dict[str, bool]] | None = None
         #: the rank of the plugin whose window is open (its position in the configuration)
@@ -478,6 +508,7 @@ class Hooks:
             point.clear()
         self._filled.clear()
         self.handlers.clear()
+        self.deferred_queues.clear()
         self.in_use = False
         self._rank = -1
 
@@ -628,9 +659,18 @@ class Hooks:
         self,
         on_allocate: Callable[[TaskInfo], None],
         on_deallocate: Callable[[TaskInfo], None],
-    ) -> None:
+    ) -> EventHandler:
         """Follow in-session allocations (plugins at open, actions while they run; never a
         kept callback: handlers are dropped with the session)."""
         if self._keeping:
             raise RuntimeError("event handlers cannot be kept across sessions")
-        self.handlers.append(EventHandler(on_allocate, on_deallocate))
+        handler = EventHandler(on_allocate, on_deallocate)
+        self.handlers.append(handler)
+        return handler
+
+    def add_deferred_queues(self, deferred: DeferredQueues) -> None:
+        """A fair-share plugin's queue answers with its handler deferred (``DeferredQueues``;
+        per session, like event handlers)."""
+        if self._keeping:
+            raise RuntimeError("deferred queue answers cannot be kept across sessions")
+        self.deferred_queues.append(deferred)

@@ -284,8 +284,9 @@ class Session:
         if job.uid not in self._open_uids:
             self._touched.append(job)
 
-    def place(self, task: TaskInfo, idx: int, status: TaskStatus) -> None:
-        """Pending ``task`` -> Allocated/Pipelined on node ``idx`` (fires allocate handlers)."""
+    def place(self, task: TaskInfo, idx: int, status: TaskStatus, *, fire: bool = True) -> None:
+        """Pending ``task`` -> Allocated/Pipelined on node ``idx`` (fires allocate handlers;
+        ``fire=False``: the caller does their work, ``hooks.DeferredQueues``)."""
         nd = self.nodes
         job = self.jobs.get(task.job_id) if task.job_id else None
         # _journal, with the job looked up once
@@ -312,8 +313,9 @@ class Session:
             task.status = status
         task.node_name = nd.name(idx)
         task.node_idx = idx
-        for h in self.hooks.handlers:
-            h.on_allocate(task)
+        if fire:
+            for h in self.hooks.handlers:
+                h.on_allocate(task)
 
     def unplace(self, task: TaskInfo) -> None:
         """Undo ``place`` (task back to Pending; fires deallocate handlers)."""

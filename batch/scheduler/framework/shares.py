@@ -57,9 +57,16 @@ def le(a: F, b: F) -> bool:
     comparisons as the vector form, without its per-call overhead: allocate asks after every
     placement)."""
     if a.dtype == _F64 and b.dtype == _F64 and a.shape == b.shape and a.ndim == 1:
-        al, bl = a.tolist(), b.tolist()
-        return all(al[i] <= bl[i] + TOL for i in range(1, len(al)))
+        return le_lists(a.tolist(), b.tolist())
     return bool((a[1:] <= b[1:] + TOL).all())
+
+
+def le_lists(a: list[float], b: list[float]) -> bool:
+    """``le`` of two float vectors of one length given as Python lists."""
+    for i in range(1, len(a)):  # noqa: SIM110 (no generator: asked after every placement)
+        if not a[i] <= b[i] + TOL:
+            return False
+    return True
 
 
 def le_common(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> bool:

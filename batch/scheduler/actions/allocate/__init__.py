@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import ClassVar
 
 import numpy as np
@@ -32,10 +32,11 @@ from batch.scheduler.actionlib.pq import PriorityQueue
 from batch.scheduler.actionlib.selection import pending_tasks
 from batch.scheduler.framework.arguments import Arg, Arguments, ConfigError
 from batch.scheduler.framework.decisions import PendingReason
+from batch.scheduler.framework.hooks import DeferredQueues
 from batch.scheduler.framework.jobmemo import answer
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
-from batch.scheduler.framework.statement import Statement
+from batch.scheduler.framework.statement import Operation, Statement
 
 
 def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
@@ -88,11 +89,14 @@ class _Pass:
     outcomes of failed attempts by shape (``Allocate._shape``) with the change-log position
     they were computed at."""
 
-    __slots__ = ("fail_memo", "fail_pos", "memo_ok", "per_queue", "ssn", "worksheet")
+    __slots__ = ("deferred", "fail_memo", "fail_pos", "memo_ok", "per_queue", "ssn", "worksheet")
 
     def __init__(self, ssn: Session, memo_ok: bool) -> None:
         self.ssn = ssn
         self.memo_ok = memo_ok
+        #: the fair-share plugin's queue answers with its handler deferred, while one-task
+        #: jobs are placed (``hooks.DeferredQueues``; flushed before any other step)
+        self.deferred: DeferredQueues | None = None
         self.per_queue: dict[str, PriorityQueue[JobInfo]] = {}
         #: job uid -> its tasks still to try, the next one last (``list.pop``)
         self.worksheet: dict[str, list[TaskInfo]] = {}
@@ -221,6 +225,9 @@ class Allocate(Action):
     #: after a replayed failure, go on with the same queue's next jobs while it would pop again
     #: anyway (exact; tests switch it off to compare)
     drain_replays: ClassVar[bool] = True
+    #: a job with one task left is tried without a statement unless it needs one (exact;
+    #: tests switch it off to compare)
+    single_path: ClassVar[bool] = True
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -243,14 +250,37 @@ class Allocate(Action):
         ssn.placer.sample = self.sample
         run = _Pass(ssn, self._memo_ok(ssn))
         run.collect()
-        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.dispatch.queue_order_key())
+        # deferred queue answers serve one-task jobs only (gangs take statements)
+        one_task = self.single_path and any(len(ws) == 1 for ws in run.worksheet.values())
+        got = ssn.dispatch.deferred_queues() if one_task else None
+        run.deferred = got[0] if got is not None else None
+        overused = got[0].overused if got is not None else ssn.dispatch.overused
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(
+            got[1] if got is not None else ssn.dispatch.queue_order_key()
+        )
         queues.extend(ssn.queues[name] for name in run.per_queue)
+        try:
+            self._loop(run, queues, overused)
+        finally:
+            if run.deferred is not None:
+                run.deferred.flush()
+        ssn.timings["allocate"] = time.perf_counter() - t0
+
+    def _loop(
+        self,
+        run: _Pass,
+        queues: PriorityQueue[QueueInfo],
+        overused: Callable[[QueueInfo], bool],
+    ) -> None:
+        """Pop queues (QueueOrder) and try each popped queue's next job (JobOrder) until no
+        queue has jobs left; an Overused queue is dropped."""
+        ssn = run.ssn
         while queues:
             queue = queues.pop()
             jobs = run.per_queue[queue.name]
             if not jobs:
                 continue
-            if ssn.dispatch.overused(queue):
+            if overused(queue):
                 for j in jobs.items():
                     ssn.set_reason(
                         PendingReason(
@@ -270,7 +300,6 @@ class Allocate(Action):
                 self._attempt(run, queue, job, jobs)
             if jobs:
                 queues.push(queue)
-        ssn.timings["allocate"] = time.perf_counter() - t0
 
     def _memo_ok(self, ssn: Session) -> bool:
         """The failed-attempt memo (see _shape) holds when no callback can tell two jobs of one
@@ -315,31 +344,59 @@ class Allocate(Action):
         A failure that placed nothing is stored by shape, worked out from the state before
         the attempt (which such a failure leaves as it was)."""
         ssn = run.ssn
+        tasks = run.worksheet[job.uid]
         log_before = len(ssn.nodes.log)
         fresh = run.memo_ok and job.uid not in ssn.reasons
-        before = tuple(run.worksheet[job.uid]) if fresh else None
-        stmt = Statement(ssn)
+        before = tuple(tasks) if fresh else None
         fails_before = len(ssn.fit_errors.get(job.uid, ()))
-        placed = self._allocate_job(ssn, queue, job, run.worksheet[job.uid], stmt, jobs)
-        if ssn.dispatch.job_ready(job):
-            stmt.commit()
+        ready: bool | None = None
+        stmt: Statement | None
+        if self.single_path and len(tasks) == 1:
+            stmt, placed, ready = _place_single(ssn, queue, job, tasks, run.deferred)
+        else:
+            if run.deferred is not None:
+                run.deferred.flush()
+            stmt = Statement(ssn)
+            placed = self._allocate_job(ssn, queue, job, tasks, stmt, jobs)
+        if ready is None:
+            ready = ssn.dispatch.job_ready(job)
+        if ready:
+            if stmt is not None:
+                stmt.commit()
             if len(ssn.fit_errors.get(job.uid, ())) == fails_before:
                 ssn.reasons.pop(job.uid, None)
         elif ssn.dispatch.job_pipelined(job):
-            stmt.keep_pipelined()
+            if stmt is not None:
+                stmt.keep_pipelined()
             ssn.set_reason(
                 PendingReason(job.uid, "Pipelined", "waiting for resources being released")
             )
         else:
-            reason = _gang_failure(ssn, job, placed)
+            self._failed(run, queue, job, stmt, placed, log_before, before)
+
+    def _failed(
+        self,
+        run: _Pass,
+        queue: QueueInfo,
+        job: JobInfo,
+        stmt: Statement | None,
+        placed: int,
+        log_before: int,
+        before: tuple[TaskInfo, ...] | None,
+    ) -> None:
+        """The job is neither ready nor pipelined: undo its statement and give it its gang
+        failure (stored by shape when the attempt placed nothing)."""
+        ssn = run.ssn
+        reason = _gang_failure(ssn, job, placed)
+        if stmt is not None:
             stmt.discard()
-            shape = None
-            if before is not None and len(ssn.nodes.log) == log_before:
-                shape = self._shape(run, queue, job, before)
-            ssn.set_reason(reason)
-            if shape is not None:
-                run.fail_memo[shape] = (log_before, reason)
-                run.fail_pos = log_before
+        shape = None
+        if before is not None and len(ssn.nodes.log) == log_before:
+            shape = self._shape(run, queue, job, before)
+        ssn.set_reason(reason)
+        if shape is not None:
+            run.fail_memo[shape] = (log_before, reason)
+            run.fail_pos = log_before
 
     @staticmethod
     def _shape(
@@ -392,28 +449,14 @@ class Allocate(Action):
             if task.status is not TaskStatus.PENDING:
                 continue
             if not ssn.dispatch.allocatable(queue, task):
-                ssn.set_reason(
-                    PendingReason(
-                        job.uid,
-                        "NotAllocatable",
-                        f"queue {queue.name!r} quota (deserved share) does not allow the task's "
-                        "request",
-                    ),
-                    overwrite=False,
-                )
+                _not_allocatable(ssn, queue, job)
                 continue
             if task.role in failed_roles:
                 continue
             err = ssn.dispatch.pre_predicate(task)
             got = None if err else placer.select(task)
             if got is None:
-                hist: dict[str, int]
-                if err:
-                    msg, hist = err, {}
-                else:
-                    msg, hist = placer.explain(task)
-                ssn.record_fit_error(job, task, msg)
-                ssn.set_reason(PendingReason(job.uid, "Unschedulable", msg, details={"fit": hist}))
+                _unschedulable(ssn, job, task, err)
                 failed_roles.add(task.role)
                 if not job.need_continue_allocating(failed_roles):
                     break
@@ -428,3 +471,71 @@ class Allocate(Action):
                 jobs.push(job)
                 break
         return placed
+
+
+def _not_allocatable(ssn: Session, queue: QueueInfo, job: JobInfo) -> None:
+    ssn.set_reason(
+        PendingReason(
+            job.uid,
+            "NotAllocatable",
+            f"queue {queue.name!r} quota (deserved share) does not allow the task's request",
+        ),
+        overwrite=False,
+    )
+
+
+def _unschedulable(ssn: Session, job: JobInfo, task: TaskInfo, err: str | None) -> None:
+    """``task`` fits no node (``err``: a PrePredicate's message)."""
+    hist: dict[str, int]
+    if err:
+        msg, hist = err, {}
+    else:
+        msg, hist = ssn.placer.explain(task)
+    ssn.record_fit_error(job, task, msg)
+    ssn.set_reason(PendingReason(job.uid, "Unschedulable", msg, details={"fit": hist}))
+
+
+def _place_single(
+    ssn: Session,
+    queue: QueueInfo,
+    job: JobInfo,
+    tasks: list[TaskInfo],
+    deferred: DeferredQueues | None,
+) -> tuple[Statement | None, int, bool | None]:
+    """``Allocate._allocate_job`` for a worksheet of one task, without a statement when the
+    task is placed on Idle and the job is then ready (committed here: its Binding and Bind).
+    Returns (the statement of what is left to commit, keep or undo, or None; how many tasks
+    were placed; JobReady when it was asked, else None). With ``deferred``, the queue's
+    Allocatable and the allocation handler are its (flushed before a statement is made)."""
+    task = tasks.pop()
+    if task.status is not TaskStatus.PENDING:
+        return None, 0, None
+    dispatch = ssn.dispatch
+    allocatable = deferred.allocatable if deferred is not None else dispatch.allocatable
+    if not allocatable(queue, task):
+        _not_allocatable(ssn, queue, job)
+        return None, 0, None
+    err = dispatch.pre_predicate(task)
+    got = None if err else ssn.placer.select(task)
+    if got is None:
+        _unschedulable(ssn, job, task, err)  # with no task left, the job stops either way
+        return None, 0, None
+    idx, fits_idle = got
+    if deferred is not None and not fits_idle:
+        deferred.flush()
+    if not fits_idle:
+        stmt = Statement(ssn)
+        stmt.pipeline(task, idx)
+        return stmt, 1, None
+    ssn.place(task, idx, TaskStatus.ALLOCATED, fire=deferred is None)
+    if deferred is not None:
+        deferred.allocated(task)
+    if dispatch.job_ready(job):
+        ssn.set_status_placed(task, TaskStatus.BINDING)  # ``Statement.commit`` of it
+        ssn.record_bind(task)
+        return None, 1, True
+    if deferred is not None:
+        deferred.flush()
+    stmt = Statement(ssn)
+    stmt.ops.append(Operation("allocate", task))
+    return stmt, 1, False

@@ -33,7 +33,7 @@ from batch.model.resources import IntVec
 from batch.model.status import TaskStatus
 from batch.scheduler.framework.arguments import Arg, Arguments
 from batch.scheduler.framework.decisions import PendingReason
-from batch.scheduler.framework.hooks import Hooks
+from batch.scheduler.framework.hooks import EventHandler, Hooks
 from batch.scheduler.framework.registry import Plugin
 from batch.scheduler.framework.session import Session
 from batch.scheduler.framework.shares import (
@@ -48,7 +48,8 @@ from batch.scheduler.framework.shares import (
 )
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
-from .attrs import QueueAttr, claimed_share, kept_share
+from . import deferred
+from .attrs import QueueAttr, claimed_share, kept_share, task_dims
 from .borrowing import lend_borrowers, may_borrow
 from .figures import FILLS_KEPT, QueueVectors, admitted_gap, queue_attrs
 from .floatfill import fill_floats, specs, whole_weights
@@ -231,14 +232,9 @@ def _register_queue_points(hooks: Hooks, p: ProportionPlugin) -> None:
         a = attrs.get(q.name)
         if a is None or not q.is_open():
             return False
-        tmpl = t.template
-        dims_by_tid = p.dims_by_tid
-        dims = dims_by_tid.get(tmpl.tid)
-        if dims is None:
-            dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
-        rl = tmpl.req_list
+        rl = t.template.req_list
         alloc, des = a.allocated, a.deserved
-        if all(alloc[d] + rl[d] <= des[d] + TOL for d in dims):
+        if all(alloc[d] + rl[d] <= des[d] + TOL for d in task_dims(p.dims_by_tid, t)):
             return True
         job = p.ssn.jobs.get(t.job_id or "")
         if a.held is None or job is None:
@@ -246,6 +242,7 @@ def _register_queue_points(hooks: Hooks, p: ProportionPlugin) -> None:
         return nearer_with(a, job, t) or borrow_fits(p.ssn, a, job, t, attrs)
 
     hooks.add_allocatable_fn(allocatable)
+    p.queue_fns = (queue_key, overused, allocatable)
 
 
 def nearer_with(a: QueueAttr, job: JobInfo, task: TaskInfo) -> bool:
@@ -433,7 +430,7 @@ def held_beyond_share(attrs: dict[str, QueueAttr], job: JobInfo) -> IntVec | Non
     return np.floor(spare).astype(np.int64) if spare.any() else None
 
 
-def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
+def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> EventHandler:
     """Follow in-session placements: the queue's allocated (and, fairly admitted, held)."""
 
     def on_alloc(task: TaskInfo) -> None:
@@ -460,7 +457,7 @@ def _register_handlers(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
                 a.held -= task.req - (admitted_gap(job, job.allocated) - after)
                 a.held[0] = 0.0
 
-    ssn.hooks.add_event_handler(on_alloc, on_dealloc)
+    return ssn.hooks.add_event_handler(on_alloc, on_dealloc)
 
 
 #: ``ClusterCache.derived`` key: the water-filling results kept for one set of effective weights
@@ -540,6 +537,8 @@ class ProportionPlugin(Plugin):
         self.attrs: dict[str, QueueAttr] = {}
         #: the open session's resources each task template asks for (Allocatable)
         self.dims_by_tid: dict[int, list[int]] = {}
+        #: the QueueOrder key, Overused and Allocatable callbacks (``DeferredShares``)
+        self.queue_fns: tuple[Any, Any, Any] | None = None
 
     #: the callbacks (all but the event handlers) are registered once per ``Hooks`` and read
     #: the open session from the plugin (False: registered again at every open, as before)
@@ -574,7 +573,10 @@ class ProportionPlugin(Plugin):
         if not self.keeps_callbacks:
             self.ssn = ssn
             self.register_kept(ssn.hooks)
-        _register_handlers(ssn, attrs)
+        handler = _register_handlers(ssn, attrs)
+        plain = all(a.held is None for a in attrs.values())
+        if deferred.DEFER and self.queue_fns is not None and plain:
+            ssn.hooks.add_deferred_queues(deferred.DeferredShares(self, handler))
 
     def on_session_close(self, ssn: Session) -> None:
         publish_shares(ssn, self.attrs)

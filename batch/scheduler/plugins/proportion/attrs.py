@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from batch.model.info import QueueInfo
+from batch.model.info import QueueInfo, TaskInfo
 from batch.scheduler.framework.shares import TOL, F
 
-__all__ = ["QueueAttr", "claimed_share", "kept_share"]
+__all__ = ["QueueAttr", "claimed_share", "kept_share", "ratio_lists", "task_dims"]
 
 
 @dataclass(slots=True)
@@ -76,8 +76,11 @@ def _ratio(amount: F, deserved: F) -> float:
 
     On Python floats (one ``tolist`` each): the same IEEE divisions and maximum as the vector
     form, without its per-call overhead (it runs after every placement)."""
-    d = deserved.tolist()
-    a = amount.tolist()
+    return ratio_lists(amount.tolist(), deserved.tolist())
+
+
+def ratio_lists(a: list[float], d: list[float]) -> float:
+    """``_ratio`` of vectors given as Python lists."""
     best: float | None = None
     for i in range(1, len(d)):
         if d[i] >= TOL:
@@ -85,3 +88,13 @@ def _ratio(amount: F, deserved: F) -> float:
             if best is None or r > best:
                 best = r
     return 0.0 if best is None else float(best)
+
+
+def task_dims(dims_by_tid: dict[int, list[int]], t: TaskInfo) -> list[int]:
+    """The resources (pods left out) ``t``'s template asks for, kept per template id in
+    ``dims_by_tid`` (the session's)."""
+    tmpl = t.template
+    dims = dims_by_tid.get(tmpl.tid)
+    if dims is None:
+        dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
+    return dims
