@@ -27,7 +27,7 @@ from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.cycle import open_session
 from batch.scheduler.plugins.proportion import deferred
 
-from .test_batched_paths import _cluster, _exact, jobs_st
+from .test_batched_paths import _cluster, _exact, cluster_st
 from .test_incremental import HDRF, _comparable, kept_against_plain, step
 from .util import BASIC, NOW, switched
 
@@ -67,10 +67,7 @@ def test_single_task_path_decides_as_statements_on_histories(
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    nodes=st.integers(1, 4),
-    weights=st.lists(st.integers(1, 3), min_size=3, max_size=3),
-    jobs=jobs_st,
-    busy=st.booleans(),
+    **cluster_st(),
     config_index=st.integers(0, len(CONFIGS) - 1),
 )
 def test_single_task_path_decides_as_statements_on_many_alike_jobs(
