@@ -521,9 +521,9 @@ def _place_single(
         _unschedulable(ssn, job, task, err)  # with no task left, the job stops either way
         return None, 0, None
     idx, fits_idle = got
-    if deferred is not None and not fits_idle:
-        deferred.flush()
     if not fits_idle:
+        if deferred is not None:
+            deferred.flush()
         stmt = Statement(ssn)
         stmt.pipeline(task, idx)
         return stmt, 1, None

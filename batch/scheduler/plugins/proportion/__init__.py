@@ -49,7 +49,7 @@ from batch.scheduler.framework.shares import (
 from batch.scheduler.framework.votes import PERMIT, REJECT
 
 from . import deferred
-from .attrs import QueueAttr, claimed_share, kept_share, task_dims
+from .attrs import QueueAttr, claimed_share, kept_share, within_deserved
 from .borrowing import lend_borrowers, may_borrow
 from .figures import FILLS_KEPT, QueueVectors, admitted_gap, queue_attrs
 from .floatfill import fill_floats, specs, whole_weights
@@ -232,9 +232,7 @@ def _register_queue_points(hooks: Hooks, p: ProportionPlugin) -> None:
         a = attrs.get(q.name)
         if a is None or not q.is_open():
             return False
-        rl = t.template.req_list
-        alloc, des = a.allocated, a.deserved
-        if all(alloc[d] + rl[d] <= des[d] + TOL for d in task_dims(p.dims_by_tid, t)):
+        if within_deserved(p.dims_by_tid, t, a.allocated, a.deserved):
             return True
         job = p.ssn.jobs.get(t.job_id or "")
         if a.held is None or job is None:

@@ -4,13 +4,14 @@ actions read from them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from batch.model.info import QueueInfo, TaskInfo
 from batch.scheduler.framework.shares import TOL, F
 
-__all__ = ["QueueAttr", "claimed_share", "kept_share", "ratio_lists", "task_dims"]
+__all__ = ["QueueAttr", "claimed_share", "kept_share", "ratio_lists", "within_deserved"]
 
 
 @dataclass(slots=True)
@@ -98,3 +99,16 @@ def task_dims(dims_by_tid: dict[int, list[int]], t: TaskInfo) -> list[int]:
     if dims is None:
         dims = dims_by_tid[tmpl.tid] = [int(d) for d in np.flatnonzero(t.req[1:] > 0) + 1]
     return dims
+
+
+def within_deserved(
+    dims_by_tid: dict[int, list[int]], t: TaskInfo, allocated: Any, deserved: Any
+) -> bool:
+    """Allocatable's deserved-share test: ``allocated`` plus ``t``'s request stays within
+    ``deserved`` (TOL) on every resource the task asks for; the vectors as arrays or as
+    Python lists (``deferred.DeferredShares``)."""
+    rl = t.template.req_list
+    for d in task_dims(dims_by_tid, t):  # noqa: SIM110 (no generator: asked for every placement)
+        if not allocated[d] + rl[d] <= deserved[d] + TOL:
+            return False
+    return True

@@ -19,9 +19,9 @@ import numpy as np
 
 from batch.model.info import QueueInfo, TaskInfo
 from batch.scheduler.framework.hooks import EventHandler
-from batch.scheduler.framework.shares import TOL, le_lists
+from batch.scheduler.framework.shares import le_lists
 
-from .attrs import QueueAttr, ratio_lists, task_dims
+from .attrs import QueueAttr, ratio_lists, within_deserved
 
 if TYPE_CHECKING:
     from . import ProportionPlugin
@@ -66,13 +66,8 @@ class DeferredShares:
             return bool(self.allocatable_fn(queue, task))
         if not queue.is_open():
             return False
-        alloc, des = got[1], got[2]
-        rl = task.template.req_list
-        # the callback's test without held (a loop, no generator: asked for every placement)
-        for d in task_dims(self.p.dims_by_tid, task):  # noqa: SIM110
-            if not alloc[d] + rl[d] <= des[d] + TOL:
-                return False
-        return True
+        # the callback's test without held
+        return within_deserved(self.p.dims_by_tid, task, got[1], got[2])
 
     def allocated(self, task: TaskInfo) -> None:
         """The handler's ``on_allocate(task)``, deferred (done at once when the queue's vectors
