@@ -39,7 +39,7 @@ from batch.model.parse import (
     scheduling_resources,
     spec_key,
 )
-from batch.model.resources import IntVec, ResourceIndex, pad
+from batch.model.resources import IntVec, ResourceIndex, add_column, pad
 from batch.model.status import ON_NODE_STATUS, TaskStatus, pod_task_status
 from batch.model.usage import QueueUsage
 
@@ -251,9 +251,9 @@ class ClusterCache:
             return
         task.node_idx = idx
         n = self.nodes
-        n.used[:, idx] += task.req
+        add_column(n.used, idx, task.req)
         if task.status is TaskStatus.RELEASING:
-            n.releasing[:, idx] += task.req
+            add_column(n.releasing, idx, task.req)
             n.future_gen += 1
         n.touch(idx)
         if task.template.host_ports:
@@ -271,9 +271,9 @@ class ClusterCache:
                     waiting.discard(task.uid)
             return
         n = self.nodes
-        n.used[:, idx] -= task.req
+        add_column(n.used, idx, task.req, -1)
         if task.status is TaskStatus.RELEASING:
-            n.releasing[:, idx] -= task.req
+            add_column(n.releasing, idx, task.req, -1)
             n.future_gen += 1
         n.touch(idx)
         if task.template.host_ports:

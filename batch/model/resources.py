@@ -115,3 +115,11 @@ def requested_dims(vec: IntVec) -> IntVec:
     """Dimensions (excluding pods) where ``vec`` is positive."""
     nz = np.flatnonzero(vec > 0)
     return nz[nz > 0]
+
+
+def add_column(arr: npt.NDArray[np.int64], idx: int, vec: IntVec, sign: int = 1) -> None:
+    """``arr[:, idx] += sign * vec`` in place (``sign``: 1 or -1), without the write-back of
+    the augmented assignment on a slice (a node's column of the dims x nodes arrays: one
+    numpy call instead of three on the placement path)."""
+    col = arr[:, idx]
+    (np.add if sign > 0 else np.subtract)(col, vec, out=col)

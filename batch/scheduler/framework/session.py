@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from batch.model.cache import ClusterCache
 from batch.model.info import JobInfo, QueueInfo, TaskInfo
-from batch.model.resources import IntVec
+from batch.model.resources import IntVec, add_column
 from batch.model.status import ALLOCATED_STATUS, TaskStatus
 from batch.scheduler.framework import jobmemo
 from batch.scheduler.framework.decisions import (
@@ -296,11 +296,11 @@ class Session:
         req = task.req
         if status is TaskStatus.PIPELINED:
             nd.own_future()
-            nd.pipelined[:, idx] += req
+            add_column(nd.pipelined, idx, req)
             nd.has_future = True
         else:
-            nd.used[:, idx] += req
-            nd.idle[:, idx] -= req
+            add_column(nd.used, idx, req)
+            add_column(nd.idle, idx, req, -1)
         nd.changed(idx, task.template.tid)
         if task.template.host_ports:
             nd.add_ports(idx, task.template.host_ports, 1)
@@ -325,10 +325,10 @@ class Session:
         req = task.req
         if task.status is TaskStatus.PIPELINED:
             nd.own_future()
-            nd.pipelined[:, idx] -= req
+            add_column(nd.pipelined, idx, req, -1)
         else:
-            nd.used[:, idx] -= req
-            nd.idle[:, idx] += req
+            add_column(nd.used, idx, req, -1)
+            add_column(nd.idle, idx, req)
         nd.changed(idx)
         if task.template.host_ports:
             nd.add_ports(idx, task.template.host_ports, -1)
