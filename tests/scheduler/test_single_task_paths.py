@@ -22,7 +22,7 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.model.status import TaskStatus
 from batch.scheduler import Decisions, load_config, run_session
-from batch.scheduler.actions.allocate import Allocate
+from batch.scheduler.actions.allocate import Allocate, _bind_single
 from batch.scheduler.config import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.cycle import open_session
 from batch.scheduler.plugins.proportion import deferred
@@ -165,3 +165,26 @@ def _real_answers(attrs: Any, handled: dict[str, Any], queues: list[Any], ask: A
         for n, v in kept.items():
             attrs[n].allocated = v
             attrs[n].changed()
+
+
+def test_a_one_task_placement_that_leaves_its_job_unready_stays_allocated() -> None:
+    """Under deferral the task is placed as the commit leaves it (Binding); when its job is
+    then not ready (here: minMember 2, one pod created) it goes back to Allocated, as a
+    statement's placement is, and the deferred answers are written back."""
+    c = _gpu_cluster(1, 0)
+    c.apply("PodGroup", "ADDED", f.podgroup("g", queue="q0", min_member=2, phase="Inqueue"))
+    c.apply("Pod", "ADDED", f.pod("g-0", group="g", gpu=1, cpu="3", memory="5Gi"))
+    ssn = open_session(c, CONFIGS[0], now=NOW)
+    got = ssn.dispatch.deferred_queues()
+    assert got is not None
+    shares = got[0]
+    (job,) = ssn.jobs.values()
+    (task,) = job.tasks.values()
+    try:
+        assert not _bind_single(ssn, job, task, 0, shares)
+        assert task.status is TaskStatus.ALLOCATED
+        assert job.counts[TaskStatus.ALLOCATED] == 1 and not job.counts[TaskStatus.BINDING]
+        assert not shares.pending and not ssn.binds  # type: ignore[attr-defined]
+    finally:
+        ssn.rollback()
+        ssn.release()

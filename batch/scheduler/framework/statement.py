@@ -38,6 +38,11 @@ class Statement:
         self.ssn.place(task, node_idx, TaskStatus.ALLOCATED)
         self.ops.append(Operation("allocate", task))
 
+    def placed(self, task: TaskInfo) -> None:
+        """Take over ``task``, which the session already placed Allocated (``Session.place``),
+        as if ``allocate`` had placed it."""
+        self.ops.append(Operation("allocate", task))
+
     def pipeline(self, task: TaskInfo, node_idx: int) -> None:
         self.ssn.place(task, node_idx, TaskStatus.PIPELINED)
         self.ops.append(Operation("pipeline", task))

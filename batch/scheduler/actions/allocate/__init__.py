@@ -36,7 +36,7 @@ from batch.scheduler.framework.hooks import DeferredQueues
 from batch.scheduler.framework.jobmemo import answer
 from batch.scheduler.framework.registry import Action
 from batch.scheduler.framework.session import Session
-from batch.scheduler.framework.statement import Operation, Statement
+from batch.scheduler.framework.statement import Statement
 
 
 def gang_shortfall(ssn: Session, job: JobInfo, short_by: int) -> dict[str, str]:
@@ -527,15 +527,33 @@ def _place_single(
         stmt = Statement(ssn)
         stmt.pipeline(task, idx)
         return stmt, 1, None
-    ssn.place(task, idx, TaskStatus.ALLOCATED, fire=deferred is None)
-    if deferred is not None:
-        deferred.allocated(task)
-    if dispatch.job_ready(job):
-        ssn.set_status_placed(task, TaskStatus.BINDING)  # ``Statement.commit`` of it
-        ssn.record_bind(task)
+    if _bind_single(ssn, job, task, idx, deferred):
         return None, 1, True
-    if deferred is not None:
-        deferred.flush()
     stmt = Statement(ssn)
-    stmt.ops.append(Operation("allocate", task))
+    stmt.placed(task)
     return stmt, 1, False
+
+
+def _bind_single(
+    ssn: Session, job: JobInfo, task: TaskInfo, idx: int, deferred: DeferredQueues | None
+) -> bool:
+    """Place ``task`` on node ``idx``'s Idle; when ``job`` is then ready, commit it as
+    ``Statement.commit`` does (Binding, its Bind) and return True, else leave it Allocated
+    (and the deferred answers flushed)."""
+    if deferred is None:
+        ssn.place(task, idx, TaskStatus.ALLOCATED)
+        if not ssn.dispatch.job_ready(job):
+            return False
+        ssn.set_status_placed(task, TaskStatus.BINDING)
+        ssn.record_bind(task)
+        return True
+    # no handler sees the task before JobReady, which counts Allocated and Binding alike
+    # (gang's ready statuses): placed as the commit leaves it, moved back if not ready
+    ssn.place(task, idx, TaskStatus.BINDING, fire=False)
+    deferred.allocated(task)
+    if ssn.dispatch.job_ready(job):
+        ssn.record_bind(task)
+        return True
+    ssn.set_status_placed(task, TaskStatus.ALLOCATED)
+    deferred.flush()
+    return False
