@@ -12,6 +12,7 @@ the clock (sjf, tiresias) or that promote jobs without ``enqueue`` keep the plai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -22,6 +23,7 @@ from batch.model import fixtures as f
 from batch.model.cache import ClusterCache
 from batch.scheduler import Decisions, Scheduler, load_config
 from batch.scheduler.actionlib import keptruns
+from batch.scheduler.actions import allocate
 from batch.scheduler.config import TEPHRA_DEFAULT_CONFIG
 from batch.scheduler.framework import jobmemo
 from batch.sim.policies import SJF_CONF, TIRESIAS_CONF
@@ -206,18 +208,46 @@ def test_a_changing_backlog_decides_as_orders_built_afresh(
 ) -> None:
     """Like ``test_kept_runs_decide_as_orders_built_afresh`` on a backlog, where the order
     decides which jobs run."""
+    with switched(few, (keptruns, "FEW")):
+        _backlog_against_plain(steps, CONFIGS[config_index], _plain)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(backlog_step(), st.booleans(), st.integers(0, 1)), min_size=1, max_size=20
+    ),
+    config_index=st.sampled_from([0, 1, 3, 5]),
+)
+def test_kept_shapes_decide_as_shapes_worked_out_afresh(
+    steps: list[tuple[Event, bool, int]], config_index: int
+) -> None:
+    """allocate's failed-attempt shapes kept by job version (``KEEP_SHAPES``) replay the
+    failures that shapes worked out in each session replay, on a changing backlog whose jobs
+    mostly fail session after session."""
+    _backlog_against_plain(
+        steps, CONFIGS[config_index], lambda: switched(False, (allocate, "KEEP_SHAPES"))
+    )
+
+
+def _backlog_against_plain(
+    steps: list[tuple[Event, bool, int]],
+    config: Any,
+    plain: Callable[[], AbstractContextManager[None]],
+) -> None:
+    """``_backlog`` through two kept schedulers, one of them under ``plain``, after each step
+    (dispatched or not, with sessions that see nothing new): the same decisions."""
     caches = ClusterCache(), ClusterCache()
     _backlog(caches, 12)
-    fast, slow = (Scheduler(c, CONFIGS[config_index]) for c in caches)
-    with switched(few, (keptruns, "FEW")):
-        for i, (event, dispatch, idle) in enumerate(steps):
-            for cache in caches:
-                cache.apply(*event)
-            for k in range(idle + 1):
-                got = fast.run_once(NOW + i + k / 10)
-                with _plain():
-                    want = slow.run_once(NOW + i + k / 10)
-                assert _exact(got) == _exact(want), (i, k, event)
-            if dispatch:
-                _replay(caches[0], got)
-                _replay(caches[1], want)
+    fast, slow = (Scheduler(c, config) for c in caches)
+    for i, (event, dispatch, idle) in enumerate(steps):
+        for cache in caches:
+            cache.apply(*event)
+        for k in range(idle + 1):
+            got = fast.run_once(NOW + i + k / 10)
+            with plain():
+                want = slow.run_once(NOW + i + k / 10)
+            assert _exact(got) == _exact(want), (i, k, event)
+        if dispatch:
+            _replay(caches[0], got)
+            _replay(caches[1], want)

@@ -89,11 +89,23 @@ class _Pass:
     outcomes of failed attempts by shape (``Allocate._shape``) with the change-log position
     they were computed at."""
 
-    __slots__ = ("deferred", "fail_memo", "fail_pos", "memo_ok", "per_queue", "ssn", "worksheet")
+    __slots__ = (
+        "deferred",
+        "fail_memo",
+        "fail_pos",
+        "memo_ok",
+        "per_queue",
+        "shapes",
+        "ssn",
+        "worksheet",
+    )
 
     def __init__(self, ssn: Session, memo_ok: bool) -> None:
         self.ssn = ssn
         self.memo_ok = memo_ok
+        #: job uid -> (the job, its version, its shape before an attempt): kept with the
+        #: configuration's answers (``_shape``); None when they are not kept
+        self.shapes = _kept_shapes(ssn) if memo_ok and KEEP_SHAPES else None
         #: the fair-share plugin's queue answers with its handler deferred, while one-task
         #: jobs are placed (``hooks.DeferredQueues``; flushed before any other step)
         self.deferred: DeferredQueues | None = None
@@ -188,6 +200,29 @@ class _Pass:
         )
         del self.worksheet[job.uid]  # popped, never pushed again: its tasks are done with
         return True
+
+
+#: what a failed attempt depends on (``Allocate._shape``)
+Shape = tuple[object, ...]
+
+#: keep each job's shape before an attempt across sessions, by its version (exact; tests switch
+#: it off to compare)
+KEEP_SHAPES = True
+
+
+def _kept_shapes(ssn: Session) -> dict[str, tuple[JobInfo, int, Shape | None]] | None:
+    """The shapes kept with ``ssn``'s configuration (None when its answers are not kept).
+
+    A job at the version a shape was worked out at is in that very state: its pending tasks,
+    their order (TaskOrder is the configuration's), templates and nominated nodes, its counts
+    and queue are those the shape was made of."""
+    memos = ssn.dispatch.memos
+    if memos is None:
+        return None
+    got = memos.derived.get("allocate-shapes")
+    if not isinstance(got, dict) or len(got) > 2 * len(ssn.jobs) + 1024:  # departed jobs
+        got = memos.derived["allocate-shapes"] = {}
+    return got
 
 
 class Allocate(Action):
@@ -413,6 +448,14 @@ class Allocate(Action):
         if tasks is None:  # before an attempt (after one, the caller saved what it was)
             if job.uid in run.ssn.reasons:
                 return None
+            shapes = run.shapes
+            if shapes is not None:
+                kept = shapes.get(job.uid)
+                if kept is not None and kept[0] is job and kept[1] == job.version:
+                    return kept[2]
+                shape = Allocate._shape(run, queue, job, run.worksheet[job.uid])
+                shapes[job.uid] = (job, job.version, shape)
+                return shape
             tasks = run.worksheet[job.uid]
         if not run.memo_ok or job.network_topology is not None:
             return None
