@@ -168,17 +168,17 @@ class JobInfo:
         op = np.add if sign > 0 else np.subtract
         req = task.req
         if st in ALLOCATED_STATUS:
-            op(self.allocated, req, out=self.allocated)
+            op(self.allocated, req, self.allocated)
             self.alloc_version += 1
         elif st is TaskStatus.PENDING:
             if task.best_effort:
                 self._best_effort(task.role, sign)
             if task.gated:
                 self.gated_pending += sign
-                op(self.gated_req, req, out=self.gated_req)
-            op(self.pending_req, req, out=self.pending_req)
+                op(self.gated_req, req, self.gated_req)
+            op(self.pending_req, req, self.pending_req)
         if total:
-            op(self.total_req, req, out=self.total_req)
+            op(self.total_req, req, self.total_req)
 
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
@@ -224,8 +224,9 @@ class JobInfo:
         task.status = status
         req = task.req
         na = _IS_ALLOC[status]
+        # ufuncs take ``out`` positionally here: keyword parsing is a fifth of a tiny call
         if _IS_ALLOC[old] != na:
-            (np.add if na else np.subtract)(self.allocated, req, out=self.allocated)
+            (np.add if na else np.subtract)(self.allocated, req, self.allocated)
             self.alloc_version += 1
         pend = TaskStatus.PENDING
         if old is pend or status is pend:
@@ -235,8 +236,8 @@ class JobInfo:
                 self._best_effort(task.role, sign)
             if task.gated:
                 self.gated_pending += sign
-                op(self.gated_req, req, out=self.gated_req)
-            op(self.pending_req, req, out=self.pending_req)
+                op(self.gated_req, req, self.gated_req)
+            op(self.pending_req, req, self.pending_req)
 
     def _best_effort(self, role: str, sign: int) -> None:
         self.pending_best_effort += sign

@@ -122,4 +122,4 @@ def add_column(arr: npt.NDArray[np.int64], idx: int, vec: IntVec, sign: int = 1)
     the augmented assignment on a slice (a node's column of the dims x nodes arrays: one
     numpy call instead of three on the placement path)."""
     col = arr[:, idx]
-    (np.add if sign > 0 else np.subtract)(col, vec, out=col)
+    (np.add if sign > 0 else np.subtract)(col, vec, col)
