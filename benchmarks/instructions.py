@@ -10,6 +10,7 @@ without the start-up and the cluster's build.
 
     .venv/bin/python benchmarks/instructions.py                       # 200 nodes, 2,000 pods
     .venv/bin/python benchmarks/instructions.py --nodes 500 --pods 5000 --gang 8 --sessions 5
+    .venv/bin/python benchmarks/instructions.py --preset helm   # the cycle benchmark's default
     PYTHONPATH=/tmp/before .venv/bin/python benchmarks/instructions.py   # another tree's code
 
 Each count takes about a minute per session at the default size (valgrind is ~50x slower).
@@ -39,16 +40,19 @@ I_REFS = re.compile(r"I\s+refs:\s+([0-9,]+)")
 TIME_BUDGET = re.compile(r"timeBudgetSeconds: [0-9.]+")
 
 
-def run_sessions(nodes: int, pods: int, gang: int, sessions: int, *, budget: bool) -> None:
-    """The measured program: build the cluster, then run ``sessions`` sessions on it (with the
-    actions' time budgets only when ``budget``: see the module docstring)."""
+def run_sessions(
+    nodes: int, pods: int, gang: int, sessions: int, *, budget: bool, preset: str
+) -> None:
+    """The measured program: build the cluster, then run ``sessions`` sessions on it under the
+    built-in configuration ``preset`` (with the actions' time budgets only when ``budget``: see
+    the module docstring)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from cycle import build  # the cycle benchmark's cluster, one definition of it
 
-    from batch.scheduler import TEPHRA_DEFAULT_CONFIG, load_config, run_session
+    from batch.scheduler import HELM_DEFAULT_CONFIG, TEPHRA_DEFAULT_CONFIG, load_config, run_session
 
     cache = build(nodes, pods, gang, busy=0.5, seed=1)
-    text = TEPHRA_DEFAULT_CONFIG
+    text = {"tephra": TEPHRA_DEFAULT_CONFIG, "helm": HELM_DEFAULT_CONFIG}[preset]
     if not budget:
         text = TIME_BUDGET.sub("timeBudgetSeconds: 0", text)
     cfg = load_config(text)
@@ -65,7 +69,8 @@ def count(args: argparse.Namespace, sessions: int) -> int:
         cmd = [valgrind, "--tool=cachegrind", "--cache-sim=no"]
         cmd += [f"--cachegrind-out-file={tmp}/out", sys.executable, __file__, "--inner"]
         cmd += [f"--nodes={args.nodes}", f"--pods={args.pods}", f"--gang={args.gang}"]
-        cmd += [f"--sessions={sessions}"] + (["--time-budget"] if args.time_budget else [])
+        cmd += [f"--sessions={sessions}", f"--preset={args.preset}"]
+        cmd += ["--time-budget"] if args.time_budget else []
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     found = I_REFS.search(done.stderr)
@@ -87,10 +92,24 @@ def main() -> None:
         action="store_true",
         help="keep the actions' time budgets (counts then depend on the machine's load)",
     )
+    p.add_argument(
+        "--preset",
+        choices=("tephra", "helm"),
+        default="tephra",
+        help="built-in configuration (tephra: with preempt, reclaim, gangreclaim; helm: "
+        "enqueue, allocate, backfill, as the cycle benchmark's default)",
+    )
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.inner:
-        run_sessions(args.nodes, args.pods, args.gang, args.sessions, budget=args.time_budget)
+        run_sessions(
+            args.nodes,
+            args.pods,
+            args.gang,
+            args.sessions,
+            budget=args.time_budget,
+            preset=args.preset,
+        )
         return
     if args.sessions < 1:
         p.error("--sessions must be at least 1")
@@ -98,7 +117,10 @@ def main() -> None:
     base = count(args, 1)
     total = count(args, 1 + args.sessions)
     per = (total - base) / args.sessions
-    print(f"nodes={args.nodes} pods={args.pods} gang={args.gang} sessions={args.sessions}")
+    print(
+        f"nodes={args.nodes} pods={args.pods} gang={args.gang} sessions={args.sessions} "
+        f"preset={args.preset}"
+    )
     print(
         f"instructions per session: {per / 1e6:.1f}M (start-up and one session: {base / 1e6:.1f}M)"
     )
