@@ -93,7 +93,9 @@ def _gpu_cluster(queues: int, jobs: int) -> ClusterCache:
         c.apply("Node", "ADDED", f.node(f"n{i}", cpu="64", memory="256Gi", gpu=8))
     for j in range(jobs):
         c.apply("PodGroup", "ADDED", f.podgroup(f"j{j}", queue=f"q{j % queues}", phase="Inqueue"))
-        c.apply("Pod", "ADDED", f.pod(f"j{j}-0", group=f"j{j}", gpu=1, cpu="3", memory="5Gi"))
+        # every third job asks for CPU alone, so that queues' shares are not all GPU shares
+        gpu, cpu = (0, "9") if j % 3 == 2 else (1, "3")
+        c.apply("Pod", "ADDED", f.pod(f"j{j}-0", group=f"j{j}", gpu=gpu, cpu=cpu, memory="5Gi"))
     return c
 
 

@@ -11,7 +11,14 @@ import numpy as np
 from batch.model.info import QueueInfo, TaskInfo
 from batch.scheduler.framework.shares import TOL, F
 
-__all__ = ["QueueAttr", "claimed_share", "kept_share", "ratio_lists", "within_deserved"]
+__all__ = [
+    "QueueAttr",
+    "claimed_share",
+    "deserved_dims",
+    "kept_share",
+    "ratio_lists",
+    "within_deserved",
+]
 
 
 @dataclass(slots=True)
@@ -80,15 +87,21 @@ def _ratio(amount: F, deserved: F) -> float:
     return ratio_lists(amount.tolist(), deserved.tolist())
 
 
-def ratio_lists(a: list[float], d: list[float]) -> float:
-    """``_ratio`` of vectors given as Python lists."""
+def ratio_lists(a: list[float], d: list[float], dims: list[int] | None = None) -> float:
+    """``_ratio`` of vectors given as Python lists; ``dims`` (optional): ``deserved_dims(d)``,
+    the only resources it looks at (the same divisions, in the same order)."""
     best: float | None = None
-    for i in range(1, len(d)):
+    for i in range(1, len(d)) if dims is None else dims:
         if d[i] >= TOL:
             r = a[i] / d[i]
             if best is None or r > best:
                 best = r
     return 0.0 if best is None else float(best)
+
+
+def deserved_dims(d: list[float]) -> list[int]:
+    """The resources (pods left out) where ``d`` deserves something (``ratio_lists``)."""
+    return [i for i in range(1, len(d)) if d[i] >= TOL]
 
 
 def task_dims(dims_by_tid: dict[int, list[int]], t: TaskInfo) -> list[int]:

@@ -21,7 +21,7 @@ from batch.model.info import QueueInfo, TaskInfo
 from batch.scheduler.framework.hooks import EventHandler
 from batch.scheduler.framework.shares import le_lists
 
-from .attrs import QueueAttr, ratio_lists, within_deserved
+from .attrs import QueueAttr, deserved_dims, ratio_lists, within_deserved
 
 if TYPE_CHECKING:
     from . import ProportionPlugin
@@ -41,9 +41,9 @@ class DeferredShares:
         assert p.queue_fns is not None
         #: the callbacks these answers stand for (asked for queues with nothing deferred)
         self.key_fn, self.overused_fn, self.allocatable_fn = p.queue_fns
-        #: queue name -> (its figures, allocated and deserved as lists), for the queues with
-        #: deferred placements
-        self.pending: dict[str, tuple[QueueAttr, list[float], list[float]]] = {}
+        #: queue name -> (its figures, allocated and deserved as lists, the resources it
+        #: deserves something of), for the queues with deferred placements
+        self.pending: dict[str, tuple[QueueAttr, list[float], list[float], list[int]]] = {}
 
     def stands_for(self) -> tuple[Any, Any, Any, EventHandler]:
         return self.key_fn, self.overused_fn, self.allocatable_fn, self.handler
@@ -52,7 +52,7 @@ class DeferredShares:
         got = self.pending.get(queue.name)
         if got is None:
             return self.key_fn(queue)
-        return (-queue.priority, ratio_lists(got[1], got[2]))  # ``order_share`` without held
+        return (-queue.priority, ratio_lists(got[1], got[2], got[3]))  # ``order_share``, no held
 
     def overused(self, queue: QueueInfo) -> bool:
         got = self.pending.get(queue.name)
@@ -84,7 +84,8 @@ class DeferredShares:
             if not _plain(a, task):
                 self.handler.on_allocate(task)
                 return
-            got = self.pending[job.queue] = (a, a.allocated.tolist(), a.deserved.tolist())
+            des = a.deserved.tolist()
+            got = self.pending[job.queue] = (a, a.allocated.tolist(), des, deserved_dims(des))
         rl = task.template.req_list
         alloc = got[1]
         if task.req is not task.template.req or len(rl) != len(alloc):
@@ -97,7 +98,7 @@ class DeferredShares:
 
     def flush(self) -> None:
         """Write the deferred placements into the queues' figures."""
-        for a, alloc, _ in self.pending.values():
+        for a, alloc, _, _ in self.pending.values():
             a.allocated[:] = alloc
             a.changed()
         self.pending.clear()
