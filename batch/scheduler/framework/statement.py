@@ -36,7 +36,7 @@ class Statement:
 
     def allocate(self, task: TaskInfo, node_idx: int) -> None:
         self.ssn.place(task, node_idx, TaskStatus.ALLOCATED)
-        self.ops.append(Operation("allocate", task))
+        self.placed(task)
 
     def placed(self, task: TaskInfo) -> None:
         """Take over ``task``, which the session already placed Allocated (``Session.place``),
