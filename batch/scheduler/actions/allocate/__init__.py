@@ -110,8 +110,10 @@ class _Pass:
         #: jobs are placed (``hooks.DeferredQueues``; flushed before any other step)
         self.deferred: DeferredQueues | None = None
         self.per_queue: dict[str, PriorityQueue[JobInfo]] = {}
-        #: job uid -> its tasks still to try, the next one last (``list.pop``)
-        self.worksheet: dict[str, list[TaskInfo]] = {}
+        #: job uid -> its tasks still to try, the next one last (``list.pop``); None: not
+        #: listed yet, for a job kept at its version (``tasks``: most of a backlog's jobs are
+        #: never tried, their failures replayed)
+        self.worksheet: dict[str, list[TaskInfo] | None] = {}
         self.fail_memo: dict[tuple[object, ...], tuple[int, PendingReason]] = {}
         #: the newest change-log position a failure was stored at (-1: none)
         self.fail_pos = -1
@@ -138,10 +140,7 @@ class _Pass:
             got = index.get(job.uid)
             if got is not None and got[1][2] is job and got[1][1] == job.version:
                 hits += 1
-                one = len(job.tasks) == 1
-                tasks = [*job.tasks.values()] if one else pending_tasks(ssn, job, best_effort=False)
-                tasks.reverse()
-                worksheet[job.uid] = tasks
+                worksheet[job.uid] = None
                 if job.queue not in by_queue:
                     by_queue[job.queue] = []
                 continue
@@ -170,6 +169,19 @@ class _Pass:
                 continue
             pq = self.per_queue[name] = PriorityQueue(jkey)
             pq.extend(lst)
+
+    def tasks(self, job: JobInfo) -> list[TaskInfo]:
+        """``job``'s worksheet, listed now if it was left for later (a job kept at its
+        version: its pending tasks, a single task as it is, in TaskOrder, the next one last)."""
+        tasks = self.worksheet[job.uid]
+        if tasks is None:
+            if len(job.tasks) == 1:
+                tasks = [*job.tasks.values()]
+            else:
+                tasks = pending_tasks(self.ssn, job, best_effort=False)
+                tasks.reverse()
+            self.worksheet[job.uid] = tasks
+        return tasks
 
     def _verdict(self, job: JobInfo, enqueue_on: bool) -> bool | str | None:
         """True: try ``job``; a message: it is not valid; None: leave it (not admitted, or
@@ -286,7 +298,11 @@ class Allocate(Action):
         run = _Pass(ssn, self._memo_ok(ssn))
         run.collect()
         # deferred queue answers serve one-task jobs only (gangs take statements)
-        one_task = self.single_path and any(len(ws) == 1 for ws in run.worksheet.values())
+        # (a worksheet not listed yet may be of one task: the deferred answers are exact either
+        # way, and cost nothing without a deferred placement)
+        one_task = self.single_path and any(
+            ws is None or len(ws) == 1 for ws in run.worksheet.values()
+        )
         got = ssn.dispatch.deferred_queues() if one_task else None
         run.deferred = got[0] if got is not None else None
         overused = got[0].overused if got is not None else ssn.dispatch.overused
@@ -379,7 +395,7 @@ class Allocate(Action):
         A failure that placed nothing is stored by shape, worked out from the state before
         the attempt (which such a failure leaves as it was)."""
         ssn = run.ssn
-        tasks = run.worksheet[job.uid]
+        tasks = run.tasks(job)
         log_before = len(ssn.nodes.log)
         fresh = run.memo_ok and job.uid not in ssn.reasons
         before = tuple(tasks) if fresh else None
@@ -453,10 +469,10 @@ class Allocate(Action):
                 kept = shapes.get(job.uid)
                 if kept is not None and kept[0] is job and kept[1] == job.version:
                     return kept[2]
-                shape = Allocate._shape(run, queue, job, run.worksheet[job.uid])
+                shape = Allocate._shape(run, queue, job, run.tasks(job))
                 shapes[job.uid] = (job, job.version, shape)
                 return shape
-            tasks = run.worksheet[job.uid]
+            tasks = run.tasks(job)
         if not run.memo_ok or job.network_topology is not None:
             return None
         tids = []
