@@ -190,3 +190,32 @@ def test_a_one_task_placement_that_leaves_its_job_unready_stays_allocated() -> N
     finally:
         ssn.rollback()
         ssn.release()
+
+
+def test_deferred_additions_leave_signed_zeros_as_the_handler_does() -> None:
+    """A queue's allocated vector may hold -0.0 in a slot no request asks for: the handler's
+    ``np.add`` turns it into 0.0 at the first placement, and so must the deferred additions,
+    which after the first one add only the slots a request asks for."""
+    c = _gpu_cluster(1, 3)
+    ssn = open_session(c, CONFIGS[0], now=NOW)
+    got = ssn.dispatch.deferred_queues()
+    assert got is not None
+    shares = got[0]
+    attrs = next(p for p in ssn.plugins if p.name == "proportion").attrs  # type: ignore[attr-defined]
+    a = attrs["q0"]
+    tasks = [t for j in ssn.jobs.values() for t in j.tasks.values()]
+    unasked = next(i for i, r in enumerate(tasks[0].template.req_list) if i and not r)
+    a.allocated[unasked] = -0.0
+    want = a.allocated.copy()
+    try:
+        for task in tasks[:2]:
+            ssn.place(task, 0, TaskStatus.ALLOCATED, fire=False)
+            shares.allocated(task)
+            np.add(want, task.req, out=want)
+            want[0] = 0.0
+        shares.flush()
+        assert np.array_equal(a.allocated, want)
+        assert np.array_equal(np.signbit(a.allocated), np.signbit(want))
+    finally:
+        ssn.rollback()
+        ssn.release()

@@ -33,7 +33,7 @@ DEFER = True
 class DeferredShares:
     """``hooks.DeferredQueues`` for one session of proportion without fair shares."""
 
-    __slots__ = ("allocatable_fn", "handler", "key_fn", "overused_fn", "p", "pending")
+    __slots__ = ("allocatable_fn", "asked", "handler", "key_fn", "overused_fn", "p", "pending")
 
     def __init__(self, p: ProportionPlugin, handler: EventHandler) -> None:
         self.p = p
@@ -44,6 +44,8 @@ class DeferredShares:
         #: queue name -> (its figures, allocated and deserved as lists, the resources it
         #: deserves something of), for the queues with deferred placements
         self.pending: dict[str, tuple[QueueAttr, list[float], list[float], list[int]]] = {}
+        #: template id -> ``_asked``
+        self.asked: dict[int, list[int]] = {}
 
     def stands_for(self) -> tuple[Any, Any, Any, EventHandler]:
         return self.key_fn, self.overused_fn, self.allocatable_fn, self.handler
@@ -77,6 +79,7 @@ class DeferredShares:
         if job is None:
             return
         got = self.pending.get(job.queue)
+        first = got is None
         if got is None:
             a = p.attrs.get(job.queue)
             if a is None:
@@ -92,9 +95,23 @@ class DeferredShares:
             self.flush()
             self.handler.on_allocate(task)
             return
-        for i, r in enumerate(rl):  # ``np.add`` of the int request: the same IEEE additions
-            alloc[i] += r
+        if first:  # ``np.add`` of the int request: the same IEEE additions, in every slot
+            for i, r in enumerate(rl):
+                alloc[i] += r
+        else:
+            # the first addition left no -0.0 (IEEE gives -0.0 only as the sum of two), and
+            # adding 0 changes nothing else: the slots the request asks for are enough
+            for i in self._asked(task):
+                alloc[i] += rl[i]
         alloc[0] = 0.0
+
+    def _asked(self, task: TaskInfo) -> list[int]:
+        """The slots (pods left out) where ``task``'s template asks for something."""
+        tmpl = task.template
+        got = self.asked.get(tmpl.tid)
+        if got is None:
+            got = self.asked[tmpl.tid] = [i for i, r in enumerate(tmpl.req_list) if r and i]
+        return got
 
     def flush(self) -> None:
         """Write the deferred placements into the queues' figures."""
