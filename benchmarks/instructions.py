@@ -41,7 +41,7 @@ TIME_BUDGET = re.compile(r"timeBudgetSeconds: [0-9.]+")
 
 
 def run_sessions(
-    nodes: int, pods: int, gang: int, sessions: int, *, budget: bool, preset: str
+    nodes: int, pods: int, gang: int, sessions: int, *, budget: bool, preset: str = "tephra"
 ) -> None:
     """The measured program: build the cluster, then run ``sessions`` sessions on it under the
     built-in configuration ``preset`` (with the actions' time budgets only when ``budget``: see

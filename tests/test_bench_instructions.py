@@ -17,6 +17,7 @@ def _script() -> ModuleType:
 def test_the_measured_program_runs_the_cycle_benchmarks_cluster() -> None:
     _script().run_sessions(nodes=4, pods=8, gang=1, sessions=2, budget=False)
     _script().run_sessions(nodes=4, pods=8, gang=1, sessions=1, budget=True)
+    _script().run_sessions(nodes=4, pods=8, gang=1, sessions=1, budget=False, preset="helm")
 
 
 def test_every_time_budget_of_the_measured_configuration_is_found() -> None:
