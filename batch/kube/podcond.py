@@ -5,7 +5,9 @@ Why this exists: kube-scheduler and Volcano give a pod they cannot place the con
 `FailedScheduling` Warning event. Cluster-autoscaler and Karpenter scale up for pods with that
 condition only; tools read the event. Volcano writes both for every pending pod whose condition
 changed (`taskUnschedulable` in its cache); so does this planner, from the session's pending
-reasons (one per gang, so every pod of a gang gets the same message), and only on a change of
+reasons (one per gang, so every pod of a gang gets the same message; none for a job that fails
+JobValid, such as a gang whose controller is still making its pods, which Volcano leaves out
+of the session and so of its pod conditions), and only on a change of
 (status, reason, message): what it last offered is remembered per pod, and a pod it has never
 written is compared with the condition the watch last showed (a restarted scheduler rewrites
 nothing). A gang whose reason and state (JobInfo.version) are as in the last session is not
@@ -30,6 +32,9 @@ from batch.scheduler.framework.decisions import Decisions
 __all__ = ["PodConditions", "scheduled_event"]
 
 UNSCHEDULABLE = "Unschedulable"
+#: the reason of a job that fails JobValid (a gang whose pods are not all made yet): Volcano
+#: drops such a job from the session before close, so its pods get no condition nor event
+INVALID = "InvalidJob"
 _Said = tuple[str, str, str]  # status, reason, message
 PodPatch = tuple[str, str, dict[str, Any]]
 
@@ -77,7 +82,7 @@ class PodConditions:
         seen: set[str] = set()
         for job_id, reason in decisions.pending_reasons.items():
             job = cache.jobs.get(job_id)
-            if job is None:
+            if job is None or reason.kind == INVALID:
                 continue
             seen.add(job_id)
             old = looks.get(job_id)

@@ -110,3 +110,20 @@ def test_status_writes_for_2000_pending_pods_over_10_sessions_are_bounded() -> N
     assert events_per_round == per_round  # each gang's event goes with its pod's condition
     body: dict[str, Any] = server.patches[0][1]
     assert body["conditions"][0]["reason"] == "Unschedulable"
+
+
+def test_a_gang_still_short_of_pods_gets_no_condition_nor_event() -> None:
+    """A gang with fewer pods than minMember fails JobValid (its job controller is still making
+    them): Volcano drops such a job from the session before close, so its pods get no
+    PodScheduled condition and no FailedScheduling event; neither do they here. Once its last
+    pod exists and it still cannot run, they do."""
+    c = cluster(1)
+    gang(c, "big", 2, min_member=3, cpu="64")
+    d = run(c)
+    assert d.pending_reasons[next(iter(c.jobs))].kind == "InvalidJob"
+    planner = PodConditions()
+    assert planner.plan(c, d, STAMP) == ([], [])
+    c.apply("Pod", "ADDED", f.pod("big-2", group="big", cpu="64"))
+    patches, events = planner.plan(c, run(c), STAMP)
+    assert sorted(name for _, name, _ in patches) == ["big-0", "big-1", "big-2"]
+    assert [e.reason for e in events] == ["FailedScheduling"]
