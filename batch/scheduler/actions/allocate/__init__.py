@@ -149,10 +149,9 @@ class _Pass:
                 if isinstance(verdict, str):
                     ssn.set_reason(PendingReason(job.uid, "InvalidJob", verdict))
                 continue
-            tasks = pending_tasks(ssn, job, best_effort=False)
+            tasks = _listed(ssn, job)
             if not tasks:
                 continue
-            tasks.reverse()  # a fresh list: the next task last
             worksheet[job.uid] = tasks
             lst = by_queue.get(job.queue)
             if lst is None:
@@ -172,15 +171,10 @@ class _Pass:
 
     def tasks(self, job: JobInfo) -> list[TaskInfo]:
         """``job``'s worksheet, listed now if it was left for later (a job kept at its
-        version: its pending tasks, a single task as it is, in TaskOrder, the next one last)."""
+        version)."""
         tasks = self.worksheet[job.uid]
         if tasks is None:
-            if len(job.tasks) == 1:
-                tasks = [*job.tasks.values()]
-            else:
-                tasks = pending_tasks(self.ssn, job, best_effort=False)
-                tasks.reverse()
-            self.worksheet[job.uid] = tasks
+            tasks = self.worksheet[job.uid] = _listed(self.ssn, job)
         return tasks
 
     def _verdict(self, job: JobInfo, enqueue_on: bool) -> bool | str | None:
@@ -212,6 +206,13 @@ class _Pass:
         )
         del self.worksheet[job.uid]  # popped, never pushed again: its tasks are done with
         return True
+
+
+def _listed(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    """A worksheet: ``job``'s pending tasks in TaskOrder, the next one last (a fresh list)."""
+    tasks = pending_tasks(ssn, job, best_effort=False)
+    tasks.reverse()
+    return tasks
 
 
 #: what a failed attempt depends on (``Allocate._shape``)
@@ -297,9 +298,9 @@ class Allocate(Action):
         ssn.placer.sample = self.sample
         run = _Pass(ssn, self._memo_ok(ssn))
         run.collect()
-        # deferred queue answers serve one-task jobs only (gangs take statements)
-        # (a worksheet not listed yet may be of one task: the deferred answers are exact either
-        # way, and cost nothing without a deferred placement)
+        # deferred queue answers serve one-task jobs only (gangs take statements); a worksheet
+        # not listed yet may be of one task (the answers are exact either way, and cost
+        # nothing without a deferred placement)
         one_task = self.single_path and any(
             ws is None or len(ws) == 1 for ws in run.worksheet.values()
         )
