@@ -106,7 +106,8 @@ class DeferredShares:
         alloc[0] = 0.0
 
     def _asked(self, task: TaskInfo) -> list[int]:
-        """The slots (pods left out) where ``task``'s template asks for something."""
+        """The slots (pods left out) where ``task``'s template's request is not 0 (a negative
+        one, which the model accepts, is added too: unlike ``attrs.task_dims``)."""
         tmpl = task.template
         got = self.asked.get(tmpl.tid)
         if got is None:
