@@ -222,8 +222,8 @@ def test_a_changing_backlog_decides_as_orders_built_afresh(
 def test_kept_shapes_decide_as_shapes_worked_out_afresh(
     steps: list[tuple[Event, bool, int]], config_index: int
 ) -> None:
-    """allocate's failed-attempt shapes kept by job version (``KEEP_SHAPES``) replay the
-    failures that shapes worked out in each session replay, on a changing backlog whose jobs
+    """allocate's failed-attempt shapes kept by job version (``KEEP_SHAPES``) replay the same
+    failures as shapes worked out afresh in every session, on a changing backlog whose jobs
     mostly fail session after session."""
     _backlog_against_plain(
         steps, CONFIGS[config_index], lambda: switched(False, (allocate, "KEEP_SHAPES"))
